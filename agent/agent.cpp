@@ -1,0 +1,428 @@
+#include "agent/agent.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "dlaunch/process.h"
+#include "dlaunch/version.h"
+
+namespace dlaunch::agent {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t kHighWatermark = 8u << 20;  // stop reading workers above this
+
+std::string random_hex(std::size_t bytes) {
+  std::ifstream in("/dev/urandom", std::ios::binary);
+  std::string raw(bytes, '\0');
+  in.read(raw.data(), static_cast<std::streamsize>(bytes));
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+std::string hostname() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+void log(const std::string& msg) { std::fprintf(stderr, "dlaunch-agent: %s\n", msg.c_str()); }
+
+// Binds (without listening) a TCP port on all addresses so nothing else takes
+// it until the workers start. SO_REUSEADDR lets rank 0 bind it right after.
+UniqueFd reserve_port(std::uint16_t wanted, std::uint16_t& got, std::string& error) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) {
+    error = std::string("socket: ") + std::strerror(errno);
+    return {};
+  }
+  int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(wanted);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    error = "MASTER_PORT " + std::to_string(wanted) + " is not free on node 0: " + std::strerror(errno);
+    return {};
+  }
+  socklen_t len = sizeof addr;
+  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+  got = ntohs(addr.sin_port);
+  return fd;
+}
+
+}  // namespace
+
+Agent::Agent(int control_in, int control_out)
+    : sigchld_(io_, SIGCHLD),
+      terminate_(io_, SIGTERM, SIGINT, SIGHUP),
+      grace_timer_(io_),
+      heartbeat_timer_(io_),
+      token_entry_("DLAUNCH_AGENT_TOKEN=" + random_hex(12)) {
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  guard_ = std::make_unique<Guard>(token_entry_);
+  set_nonblocking(control_in, true);
+  set_nonblocking(control_out, true);
+  channel_ = std::make_unique<proto::PipeChannel>(
+      io_, control_in, control_out,
+      proto::PipeChannel::Callbacks{
+          .on_message = [this](proto::Message&& m) { on_message(std::move(m)); },
+          .on_close = [this](const std::string& why) { on_channel_closed(why); },
+          .on_drained = [this] { resume_parked(); },
+          .on_flushed = [this] { io_.stop(); },
+      });
+}
+
+Agent::~Agent() = default;
+
+int Agent::run() {
+  last_heard_ = Clock::now();
+  channel_->start();
+  channel_->send(proto::Hello{.agent_version = kVersion, .hostname = hostname(), .pid = ::getpid()});
+  phase_ = Phase::kSetup;
+  std::function<void()> wait_chld = [&] {
+    sigchld_.async_wait([&](boost::system::error_code ec, int) {
+      if (ec) return;
+      on_sigchld();
+      wait_chld();
+    });
+  };
+  wait_chld();
+  terminate_.async_wait([this](boost::system::error_code ec, int sig) {
+    if (ec) return;
+    if (channel_->is_open()) channel_->send(proto::Fatal{"agent received " + signal_name(sig)});
+    shutdown_requested_ = true;
+    begin_abort("agent received " + signal_name(sig), false);
+  });
+  io_.run();
+  return exit_code_;
+}
+
+void Agent::on_message(proto::Message&& msg) {
+  last_heard_ = Clock::now();
+  if (auto* setup = std::get_if<proto::Setup>(&msg)) {
+    handle(std::move(*setup));
+  } else if (auto* start = std::get_if<proto::Start>(&msg)) {
+    handle(std::move(*start));
+  } else if (auto* abort = std::get_if<proto::Abort>(&msg)) {
+    handle(*abort);
+  } else if (std::holds_alternative<proto::Shutdown>(msg)) {
+    handle_shutdown();
+  } else if (std::holds_alternative<proto::Heartbeat>(msg)) {
+    // last_heard_ is all a heartbeat is for
+  } else {
+    channel_->send(proto::Fatal{std::string("unexpected message from head: ") + proto::message_name(msg)});
+  }
+}
+
+void Agent::handle(proto::Setup&& m) {
+  if (phase_ != Phase::kSetup) {
+    channel_->send(proto::Fatal{"Setup received twice"});
+    return;
+  }
+  setup_ = std::move(m);
+  proto::Ready ready;
+  if (setup_.reserve_master_port) {
+    std::string error;
+    reserved_port_ = reserve_port(setup_.master_port, ready.master_port, error);
+    if (!reserved_port_) {
+      channel_->send(proto::Fatal{error});
+      return;
+    }
+  }
+  for (const auto& ws : setup_.workers) workers_[ws.rank].spec = ws;
+  channel_->send(ready);
+  arm_heartbeat();
+}
+
+void Agent::handle(proto::Start&& m) {
+  if (phase_ != Phase::kSetup || aborting_) return;
+  phase_ = Phase::kRunning;
+  reserved_port_.reset();  // rank 0 binds it now
+  for (auto& [rank, w] : workers_) spawn_worker(w, m.env);
+  maybe_finish();
+}
+
+void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
+  auto [out_r, out_w] = make_pipe();
+  auto [err_r, err_w] = make_pipe();
+  SpawnOptions opts;
+  opts.argv = w.spec.argv;
+  opts.env = worker_environment(current_environment(), w.spec.env, start_env, token_entry_);
+  opts.workdir = setup_.workdir;
+  opts.parent_death_signal = SIGKILL;
+  opts.stdout_fd = out_w.get();
+  opts.stderr_fd = err_w.get();
+  w.started = Clock::now();
+  SpawnResult r = spawn(opts);
+  if (r.pid < 0) {
+    w.state = WorkerState::kFailed;
+    channel_->send(proto::Exited{.rank = w.spec.rank,
+                                 .kind = proto::ExitKind::kSpawnFailed,
+                                 .code = 127,
+                                 .message = r.error});
+    return;
+  }
+  w.pid = r.pid;
+  w.state = WorkerState::kRunning;
+  guard_->watch_process_group(r.pid);
+  rank_of_pid_[r.pid] = w.spec.rank;
+  set_nonblocking(out_r.get(), true);
+  set_nonblocking(err_r.get(), true);
+  w.out = std::make_unique<OutputStream>(io_, out_r.release(), proto::Stream::kStdout);
+  w.err = std::make_unique<OutputStream>(io_, err_r.release(), proto::Stream::kStderr);
+  channel_->send(proto::Started{.rank = w.spec.rank, .pid = r.pid});
+  read_stream(w, *w.out);
+  read_stream(w, *w.err);
+}
+
+void Agent::read_stream(Worker& w, OutputStream& s) {
+  if (s.eof || s.reading || !s.pipe.is_open()) return;
+  if (channel_->queued_bytes() > kHighWatermark) {
+    s.parked = true;  // backpressure: the worker blocks on its full pipe
+    return;
+  }
+  s.reading = true;
+  s.pipe.async_read_some(asio::buffer(s.read_buf), [this, &w, &s](boost::system::error_code ec,
+                                                                  std::size_t n) {
+    s.reading = false;
+    if (ec == asio::error::operation_aborted) return;
+    if (ec) {
+      s.eof = true;
+      flush_partial(w, s);
+      boost::system::error_code ignored;
+      s.pipe.close(ignored);
+      return;
+    }
+    forward(w, s, std::string_view(s.read_buf.data(), n));
+    read_stream(w, s);
+  });
+}
+
+void Agent::forward(Worker& w, OutputStream& s, std::string_view data) {
+  s.lines.append(data);
+  std::string lines = s.lines.take_lines();
+  if (!lines.empty()) {
+    channel_->send(proto::Output{.rank = w.spec.rank, .stream = s.stream, .data = std::move(lines)});
+  }
+  if (s.lines.partial_overflow()) {
+    flush_partial(w, s);
+  } else if (s.lines.has_partial() && !s.timer_armed) {
+    s.timer_armed = true;
+    s.timer.expires_after(std::chrono::milliseconds(setup_.flush_ms));
+    s.timer.async_wait([this, &w, &s](boost::system::error_code ec) {
+      if (ec) return;
+      s.timer_armed = false;
+      flush_partial(w, s);
+    });
+  }
+}
+
+void Agent::flush_partial(Worker& w, OutputStream& s) {
+  if (s.timer_armed) {
+    s.timer.cancel();
+    s.timer_armed = false;
+  }
+  if (!s.lines.has_partial()) return;
+  channel_->send(proto::Output{
+      .rank = w.spec.rank, .stream = s.stream, .partial = true, .data = s.lines.take_all()});
+}
+
+// The worker has exited, so all it wrote is already in the pipe: read it now,
+// so its last lines reach the head before its Exited.
+void Agent::drain_now(Worker& w, OutputStream& s) {
+  while (!s.eof && s.pipe.is_open()) {
+    ssize_t n = ::read(s.pipe.native_handle(), s.read_buf.data(), s.read_buf.size());
+    if (n > 0) {
+      forward(w, s, std::string_view(s.read_buf.data(), static_cast<std::size_t>(n)));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      if (n == 0) {
+        s.eof = true;
+        boost::system::error_code ignored;
+        s.pipe.close(ignored);
+      }
+      break;
+    }
+  }
+  flush_partial(w, s);
+}
+
+void Agent::resume_parked() {
+  for (auto& [rank, w] : workers_) {
+    for (auto* s : {w.out.get(), w.err.get()}) {
+      if (s != nullptr && s->parked) {
+        s->parked = false;
+        read_stream(w, *s);
+      }
+    }
+  }
+}
+
+void Agent::on_sigchld() {
+  int status = 0;
+  pid_t pid;
+  while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+    auto it = rank_of_pid_.find(pid);
+    if (it != rank_of_pid_.end()) on_worker_exit(workers_.at(it->second), status);
+    // anything else is an orphan that reparented to us (we are a subreaper)
+  }
+  maybe_finish();
+}
+
+void Agent::on_worker_exit(Worker& w, int status) {
+  w.state = WorkerState::kExited;
+  if (w.out) drain_now(w, *w.out);
+  if (w.err) drain_now(w, *w.err);
+  proto::Exited ex{.rank = w.spec.rank, .pid = w.pid};
+  if (WIFSIGNALED(status)) {
+    ex.kind = proto::ExitKind::kSignaled;
+    ex.signal = WTERMSIG(status);
+  } else {
+    ex.code = WEXITSTATUS(status);
+  }
+  ex.runtime_ms = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - w.started).count());
+  channel_->send(ex);
+}
+
+std::size_t Agent::live_workers() const {
+  std::size_t n = 0;
+  for (const auto& [rank, w] : workers_) n += w.state == WorkerState::kRunning ? 1 : 0;
+  return n;
+}
+
+void Agent::begin_abort(const std::string& reason, bool immediate) {
+  if (!aborting_) {
+    aborting_ = true;
+    if (phase_ == Phase::kSetup) phase_ = Phase::kStopping;  // never start workers now
+    (void)reason;
+    signal_everything(immediate ? SIGKILL : SIGTERM);
+    if (!immediate) {
+      grace_timer_.expires_after(std::chrono::milliseconds(setup_.kill_grace_ms));
+      grace_timer_.async_wait([this](boost::system::error_code ec) {
+        if (ec) return;
+        killed_hard_ = true;
+        signal_everything(SIGKILL);
+      });
+    } else {
+      killed_hard_ = true;
+    }
+  } else if (immediate && !killed_hard_) {
+    grace_timer_.cancel();
+    killed_hard_ = true;
+    signal_everything(SIGKILL);
+  }
+  maybe_finish();
+}
+
+// Every worker's process group, then every other descendant (orphans that
+// reparented to us, children that left their group). Never the guard.
+void Agent::signal_everything(int sig) {
+  for (const auto& [rank, w] : workers_) {
+    if (w.pid > 0) ::kill(-w.pid, sig);
+  }
+  for (pid_t p : descendants_of(::getpid())) {
+    if (p != guard_->pid()) ::kill(p, sig);
+  }
+}
+
+void Agent::maybe_finish() {
+  if (phase_ == Phase::kDone || live_workers() > 0) return;
+  if (!shutdown_requested_ && !channel_lost_) return;
+  finish();
+}
+
+// All workers are gone. Sweep what they left behind (daemonized children):
+// SIGTERM, wait up to the grace period, SIGKILL. Then report and exit.
+void Agent::finish() {
+  if (phase_ == Phase::kDone) return;
+  auto leftovers = [this] {
+    std::vector<pid_t> out;
+    for (pid_t p : descendants_of(::getpid())) {
+      if (p != guard_->pid()) out.push_back(p);
+    }
+    return out;
+  };
+  auto first = leftovers();
+  if (!first.empty()) {
+    leftovers_killed_ = static_cast<std::uint32_t>(first.size());
+    for (pid_t p : first) ::kill(p, killed_hard_ ? SIGKILL : SIGTERM);
+    const auto deadline = Clock::now() + std::chrono::milliseconds(setup_.kill_grace_ms);
+    while (Clock::now() < deadline && !leftovers().empty()) {
+      int status;
+      while (::waitpid(-1, &status, WNOHANG) > 0) {
+      }
+      ::usleep(20 * 1000);
+    }
+    for (pid_t p : leftovers()) ::kill(p, SIGKILL);
+  }
+  phase_ = Phase::kDone;
+  grace_timer_.cancel();
+  heartbeat_timer_.cancel();
+  guard_->disarm();
+  if (channel_->is_open()) {
+    channel_->send(proto::Done{.leftovers_killed = leftovers_killed_});
+    channel_->close_after_flush();
+  } else {
+    io_.stop();
+  }
+}
+
+void Agent::handle(const proto::Abort& m) { begin_abort(m.reason, m.immediate); }
+
+void Agent::handle_shutdown() {
+  shutdown_requested_ = true;
+  if (live_workers() > 0) begin_abort("shutdown", false);
+  maybe_finish();
+}
+
+void Agent::on_channel_closed(const std::string& reason) {
+  if (phase_ == Phase::kDone) return;
+  channel_lost_ = true;
+  exit_code_ = 1;
+  if (phase_ == Phase::kRunning || live_workers() > 0) {
+    log("control channel lost (" + reason + "); stopping workers");
+  }
+  begin_abort(reason, false);
+  maybe_finish();
+}
+
+void Agent::arm_heartbeat() {
+  if (setup_.heartbeat_interval_ms == 0) return;
+  heartbeat_timer_.expires_after(std::chrono::milliseconds(setup_.heartbeat_interval_ms));
+  heartbeat_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec || phase_ == Phase::kDone || !channel_->is_open()) return;
+    const auto silent = Clock::now() - last_heard_;
+    if (setup_.heartbeat_timeout_ms > 0 &&
+        silent > std::chrono::milliseconds(setup_.heartbeat_timeout_ms)) {
+      channel_->close();
+      on_channel_closed("no heartbeat from the head for " +
+                        std::to_string(setup_.heartbeat_timeout_ms) + " ms");
+      return;
+    }
+    channel_->send(proto::Heartbeat{});
+    arm_heartbeat();
+  });
+}
+
+}  // namespace dlaunch::agent

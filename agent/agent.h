@@ -1,0 +1,87 @@
+// Agent: runs one node's share of a job on behalf of the head.
+//
+// It speaks the control protocol on its stdin/stdout (see protocol.h), spawns
+// the node's workers, forwards their output line by line, reports exits, and
+// kills everything it started when told to, when the head goes silent past the
+// heartbeat timeout, or when the channel closes. It is a child subreaper, so
+// workers' orphaned children reparent to it and are swept at the end; a Guard
+// process covers the case where the agent itself is SIGKILLed.
+//
+// Single-threaded: everything runs on one io_context.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/guard.h"
+#include "agent/protocol/channel.h"
+#include "agent/worker.h"
+#include "dlaunch/unique_fd.h"
+
+namespace dlaunch::agent {
+
+class Agent {
+ public:
+  // control_in/control_out: the channel fds (owned from here on).
+  Agent(int control_in, int control_out);
+  ~Agent();
+  // Runs until the job on this node is over. Returns the process exit code.
+  int run();
+
+ private:
+  enum class Phase { kHello, kSetup, kRunning, kStopping, kDone };
+
+  void on_message(proto::Message&& msg);
+  void on_channel_closed(const std::string& reason);
+  void handle(proto::Setup&& m);
+  void handle(proto::Start&& m);
+  void handle(const proto::Abort& m);
+  void handle_shutdown();
+
+  void spawn_worker(Worker& w, const proto::Env& start_env);
+  void read_stream(Worker& w, OutputStream& s);
+  void forward(Worker& w, OutputStream& s, std::string_view data);
+  void flush_partial(Worker& w, OutputStream& s);
+  void drain_now(Worker& w, OutputStream& s);
+  void resume_parked();
+  void on_sigchld();
+  void on_worker_exit(Worker& w, int status);
+
+  void begin_abort(const std::string& reason, bool immediate);
+  void signal_everything(int sig);
+  void maybe_finish();
+  void finish();
+  void arm_heartbeat();
+  std::size_t live_workers() const;
+
+  boost::asio::io_context io_;
+  std::unique_ptr<proto::PipeChannel> channel_;
+  boost::asio::signal_set sigchld_;
+  boost::asio::signal_set terminate_;
+  boost::asio::steady_timer grace_timer_;
+  boost::asio::steady_timer heartbeat_timer_;
+  std::chrono::steady_clock::time_point last_heard_;
+
+  std::string token_entry_;
+  std::unique_ptr<Guard> guard_;
+  proto::Setup setup_;
+  std::map<int, Worker> workers_;          // by rank
+  std::map<pid_t, int> rank_of_pid_;
+  UniqueFd reserved_port_;
+  Phase phase_ = Phase::kHello;
+  bool aborting_ = false;
+  bool shutdown_requested_ = false;
+  bool channel_lost_ = false;
+  bool killed_hard_ = false;
+  std::uint32_t leftovers_killed_ = 0;
+  int exit_code_ = 0;
+};
+
+}  // namespace dlaunch::agent

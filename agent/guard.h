@@ -1,0 +1,36 @@
+// Guard: a small process forked by the agent before anything else, so that
+// killing the agent with SIGKILL still takes its workers down.
+//
+// The agent tells the guard every worker's process group. If the pipe from
+// the agent closes without a "disarm" (the agent died), the guard SIGKILLs
+// those process groups and every process whose environment carries this
+// agent's token (grandchildren that left the group), then exits.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "dlaunch/unique_fd.h"
+
+namespace dlaunch::agent {
+
+class Guard {
+ public:
+  // Forks the guard. token_entry is "NAME=VALUE" as set in workers' env.
+  explicit Guard(const std::string& token_entry);
+  ~Guard();
+  Guard(const Guard&) = delete;
+  Guard& operator=(const Guard&) = delete;
+
+  void watch_process_group(pid_t pgid);
+  // The agent cleaned up itself: the guard exits without killing anything.
+  void disarm();
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  UniqueFd to_guard_;
+};
+
+}  // namespace dlaunch::agent

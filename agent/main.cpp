@@ -1,0 +1,47 @@
+// dlaunch-agent: runs one node's part of a dlaunch job. Started by dlaunch
+// (locally as a child, remotely over SSH); speaks the control protocol on
+// stdin/stdout. Not meant to be run by hand.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+
+#include "agent/agent.h"
+#include "dlaunch/version.h"
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--version") == 0) {
+      std::printf("dlaunch-agent %s (protocol %u)\n", dlaunch::kVersion,
+                  dlaunch::proto::kProtocolVersion);
+      return 0;
+    }
+    std::fprintf(stderr,
+                 "usage: dlaunch-agent [--version]\n"
+                 "dlaunch starts this program itself; it speaks the control protocol on stdin/stdout.\n");
+    return 2;
+  }
+  ::signal(SIGPIPE, SIG_IGN);
+  // Keep the channel on private fds; stray writes to stdout then go to stderr
+  // instead of corrupting the protocol stream, and stdin reads see /dev/null.
+  const int control_in = ::fcntl(0, F_DUPFD_CLOEXEC, 3);
+  const int control_out = ::fcntl(1, F_DUPFD_CLOEXEC, 3);
+  if (control_in < 0 || control_out < 0) {
+    std::perror("dlaunch-agent: dup");
+    return 1;
+  }
+  const int devnull = ::open("/dev/null", O_RDONLY);
+  ::dup2(devnull, 0);
+  ::close(devnull);
+  ::dup2(2, 1);
+  try {
+    dlaunch::agent::Agent agent(control_in, control_out);
+    return agent.run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dlaunch-agent: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,105 @@
+#include "agent/protocol/channel.h"
+
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+
+namespace dlaunch::proto {
+
+namespace asio = boost::asio;
+
+PipeChannel::PipeChannel(asio::io_context& io, int read_fd, int write_fd, Callbacks cb)
+    : in_(io, read_fd), out_(io, write_fd), cb_(std::move(cb)), read_buf_(64 * 1024, '\0') {}
+
+PipeChannel::~PipeChannel() { *alive_ = false; }
+
+void PipeChannel::start() { read_more(); }
+
+void PipeChannel::read_more() {
+  if (!open_) return;
+  in_.async_read_some(asio::buffer(read_buf_), [this, alive = alive_](boost::system::error_code ec,
+                                                                       std::size_t n) {
+    if (!*alive || !open_) return;
+    if (ec) {
+      fail(ec == asio::error::eof ? (decoder_.pending() > 0 ? "truncated frame at end of stream"
+                                                            : "end of stream")
+                                  : "read error: " + ec.message());
+      return;
+    }
+    decoder_.feed(std::string_view(read_buf_.data(), n));
+    try {
+      while (auto msg = decoder_.next()) {
+        cb_.on_message(std::move(*msg));
+        if (!*alive || !open_) return;
+      }
+    } catch (const ProtocolError& e) {
+      fail(std::string("protocol error: ") + e.what());
+      return;
+    }
+    read_more();
+  });
+}
+
+void PipeChannel::send(const Message& msg) {
+  if (!open_ || close_when_flushed_) return;
+  // Coalesce small frames into the last queued buffer: fewer writes and wakeups.
+  if (!queue_.empty() && queue_.back().size() < 256 * 1024) {
+    auto before = queue_.back().size();
+    encode(msg, queue_.back());
+    queued_ += queue_.back().size() - before;
+  } else {
+    queue_.push_back(encode(msg));
+    queued_ += queue_.back().size();
+  }
+  write_more();
+}
+
+void PipeChannel::write_more() {
+  if (write_in_flight_ || !open_) return;
+  if (queue_.empty()) {
+    if (close_when_flushed_ && out_.is_open()) {
+      boost::system::error_code ignored;
+      out_.close(ignored);
+      if (cb_.on_flushed) cb_.on_flushed();
+    }
+    return;
+  }
+  writing_ = std::move(queue_.front());
+  queue_.pop_front();
+  write_in_flight_ = true;
+  asio::async_write(out_, asio::buffer(writing_), [this, alive = alive_](boost::system::error_code ec,
+                                                                          std::size_t) {
+    if (!*alive) return;
+    write_in_flight_ = false;
+    if (!open_) return;
+    const bool was_high = queued_ >= kLowWatermark;
+    queued_ -= writing_.size();
+    writing_.clear();
+    if (ec) {
+      fail("write error: " + ec.message());
+      return;
+    }
+    write_more();
+    if (was_high && queued_ < kLowWatermark && cb_.on_drained) cb_.on_drained();
+  });
+}
+
+void PipeChannel::close_after_flush() {
+  close_when_flushed_ = true;
+  write_more();
+}
+
+void PipeChannel::close() {
+  if (!open_) return;
+  open_ = false;
+  boost::system::error_code ignored;
+  in_.close(ignored);
+  out_.close(ignored);
+}
+
+void PipeChannel::fail(const std::string& reason) {
+  if (!open_) return;
+  close();
+  if (cb_.on_close) cb_.on_close(reason);
+}
+
+}  // namespace dlaunch::proto

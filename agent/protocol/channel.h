@@ -1,0 +1,65 @@
+// PipeChannel: the control protocol over a pair of pipe fds, driven by an
+// Asio io_context. Used by the agent (its stdin/stdout) and by the head's
+// local transport (the agent child's pipes).
+//
+// Writes are queued and coalesced; queued_bytes() lets the owner apply
+// backpressure (the agent stops reading worker pipes while it is high).
+// on_close fires exactly once: EOF, an I/O error, or a protocol error, with
+// the reason. Not thread-safe: use from the io_context's thread only.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "agent/protocol/protocol.h"
+
+namespace dlaunch::proto {
+
+class PipeChannel {
+ public:
+  struct Callbacks {
+    std::function<void(Message&&)> on_message;
+    std::function<void(const std::string& reason)> on_close;
+    std::function<void()> on_drained;  // queue dropped below the low watermark
+    std::function<void()> on_flushed;  // close_after_flush() has written everything
+  };
+  static constexpr std::size_t kLowWatermark = 1u << 20;
+
+  // Takes ownership of both fds.
+  PipeChannel(boost::asio::io_context& io, int read_fd, int write_fd, Callbacks cb);
+  ~PipeChannel();
+  PipeChannel(const PipeChannel&) = delete;
+  PipeChannel& operator=(const PipeChannel&) = delete;
+
+  void start();
+  void send(const Message& msg);
+  // Writes what is queued, then closes the write side (the peer sees EOF).
+  void close_after_flush();
+  void close();  // at once, without on_close
+  bool is_open() const { return open_; }
+  std::size_t queued_bytes() const { return queued_; }
+
+ private:
+  void read_more();
+  void write_more();
+  void fail(const std::string& reason);
+
+  boost::asio::posix::stream_descriptor in_;
+  boost::asio::posix::stream_descriptor out_;
+  Callbacks cb_;
+  Decoder decoder_;
+  std::string read_buf_;
+  std::deque<std::string> queue_;
+  std::string writing_;
+  std::size_t queued_ = 0;
+  bool open_ = true;
+  bool write_in_flight_ = false;
+  bool close_when_flushed_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace dlaunch::proto

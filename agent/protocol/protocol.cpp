@@ -1,0 +1,303 @@
+#include "agent/protocol/protocol.h"
+
+#include <cstring>
+#include <type_traits>
+
+namespace dlaunch::proto {
+namespace {
+
+// Message type on the wire = index in the Message variant + 1. Append new
+// messages at the end of the variant; never reorder.
+class Writer {
+ public:
+  explicit Writer(std::string& out) : out_(out) {}
+  void u8(std::uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void u16(std::uint16_t v) { le(v); }
+  void u32(std::uint32_t v) { le(v); }
+  void i32(std::int32_t v) { le(static_cast<std::uint32_t>(v)); }
+  void u64(std::uint64_t v) { le(v); }
+  void boolean(bool v) { u8(v ? 1 : 0); }
+  void str(std::string_view s) {
+    u32(static_cast<std::uint32_t>(s.size()));
+    out_.append(s);
+  }
+  void env(const Env& e) {
+    u32(static_cast<std::uint32_t>(e.size()));
+    for (const auto& [k, v] : e) {
+      str(k);
+      str(v);
+    }
+  }
+
+ private:
+  template <typename U>
+  void le(U v) {
+    for (std::size_t i = 0; i < sizeof(U); ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+  std::string& out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  std::uint8_t u8() { return static_cast<std::uint8_t>(take(1)[0]); }
+  std::uint16_t u16() { return le<std::uint16_t>(); }
+  std::uint32_t u32() { return le<std::uint32_t>(); }
+  std::int32_t i32() { return static_cast<std::int32_t>(le<std::uint32_t>()); }
+  std::uint64_t u64() { return le<std::uint64_t>(); }
+  bool boolean() {
+    auto v = u8();
+    if (v > 1) throw ProtocolError("bad boolean in frame");
+    return v == 1;
+  }
+  std::string str() {
+    auto n = u32();
+    auto s = take(n);
+    return std::string(s);
+  }
+  // A count of items that each take at least min_item_bytes: bounded by what is left.
+  std::uint32_t count(std::size_t min_item_bytes) {
+    auto n = u32();
+    if (static_cast<std::uint64_t>(n) * min_item_bytes > in_.size()) {
+      throw ProtocolError("item count exceeds frame size");
+    }
+    return n;
+  }
+  Env env() {
+    Env e;
+    auto n = count(8);
+    e.reserve(n);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      auto k = str();
+      auto v = str();
+      e.emplace_back(std::move(k), std::move(v));
+    }
+    return e;
+  }
+  void finish() const {
+    if (!in_.empty()) throw ProtocolError("trailing bytes in frame");
+  }
+
+ private:
+  std::string_view take(std::size_t n) {
+    if (n > in_.size()) throw ProtocolError("truncated frame");
+    auto s = in_.substr(0, n);
+    in_.remove_prefix(n);
+    return s;
+  }
+  template <typename U>
+  U le() {
+    auto s = take(sizeof(U));
+    U v = 0;
+    for (std::size_t i = 0; i < sizeof(U); ++i) {
+      v = static_cast<U>(v | (static_cast<U>(static_cast<unsigned char>(s[i])) << (8 * i)));
+    }
+    return v;
+  }
+  std::string_view in_;
+};
+
+void put(Writer& w, const Hello& m) {
+  w.u32(m.magic);
+  w.u16(m.version);
+  w.str(m.agent_version);
+  w.str(m.hostname);
+  w.i32(m.pid);
+}
+void put(Writer& w, const Setup& m) {
+  w.str(m.job_id);
+  w.i32(m.node_rank);
+  w.boolean(m.reserve_master_port);
+  w.u16(m.master_port);
+  w.u32(m.kill_grace_ms);
+  w.u32(m.heartbeat_interval_ms);
+  w.u32(m.heartbeat_timeout_ms);
+  w.u32(m.flush_ms);
+  w.str(m.workdir);
+  w.u32(static_cast<std::uint32_t>(m.workers.size()));
+  for (const auto& ws : m.workers) {
+    w.i32(ws.rank);
+    w.i32(ws.local_rank);
+    w.u32(static_cast<std::uint32_t>(ws.argv.size()));
+    for (const auto& a : ws.argv) w.str(a);
+    w.env(ws.env);
+  }
+}
+void put(Writer& w, const Ready& m) { w.u16(m.master_port); }
+void put(Writer& w, const Start& m) { w.env(m.env); }
+void put(Writer& w, const Started& m) {
+  w.i32(m.rank);
+  w.i32(m.pid);
+}
+void put(Writer& w, const Output& m) {
+  w.i32(m.rank);
+  w.u8(static_cast<std::uint8_t>(m.stream));
+  w.boolean(m.partial);
+  w.str(m.data);
+}
+void put(Writer& w, const Exited& m) {
+  w.i32(m.rank);
+  w.i32(m.pid);
+  w.u8(static_cast<std::uint8_t>(m.kind));
+  w.i32(m.code);
+  w.i32(m.signal);
+  w.u64(m.runtime_ms);
+  w.str(m.message);
+}
+void put(Writer& w, const Abort& m) {
+  w.str(m.reason);
+  w.boolean(m.immediate);
+}
+void put(Writer&, const Heartbeat&) {}
+void put(Writer&, const Shutdown&) {}
+void put(Writer& w, const Fatal& m) { w.str(m.message); }
+void put(Writer& w, const Done& m) { w.u32(m.leftovers_killed); }
+
+void get(Reader& r, Hello& m) {
+  m.magic = r.u32();
+  if (m.magic != kMagic) throw ProtocolError("not a dlaunch agent (bad magic in Hello)");
+  m.version = r.u16();
+  m.agent_version = r.str();
+  m.hostname = r.str();
+  m.pid = r.i32();
+}
+void get(Reader& r, Setup& m) {
+  m.job_id = r.str();
+  m.node_rank = r.i32();
+  m.reserve_master_port = r.boolean();
+  m.master_port = r.u16();
+  m.kill_grace_ms = r.u32();
+  m.heartbeat_interval_ms = r.u32();
+  m.heartbeat_timeout_ms = r.u32();
+  m.flush_ms = r.u32();
+  m.workdir = r.str();
+  auto n = r.count(16);
+  m.workers.resize(n);
+  for (auto& ws : m.workers) {
+    ws.rank = r.i32();
+    ws.local_rank = r.i32();
+    auto argc = r.count(4);
+    ws.argv.reserve(argc);
+    for (std::uint32_t i = 0; i < argc; ++i) ws.argv.push_back(r.str());
+    ws.env = r.env();
+  }
+}
+void get(Reader& r, Ready& m) { m.master_port = r.u16(); }
+void get(Reader& r, Start& m) { m.env = r.env(); }
+void get(Reader& r, Started& m) {
+  m.rank = r.i32();
+  m.pid = r.i32();
+}
+void get(Reader& r, Output& m) {
+  m.rank = r.i32();
+  auto s = r.u8();
+  if (s != 1 && s != 2) throw ProtocolError("bad stream in Output");
+  m.stream = static_cast<Stream>(s);
+  m.partial = r.boolean();
+  m.data = r.str();
+}
+void get(Reader& r, Exited& m) {
+  m.rank = r.i32();
+  m.pid = r.i32();
+  auto k = r.u8();
+  if (k < 1 || k > 3) throw ProtocolError("bad exit kind in Exited");
+  m.kind = static_cast<ExitKind>(k);
+  m.code = r.i32();
+  m.signal = r.i32();
+  m.runtime_ms = r.u64();
+  m.message = r.str();
+}
+void get(Reader& r, Abort& m) {
+  m.reason = r.str();
+  m.immediate = r.boolean();
+}
+void get(Reader&, Heartbeat&) {}
+void get(Reader&, Shutdown&) {}
+void get(Reader& r, Fatal& m) { m.message = r.str(); }
+void get(Reader& r, Done& m) { m.leftovers_killed = r.u32(); }
+
+template <std::size_t I = 0>
+Message decode_by_index(std::size_t index, Reader& r) {
+  if constexpr (I < std::variant_size_v<Message>) {
+    if (index == I) {
+      std::variant_alternative_t<I, Message> m;
+      get(r, m);
+      r.finish();
+      return m;
+    }
+    return decode_by_index<I + 1>(index, r);
+  } else {
+    throw ProtocolError("unknown message type " + std::to_string(index + 1));
+  }
+}
+
+}  // namespace
+
+void encode(const Message& msg, std::string& out) {
+  const std::size_t start = out.size();
+  out.append(kHeaderBytes, '\0');
+  Writer w(out);
+  std::visit([&](const auto& m) { put(w, m); }, msg);
+  const std::size_t len = out.size() - start - kHeaderBytes;
+  if (len > kMaxFrameBytes) {
+    out.resize(start);
+    throw ProtocolError("message too large for one frame: " + std::to_string(len) + " bytes");
+  }
+  std::string header;
+  Writer h(header);
+  h.u32(static_cast<std::uint32_t>(len));
+  h.u16(static_cast<std::uint16_t>(msg.index() + 1));
+  h.u16(0);
+  std::memcpy(out.data() + start, header.data(), kHeaderBytes);
+}
+
+std::string encode(const Message& msg) {
+  std::string out;
+  encode(msg, out);
+  return out;
+}
+
+Message decode_payload(std::uint16_t type, std::string_view payload) {
+  if (type == 0) throw ProtocolError("unknown message type 0");
+  Reader r(payload);
+  return decode_by_index(type - 1u, r);
+}
+
+void Decoder::feed(std::string_view bytes) {
+  if (pos_ > 0 && pos_ == buf_.size()) {
+    buf_.clear();
+    pos_ = 0;
+  } else if (pos_ > (1u << 20) && pos_ * 2 > buf_.size()) {
+    buf_.erase(0, pos_);  // keep the buffer from growing without bound
+    pos_ = 0;
+  }
+  buf_.append(bytes);
+}
+
+std::optional<Message> Decoder::next() {
+  if (pending() < kHeaderBytes) return std::nullopt;
+  Reader h(std::string_view(buf_).substr(pos_, kHeaderBytes));
+  const std::uint32_t len = h.u32();
+  const std::uint16_t type = h.u16();
+  const std::uint16_t flags = h.u16();
+  if (len > kMaxFrameBytes) {
+    throw ProtocolError("frame of " + std::to_string(len) + " bytes exceeds the limit of " +
+                        std::to_string(kMaxFrameBytes));
+  }
+  if (flags != 0) throw ProtocolError("unknown frame flags");
+  if (pending() < kHeaderBytes + len) return std::nullopt;
+  auto payload = std::string_view(buf_).substr(pos_ + kHeaderBytes, len);
+  Message m = decode_payload(type, payload);
+  pos_ += kHeaderBytes + len;
+  return m;
+}
+
+const char* message_name(const Message& msg) {
+  static constexpr const char* kNames[] = {"Hello",   "Setup",  "Ready",     "Start",
+                                           "Started", "Output", "Exited",    "Abort",
+                                           "Heartbeat", "Shutdown", "Fatal", "Done"};
+  static_assert(std::size(kNames) == std::variant_size_v<Message>);
+  return kNames[msg.index()];
+}
+
+}  // namespace dlaunch::proto

@@ -1,0 +1,152 @@
+// The control protocol between dlaunch (the head) and dlaunch-agent.
+//
+// It runs over the agent's stdin (head -> agent) and stdout (agent -> head):
+// a pipe for local nodes, an SSH exec channel for remote ones. Every message
+// is one frame:
+//
+//   u32 payload length (little endian) | u16 message type | u16 flags (0) | payload
+//
+// Payload fields are little-endian integers, and strings/bytes as u32 length +
+// data. The agent speaks first with Hello, which carries kMagic and
+// kProtocolVersion; the head refuses any other version before sending work.
+//
+//   agent -> head: Hello, Ready, Started, Output, Exited, Heartbeat, Fatal, Done
+//   head -> agent: Setup, Start, Abort, Heartbeat, Shutdown
+//
+// Sequence: Hello, Setup, Ready, Start, (Started | Output | Exited)*,
+// [Abort], Shutdown, Done, then the agent exits. The agent treats EOF on its
+// stdin as Abort{immediate=false} followed by Shutdown.
+//
+// Decoding never trusts lengths: a frame over kMaxFrameBytes, a truncated
+// payload or trailing bytes throw ProtocolError. Thread safety: none needed,
+// all functions are pure.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace dlaunch::proto {
+
+inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
+inline constexpr std::uint16_t kProtocolVersion = 1;
+inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
+inline constexpr std::size_t kHeaderBytes = 8;
+
+class ProtocolError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+struct Hello {
+  std::uint32_t magic = kMagic;
+  std::uint16_t version = kProtocolVersion;
+  std::string agent_version;
+  std::string hostname;
+  std::int32_t pid = 0;
+};
+
+struct WorkerSpec {
+  std::int32_t rank = 0;
+  std::int32_t local_rank = 0;
+  std::vector<std::string> argv;
+  Env env;  // added to (and overriding) the agent's own environment
+};
+
+struct Setup {
+  std::string job_id;
+  std::int32_t node_rank = 0;
+  bool reserve_master_port = false;  // node 0: find a free port and hold it
+  std::uint16_t master_port = 0;     // 0: any free port; otherwise this one
+  std::uint32_t kill_grace_ms = 5000;
+  std::uint32_t heartbeat_interval_ms = 5000;
+  std::uint32_t heartbeat_timeout_ms = 30000;  // 0: never time out
+  std::uint32_t flush_ms = 100;  // partial output lines are sent after this
+  std::string workdir;
+  std::vector<WorkerSpec> workers;
+};
+
+struct Ready {
+  std::uint16_t master_port = 0;  // the reserved port, 0 when none
+};
+
+struct Start {
+  Env env;  // common to every worker (MASTER_ADDR, MASTER_PORT, ...)
+};
+
+struct Started {
+  std::int32_t rank = 0;
+  std::int32_t pid = 0;
+};
+
+enum class Stream : std::uint8_t { kStdout = 1, kStderr = 2 };
+
+struct Output {
+  std::int32_t rank = 0;
+  Stream stream = Stream::kStdout;
+  bool partial = false;  // data does not end a line (flushed by timeout or size)
+  std::string data;      // whole lines, each ending in '\n', unless partial
+};
+
+enum class ExitKind : std::uint8_t { kExited = 1, kSignaled = 2, kSpawnFailed = 3 };
+
+struct Exited {
+  std::int32_t rank = 0;
+  std::int32_t pid = 0;
+  ExitKind kind = ExitKind::kExited;
+  std::int32_t code = 0;    // exit code (kExited, kSpawnFailed: 127)
+  std::int32_t signal = 0;  // kSignaled
+  std::uint64_t runtime_ms = 0;
+  std::string message;  // why a spawn failed
+};
+
+struct Abort {
+  std::string reason;
+  bool immediate = false;  // SIGKILL now instead of SIGTERM + grace
+};
+
+struct Heartbeat {};
+struct Shutdown {};
+struct Fatal {
+  std::string message;
+};
+struct Done {
+  std::uint32_t leftovers_killed = 0;  // descendants that outlived their worker
+};
+
+using Message = std::variant<Hello, Setup, Ready, Start, Started, Output, Exited, Abort, Heartbeat,
+                             Shutdown, Fatal, Done>;
+
+// Appends one complete frame for msg to out.
+void encode(const Message& msg, std::string& out);
+std::string encode(const Message& msg);
+
+// Incremental decoder: feed bytes as they arrive, pull whole messages out.
+class Decoder {
+ public:
+  void feed(std::string_view bytes);
+  // The next complete message, or nullopt when more bytes are needed.
+  // Throws ProtocolError on an oversized, unknown or malformed frame; the
+  // stream is unusable afterwards.
+  std::optional<Message> next();
+  // Bytes held that do not yet make a frame (EOF with this > 0 = truncated).
+  std::size_t pending() const { return buf_.size() - pos_; }
+
+ private:
+  std::string buf_;
+  std::size_t pos_ = 0;
+};
+
+// Decodes exactly one frame payload (no header). Throws ProtocolError.
+Message decode_payload(std::uint16_t type, std::string_view payload);
+
+const char* message_name(const Message& msg);
+
+}  // namespace dlaunch::proto

@@ -1,0 +1,56 @@
+// A worker: one rank's process on this node, its output pipes and its state.
+//
+// State machine: pending -> running -> exited; pending -> failed (spawn).
+// The worker leads its own process group (pgid == pid); the agent signals the
+// group so that children the worker forked go down with it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/output_pump.h"
+#include "agent/protocol/protocol.h"
+
+namespace dlaunch::agent {
+
+enum class WorkerState { kPending, kRunning, kExited, kFailed };
+
+struct OutputStream {
+  OutputStream(boost::asio::io_context& io, int fd, proto::Stream s) : pipe(io, fd), timer(io), stream(s) {}
+  boost::asio::posix::stream_descriptor pipe;
+  boost::asio::steady_timer timer;  // flushes a held partial line
+  proto::Stream stream;
+  LineBuffer lines;
+  std::string read_buf = std::string(64 * 1024, '\0');
+  bool reading = false;   // an async read is outstanding
+  bool parked = false;    // waiting for the control channel to drain
+  bool timer_armed = false;
+  bool eof = false;
+};
+
+struct Worker {
+  proto::WorkerSpec spec;
+  WorkerState state = WorkerState::kPending;
+  pid_t pid = -1;
+  std::chrono::steady_clock::time_point started;
+  std::unique_ptr<OutputStream> out;
+  std::unique_ptr<OutputStream> err;
+};
+
+// The complete environment of a worker: base (the agent's own), then the
+// worker's own variables, then the job-wide ones from Start, then the agent
+// token. Later entries override earlier ones with the same name.
+std::vector<std::string> worker_environment(const std::vector<std::string>& base,
+                                            const proto::Env& worker_env,
+                                            const proto::Env& start_env,
+                                            const std::string& token_entry);
+
+}  // namespace dlaunch::agent

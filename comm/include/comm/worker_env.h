@@ -1,0 +1,41 @@
+// comm::WorkerEnv: who this process is in the job, read from the environment
+// that dlaunch (or torchrun, or any launcher setting the same variables)
+// gives every worker.
+//
+// Contract: from_env() either returns every field validated or throws
+// comm::EnvError naming the variable and what is wrong with it. Thread-safe as
+// long as nobody modifies the environment concurrently (getenv).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace comm {
+
+class EnvError : public std::runtime_error {
+ public:
+  EnvError(std::string variable, const std::string& message)
+      : std::runtime_error(variable + ": " + message), variable_(std::move(variable)) {}
+  const std::string& variable() const { return variable_; }
+
+ private:
+  std::string variable_;
+};
+
+struct WorkerEnv {
+  int rank = 0;              // RANK
+  int world_size = 1;        // WORLD_SIZE
+  int local_rank = 0;        // LOCAL_RANK
+  int local_world_size = 1;  // LOCAL_WORLD_SIZE
+  int node_rank = 0;         // NODE_RANK (or GROUP_RANK)
+  int num_nodes = 1;         // NNODES (or GROUP_WORLD_SIZE)
+  std::string master_addr;   // MASTER_ADDR
+  int master_port = 0;       // MASTER_PORT
+  std::string job_id;        // DLAUNCH_JOB_ID, else TORCHELASTIC_RUN_ID; may be empty
+
+  // Requires RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; the others
+  // default as torchrun's users expect (one node, local = global).
+  static WorkerEnv from_env();
+};
+
+}  // namespace comm

@@ -1,0 +1,62 @@
+// Process primitives shared by the launcher and the agent: spawning with the
+// right child-side set-up, pipes, signals and /proc scans.
+//
+// Child side of spawn(), in this order: reset signal mask and dispositions,
+// new process group (optional), parent-death signal (optional; the child exits
+// at once if the parent already died), dup2 of the given fds onto 0/1/2,
+// close every other fd, chdir, exec. A failure in the child is reported back
+// through a close-on-exec pipe, so spawn() returns the exec error itself
+// (e.g. "No such file or directory") instead of a child that exits 127.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "dlaunch/unique_fd.h"
+
+namespace dlaunch {
+
+struct SpawnOptions {
+  std::vector<std::string> argv;      // argv[0] is searched on the PATH of env
+  std::vector<std::string> env;       // complete environment, "NAME=VALUE"
+  std::string workdir;                // empty: inherit
+  bool new_process_group = true;      // setpgid(0, 0)
+  int parent_death_signal = 0;        // prctl(PR_SET_PDEATHSIG); 0: none
+  int stdin_fd = -1;                  // -1: /dev/null
+  int stdout_fd = -1;                 // -1: inherit
+  int stderr_fd = -1;                 // -1: inherit
+};
+
+struct SpawnResult {
+  pid_t pid = -1;      // > 0 on success
+  std::string error;   // what failed in the child, when pid < 0
+};
+
+SpawnResult spawn(const SpawnOptions& opts);
+
+// pipe2(O_CLOEXEC): {read end, write end}. Throws std::system_error.
+std::pair<UniqueFd, UniqueFd> make_pipe();
+void set_nonblocking(int fd, bool on);
+// write(2) until done, retrying EINTR and waiting out EAGAIN. False on error.
+bool write_all(int fd, std::string_view data);
+
+// "SIGSEGV", or "signal 42" for numbers without a name.
+std::string signal_name(int sig);
+// Exit code convention of shells and mpirun: code, or 128 + signal.
+int exit_code_of(int wait_status);
+
+// Every process whose parent chain leads to root (root excluded), from /proc.
+std::vector<pid_t> descendants_of(pid_t root);
+// Every process whose environment holds the exact entry "NAME=VALUE".
+std::vector<pid_t> pids_with_env_entry(std::string_view entry);
+
+// Copy of this process's environment as "NAME=VALUE" strings.
+std::vector<std::string> current_environment();
+// Quotes s for a POSIX shell when needed: abc stays, a b -> 'a b'.
+std::string shell_quote(std::string_view s);
+
+}  // namespace dlaunch

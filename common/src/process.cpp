@@ -1,0 +1,258 @@
+#include "dlaunch/process.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <system_error>
+#include <unordered_map>
+
+extern char** environ;
+
+namespace dlaunch {
+namespace {
+
+// What the child reports through the error pipe when set-up or exec fails.
+struct ChildFailure {
+  int stage;  // index into kStages
+  int err;
+};
+constexpr const char* kStages[] = {"setpgid", "prctl", "dup2", "chdir", "exec"};
+
+[[noreturn]] void child_fail(int errfd, int stage, int err) {
+  ChildFailure f{stage, err};
+  [[maybe_unused]] auto n = ::write(errfd, &f, sizeof f);
+  ::_exit(127);
+}
+
+// Candidate paths for argv0, resolved in the parent (allocation is not
+// allowed between fork and exec): argv0 itself if it has a '/', else every
+// PATH entry of the child's environment.
+std::vector<std::string> exec_candidates(const std::string& argv0, const std::vector<std::string>& env) {
+  if (argv0.find('/') != std::string::npos) return {argv0};
+  std::string path = "/usr/local/bin:/usr/bin:/bin";
+  for (const auto& e : env) {
+    if (e.rfind("PATH=", 0) == 0) path = e.substr(5);
+  }
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    auto end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(start, end - start);
+    if (dir.empty()) dir = ".";
+    out.push_back(dir + "/" + argv0);
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+SpawnResult spawn(const SpawnOptions& opts) {
+  if (opts.argv.empty()) return {-1, "empty command"};
+  std::vector<char*> argv;
+  for (const auto& a : opts.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : opts.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const auto candidates = exec_candidates(opts.argv[0], opts.env);
+  auto [err_r, err_w] = make_pipe();
+  const pid_t parent = ::getpid();
+
+  const pid_t pid = ::fork();
+  if (pid < 0) return {-1, std::string("fork: ") + std::strerror(errno)};
+  if (pid == 0) {
+    const int errfd = err_w.get();
+    sigset_t all;
+    sigemptyset(&all);
+    sigprocmask(SIG_SETMASK, &all, nullptr);
+    for (int s = 1; s < NSIG; ++s) {
+      if (s != SIGKILL && s != SIGSTOP) ::signal(s, SIG_DFL);
+    }
+    if (opts.new_process_group && ::setpgid(0, 0) != 0) child_fail(errfd, 0, errno);
+    if (opts.parent_death_signal != 0) {
+      if (::prctl(PR_SET_PDEATHSIG, opts.parent_death_signal) != 0) child_fail(errfd, 1, errno);
+      if (::getppid() != parent) ::_exit(127);  // the parent died before prctl took hold
+    }
+    // Move the sources out of the way first so dup2 onto 0..2 cannot clobber one.
+    int src[3] = {opts.stdin_fd, opts.stdout_fd, opts.stderr_fd};
+    if (src[0] < 0) src[0] = ::open("/dev/null", O_RDONLY);
+    for (int& fd : src) {
+      if (fd >= 0) fd = ::fcntl(fd, F_DUPFD, 10);
+    }
+    for (int i = 0; i < 3; ++i) {
+      if (src[i] >= 0 && ::dup2(src[i], i) < 0) child_fail(errfd, 2, errno);
+    }
+    // Close everything else except the error pipe (close-on-exec anyway).
+    ::close_range(3, static_cast<unsigned>(errfd) - 1, 0);
+    ::close_range(static_cast<unsigned>(errfd) + 1, ~0u, 0);
+    if (!opts.workdir.empty() && ::chdir(opts.workdir.c_str()) != 0) child_fail(errfd, 3, errno);
+    int last = ENOENT;
+    for (const auto& c : candidates) {
+      ::execve(c.c_str(), argv.data(), envp.data());
+      if (errno != ENOENT && errno != ENOTDIR) last = errno;  // EACCES beats ENOENT, like execvp
+    }
+    child_fail(errfd, 4, last);
+  }
+
+  err_w.reset();
+  ChildFailure f{};
+  ssize_t n;
+  do {
+    n = ::read(err_r.get(), &f, sizeof f);
+  } while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(sizeof f)) {
+    int status;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    std::string what = kStages[f.stage];
+    if (f.stage == 4) return {-1, "cannot execute '" + opts.argv[0] + "': " + std::strerror(f.err)};
+    if (f.stage == 3) {
+      return {-1, "cannot change to directory '" + opts.workdir + "': " + std::strerror(f.err)};
+    }
+    return {-1, what + ": " + std::strerror(f.err)};
+  }
+  return {pid, {}};
+}
+
+std::pair<UniqueFd, UniqueFd> make_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe2");
+  return {UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+void set_nonblocking(int fd, bool on) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0) return;
+  flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+  ::fcntl(fd, F_SETFL, flags);
+}
+
+bool write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n > 0) {
+      data.remove_prefix(static_cast<std::size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, 1000);  // the fd was made non-blocking by someone else
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  if (abbrev != nullptr) return std::string("SIG") + abbrev;
+  return "signal " + std::to_string(sig);
+}
+
+int exit_code_of(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return 1;
+}
+
+namespace {
+// Field 4 of /proc/PID/stat (ppid); the command name in field 2 may hold
+// spaces. Zombies count as gone: -1.
+pid_t read_ppid(const std::string& pid_dir) {
+  std::ifstream in(pid_dir + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return -1;
+  auto close = line.rfind(')');
+  if (close == std::string::npos || close + 4 > line.size()) return -1;
+  // ") S PPID ..."
+  auto rest = line.substr(close + 2);
+  if (rest[0] == 'Z' || rest[0] == 'X') return -1;
+  auto sp = rest.find(' ');
+  if (sp == std::string::npos) return -1;
+  return static_cast<pid_t>(std::strtol(rest.c_str() + sp + 1, nullptr, 10));
+}
+
+template <typename F>
+void for_each_pid(F&& f) {
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    f(static_cast<pid_t>(pid), std::string("/proc/") + e->d_name);
+  }
+  ::closedir(d);
+}
+}  // namespace
+
+std::vector<pid_t> descendants_of(pid_t root) {
+  std::unordered_multimap<pid_t, pid_t> children;
+  for_each_pid([&](pid_t pid, const std::string& dir) {
+    pid_t ppid = read_ppid(dir);
+    if (ppid > 0) children.emplace(ppid, pid);
+  });
+  std::vector<pid_t> out;
+  std::vector<pid_t> todo{root};
+  while (!todo.empty()) {
+    pid_t p = todo.back();
+    todo.pop_back();
+    auto [b, e] = children.equal_range(p);
+    for (auto it = b; it != e; ++it) {
+      out.push_back(it->second);
+      todo.push_back(it->second);
+    }
+  }
+  return out;
+}
+
+std::vector<pid_t> pids_with_env_entry(std::string_view entry) {
+  std::vector<pid_t> out;
+  for_each_pid([&](pid_t pid, const std::string& dir) {
+    std::ifstream in(dir + "/environ", std::ios::binary);
+    std::string var;
+    while (std::getline(in, var, '\0')) {
+      if (var == entry) {
+        out.push_back(pid);
+        break;
+      }
+    }
+  });
+  return out;
+}
+
+std::vector<std::string> current_environment() {
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) out.emplace_back(*e);
+  return out;
+}
+
+std::string shell_quote(std::string_view s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                        "_-./=:,+@%") == std::string_view::npos) {
+    return std::string(s);
+  }
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  out += "'";
+  return out;
+}
+
+}  // namespace dlaunch

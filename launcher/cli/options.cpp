@@ -1,0 +1,87 @@
+#include "launcher/cli/options.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <regex>
+
+#include "dlaunch/version.h"
+
+namespace dlaunch {
+
+bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
+  CLI::App app{"dlaunch: start a distributed job (one agent per node, workers with the torchrun "
+               "environment)\n"
+               "usage: dlaunch [options] [-H HOSTS | --hostfile FILE | -n N] PROGRAM [ARGS...]",
+               "dlaunch"};
+  app.footer(
+      "Examples:\n"
+      "  dlaunch -H hostfiles/localhost.yaml ./hello\n"
+      "  dlaunch -n 4 python3 train.py --lr 0.1\n"
+      "  dlaunch -H node1:4,node2:4 --tag-output ./train\n"
+      "Exit status: 0 when every rank exits 0; else the first failing rank's code (128+N for\n"
+      "signal N); 2 for bad input; 1 when a node fails.");
+  app.prefix_command();  // options end at PROGRAM; the rest is the job's command line
+  app.set_version_flag("-V,--version", std::string("dlaunch ") + kVersion);
+
+  auto* hosts = app.add_option_group("Hosts");
+  hosts->add_option("-H,--hosts", o.hosts,
+                    "hostfile (YAML or `host slots=N` lines), or inline hosts a:4,b:2");
+  hosts->add_option("--hostfile", o.hostfile, "hostfile, never read as an inline list");
+  hosts->add_option("-n,--np", o.np, "total number of ranks (without a hostfile: on this machine)")
+      ->check(CLI::PositiveNumber);
+  hosts->add_option("--include", o.filter.include, "use only these hosts/slots: host1@host2:0,2");
+  hosts->add_option("--exclude", o.filter.exclude, "leave out these hosts/slots: host1@host2:0,2");
+  hosts->add_option("--num-nodes", o.filter.num_nodes, "use the first N nodes")
+      ->check(CLI::PositiveNumber);
+  hosts->add_option("--nproc-per-node", o.filter.nproc_per_node, "ranks per node (overrides slots)")
+      ->check(CLI::PositiveNumber);
+
+  auto* out = app.add_option_group("Output");
+  out->add_flag_callback("--tag-output", [&] { o.prefix = PrefixMode::kHostRank; },
+                         "prefix lines with [node:rank] instead of [rank]");
+  out->add_flag_callback("--no-prefix", [&] { o.prefix = PrefixMode::kNone; },
+                         "forward lines without a prefix");
+  out->add_option("--output-dir", o.output_dir, "also write DIR/<job-id>/rank.N.{out,err}");
+
+  auto* job = app.add_option_group("Job");
+  job->add_option("--kill-grace", o.kill_grace_s,
+                  "seconds between SIGTERM and SIGKILL when the job is stopped")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  job->add_option("--heartbeat-timeout", o.heartbeat_timeout_s,
+                  "seconds of silence after which a node counts as lost (0: never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  job->add_option("--start-timeout", o.start_timeout_s, "seconds for every agent to become ready")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  job->add_option("--master-addr", o.master_addr, "MASTER_ADDR for the workers (default: node 0)");
+  job->add_option("--master-port", o.master_port,
+                  "MASTER_PORT (default: a free port reserved by node 0)")
+      ->check(CLI::Range(1, 65535));
+  job->add_option("--job-id", o.job_id, "job id (TORCHELASTIC_RUN_ID, DLAUNCH_JOB_ID); default random");
+  job->add_option("--agent", o.agent_path, "path of dlaunch-agent (default: next to dlaunch)");
+  job->add_option("--wdir", o.workdir, "working directory of the workers (default: current)");
+  job->add_flag("--dry-run", o.dry_run, "print what would run on every node, run nothing");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; anything else is a usage error (exit 2).
+    const int code = app.exit(e);
+    exit_code = code == 0 ? 0 : 2;
+    return false;
+  }
+  o.command = app.remaining();
+  if (!o.command.empty() && o.command.front() == "--") o.command.erase(o.command.begin());
+  if (!o.job_id.empty() && !std::regex_match(o.job_id, std::regex("[A-Za-z0-9_.-]{1,64}"))) {
+    throw InputError({"--job-id"}, "", "'" + o.job_id + "' is not a valid job id",
+                     "use 1-64 letters, digits, '.', '_' or '-'");
+  }
+  if (!o.hosts.empty() && !o.hostfile.empty()) {
+    throw InputError({"--hostfile"}, "", "both -H and --hostfile were given", "use one of them");
+  }
+  return true;
+}
+
+}  // namespace dlaunch

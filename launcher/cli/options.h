@@ -1,0 +1,39 @@
+// Command line of dlaunch. parse_options() prints usage errors itself, and
+// throws InputError for values that parse but make no sense.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "launcher/hostfile/hostfile.h"
+
+namespace dlaunch {
+
+enum class PrefixMode { kRank, kHostRank, kNone };
+
+struct Options {
+  std::string hosts;     // -H: a hostfile or an inline host list
+  std::string hostfile;  // --hostfile: always a file
+  int np = 0;            // -n: total ranks (no hostfile: all on this machine)
+  NodeFilter filter;
+  std::vector<std::string> command;
+
+  PrefixMode prefix = PrefixMode::kRank;
+  std::string output_dir;
+  double kill_grace_s = 5.0;
+  double heartbeat_timeout_s = 30.0;
+  double start_timeout_s = 30.0;
+  double flush_s = 0.1;
+  bool dry_run = false;
+  std::string master_addr;
+  int master_port = 0;  // 0: node 0 reserves a free one
+  std::string agent_path;
+  std::string job_id;  // empty: random
+  std::string workdir;  // empty: the current directory
+};
+
+// Returns false when dlaunch should exit at once with exit_code: after
+// --help/--version (0) or a usage error already printed (2).
+bool parse_options(int argc, char** argv, Options& out, int& exit_code);
+
+}  // namespace dlaunch

@@ -1,0 +1,327 @@
+#include "launcher/controller/controller.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fmt/format.h>
+
+#include "dlaunch/process.h"
+#include "dlaunch/version.h"
+#include "launcher/transport/local_transport.h"
+
+namespace dlaunch {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+void log(const std::string& msg) {
+  std::string line = "dlaunch: " + msg + "\n";
+  write_all(2, line);
+}
+std::uint32_t ms(milliseconds d) { return static_cast<std::uint32_t>(d.count()); }
+}  // namespace
+
+Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& sink)
+    : plan_(plan),
+      cfg_(std::move(cfg)),
+      sink_(sink),
+      signals_(io_, SIGINT, SIGTERM, SIGHUP),
+      sigchld_(io_, SIGCHLD),
+      deadline_(io_),
+      heartbeat_(io_) {
+  for (const auto& np : plan_.nodes) {
+    Node n;
+    n.plan = &np;
+    nodes_.push_back(std::move(n));
+  }
+  ranks_.resize(static_cast<std::size_t>(plan_.world_size));
+  for (std::size_t i = 0; i < plan_.nodes.size(); ++i) {
+    for (const auto& r : plan_.nodes[i].ranks) {
+      ranks_[static_cast<std::size_t>(r.rank)].node = static_cast<int>(i);
+      ranks_[static_cast<std::size_t>(r.rank)].local_rank = r.local_rank;
+    }
+  }
+}
+
+Controller::~Controller() = default;
+
+std::string Controller::node_label(std::size_t i) const {
+  const auto& h = nodes_[i].plan->host;
+  if (h.name == h.host) return fmt::format("node {} ({})", i, h.name);
+  return fmt::format("node {} ({}, {})", i, h.name, h.host);
+}
+
+int Controller::run() {
+  std::function<void()> wait_signal = [&] {
+    signals_.async_wait([&](boost::system::error_code ec, int sig) {
+      if (ec) return;
+      on_signal(sig);
+      wait_signal();
+    });
+  };
+  std::function<void()> wait_chld = [&] {
+    sigchld_.async_wait([&](boost::system::error_code ec, int) {
+      if (ec) return;
+      for (auto& n : nodes_) {
+        if (n.link) n.link->reap();
+      }
+      maybe_finish();
+      wait_chld();
+    });
+  };
+  wait_signal();
+  wait_chld();
+  start_agents();
+  if (phase_ == Phase::kStarting) {
+    arm_deadline(cfg_.start_timeout, "every agent to become ready");
+    arm_heartbeat();
+  }
+  io_.run();
+
+  std::string report = format_report(plan_.job_id, cause_, ranks_stopped_);
+  if (!report.empty()) write_all(2, report);
+  return exit_status(cause_);
+}
+
+void Controller::start_agents() {
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const auto& host = nodes_[i].plan->host;
+    const std::string agent = !host.agent.empty() ? host.agent : cfg_.agent_path;
+    try {
+      nodes_[i].last_heard = Clock::now();
+      nodes_[i].link = start_local_agent(
+          io_, agent, static_cast<int>(i),
+          LinkCallbacks{.on_message = [this, i](proto::Message&& m) { on_message(i, std::move(m)); },
+                        .on_close = [this, i](const std::string& why) { on_link_closed(i, why); }});
+    } catch (const std::exception& e) {
+      nodes_[i].closed = nodes_[i].done = true;
+      fail({.kind = CauseKind::kLaunch, .message = node_label(i) + ": " + e.what()});
+      return;
+    }
+  }
+}
+
+proto::Setup Controller::make_setup(std::size_t i) const {
+  const NodePlan& np = *nodes_[i].plan;
+  proto::Setup s;
+  s.job_id = plan_.job_id;
+  s.node_rank = np.node_rank;
+  s.reserve_master_port = i == 0;
+  s.master_port = cfg_.master_port;
+  s.kill_grace_ms = ms(cfg_.kill_grace);
+  s.heartbeat_timeout_ms = ms(cfg_.heartbeat_timeout);
+  s.heartbeat_interval_ms =
+      cfg_.heartbeat_timeout.count() > 0 ? std::min<std::uint32_t>(5000, ms(cfg_.heartbeat_timeout) / 3) : 5000;
+  s.flush_ms = ms(cfg_.flush);
+  s.workdir = cfg_.workdir;
+  for (const auto& r : np.ranks) {
+    proto::WorkerSpec w;
+    w.rank = r.rank;
+    w.local_rank = r.local_rank;
+    w.argv = plan_.command;
+    w.env = np.env;
+    w.env.insert(w.env.end(), r.env.begin(), r.env.end());
+    s.workers.push_back(std::move(w));
+  }
+  return s;
+}
+
+void Controller::on_message(std::size_t i, proto::Message&& msg) {
+  Node& node = nodes_[i];
+  node.last_heard = Clock::now();
+  if (auto* hello = std::get_if<proto::Hello>(&msg)) {
+    if (hello->version != proto::kProtocolVersion) {
+      fail({.kind = CauseKind::kLaunch,
+            .message = fmt::format("{}: dlaunch-agent {} speaks protocol {}, dlaunch {} speaks {}",
+                                   node_label(i), hello->agent_version, hello->version, kVersion,
+                                   proto::kProtocolVersion)});
+      return;
+    }
+    if (phase_ == Phase::kStarting) node.link->send(make_setup(i));
+  } else if (auto* ready = std::get_if<proto::Ready>(&msg)) {
+    node.ready = true;
+    if (i == 0) master_port_ = ready->master_port;
+    bool all = true;
+    for (const auto& n : nodes_) all = all && n.ready;
+    if (all && phase_ == Phase::kStarting) {
+      phase_ = Phase::kRunning;
+      start_sent_ = true;
+      deadline_.cancel();
+      proto::Start start;
+      start.env = {{"MASTER_ADDR", plan_.master_addr}, {"MASTER_PORT", std::to_string(master_port_)}};
+      for (auto& n : nodes_) n.link->send(start);
+    }
+  } else if (auto* started = std::get_if<proto::Started>(&msg)) {
+    ranks_.at(static_cast<std::size_t>(started->rank)).started = true;
+  } else if (auto* out = std::get_if<proto::Output>(&msg)) {
+    sink_.write(out->rank, out->stream, out->data, out->partial);
+  } else if (auto* ex = std::get_if<proto::Exited>(&msg)) {
+    on_exited(i, *ex);
+  } else if (auto* fatal = std::get_if<proto::Fatal>(&msg)) {
+    fail({.kind = CauseKind::kNode, .message = node_label(i) + ": " + fatal->message});
+  } else if (std::holds_alternative<proto::Done>(msg)) {
+    node.done = true;
+    maybe_finish();
+  } else if (std::holds_alternative<proto::Heartbeat>(msg)) {
+    // last_heard is updated above
+  } else {
+    fail({.kind = CauseKind::kNode,
+          .message = node_label(i) + ": unexpected message " + proto::message_name(msg)});
+  }
+}
+
+void Controller::on_exited(std::size_t i, const proto::Exited& ex) {
+  if (ex.rank < 0 || static_cast<std::size_t>(ex.rank) >= ranks_.size() ||
+      ranks_[static_cast<std::size_t>(ex.rank)].node != static_cast<int>(i)) {
+    fail({.kind = CauseKind::kNode, .message = fmt::format("{}: reported unknown rank {}", node_label(i), ex.rank)});
+    return;
+  }
+  auto& r = ranks_[static_cast<std::size_t>(ex.rank)];
+  r.exited = true;
+  r.exit = ex;
+  const bool failed = ex.kind != proto::ExitKind::kExited || ex.code != 0;
+  if (failed && cause_.kind == CauseKind::kNone) {
+    fail({.kind = CauseKind::kWorker,
+          .exit = ex,
+          .node = nodes_[i].plan->host.name,
+          .local_rank = r.local_rank,
+          .stderr_tail = sink_.stderr_tail(ex.rank)});
+  }
+  maybe_shutdown();
+}
+
+void Controller::on_link_closed(std::size_t i, const std::string& reason) {
+  Node& node = nodes_[i];
+  node.closed = true;
+  if (!node.done && phase_ != Phase::kFinished) {
+    // Its ranks are beyond reach; the agent kills them itself on EOF.
+    for (const auto& r : node.plan->ranks) ranks_[static_cast<std::size_t>(r.rank)].exited = true;
+    fail({.kind = CauseKind::kNode,
+          .message = fmt::format("lost contact with the agent on {}: {}", node_label(i), reason)});
+  }
+  maybe_shutdown();
+  maybe_finish();
+}
+
+// The first cause wins; everything after it is a consequence.
+void Controller::fail(RootCause cause) {
+  if (cause_.kind == CauseKind::kNone) {
+    cause_ = std::move(cause);
+    for (const auto& r : ranks_) ranks_stopped_ += (r.started && !r.exited) ? 1 : 0;
+  }
+  abort_all(cause_.kind == CauseKind::kInterrupted ? "interrupted" : "job failed", false);
+}
+
+void Controller::abort_all(const std::string& reason, bool immediate) {
+  if (phase_ == Phase::kFinished || phase_ == Phase::kShuttingDown) {
+    if (immediate) {
+      for (auto& n : nodes_) {
+        if (n.link && n.link->is_open()) n.link->send(proto::Abort{reason, true});
+      }
+    }
+    return;
+  }
+  const bool first = phase_ != Phase::kAborting;
+  phase_ = Phase::kAborting;
+  for (auto& n : nodes_) {
+    if (n.link && n.link->is_open()) n.link->send(proto::Abort{reason, immediate});
+  }
+  if (first) {
+    // Agents report every rank within the grace period; allow for slow links.
+    arm_deadline(cfg_.kill_grace + milliseconds(5000), "every rank to stop");
+  }
+  maybe_shutdown();
+}
+
+void Controller::maybe_shutdown() {
+  if (phase_ == Phase::kShuttingDown || phase_ == Phase::kFinished) return;
+  if (!start_sent_ && phase_ != Phase::kAborting) return;
+  for (const auto& r : ranks_) {
+    if (start_sent_ && !r.exited && !nodes_[static_cast<std::size_t>(r.node)].closed) return;
+  }
+  phase_ = Phase::kShuttingDown;
+  for (auto& n : nodes_) {
+    if (n.link && n.link->is_open()) n.link->send(proto::Shutdown{});
+  }
+  arm_deadline(cfg_.kill_grace + milliseconds(5000), "every agent to exit");
+  maybe_finish();
+}
+
+void Controller::maybe_finish() {
+  if (phase_ != Phase::kShuttingDown) return;
+  for (auto& n : nodes_) {
+    if (!n.link) continue;
+    n.link->reap();
+    if (!n.link->agent_gone()) return;
+  }
+  phase_ = Phase::kFinished;
+  io_.stop();
+}
+
+void Controller::on_signal(int sig) {
+  ++interrupts_;
+  if (interrupts_ == 1) {
+    log(fmt::format("{}: stopping the job (again to kill at once)", signal_name(sig)));
+    fail({.kind = CauseKind::kInterrupted, .signal = sig});
+  } else {
+    log(fmt::format("{}: killing the job now", signal_name(sig)));
+    abort_all("interrupted twice", true);
+  }
+}
+
+void Controller::arm_heartbeat() {
+  if (cfg_.heartbeat_timeout.count() == 0) return;
+  const auto interval = std::min(milliseconds(5000), cfg_.heartbeat_timeout / 3);
+  heartbeat_.expires_after(interval);
+  heartbeat_.async_wait([this](boost::system::error_code ec) {
+    if (ec || phase_ == Phase::kFinished) return;
+    const auto now = Clock::now();
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      Node& n = nodes_[i];
+      if (!n.link || !n.link->is_open() || n.done) continue;
+      if (now - n.last_heard > cfg_.heartbeat_timeout) {
+        n.link->close();
+        on_link_closed(i, fmt::format("no heartbeat for {:.1f} s",
+                                      static_cast<double>(cfg_.heartbeat_timeout.count()) / 1000.0));
+        continue;
+      }
+      n.link->send(proto::Heartbeat{});
+    }
+    arm_heartbeat();
+  });
+}
+
+// One deadline at a time: starting, then stopping, then exiting. When it
+// expires, whatever has not answered is killed outright.
+void Controller::arm_deadline(milliseconds after, const std::string& what) {
+  deadline_.expires_after(after);
+  deadline_.async_wait([this, what, after](boost::system::error_code ec) {
+    if (ec || phase_ == Phase::kFinished) return;
+    const std::string msg = fmt::format("gave up waiting {:.1f} s for {}",
+                                        static_cast<double>(after.count()) / 1000.0, what);
+    if (phase_ == Phase::kStarting) {
+      std::string late;
+      for (std::size_t i = 0; i < nodes_.size(); ++i) {
+        if (!nodes_[i].ready) late += (late.empty() ? "" : ", ") + node_label(i);
+      }
+      fail({.kind = CauseKind::kLaunch, .message = msg + "; not ready: " + late});
+      return;
+    }
+    log(msg + "; killing the agents");
+    for (auto& n : nodes_) {
+      if (n.link) {
+        n.link->close();
+        n.link->kill_agent();
+      }
+      n.closed = true;
+    }
+    for (auto& r : ranks_) r.exited = true;
+    if (phase_ != Phase::kShuttingDown) phase_ = Phase::kShuttingDown;
+    maybe_finish();
+  });
+}
+
+}  // namespace dlaunch

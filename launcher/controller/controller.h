@@ -1,0 +1,94 @@
+// Controller: runs one job from the head. A state machine per node
+// (starting -> hello -> ready -> running -> done | lost) and per rank
+// (planned -> running -> exited), on one Asio event loop with the agents'
+// control links, signals and timers.
+//
+// Fail fast, report once: the first rank that fails (or node that is lost, or
+// a signal to dlaunch) is the root cause; every node is told to Abort; when all
+// ranks are accounted for, every agent gets Shutdown, and run() returns once
+// every agent is gone. Nothing is left running on any node when run() returns.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "launcher/controller/report.h"
+#include "launcher/output/output_sink.h"
+#include "launcher/plan/plan.h"
+#include "launcher/transport/transport.h"
+
+namespace dlaunch {
+
+struct ControllerConfig {
+  std::string agent_path;
+  std::string workdir;
+  std::uint16_t master_port = 0;  // 0: node 0 reserves one
+  std::chrono::milliseconds kill_grace{5000};
+  std::chrono::milliseconds heartbeat_timeout{30000};  // 0: off
+  std::chrono::milliseconds start_timeout{30000};
+  std::chrono::milliseconds flush{100};
+};
+
+class Controller {
+ public:
+  Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& sink);
+  ~Controller();
+  // Runs the job; returns dlaunch's exit status. Prints the report on failure.
+  int run();
+
+ private:
+  enum class Phase { kStarting, kRunning, kAborting, kShuttingDown, kFinished };
+  struct RankState {
+    int node = 0;
+    int local_rank = 0;
+    bool started = false;
+    bool exited = false;
+    proto::Exited exit;
+  };
+  struct Node {
+    const NodePlan* plan = nullptr;
+    std::unique_ptr<AgentLink> link;
+    bool ready = false;
+    bool done = false;
+    bool closed = false;
+    std::chrono::steady_clock::time_point last_heard;
+  };
+
+  void start_agents();
+  void on_message(std::size_t node, proto::Message&& msg);
+  void on_link_closed(std::size_t node, const std::string& reason);
+  void on_exited(std::size_t node, const proto::Exited& ex);
+  void fail(RootCause cause);
+  void abort_all(const std::string& reason, bool immediate);
+  void maybe_shutdown();
+  void maybe_finish();
+  void on_signal(int sig);
+  void arm_heartbeat();
+  void arm_deadline(std::chrono::milliseconds after, const std::string& what);
+  std::string node_label(std::size_t node) const;
+  proto::Setup make_setup(std::size_t node) const;
+
+  const JobPlan& plan_;
+  ControllerConfig cfg_;
+  OutputSink& sink_;
+  boost::asio::io_context io_;
+  boost::asio::signal_set signals_;
+  boost::asio::signal_set sigchld_;
+  boost::asio::steady_timer deadline_;
+  boost::asio::steady_timer heartbeat_;
+  std::vector<Node> nodes_;
+  std::vector<RankState> ranks_;
+  Phase phase_ = Phase::kStarting;
+  bool start_sent_ = false;
+  int interrupts_ = 0;
+  int ranks_stopped_ = 0;
+  std::uint16_t master_port_ = 0;
+  RootCause cause_;
+};
+
+}  // namespace dlaunch

@@ -1,0 +1,31 @@
+// The one failure report dlaunch prints (architecture principle 3).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "agent/protocol/protocol.h"
+
+namespace dlaunch {
+
+enum class CauseKind { kNone, kWorker, kNode, kInterrupted, kLaunch };
+
+struct RootCause {
+  CauseKind kind = CauseKind::kNone;
+  // kWorker
+  proto::Exited exit;
+  std::string node;
+  int local_rank = 0;
+  std::vector<std::string> stderr_tail;
+  // kNode, kLaunch: what happened; kInterrupted: the signal
+  std::string message;
+  int signal = 0;
+};
+
+// The exit status of dlaunch for this cause (0 for kNone).
+int exit_status(const RootCause& cause);
+
+// Text for stderr: a headline and the details. Empty for kNone.
+std::string format_report(const std::string& job_id, const RootCause& cause, int ranks_stopped);
+
+}  // namespace dlaunch

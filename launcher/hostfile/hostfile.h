@@ -1,0 +1,107 @@
+// Hostfiles: the list of nodes a job runs on, read from YAML, from the plain
+// `host slots=N` format of mpirun and DeepSpeed, or from an inline `-H a:4,b:2`.
+//
+// Contract: every parser either returns a fully validated Hostfile or throws
+// InputError naming the source, line, column, field and a hint. Nothing is
+// guessed: a named file that does not exist is an error, never a local run.
+// All functions are pure (no global state) and safe to call from any thread.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace dlaunch {
+
+// A place in user input. line/column are 1-based; 0 means "not known".
+struct SourcePos {
+  std::string source;  // file path, or "-H", "--include", ...
+  int line = 0;
+  int column = 0;
+};
+
+// Bad user input. what() reads
+//   "<source>:<line>:<col>: <field>: <message> (hint: <hint>)"
+// with the parts that are unknown left out.
+class InputError : public std::runtime_error {
+ public:
+  InputError(SourcePos pos, std::string field, std::string message, std::string hint = {});
+
+  const SourcePos& pos() const { return pos_; }
+  const std::string& field() const { return field_; }
+  const std::string& message() const { return message_; }
+  const std::string& hint() const { return hint_; }
+
+ private:
+  SourcePos pos_;
+  std::string field_;
+  std::string message_;
+  std::string hint_;
+};
+
+enum class Transport { kLocal, kSsh };
+
+using EnvList = std::vector<std::pair<std::string, std::string>>;  // ordered NAME=VALUE
+
+struct HostEntry {
+  std::string name;       // unique label of the node: `name:` if given, else `host`
+  std::string host;       // what to connect to (a DNS name or an address)
+  int slots = 1;          // ranks on this node (> 0)
+  std::string user;       // empty: the current user
+  int port = 22;          // SSH port
+  std::string address;    // how other nodes reach this one; empty: same as host
+  std::vector<int> gpus;  // device ids for CUDA_VISIBLE_DEVICES; empty: not set
+  EnvList env;            // per-host environment, in file order
+  Transport transport = Transport::kSsh;  // resolved (never "auto")
+  std::string agent;      // path of dlaunch-agent on that node; empty: default
+  SourcePos pos;          // where the entry was defined
+};
+
+struct Hostfile {
+  std::string source;  // path, or "-H" for inline hosts
+  std::vector<HostEntry> hosts;
+  EnvList env;  // top-level `env:`
+};
+
+// True for "localhost", "localhost.localdomain", any 127.x.y.z and "::1".
+bool is_local_host(std::string_view host);
+
+// Reads the file and detects its format (see looks_like_plain). A missing or
+// unreadable file throws InputError naming it.
+Hostfile parse_hostfile_file(const std::string& path);
+
+// True when every non-blank line, comments stripped, has the plain form
+// `[user@]host [slots=N] [max_slots=N]`. An empty text is not plain.
+bool looks_like_plain(std::string_view text);
+
+Hostfile parse_yaml_hostfile(std::string_view text, const std::string& source);
+Hostfile parse_plain_hostfile(std::string_view text, const std::string& source);
+// "a:4,b:2,[::1]:2": host[:slots], slots default to 1 (as mpirun's -H).
+Hostfile parse_inline_hosts(std::string_view spec);
+
+// Decides what `-H VALUE` means: an existing file, a missing file (error), or
+// an inline host list. VALUE is a file when it exists, or when it contains '/'
+// or ends in .yaml, .yml, .txt, .hosts or .hostfile (then missing is an error).
+Hostfile parse_hosts_argument(const std::string& value);
+
+// DeepSpeed-style node selection, applied in this order:
+//   include/exclude: "host1@host2:0,2" (a host alone means all its slots; with
+//     ":i,j" only those slot indices); the two are mutually exclusive;
+//   num_nodes > 0: keep the first N nodes (error if fewer);
+//   nproc_per_node > 0: every node gets exactly that many slots.
+// Slot indices select the host's `gpus` entries when it has any; for a host
+// without `gpus` the chosen indices become its device ids (DeepSpeed meaning).
+struct NodeFilter {
+  std::string include;
+  std::string exclude;
+  int num_nodes = 0;
+  int nproc_per_node = 0;
+};
+
+// Throws InputError (source "--include", "--exclude", ...) for unknown hosts,
+// slot indices out of range, both include and exclude, or nothing left.
+Hostfile apply_node_filter(Hostfile hostfile, const NodeFilter& filter);
+
+}  // namespace dlaunch

@@ -1,0 +1,167 @@
+// dlaunch: the head-node launcher. Reads hosts, plans ranks, starts one agent
+// per node and runs the job to completion (see docs/architecture.md).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+
+#include "dlaunch/process.h"
+#include "launcher/cli/options.h"
+#include "launcher/controller/controller.h"
+#include "launcher/output/output_sink.h"
+#include "launcher/plan/plan.h"
+#include "launcher/transport/local_transport.h"
+
+namespace dl = dlaunch;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string random_job_id() {
+  std::ifstream in("/dev/urandom", std::ios::binary);
+  unsigned char raw[8] = {};
+  in.read(reinterpret_cast<char*>(raw), sizeof raw);
+  std::string out;
+  for (unsigned char c : raw) out += fmt::format("{:02x}", c);
+  return out;
+}
+
+dl::Hostfile load_hosts(const dl::Options& o) {
+  if (!o.hostfile.empty()) return dl::parse_hostfile_file(o.hostfile);
+  if (!o.hosts.empty()) return dl::parse_hosts_argument(o.hosts);
+  if (o.np > 0) return dl::local_hostfile(o.np);
+  throw dl::InputError({"dlaunch"}, "", "no hosts given",
+                       "use -H HOSTFILE, -H host:slots,..., --hostfile FILE, or -n N for this machine");
+}
+
+// For local nodes the program must be found now, before anything starts.
+bool program_exists(const std::string& prog, const std::string& workdir) {
+  if (prog.find('/') != std::string::npos) {
+    fs::path p = prog;
+    if (p.is_relative() && !workdir.empty()) p = fs::path(workdir) / p;
+    return ::access(p.c_str(), X_OK) == 0;
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
+  std::size_t start = 0;
+  while (start <= dirs.size()) {
+    auto end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string dir = dirs.substr(start, end - start);
+    if (dir.empty()) dir = ".";
+    if (::access((dir + "/" + prog).c_str(), X_OK) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+std::string join_env(const dl::EnvList& env) {
+  std::string out;
+  for (const auto& [k, v] : env) out += k + "=" + dl::shell_quote(v) + " ";
+  return out;
+}
+
+void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::string& agent) {
+  const std::string port = o.master_port > 0 ? std::to_string(o.master_port) : "<reserved by node 0>";
+  std::string cmd;
+  for (const auto& a : plan.command) cmd += (cmd.empty() ? "" : " ") + dl::shell_quote(a);
+  fmt::print("job {}: {} rank(s) on {} node(s), MASTER_ADDR={} MASTER_PORT={}\n", plan.job_id,
+             plan.world_size, plan.nodes.size(), plan.master_addr, port);
+  for (const auto& n : plan.nodes) {
+    const auto& h = n.host;
+    const bool local = h.transport == dl::Transport::kLocal;
+    fmt::print("node {}: {} ({}, {}), ranks {}-{}\n", n.node_rank, h.name, h.host,
+               local ? "local" : "ssh", n.ranks.front().rank, n.ranks.back().rank);
+    fmt::print("  agent: {}\n", dl::shell_quote(h.agent.empty() ? agent : h.agent));
+    if (!n.env.empty()) fmt::print("  node env: {}\n", join_env(n.env));
+    for (const auto& r : n.ranks) {
+      fmt::print("  rank {}: {}MASTER_ADDR={} MASTER_PORT={} {}\n", r.rank, join_env(r.env),
+                 plan.master_addr, dl::shell_quote(port), cmd);
+    }
+  }
+}
+
+int run(int argc, char** argv) {
+  dl::Options o;
+  int early_exit = 0;
+  if (!dl::parse_options(argc, argv, o, early_exit)) return early_exit;
+  if (o.command.empty()) throw dl::InputError({"dlaunch"}, "", "no program to run", "dlaunch [options] PROGRAM [ARGS...]");
+
+  dl::Hostfile hosts = dl::apply_node_filter(load_hosts(o), o.filter);
+  dl::PlanOptions po;
+  po.np = o.np;
+  po.job_id = o.job_id.empty() ? random_job_id() : o.job_id;
+  po.master_addr = o.master_addr;
+  po.command = o.command;
+  po.head_env = dl::current_environment();
+  dl::JobPlan plan = dl::make_plan(hosts, po);
+
+  for (const auto& n : plan.nodes) {
+    if (n.host.transport == dl::Transport::kSsh) {
+      throw dl::InputError(n.host.pos, "host",
+                           "'" + n.host.host + "' is a remote host, and this build of dlaunch has no SSH transport yet",
+                           "use local hosts (localhost, 127.x.y.z, or `transport: local`)");
+    }
+  }
+  const std::string workdir = o.workdir.empty() ? fs::current_path().string() : o.workdir;
+  const std::string agent = o.agent_path.empty() ? dl::default_agent_path() : o.agent_path;
+  if (o.dry_run) {
+    print_dry_run(plan, o, agent);
+    return 0;
+  }
+  if (!o.workdir.empty() && !fs::is_directory(o.workdir)) {
+    throw dl::InputError({"--wdir"}, "", "'" + o.workdir + "' is not a directory");
+  }
+  for (const auto& n : plan.nodes) {
+    const std::string a = n.host.agent.empty() ? agent : n.host.agent;
+    if (::access(a.c_str(), X_OK) != 0) {
+      throw dl::InputError(n.host.agent.empty() ? dl::SourcePos{"--agent"} : n.host.pos,
+                           n.host.agent.empty() ? "" : "agent",
+                           "dlaunch-agent not found at '" + a + "'",
+                           "build it next to dlaunch or give its path with --agent");
+    }
+  }
+  if (!program_exists(plan.command.front(), workdir)) {
+    throw dl::InputError({"dlaunch"}, "", "program '" + plan.command.front() + "' not found or not executable",
+                         "give a path, or put it on PATH");
+  }
+
+  std::vector<std::string> node_of_rank(static_cast<std::size_t>(plan.world_size));
+  for (const auto& n : plan.nodes) {
+    for (const auto& r : n.ranks) node_of_rank[static_cast<std::size_t>(r.rank)] = n.host.name;
+  }
+  dl::OutputSink sink({.prefix = o.prefix,
+                       .output_dir = o.output_dir,
+                       .job_id = plan.job_id,
+                       .node_of_rank = std::move(node_of_rank)});
+  auto to_ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000.0)); };
+  dl::Controller controller(plan,
+                            {.agent_path = agent,
+                             .workdir = workdir,
+                             .master_port = static_cast<std::uint16_t>(o.master_port),
+                             .kill_grace = to_ms(o.kill_grace_s),
+                             .heartbeat_timeout = to_ms(o.heartbeat_timeout_s),
+                             .start_timeout = to_ms(o.start_timeout_s),
+                             .flush = to_ms(o.flush_s)},
+                            sink);
+  return controller.run();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::signal(SIGPIPE, SIG_IGN);
+  try {
+    return run(argc, argv);
+  } catch (const dl::InputError& e) {
+    std::fprintf(stderr, "dlaunch: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dlaunch: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,86 @@
+#include "launcher/output/output_sink.h"
+
+#include <fcntl.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include "dlaunch/process.h"
+
+namespace dlaunch {
+
+namespace {
+constexpr std::size_t kMaxTailLine = 1024;  // a report line longer than this is cut
+}
+
+OutputSink::OutputSink(Config cfg) : cfg_(std::move(cfg)) {
+  if (!cfg_.output_dir.empty()) {
+    dir_ = (std::filesystem::path(cfg_.output_dir) / cfg_.job_id).string();
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
+    if (ec) throw std::runtime_error("cannot create output directory '" + dir_ + "': " + ec.message());
+  }
+}
+
+std::string OutputSink::prefix(int rank) const {
+  switch (cfg_.prefix) {
+    case PrefixMode::kNone:
+      return {};
+    case PrefixMode::kHostRank: {
+      const auto r = static_cast<std::size_t>(rank);
+      const std::string node = r < cfg_.node_of_rank.size() ? cfg_.node_of_rank[r] : "?";
+      return "[" + node + ":" + std::to_string(rank) + "] ";
+    }
+    case PrefixMode::kRank:
+      break;
+  }
+  return "[" + std::to_string(rank) + "] ";
+}
+
+void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bool partial) {
+  if (data.empty()) return;
+  const bool is_err = stream == proto::Stream::kStderr;
+  if (!dir_.empty()) {
+    auto key = std::make_pair(rank, is_err ? 2 : 1);
+    auto it = files_.find(key);
+    if (it == files_.end()) {
+      auto path = dir_ + "/rank." + std::to_string(rank) + (is_err ? ".err" : ".out");
+      UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+      it = files_.emplace(key, std::move(fd)).first;
+    }
+    if (it->second) write_all(it->second.get(), data);
+  }
+
+  // One prefixed line per '\n'; a partial piece is ended with a newline so the
+  // next line from another rank starts clean.
+  const std::string pre = prefix(rank);
+  batch_.clear();
+  batch_.reserve(data.size() + (pre.size() + 1) * 16);
+  auto* tail = is_err ? &tails_[rank] : nullptr;
+  std::size_t pos = 0;
+  while (pos < data.size()) {
+    auto nl = data.find('\n', pos);
+    const bool has_nl = nl != std::string_view::npos;
+    auto line = data.substr(pos, has_nl ? nl - pos : std::string_view::npos);
+    batch_ += pre;
+    batch_ += line;
+    batch_ += '\n';
+    if (tail != nullptr) {
+      tail->emplace_back(line.substr(0, kMaxTailLine));
+      if (tail->size() > cfg_.tail_lines) tail->pop_front();
+    }
+    pos = has_nl ? nl + 1 : data.size();
+  }
+  (void)partial;
+  write_all(is_err ? cfg_.stderr_fd : cfg_.stdout_fd, batch_);
+}
+
+std::vector<std::string> OutputSink::stderr_tail(int rank) const {
+  auto it = tails_.find(rank);
+  if (it == tails_.end()) return {};
+  return {it->second.begin(), it->second.end()};
+}
+
+}  // namespace dlaunch

@@ -1,0 +1,49 @@
+// OutputSink: where workers' output ends up on the head. Each line goes to
+// dlaunch's stdout or stderr (the stream the worker used) with a rank prefix,
+// in one write per batch so no two lines ever mix; optionally also raw to
+// DIR/<job-id>/rank.N.{out,err}. It keeps the last lines of each rank's
+// stderr for the failure report. Single-threaded.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/protocol/protocol.h"
+#include "dlaunch/unique_fd.h"
+#include "launcher/cli/options.h"
+
+namespace dlaunch {
+
+class OutputSink {
+ public:
+  struct Config {
+    PrefixMode prefix = PrefixMode::kRank;
+    std::string output_dir;  // empty: no files
+    std::string job_id;
+    std::vector<std::string> node_of_rank;  // node name per global rank
+    int stdout_fd = 1;
+    int stderr_fd = 2;
+    std::size_t tail_lines = 20;
+  };
+
+  // Creates DIR/<job-id>/ when output_dir is set; throws std::runtime_error.
+  explicit OutputSink(Config cfg);
+
+  // data: whole lines ending in '\n', or (partial) a piece of one.
+  void write(int rank, proto::Stream stream, std::string_view data, bool partial);
+  // The last lines a rank wrote to stderr, oldest first.
+  std::vector<std::string> stderr_tail(int rank) const;
+  std::string prefix(int rank) const;
+
+ private:
+  Config cfg_;
+  std::string dir_;
+  std::map<std::pair<int, int>, UniqueFd> files_;
+  std::map<int, std::deque<std::string>> tails_;
+  std::string batch_;
+};
+
+}  // namespace dlaunch

@@ -1,0 +1,57 @@
+// The job plan: which node runs which ranks with which environment. Pure and
+// deterministic (architecture principle 4): the same hostfile and options
+// always give the same ranks. Node rank = position in the filtered hostfile;
+// global ranks are assigned in node order.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "launcher/hostfile/hostfile.h"
+
+namespace dlaunch {
+
+struct RankPlan {
+  int rank = 0;
+  int local_rank = 0;
+  EnvList env;  // what dlaunch sets for this rank (not the inherited environment)
+};
+
+struct NodePlan {
+  int node_rank = 0;
+  HostEntry host;
+  std::vector<RankPlan> ranks;
+  EnvList env;  // set for every rank of this node (forwarded, hostfile env, devices)
+};
+
+struct PlanOptions {
+  int np = 0;  // > 0: use the first np slots in node order
+  std::string job_id;
+  std::string master_addr;  // empty: derived from node 0
+  std::vector<std::string> command;
+  std::vector<std::string> head_env;  // the head's environment ("NAME=VALUE")
+};
+
+struct JobPlan {
+  std::string job_id;
+  int world_size = 0;
+  std::string master_addr;
+  std::vector<std::string> command;
+  std::vector<NodePlan> nodes;
+};
+
+// Throws InputError when np exceeds the slots available.
+JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts);
+
+// A hostfile of one local node with n slots: `dlaunch -n N prog` without hosts.
+Hostfile local_hostfile(int n);
+
+// MASTER_ADDR when not given: node 0's `address`, else its host, where a local
+// node's "localhost" becomes 127.0.0.1 (an address every tool accepts).
+std::string default_master_addr(const HostEntry& node0);
+
+// Variables the head forwards to SSH nodes (local nodes inherit everything):
+// names with these prefixes, and these exact names.
+bool is_forwarded_variable(const std::string& name);
+
+}  // namespace dlaunch

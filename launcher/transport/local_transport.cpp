@@ -1,0 +1,78 @@
+#include "launcher/transport/local_transport.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "agent/protocol/channel.h"
+#include "dlaunch/process.h"
+
+namespace dlaunch {
+namespace {
+
+class LocalLink final : public AgentLink {
+ public:
+  LocalLink(boost::asio::io_context& io, pid_t pid, int read_fd, int write_fd, LinkCallbacks cb)
+      : pid_(pid),
+        channel_(io, read_fd, write_fd,
+                 proto::PipeChannel::Callbacks{.on_message = std::move(cb.on_message),
+                                               .on_close = std::move(cb.on_close)}) {
+    channel_.start();
+  }
+  ~LocalLink() override {
+    if (!reaped_) {
+      ::kill(pid_, SIGKILL);
+      int st;
+      ::waitpid(pid_, &st, 0);
+    }
+  }
+  void send(const proto::Message& msg) override { channel_.send(msg); }
+  bool is_open() const override { return channel_.is_open(); }
+  void close() override { channel_.close(); }
+  void kill_agent() override {
+    if (!reaped_) ::kill(pid_, SIGKILL);
+  }
+  bool agent_gone() const override { return reaped_; }
+  void reap() override {
+    if (reaped_) return;
+    int st;
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) reaped_ = true;
+  }
+
+ private:
+  pid_t pid_;
+  bool reaped_ = false;
+  proto::PipeChannel channel_;
+};
+
+}  // namespace
+
+std::string default_agent_path() {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "dlaunch-agent";
+  return (self.parent_path() / "dlaunch-agent").string();
+}
+
+std::unique_ptr<AgentLink> start_local_agent(boost::asio::io_context& io, const std::string& agent_path,
+                                             int node_rank, LinkCallbacks cb) {
+  auto [to_agent_r, to_agent_w] = make_pipe();
+  auto [from_agent_r, from_agent_w] = make_pipe();
+  SpawnOptions opts;
+  opts.argv = {agent_path};
+  opts.env = current_environment();
+  opts.new_process_group = true;
+  opts.stdin_fd = to_agent_r.get();
+  opts.stdout_fd = from_agent_w.get();
+  SpawnResult r = spawn(opts);
+  if (r.pid < 0) throw std::runtime_error("node " + std::to_string(node_rank) + ": " + r.error);
+  set_nonblocking(from_agent_r.get(), true);
+  set_nonblocking(to_agent_w.get(), true);
+  return std::make_unique<LocalLink>(io, r.pid, from_agent_r.release(), to_agent_w.release(),
+                                     std::move(cb));
+}
+
+}  // namespace dlaunch

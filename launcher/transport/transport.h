@@ -1,0 +1,37 @@
+// Transports start one dlaunch-agent per node and hand the controller a
+// control link to it. Local nodes: a child process over pipes. SSH nodes (next
+// step): an exec channel. The controller only sees this interface, so tests
+// and new transports plug in without touching it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/protocol/protocol.h"
+
+namespace dlaunch {
+
+struct LinkCallbacks {
+  std::function<void(proto::Message&&)> on_message;
+  std::function<void(const std::string& reason)> on_close;  // once
+};
+
+class AgentLink {
+ public:
+  virtual ~AgentLink() = default;
+  virtual void send(const proto::Message& msg) = 0;
+  virtual bool is_open() const = 0;
+  virtual void close() = 0;
+  // Last resort when the agent does not exit by itself: kill it.
+  virtual void kill_agent() = 0;
+  // True once the agent process (or channel) has been reaped/closed for good.
+  virtual bool agent_gone() const = 0;
+  // Called by the controller on SIGCHLD: reap what is ours, non-blocking.
+  virtual void reap() = 0;
+};
+
+}  // namespace dlaunch
