@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -220,20 +221,34 @@ void Agent::read_stream(Worker& w, OutputStream& s) {
 void Agent::forward(Worker& w, OutputStream& s, std::string_view data) {
   s.lines.append(data);
   std::string lines = s.lines.take_lines();
+  const bool new_partial = !lines.empty();
   if (!lines.empty()) {
     channel_->send(proto::Output{.rank = w.spec.rank, .stream = s.stream, .data = std::move(lines)});
   }
   if (s.lines.partial_overflow()) {
     flush_partial(w, s);
-  } else if (s.lines.has_partial() && !s.timer_armed) {
-    s.timer_armed = true;
-    s.timer.expires_after(std::chrono::milliseconds(setup_.flush_ms));
-    s.timer.async_wait([this, &w, &s](boost::system::error_code ec) {
-      if (ec) return;
-      s.timer_armed = false;
-      flush_partial(w, s);
-    });
+  } else if (s.lines.has_partial() && (!s.timer_armed || new_partial)) {
+    arm_flush(w, s);
   }
+}
+
+// A partial line leaves on its own only when the worker has been quiet for
+// flush_ms: while its pipe holds more bytes (or we are not reading because of
+// backpressure) the rest of the line is on its way.
+void Agent::arm_flush(Worker& w, OutputStream& s) {
+  s.timer_armed = true;
+  s.timer.expires_after(std::chrono::milliseconds(setup_.flush_ms));
+  s.timer.async_wait([this, &w, &s](boost::system::error_code ec) {
+    if (ec) return;
+    pollfd p{s.pipe.is_open() ? s.pipe.native_handle() : -1, POLLIN, 0};
+    const bool more_waiting = s.parked || (p.fd >= 0 && ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN));
+    if (more_waiting && !s.eof) {
+      arm_flush(w, s);
+      return;
+    }
+    s.timer_armed = false;
+    flush_partial(w, s);
+  });
 }
 
 void Agent::flush_partial(Worker& w, OutputStream& s) {

@@ -48,6 +48,7 @@ class Agent {
   void spawn_worker(Worker& w, const proto::Env& start_env);
   void read_stream(Worker& w, OutputStream& s);
   void forward(Worker& w, OutputStream& s, std::string_view data);
+  void arm_flush(Worker& w, OutputStream& s);
   void flush_partial(Worker& w, OutputStream& s);
   void drain_now(Worker& w, OutputStream& s);
   void resume_parked();

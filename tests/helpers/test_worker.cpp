@@ -1,0 +1,124 @@
+// test_worker: a worker with scripted behaviour for the integration tests.
+// Every mode reads RANK from the environment.
+//   lines N WIDTH   print N lines "<rank> <seq> <payload>" (line = WIDTH bytes)
+//   ready-sleep S   print "ready <rank>" then sleep S seconds
+//   exit CODE       exit with CODE
+//   fail-rank R CODE SLEEP   rank R writes to stderr and exits CODE, others sleep
+//   segv-rank R SLEEP        rank R dies of SIGSEGV, others sleep
+//   grandchild S    fork a child that sleeps S s (and one that leaves the
+//                   process group), print "ready <rank>", sleep S
+//   ignore-term S   ignore SIGTERM, print "ready <rank>", sleep S
+//   bind-master-port  rank 0 binds and listens on MASTER_PORT as PyTorch's
+//                     TCPStore does, prints "bound"
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+int rank() {
+  const char* r = std::getenv("RANK");
+  return r != nullptr ? std::atoi(r) : -1;
+}
+
+void sleep_s(double s) { ::usleep(static_cast<useconds_t>(s * 1e6)); }
+
+void ready() {
+  std::printf("ready %d\n", rank());
+  std::fflush(stdout);
+}
+
+int lines(long n, int width) {
+  const int r = rank();
+  std::string line;
+  for (long i = 0; i < n; ++i) {
+    char head[64];
+    int len = std::snprintf(head, sizeof head, "%d %ld ", r, i);
+    line.assign(head, static_cast<std::size_t>(len));
+    const int fill = width - len - 1;
+    for (int k = 0; k < fill; ++k) line.push_back(static_cast<char>('a' + (i + k) % 26));
+    line.push_back('\n');
+    std::fwrite(line.data(), 1, line.size(), stdout);
+  }
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  const std::string mode = argv[1];
+  if (mode == "lines" && argc == 4) return lines(std::atol(argv[2]), std::atoi(argv[3]));
+  if (mode == "ready-sleep" && argc == 3) {
+    ready();
+    sleep_s(std::atof(argv[2]));
+    return 0;
+  }
+  if (mode == "exit" && argc == 3) return std::atoi(argv[2]);
+  if (mode == "fail-rank" && argc == 5) {
+    if (rank() == std::atoi(argv[2])) {
+      std::fprintf(stderr, "rank %d: something went wrong\nlast words of rank %d\n", rank(), rank());
+      return std::atoi(argv[3]);
+    }
+    ready();
+    sleep_s(std::atof(argv[4]));
+    return 0;
+  }
+  if (mode == "segv-rank" && argc == 4) {
+    if (rank() == std::atoi(argv[2])) {
+      sleep_s(0.2);
+      ::raise(SIGSEGV);
+    }
+    ready();
+    sleep_s(std::atof(argv[3]));
+    return 0;
+  }
+  if (mode == "grandchild" && argc == 3) {
+    const double s = std::atof(argv[2]);
+    if (::fork() == 0) {
+      sleep_s(s);
+      ::_exit(0);
+    }
+    if (::fork() == 0) {
+      ::setsid();  // leaves the worker's process group: only the sweep finds it
+      if (::fork() == 0) {
+        sleep_s(s);
+        ::_exit(0);
+      }
+      ::_exit(0);
+    }
+    ready();
+    sleep_s(s);
+    return 0;
+  }
+  if (mode == "ignore-term" && argc == 3) {
+    ::signal(SIGTERM, SIG_IGN);
+    ready();
+    sleep_s(std::atof(argv[2]));
+    return 0;
+  }
+  if (mode == "bind-master-port") {
+    if (rank() != 0) return 0;
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(std::atoi(std::getenv("MASTER_PORT"))));
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 8) != 0) {
+      std::perror("bind MASTER_PORT");
+      return 1;
+    }
+    std::printf("bound\n");
+    return 0;
+  }
+  std::fprintf(stderr, "test_worker: bad arguments\n");
+  return 2;
+}

@@ -1,0 +1,278 @@
+// Real jobs through dlaunch on localhost hostfiles: real agents, real workers,
+// real signals. Each test checks what a user would see and that nothing of the
+// job is left running afterwards.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+
+#include "dlaunch/process.h"
+#include "support.h"
+
+using namespace dltest;
+
+namespace {
+
+const std::string kLocalhost = std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml";
+const std::string kWorker = TEST_WORKER_BIN;
+
+int count_lines_with(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (const auto& l : lines_of(text)) n += l.find(needle) != std::string::npos ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST(LocalJob, EveryRankRunsOnceWithItsNodeAndLocalRank) {
+  auto r = run(dlaunch_cmd({"-H", kLocalhost, HELLO_BIN}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::regex re(R"(\[(\d+)\] hello from rank (\d+)/4 \(local rank (\d+)/2, node (\d+)/2\) on \S+, master 127\.0\.0\.1:(\d+))");
+  std::set<int> seen;
+  std::set<std::string> ports;
+  for (const auto& line : lines_of(r.out)) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(line, m, re)) << line;
+    const int rank = std::stoi(m[2]);
+    EXPECT_EQ(std::stoi(m[1]), rank);
+    EXPECT_EQ(std::stoi(m[3]), rank % 2);
+    EXPECT_EQ(std::stoi(m[4]), rank / 2);
+    EXPECT_TRUE(seen.insert(rank).second) << "rank " << rank << " twice";
+    ports.insert(m[5]);
+  }
+  EXPECT_EQ(seen, (std::set<int>{0, 1, 2, 3}));
+  EXPECT_EQ(ports.size(), 1u) << "every rank must see the same MASTER_PORT";
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(LocalJob, WithoutHostfileNpRunsThatManyRanksHere) {
+  auto r = run(dlaunch_cmd({"-n", "3", HELLO_BIN}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_lines_with(r.out, "/3 (local rank"), 3);
+}
+
+TEST(LocalJob, RankExitCodeBecomesDlaunchExitCodeAndOthersStopWithinASecond) {
+  const auto job = unique_job_id("exit3");
+  auto r = run(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, kWorker, "fail-rank", "1", "3", "60"}));
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  // The failing rank exits at once; everything else is torn down after it.
+  EXPECT_LT(r.seconds, 1.5) << r.err;
+  EXPECT_NE(r.err.find("rank 1 exited with code 3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("node node0, local rank 1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("| last words of rank 1"), std::string::npos) << r.err;
+  EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
+}
+
+TEST(LocalJob, ShellExit3GivesExit3) {
+  auto r = run(dlaunch_cmd({"-H", kLocalhost, "sh", "-c", "exit 3"}));
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+}
+
+TEST(LocalJob, SegfaultGives139AndTheReportNamesRankAndSignal) {
+  const auto job = unique_job_id("segv");
+  auto r = run(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, kWorker, "segv-rank", "2", "60"}));
+  EXPECT_EQ(r.exit_code, 139) << r.err;
+  EXPECT_NE(r.err.find("rank 2 was killed by SIGSEGV"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("node node1, local rank 0"), std::string::npos) << r.err;
+  EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
+}
+
+TEST(LocalJob, SigintLeavesNoProcessOfTheJobGrandchildrenIncluded) {
+  const auto job = unique_job_id("sigint");
+  Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, kWorker, "grandchild", "60"}));
+  ASSERT_TRUE(p.wait_for_output([](const std::string& out) {
+    return std::count(out.begin(), out.end(), '\n') >= 4;
+  }, 20));
+  // Workers, their children, and the children that left the process group.
+  EXPECT_GE(job_processes(job).size(), 12u);
+  p.signal(SIGINT);
+  auto r = p.finish(20);
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_NE(r.err.find("interrupted by SIGINT"), std::string::npos) << r.err;
+  EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
+}
+
+TEST(LocalJob, WorkersIgnoringSigtermAreKilledAfterTheGrace) {
+  const auto job = unique_job_id("grace");
+  Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, "--kill-grace", "0.5", kWorker,
+                     "ignore-term", "60"}));
+  ASSERT_TRUE(p.wait_for_output([](const std::string& out) {
+    return std::count(out.begin(), out.end(), '\n') >= 4;
+  }, 20));
+  const auto t0 = std::chrono::steady_clock::now();
+  p.signal(SIGTERM);
+  auto r = p.finish(20);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+  EXPECT_GE(took, 0.45);
+  EXPECT_LT(took, 1.5);
+  EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
+}
+
+TEST(LocalJob, SecondInterruptKillsAtOnce) {
+  const auto job = unique_job_id("twice");
+  Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, "--kill-grace", "30", kWorker,
+                     "ignore-term", "60"}));
+  ASSERT_TRUE(p.wait_for_output([](const std::string& out) {
+    return std::count(out.begin(), out.end(), '\n') >= 4;
+  }, 20));
+  p.signal(SIGINT);
+  ::usleep(200 * 1000);
+  const auto t0 = std::chrono::steady_clock::now();
+  p.signal(SIGINT);
+  auto r = p.finish(20);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_LT(took, 1.0);
+  EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
+}
+
+TEST(LocalJob, AgentKilledWithSigkillTakesItsWorkersDown) {
+  const auto job = unique_job_id("agentkill");
+  Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, kWorker, "grandchild", "60"}));
+  ASSERT_TRUE(p.wait_for_output([](const std::string& out) {
+    return std::count(out.begin(), out.end(), '\n') >= 4;
+  }, 20));
+  pid_t agent = -1;
+  for (pid_t c : dlaunch::descendants_of(p.pid())) {
+    std::ifstream comm("/proc/" + std::to_string(c) + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name == "dlaunch-agent") {
+      agent = c;
+      break;
+    }
+  }
+  ASSERT_GT(agent, 0);
+  ::kill(agent, SIGKILL);
+  auto r = p.finish(20);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("lost contact with the agent"), std::string::npos) << r.err;
+  EXPECT_EQ(wait_job_gone(job, 2), std::vector<pid_t>{});
+}
+
+TEST(LocalJob, DlaunchKilledWithSigkillLeavesNothingBehind) {
+  const auto job = unique_job_id("headkill");
+  Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, "--kill-grace", "1", kWorker, "grandchild",
+                     "60"}));
+  ASSERT_TRUE(p.wait_for_output([](const std::string& out) {
+    return std::count(out.begin(), out.end(), '\n') >= 4;
+  }, 20));
+  p.signal(SIGKILL);
+  p.finish(10);
+  // The agents read EOF on their control channel and stop everything.
+  EXPECT_EQ(wait_job_gone(job, 3), std::vector<pid_t>{});
+}
+
+TEST(LocalJob, HundredMegabytesOfOutputLoseNoLineAndMixNone) {
+  // Rank 0 writes 100 MB in 100-byte lines while the others write alongside.
+  const long big = 1'000'000;
+  const long small = 20'000;
+  auto r = run(dlaunch_cmd({"-H", kLocalhost, "sh", "-c",
+                        std::string("if [ \"$RANK\" = 0 ]; then exec ") + kWorker + " lines " +
+                            std::to_string(big) + " 100; else exec " + kWorker + " lines " +
+                            std::to_string(small) + " 100; fi"}),
+               300);
+  ASSERT_EQ(r.exit_code, 0) << r.err.substr(0, 2000);
+  std::map<int, long> next;  // rank -> next expected seq
+  std::string_view out = r.out;
+  std::size_t pos = 0;
+  long bad = 0;
+  while (pos < out.size()) {
+    auto nl = out.find('\n', pos);
+    ASSERT_NE(nl, std::string_view::npos) << "output does not end with a newline";
+    std::string_view line = out.substr(pos, nl - pos);
+    pos = nl + 1;
+    // "[R] R SEQ payload": prefix rank equals the rank the worker wrote.
+    auto close = line.find("] ");
+    int prefix_rank = -1, rank = -1;
+    long seq = -1;
+    std::from_chars(line.data() + 1, line.data() + close, prefix_rank);
+    auto body = line.substr(close + 2);
+    auto sp1 = body.find(' ');
+    auto sp2 = body.find(' ', sp1 + 1);
+    std::from_chars(body.data(), body.data() + sp1, rank);
+    std::from_chars(body.data() + sp1 + 1, body.data() + sp2, seq);
+    if (prefix_rank != rank || body.size() != 99 || seq != next[rank]) {
+      if (++bad < 5) ADD_FAILURE() << "bad line: " << std::string(line.substr(0, 120));
+    }
+    next[rank] = seq + 1;
+  }
+  EXPECT_EQ(bad, 0);
+  EXPECT_EQ(next[0], big);
+  for (int k = 1; k < 4; ++k) EXPECT_EQ(next[k], small) << "rank " << k;
+}
+
+TEST(LocalJob, StdoutStaysStdoutAndStderrStaysStderr) {
+  auto r = run(dlaunch_cmd({"-n", "1", "sh", "-c", "echo to-out; echo to-err >&2"}));
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, "[0] to-out\n");
+  EXPECT_EQ(r.err, "[0] to-err\n");
+}
+
+TEST(LocalJob, PartialLineIsFlushedAfterAShortWhile) {
+  Process p(dlaunch_cmd({"-n", "1", "sh", "-c", "printf no-newline; sleep 3"}));
+  EXPECT_TRUE(p.wait_for_output([](const std::string& out) { return out == "[0] no-newline\n"; }, 2));
+  p.signal(SIGTERM);
+  p.finish(10);
+}
+
+TEST(LocalJob, PrefixModes) {
+  auto tag = run(dlaunch_cmd({"-H", kLocalhost, "--tag-output", "--include", "node1:1", "sh", "-c", "echo hi"}));
+  ASSERT_EQ(tag.exit_code, 0) << tag.err;
+  EXPECT_EQ(tag.out, "[node1:0] hi\n");
+  auto none = run(dlaunch_cmd({"-n", "2", "--no-prefix", "sh", "-c", "echo hi"}));
+  EXPECT_EQ(none.out, "hi\nhi\n");
+}
+
+TEST(LocalJob, OutputDirKeepsEveryRanksStreams) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dlaunch-out-" + std::to_string(::getpid()));
+  const auto job = unique_job_id("outdir");
+  auto r = run(dlaunch_cmd({"-n", "2", "--job-id", job, "--output-dir", dir.string(), "sh", "-c",
+                        "echo out $RANK; echo err $RANK >&2"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream out(dir / job / ("rank." + std::to_string(rank) + ".out"));
+    std::ifstream err(dir / job / ("rank." + std::to_string(rank) + ".err"));
+    std::string o, e;
+    std::getline(out, o);
+    std::getline(err, e);
+    EXPECT_EQ(o, "out " + std::to_string(rank));
+    EXPECT_EQ(e, "err " + std::to_string(rank));
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(LocalJob, WorkersGetTheTorchrunEnvironment) {
+  auto r = run(dlaunch_cmd({"-H", kLocalhost, "--job-id", "envjob", "--include", "node1:1", "sh", "-c",
+                        "echo $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK "
+                        "$GROUP_WORLD_SIZE $ROLE_RANK $ROLE_WORLD_SIZE $ROLE_NAME $NODE_RANK $NNODES "
+                        "$TORCHELASTIC_RUN_ID $TORCHELASTIC_RESTART_COUNT $TORCHELASTIC_MAX_RESTARTS "
+                        "$DLAUNCH_JOB_ID $MASTER_ADDR"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[0] 0 0 1 1 0 1 0 1 default 0 1 envjob 0 0 envjob 127.0.0.1\n");
+}
+
+TEST(LocalJob, MasterPortIsFreeForRankZeroToBind) {
+  // Rank 0 binds MASTER_PORT the way PyTorch's TCPStore does.
+  auto r = run(dlaunch_cmd({"-n", "2", kWorker, "bind-master-port"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[0] bound\n");
+}
+
+TEST(LocalJob, ProgramThatCannotBeExecutedOnANodeIsReported) {
+  // Found by the head but not executable by the agent's exec: a directory.
+  const auto job = unique_job_id("noexec");
+  auto r = run(dlaunch_cmd({"-n", "2", "--job-id", job, "/tmp/"}));
+  EXPECT_EQ(r.exit_code, 127) << r.err;
+  EXPECT_NE(r.err.find("could not be started: cannot execute '/tmp/': Permission denied"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
+}

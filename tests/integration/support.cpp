@@ -1,0 +1,170 @@
+#include "support.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "dlaunch/process.h"
+
+namespace dltest {
+
+Process::Process(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  auto [out_r, out_w] = dlaunch::make_pipe();
+  auto [err_r, err_w] = dlaunch::make_pipe();
+  dlaunch::SpawnOptions o;
+  o.argv = argv;
+  o.env = dlaunch::current_environment();
+  for (const auto& e : env) o.env.push_back(e);  // later entries win in getenv? no: dedupe
+  // Deduplicate: the last NAME= wins.
+  std::vector<std::string> dedup;
+  for (auto it = o.env.rbegin(); it != o.env.rend(); ++it) {
+    auto name = it->substr(0, it->find('='));
+    bool seen = false;
+    for (const auto& d : dedup) seen |= d.compare(0, name.size() + 1, name + "=") == 0;
+    if (!seen) dedup.push_back(*it);
+  }
+  o.env = dedup;
+  o.new_process_group = false;
+  o.stdout_fd = out_w.get();
+  o.stderr_fd = err_w.get();
+  start_ = std::chrono::steady_clock::now();
+  auto r = dlaunch::spawn(o);
+  if (r.pid < 0) throw std::runtime_error(r.error);
+  pid_ = r.pid;
+  out_fd_ = out_r.release();
+  err_fd_ = err_r.release();
+}
+
+Process::~Process() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    int st;
+    ::waitpid(pid_, &st, 0);
+  }
+  if (out_fd_ >= 0) ::close(out_fd_);
+  if (err_fd_ >= 0) ::close(err_fd_);
+}
+
+void Process::pump(int timeout_ms) {
+  pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
+  if (::poll(fds, 2, timeout_ms) <= 0) return;
+  char buf[65536];
+  for (int i = 0; i < 2; ++i) {
+    if ((fds[i].revents & (POLLIN | POLLHUP)) == 0) continue;
+    ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+    if (n > 0) {
+      (i == 0 ? r_.out : r_.err).append(buf, static_cast<std::size_t>(n));
+    } else if (n == 0) {
+      ::close(fds[i].fd);
+      (i == 0 ? out_fd_ : err_fd_) = -1;
+    }
+  }
+}
+
+bool Process::wait_for_output(const std::function<bool(const std::string&)>& pred, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred(r_.out)) return true;
+    if (out_fd_ < 0 && err_fd_ < 0) return pred(r_.out);
+    pump(50);
+  }
+  return pred(r_.out);
+}
+
+void Process::signal(int sig) { ::kill(pid_, sig); }
+
+RunResult Process::finish(double timeout_s) {
+  const auto deadline = start_ + std::chrono::duration<double>(timeout_s);
+  int status = 0;
+  bool exited = false;
+  while (!exited) {
+    if (out_fd_ >= 0 || err_fd_ >= 0) {
+      pump(20);
+    } else {
+      ::usleep(10000);
+    }
+    pid_t w = ::waitpid(pid_, &status, WNOHANG);
+    if (w == pid_) {
+      exited = true;
+      break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      r_.timed_out = true;
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+      exited = true;
+    }
+  }
+  r_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  pid_ = -1;
+  // Collect what is still in the pipes (bounded: writers may linger).
+  const auto drain_until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while ((out_fd_ >= 0 || err_fd_ >= 0) && std::chrono::steady_clock::now() < drain_until) pump(20);
+  r_.exit_code = dlaunch::exit_code_of(status);
+  return r_;
+}
+
+RunResult run(const std::vector<std::string>& argv, double timeout_s, const std::vector<std::string>& env) {
+  Process p(argv, env);
+  return p.finish(timeout_s);
+}
+
+std::vector<std::string> dlaunch_cmd(std::vector<std::string> args) {
+  args.insert(args.begin(), DLAUNCH_BIN);
+  return args;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(line);
+  return out;
+}
+
+std::vector<pid_t> job_processes(const std::string& job_id) {
+  std::vector<pid_t> out;
+  for (pid_t p : dlaunch::pids_with_env_entry("DLAUNCH_JOB_ID=" + job_id)) {
+    std::ifstream stat("/proc/" + std::to_string(p) + "/stat");
+    std::string s;
+    std::getline(stat, s);
+    auto close = s.rfind(')');
+    if (close != std::string::npos && close + 2 < s.size() && s[close + 2] == 'Z') continue;
+    if (!s.empty()) out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<pid_t> wait_job_gone(const std::string& job_id, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  auto left = job_processes(job_id);
+  while (!left.empty() && std::chrono::steady_clock::now() < deadline) {
+    ::usleep(20000);
+    left = job_processes(job_id);
+  }
+  return left;
+}
+
+std::string unique_job_id(const std::string& tag) {
+  static std::atomic<int> counter{0};
+  return "t" + std::to_string(::getpid()) + "-" + tag + "-" + std::to_string(counter++);
+}
+
+std::string temp_file(const std::string& text, const std::string& suffix) {
+  static std::atomic<int> counter{0};
+  auto path = std::filesystem::temp_directory_path() /
+              ("dlaunch-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + suffix);
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+}  // namespace dltest

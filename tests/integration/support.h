@@ -1,0 +1,62 @@
+// Runs dlaunch as a real subprocess for integration tests and collects what
+// it printed, its exit status and how long it took.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace dltest {
+
+struct RunResult {
+  int exit_code = -1;  // shell convention: code, or 128 + signal
+  std::string out;
+  std::string err;
+  double seconds = 0;
+  bool timed_out = false;
+};
+
+class Process {
+ public:
+  // Starts argv with stdout/stderr captured; env adds/overrides NAME=VALUE.
+  Process(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
+  ~Process();
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Reads output until pred(out) is true or timeout; true if pred held.
+  bool wait_for_output(const std::function<bool(const std::string&)>& pred, double timeout_s);
+  void signal(int sig);
+  // Waits for exit (killing the process after timeout_s) and returns all.
+  RunResult finish(double timeout_s);
+
+ private:
+  void pump(int timeout_ms);
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  int err_fd_ = -1;
+  RunResult r_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+RunResult run(const std::vector<std::string>& argv, double timeout_s = 60,
+              const std::vector<std::string>& env = {});
+
+// dlaunch with these arguments.
+std::vector<std::string> dlaunch_cmd(std::vector<std::string> args);
+// Lines of text, without their '\n'.
+std::vector<std::string> lines_of(const std::string& text);
+// Processes (other than zombies) whose environment has DLAUNCH_JOB_ID=job.
+std::vector<pid_t> job_processes(const std::string& job_id);
+// Polls job_processes until empty or timeout; returns what is left.
+std::vector<pid_t> wait_job_gone(const std::string& job_id, double timeout_s);
+// A unique job id for a test.
+std::string unique_job_id(const std::string& tag);
+// Writes text to a new temp file with this suffix; returns its path.
+std::string temp_file(const std::string& text, const std::string& suffix);
+
+}  // namespace dltest

@@ -1,0 +1,107 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "agent/output_pump.h"
+#include "dlaunch/process.h"
+#include "launcher/output/output_sink.h"
+
+using namespace dlaunch;
+
+namespace {
+
+// Captures what the sink writes to its stdout/stderr fds.
+struct Capture {
+  Capture() {
+    auto [r1, w1] = make_pipe();
+    auto [r2, w2] = make_pipe();
+    out_r = std::move(r1);
+    out_w = std::move(w1);
+    err_r = std::move(r2);
+    err_w = std::move(w2);
+    set_nonblocking(out_r.get(), true);
+    set_nonblocking(err_r.get(), true);
+  }
+  static std::string drain(int fd) {
+    std::string s;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) s.append(buf, static_cast<std::size_t>(n));
+    return s;
+  }
+  UniqueFd out_r, out_w, err_r, err_w;
+};
+
+}  // namespace
+
+TEST(LineBuffer, WholeLinesLeaveAndThePartialStays) {
+  agent::LineBuffer b(16);
+  b.append("one\ntwo\nthr");
+  EXPECT_EQ(b.take_lines(), "one\ntwo\n");
+  EXPECT_TRUE(b.has_partial());
+  EXPECT_FALSE(b.partial_overflow());
+  b.append("ee\n");
+  EXPECT_EQ(b.take_lines(), "three\n");
+  EXPECT_FALSE(b.has_partial());
+  b.append("0123456789abcdefXYZ");
+  EXPECT_EQ(b.take_lines(), "");
+  EXPECT_TRUE(b.partial_overflow());
+  EXPECT_EQ(b.take_all(), "0123456789abcdefXYZ");
+}
+
+TEST(OutputSink, PrefixesEveryLineAndKeepsStreamsApart) {
+  Capture c;
+  OutputSink sink({.stdout_fd = c.out_w.get(), .stderr_fd = c.err_w.get()});
+  sink.write(3, proto::Stream::kStdout, "a\nb\n", false);
+  sink.write(12, proto::Stream::kStderr, "oops\n", false);
+  sink.write(3, proto::Stream::kStdout, "partial", true);
+  EXPECT_EQ(Capture::drain(c.out_r.get()), "[3] a\n[3] b\n[3] partial\n");
+  EXPECT_EQ(Capture::drain(c.err_r.get()), "[12] oops\n");
+}
+
+TEST(OutputSink, TagOutputNamesTheNodeAndNoPrefixForwardsAsIs) {
+  Capture c;
+  OutputSink tagged({.prefix = PrefixMode::kHostRank,
+                     .node_of_rank = {"n0", "n1"},
+                     .stdout_fd = c.out_w.get(),
+                     .stderr_fd = c.err_w.get()});
+  tagged.write(1, proto::Stream::kStdout, "x\n", false);
+  OutputSink bare({.prefix = PrefixMode::kNone, .stdout_fd = c.out_w.get(), .stderr_fd = c.err_w.get()});
+  bare.write(1, proto::Stream::kStdout, "y\n", false);
+  EXPECT_EQ(Capture::drain(c.out_r.get()), "[n1:1] x\ny\n");
+}
+
+TEST(OutputSink, KeepsTheLastTwentyStderrLinesPerRank) {
+  Capture c;
+  OutputSink sink({.stdout_fd = c.out_w.get(), .stderr_fd = c.err_w.get()});
+  std::string many;
+  for (int i = 0; i < 30; ++i) many += "line " + std::to_string(i) + "\n";
+  sink.write(0, proto::Stream::kStderr, many, false);
+  sink.write(1, proto::Stream::kStdout, "not stderr\n", false);
+  auto tail = sink.stderr_tail(0);
+  ASSERT_EQ(tail.size(), 20u);
+  EXPECT_EQ(tail.front(), "line 10");
+  EXPECT_EQ(tail.back(), "line 29");
+  EXPECT_TRUE(sink.stderr_tail(1).empty());
+  Capture::drain(c.err_r.get());
+  Capture::drain(c.out_r.get());
+}
+
+TEST(OutputSink, OutputDirGetsRawStreamsPerRank) {
+  Capture c;
+  auto dir = std::filesystem::temp_directory_path() / ("sink-" + std::to_string(::getpid()));
+  {
+    OutputSink sink({.output_dir = dir.string(), .job_id = "j", .stdout_fd = c.out_w.get(),
+                     .stderr_fd = c.err_w.get()});
+    sink.write(2, proto::Stream::kStdout, "a\n", false);
+    sink.write(2, proto::Stream::kStdout, "b", true);
+    sink.write(2, proto::Stream::kStderr, "e\n", false);
+  }
+  std::ifstream out(dir / "j" / "rank.2.out");
+  std::string all((std::istreambuf_iterator<char>(out)), {});
+  EXPECT_EQ(all, "a\nb");
+  EXPECT_TRUE(std::filesystem::exists(dir / "j" / "rank.2.err"));
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,139 @@
+#include "launcher/plan/plan.h"
+
+#include <gtest/gtest.h>
+
+using namespace dlaunch;
+
+namespace {
+
+HostEntry host(const std::string& name, int slots, Transport t = Transport::kLocal) {
+  HostEntry h;
+  h.name = h.host = name;
+  h.slots = slots;
+  h.transport = t;
+  return h;
+}
+
+std::string get(const EnvList& env, const std::string& name) {
+  std::string v = "<unset>";
+  for (const auto& [k, val] : env) {
+    if (k == name) v = val;
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST(Plan, UnevenSlotsGetConsecutiveRanksInNodeOrder) {
+  Hostfile hf;
+  hf.hosts = {host("a", 3), host("b", 1), host("c", 2)};
+  auto plan = make_plan(hf, {.job_id = "j", .command = {"x"}});
+  ASSERT_EQ(plan.nodes.size(), 3u);
+  EXPECT_EQ(plan.world_size, 6);
+  std::vector<std::pair<int, int>> expect = {{0, 0}, {1, 1}, {2, 2}, {3, 0}, {4, 0}, {5, 1}};
+  std::vector<std::pair<int, int>> got;
+  for (const auto& n : plan.nodes) {
+    for (const auto& r : n.ranks) got.emplace_back(r.rank, r.local_rank);
+  }
+  EXPECT_EQ(got, expect);
+  EXPECT_EQ(get(plan.nodes[2].ranks[1].env, "LOCAL_WORLD_SIZE"), "2");
+  EXPECT_EQ(get(plan.nodes[2].ranks[1].env, "GROUP_RANK"), "2");
+  EXPECT_EQ(get(plan.nodes[2].ranks[1].env, "NNODES"), "3");
+}
+
+TEST(Plan, NpTakesTheFirstSlotsAndDropsEmptyNodes) {
+  Hostfile hf;
+  hf.hosts = {host("a", 2), host("b", 2), host("c", 2)};
+  auto plan = make_plan(hf, {.np = 3, .job_id = "j", .command = {"x"}});
+  ASSERT_EQ(plan.nodes.size(), 2u);
+  EXPECT_EQ(plan.world_size, 3);
+  EXPECT_EQ(plan.nodes[1].ranks.size(), 1u);
+  EXPECT_EQ(get(plan.nodes[1].ranks[0].env, "WORLD_SIZE"), "3");
+  EXPECT_EQ(get(plan.nodes[1].ranks[0].env, "NNODES"), "2");
+}
+
+TEST(Plan, NpBeyondTheSlotsIsAnInputError) {
+  Hostfile hf;
+  hf.source = "hosts.yaml";
+  hf.hosts = {host("a", 2)};
+  try {
+    make_plan(hf, {.np = 5, .job_id = "j", .command = {"x"}});
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("5 ranks requested but hosts.yaml has only 2 slots"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Plan, TorchrunVariablesAreAllSet) {
+  Hostfile hf;
+  hf.hosts = {host("a", 1)};
+  auto plan = make_plan(hf, {.job_id = "job7", .command = {"x"}});
+  const auto& env = plan.nodes[0].ranks[0].env;
+  for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                           "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "NODE_RANK",
+                           "NNODES", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT",
+                           "TORCHELASTIC_MAX_RESTARTS", "DLAUNCH_JOB_ID"}) {
+    EXPECT_NE(get(env, name), "<unset>") << name;
+  }
+  EXPECT_EQ(get(env, "TORCHELASTIC_RUN_ID"), "job7");
+  EXPECT_EQ(plan.master_addr, "127.0.0.1");
+}
+
+TEST(Plan, GpusBecomeCudaVisibleDevicesAndOmpThreadsDefaultsToOne) {
+  Hostfile hf;
+  auto h = host("a", 2);
+  h.gpus = {4, 6};
+  hf.hosts = {h};
+  auto plan = make_plan(hf, {.job_id = "j", .command = {"x"}});
+  EXPECT_EQ(get(plan.nodes[0].env, "CUDA_VISIBLE_DEVICES"), "4,6");
+  EXPECT_EQ(get(plan.nodes[0].env, "OMP_NUM_THREADS"), "1");
+  auto chosen = make_plan(hf, {.job_id = "j", .command = {"x"}, .head_env = {"OMP_NUM_THREADS=8"}});
+  EXPECT_EQ(get(chosen.nodes[0].env, "OMP_NUM_THREADS"), "<unset>");  // the head's value is inherited
+}
+
+TEST(Plan, HostEnvOverridesHostfileEnvInOrder) {
+  Hostfile hf;
+  auto h = host("a", 1);
+  h.env = {{"X", "host"}};
+  hf.hosts = {h};
+  hf.env = {{"X", "file"}, {"Y", "file"}};
+  auto plan = make_plan(hf, {.job_id = "j", .command = {"x"}});
+  EXPECT_EQ(get(plan.nodes[0].env, "X"), "host");
+  EXPECT_EQ(get(plan.nodes[0].env, "Y"), "file");
+}
+
+TEST(Plan, ForwardedVariablesGoToSshNodesOnly) {
+  Hostfile hf;
+  hf.hosts = {host("a", 1), host("remote", 1, Transport::kSsh)};
+  auto plan = make_plan(hf, {.job_id = "j",
+                             .command = {"x"},
+                             .head_env = {"NCCL_DEBUG=INFO", "HOME=/root", "PATH=/opt/bin",
+                                          "CUDA_VISIBLE_DEVICES=0"}});
+  EXPECT_EQ(get(plan.nodes[0].env, "NCCL_DEBUG"), "<unset>");  // local nodes inherit everything
+  EXPECT_EQ(get(plan.nodes[1].env, "NCCL_DEBUG"), "INFO");
+  EXPECT_EQ(get(plan.nodes[1].env, "PATH"), "/opt/bin");
+  EXPECT_EQ(get(plan.nodes[1].env, "HOME"), "<unset>");
+  EXPECT_EQ(get(plan.nodes[1].env, "CUDA_VISIBLE_DEVICES"), "<unset>");
+}
+
+TEST(Plan, MasterAddrComesFromNodeZero) {
+  auto a = host("node-a", 1, Transport::kSsh);
+  EXPECT_EQ(default_master_addr(a), "node-a");
+  a.address = "10.1.2.3";
+  EXPECT_EQ(default_master_addr(a), "10.1.2.3");
+  EXPECT_EQ(default_master_addr(host("localhost", 1)), "127.0.0.1");
+  EXPECT_EQ(default_master_addr(host("127.0.0.3", 1)), "127.0.0.3");
+  Hostfile hf;
+  hf.hosts = {host("a", 1)};
+  EXPECT_EQ(make_plan(hf, {.job_id = "j", .master_addr = "10.9.9.9", .command = {"x"}}).master_addr,
+            "10.9.9.9");
+}
+
+TEST(Plan, LocalHostfileForNp) {
+  auto hf = local_hostfile(4);
+  ASSERT_EQ(hf.hosts.size(), 1u);
+  EXPECT_EQ(hf.hosts[0].slots, 4);
+  EXPECT_EQ(hf.hosts[0].transport, Transport::kLocal);
+}

@@ -1,0 +1,87 @@
+#include "dlaunch/process.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "agent/worker.h"
+
+using namespace dlaunch;
+
+TEST(Spawn, MissingProgramIsReportedByTheSpawnItself) {
+  SpawnOptions o;
+  o.argv = {"definitely-not-a-program-xyz"};
+  o.env = {"PATH=/usr/bin:/bin"};
+  auto r = spawn(o);
+  EXPECT_LT(r.pid, 0);
+  EXPECT_EQ(r.error, "cannot execute 'definitely-not-a-program-xyz': No such file or directory");
+}
+
+TEST(Spawn, BadWorkdirIsReported) {
+  SpawnOptions o;
+  o.argv = {"true"};
+  o.env = {"PATH=/usr/bin:/bin"};
+  o.workdir = "/nonexistent-dir";
+  auto r = spawn(o);
+  EXPECT_LT(r.pid, 0);
+  EXPECT_NE(r.error.find("/nonexistent-dir"), std::string::npos);
+}
+
+TEST(Spawn, ChildGetsItsOwnProcessGroupAndOnlyTheGivenEnvironment) {
+  auto [r, w] = make_pipe();
+  SpawnOptions o;
+  o.argv = {"sh", "-c", "echo $$ $(cut -d' ' -f5 /proc/$$/stat) \"$ONLY\" \"$HOME\""};
+  o.env = {"PATH=/usr/bin:/bin", "ONLY=yes"};
+  o.stdout_fd = w.get();
+  auto res = spawn(o);
+  ASSERT_GT(res.pid, 0) << res.error;
+  w.reset();
+  int st;
+  ::waitpid(res.pid, &st, 0);
+  char buf[256] = {};
+  auto n = ::read(r.get(), buf, sizeof buf - 1);
+  ASSERT_GT(n, 0);
+  int pid = 0, pgid = 0;
+  char only[16] = {};
+  ASSERT_GE(std::sscanf(buf, "%d %d %15s", &pid, &pgid, only), 3) << buf;
+  EXPECT_EQ(pid, pgid);
+  EXPECT_STREQ(only, "yes");
+}
+
+TEST(Process, SignalNamesAndExitCodes) {
+  EXPECT_EQ(signal_name(SIGSEGV), "SIGSEGV");
+  EXPECT_EQ(signal_name(SIGKILL), "SIGKILL");
+  EXPECT_EQ(exit_code_of(3 << 8), 3);
+  EXPECT_EQ(exit_code_of(SIGSEGV), 139);
+}
+
+TEST(Process, ShellQuoteLeavesPlainWordsAndQuotesTheRest) {
+  EXPECT_EQ(shell_quote("abc-1.2/x=y"), "abc-1.2/x=y");
+  EXPECT_EQ(shell_quote("a b"), "'a b'");
+  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
+  EXPECT_EQ(shell_quote(""), "''");
+}
+
+TEST(Process, DescendantsIncludeGrandchildren) {
+  SpawnOptions o;
+  o.argv = {"sh", "-c", "sleep 5 & sleep 5"};
+  o.env = {"PATH=/usr/bin:/bin"};
+  auto r = spawn(o);
+  ASSERT_GT(r.pid, 0);
+  std::vector<pid_t> d;
+  for (int i = 0; i < 100 && d.size() < 2; ++i) {
+    ::usleep(10000);
+    d = descendants_of(r.pid);
+  }
+  EXPECT_EQ(d.size(), 2u);
+  ::kill(-r.pid, SIGKILL);
+  int st;
+  ::waitpid(r.pid, &st, 0);
+}
+
+TEST(WorkerEnvironment, LaterLayersOverrideEarlierOnesInPlace) {
+  auto env = agent::worker_environment({"PATH=/bin", "RANK=9", "HOME=/root"}, {{"RANK", "1"}, {"X", "a"}},
+                                       {{"MASTER_PORT", "5"}, {"X", "b"}}, "DLAUNCH_AGENT_TOKEN=t");
+  EXPECT_EQ(env, (std::vector<std::string>{"PATH=/bin", "RANK=1", "HOME=/root", "X=b", "MASTER_PORT=5",
+                                           "DLAUNCH_AGENT_TOKEN=t"}));
+}

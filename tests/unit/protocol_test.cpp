@@ -1,0 +1,131 @@
+#include "agent/protocol/protocol.h"
+
+#include <gtest/gtest.h>
+
+using namespace dlaunch::proto;
+namespace proto = dlaunch::proto;
+
+namespace {
+
+Message round_trip(const Message& m) {
+  Decoder d;
+  d.feed(encode(m));
+  auto out = d.next();
+  EXPECT_TRUE(out.has_value());
+  EXPECT_EQ(d.pending(), 0u);
+  return *out;
+}
+
+}  // namespace
+
+TEST(Protocol, SetupRoundTripsWithWorkersAndEnvironment) {
+  proto::Setup s;
+  s.job_id = "job-1";
+  s.node_rank = 3;
+  s.reserve_master_port = true;
+  s.master_port = 29500;
+  s.kill_grace_ms = 1234;
+  s.workdir = "/home/a b";
+  s.workers.push_back({7, 1, {"python3", "-c", "print('x y')"}, {{"RANK", "7"}, {"A", ""}}});
+  auto back = std::get<proto::Setup>(round_trip(s));
+  EXPECT_EQ(back.job_id, "job-1");
+  EXPECT_EQ(back.node_rank, 3);
+  EXPECT_TRUE(back.reserve_master_port);
+  EXPECT_EQ(back.master_port, 29500);
+  EXPECT_EQ(back.kill_grace_ms, 1234u);
+  EXPECT_EQ(back.workdir, "/home/a b");
+  ASSERT_EQ(back.workers.size(), 1u);
+  EXPECT_EQ(back.workers[0].rank, 7);
+  EXPECT_EQ(back.workers[0].argv, (std::vector<std::string>{"python3", "-c", "print('x y')"}));
+  EXPECT_EQ(back.workers[0].env, (Env{{"RANK", "7"}, {"A", ""}}));
+}
+
+TEST(Protocol, EveryMessageRoundTrips) {
+  std::vector<Message> all = {
+      Hello{.agent_version = "0.1", .hostname = "h", .pid = 42},
+      proto::Setup{},
+      Ready{.master_port = 4000},
+      Start{.env = {{"MASTER_ADDR", "10.0.0.1"}}},
+      Started{.rank = 2, .pid = 99},
+      Output{.rank = 1, .stream = Stream::kStderr, .partial = true, .data = std::string("a\0b", 3)},
+      Exited{.rank = 5, .pid = 7, .kind = ExitKind::kSignaled, .signal = 11, .runtime_ms = 1ull << 40},
+      Abort{.reason = "r", .immediate = true},
+      Heartbeat{},
+      Shutdown{},
+      Fatal{.message = "boom"},
+      Done{.leftovers_killed = 3},
+  };
+  for (const auto& m : all) {
+    auto back = round_trip(m);
+    EXPECT_EQ(back.index(), m.index()) << message_name(m);
+    EXPECT_EQ(encode(back), encode(m)) << message_name(m);
+  }
+}
+
+TEST(Protocol, DecoderAssemblesFramesFedOneByteAtATime) {
+  std::string wire = encode(Started{.rank = 1, .pid = 2}) + encode(Output{.rank = 1, .data = "x\n"});
+  Decoder d;
+  int got = 0;
+  for (char c : wire) {
+    d.feed(std::string_view(&c, 1));
+    while (auto m = d.next()) ++got;
+  }
+  EXPECT_EQ(got, 2);
+  EXPECT_EQ(d.pending(), 0u);
+}
+
+TEST(Protocol, TruncatedFrameWaitsAndReportsPendingBytes) {
+  std::string wire = encode(Fatal{.message = "hello"});
+  Decoder d;
+  d.feed(std::string_view(wire).substr(0, wire.size() - 1));
+  EXPECT_FALSE(d.next().has_value());
+  EXPECT_EQ(d.pending(), wire.size() - 1);
+}
+
+TEST(Protocol, OversizedFrameIsRejectedFromItsHeader) {
+  std::string header(8, '\0');
+  const std::uint32_t len = kMaxFrameBytes + 1;
+  for (int i = 0; i < 4; ++i) header[static_cast<std::size_t>(i)] = static_cast<char>((len >> (8 * i)) & 0xff);
+  header[4] = 1;
+  Decoder d;
+  d.feed(header);
+  EXPECT_THROW(d.next(), ProtocolError);
+}
+
+TEST(Protocol, PayloadShorterThanItsFieldsIsRejected) {
+  // A Fatal whose string claims 100 bytes but the frame holds 4.
+  std::string wire = encode(Fatal{.message = "abcd"});
+  wire[8] = 100;
+  Decoder d;
+  d.feed(wire);
+  EXPECT_THROW(d.next(), ProtocolError);
+}
+
+TEST(Protocol, TrailingBytesInAFrameAreRejected) {
+  std::string wire = encode(Ready{.master_port = 1});
+  wire[0] = static_cast<char>(wire[0] + 1);  // length one more than the fields
+  wire.push_back('x');
+  Decoder d;
+  d.feed(wire);
+  EXPECT_THROW(d.next(), ProtocolError);
+}
+
+TEST(Protocol, UnknownTypeAndBadMagicAreRejected) {
+  EXPECT_THROW(decode_payload(200, ""), ProtocolError);
+  EXPECT_THROW(decode_payload(0, ""), ProtocolError);
+  std::string hello = encode(Hello{});
+  hello[8] = 'X';
+  Decoder d;
+  d.feed(hello);
+  EXPECT_THROW(d.next(), ProtocolError);
+}
+
+TEST(Protocol, HugeCountsCannotAllocateBeyondTheFrame) {
+  // Setup with a worker count of 2^32-1 in a tiny frame.
+  std::string wire = encode(proto::Setup{});
+  const std::size_t count_at = wire.size() - 4;
+  for (std::size_t i = 0; i < 4; ++i) wire[count_at + i] = static_cast<char>(0xff);
+  Decoder d;
+  d.feed(wire);
+  EXPECT_THROW(d.next(), ProtocolError);
+}
