@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -86,7 +87,8 @@ int main(int argc, char** argv) {
       sleep_s(s);
       ::_exit(0);
     }
-    if (::fork() == 0) {
+    const pid_t middle = ::fork();
+    if (middle == 0) {
       ::setsid();  // leaves the worker's process group: only the sweep finds it
       if (::fork() == 0) {
         sleep_s(s);
@@ -94,6 +96,8 @@ int main(int argc, char** argv) {
       }
       ::_exit(0);
     }
+    int status;
+    ::waitpid(middle, &status, 0);  // its child exists once it has exited
     ready();
     sleep_s(s);
     return 0;

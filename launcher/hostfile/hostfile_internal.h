@@ -1,0 +1,41 @@
+// Helpers shared by the hostfile parsers; not part of the public interface.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "launcher/hostfile/hostfile.h"
+
+namespace dlaunch::hostfile_detail {
+
+// Levenshtein distance, used for "did you mean" hints.
+int edit_distance(std::string_view a, std::string_view b);
+
+// The candidate closest to `word` within distance 2, or empty when none is.
+std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);
+
+// "did you mean 'x'?" when a candidate is close, else "<label>: a, b, c".
+std::string suggestion_hint(std::string_view word, const std::vector<std::string>& candidates,
+                            std::string_view label);
+
+std::string join(const std::vector<std::string>& items, std::string_view sep);
+
+// A whole-string decimal integer ("12", "-3"); nullopt for anything else or overflow.
+std::optional<long long> parse_integer(std::string_view text);
+
+// [A-Za-z_][A-Za-z0-9_]*
+bool is_valid_env_name(std::string_view name);
+
+// Index of the first character not allowed in a plain or inline host token, or npos.
+std::size_t find_bad_host_char(std::string_view host);
+
+// Index of the first character not allowed in a user name, or npos.
+std::size_t find_bad_user_char(std::string_view user);
+
+Transport resolve_transport(std::optional<Transport> explicit_transport, std::string_view host);
+
+bool ends_with_any(std::string_view text, const std::vector<std::string_view>& suffixes);
+
+}  // namespace dlaunch::hostfile_detail

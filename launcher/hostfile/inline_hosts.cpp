@@ -1,0 +1,105 @@
+// Inline hosts, as in `-H a:4,b:2,[::1]:2` (mpirun's syntax; slots default to 1).
+#include <algorithm>
+#include <climits>
+#include <unordered_map>
+
+#include "launcher/hostfile/hostfile.h"
+#include "launcher/hostfile/hostfile_internal.h"
+
+namespace dlaunch {
+
+namespace {
+
+constexpr const char* kSource = "-H";
+constexpr const char* kSyntaxHint = "write hosts as host[:slots], e.g. a:4,b:2,[::1]:2";
+
+// Columns are 1-based offsets into the spec; the spec is a single line.
+[[noreturn]] void fail(std::size_t offset, const std::string& field, const std::string& message,
+                       const std::string& hint = kSyntaxHint) {
+  throw InputError({kSource, 1, static_cast<int>(offset) + 1}, field, message, hint);
+}
+
+bool is_blank(char c) { return c == ' ' || c == '\t'; }
+
+void check_host(std::string_view host, std::size_t offset) {
+  if (host.empty()) fail(offset, "host", "missing host name");
+  if (const auto bad = hostfile_detail::find_bad_host_char(host); bad != std::string_view::npos) {
+    fail(offset + bad, "host",
+         "unexpected character '" + std::string(1, host[bad]) + "' in host name");
+  }
+}
+
+int parse_slots(std::string_view text, std::size_t offset) {
+  const auto number = hostfile_detail::parse_integer(text);
+  if (!number || *number <= 0 || *number > INT_MAX) {
+    fail(offset, "slots", "expected a positive integer, got '" + std::string(text) + "'");
+  }
+  return static_cast<int>(*number);
+}
+
+// One `host[:slots]` item that starts at `offset` in the spec.
+HostEntry parse_item(std::string_view item, std::size_t offset) {
+  HostEntry h;
+  h.pos = {kSource, 1, static_cast<int>(offset) + 1};
+  std::string_view host = item;
+  std::string_view rest;  // ":N" or empty
+  std::size_t rest_offset = offset + item.size();
+  if (item.front() == '[') {
+    const auto close = item.find(']');
+    if (close == std::string_view::npos) fail(offset, "host", "missing ']' after IPv6 address");
+    host = item.substr(1, close - 1);
+    check_host(host, offset + 1);
+    rest = item.substr(close + 1);
+    rest_offset = offset + close + 1;
+    if (!rest.empty() && rest.front() != ':') {
+      fail(rest_offset, "host", "unexpected '" + std::string(rest) + "' after ']'");
+    }
+  } else {
+    const auto colon = item.find(':');
+    if (colon != std::string_view::npos && item.find(':', colon + 1) != std::string_view::npos) {
+      fail(offset, "host", "IPv6 address '" + std::string(item) + "' must be in brackets",
+           "write [::1]:2");
+    }
+    host = item.substr(0, colon);
+    check_host(host, offset);
+    if (colon != std::string_view::npos) {
+      rest = item.substr(colon);
+      rest_offset = offset + colon;
+    }
+  }
+  if (!rest.empty()) h.slots = parse_slots(rest.substr(1), rest_offset + 1);
+  h.host = std::string(host);
+  h.name = h.host;
+  h.transport = hostfile_detail::resolve_transport(std::nullopt, h.host);
+  return h;
+}
+
+}  // namespace
+
+Hostfile parse_inline_hosts(std::string_view spec) {
+  Hostfile result;
+  result.source = kSource;
+  std::unordered_map<std::string, std::size_t> first_index;
+  std::size_t start = 0;
+  while (start <= spec.size()) {
+    const std::size_t end = std::min(spec.find(',', start), spec.size());
+    std::size_t first = start;
+    std::size_t last = end;
+    while (first < last && is_blank(spec[first])) ++first;
+    while (last > first && is_blank(spec[last - 1])) --last;
+    if (first == last) fail(first, "host", "empty host entry");
+    HostEntry h = parse_item(spec.substr(first, last - first), first);
+    auto [it, inserted] = first_index.emplace(h.name, result.hosts.size());
+    if (!inserted) {
+      fail(first, "host",
+           "duplicate host '" + h.name + "' (first at column " +
+               std::to_string(result.hosts[it->second].pos.column) + ")",
+           "each host may appear once; write " + h.name + ":2 for two slots");
+    }
+    result.hosts.push_back(std::move(h));
+    start = end + 1;
+  }
+  return result;
+}
+
+}  // namespace dlaunch

@@ -1,0 +1,403 @@
+// The YAML hostfile: a sequence of hosts, or a map with hosts/defaults/env.
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <optional>
+#include <unordered_map>
+
+#include "launcher/hostfile/hostfile.h"
+#include "launcher/hostfile/hostfile_internal.h"
+
+namespace dlaunch {
+
+namespace {
+
+using hostfile_detail::join;
+using hostfile_detail::suggestion_hint;
+
+const std::vector<std::string> kTopKeys{"hosts", "defaults", "env"};
+const std::vector<std::string> kDefaultKeys{"slots", "user",      "port", "gpus",
+                                            "env",   "transport", "agent"};
+const std::vector<std::string> kHostKeys{"host",    "name", "slots", "user",      "port",
+                                         "address", "gpus", "env",   "transport", "agent"};
+const std::vector<std::string> kHostOnlyKeys{"host", "name", "address"};
+const std::vector<std::string> kTransports{"local", "ssh"};
+
+constexpr const char* kEmptyHint = "list at least one host, e.g. `hosts: [{host: localhost}]`";
+
+// Settings that may come from `defaults:` or from the host itself.
+struct Settings {
+  std::optional<int> slots;
+  std::optional<std::string> user;
+  std::optional<int> port;
+  std::optional<std::vector<int>> gpus;
+  std::optional<EnvList> env;
+  std::optional<Transport> transport;
+  std::optional<std::string> agent;
+};
+
+struct Entry {
+  std::string key;
+  YAML::Node key_node;
+  YAML::Node value;
+};
+
+struct ParsedHost {
+  HostEntry entry;
+  YAML::Mark name_mark;  // where a duplicate-name error points
+};
+
+std::string describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Scalar:
+      return "'" + node.Scalar() + "'";
+    case YAML::NodeType::Sequence:
+      return "a sequence";
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Null:
+      return "nothing";
+    case YAML::NodeType::Undefined:
+      break;
+  }
+  return "an undefined value";
+}
+
+bool has_space(std::string_view text) {
+  return std::any_of(text.begin(), text.end(),
+                     [](unsigned char c) { return std::isspace(c) != 0; });
+}
+
+EnvList merge_env(EnvList base, const EnvList& overrides) {
+  for (const auto& entry : overrides) {
+    auto it = std::find_if(base.begin(), base.end(),
+                           [&](const auto& kv) { return kv.first == entry.first; });
+    if (it != base.end()) {
+      it->second = entry.second;  // keeps the defaults' position, so the order stays stable
+    } else {
+      base.push_back(entry);
+    }
+  }
+  return base;
+}
+
+class YamlParser {
+ public:
+  explicit YamlParser(const std::string& source) : source_(source) {}
+
+  Hostfile parse(std::string_view text) const {
+    const YAML::Node root = load(text);
+    Hostfile result;
+    result.source = source_;
+    Settings defaults;
+    const YAML::Node hosts = root.IsMap() ? read_top_level(root, result, defaults) : root;
+    if (!hosts.IsSequence()) {
+      fail(hosts, "hosts", "expected a sequence of hosts, got " + describe(hosts),
+           "write `hosts:` followed by `- host: <name>` lines");
+    }
+    if (hosts.size() == 0) fail(hosts, "hosts", "no hosts defined", kEmptyHint);
+
+    std::unordered_map<std::string, std::size_t> first_index;
+    for (const auto& item : hosts) {
+      ParsedHost parsed = read_host(item, defaults);
+      auto [it, inserted] = first_index.emplace(parsed.entry.name, result.hosts.size());
+      if (!inserted) {
+        const int first_line = result.hosts[it->second].pos.line;
+        fail(parsed.name_mark, "name",
+             "duplicate node name '" + parsed.entry.name + "' (first defined at line " +
+                 std::to_string(first_line) + ")",
+             "give each logical node a distinct `name:`");
+      }
+      result.hosts.push_back(std::move(parsed.entry));
+    }
+    return result;
+  }
+
+ private:
+  const std::string& source_;
+
+  YAML::Node load(std::string_view text) const {
+    std::vector<YAML::Node> docs;
+    try {
+      docs = YAML::LoadAll(std::string(text));
+    } catch (const YAML::Exception& e) {
+      throw InputError(pos_of(e.mark), "yaml", "syntax error: " + e.msg,
+                       "check the indentation, and quote values that contain ':' or '#'");
+    }
+    if (docs.empty() || docs.front().IsNull()) {
+      throw InputError({source_, 0, 0}, "hosts", "no hosts defined", kEmptyHint);
+    }
+    if (docs.size() > 1) {
+      fail(docs[1], "yaml", "more than one YAML document",
+           "keep one document per hostfile; remove the `---` separator");
+    }
+    return docs.front();
+  }
+
+  SourcePos pos_of(const YAML::Mark& mark) const {
+    if (mark.is_null()) return {source_, 0, 0};
+    return {source_, mark.line + 1, mark.column + 1};
+  }
+
+  [[noreturn]] void fail(const YAML::Mark& at, const std::string& field, std::string message,
+                         std::string hint = {}) const {
+    throw InputError(pos_of(at), field, std::move(message), std::move(hint));
+  }
+
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& field, std::string message,
+                         std::string hint = {}) const {
+    fail(at.Mark(), field, std::move(message), std::move(hint));
+  }
+
+  // Reads `defaults:` and `env:` into the outputs and returns the `hosts:` node.
+  // (Nodes are returned, never assigned: YAML::Node::operator= rewrites the referenced node.)
+  YAML::Node read_top_level(const YAML::Node& root, Hostfile& result, Settings& defaults) const {
+    const std::vector<Entry> top = entries(root, kTopKeys, "at the top level");
+    const Entry* hosts = nullptr;
+    for (const auto& e : top) {
+      if (e.key == "hosts") hosts = &e;
+      if (e.key == "defaults") defaults = read_defaults(e);
+      if (e.key == "env") result.env = read_env(e);
+    }
+    if (hosts == nullptr) {
+      fail(root, "hosts", "missing required key 'hosts'", "list the nodes under `hosts:`");
+    }
+    if (hosts->value.IsNull()) fail(hosts->key_node, "hosts", "no hosts defined", kEmptyHint);
+    return hosts->value;
+  }
+
+  // A missing value has no useful mark of its own (yaml-cpp points past it); use the key's.
+  static const YAML::Node& anchor(const Entry& e) {
+    return e.value.IsNull() ? e.key_node : e.value;
+  }
+
+  std::vector<Entry> entries(const YAML::Node& map, const std::vector<std::string>& allowed,
+                             const std::string& where) const {
+    std::vector<Entry> out;
+    for (const auto& kv : map) {
+      const YAML::Node& key = kv.first;
+      if (!key.IsScalar()) fail(key, "", "expected a key name " + where + ", got " + describe(key));
+      const std::string name = key.Scalar();
+      if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+        // `host:` in defaults is a misplaced key, not a typo of `port:`.
+        const bool host_only =
+            &allowed == &kDefaultKeys &&
+            std::find(kHostOnlyKeys.begin(), kHostOnlyKeys.end(), name) != kHostOnlyKeys.end();
+        const std::string hint = host_only ? "'" + name + "' belongs on a host entry; valid keys " +
+                                                 where + ": " + join(allowed, ", ")
+                                           : suggestion_hint(name, allowed, "valid keys");
+        fail(key, name, "unknown key '" + name + "' " + where, hint);
+      }
+      for (const auto& prev : out) {
+        if (prev.key == name) {
+          fail(key, name,
+               "key given twice (first at line " + std::to_string(prev.key_node.Mark().line + 1) +
+                   ")",
+               "remove one of them");
+        }
+      }
+      out.push_back({name, key, kv.second});
+    }
+    return out;
+  }
+
+  std::string read_string(const Entry& e) const {
+    if (e.value.IsNull()) {
+      fail(e.key_node, e.key, "missing value", "write `" + e.key + ": <value>`");
+    }
+    if (!e.value.IsScalar()) fail(e.value, e.key, "expected a string, got " + describe(e.value));
+    return e.value.Scalar();
+  }
+
+  std::string read_non_empty_string(const Entry& e) const {
+    std::string value = read_string(e);
+    if (value.empty()) fail(e.value, e.key, "must not be empty");
+    return value;
+  }
+
+  std::string read_host_name(const YAML::Node& value, const YAML::Node& at_if_null) const {
+    if (value.IsNull()) {
+      fail(at_if_null, "host", "missing host name", "write `host: <name or address>`");
+    }
+    if (!value.IsScalar()) fail(value, "host", "expected a host name, got " + describe(value));
+    std::string host = value.Scalar();
+    if (host.empty()) fail(value, "host", "host name must not be empty");
+    if (has_space(host)) fail(value, "host", "host name '" + host + "' contains whitespace");
+    if (host.find('@') != std::string::npos) {
+      fail(value, "host", "host name '" + host + "' contains '@'",
+           "set the login name with `user:`");
+    }
+    return host;
+  }
+
+  std::string read_label(const Entry& e) const {
+    std::string name = read_non_empty_string(e);
+    if (has_space(name)) fail(e.value, "name", "node name '" + name + "' contains whitespace");
+    return name;
+  }
+
+  int read_int(const YAML::Node& value, const YAML::Node& at_if_null, const std::string& field,
+               long long min, long long max, const std::string& expected) const {
+    if (value.IsNull()) fail(at_if_null, field, "missing value; expected " + expected);
+    if (!value.IsScalar()) fail(value, field, "expected " + expected + ", got " + describe(value));
+    if (value.Tag() == "!") {
+      fail(value, field,
+           "expected " + expected + ", got the quoted string \"" + value.Scalar() + "\"",
+           "write the number without quotes");
+    }
+    const auto number = hostfile_detail::parse_integer(value.Scalar());
+    if (!number || *number < min || *number > max) {
+      fail(value, field, "expected " + expected + ", got " + describe(value));
+    }
+    return static_cast<int>(*number);
+  }
+
+  std::vector<int> read_gpus(const Entry& e) const {
+    if (!e.value.IsSequence()) {
+      const std::string hint =
+          e.value.IsScalar() ? "write `gpus: [" + e.value.Scalar() + "]`" : "write `gpus: [0, 1]`";
+      fail(anchor(e), "gpus", "expected a sequence of device ids, got " + describe(e.value), hint);
+    }
+    std::vector<int> gpus;
+    for (const auto& item : e.value) {
+      const int id = read_int(item, e.key_node, "gpus", 0, INT_MAX, "a non-negative device id");
+      if (std::find(gpus.begin(), gpus.end(), id) != gpus.end()) {
+        fail(item, "gpus", "device id " + std::to_string(id) + " is listed twice",
+             "each device id may appear once per host");
+      }
+      gpus.push_back(id);
+    }
+    return gpus;
+  }
+
+  EnvList read_env(const Entry& e) const {
+    if (!e.value.IsMap()) {
+      fail(anchor(e), "env", "expected a map of NAME: value, got " + describe(e.value),
+           "write `env: {NAME: value}`");
+    }
+    EnvList env;
+    std::vector<YAML::Node> key_nodes;
+    for (const auto& kv : e.value) {
+      const YAML::Node& key = kv.first;
+      const std::string name = key.IsScalar() ? key.Scalar() : std::string();
+      if (!hostfile_detail::is_valid_env_name(name)) {
+        fail(key, "env", "invalid variable name " + describe(key),
+             "names must match [A-Za-z_][A-Za-z0-9_]*");
+      }
+      for (std::size_t i = 0; i < env.size(); ++i) {
+        if (env[i].first == name) {
+          fail(key, "env",
+               "variable '" + name + "' set twice (first at line " +
+                   std::to_string(key_nodes[i].Mark().line + 1) + ")",
+               "remove one of them");
+        }
+      }
+      const YAML::Node& value = kv.second;
+      if (value.IsNull()) {
+        fail(key, "env", "missing value for '" + name + "'",
+             "write `" + name + ": \"\"` for an empty value");
+      }
+      if (!value.IsScalar()) {
+        fail(value, "env", "value of '" + name + "' must be a scalar, got " + describe(value));
+      }
+      env.emplace_back(name, value.Scalar());  // the text as written: 0x10 stays "0x10"
+      key_nodes.push_back(key);
+    }
+    return env;
+  }
+
+  Transport read_transport(const Entry& e) const {
+    const std::string value = read_string(e);
+    if (value == "local") return Transport::kLocal;
+    if (value == "ssh") return Transport::kSsh;
+    fail(e.value, "transport", "unknown transport '" + value + "'",
+         suggestion_hint(value, kTransports, "valid transports"));
+  }
+
+  // Returns false for keys that are not shared settings (host, name, address).
+  bool read_setting(Settings& s, const Entry& e) const {
+    if (e.key == "slots") {
+      s.slots = read_int(e.value, e.key_node, "slots", 1, INT_MAX, "a positive integer");
+    } else if (e.key == "port") {
+      s.port = read_int(e.value, e.key_node, "port", 1, 65535, "a port number (1..65535)");
+    } else if (e.key == "user") {
+      s.user = read_non_empty_string(e);
+    } else if (e.key == "agent") {
+      s.agent = read_non_empty_string(e);
+    } else if (e.key == "gpus") {
+      s.gpus = read_gpus(e);
+    } else if (e.key == "env") {
+      s.env = read_env(e);
+    } else if (e.key == "transport") {
+      s.transport = read_transport(e);
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  Settings read_defaults(const Entry& e) const {
+    if (!e.value.IsMap()) {
+      fail(anchor(e), "defaults", "expected a map of settings, got " + describe(e.value),
+           "valid keys: " + join(kDefaultKeys, ", "));
+    }
+    Settings s;
+    for (const auto& entry : entries(e.value, kDefaultKeys, "in defaults")) read_setting(s, entry);
+    return s;
+  }
+
+  ParsedHost read_host(const YAML::Node& item, const Settings& defaults) const {
+    ParsedHost parsed;
+    HostEntry& h = parsed.entry;
+    h.pos = pos_of(item.Mark());
+    Settings own;
+    std::optional<std::string> name;
+    if (item.IsScalar()) {
+      h.host = read_host_name(item, item);
+      parsed.name_mark = item.Mark();
+    } else if (item.IsMap()) {
+      bool have_host = false;
+      for (const auto& e : entries(item, kHostKeys, "in host entry")) {
+        if (e.key == "host") {
+          h.host = read_host_name(e.value, e.key_node);
+          have_host = true;
+          if (!name) parsed.name_mark = e.value.Mark();
+        } else if (e.key == "name") {
+          name = read_label(e);
+          parsed.name_mark = e.value.Mark();
+        } else if (e.key == "address") {
+          h.address = read_string(e);
+        } else {
+          read_setting(own, e);
+        }
+      }
+      if (!have_host) {
+        fail(item, "host", "missing required key 'host'",
+             "every host entry needs `host: <name or address>`");
+      }
+    } else {
+      fail(item, "hosts", "expected a host name or a map with `host:`, got " + describe(item));
+    }
+    // The host's own value wins over `defaults:`.
+    h.name = name.value_or(h.host);
+    h.slots = own.slots.value_or(defaults.slots.value_or(1));
+    h.user = own.user.value_or(defaults.user.value_or(""));
+    h.port = own.port.value_or(defaults.port.value_or(22));
+    h.gpus = own.gpus.value_or(defaults.gpus.value_or(std::vector<int>{}));
+    h.env = merge_env(defaults.env.value_or(EnvList{}), own.env.value_or(EnvList{}));
+    h.transport = hostfile_detail::resolve_transport(
+        own.transport ? own.transport : defaults.transport, h.host);
+    h.agent = own.agent.value_or(defaults.agent.value_or(""));
+    return parsed;
+  }
+};
+
+}  // namespace
+
+Hostfile parse_yaml_hostfile(std::string_view text, const std::string& source) {
+  return YamlParser(source).parse(text);
+}
+
+}  // namespace dlaunch
