@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   if (mode == "segv-rank" && argc == 4) {
     if (rank() == std::atoi(argv[2])) {
       sleep_s(0.2);
+      ::signal(SIGSEGV, SIG_DFL);  // sanitizer builds install their own handler
       ::raise(SIGSEGV);
     }
     ready();
