@@ -61,7 +61,8 @@ UniqueFd reserve_port(std::uint16_t wanted, std::uint16_t& got, std::string& err
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
   addr.sin_port = htons(wanted);
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    error = "MASTER_PORT " + std::to_string(wanted) + " is not free on node 0: " + std::strerror(errno);
+    error =
+        "MASTER_PORT " + std::to_string(wanted) + " is not free on node 0: " + std::strerror(errno);
     return {};
   }
   socklen_t len = sizeof addr;
@@ -97,7 +98,8 @@ Agent::~Agent() = default;
 int Agent::run() {
   last_heard_ = Clock::now();
   channel_->start();
-  channel_->send(proto::Hello{.agent_version = kVersion, .hostname = hostname(), .pid = ::getpid()});
+  channel_->send(
+      proto::Hello{.agent_version = kVersion, .hostname = hostname(), .pid = ::getpid()});
   phase_ = Phase::kSetup;
   std::function<void()> wait_chld = [&] {
     sigchld_.async_wait([&](boost::system::error_code ec, int) {
@@ -130,7 +132,8 @@ void Agent::on_message(proto::Message&& msg) {
   } else if (std::holds_alternative<proto::Heartbeat>(msg)) {
     // last_heard_ is all a heartbeat is for
   } else {
-    channel_->send(proto::Fatal{std::string("unexpected message from head: ") + proto::message_name(msg)});
+    channel_->send(
+        proto::Fatal{std::string("unexpected message from head: ") + proto::message_name(msg)});
   }
 }
 
@@ -202,20 +205,20 @@ void Agent::read_stream(Worker& w, OutputStream& s) {
     return;
   }
   s.reading = true;
-  s.pipe.async_read_some(asio::buffer(s.read_buf), [this, &w, &s](boost::system::error_code ec,
-                                                                  std::size_t n) {
-    s.reading = false;
-    if (ec == asio::error::operation_aborted) return;
-    if (ec) {
-      s.eof = true;
-      flush_partial(w, s);
-      boost::system::error_code ignored;
-      s.pipe.close(ignored);
-      return;
-    }
-    forward(w, s, std::string_view(s.read_buf.data(), n));
-    read_stream(w, s);
-  });
+  s.pipe.async_read_some(asio::buffer(s.read_buf),
+                         [this, &w, &s](boost::system::error_code ec, std::size_t n) {
+                           s.reading = false;
+                           if (ec == asio::error::operation_aborted) return;
+                           if (ec) {
+                             s.eof = true;
+                             flush_partial(w, s);
+                             boost::system::error_code ignored;
+                             s.pipe.close(ignored);
+                             return;
+                           }
+                           forward(w, s, std::string_view(s.read_buf.data(), n));
+                           read_stream(w, s);
+                         });
 }
 
 void Agent::forward(Worker& w, OutputStream& s, std::string_view data) {
@@ -223,7 +226,8 @@ void Agent::forward(Worker& w, OutputStream& s, std::string_view data) {
   std::string lines = s.lines.take_lines();
   const bool new_partial = !lines.empty();
   if (!lines.empty()) {
-    channel_->send(proto::Output{.rank = w.spec.rank, .stream = s.stream, .data = std::move(lines)});
+    channel_->send(
+        proto::Output{.rank = w.spec.rank, .stream = s.stream, .data = std::move(lines)});
   }
   if (s.lines.partial_overflow()) {
     flush_partial(w, s);
@@ -241,7 +245,8 @@ void Agent::arm_flush(Worker& w, OutputStream& s) {
   s.timer.async_wait([this, &w, &s](boost::system::error_code ec) {
     if (ec) return;
     pollfd p{s.pipe.is_open() ? s.pipe.native_handle() : -1, POLLIN, 0};
-    const bool more_waiting = s.parked || (p.fd >= 0 && ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN));
+    const bool more_waiting =
+        s.parked || (p.fd >= 0 && ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN));
     if (more_waiting && !s.eof) {
       arm_flush(w, s);
       return;

@@ -73,7 +73,7 @@ class Agent {
   std::string token_entry_;
   std::unique_ptr<Guard> guard_;
   proto::Setup setup_;
-  std::map<int, Worker> workers_;          // by rank
+  std::map<int, Worker> workers_;  // by rank
   std::map<pid_t, int> rank_of_pid_;
   UniqueFd reserved_port_;
   Phase phase_ = Phase::kHello;

@@ -52,7 +52,8 @@ namespace {
 Guard::Guard(const std::string& token_entry) {
   auto [r, w] = make_pipe();
   pid_ = ::fork();
-  if (pid_ < 0) throw std::runtime_error(std::string("fork of guard failed: ") + std::strerror(errno));
+  if (pid_ < 0)
+    throw std::runtime_error(std::string("fork of guard failed: ") + std::strerror(errno));
   if (pid_ == 0) {
     ::setpgid(0, 0);  // not in the agent's group: a group-wide kill must not take it
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::signal(s, SIG_IGN);

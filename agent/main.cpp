@@ -19,9 +19,10 @@ int main(int argc, char** argv) {
                   dlaunch::proto::kProtocolVersion);
       return 0;
     }
-    std::fprintf(stderr,
-                 "usage: dlaunch-agent [--version]\n"
-                 "dlaunch starts this program itself; it speaks the control protocol on stdin/stdout.\n");
+    std::fprintf(
+        stderr,
+        "usage: dlaunch-agent [--version]\n"
+        "dlaunch starts this program itself; it speaks the control protocol on stdin/stdout.\n");
     return 2;
   }
   ::signal(SIGPIPE, SIG_IGN);

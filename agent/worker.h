@@ -24,14 +24,15 @@ namespace dlaunch::agent {
 enum class WorkerState { kPending, kRunning, kExited, kFailed };
 
 struct OutputStream {
-  OutputStream(boost::asio::io_context& io, int fd, proto::Stream s) : pipe(io, fd), timer(io), stream(s) {}
+  OutputStream(boost::asio::io_context& io, int fd, proto::Stream s)
+      : pipe(io, fd), timer(io), stream(s) {}
   boost::asio::posix::stream_descriptor pipe;
   boost::asio::steady_timer timer;  // flushes a held partial line
   proto::Stream stream;
   LineBuffer lines;
   std::string read_buf = std::string(64 * 1024, '\0');
-  bool reading = false;   // an async read is outstanding
-  bool parked = false;    // waiting for the control channel to drain
+  bool reading = false;  // an async read is outstanding
+  bool parked = false;   // waiting for the control channel to drain
   bool timer_armed = false;
   bool eof = false;
 };

@@ -1,11 +1,11 @@
 // dlaunch: the head-node launcher. Reads hosts, plans ranks, starts one agent
 // per node and runs the job to completion (see docs/architecture.md).
+#include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <iostream>
 
@@ -34,8 +34,9 @@ dl::Hostfile load_hosts(const dl::Options& o) {
   if (!o.hostfile.empty()) return dl::parse_hostfile_file(o.hostfile);
   if (!o.hosts.empty()) return dl::parse_hosts_argument(o.hosts);
   if (o.np > 0) return dl::local_hostfile(o.np);
-  throw dl::InputError({"dlaunch"}, "", "no hosts given",
-                       "use -H HOSTFILE, -H host:slots,..., --hostfile FILE, or -n N for this machine");
+  throw dl::InputError(
+      {"dlaunch"}, "", "no hosts given",
+      "use -H HOSTFILE, -H host:slots,..., --hostfile FILE, or -n N for this machine");
 }
 
 // For local nodes the program must be found now, before anything starts.
@@ -66,7 +67,8 @@ std::string join_env(const dl::EnvList& env) {
 }
 
 void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::string& agent) {
-  const std::string port = o.master_port > 0 ? std::to_string(o.master_port) : "<reserved by node 0>";
+  const std::string port =
+      o.master_port > 0 ? std::to_string(o.master_port) : "<reserved by node 0>";
   std::string cmd;
   for (const auto& a : plan.command) cmd += (cmd.empty() ? "" : " ") + dl::shell_quote(a);
   fmt::print("job {}: {} rank(s) on {} node(s), MASTER_ADDR={} MASTER_PORT={}\n", plan.job_id,
@@ -89,7 +91,9 @@ int run(int argc, char** argv) {
   dl::Options o;
   int early_exit = 0;
   if (!dl::parse_options(argc, argv, o, early_exit)) return early_exit;
-  if (o.command.empty()) throw dl::InputError({"dlaunch"}, "", "no program to run", "dlaunch [options] PROGRAM [ARGS...]");
+  if (o.command.empty())
+    throw dl::InputError({"dlaunch"}, "", "no program to run",
+                         "dlaunch [options] PROGRAM [ARGS...]");
 
   dl::Hostfile hosts = dl::apply_node_filter(load_hosts(o), o.filter);
   dl::PlanOptions po;
@@ -102,9 +106,11 @@ int run(int argc, char** argv) {
 
   for (const auto& n : plan.nodes) {
     if (n.host.transport == dl::Transport::kSsh) {
-      throw dl::InputError(n.host.pos, "host",
-                           "'" + n.host.host + "' is a remote host, and this build of dlaunch has no SSH transport yet",
-                           "use local hosts (localhost, 127.x.y.z, or `transport: local`)");
+      throw dl::InputError(
+          n.host.pos, "host",
+          "'" + n.host.host +
+              "' is a remote host, and this build of dlaunch has no SSH transport yet",
+          "use local hosts (localhost, 127.x.y.z, or `transport: local`)");
     }
   }
   const std::string workdir = o.workdir.empty() ? fs::current_path().string() : o.workdir;
@@ -126,7 +132,8 @@ int run(int argc, char** argv) {
     }
   }
   if (!program_exists(plan.command.front(), workdir)) {
-    throw dl::InputError({"dlaunch"}, "", "program '" + plan.command.front() + "' not found or not executable",
+    throw dl::InputError({"dlaunch"}, "",
+                         "program '" + plan.command.front() + "' not found or not executable",
                          "give a path, or put it on PATH");
   }
 

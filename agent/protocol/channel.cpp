@@ -16,27 +16,27 @@ void PipeChannel::start() { read_more(); }
 
 void PipeChannel::read_more() {
   if (!open_) return;
-  in_.async_read_some(asio::buffer(read_buf_), [this, alive = alive_](boost::system::error_code ec,
-                                                                       std::size_t n) {
-    if (!*alive || !open_) return;
-    if (ec) {
-      fail(ec == asio::error::eof ? (decoder_.pending() > 0 ? "truncated frame at end of stream"
-                                                            : "end of stream")
-                                  : "read error: " + ec.message());
-      return;
-    }
-    decoder_.feed(std::string_view(read_buf_.data(), n));
-    try {
-      while (auto msg = decoder_.next()) {
-        cb_.on_message(std::move(*msg));
+  in_.async_read_some(
+      asio::buffer(read_buf_), [this, alive = alive_](boost::system::error_code ec, std::size_t n) {
         if (!*alive || !open_) return;
-      }
-    } catch (const ProtocolError& e) {
-      fail(std::string("protocol error: ") + e.what());
-      return;
-    }
-    read_more();
-  });
+        if (ec) {
+          fail(ec == asio::error::eof
+                   ? (decoder_.pending() > 0 ? "truncated frame at end of stream" : "end of stream")
+                   : "read error: " + ec.message());
+          return;
+        }
+        decoder_.feed(std::string_view(read_buf_.data(), n));
+        try {
+          while (auto msg = decoder_.next()) {
+            cb_.on_message(std::move(*msg));
+            if (!*alive || !open_) return;
+          }
+        } catch (const ProtocolError& e) {
+          fail(std::string("protocol error: ") + e.what());
+          return;
+        }
+        read_more();
+      });
 }
 
 void PipeChannel::send(const Message& msg) {
@@ -66,21 +66,21 @@ void PipeChannel::write_more() {
   writing_ = std::move(queue_.front());
   queue_.pop_front();
   write_in_flight_ = true;
-  asio::async_write(out_, asio::buffer(writing_), [this, alive = alive_](boost::system::error_code ec,
-                                                                          std::size_t) {
-    if (!*alive) return;
-    write_in_flight_ = false;
-    if (!open_) return;
-    const bool was_high = queued_ >= kLowWatermark;
-    queued_ -= writing_.size();
-    writing_.clear();
-    if (ec) {
-      fail("write error: " + ec.message());
-      return;
-    }
-    write_more();
-    if (was_high && queued_ < kLowWatermark && cb_.on_drained) cb_.on_drained();
-  });
+  asio::async_write(out_, asio::buffer(writing_),
+                    [this, alive = alive_](boost::system::error_code ec, std::size_t) {
+                      if (!*alive) return;
+                      write_in_flight_ = false;
+                      if (!open_) return;
+                      const bool was_high = queued_ >= kLowWatermark;
+                      queued_ -= writing_.size();
+                      writing_.clear();
+                      if (ec) {
+                        fail("write error: " + ec.message());
+                        return;
+                      }
+                      write_more();
+                      if (was_high && queued_ < kLowWatermark && cb_.on_drained) cb_.on_drained();
+                    });
 }
 
 void PipeChannel::close_after_flush() {

@@ -32,7 +32,8 @@ class Writer {
  private:
   template <typename U>
   void le(U v) {
-    for (std::size_t i = 0; i < sizeof(U); ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    for (std::size_t i = 0; i < sizeof(U); ++i)
+      out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
   }
   std::string& out_;
 };
@@ -293,9 +294,9 @@ std::optional<Message> Decoder::next() {
 }
 
 const char* message_name(const Message& msg) {
-  static constexpr const char* kNames[] = {"Hello",   "Setup",  "Ready",     "Start",
-                                           "Started", "Output", "Exited",    "Abort",
-                                           "Heartbeat", "Shutdown", "Fatal", "Done"};
+  static constexpr const char* kNames[] = {"Hello",     "Setup",    "Ready",  "Start",
+                                           "Started",   "Output",   "Exited", "Abort",
+                                           "Heartbeat", "Shutdown", "Fatal",  "Done"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[msg.index()];
 }

@@ -68,7 +68,7 @@ struct Setup {
   std::uint32_t kill_grace_ms = 5000;
   std::uint32_t heartbeat_interval_ms = 5000;
   std::uint32_t heartbeat_timeout_ms = 30000;  // 0: never time out
-  std::uint32_t flush_ms = 100;  // partial output lines are sent after this
+  std::uint32_t flush_ms = 100;                // partial output lines are sent after this
   std::string workdir;
   std::vector<WorkerSpec> workers;
 };

@@ -46,7 +46,8 @@ WorkerEnv WorkerEnv::from_env() {
   e.world_size = required_int("WORLD_SIZE", 1, kMax);
   e.rank = required_int("RANK", 0, e.world_size - 1);
   e.local_rank = required_int("LOCAL_RANK", 0, e.world_size - 1);
-  e.local_world_size = optional_int("LOCAL_WORLD_SIZE", "LOCAL_SIZE", e.world_size, 1, e.world_size);
+  e.local_world_size =
+      optional_int("LOCAL_WORLD_SIZE", "LOCAL_SIZE", e.world_size, 1, e.world_size);
   if (e.local_rank >= e.local_world_size) {
     throw EnvError("LOCAL_RANK", std::to_string(e.local_rank) + " is not below LOCAL_WORLD_SIZE " +
                                      std::to_string(e.local_world_size));

@@ -35,7 +35,8 @@ constexpr const char* kStages[] = {"setpgid", "prctl", "dup2", "chdir", "exec"};
 // Candidate paths for argv0, resolved in the parent (allocation is not
 // allowed between fork and exec): argv0 itself if it has a '/', else every
 // PATH entry of the child's environment.
-std::vector<std::string> exec_candidates(const std::string& argv0, const std::vector<std::string>& env) {
+std::vector<std::string> exec_candidates(const std::string& argv0,
+                                         const std::vector<std::string>& env) {
   if (argv0.find('/') != std::string::npos) return {argv0};
   std::string path = "/usr/local/bin:/usr/bin:/bin";
   for (const auto& e : env) {
@@ -126,7 +127,8 @@ SpawnResult spawn(const SpawnOptions& opts) {
 
 std::pair<UniqueFd, UniqueFd> make_pipe() {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe2");
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    throw std::system_error(errno, std::generic_category(), "pipe2");
   return {UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 
@@ -239,8 +241,9 @@ std::vector<std::string> current_environment() {
 }
 
 std::string shell_quote(std::string_view s) {
-  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                                        "_-./=:,+@%") == std::string_view::npos) {
+  if (!s.empty() &&
+      s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                          "_-./=:,+@%") == std::string_view::npos) {
     return std::string(s);
   }
   std::string out = "'";

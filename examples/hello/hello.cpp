@@ -11,9 +11,9 @@ int main() {
     const auto e = comm::WorkerEnv::from_env();
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
-    std::printf("hello from rank %d/%d (local rank %d/%d, node %d/%d) on %s, master %s:%d\n", e.rank,
-                e.world_size, e.local_rank, e.local_world_size, e.node_rank, e.num_nodes, host,
-                e.master_addr.c_str(), e.master_port);
+    std::printf("hello from rank %d/%d (local rank %d/%d, node %d/%d) on %s, master %s:%d\n",
+                e.rank, e.world_size, e.local_rank, e.local_world_size, e.node_rank, e.num_nodes,
+                host, e.master_addr.c_str(), e.master_port);
     return 0;
   } catch (const comm::EnvError& err) {
     std::fprintf(stderr, "hello: %s\n", err.what());

@@ -9,10 +9,11 @@
 namespace dlaunch {
 
 bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
-  CLI::App app{"dlaunch: start a distributed job (one agent per node, workers with the torchrun "
-               "environment)\n"
-               "usage: dlaunch [options] [-H HOSTS | --hostfile FILE | -n N] PROGRAM [ARGS...]",
-               "dlaunch"};
+  CLI::App app{
+      "dlaunch: start a distributed job (one agent per node, workers with the torchrun "
+      "environment)\n"
+      "usage: dlaunch [options] [-H HOSTS | --hostfile FILE | -n N] PROGRAM [ARGS...]",
+      "dlaunch"};
   app.footer(
       "Examples:\n"
       "  dlaunch -H hostfiles/localhost.yaml ./hello\n"
@@ -37,10 +38,11 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
       ->check(CLI::PositiveNumber);
 
   auto* out = app.add_option_group("Output");
-  out->add_flag_callback("--tag-output", [&] { o.prefix = PrefixMode::kHostRank; },
-                         "prefix lines with [node:rank] instead of [rank]");
-  out->add_flag_callback("--no-prefix", [&] { o.prefix = PrefixMode::kNone; },
-                         "forward lines without a prefix");
+  out->add_flag_callback(
+      "--tag-output", [&] { o.prefix = PrefixMode::kHostRank; },
+      "prefix lines with [node:rank] instead of [rank]");
+  out->add_flag_callback(
+      "--no-prefix", [&] { o.prefix = PrefixMode::kNone; }, "forward lines without a prefix");
   out->add_option("--output-dir", o.output_dir, "also write DIR/<job-id>/rank.N.{out,err}");
 
   auto* job = app.add_option_group("Job");
@@ -59,7 +61,8 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   job->add_option("--master-port", o.master_port,
                   "MASTER_PORT (default: a free port reserved by node 0)")
       ->check(CLI::Range(1, 65535));
-  job->add_option("--job-id", o.job_id, "job id (TORCHELASTIC_RUN_ID, DLAUNCH_JOB_ID); default random");
+  job->add_option("--job-id", o.job_id,
+                  "job id (TORCHELASTIC_RUN_ID, DLAUNCH_JOB_ID); default random");
   job->add_option("--agent", o.agent_path, "path of dlaunch-agent (default: next to dlaunch)");
   job->add_option("--wdir", o.workdir, "working directory of the workers (default: current)");
   job->add_flag("--dry-run", o.dry_run, "print what would run on every node, run nothing");

@@ -28,7 +28,7 @@ struct Options {
   std::string master_addr;
   int master_port = 0;  // 0: node 0 reserves a free one
   std::string agent_path;
-  std::string job_id;  // empty: random
+  std::string job_id;   // empty: random
   std::string workdir;  // empty: the current directory
 };
 

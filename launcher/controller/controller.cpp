@@ -1,10 +1,10 @@
 #include "launcher/controller/controller.h"
 
+#include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <fmt/format.h>
 
 #include "dlaunch/process.h"
 #include "dlaunch/version.h"
@@ -94,8 +94,9 @@ void Controller::start_agents() {
       nodes_[i].last_heard = Clock::now();
       nodes_[i].link = start_local_agent(
           io_, agent, static_cast<int>(i),
-          LinkCallbacks{.on_message = [this, i](proto::Message&& m) { on_message(i, std::move(m)); },
-                        .on_close = [this, i](const std::string& why) { on_link_closed(i, why); }});
+          LinkCallbacks{
+              .on_message = [this, i](proto::Message&& m) { on_message(i, std::move(m)); },
+              .on_close = [this, i](const std::string& why) { on_link_closed(i, why); }});
     } catch (const std::exception& e) {
       nodes_[i].closed = nodes_[i].done = true;
       fail({.kind = CauseKind::kLaunch, .message = node_label(i) + ": " + e.what()});
@@ -113,8 +114,9 @@ proto::Setup Controller::make_setup(std::size_t i) const {
   s.master_port = cfg_.master_port;
   s.kill_grace_ms = ms(cfg_.kill_grace);
   s.heartbeat_timeout_ms = ms(cfg_.heartbeat_timeout);
-  s.heartbeat_interval_ms =
-      cfg_.heartbeat_timeout.count() > 0 ? std::min<std::uint32_t>(5000, ms(cfg_.heartbeat_timeout) / 3) : 5000;
+  s.heartbeat_interval_ms = cfg_.heartbeat_timeout.count() > 0
+                                ? std::min<std::uint32_t>(5000, ms(cfg_.heartbeat_timeout) / 3)
+                                : 5000;
   s.flush_ms = ms(cfg_.flush);
   s.workdir = cfg_.workdir;
   for (const auto& r : np.ranks) {
@@ -151,7 +153,8 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
       start_sent_ = true;
       deadline_.cancel();
       proto::Start start;
-      start.env = {{"MASTER_ADDR", plan_.master_addr}, {"MASTER_PORT", std::to_string(master_port_)}};
+      start.env = {{"MASTER_ADDR", plan_.master_addr},
+                   {"MASTER_PORT", std::to_string(master_port_)}};
       for (auto& n : nodes_) n.link->send(start);
     }
   } else if (auto* started = std::get_if<proto::Started>(&msg)) {
@@ -176,7 +179,8 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
 void Controller::on_exited(std::size_t i, const proto::Exited& ex) {
   if (ex.rank < 0 || static_cast<std::size_t>(ex.rank) >= ranks_.size() ||
       ranks_[static_cast<std::size_t>(ex.rank)].node != static_cast<int>(i)) {
-    fail({.kind = CauseKind::kNode, .message = fmt::format("{}: reported unknown rank {}", node_label(i), ex.rank)});
+    fail({.kind = CauseKind::kNode,
+          .message = fmt::format("{}: reported unknown rank {}", node_label(i), ex.rank)});
     return;
   }
   auto& r = ranks_[static_cast<std::size_t>(ex.rank)];
@@ -284,8 +288,9 @@ void Controller::arm_heartbeat() {
       if (!n.link || !n.link->is_open() || n.done) continue;
       if (now - n.last_heard > cfg_.heartbeat_timeout) {
         n.link->close();
-        on_link_closed(i, fmt::format("no heartbeat for {:.1f} s",
-                                      static_cast<double>(cfg_.heartbeat_timeout.count()) / 1000.0));
+        on_link_closed(i,
+                       fmt::format("no heartbeat for {:.1f} s",
+                                   static_cast<double>(cfg_.heartbeat_timeout.count()) / 1000.0));
         continue;
       }
       n.link->send(proto::Heartbeat{});

@@ -31,15 +31,16 @@ std::string format_report(const std::string& job_id, const RootCause& c, int ran
       const auto& e = c.exit;
       std::string how;
       if (e.kind == proto::ExitKind::kSignaled) {
-        how = fmt::format("was killed by {} (exit status {})", signal_name(e.signal), 128 + e.signal);
+        how =
+            fmt::format("was killed by {} (exit status {})", signal_name(e.signal), 128 + e.signal);
       } else if (e.kind == proto::ExitKind::kSpawnFailed) {
         how = "could not be started: " + e.message;
       } else {
         how = fmt::format("exited with code {}", e.code);
       }
       out += fmt::format("dlaunch: job {} failed: rank {} {}\n", job_id, e.rank, how);
-      out += fmt::format("  rank {}: node {}, local rank {}, pid {}, ran {:.2f} s\n", e.rank, c.node,
-                         c.local_rank, e.pid, static_cast<double>(e.runtime_ms) / 1000.0);
+      out += fmt::format("  rank {}: node {}, local rank {}, pid {}, ran {:.2f} s\n", e.rank,
+                         c.node, c.local_rank, e.pid, static_cast<double>(e.runtime_ms) / 1000.0);
       if (!c.stderr_tail.empty()) {
         out += fmt::format("  last {} line(s) of its stderr:\n", c.stderr_tail.size());
         for (const auto& l : c.stderr_tail) out += "    | " + l + "\n";

@@ -46,17 +46,17 @@ enum class Transport { kLocal, kSsh };
 using EnvList = std::vector<std::pair<std::string, std::string>>;  // ordered NAME=VALUE
 
 struct HostEntry {
-  std::string name;       // unique label of the node: `name:` if given, else `host`
-  std::string host;       // what to connect to (a DNS name or an address)
-  int slots = 1;          // ranks on this node (> 0)
-  std::string user;       // empty: the current user
-  int port = 22;          // SSH port
-  std::string address;    // how other nodes reach this one; empty: same as host
-  std::vector<int> gpus;  // device ids for CUDA_VISIBLE_DEVICES; empty: not set
-  EnvList env;            // per-host environment, in file order
+  std::string name;                       // unique label of the node: `name:` if given, else `host`
+  std::string host;                       // what to connect to (a DNS name or an address)
+  int slots = 1;                          // ranks on this node (> 0)
+  std::string user;                       // empty: the current user
+  int port = 22;                          // SSH port
+  std::string address;                    // how other nodes reach this one; empty: same as host
+  std::vector<int> gpus;                  // device ids for CUDA_VISIBLE_DEVICES; empty: not set
+  EnvList env;                            // per-host environment, in file order
   Transport transport = Transport::kSsh;  // resolved (never "auto")
-  std::string agent;      // path of dlaunch-agent on that node; empty: default
-  SourcePos pos;          // where the entry was defined
+  std::string agent;                      // path of dlaunch-agent on that node; empty: default
+  SourcePos pos;                          // where the entry was defined
 };
 
 struct Hostfile {

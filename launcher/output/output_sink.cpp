@@ -20,7 +20,8 @@ OutputSink::OutputSink(Config cfg) : cfg_(std::move(cfg)) {
     dir_ = (std::filesystem::path(cfg_.output_dir) / cfg_.job_id).string();
     std::error_code ec;
     std::filesystem::create_directories(dir_, ec);
-    if (ec) throw std::runtime_error("cannot create output directory '" + dir_ + "': " + ec.message());
+    if (ec)
+      throw std::runtime_error("cannot create output directory '" + dir_ + "': " + ec.message());
   }
 }
 

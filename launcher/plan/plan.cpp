@@ -63,9 +63,9 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
   int total = 0;
   for (const auto& h : hostfile.hosts) total += h.slots;
   if (opts.np > total) {
-    throw InputError({"-n"}, "", std::to_string(opts.np) + " ranks requested but " +
-                                     hostfile.source + " has only " + std::to_string(total) +
-                                     " slots",
+    throw InputError({"-n"}, "",
+                     std::to_string(opts.np) + " ranks requested but " + hostfile.source +
+                         " has only " + std::to_string(total) + " slots",
                      "lower -n, or add hosts or slots");
   }
   const int world = opts.np > 0 ? opts.np : total;
@@ -83,12 +83,13 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
     node.host = host;
     const int n = std::min(host.slots, world - next_rank);
     node.host.slots = n;
-    if (node.host.gpus.size() > static_cast<std::size_t>(n)) node.host.gpus.resize(static_cast<std::size_t>(n));
+    if (node.host.gpus.size() > static_cast<std::size_t>(n))
+      node.host.gpus.resize(static_cast<std::size_t>(n));
     for (int i = 0; i < n; ++i) node.ranks.push_back(RankPlan{next_rank++, i, {}});
     plan.nodes.push_back(std::move(node));
   }
-  plan.master_addr = opts.master_addr.empty() ? default_master_addr(plan.nodes.front().host)
-                                              : opts.master_addr;
+  plan.master_addr =
+      opts.master_addr.empty() ? default_master_addr(plan.nodes.front().host) : opts.master_addr;
 
   const int nnodes = static_cast<int>(plan.nodes.size());
   for (auto& node : plan.nodes) {
@@ -103,7 +104,8 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
     }
     for (const auto& kv : hostfile.env) node.env.push_back(kv);
     for (const auto& kv : node.host.env) node.env.push_back(kv);
-    if (!node.host.gpus.empty()) node.env.emplace_back("CUDA_VISIBLE_DEVICES", join_ints(node.host.gpus));
+    if (!node.host.gpus.empty())
+      node.env.emplace_back("CUDA_VISIBLE_DEVICES", join_ints(node.host.gpus));
     const int local_world = static_cast<int>(node.ranks.size());
     // torchrun's rule: one OpenMP thread per rank unless the user chose.
     if (local_world > 1 && !head_has(opts.head_env, "OMP_NUM_THREADS")) {

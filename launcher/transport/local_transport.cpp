@@ -57,8 +57,9 @@ std::string default_agent_path() {
   return (self.parent_path() / "dlaunch-agent").string();
 }
 
-std::unique_ptr<AgentLink> start_local_agent(boost::asio::io_context& io, const std::string& agent_path,
-                                             int node_rank, LinkCallbacks cb) {
+std::unique_ptr<AgentLink> start_local_agent(boost::asio::io_context& io,
+                                             const std::string& agent_path, int node_rank,
+                                             LinkCallbacks cb) {
   auto [to_agent_r, to_agent_w] = make_pipe();
   auto [from_agent_r, from_agent_w] = make_pipe();
   SpawnOptions opts;

@@ -13,8 +13,9 @@
 namespace dlaunch {
 
 // Throws std::runtime_error when the agent cannot be started.
-std::unique_ptr<AgentLink> start_local_agent(boost::asio::io_context& io, const std::string& agent_path,
-                                             int node_rank, LinkCallbacks cb);
+std::unique_ptr<AgentLink> start_local_agent(boost::asio::io_context& io,
+                                             const std::string& agent_path, int node_rank,
+                                             LinkCallbacks cb);
 
 // dlaunch-agent next to the running dlaunch executable.
 std::string default_agent_path();

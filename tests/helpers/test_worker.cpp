@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
   if (mode == "exit" && argc == 3) return std::atoi(argv[2]);
   if (mode == "fail-rank" && argc == 5) {
     if (rank() == std::atoi(argv[2])) {
-      std::fprintf(stderr, "rank %d: something went wrong\nlast words of rank %d\n", rank(), rank());
+      std::fprintf(stderr, "rank %d: something went wrong\nlast words of rank %d\n", rank(),
+                   rank());
       return std::atoi(argv[3]);
     }
     ready();

@@ -59,8 +59,8 @@ TEST(Cli, TooManyRanksForTheSlotsIsAnError) {
 }
 
 TEST(Cli, IncludeNamingAnUnknownHostIsAnError) {
-  auto r = run(dlaunch_cmd({"-H", std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml", "--include",
-                        "node7", "true"}));
+  auto r = run(dlaunch_cmd(
+      {"-H", std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml", "--include", "node7", "true"}));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--include"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("node7"), std::string::npos) << r.err;
@@ -73,11 +73,13 @@ TEST(Cli, InlineHostsRunLocally) {
 }
 
 TEST(Cli, DryRunPrintsEveryRanksEnvironmentAndRunsNothing) {
-  auto r = run(dlaunch_cmd({"-H", std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml", "--dry-run",
-                        "--job-id", "dry", "sh", "-c", "touch /tmp/dlaunch-dry-run-must-not-exist"}));
+  auto r = run(
+      dlaunch_cmd({"-H", std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml", "--dry-run",
+                   "--job-id", "dry", "sh", "-c", "touch /tmp/dlaunch-dry-run-must-not-exist"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("node 1: node1 (localhost, local), ranks 2-3"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rank 3: RANK=3 LOCAL_RANK=1 WORLD_SIZE=4"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("sh -c 'touch /tmp/dlaunch-dry-run-must-not-exist'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sh -c 'touch /tmp/dlaunch-dry-run-must-not-exist'"), std::string::npos)
+      << r.out;
   EXPECT_NE(::access("/tmp/dlaunch-dry-run-must-not-exist", F_OK), 0);
 }

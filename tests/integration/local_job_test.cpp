@@ -33,7 +33,8 @@ int count_lines_with(const std::string& text, const std::string& needle) {
 TEST(LocalJob, EveryRankRunsOnceWithItsNodeAndLocalRank) {
   auto r = run(dlaunch_cmd({"-H", kLocalhost, HELLO_BIN}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::regex re(R"(\[(\d+)\] hello from rank (\d+)/4 \(local rank (\d+)/2, node (\d+)/2\) on \S+, master 127\.0\.0\.1:(\d+))");
+  std::regex re(
+      R"(\[(\d+)\] hello from rank (\d+)/4 \(local rank (\d+)/2, node (\d+)/2\) on \S+, master 127\.0\.0\.1:(\d+))");
   std::set<int> seen;
   std::set<std::string> ports;
   for (const auto& line : lines_of(r.out)) {
@@ -59,7 +60,8 @@ TEST(LocalJob, WithoutHostfileNpRunsThatManyRanksHere) {
 
 TEST(LocalJob, RankExitCodeBecomesDlaunchExitCodeAndOthersStopWithinASecond) {
   const auto job = unique_job_id("exit3");
-  auto r = run(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, kWorker, "fail-rank", "1", "3", "60"}));
+  auto r =
+      run(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, kWorker, "fail-rank", "1", "3", "60"}));
   EXPECT_EQ(r.exit_code, 3) << r.err;
   // The failing rank exits at once; everything else is torn down after it.
   EXPECT_LT(r.seconds, 1.5) << r.err;
@@ -86,9 +88,8 @@ TEST(LocalJob, SegfaultGives139AndTheReportNamesRankAndSignal) {
 TEST(LocalJob, SigintLeavesNoProcessOfTheJobGrandchildrenIncluded) {
   const auto job = unique_job_id("sigint");
   Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, kWorker, "grandchild", "60"}));
-  ASSERT_TRUE(p.wait_for_output([](const std::string& out) {
-    return std::count(out.begin(), out.end(), '\n') >= 4;
-  }, 20));
+  ASSERT_TRUE(p.wait_for_output(
+      [](const std::string& out) { return std::count(out.begin(), out.end(), '\n') >= 4; }, 20));
   // Workers, their children, and the children that left the process group.
   EXPECT_GE(job_processes(job).size(), 12u);
   p.signal(SIGINT);
@@ -100,11 +101,10 @@ TEST(LocalJob, SigintLeavesNoProcessOfTheJobGrandchildrenIncluded) {
 
 TEST(LocalJob, WorkersIgnoringSigtermAreKilledAfterTheGrace) {
   const auto job = unique_job_id("grace");
-  Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, "--kill-grace", "0.5", kWorker,
-                     "ignore-term", "60"}));
-  ASSERT_TRUE(p.wait_for_output([](const std::string& out) {
-    return std::count(out.begin(), out.end(), '\n') >= 4;
-  }, 20));
+  Process p(dlaunch_cmd(
+      {"-H", kLocalhost, "--job-id", job, "--kill-grace", "0.5", kWorker, "ignore-term", "60"}));
+  ASSERT_TRUE(p.wait_for_output(
+      [](const std::string& out) { return std::count(out.begin(), out.end(), '\n') >= 4; }, 20));
   const auto t0 = std::chrono::steady_clock::now();
   p.signal(SIGTERM);
   auto r = p.finish(20);
@@ -117,11 +117,10 @@ TEST(LocalJob, WorkersIgnoringSigtermAreKilledAfterTheGrace) {
 
 TEST(LocalJob, SecondInterruptKillsAtOnce) {
   const auto job = unique_job_id("twice");
-  Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, "--kill-grace", "30", kWorker,
-                     "ignore-term", "60"}));
-  ASSERT_TRUE(p.wait_for_output([](const std::string& out) {
-    return std::count(out.begin(), out.end(), '\n') >= 4;
-  }, 20));
+  Process p(dlaunch_cmd(
+      {"-H", kLocalhost, "--job-id", job, "--kill-grace", "30", kWorker, "ignore-term", "60"}));
+  ASSERT_TRUE(p.wait_for_output(
+      [](const std::string& out) { return std::count(out.begin(), out.end(), '\n') >= 4; }, 20));
   p.signal(SIGINT);
   ::usleep(200 * 1000);
   const auto t0 = std::chrono::steady_clock::now();
@@ -136,9 +135,8 @@ TEST(LocalJob, SecondInterruptKillsAtOnce) {
 TEST(LocalJob, AgentKilledWithSigkillTakesItsWorkersDown) {
   const auto job = unique_job_id("agentkill");
   Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, kWorker, "grandchild", "60"}));
-  ASSERT_TRUE(p.wait_for_output([](const std::string& out) {
-    return std::count(out.begin(), out.end(), '\n') >= 4;
-  }, 20));
+  ASSERT_TRUE(p.wait_for_output(
+      [](const std::string& out) { return std::count(out.begin(), out.end(), '\n') >= 4; }, 20));
   pid_t agent = -1;
   for (pid_t c : dlaunch::descendants_of(p.pid())) {
     std::ifstream comm("/proc/" + std::to_string(c) + "/comm");
@@ -159,11 +157,10 @@ TEST(LocalJob, AgentKilledWithSigkillTakesItsWorkersDown) {
 
 TEST(LocalJob, DlaunchKilledWithSigkillLeavesNothingBehind) {
   const auto job = unique_job_id("headkill");
-  Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, "--kill-grace", "1", kWorker, "grandchild",
-                     "60"}));
-  ASSERT_TRUE(p.wait_for_output([](const std::string& out) {
-    return std::count(out.begin(), out.end(), '\n') >= 4;
-  }, 20));
+  Process p(dlaunch_cmd(
+      {"-H", kLocalhost, "--job-id", job, "--kill-grace", "1", kWorker, "grandchild", "60"}));
+  ASSERT_TRUE(p.wait_for_output(
+      [](const std::string& out) { return std::count(out.begin(), out.end(), '\n') >= 4; }, 20));
   p.signal(SIGKILL);
   p.finish(10);
   // The agents read EOF on their control channel and stop everything.
@@ -175,9 +172,9 @@ TEST(LocalJob, HundredMegabytesOfOutputLoseNoLineAndMixNone) {
   const long big = 1'000'000;
   const long small = 20'000;
   auto r = run(dlaunch_cmd({"-H", kLocalhost, "sh", "-c",
-                        std::string("if [ \"$RANK\" = 0 ]; then exec ") + kWorker + " lines " +
-                            std::to_string(big) + " 100; else exec " + kWorker + " lines " +
-                            std::to_string(small) + " 100; fi"}),
+                            std::string("if [ \"$RANK\" = 0 ]; then exec ") + kWorker + " lines " +
+                                std::to_string(big) + " 100; else exec " + kWorker + " lines " +
+                                std::to_string(small) + " 100; fi"}),
                300);
   ASSERT_EQ(r.exit_code, 0) << r.err.substr(0, 2000);
   std::map<int, long> next;  // rank -> next expected seq
@@ -218,13 +215,15 @@ TEST(LocalJob, StdoutStaysStdoutAndStderrStaysStderr) {
 
 TEST(LocalJob, PartialLineIsFlushedAfterAShortWhile) {
   Process p(dlaunch_cmd({"-n", "1", "sh", "-c", "printf no-newline; sleep 3"}));
-  EXPECT_TRUE(p.wait_for_output([](const std::string& out) { return out == "[0] no-newline\n"; }, 2));
+  EXPECT_TRUE(
+      p.wait_for_output([](const std::string& out) { return out == "[0] no-newline\n"; }, 2));
   p.signal(SIGTERM);
   p.finish(10);
 }
 
 TEST(LocalJob, PrefixModes) {
-  auto tag = run(dlaunch_cmd({"-H", kLocalhost, "--tag-output", "--include", "node1:1", "sh", "-c", "echo hi"}));
+  auto tag = run(dlaunch_cmd(
+      {"-H", kLocalhost, "--tag-output", "--include", "node1:1", "sh", "-c", "echo hi"}));
   ASSERT_EQ(tag.exit_code, 0) << tag.err;
   EXPECT_EQ(tag.out, "[node1:0] hi\n");
   auto none = run(dlaunch_cmd({"-n", "2", "--no-prefix", "sh", "-c", "echo hi"}));
@@ -232,10 +231,11 @@ TEST(LocalJob, PrefixModes) {
 }
 
 TEST(LocalJob, OutputDirKeepsEveryRanksStreams) {
-  const auto dir = std::filesystem::temp_directory_path() / ("dlaunch-out-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("dlaunch-out-" + std::to_string(::getpid()));
   const auto job = unique_job_id("outdir");
   auto r = run(dlaunch_cmd({"-n", "2", "--job-id", job, "--output-dir", dir.string(), "sh", "-c",
-                        "echo out $RANK; echo err $RANK >&2"}));
+                            "echo out $RANK; echo err $RANK >&2"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (int rank = 0; rank < 2; ++rank) {
     std::ifstream out(dir / job / ("rank." + std::to_string(rank) + ".out"));
@@ -250,11 +250,12 @@ TEST(LocalJob, OutputDirKeepsEveryRanksStreams) {
 }
 
 TEST(LocalJob, WorkersGetTheTorchrunEnvironment) {
-  auto r = run(dlaunch_cmd({"-H", kLocalhost, "--job-id", "envjob", "--include", "node1:1", "sh", "-c",
-                        "echo $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK "
-                        "$GROUP_WORLD_SIZE $ROLE_RANK $ROLE_WORLD_SIZE $ROLE_NAME $NODE_RANK $NNODES "
-                        "$TORCHELASTIC_RUN_ID $TORCHELASTIC_RESTART_COUNT $TORCHELASTIC_MAX_RESTARTS "
-                        "$DLAUNCH_JOB_ID $MASTER_ADDR"}));
+  auto r = run(
+      dlaunch_cmd({"-H", kLocalhost, "--job-id", "envjob", "--include", "node1:1", "sh", "-c",
+                   "echo $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK "
+                   "$GROUP_WORLD_SIZE $ROLE_RANK $ROLE_WORLD_SIZE $ROLE_NAME $NODE_RANK $NNODES "
+                   "$TORCHELASTIC_RUN_ID $TORCHELASTIC_RESTART_COUNT $TORCHELASTIC_MAX_RESTARTS "
+                   "$DLAUNCH_JOB_ID $MASTER_ADDR"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "[0] 0 0 1 1 0 1 0 1 default 0 1 envjob 0 0 envjob 127.0.0.1\n");
 }

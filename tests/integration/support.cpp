@@ -70,7 +70,8 @@ void Process::pump(int timeout_ms) {
   }
 }
 
-bool Process::wait_for_output(const std::function<bool(const std::string&)>& pred, double timeout_s) {
+bool Process::wait_for_output(const std::function<bool(const std::string&)>& pred,
+                              double timeout_s) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   while (std::chrono::steady_clock::now() < deadline) {
     if (pred(r_.out)) return true;
@@ -113,7 +114,8 @@ RunResult Process::finish(double timeout_s) {
   return r_;
 }
 
-RunResult run(const std::vector<std::string>& argv, double timeout_s, const std::vector<std::string>& env) {
+RunResult run(const std::vector<std::string>& argv, double timeout_s,
+              const std::vector<std::string>& env) {
   Process p(argv, env);
   return p.finish(timeout_s);
 }
@@ -161,8 +163,9 @@ std::string unique_job_id(const std::string& tag) {
 
 std::string temp_file(const std::string& text, const std::string& suffix) {
   static std::atomic<int> counter{0};
-  auto path = std::filesystem::temp_directory_path() /
-              ("dlaunch-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + suffix);
+  auto path =
+      std::filesystem::temp_directory_path() /
+      ("dlaunch-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + suffix);
   std::ofstream(path) << text;
   return path.string();
 }

@@ -68,7 +68,8 @@ TEST(OutputSink, TagOutputNamesTheNodeAndNoPrefixForwardsAsIs) {
                      .stdout_fd = c.out_w.get(),
                      .stderr_fd = c.err_w.get()});
   tagged.write(1, proto::Stream::kStdout, "x\n", false);
-  OutputSink bare({.prefix = PrefixMode::kNone, .stdout_fd = c.out_w.get(), .stderr_fd = c.err_w.get()});
+  OutputSink bare(
+      {.prefix = PrefixMode::kNone, .stdout_fd = c.out_w.get(), .stderr_fd = c.err_w.get()});
   bare.write(1, proto::Stream::kStdout, "y\n", false);
   EXPECT_EQ(Capture::drain(c.out_r.get()), "[n1:1] x\ny\n");
 }
@@ -93,7 +94,9 @@ TEST(OutputSink, OutputDirGetsRawStreamsPerRank) {
   Capture c;
   auto dir = std::filesystem::temp_directory_path() / ("sink-" + std::to_string(::getpid()));
   {
-    OutputSink sink({.output_dir = dir.string(), .job_id = "j", .stdout_fd = c.out_w.get(),
+    OutputSink sink({.output_dir = dir.string(),
+                     .job_id = "j",
+                     .stdout_fd = c.out_w.get(),
                      .stderr_fd = c.err_w.get()});
     sink.write(2, proto::Stream::kStdout, "a\n", false);
     sink.write(2, proto::Stream::kStdout, "b", true);

@@ -71,10 +71,10 @@ TEST(Plan, TorchrunVariablesAreAllSet) {
   hf.hosts = {host("a", 1)};
   auto plan = make_plan(hf, {.job_id = "job7", .command = {"x"}});
   const auto& env = plan.nodes[0].ranks[0].env;
-  for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                           "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "NODE_RANK",
-                           "NNODES", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT",
-                           "TORCHELASTIC_MAX_RESTARTS", "DLAUNCH_JOB_ID"}) {
+  for (const char* name :
+       {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+        "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "NODE_RANK", "NNODES", "TORCHELASTIC_RUN_ID",
+        "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "DLAUNCH_JOB_ID"}) {
     EXPECT_NE(get(env, name), "<unset>") << name;
   }
   EXPECT_EQ(get(env, "TORCHELASTIC_RUN_ID"), "job7");
@@ -90,7 +90,8 @@ TEST(Plan, GpusBecomeCudaVisibleDevicesAndOmpThreadsDefaultsToOne) {
   EXPECT_EQ(get(plan.nodes[0].env, "CUDA_VISIBLE_DEVICES"), "4,6");
   EXPECT_EQ(get(plan.nodes[0].env, "OMP_NUM_THREADS"), "1");
   auto chosen = make_plan(hf, {.job_id = "j", .command = {"x"}, .head_env = {"OMP_NUM_THREADS=8"}});
-  EXPECT_EQ(get(chosen.nodes[0].env, "OMP_NUM_THREADS"), "<unset>");  // the head's value is inherited
+  EXPECT_EQ(get(chosen.nodes[0].env, "OMP_NUM_THREADS"),
+            "<unset>");  // the head's value is inherited
 }
 
 TEST(Plan, HostEnvOverridesHostfileEnvInOrder) {

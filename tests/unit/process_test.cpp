@@ -80,8 +80,9 @@ TEST(Process, DescendantsIncludeGrandchildren) {
 }
 
 TEST(WorkerEnvironment, LaterLayersOverrideEarlierOnesInPlace) {
-  auto env = agent::worker_environment({"PATH=/bin", "RANK=9", "HOME=/root"}, {{"RANK", "1"}, {"X", "a"}},
-                                       {{"MASTER_PORT", "5"}, {"X", "b"}}, "DLAUNCH_AGENT_TOKEN=t");
-  EXPECT_EQ(env, (std::vector<std::string>{"PATH=/bin", "RANK=1", "HOME=/root", "X=b", "MASTER_PORT=5",
-                                           "DLAUNCH_AGENT_TOKEN=t"}));
+  auto env =
+      agent::worker_environment({"PATH=/bin", "RANK=9", "HOME=/root"}, {{"RANK", "1"}, {"X", "a"}},
+                                {{"MASTER_PORT", "5"}, {"X", "b"}}, "DLAUNCH_AGENT_TOKEN=t");
+  EXPECT_EQ(env, (std::vector<std::string>{"PATH=/bin", "RANK=1", "HOME=/root", "X=b",
+                                           "MASTER_PORT=5", "DLAUNCH_AGENT_TOKEN=t"}));
 }

@@ -48,7 +48,8 @@ TEST(Protocol, EveryMessageRoundTrips) {
       Start{.env = {{"MASTER_ADDR", "10.0.0.1"}}},
       Started{.rank = 2, .pid = 99},
       Output{.rank = 1, .stream = Stream::kStderr, .partial = true, .data = std::string("a\0b", 3)},
-      Exited{.rank = 5, .pid = 7, .kind = ExitKind::kSignaled, .signal = 11, .runtime_ms = 1ull << 40},
+      Exited{
+          .rank = 5, .pid = 7, .kind = ExitKind::kSignaled, .signal = 11, .runtime_ms = 1ull << 40},
       Abort{.reason = "r", .immediate = true},
       Heartbeat{},
       Shutdown{},
@@ -63,7 +64,8 @@ TEST(Protocol, EveryMessageRoundTrips) {
 }
 
 TEST(Protocol, DecoderAssemblesFramesFedOneByteAtATime) {
-  std::string wire = encode(Started{.rank = 1, .pid = 2}) + encode(Output{.rank = 1, .data = "x\n"});
+  std::string wire =
+      encode(Started{.rank = 1, .pid = 2}) + encode(Output{.rank = 1, .data = "x\n"});
   Decoder d;
   int got = 0;
   for (char c : wire) {
@@ -85,7 +87,8 @@ TEST(Protocol, TruncatedFrameWaitsAndReportsPendingBytes) {
 TEST(Protocol, OversizedFrameIsRejectedFromItsHeader) {
   std::string header(8, '\0');
   const std::uint32_t len = kMaxFrameBytes + 1;
-  for (int i = 0; i < 4; ++i) header[static_cast<std::size_t>(i)] = static_cast<char>((len >> (8 * i)) & 0xff);
+  for (int i = 0; i < 4; ++i)
+    header[static_cast<std::size_t>(i)] = static_cast<char>((len >> (8 * i)) & 0xff);
   header[4] = 1;
   Decoder d;
   d.feed(header);

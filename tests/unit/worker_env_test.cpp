@@ -9,9 +9,9 @@ namespace {
 class WorkerEnvTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "NNODES",
-                          "GROUP_RANK", "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "DLAUNCH_JOB_ID",
-                          "TORCHELASTIC_RUN_ID", "LOCAL_SIZE"}) {
+    for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK",
+                          "NNODES", "GROUP_RANK", "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                          "DLAUNCH_JOB_ID", "TORCHELASTIC_RUN_ID", "LOCAL_SIZE"}) {
       ::unsetenv(v);
     }
     ::setenv("RANK", "3", 1);

@@ -21,19 +21,19 @@
 namespace dlaunch {
 
 struct SpawnOptions {
-  std::vector<std::string> argv;      // argv[0] is searched on the PATH of env
-  std::vector<std::string> env;       // complete environment, "NAME=VALUE"
-  std::string workdir;                // empty: inherit
-  bool new_process_group = true;      // setpgid(0, 0)
-  int parent_death_signal = 0;        // prctl(PR_SET_PDEATHSIG); 0: none
-  int stdin_fd = -1;                  // -1: /dev/null
-  int stdout_fd = -1;                 // -1: inherit
-  int stderr_fd = -1;                 // -1: inherit
+  std::vector<std::string> argv;  // argv[0] is searched on the PATH of env
+  std::vector<std::string> env;   // complete environment, "NAME=VALUE"
+  std::string workdir;            // empty: inherit
+  bool new_process_group = true;  // setpgid(0, 0)
+  int parent_death_signal = 0;    // prctl(PR_SET_PDEATHSIG); 0: none
+  int stdin_fd = -1;              // -1: /dev/null
+  int stdout_fd = -1;             // -1: inherit
+  int stderr_fd = -1;             // -1: inherit
 };
 
 struct SpawnResult {
-  pid_t pid = -1;      // > 0 on success
-  std::string error;   // what failed in the child, when pid < 0
+  pid_t pid = -1;     // > 0 on success
+  std::string error;  // what failed in the child, when pid < 0
 };
 
 SpawnResult spawn(const SpawnOptions& opts);
