@@ -143,6 +143,21 @@ void Agent::handle(proto::Setup&& m) {
     return;
   }
   setup_ = std::move(m);
+  // Refuse here, before any node starts a worker, what would fail on every rank.
+  if (!setup_.workdir.empty() && ::access(setup_.workdir.c_str(), X_OK) != 0) {
+    channel_->send(proto::Fatal{"working directory '" + setup_.workdir + "' does not exist on " +
+                                hostname() + " (use --wdir)"});
+    return;
+  }
+  if (!setup_.workers.empty() && !setup_.workers.front().argv.empty()) {
+    const auto& w = setup_.workers.front();
+    const auto env = worker_environment(current_environment(), w.env, {}, token_entry_);
+    if (find_program(w.argv.front(), env, setup_.workdir).empty()) {
+      channel_->send(proto::Fatal{"program '" + w.argv.front() + "' not found on " + hostname() +
+                                  " (not on PATH, or not executable, in " + setup_.workdir + ")"});
+      return;
+    }
+  }
   proto::Ready ready;
   if (setup_.reserve_master_port) {
     std::string error;

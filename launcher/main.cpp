@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "dlaunch/process.h"
+#include "launcher/check/preflight.h"
 #include "launcher/cli/options.h"
 #include "launcher/controller/controller.h"
 #include "launcher/output/output_sink.h"
@@ -37,27 +38,6 @@ dl::Hostfile load_hosts(const dl::Options& o) {
   throw dl::InputError(
       {"dlaunch"}, "", "no hosts given",
       "use -H HOSTFILE, -H host:slots,..., --hostfile FILE, or -n N for this machine");
-}
-
-// For local nodes the program must be found now, before anything starts.
-bool program_exists(const std::string& prog, const std::string& workdir) {
-  if (prog.find('/') != std::string::npos) {
-    fs::path p = prog;
-    if (p.is_relative() && !workdir.empty()) p = fs::path(workdir) / p;
-    return ::access(p.c_str(), X_OK) == 0;
-  }
-  const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
-  std::size_t start = 0;
-  while (start <= dirs.size()) {
-    auto end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::string dir = dirs.substr(start, end - start);
-    if (dir.empty()) dir = ".";
-    if (::access((dir + "/" + prog).c_str(), X_OK) == 0) return true;
-    start = end + 1;
-  }
-  return false;
 }
 
 std::string join_env(const dl::EnvList& env) {
@@ -91,7 +71,8 @@ int run(int argc, char** argv) {
   dl::Options o;
   int early_exit = 0;
   if (!dl::parse_options(argc, argv, o, early_exit)) return early_exit;
-  if (o.command.empty())
+  auto to_ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000.0)); };
+  if (o.command.empty() && !o.check)
     throw dl::InputError({"dlaunch"}, "", "no program to run",
                          "dlaunch [options] PROGRAM [ARGS...]");
 
@@ -104,25 +85,33 @@ int run(int argc, char** argv) {
   po.head_env = dl::current_environment();
   dl::JobPlan plan = dl::make_plan(hosts, po);
 
-  for (const auto& n : plan.nodes) {
-    if (n.host.transport == dl::Transport::kSsh) {
-      throw dl::InputError(
-          n.host.pos, "host",
-          "'" + n.host.host +
-              "' is a remote host, and this build of dlaunch has no SSH transport yet",
-          "use local hosts (localhost, 127.x.y.z, or `transport: local`)");
-    }
-  }
   const std::string workdir = o.workdir.empty() ? fs::current_path().string() : o.workdir;
   const std::string agent = o.agent_path.empty() ? dl::default_agent_path() : o.agent_path;
+  dl::ssh::TransportOptions ssh_opts;
+  ssh_opts.concurrency = o.ssh_concurrency;
+  ssh_opts.connect_timeout = to_ms(o.connect_timeout_s);
+  ssh_opts.host_key_policy = o.host_key_check == "off"          ? dl::ssh::HostKeyPolicy::kOff
+                             : o.host_key_check == "accept-new" ? dl::ssh::HostKeyPolicy::kAcceptNew
+                                                                : dl::ssh::HostKeyPolicy::kStrict;
+  ssh_opts.keepalive_s = std::max(1, static_cast<int>(o.heartbeat_timeout_s / 3));
+  if (o.check) {
+    const char* path = std::getenv("PATH");
+    return dl::run_preflight(plan, {.agent_path = agent,
+                                    .workdir = workdir,
+                                    .program = plan.command.empty() ? "" : plan.command.front(),
+                                    .path = path != nullptr ? path : "",
+                                    .ssh = ssh_opts});
+  }
   if (o.dry_run) {
     print_dry_run(plan, o, agent);
     return 0;
   }
-  if (!o.workdir.empty() && !fs::is_directory(o.workdir)) {
-    throw dl::InputError({"--wdir"}, "", "'" + o.workdir + "' is not a directory");
-  }
+  // What can be checked on this machine is checked before anything starts;
+  // SSH nodes check the same in their agent before any worker starts.
+  bool any_local = false;
   for (const auto& n : plan.nodes) {
+    if (n.host.transport != dl::Transport::kLocal) continue;
+    any_local = true;
     const std::string a = n.host.agent.empty() ? agent : n.host.agent;
     if (::access(a.c_str(), X_OK) != 0) {
       throw dl::InputError(n.host.agent.empty() ? dl::SourcePos{"--agent"} : n.host.pos,
@@ -131,7 +120,10 @@ int run(int argc, char** argv) {
                            "build it next to dlaunch or give its path with --agent");
     }
   }
-  if (!program_exists(plan.command.front(), workdir)) {
+  if (any_local && !fs::is_directory(workdir)) {
+    throw dl::InputError({"--wdir"}, "", "'" + workdir + "' is not a directory");
+  }
+  if (any_local && dl::find_program(plan.command.front(), dl::current_environment(), workdir).empty()) {
     throw dl::InputError({"dlaunch"}, "",
                          "program '" + plan.command.front() + "' not found or not executable",
                          "give a path, or put it on PATH");
@@ -145,7 +137,6 @@ int run(int argc, char** argv) {
                        .output_dir = o.output_dir,
                        .job_id = plan.job_id,
                        .node_of_rank = std::move(node_of_rank)});
-  auto to_ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000.0)); };
   dl::Controller controller(plan,
                             {.agent_path = agent,
                              .workdir = workdir,
@@ -153,7 +144,10 @@ int run(int argc, char** argv) {
                              .kill_grace = to_ms(o.kill_grace_s),
                              .heartbeat_timeout = to_ms(o.heartbeat_timeout_s),
                              .start_timeout = to_ms(o.start_timeout_s),
-                             .flush = to_ms(o.flush_s)},
+                             .flush = to_ms(o.flush_s),
+                             .master_addr_explicit = !o.master_addr.empty(),
+                             .ssh = ssh_opts,
+                             .progress = ::isatty(2) == 1},
                             sink);
   return controller.run();
 }

@@ -6,7 +6,9 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config ccache
   libyaml-cpp-dev libboost-dev libcli11-dev libfmt-dev
+  libssh2-1-dev
   libgtest-dev libgmock-dev
+  openssh-server openssh-client  # the SSH tests run their own sshd on loopback
 )
 
 missing=()

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,6 +57,17 @@ std::vector<std::string> exec_candidates(const std::string& argv0,
 }
 
 }  // namespace
+
+std::string find_program(const std::string& prog, const std::vector<std::string>& env,
+                         const std::string& workdir) {
+  for (const auto& c : exec_candidates(prog, env)) {
+    std::string p = c;
+    if (!p.empty() && p[0] != '/' && !workdir.empty()) p = workdir + "/" + p;
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0) return c;
+  }
+  return {};
+}
 
 SpawnResult spawn(const SpawnOptions& opts) {
   if (opts.argv.empty()) return {-1, "empty command"};

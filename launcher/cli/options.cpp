@@ -67,6 +67,23 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   job->add_option("--wdir", o.workdir, "working directory of the workers (default: current)");
   job->add_flag("--dry-run", o.dry_run, "print what would run on every node, run nothing");
 
+  auto* ssh = app.add_option_group("SSH");
+  ssh->add_option("--ssh-concurrency", o.ssh_concurrency, "SSH connections in progress at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  ssh->add_option("--connect-timeout", o.connect_timeout_s,
+                  "seconds to connect, handshake and authenticate, per host")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  ssh->add_option("--host-key-check", o.host_key_check,
+                  "check host keys against ~/.ssh/known_hosts: strict, accept-new (record unknown "
+                  "keys) or off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"strict", "accept-new", "off"}));
+  ssh->add_flag("--check", o.check,
+                "preflight every host (connect, auth, host key, agent, working directory, program, "
+                "GPUs) and print a table; exit 0 only if all pass");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

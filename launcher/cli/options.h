@@ -30,6 +30,12 @@ struct Options {
   std::string agent_path;
   std::string job_id;   // empty: random
   std::string workdir;  // empty: the current directory
+
+  // SSH
+  int ssh_concurrency = 64;
+  double connect_timeout_s = 10.0;
+  std::string host_key_check = "strict";  // strict | accept-new | off
+  bool check = false;                      // preflight only
 };
 
 // Returns false when dlaunch should exit at once with exit_code: after

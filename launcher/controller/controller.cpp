@@ -31,7 +31,8 @@ Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& si
       signals_(io_, SIGINT, SIGTERM, SIGHUP),
       sigchld_(io_, SIGCHLD),
       deadline_(io_),
-      heartbeat_(io_) {
+      heartbeat_(io_),
+      progress_(cfg_.progress) {
   for (const auto& np : plan_.nodes) {
     Node n;
     n.plan = &np;
@@ -80,6 +81,14 @@ int Controller::run() {
     arm_heartbeat();
   }
   io_.run();
+  progress_.clear();
+  // Close every link and let pending handlers and coroutines see it, so that
+  // nothing waits on a socket once the loop is gone.
+  for (auto& n : nodes_) {
+    if (n.link) n.link->close();
+  }
+  io_.restart();
+  io_.poll();
 
   std::string report = format_report(plan_.job_id, cause_, ranks_stopped_);
   if (!report.empty()) write_all(2, report);
@@ -90,13 +99,17 @@ void Controller::start_agents() {
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     const auto& host = nodes_[i].plan->host;
     const std::string agent = !host.agent.empty() ? host.agent : cfg_.agent_path;
+    LinkCallbacks cb{
+        .on_message = [this, i](proto::Message&& m) { on_message(i, std::move(m)); },
+        .on_close = [this, i](const std::string& why) { on_link_closed(i, why); }};
     try {
       nodes_[i].last_heard = Clock::now();
-      nodes_[i].link = start_local_agent(
-          io_, agent, static_cast<int>(i),
-          LinkCallbacks{
-              .on_message = [this, i](proto::Message&& m) { on_message(i, std::move(m)); },
-              .on_close = [this, i](const std::string& why) { on_link_closed(i, why); }});
+      if (host.transport == Transport::kSsh) {
+        if (!ssh_) ssh_ = std::make_unique<ssh::Transport>(io_, cfg_.ssh);
+        nodes_[i].link = ssh_->start(host, agent, node_label(i), std::move(cb));
+      } else {
+        nodes_[i].link = start_local_agent(io_, agent, static_cast<int>(i), std::move(cb));
+      }
     } catch (const std::exception& e) {
       nodes_[i].closed = nodes_[i].done = true;
       fail({.kind = CauseKind::kLaunch, .message = node_label(i) + ": " + e.what()});
@@ -142,9 +155,20 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
                                    proto::kProtocolVersion)});
       return;
     }
+    if (hello->agent_version != kVersion) {
+      fail({.kind = CauseKind::kLaunch,
+            .message = fmt::format("{}: dlaunch-agent is version {}, dlaunch is {}", node_label(i),
+                                   hello->agent_version, kVersion)});
+      return;
+    }
+    ++hellos_;
+    node.hello = true;
+    show_progress();
     if (phase_ == Phase::kStarting) node.link->send(make_setup(i));
   } else if (auto* ready = std::get_if<proto::Ready>(&msg)) {
     node.ready = true;
+    ++readies_;
+    show_progress();
     if (i == 0) master_port_ = ready->master_port;
     bool all = true;
     for (const auto& n : nodes_) all = all && n.ready;
@@ -153,13 +177,16 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
       start_sent_ = true;
       deadline_.cancel();
       proto::Start start;
-      start.env = {{"MASTER_ADDR", plan_.master_addr},
+      start.env = {{"MASTER_ADDR", master_addr()},
                    {"MASTER_PORT", std::to_string(master_port_)}};
       for (auto& n : nodes_) n.link->send(start);
     }
   } else if (auto* started = std::get_if<proto::Started>(&msg)) {
     ranks_.at(static_cast<std::size_t>(started->rank)).started = true;
+    ++running_;
+    show_progress();
   } else if (auto* out = std::get_if<proto::Output>(&msg)) {
+    progress_.clear();
     sink_.write(out->rank, out->stream, out->data, out->partial);
   } else if (auto* ex = std::get_if<proto::Exited>(&msg)) {
     on_exited(i, *ex);
@@ -203,18 +230,26 @@ void Controller::on_link_closed(std::size_t i, const std::string& reason) {
   if (!node.done && phase_ != Phase::kFinished) {
     // Its ranks are beyond reach; the agent kills them itself on EOF.
     for (const auto& r : node.plan->ranks) ranks_[static_cast<std::size_t>(r.rank)].exited = true;
-    fail({.kind = CauseKind::kNode,
-          .message = fmt::format("lost contact with the agent on {}: {}", node_label(i), reason)});
+    if (node.hello) {
+      fail({.kind = CauseKind::kNode,
+            .message = fmt::format("lost contact with the agent on {}: {}", node_label(i), reason)});
+    } else {
+      fail({.kind = CauseKind::kLaunch,
+            .message = fmt::format("could not start the agent on {}: {}", node_label(i), reason)});
+    }
   }
   maybe_shutdown();
   maybe_finish();
 }
 
-// The first cause wins; everything after it is a consequence.
+// The first cause wins; everything after it is a consequence. While the job
+// is still starting, every host's problem is kept so the report names them all.
 void Controller::fail(RootCause cause) {
   if (cause_.kind == CauseKind::kNone) {
     cause_ = std::move(cause);
     for (const auto& r : ranks_) ranks_stopped_ += (r.started && !r.exited) ? 1 : 0;
+  } else if (!start_sent_ && (cause.kind == CauseKind::kLaunch || cause.kind == CauseKind::kNode)) {
+    cause_.also.push_back(cause.message);
   }
   abort_all(cause_.kind == CauseKind::kInterrupted ? "interrupted" : "job failed", false);
 }
@@ -265,7 +300,31 @@ void Controller::maybe_finish() {
   io_.stop();
 }
 
+// MASTER_ADDR: --master-addr, or node 0's `address`, or the address the head
+// actually reached node 0 at over SSH; for a local node 0 in a job with SSH
+// nodes, the head's own address on the route to them (never 127.0.0.1).
+std::string Controller::master_addr() const {
+  const auto& node0 = nodes_.front();
+  if (cfg_.master_addr_explicit || !node0.plan->host.address.empty()) return plan_.master_addr;
+  if (node0.link && !node0.link->peer_address().empty()) return node0.link->peer_address();
+  for (const auto& n : nodes_) {
+    if (n.link && !n.link->local_address().empty()) return n.link->local_address();
+  }
+  return plan_.master_addr;
+}
+
+void Controller::show_progress() {
+  const int n = static_cast<int>(nodes_.size());
+  if (running_ >= plan_.world_size || (phase_ != Phase::kStarting && phase_ != Phase::kRunning)) {
+    progress_.clear();
+    return;
+  }
+  progress_.show(fmt::format("dlaunch: {}/{} agents up, {}/{} ready, {}/{} ranks running", hellos_, n, readies_,
+                             n, running_, plan_.world_size));
+}
+
 void Controller::on_signal(int sig) {
+  progress_.clear();
   ++interrupts_;
   if (interrupts_ == 1) {
     log(fmt::format("{}: stopping the job (again to kill at once)", signal_name(sig)));

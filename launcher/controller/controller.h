@@ -20,6 +20,8 @@
 #include "launcher/controller/report.h"
 #include "launcher/output/output_sink.h"
 #include "launcher/plan/plan.h"
+#include "launcher/controller/progress.h"
+#include "launcher/transport/ssh/ssh_transport.h"
 #include "launcher/transport/transport.h"
 
 namespace dlaunch {
@@ -32,6 +34,9 @@ struct ControllerConfig {
   std::chrono::milliseconds heartbeat_timeout{30000};  // 0: off
   std::chrono::milliseconds start_timeout{30000};
   std::chrono::milliseconds flush{100};
+  bool master_addr_explicit = false;  // --master-addr given: never replace it
+  ssh::TransportOptions ssh;
+  bool progress = false;  // one-line status on stderr while starting
 };
 
 class Controller {
@@ -53,6 +58,7 @@ class Controller {
   struct Node {
     const NodePlan* plan = nullptr;
     std::unique_ptr<AgentLink> link;
+    bool hello = false;
     bool ready = false;
     bool done = false;
     bool closed = false;
@@ -71,6 +77,8 @@ class Controller {
   void arm_heartbeat();
   void arm_deadline(std::chrono::milliseconds after, const std::string& what);
   std::string node_label(std::size_t node) const;
+  std::string master_addr() const;
+  void show_progress();
   proto::Setup make_setup(std::size_t node) const;
 
   const JobPlan& plan_;
@@ -81,6 +89,7 @@ class Controller {
   boost::asio::signal_set sigchld_;
   boost::asio::steady_timer deadline_;
   boost::asio::steady_timer heartbeat_;
+  std::unique_ptr<ssh::Transport> ssh_;  // before nodes_: links go first
   std::vector<Node> nodes_;
   std::vector<RankState> ranks_;
   Phase phase_ = Phase::kStarting;
@@ -89,6 +98,10 @@ class Controller {
   int ranks_stopped_ = 0;
   std::uint16_t master_port_ = 0;
   RootCause cause_;
+  Progress progress_;
+  int hellos_ = 0;
+  int readies_ = 0;
+  int running_ = 0;
 };
 
 }  // namespace dlaunch

@@ -57,6 +57,7 @@ std::string format_report(const std::string& job_id, const RootCause& c, int ran
       out += fmt::format("dlaunch: job {} interrupted by {}\n", job_id, signal_name(c.signal));
       break;
   }
+  for (const auto& a : c.also) out += "  also: " + a + "\n";
   if (ranks_stopped > 0) {
     out += fmt::format("  {} other rank(s) were stopped by dlaunch\n", ranks_stopped);
   }

@@ -20,6 +20,8 @@ struct RootCause {
   // kNode, kLaunch: what happened; kInterrupted: the signal
   std::string message;
   int signal = 0;
+  // kLaunch/kNode: problems of other hosts found while starting
+  std::vector<std::string> also;
 };
 
 // The exit status of dlaunch for this cause (0 for kNone).

@@ -19,9 +19,9 @@ using hostfile_detail::suggestion_hint;
 
 const std::vector<std::string> kTopKeys{"hosts", "defaults", "env"};
 const std::vector<std::string> kDefaultKeys{"slots", "user",      "port", "gpus",
-                                            "env",   "transport", "agent"};
+                                            "env",   "transport", "agent", "identity"};
 const std::vector<std::string> kHostKeys{"host",    "name", "slots", "user",      "port",
-                                         "address", "gpus", "env",   "transport", "agent"};
+                                         "address", "gpus", "env",   "transport", "agent", "identity"};
 const std::vector<std::string> kHostOnlyKeys{"host", "name", "address"};
 const std::vector<std::string> kTransports{"local", "ssh"};
 
@@ -36,6 +36,7 @@ struct Settings {
   std::optional<EnvList> env;
   std::optional<Transport> transport;
   std::optional<std::string> agent;
+  std::optional<std::string> identity;
 };
 
 struct Entry {
@@ -326,6 +327,8 @@ class YamlParser {
       s.user = read_non_empty_string(e);
     } else if (e.key == "agent") {
       s.agent = read_non_empty_string(e);
+    } else if (e.key == "identity") {
+      s.identity = read_non_empty_string(e);
     } else if (e.key == "gpus") {
       s.gpus = read_gpus(e);
     } else if (e.key == "env") {
@@ -390,6 +393,7 @@ class YamlParser {
     h.transport = hostfile_detail::resolve_transport(
         own.transport ? own.transport : defaults.transport, h.host);
     h.agent = own.agent.value_or(defaults.agent.value_or(""));
+    h.identity = own.identity.value_or(defaults.identity.value_or(""));
     return parsed;
   }
 };

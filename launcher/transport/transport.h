@@ -32,6 +32,10 @@ class AgentLink {
   virtual bool agent_gone() const = 0;
   // Called by the controller on SIGCHLD: reap what is ours, non-blocking.
   virtual void reap() = 0;
+  // Network addresses of the connection to the agent, when there is one
+  // (SSH): the node's address as the head reached it, and the head's own.
+  virtual std::string peer_address() const { return {}; }
+  virtual std::string local_address() const { return {}; }
 };
 
 }  // namespace dlaunch

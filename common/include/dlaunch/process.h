@@ -38,6 +38,12 @@ struct SpawnResult {
 
 SpawnResult spawn(const SpawnOptions& opts);
 
+// Where spawn() would find prog: itself when it holds a '/', else the first
+// executable regular file in env's PATH; relative results are taken from
+// workdir. Empty when there is none.
+std::string find_program(const std::string& prog, const std::vector<std::string>& env,
+                         const std::string& workdir);
+
 // pipe2(O_CLOEXEC): {read end, write end}. Throws std::system_error.
 std::pair<UniqueFd, UniqueFd> make_pipe();
 void set_nonblocking(int fd, bool on);

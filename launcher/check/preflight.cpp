@@ -1,0 +1,201 @@
+#include "launcher/check/preflight.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <utility>  // boost 1.74 awaitable.hpp uses std::exchange without it
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
+#include <map>
+#include <sstream>
+
+#include "dlaunch/process.h"
+#include "dlaunch/version.h"
+
+namespace dlaunch {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Row {
+  std::string node, name, host;
+  std::string connect = "-", hostkey = "-", auth = "-", agent = "-", wdir = "-", program = "-", gpus = "-";
+  std::vector<std::string> problems;
+};
+
+std::map<std::string, std::string> parse_kv(const std::string& text) {
+  std::map<std::string, std::string> kv;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto eq = line.find('=');
+    if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return kv;
+}
+
+// Fills the agent/wdir/program/gpus columns from the script's output.
+void judge(Row& row, const HostEntry& host, const std::string& output, const std::string& agent,
+           const PreflightOptions& o) {
+  auto kv = parse_kv(output);
+  const std::string want = fmt::format("dlaunch-agent {} (protocol {})", kVersion, proto::kProtocolVersion);
+  const std::string got = kv.count("agent") ? kv["agent"] : "missing";
+  if (got == want) {
+    row.agent = "ok";
+  } else if (got == "missing") {
+    row.agent = "MISSING";
+    row.problems.push_back(fmt::format("dlaunch-agent not found or not executable at '{}'", agent));
+  } else {
+    row.agent = "VERSION";
+    row.problems.push_back(fmt::format("'{}' reports \"{}\", dlaunch wants \"{}\"", agent, got, want));
+  }
+  row.wdir = kv["wdir"] == "ok" ? "ok" : "MISSING";
+  if (row.wdir != "ok") row.problems.push_back(fmt::format("working directory '{}' does not exist", o.workdir));
+  if (!o.program.empty()) {
+    row.program = kv["program"] == "ok" ? "ok" : "MISSING";
+    if (row.program != "ok") row.problems.push_back(fmt::format("program '{}' not found on PATH", o.program));
+  }
+  if (!host.gpus.empty()) {
+    const int have = std::atoi(kv["gpus"].c_str());
+    const int need = *std::max_element(host.gpus.begin(), host.gpus.end()) + 1;
+    row.gpus = fmt::format("{}/{}", have, need);
+    if (have < need) {
+      row.problems.push_back(fmt::format("the hostfile lists GPU {} but nvidia-smi shows {} GPU(s)", need - 1, have));
+    }
+  }
+}
+
+std::string run_local(const std::string& script) {
+  auto [r, w] = make_pipe();
+  SpawnOptions so;
+  so.argv = {"/bin/sh", "-c", script};
+  so.env = current_environment();
+  so.stdout_fd = w.get();
+  auto res = spawn(so);
+  w.reset();
+  std::string out;
+  if (res.pid < 0) return out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(r.get(), buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+  int st;
+  ::waitpid(res.pid, &st, 0);
+  return out;
+}
+
+asio::awaitable<void> check_ssh(asio::io_context& io, Row& row, const HostEntry& host, std::string script,
+                                std::string agent, const PreflightOptions& o, std::shared_ptr<ssh::Limiter> limiter) {
+  co_await limiter->acquire();
+  struct Release {
+    std::shared_ptr<ssh::Limiter> l;
+    ~Release() { l->release(); }
+  } release{limiter};
+  try {
+    auto conn = co_await ssh::connect(io, ssh::connect_options(host, o.ssh));
+    row.connect = row.hostkey = row.auth = "ok";
+    auto ch = co_await ssh::exec(*conn, script, Clock::now() + o.ssh.connect_timeout);
+    std::string out;
+    char buf[4096];
+    for (;;) {
+      auto n = libssh2_channel_read(ch.get(), buf, sizeof buf);
+      if (n > 0) {
+        out.append(buf, static_cast<std::size_t>(n));
+      } else if (n == LIBSSH2_ERROR_EAGAIN) {
+        co_await conn->wait();
+      } else {
+        break;
+      }
+    }
+    judge(row, host, out, agent, o);
+  } catch (const ssh::ConnectError& e) {
+    const std::string& st = e.stage();
+    row.connect = (st == "connect" || st == "handshake") ? "FAIL" : "ok";
+    row.hostkey = st == "hostkey" ? "FAIL" : (row.connect == "ok" ? "ok" : "-");
+    row.auth = st == "auth" ? "FAIL" : (st == "exec" ? "ok" : "-");
+    row.problems.push_back(e.what());
+  }
+}
+
+}  // namespace
+
+std::string preflight_script(const std::string& agent, const std::string& workdir, const std::string& program,
+                             const std::string& path, bool count_gpus) {
+  std::string s;
+  s += "cd " + shell_quote(workdir) + " 2>/dev/null && echo wdir=ok || echo wdir=missing\n";
+  s += "if [ -x " + shell_quote(agent) + " ] && v=$(" + shell_quote(agent) +
+       " --version 2>/dev/null); then echo \"agent=$v\"; else echo agent=missing; fi\n";
+  if (!path.empty()) s += "PATH=" + shell_quote(path) + "; export PATH\n";
+  if (!program.empty()) {
+    const std::string p = shell_quote(program);
+    if (program.find('/') != std::string::npos) {
+      s += "if [ -f " + p + " ] && [ -x " + p + " ]; then echo program=ok; else echo program=missing; fi\n";
+    } else {
+      s += "if command -v " + p + " >/dev/null 2>&1; then echo program=ok; else echo program=missing; fi\n";
+    }
+  }
+  if (count_gpus) s += "echo \"gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')\"\n";
+  return s;
+}
+
+int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
+  asio::io_context io;
+  auto limiter = std::make_shared<ssh::Limiter>(io, std::max(1, o.ssh.concurrency));
+  std::vector<Row> rows(plan.nodes.size());
+  for (std::size_t i = 0; i < plan.nodes.size(); ++i) {
+    const auto& host = plan.nodes[i].host;
+    Row& row = rows[i];
+    row.node = std::to_string(plan.nodes[i].node_rank);
+    row.name = host.name;
+    row.host = host.transport == Transport::kLocal ? host.host + " (local)"
+                                                   : (host.user.empty() ? "" : host.user + "@") + host.host +
+                                                         (host.port == 22 ? "" : ":" + std::to_string(host.port));
+    const std::string agent = host.agent.empty() ? o.agent_path : host.agent;
+    const std::string script = preflight_script(agent, o.workdir, o.program,
+                                                host.transport == Transport::kSsh ? o.path : "", !host.gpus.empty());
+    if (host.transport == Transport::kLocal) {
+      row.connect = row.hostkey = row.auth = "local";
+      judge(row, host, run_local(script), agent, o);
+    } else {
+      asio::co_spawn(io, check_ssh(io, row, host, script, agent, o, limiter), asio::detached);
+    }
+  }
+  io.run();
+
+  const std::vector<std::string> head = {"NODE", "NAME", "HOST", "CONNECT", "HOSTKEY", "AUTH",
+                                         "AGENT", "WDIR", "PROGRAM", "GPUS", "RESULT"};
+  std::vector<std::vector<std::string>> table;
+  int failed = 0;
+  for (const auto& r : rows) {
+    const bool ok = r.problems.empty();
+    failed += ok ? 0 : 1;
+    table.push_back({r.node, r.name, r.host, r.connect, r.hostkey, r.auth, r.agent, r.wdir, r.program, r.gpus,
+                     ok ? "ok" : "FAILED"});
+  }
+  std::vector<std::size_t> width(head.size());
+  for (std::size_t c = 0; c < head.size(); ++c) {
+    width[c] = head[c].size();
+    for (const auto& row : table) width[c] = std::max(width[c], row[c].size());
+  }
+  auto print_row = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      line += cells[c];
+      if (c + 1 < cells.size()) line += std::string(width[c] - cells[c].size() + 2, ' ');
+    }
+    fmt::print("{}\n", line);
+  };
+  print_row(head);
+  for (const auto& row : table) print_row(row);
+  for (const auto& r : rows) {
+    for (const auto& p : r.problems) fmt::print("node {} ({}): {}\n", r.node, r.name, p);
+  }
+  fmt::print("{} of {} node(s) passed\n", rows.size() - static_cast<std::size_t>(failed), rows.size());
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace dlaunch

@@ -1,0 +1,28 @@
+// `dlaunch --check`: checks every node of the plan in parallel without
+// starting anything (connect, host key, authentication, agent present and of
+// the same version, working directory, the program on PATH, GPU count when the
+// hostfile lists `gpus`) and prints one table. Exit status 0 only if all pass.
+#pragma once
+
+#include <string>
+
+#include "launcher/plan/plan.h"
+#include "launcher/transport/ssh/ssh_transport.h"
+
+namespace dlaunch {
+
+struct PreflightOptions {
+  std::string agent_path;  // default agent path (a host's `agent` wins)
+  std::string workdir;
+  std::string program;     // empty: not checked
+  std::string path;        // PATH the workers will have (forwarded from the head)
+  ssh::TransportOptions ssh;
+};
+
+int run_preflight(const JobPlan& plan, const PreflightOptions& opts);
+
+// The shell script one node runs; prints key=value lines. Exposed for tests.
+std::string preflight_script(const std::string& agent, const std::string& workdir, const std::string& program,
+                             const std::string& path, bool count_gpus);
+
+}  // namespace dlaunch

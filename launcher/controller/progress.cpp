@@ -1,0 +1,22 @@
+#include "launcher/controller/progress.h"
+
+#include "dlaunch/process.h"
+
+namespace dlaunch {
+
+void Progress::show(const std::string& line) {
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (visible_ && now - last_ < std::chrono::milliseconds(50)) return;  // keep terminals calm
+  last_ = now;
+  write_all(2, "\r\033[K" + line);
+  visible_ = true;
+}
+
+void Progress::clear() {
+  if (!visible_) return;
+  write_all(2, "\r\033[K");
+  visible_ = false;
+}
+
+}  // namespace dlaunch

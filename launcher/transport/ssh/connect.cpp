@@ -1,0 +1,262 @@
+#include "launcher/transport/ssh/connect.h"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <utility>  // boost 1.74 awaitable.hpp uses std::exchange without it
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <random>
+#include <vector>
+
+namespace dlaunch::ssh {
+
+namespace asio = boost::asio;
+using asio::use_awaitable;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Closes the socket when the deadline passes, so whatever the coroutine is
+// waiting on fails at once; the caller then reports the stage it was in.
+class Deadline {
+ public:
+  Deadline(asio::ip::tcp::socket& sock, Clock::time_point at) : timer_(sock.get_executor()) {
+    timer_.expires_at(at);
+    timer_.async_wait([&sock, expired = expired_](boost::system::error_code ec) {
+      if (ec) return;
+      *expired = true;
+      boost::system::error_code ignored;
+      sock.close(ignored);
+    });
+  }
+  ~Deadline() { timer_.cancel(); }
+  bool expired() const { return *expired_; }
+
+ private:
+  asio::steady_timer timer_;
+  std::shared_ptr<bool> expired_ = std::make_shared<bool>(false);
+};
+
+std::chrono::milliseconds backoff(int attempt) {
+  static thread_local std::mt19937 rng{std::random_device{}()};
+  std::uniform_real_distribution<double> jitter(0.5, 1.5);
+  return std::chrono::milliseconds(static_cast<long>(100.0 * (1 << attempt) * jitter(rng)));
+}
+
+bool retriable(const boost::system::error_code& ec) {
+  return ec == asio::error::connection_refused || ec == asio::error::connection_reset ||
+         ec == asio::error::eof;
+}
+
+std::string where(const ConnectOptions& o) { return o.port == 22 ? o.host : fmt::format("{}:{}", o.host, o.port); }
+
+bool file_exists(const std::string& p) { return ::access(p.c_str(), R_OK) == 0; }
+
+// Tries one key file; true if the server accepted it.
+asio::awaitable<bool> try_key_file(Connection& c, const std::string& path) {
+  for (;;) {
+    const int rc = libssh2_userauth_publickey_fromfile_ex(c.session.get(), c.user.c_str(),
+                                                          static_cast<unsigned>(c.user.size()), nullptr,
+                                                          path.c_str(), nullptr);
+    if (rc == 0) co_return true;
+    if (rc != LIBSSH2_ERROR_EAGAIN) co_return false;
+    co_await c.wait();
+  }
+}
+
+// ssh-agent authentication runs with libssh2 in blocking mode (bounded by a
+// session timeout): the agent protocol is a local socket, and libssh2's
+// non-blocking agent path is the least exercised one.
+bool try_agent(Connection& c, std::chrono::milliseconds budget, std::string& tried) {
+  const char* sock = std::getenv("SSH_AUTH_SOCK");
+  if (sock == nullptr || *sock == '\0') return false;
+  Agent agent(libssh2_agent_init(c.session.get()));
+  if (!agent) return false;
+  libssh2_session_set_blocking(c.session.get(), 1);
+  libssh2_session_set_timeout(c.session.get(), static_cast<long>(std::max<long>(1, budget.count())));
+  bool ok = false;
+  int keys = 0;
+  if (libssh2_agent_connect(agent.get()) == 0 && libssh2_agent_list_identities(agent.get()) == 0) {
+    libssh2_agent_publickey* prev = nullptr;
+    libssh2_agent_publickey* id = nullptr;
+    while (libssh2_agent_get_identity(agent.get(), &id, prev) == 0) {
+      ++keys;
+      if (libssh2_agent_userauth(agent.get(), c.user.c_str(), id) == 0) {
+        ok = true;
+        break;
+      }
+      prev = id;
+    }
+  }
+  libssh2_session_set_timeout(c.session.get(), 0);
+  libssh2_session_set_blocking(c.session.get(), 0);
+  tried += fmt::format("{}ssh-agent ({} key{})", tried.empty() ? "" : ", ", keys, keys == 1 ? "" : "s");
+  return ok;
+}
+
+asio::awaitable<void> authenticate(Connection& c, const ConnectOptions& o, Clock::time_point deadline) {
+  const char* methods = nullptr;
+  for (;;) {
+    methods = libssh2_userauth_list(c.session.get(), c.user.c_str(), static_cast<unsigned>(c.user.size()));
+    if (methods != nullptr || libssh2_userauth_authenticated(c.session.get())) break;
+    if (libssh2_session_last_errno(c.session.get()) != LIBSSH2_ERROR_EAGAIN) {
+      throw ConnectError("auth", "cannot list authentication methods: " + last_error(c.session.get()));
+    }
+    co_await c.wait();
+  }
+  if (methods == nullptr) {
+    c.auth_method = "none";
+    co_return;
+  }
+  const std::string offered = methods;
+  std::string tried;
+  if (offered.find("publickey") != std::string::npos) {
+    const auto budget = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (try_agent(c, budget, tried)) {
+      c.auth_method = "ssh-agent";
+      co_return;
+    }
+    std::vector<std::string> files;
+    if (!o.identity.empty()) {
+      if (!file_exists(o.identity)) {
+        throw ConnectError("auth", fmt::format("identity file '{}' (from the hostfile) cannot be read", o.identity));
+      }
+      files.push_back(o.identity);
+    }
+    const std::string home = home_directory();
+    for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"}) {
+      const std::string p = home + "/.ssh/" + name;
+      if (file_exists(p)) files.push_back(p);
+    }
+    for (const auto& f : files) {
+      tried += (tried.empty() ? "" : ", ") + f;
+      if (co_await try_key_file(c, f)) {
+        c.auth_method = f;
+        co_return;
+      }
+    }
+  }
+  throw ConnectError("auth", fmt::format("authentication failed for {}@{}: the server offers [{}]; tried [{}]",
+                                         c.user, where(o), offered, tried.empty() ? "no keys found" : tried));
+}
+
+}  // namespace
+
+std::string current_user() {
+  if (const passwd* pw = ::getpwuid(::getuid())) return pw->pw_name;
+  const char* u = std::getenv("USER");
+  return u != nullptr ? u : "root";
+}
+
+asio::awaitable<void> Connection::wait() {
+  const int dirs = libssh2_session_block_directions(session.get());
+  if ((dirs & LIBSSH2_SESSION_BLOCK_OUTBOUND) != 0) {
+    co_await socket.async_wait(asio::socket_base::wait_write, use_awaitable);
+  } else {
+    co_await socket.async_wait(asio::socket_base::wait_read, use_awaitable);
+  }
+}
+
+asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io, const ConnectOptions& o) {
+  init_library();
+  const auto deadline = Clock::now() + o.timeout;
+  auto c = std::make_unique<Connection>(io);
+  c->user = o.user.empty() ? current_user() : o.user;
+  std::string stage = "connect";
+  Deadline guard(c->socket, deadline);
+  try {
+    asio::ip::tcp::resolver resolver(io);
+    auto endpoints = co_await resolver.async_resolve(o.host, std::to_string(o.port), use_awaitable);
+    for (int attempt = 0;; ++attempt) {
+      stage = "connect";
+      boost::system::error_code ec;
+      c->socket = asio::ip::tcp::socket(io);
+      for (const auto& ep : endpoints) {
+        boost::system::error_code ignored;
+        c->socket.close(ignored);
+        co_await c->socket.async_connect(ep.endpoint(), asio::redirect_error(use_awaitable, ec));
+        if (!ec) break;
+        if (guard.expired()) break;
+      }
+      if (!ec) {
+        c->socket.set_option(asio::ip::tcp::no_delay(true));
+        c->socket.non_blocking(true);
+        c->peer_address = c->socket.remote_endpoint().address().to_string();
+        c->local_address = c->socket.local_endpoint().address().to_string();
+        stage = "handshake";
+        c->session.reset(libssh2_session_init_ex(nullptr, nullptr, nullptr, nullptr));
+        libssh2_session_set_blocking(c->session.get(), 0);
+        int rc;
+        while ((rc = libssh2_session_handshake(c->session.get(), c->socket.native_handle())) ==
+               LIBSSH2_ERROR_EAGAIN) {
+          co_await c->wait();
+        }
+        if (rc == 0) break;
+        // sshd drops connections past MaxStartups with a reset or a closed banner.
+        ec = (rc == LIBSSH2_ERROR_SOCKET_DISCONNECT || rc == LIBSSH2_ERROR_SOCKET_RECV)
+                 ? asio::error::connection_reset
+                 : boost::system::error_code();
+        if (!ec) throw ConnectError("handshake", fmt::format("SSH handshake with {} failed: {}", where(o),
+                                                             last_error(c->session.get())));
+        c->session.reset();
+      }
+      if (guard.expired()) break;
+      if (!retriable(ec) || attempt + 1 >= o.attempts) {
+        throw ConnectError(stage, fmt::format("cannot connect to {}: {} ({} attempt{})", where(o), ec.message(),
+                                              attempt + 1, attempt == 0 ? "" : "s"));
+      }
+      asio::steady_timer pause(io);
+      pause.expires_after(backoff(attempt));
+      co_await pause.async_wait(use_awaitable);
+    }
+    if (guard.expired()) throw boost::system::system_error(asio::error::timed_out);
+
+    stage = "hostkey";
+    auto verdict = verify_host_key(c->session.get(), o.host, o.port,
+                                   o.known_hosts.empty() ? default_known_hosts_path() : o.known_hosts,
+                                   o.host_key_policy);
+    if (!verdict.ok) throw ConnectError("hostkey", verdict.message);
+    if (verdict.added) c->host_key_note = verdict.message;
+
+    stage = "auth";
+    co_await authenticate(*c, o, deadline);
+    if (o.keepalive_s > 0) libssh2_keepalive_config(c->session.get(), 1, static_cast<unsigned>(o.keepalive_s));
+  } catch (const boost::system::system_error& e) {
+    if (guard.expired()) {
+      throw ConnectError(stage, fmt::format("timed out after {:.1f} s ({} with {})",
+                                            static_cast<double>(o.timeout.count()) / 1000.0,
+                                            stage == "connect" ? "connecting" : stage, where(o)));
+    }
+    throw ConnectError(stage, fmt::format("{} with {} failed: {}", stage, where(o), e.code().message()));
+  }
+  co_return c;
+}
+
+asio::awaitable<Channel> exec(Connection& c, const std::string& command, Clock::time_point deadline) {
+  Deadline guard(c.socket, deadline);
+  try {
+    Channel ch;
+    for (;;) {
+      ch.reset(libssh2_channel_open_session(c.session.get()));
+      if (ch) break;
+      if (libssh2_session_last_errno(c.session.get()) != LIBSSH2_ERROR_EAGAIN) {
+        throw ConnectError("exec", "cannot open a channel: " + last_error(c.session.get()));
+      }
+      co_await c.wait();
+    }
+    int rc;
+    while ((rc = libssh2_channel_exec(ch.get(), command.c_str())) == LIBSSH2_ERROR_EAGAIN) co_await c.wait();
+    if (rc != 0) throw ConnectError("exec", "cannot run the agent: " + last_error(c.session.get()));
+    co_return ch;
+  } catch (const boost::system::system_error& e) {
+    throw ConnectError("exec", guard.expired() ? "timed out starting the agent" : e.code().message());
+  }
+}
+
+}  // namespace dlaunch::ssh

@@ -1,0 +1,72 @@
+// One SSH connection from the head to a node, made without blocking the
+// event loop: libssh2 runs in non-blocking mode on an Asio socket, and every
+// EAGAIN waits on the socket in the direction libssh2 asks for
+// (libssh2_session_block_directions).
+//
+// connect() resolves, connects (retrying refused/reset connections with
+// jittered exponential backoff), does the SSH handshake, checks the host key,
+// and authenticates (ssh-agent, then the hostfile's identity, then
+// ~/.ssh/id_ed25519, id_ecdsa, id_rsa), all within one deadline. Failures throw
+// ConnectError naming the host, the stage and what the server said.
+#pragma once
+
+#include <utility>  // boost 1.74 awaitable.hpp uses std::exchange without it
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include "launcher/transport/ssh/known_hosts.h"
+#include "launcher/transport/ssh/libssh2_handles.h"
+
+namespace dlaunch::ssh {
+
+struct ConnectOptions {
+  std::string host;
+  int port = 22;
+  std::string user;      // empty: the current user
+  std::string identity;  // hostfile `identity`; empty: none
+  std::chrono::milliseconds timeout{10000};
+  HostKeyPolicy host_key_policy = HostKeyPolicy::kStrict;
+  std::string known_hosts;  // empty: ~/.ssh/known_hosts
+  int attempts = 3;         // for refused or reset connections
+  int keepalive_s = 0;      // SSH keepalive interval; 0: off
+};
+
+class ConnectError : public std::runtime_error {
+ public:
+  ConnectError(std::string stage, const std::string& message)
+      : std::runtime_error(message), stage_(std::move(stage)) {}
+  const std::string& stage() const { return stage_; }  // connect, handshake, hostkey, auth, exec
+
+ private:
+  std::string stage_;
+};
+
+struct Connection {
+  explicit Connection(boost::asio::io_context& io) : socket(io) {}
+  boost::asio::ip::tcp::socket socket;
+  Session session;
+  std::string user;
+  std::string peer_address;   // the address we actually connected to
+  std::string local_address;  // our address on that route
+  std::string auth_method;    // how we got in: "ssh-agent", "~/.ssh/id_ed25519", ...
+  std::string host_key_note;  // e.g. what accept-new added
+
+  // Waits until the socket is ready in the direction libssh2 is blocked on.
+  boost::asio::awaitable<void> wait();
+};
+
+boost::asio::awaitable<std::unique_ptr<Connection>> connect(boost::asio::io_context& io,
+                                                            const ConnectOptions& opts);
+
+// Opens a session channel and runs command on it (an exec request).
+boost::asio::awaitable<Channel> exec(Connection& conn, const std::string& command,
+                                     std::chrono::steady_clock::time_point deadline);
+
+std::string current_user();
+
+}  // namespace dlaunch::ssh

@@ -1,0 +1,295 @@
+#include "launcher/transport/ssh/ssh_transport.h"
+
+#include <utility>  // boost 1.74 awaitable.hpp uses std::exchange without it
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
+
+#include "dlaunch/process.h"
+
+namespace dlaunch::ssh {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+asio::awaitable<void> Limiter::acquire() {
+  if (active_ < limit_) {
+    ++active_;
+    co_return;
+  }
+  auto t = std::make_shared<asio::steady_timer>(io_, asio::steady_timer::time_point::max());
+  waiting_.push_back(t);
+  boost::system::error_code ec;
+  co_await t->async_wait(asio::redirect_error(asio::use_awaitable, ec));  // cancelled = our turn
+}
+
+void Limiter::release() {
+  if (!waiting_.empty()) {
+    auto t = waiting_.front();
+    waiting_.pop_front();
+    t->cancel();  // the slot passes to the next waiter
+  } else if (active_ > 0) {
+    --active_;
+  }
+}
+
+ConnectOptions connect_options(const HostEntry& host, const TransportOptions& opts) {
+  ConnectOptions c;
+  c.host = host.host;
+  c.port = host.port;
+  c.user = host.user;
+  c.identity = host.identity;
+  c.timeout = opts.connect_timeout;
+  c.host_key_policy = opts.host_key_policy;
+  c.known_hosts = opts.known_hosts;
+  c.keepalive_s = opts.keepalive_s;
+  return c;
+}
+
+namespace {
+
+// Everything one node's link owns. Shared with the coroutine and the socket
+// handlers, so none of them can outlive what they touch.
+struct LinkState : std::enable_shared_from_this<LinkState> {
+  LinkState(asio::io_context& io_, std::string label_, std::string agent_, LinkCallbacks cb_)
+      : io(io_), label(std::move(label_)), agent_path(std::move(agent_)), cb(std::move(cb_)), keepalive(io_),
+        close_timer(io_) {}
+
+  asio::io_context& io;
+  std::string label;
+  std::string agent_path;
+  LinkCallbacks cb;
+  std::unique_ptr<Connection> conn;
+  Channel channel;  // declared after conn: freed before the session
+  proto::Decoder decoder;
+  std::string out;
+  std::size_t out_off = 0;
+  bool closed = false;
+  bool read_armed = false;
+  bool write_armed = false;
+  bool pump_posted = false;
+  bool eof = false;
+  bool hello_seen = false;
+  std::deque<std::string> stderr_tail;
+  std::string stderr_partial;
+  std::string peer_address;   // what we connected to (MASTER_ADDR candidate)
+  std::string local_address;  // our side of that route
+  asio::steady_timer keepalive;
+  asio::steady_timer close_timer;
+
+  void drop_connection() {
+    keepalive.cancel();
+    close_timer.cancel();
+    channel.reset();
+    conn.reset();
+  }
+
+  void fail(const std::string& reason) {
+    if (closed) return;
+    closed = true;
+    drop_connection();
+    if (cb.on_close) cb.on_close(reason);
+  }
+
+  void schedule_pump() {
+    if (pump_posted || closed) return;
+    pump_posted = true;
+    asio::post(io, [self = shared_from_this()] {
+      self->pump_posted = false;
+      self->pump();
+    });
+  }
+
+  void on_stderr(std::string_view data) {
+    stderr_partial.append(data);
+    std::size_t nl;
+    while ((nl = stderr_partial.find('\n')) != std::string::npos) {
+      std::string line = stderr_partial.substr(0, nl);
+      stderr_partial.erase(0, nl + 1);
+      write_all(2, "dlaunch: " + label + ": " + line + "\n");
+      stderr_tail.push_back(std::move(line));
+      if (stderr_tail.size() > 10) stderr_tail.pop_front();
+    }
+  }
+
+  void finish(int exit_status) {
+    if (closed) return;
+    std::string tail;
+    for (const auto& l : stderr_tail) tail += (tail.empty() ? "" : " / ") + l;
+    std::string reason;
+    if (hello_seen) {
+      reason = fmt::format("the agent's channel closed (exit status {})", exit_status);
+    } else if (exit_status == 127) {
+      reason = fmt::format("dlaunch-agent not found at '{}' (give its path with --agent or `agent:` in the hostfile)",
+                           agent_path);
+    } else {
+      reason = fmt::format("the agent exited with status {} before it started{}", exit_status,
+                           tail.empty() ? "" : ": " + tail);
+    }
+    fail(reason);
+  }
+
+  void pump() {
+    if (closed || !channel) return;
+    LIBSSH2_CHANNEL* ch = channel.get();
+    while (out_off < out.size()) {
+      const auto n = libssh2_channel_write(ch, out.data() + out_off, std::min<std::size_t>(out.size() - out_off, 1 << 16));
+      if (n == LIBSSH2_ERROR_EAGAIN) break;
+      if (n < 0) return fail("write to the agent failed: " + last_error(conn->session.get()));
+      out_off += static_cast<std::size_t>(n);
+    }
+    if (out_off == out.size()) {
+      out.clear();
+      out_off = 0;
+    }
+    char buf[1 << 16];
+    for (;;) {
+      const auto n = libssh2_channel_read(ch, buf, sizeof buf);
+      if (n == LIBSSH2_ERROR_EAGAIN || n == 0) break;
+      if (n < 0) return fail("read from the agent failed: " + last_error(conn->session.get()));
+      decoder.feed(std::string_view(buf, static_cast<std::size_t>(n)));
+      try {
+        while (auto msg = decoder.next()) {
+          hello_seen = true;
+          cb.on_message(std::move(*msg));
+          if (closed) return;
+        }
+      } catch (const proto::ProtocolError& e) {
+        return fail(std::string("protocol error: ") + e.what() +
+                    (hello_seen ? "" : " (does a shell startup file on that host print to stdout?)"));
+      }
+    }
+    for (;;) {
+      const auto n = libssh2_channel_read_stderr(ch, buf, sizeof buf);
+      if (n == LIBSSH2_ERROR_EAGAIN || n == 0) break;
+      if (n < 0) return fail("read from the agent failed: " + last_error(conn->session.get()));
+      on_stderr(std::string_view(buf, static_cast<std::size_t>(n)));
+    }
+    if (!eof && libssh2_channel_eof(ch) != 0) {
+      eof = true;
+      // Wait briefly for the exit status that follows EOF.
+      close_timer.expires_after(std::chrono::seconds(2));
+      close_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+        if (!ec && !self->closed && self->channel) self->finish(libssh2_channel_get_exit_status(self->channel.get()));
+      });
+    }
+    if (eof) {
+      const int rc = libssh2_channel_wait_closed(ch);
+      if (rc == 0) return finish(libssh2_channel_get_exit_status(ch));
+      if (rc != LIBSSH2_ERROR_EAGAIN) return finish(libssh2_channel_get_exit_status(ch));
+    }
+    arm();
+  }
+
+  void arm() {
+    auto& sock = conn->socket;
+    if (!read_armed) {
+      read_armed = true;
+      sock.async_wait(asio::socket_base::wait_read, [self = shared_from_this()](boost::system::error_code ec) {
+        self->read_armed = false;
+        if (self->closed) return;
+        if (ec) return self->fail("connection lost: " + ec.message());
+        self->pump();
+      });
+    }
+    const bool blocked_out = (libssh2_session_block_directions(conn->session.get()) & LIBSSH2_SESSION_BLOCK_OUTBOUND) != 0;
+    if (!write_armed && (blocked_out || out_off < out.size())) {
+      write_armed = true;
+      sock.async_wait(asio::socket_base::wait_write, [self = shared_from_this()](boost::system::error_code ec) {
+        self->write_armed = false;
+        if (self->closed) return;
+        if (ec) return self->fail("connection lost: " + ec.message());
+        self->pump();
+      });
+    }
+  }
+
+  void arm_keepalive() {
+    keepalive.expires_after(std::chrono::seconds(1));
+    keepalive.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec || self->closed || !self->conn) return;
+      int next = 0;
+      libssh2_keepalive_send(self->conn->session.get(), &next);
+      self->pump();
+      self->arm_keepalive();
+    });
+  }
+};
+
+class SshLink final : public AgentLink {
+ public:
+  explicit SshLink(std::shared_ptr<LinkState> s) : s_(std::move(s)) {}
+  ~SshLink() override { close(); }
+  void send(const proto::Message& msg) override {
+    if (s_->closed) return;
+    proto::encode(msg, s_->out);
+    s_->schedule_pump();
+  }
+  bool is_open() const override { return !s_->closed; }
+  void close() override {
+    s_->closed = true;
+    s_->drop_connection();
+  }
+  void kill_agent() override { close(); }
+  bool agent_gone() const override { return s_->closed; }
+  void reap() override {}
+  std::string peer_address() const override { return s_->peer_address; }
+  std::string local_address() const override { return s_->local_address; }
+
+ private:
+  std::shared_ptr<LinkState> s_;
+};
+
+struct SlotGuard {
+  std::shared_ptr<Limiter> limiter;
+  bool held = false;
+  void release() {
+    if (held) limiter->release();
+    held = false;
+  }
+  ~SlotGuard() { release(); }
+};
+
+asio::awaitable<void> run_link(std::shared_ptr<LinkState> s, std::shared_ptr<Limiter> limiter, ConnectOptions opts) {
+  SlotGuard slot{limiter};
+  co_await limiter->acquire();
+  slot.held = true;
+  if (s->closed) co_return;
+  try {
+    const auto deadline = Clock::now() + opts.timeout;
+    auto conn = co_await connect(s->io, opts);
+    if (s->closed) co_return;
+    s->conn = std::move(conn);
+    s->peer_address = s->conn->peer_address;
+    s->local_address = s->conn->local_address;
+    auto ch = co_await exec(*s->conn, "exec " + shell_quote(s->agent_path), deadline);
+    if (s->closed) co_return;
+    s->channel = std::move(ch);
+  } catch (const ConnectError& e) {
+    slot.release();
+    s->fail(e.what());
+    co_return;
+  }
+  slot.release();
+  if (!s->conn->host_key_note.empty()) write_all(2, "dlaunch: " + s->conn->host_key_note + "\n");
+  s->arm_keepalive();
+  s->pump();
+}
+
+}  // namespace
+
+Transport::Transport(asio::io_context& io, TransportOptions opts)
+    : io_(io), opts_(std::move(opts)), limiter_(std::make_shared<Limiter>(io, std::max(1, opts_.concurrency))) {}
+
+std::unique_ptr<AgentLink> Transport::start(const HostEntry& host, const std::string& agent_path,
+                                            const std::string& label, LinkCallbacks cb) {
+  auto state = std::make_shared<LinkState>(io_, label, agent_path, std::move(cb));
+  asio::co_spawn(io_, run_link(state, limiter_, connect_options(host, opts_)), asio::detached);
+  return std::make_unique<SshLink>(state);
+}
+
+}  // namespace dlaunch::ssh

@@ -1,0 +1,64 @@
+// SSH transport: one SSH connection per node, made in parallel with bounded
+// concurrency, each running `exec <dlaunch-agent>` on an exec channel whose
+// stdin/stdout carry the control protocol. The channel is the lifeline: when
+// the connection drops, sshd closes the agent's stdin and the agent stops its
+// workers; when the head loses the channel, the controller fails that node.
+#pragma once
+
+#include <utility>  // boost 1.74 awaitable.hpp uses std::exchange without it
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "launcher/hostfile/hostfile.h"
+#include "launcher/transport/ssh/connect.h"
+#include "launcher/transport/transport.h"
+
+namespace dlaunch::ssh {
+
+struct TransportOptions {
+  int concurrency = 64;
+  std::chrono::milliseconds connect_timeout{10000};
+  HostKeyPolicy host_key_policy = HostKeyPolicy::kStrict;
+  std::string known_hosts;  // empty: ~/.ssh/known_hosts
+  int keepalive_s = 10;
+};
+
+// At most N connections in their connect/handshake/auth phase at once.
+class Limiter {
+ public:
+  Limiter(boost::asio::io_context& io, int limit) : io_(io), limit_(limit) {}
+  boost::asio::awaitable<void> acquire();
+  void release();
+
+ private:
+  boost::asio::io_context& io_;
+  int limit_;
+  int active_ = 0;
+  std::deque<std::shared_ptr<boost::asio::steady_timer>> waiting_;
+};
+
+// Options for one host, from the hostfile entry and the transport options.
+ConnectOptions connect_options(const HostEntry& host, const TransportOptions& opts);
+
+class Transport {
+ public:
+  Transport(boost::asio::io_context& io, TransportOptions opts);
+  // Starts connecting at once; the link reports on_close if that fails.
+  std::unique_ptr<AgentLink> start(const HostEntry& host, const std::string& agent_path,
+                                   const std::string& label, LinkCallbacks cb);
+  const TransportOptions& options() const { return opts_; }
+  std::shared_ptr<Limiter> limiter() const { return limiter_; }
+
+ private:
+  boost::asio::io_context& io_;
+  TransportOptions opts_;
+  std::shared_ptr<Limiter> limiter_;
+};
+
+}  // namespace dlaunch::ssh
