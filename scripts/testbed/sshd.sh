@@ -72,7 +72,7 @@ for ((g = 0; g * 16 < n; g++)); do
     echo "MaxSessions 100"
     echo "LogLevel ERROR"
   } > "$conf"
-  "$sshd_bin" -D -f "$conf" -E "$dir/sshd.$g.log" &
+  "$sshd_bin" -D -f "$conf" -E "$dir/sshd.$g.log" </dev/null >/dev/null 2>&1 &
   echo $! >> "$dir/sshd.pids"
 done
 

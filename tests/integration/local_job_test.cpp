@@ -267,13 +267,22 @@ TEST(LocalJob, MasterPortIsFreeForRankZeroToBind) {
   EXPECT_EQ(r.out, "[0] bound\n");
 }
 
-TEST(LocalJob, ProgramThatCannotBeExecutedOnANodeIsReported) {
-  // Found by the head but not executable by the agent's exec: a directory.
+TEST(LocalJob, ProgramThatFailsToExecIsReportedWithTheExecError) {
+  // Executable, found on every node, but exec fails: its interpreter is missing.
+  const auto script = temp_file("#!/nonexistent/interpreter\n", ".sh");
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
   const auto job = unique_job_id("noexec");
-  auto r = run(dlaunch_cmd({"-n", "2", "--job-id", job, "/tmp/"}));
+  auto r = run(dlaunch_cmd({"-n", "2", "--job-id", job, script}));
   EXPECT_EQ(r.exit_code, 127) << r.err;
-  EXPECT_NE(r.err.find("could not be started: cannot execute '/tmp/': Permission denied"),
+  EXPECT_NE(r.err.find("could not be started: cannot execute '" + script + "': No such file or directory"),
             std::string::npos)
       << r.err;
   EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
+  std::filesystem::remove(script);
+}
+
+TEST(LocalJob, MissingWorkingDirectoryIsRefused) {
+  auto r = run(dlaunch_cmd({"-n", "1", "--wdir", "/nonexistent-dir", "true"}));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("/nonexistent-dir"), std::string::npos) << r.err;
 }

@@ -177,7 +177,7 @@ TEST(YamlHostfile, UnknownKeyWithoutCloseMatchListsValidKeys) {
   const InputError e = parse_error("hosts:\n  - host: a\n    colour: red\n");
   expect_pos(e, 3, 5);
   EXPECT_EQ(e.hint(),
-            "valid keys: host, name, slots, user, port, address, gpus, env, transport, agent");
+            "valid keys: host, name, slots, user, port, address, gpus, env, transport, agent, identity");
 }
 
 TEST(YamlHostfile, UnknownTopLevelKeySuggestsClosest) {
@@ -382,6 +382,17 @@ TEST(YamlHostfile, SecondDocumentIsRejected) {
   const InputError e = parse_error("- a\n---\n- b\n");
   expect_pos(e, 3, 1);
   EXPECT_EQ(e.field(), "yaml");
+}
+
+TEST(YamlHostfile, IdentityComesFromDefaultsUnlessTheHostSetsIt) {
+  const Hostfile hf = parse(
+      "defaults: {identity: /keys/cluster}\n"
+      "hosts:\n"
+      "  - a\n"
+      "  - {host: b, identity: /keys/b}\n");
+  ASSERT_EQ(hf.hosts.size(), 2u);
+  EXPECT_EQ(hf.hosts[0].identity, "/keys/cluster");
+  EXPECT_EQ(hf.hosts[1].identity, "/keys/b");
 }
 
 }  // namespace

@@ -1,0 +1,239 @@
+// Jobs over real SSH: our own sshd on loopback (scripts/testbed/sshd.sh), one
+// address per "host" (127.0.0.2 ...), generated host and user keys, HOME
+// pointed at the test bed so ~/.ssh/known_hosts and id_ed25519 are its own.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include "support.h"
+
+using namespace dltest;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kWorker = TEST_WORKER_BIN;
+
+class Ssh : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string((fs::temp_directory_path() / ("dlaunch-sshd-" + std::to_string(::getpid()))).string());
+    auto r = run({std::string(SOURCE_DIR) + "/scripts/testbed/sshd.sh", "start", *dir_, "8", "0", "2"}, 60);
+    if (r.exit_code != 0) {
+      skip_ = new std::string("cannot start a loopback sshd (exit " + std::to_string(r.exit_code) + "): " + r.err);
+      return;
+    }
+    port_ = std::stoi(r.out);
+  }
+  static void TearDownTestSuite() {
+    if (dir_ != nullptr) {
+      run({std::string(SOURCE_DIR) + "/scripts/testbed/sshd.sh", "stop", *dir_}, 30);
+      fs::remove_all(*dir_);
+    }
+  }
+  void SetUp() override {
+    if (skip_ != nullptr) GTEST_SKIP() << *skip_;
+  }
+
+  // HOME of the test bed, or a copy of it whose known_hosts the test may change.
+  static std::string home() { return *dir_ + "/home"; }
+  std::string private_home(const std::string& known_hosts) {
+    const auto h = fs::path(*dir_) / ("home-" + std::to_string(counter_++));
+    fs::create_directories(h / ".ssh");
+    fs::copy_file(fs::path(home()) / ".ssh/id_ed25519", h / ".ssh/id_ed25519");
+    std::ofstream(h / ".ssh/known_hosts") << known_hosts;
+    return h.string();
+  }
+  static std::vector<std::string> env(const std::string& home_dir) {
+    return {"HOME=" + home_dir, "SSH_AUTH_SOCK="};
+  }
+  // A hostfile of n SSH hosts from the test bed, plus extra YAML host lines.
+  static std::string hostfile(int n, int slots, const std::string& extra = "") {
+    std::string y = "defaults: {transport: ssh, port: " + std::to_string(port_) + ", slots: " +
+                    std::to_string(slots) + "}\nhosts:\n";
+    for (int i = 0; i < n; ++i) y += "  - 127.0.0." + std::to_string(i + 2) + "\n";
+    return temp_file(y + extra, ".yaml");
+  }
+  static std::string known_hosts_text() {
+    std::ifstream in(home() + "/.ssh/known_hosts");
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  }
+
+  static std::string* dir_;
+  static std::string* skip_;
+  static int port_;
+  static int counter_;
+};
+
+std::string* Ssh::dir_ = nullptr;
+std::string* Ssh::skip_ = nullptr;
+int Ssh::port_ = 0;
+int Ssh::counter_ = 0;
+
+int count_ready(const std::string& out) { return static_cast<int>(std::count(out.begin(), out.end(), '\n')); }
+
+}  // namespace
+
+TEST_F(Ssh, FourNodesTimesTwoSlotsRunEveryRankOnceWithItsNodeRank) {
+  auto r = run(dlaunch_cmd({"-H", hostfile(4, 2), HELLO_BIN}), 60, env(home()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::regex re(R"(\[(\d+)\] hello from rank (\d+)/8 \(local rank (\d+)/2, node (\d+)/4\) on \S+, master 127\.0\.0\.2:\d+)");
+  std::set<int> seen;
+  for (const auto& line : lines_of(r.out)) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(line, m, re)) << line;
+    const int rank = std::stoi(m[2]);
+    EXPECT_EQ(std::stoi(m[4]), rank / 2);
+    EXPECT_EQ(std::stoi(m[3]), rank % 2);
+    EXPECT_TRUE(seen.insert(rank).second);
+  }
+  EXPECT_EQ(seen.size(), 8u);
+}
+
+TEST_F(Ssh, WorkersRunOverSshInTheHeadsWorkingDirectory) {
+  auto r = run(dlaunch_cmd({"-H", hostfile(1, 1), "--wdir", "/tmp", "sh", "-c", "echo $SSH_CONNECTION; pwd"}), 60,
+               env(home()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  EXPECT_NE(lines[0].find(" 127.0.0.2 " + std::to_string(port_)), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[1], "[0] /tmp");
+}
+
+TEST_F(Ssh, ChangedHostKeyIsRefusedUnderStrictAndNothingStartsAnywhere) {
+  // Node 127.0.0.3 is recorded with another key: a man in the middle, or a reinstall.
+  const auto other = fs::path(*dir_) / "other_key";
+  if (!fs::exists(other)) run({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", other.string()});
+  std::ifstream pub(other.string() + ".pub");
+  std::string type, key;
+  pub >> type >> key;
+  std::string kh;
+  for (const auto& line : lines_of(known_hosts_text())) {
+    kh += line.rfind("[127.0.0.3]", 0) == 0 ? "[127.0.0.3]:" + std::to_string(port_) + " " + type + " " + key : line;
+    kh += "\n";
+  }
+  const auto job = unique_job_id("hostkey");
+  auto r = run(dlaunch_cmd({"-H", hostfile(4, 2), "--job-id", job, kWorker, "ready-sleep", "30"}), 60,
+               env(private_home(kh)));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("host key for [127.0.0.3]:" + std::to_string(port_) + " has CHANGED"), std::string::npos)
+      << r.err;
+  // The fingerprint shown is the one ssh-keygen prints for the server's key.
+  auto fp = run({"ssh-keygen", "-l", "-f", *dir_ + "/host_key.pub"});
+  const std::string sha = fp.out.substr(fp.out.find("SHA256:"), fp.out.find(' ', fp.out.find("SHA256:")) -
+                                                                     fp.out.find("SHA256:"));
+  EXPECT_NE(r.err.find(sha), std::string::npos) << sha << "\n" << r.err;
+  EXPECT_EQ(r.out, "") << "no worker may start anywhere";
+  EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
+}
+
+TEST_F(Ssh, UnknownHostIsRefusedUnderStrictAndRecordedUnderAcceptNew) {
+  const auto h = private_home("");
+  const auto hosts = hostfile(2, 1);
+  auto strict = run(dlaunch_cmd({"-H", hosts, "true"}), 60, env(h));
+  EXPECT_EQ(strict.exit_code, 1);
+  EXPECT_NE(strict.err.find("no host key for [127.0.0.2]:" + std::to_string(port_)), std::string::npos) << strict.err;
+  auto accept = run(dlaunch_cmd({"-H", hosts, "--host-key-check", "accept-new", "true"}), 60, env(h));
+  ASSERT_EQ(accept.exit_code, 0) << accept.err;
+  std::ifstream in(h + "/.ssh/known_hosts");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(text.find("[127.0.0.2]:" + std::to_string(port_) + " ssh-ed25519 "), std::string::npos) << text;
+  EXPECT_NE(text.find("[127.0.0.3]:" + std::to_string(port_) + " ssh-ed25519 "), std::string::npos) << text;
+  auto again = run(dlaunch_cmd({"-H", hosts, "true"}), 60, env(h));  // now strict passes
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+}
+
+TEST_F(Ssh, HostThatNeverAnswersFailsWithinTheConnectTimeoutAndNothingIsLeft) {
+  // A port that accepts TCP but never speaks SSH: the handshake must time out.
+  int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(0x7f000009);  // 127.0.0.9
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ::listen(silent, 8);
+  socklen_t len = sizeof a;
+  ::getsockname(silent, reinterpret_cast<sockaddr*>(&a), &len);
+  const auto hosts = hostfile(2, 2, "  - {host: 127.0.0.9, port: " + std::to_string(ntohs(a.sin_port)) + "}\n");
+  const auto job = unique_job_id("silent");
+  auto r = run(dlaunch_cmd({"-H", hosts, "--connect-timeout", "1", "--job-id", job, kWorker, "ready-sleep", "30"}),
+               60, env(home()));
+  ::close(silent);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_LT(r.seconds, 3.0);
+  EXPECT_NE(r.err.find("node 2 (127.0.0.9): timed out after 1.0 s"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
+}
+
+TEST_F(Ssh, RefusedConnectionNamesTheHost) {
+  const auto hosts = hostfile(1, 1, "  - {host: 127.0.0.8, port: 1}\n");
+  auto r = run(dlaunch_cmd({"-H", hosts, "true"}), 60, env(home()));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("node 1 (127.0.0.8): cannot connect to 127.0.0.8:1: Connection refused"), std::string::npos)
+      << r.err;
+}
+
+TEST_F(Ssh, FailingRankOnAnSshNodeStopsEveryNode) {
+  const auto job = unique_job_id("sshfail");
+  auto r = run(dlaunch_cmd({"-H", hostfile(3, 2), "--job-id", job, kWorker, "fail-rank", "3", "7", "60"}), 60,
+               env(home()));
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_NE(r.err.find("rank 3 exited with code 7"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("| last words of rank 3"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 3.0);
+  EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
+}
+
+TEST_F(Ssh, KillingDlaunchLeavesNoWorkerOnAnyNode) {
+  const auto job = unique_job_id("sshkill");
+  Process p(dlaunch_cmd({"-H", hostfile(3, 2), "--job-id", job, "--kill-grace", "1", kWorker, "grandchild", "60"}),
+            env(home()));
+  ASSERT_TRUE(p.wait_for_output([](const std::string& out) { return count_ready(out) >= 6; }, 30));
+  EXPECT_GE(job_processes(job).size(), 18u);
+  p.signal(SIGKILL);
+  p.finish(10);
+  // sshd closes each agent's channel; every agent stops its workers.
+  EXPECT_EQ(wait_job_gone(job, 5), std::vector<pid_t>{});
+}
+
+TEST_F(Ssh, CheckReportsAMissingAgentOnOneHost) {
+  const auto hosts = hostfile(2, 1, "  - {host: 127.0.0.4, agent: /nonexistent/dlaunch-agent}\n");
+  auto r = run(dlaunch_cmd({"--check", "-H", hosts, HELLO_BIN}), 60, env(home()));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("dlaunch-agent not found or not executable at '/nonexistent/dlaunch-agent'"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("2 of 3 node(s) passed"), std::string::npos) << r.out;
+  auto ok = run(dlaunch_cmd({"--check", "-H", hostfile(3, 1), HELLO_BIN}), 60, env(home()));
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+}
+
+TEST_F(Ssh, MissingAgentIsReportedPerHostBeforeAnythingStarts) {
+  const auto hosts = hostfile(2, 1, "  - {host: 127.0.0.4, agent: /nonexistent/dlaunch-agent}\n");
+  const auto job = unique_job_id("noagent");
+  auto r = run(dlaunch_cmd({"-H", hosts, "--job-id", job, kWorker, "ready-sleep", "30"}), 60, env(home()));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("node 2 (127.0.0.4): dlaunch-agent not found at '/nonexistent/dlaunch-agent'"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
+}
+
+TEST_F(Ssh, LocalAndSshNodesInOneJob) {
+  const auto hosts = temp_file("hosts:\n  - {host: localhost, slots: 2}\n  - {host: 127.0.0.2, transport: ssh, port: " +
+                                   std::to_string(port_) + ", slots: 2}\n",
+                               ".yaml");
+  auto r = run(dlaunch_cmd({"-H", hosts, "sh", "-c", "echo $NODE_RANK ${SSH_CONNECTION:+ssh}"}), 60, env(home()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::multiset<std::string> got;
+  for (const auto& l : lines_of(r.out)) got.insert(l.substr(l.find(']') + 2));
+  EXPECT_EQ(got, (std::multiset<std::string>{"0", "0", "1 ssh", "1 ssh"}));
+}
