@@ -11,6 +11,11 @@ packages=(
   openssh-server openssh-client  # the SSH tests run their own sshd on loopback
 )
 
+# `install-deps.sh bench`: also what the benchmarks compare against.
+if [[ "${1:-}" == bench ]]; then
+  packages+=(openmpi-bin libopenmpi-dev pdsh time hyperfine python3)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)

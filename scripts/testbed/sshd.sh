@@ -8,7 +8,8 @@
 #   sshd.sh stop DIR                     stop every sshd of DIR
 #
 # DIR gets: home/.ssh/{id_ed25519,known_hosts} (point HOME there), hosts.yaml
-# (N nodes x SLOTS), hostfile.plain (mpirun), hosts.list (pdsh -w), sshd.pids.
+# (N nodes x SLOTS), hostfile.plain (mpirun), hosts.list (pdsh -w), ssh_config
+# (for the OpenSSH client, which ignores $HOME: ssh -F DIR/ssh_config), sshd.pids.
 set -euo pipefail
 
 cmd=${1:-}; dir=${2:-}
@@ -53,6 +54,16 @@ for ((i = 0; i < n; i++)); do
   echo "$a slots=$slots" >> "$dir/hostfile.plain"
   echo "$a" >> "$dir/hosts.list"
 done
+
+cat > "$dir/ssh_config" <<CONF
+Host 127.0.0.*
+  Port $port
+  IdentityFile $dir/home/.ssh/id_ed25519
+  UserKnownHostsFile $dir/home/.ssh/known_hosts
+  StrictHostKeyChecking yes
+  BatchMode yes
+  LogLevel ERROR
+CONF
 
 stop
 for ((g = 0; g * 16 < n; g++)); do

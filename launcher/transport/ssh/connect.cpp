@@ -9,6 +9,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <random>
@@ -53,6 +54,26 @@ bool retriable(const boost::system::error_code& ec) {
   return ec == asio::error::connection_refused || ec == asio::error::connection_reset ||
          ec == asio::error::eof;
 }
+
+// DLAUNCH_DEBUG=ssh: one line per connection stage with its time since the
+// start of the connection, to see where start-up time goes.
+class StageLog {
+ public:
+  explicit StageLog(const ConnectOptions& o)
+      : on_(debug_ssh()),
+        host_(o.host),
+        start_(Clock::now()) {}
+  void operator()(const char* stage) const {
+    if (!on_) return;
+    std::fprintf(stderr, "dlaunch: ssh %s: %s at %.1f ms\n", host_.c_str(), stage,
+                 std::chrono::duration<double, std::milli>(Clock::now() - start_).count());
+  }
+
+ private:
+  bool on_;
+  std::string host_;
+  Clock::time_point start_;
+};
 
 std::string where(const ConnectOptions& o) { return o.port == 22 ? o.host : fmt::format("{}:{}", o.host, o.port); }
 
@@ -148,6 +169,14 @@ asio::awaitable<void> authenticate(Connection& c, const ConnectOptions& o, Clock
 
 }  // namespace
 
+bool debug_ssh() {
+  static const bool on = [] {
+    const char* v = std::getenv("DLAUNCH_DEBUG");
+    return v != nullptr && std::string(v) == "ssh";
+  }();
+  return on;
+}
+
 std::string current_user() {
   if (const passwd* pw = ::getpwuid(::getuid())) return pw->pw_name;
   const char* u = std::getenv("USER");
@@ -166,6 +195,7 @@ asio::awaitable<void> Connection::wait() {
 asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io, const ConnectOptions& o) {
   init_library();
   const auto deadline = Clock::now() + o.timeout;
+  StageLog log(o);
   auto c = std::make_unique<Connection>(io);
   c->user = o.user.empty() ? current_user() : o.user;
   std::string stage = "connect";
@@ -185,6 +215,7 @@ asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io, const
         if (guard.expired()) break;
       }
       if (!ec) {
+        log("tcp connected");
         c->socket.set_option(asio::ip::tcp::no_delay(true));
         c->socket.non_blocking(true);
         c->peer_address = c->socket.remote_endpoint().address().to_string();
@@ -197,7 +228,10 @@ asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io, const
                LIBSSH2_ERROR_EAGAIN) {
           co_await c->wait();
         }
-        if (rc == 0) break;
+        if (rc == 0) {
+          log("handshake done");
+          break;
+        }
         // sshd drops connections past MaxStartups with a reset or a closed banner.
         ec = (rc == LIBSSH2_ERROR_SOCKET_DISCONNECT || rc == LIBSSH2_ERROR_SOCKET_RECV)
                  ? asio::error::connection_reset
@@ -226,6 +260,7 @@ asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io, const
 
     stage = "auth";
     co_await authenticate(*c, o, deadline);
+    log("authenticated");
     if (o.keepalive_s > 0) libssh2_keepalive_config(c->session.get(), 1, static_cast<unsigned>(o.keepalive_s));
   } catch (const boost::system::system_error& e) {
     if (guard.expired()) {

@@ -69,4 +69,7 @@ boost::asio::awaitable<Channel> exec(Connection& conn, const std::string& comman
 
 std::string current_user();
 
+// DLAUNCH_DEBUG=ssh: log each connection's stages with their times to stderr.
+bool debug_ssh();
+
 }  // namespace dlaunch::ssh

@@ -154,6 +154,9 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
       decoder.feed(std::string_view(buf, static_cast<std::size_t>(n)));
       try {
         while (auto msg = decoder.next()) {
+          if (!hello_seen && debug_ssh()) {
+            write_all(2, fmt::format("dlaunch: ssh {}: the agent said hello\n", label));
+          }
           hello_seen = true;
           cb.on_message(std::move(*msg));
           if (closed) return;
@@ -267,6 +270,10 @@ asio::awaitable<void> run_link(std::shared_ptr<LinkState> s, std::shared_ptr<Lim
     s->peer_address = s->conn->peer_address;
     s->local_address = s->conn->local_address;
     auto ch = co_await exec(*s->conn, "exec " + shell_quote(s->agent_path), deadline);
+    if (debug_ssh()) {
+      write_all(2, fmt::format("dlaunch: ssh {}: exec started at {:.1f} ms\n", opts.host,
+                               std::chrono::duration<double, std::milli>(Clock::now() - (deadline - opts.timeout)).count()));
+    }
     if (s->closed) co_return;
     s->channel = std::move(ch);
   } catch (const ConnectError& e) {
