@@ -319,7 +319,7 @@ void Controller::show_progress() {
     progress_.clear();
     return;
   }
-  progress_.show(fmt::format("dlaunch: {}/{} agents up, {}/{} ready, {}/{} ranks running", hellos_, n, readies_,
+  progress_.show(fmt::format("dlaunch: {}/{} hosts connected, {}/{} agents ready, {}/{} ranks running", hellos_, n, readies_,
                              n, running_, plan_.world_size));
 }
 

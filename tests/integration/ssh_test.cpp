@@ -237,3 +237,33 @@ TEST_F(Ssh, LocalAndSshNodesInOneJob) {
   for (const auto& l : lines_of(r.out)) got.insert(l.substr(l.find(']') + 2));
   EXPECT_EQ(got, (std::multiset<std::string>{"0", "0", "1 ssh", "1 ssh"}));
 }
+
+TEST_F(Ssh, HashedKnownHostsEntriesAreHonoured) {
+  const auto h = private_home(known_hosts_text());
+  auto hash = run({"ssh-keygen", "-H", "-f", h + "/.ssh/known_hosts"});
+  ASSERT_EQ(hash.exit_code, 0) << hash.err;
+  std::ifstream in(h + "/.ssh/known_hosts");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  ASSERT_EQ(text.find("127.0.0.2"), std::string::npos) << "entries should be hashed";
+  auto r = run(dlaunch_cmd({"-H", hostfile(2, 1), "true"}), 60, env(h));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST_F(Ssh, RejectedKeysNameTheHostTheUserAndTheOfferedMethods) {
+  // A HOME without keys, and a hostfile identity the server does not know.
+  const auto h = private_home(known_hosts_text());
+  fs::remove(fs::path(h) / ".ssh/id_ed25519");
+  const auto stranger = fs::path(*dir_) / "stranger_key";
+  if (!fs::exists(stranger)) run({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", stranger.string()});
+  const auto hosts = temp_file("defaults: {transport: ssh, port: " + std::to_string(port_) + ", identity: " +
+                                   stranger.string() + "}\nhosts: [127.0.0.2]\n",
+                               ".yaml");
+  auto r = run(dlaunch_cmd({"-H", hosts, "true"}), 60, env(h));
+  EXPECT_EQ(r.exit_code, 1);
+  auto who = run({"id", "-un"});
+  const std::string user = who.out.substr(0, who.out.find('\n'));
+  EXPECT_NE(r.err.find("authentication failed for " + user + "@127.0.0.2:" + std::to_string(port_) +
+                       ": the server offers [publickey]; tried [" + stranger.string() + "]"),
+            std::string::npos)
+      << r.err;
+}
