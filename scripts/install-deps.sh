@@ -6,14 +6,15 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config ccache
   libyaml-cpp-dev libboost-dev libcli11-dev libfmt-dev
-  libssh2-1-dev
+  libssh2-1-dev libssl-dev
+  libopenmpi-dev openmpi-bin libpmix-dev
   libgtest-dev libgmock-dev
   openssh-server openssh-client  # the SSH tests run their own sshd on loopback
 )
 
 # `install-deps.sh bench`: also what the benchmarks compare against.
 if [[ "${1:-}" == bench ]]; then
-  packages+=(openmpi-bin libopenmpi-dev pdsh time hyperfine python3)
+  packages+=(pdsh time hyperfine python3)
 fi
 
 missing=()
