@@ -131,6 +131,8 @@ void Agent::on_message(proto::Message&& msg) {
     handle_shutdown();
   } else if (std::holds_alternative<proto::Heartbeat>(msg)) {
     // last_heard_ is all a heartbeat is for
+  } else if (auto* fence = std::get_if<proto::FenceDown>(&msg)) {
+    if (pmix_) pmix_->complete_fence(fence->seq, fence->data);
   } else {
     channel_->send(
         proto::Fatal{std::string("unexpected message from head: ") + proto::message_name(msg)});
@@ -168,6 +170,7 @@ void Agent::handle(proto::Setup&& m) {
     }
   }
   for (const auto& ws : setup_.workers) workers_[ws.rank].spec = ws;
+  if (setup_.mpi && !start_pmix()) return;
   channel_->send(ready);
   arm_heartbeat();
 }
@@ -180,12 +183,55 @@ void Agent::handle(proto::Start&& m) {
   maybe_finish();
 }
 
+bool Agent::start_pmix() {
+  PmixJob job;
+  job.nspace = "dlaunch." + setup_.job_id;
+  job.node_names = setup_.node_names;
+  job.ranks_per_node.assign(setup_.ranks_per_node.begin(), setup_.ranks_per_node.end());
+  job.node_rank = setup_.node_rank;
+  job.tmpdir = "/tmp/dlaunch-pmix-" + setup_.job_id + "-node" + std::to_string(setup_.node_rank) + "-" +
+               std::to_string(::getpid());
+  pmix_ = std::make_unique<PmixHost>(
+      io_, PmixHost::Callbacks{
+               .fence = [this](std::uint32_t seq,
+                               std::string data) { channel_->send(proto::FenceUp{seq, std::move(data)}); },
+               .abort =
+                   [this](int rank, int status, std::string message) {
+                     channel_->send(proto::WorkerAbort{rank, status, std::move(message)});
+                   },
+           });
+  try {
+    pmix_->start(job);
+  } catch (const std::exception& e) {
+    pmix_.reset();
+    channel_->send(proto::Fatal{std::string("cannot start the PMIx server for MPI: ") + e.what()});
+    return false;
+  }
+  return true;
+}
+
 void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
+  proto::Env job_env = start_env;
+  if (pmix_) {
+    try {
+      for (const auto& e : pmix_->client_environment(w.spec.rank)) {
+        const auto eq = e.find('=');
+        if (eq != std::string::npos) job_env.emplace_back(e.substr(0, eq), e.substr(eq + 1));
+      }
+    } catch (const std::exception& e) {
+      w.state = WorkerState::kFailed;
+      channel_->send(proto::Exited{.rank = w.spec.rank,
+                                   .kind = proto::ExitKind::kSpawnFailed,
+                                   .code = 127,
+                                   .message = e.what()});
+      return;
+    }
+  }
   auto [out_r, out_w] = make_pipe();
   auto [err_r, err_w] = make_pipe();
   SpawnOptions opts;
   opts.argv = w.spec.argv;
-  opts.env = worker_environment(current_environment(), w.spec.env, start_env, token_entry_);
+  opts.env = worker_environment(current_environment(), w.spec.env, job_env, token_entry_);
   opts.workdir = setup_.workdir;
   opts.parent_death_signal = SIGKILL;
   opts.stdout_fd = out_w.get();
@@ -412,6 +458,7 @@ void Agent::finish() {
     for (pid_t p : leftovers()) ::kill(p, SIGKILL);
   }
   phase_ = Phase::kDone;
+  if (pmix_) pmix_->stop();
   grace_timer_.cancel();
   heartbeat_timer_.cancel();
   guard_->disarm();

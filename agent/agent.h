@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "agent/guard.h"
+#include "agent/pmix/pmix_host.h"
 #include "agent/protocol/channel.h"
 #include "agent/worker.h"
 #include "dlaunch/unique_fd.h"
@@ -44,6 +45,7 @@ class Agent {
   void handle(proto::Start&& m);
   void handle(const proto::Abort& m);
   void handle_shutdown();
+  bool start_pmix();
 
   void spawn_worker(Worker& w, const proto::Env& start_env);
   void read_stream(Worker& w, OutputStream& s);
@@ -72,6 +74,7 @@ class Agent {
 
   std::string token_entry_;
   std::unique_ptr<Guard> guard_;
+  std::unique_ptr<PmixHost> pmix_;  // MPI mode only
   proto::Setup setup_;
   std::map<int, Worker> workers_;  // by rank
   std::map<pid_t, int> rank_of_pid_;

@@ -1,9 +1,10 @@
 # Warnings for every target of the project: add_compile_options applies below this directory.
-add_compile_options(-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast
-                    -Wcast-align -Woverloaded-virtual -Wformat=2 -Wimplicit-fallthrough
+add_compile_options(-Wall -Wextra -Wpedantic -Wshadow -Wcast-align -Wformat=2 -Wimplicit-fallthrough
                     # designated initializers leave members at their defaults on purpose
-                    -Wno-missing-field-initializers)
+                    -Wno-missing-field-initializers
+                    $<$<COMPILE_LANGUAGE:CXX>:-Wnon-virtual-dtor>
+                    $<$<COMPILE_LANGUAGE:CXX>:-Wold-style-cast>
+                    $<$<COMPILE_LANGUAGE:CXX>:-Woverloaded-virtual>)
 if(DLAUNCH_WERROR)
   add_compile_options(-Werror)
 endif()
-# Boost.Asio and fmt headers are system headers; keep their warnings out of ours.

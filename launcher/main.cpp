@@ -147,7 +147,8 @@ int run(int argc, char** argv) {
                              .flush = to_ms(o.flush_s),
                              .master_addr_explicit = !o.master_addr.empty(),
                              .ssh = ssh_opts,
-                             .progress = ::isatty(2) == 1},
+                             .progress = ::isatty(2) == 1,
+                             .mpi = o.mpi},
                             sink);
   return controller.run();
 }

@@ -123,6 +123,11 @@ void put(Writer& w, const Setup& m) {
     for (const auto& a : ws.argv) w.str(a);
     w.env(ws.env);
   }
+  w.boolean(m.mpi);
+  w.u32(static_cast<std::uint32_t>(m.node_names.size()));
+  for (const auto& n : m.node_names) w.str(n);
+  w.u32(static_cast<std::uint32_t>(m.ranks_per_node.size()));
+  for (auto n : m.ranks_per_node) w.i32(n);
 }
 void put(Writer& w, const Ready& m) { w.u16(m.master_port); }
 void put(Writer& w, const Start& m) { w.env(m.env); }
@@ -153,6 +158,19 @@ void put(Writer&, const Heartbeat&) {}
 void put(Writer&, const Shutdown&) {}
 void put(Writer& w, const Fatal& m) { w.str(m.message); }
 void put(Writer& w, const Done& m) { w.u32(m.leftovers_killed); }
+void put(Writer& w, const FenceUp& m) {
+  w.u32(m.seq);
+  w.str(m.data);
+}
+void put(Writer& w, const FenceDown& m) {
+  w.u32(m.seq);
+  w.str(m.data);
+}
+void put(Writer& w, const WorkerAbort& m) {
+  w.i32(m.rank);
+  w.i32(m.status);
+  w.str(m.message);
+}
 
 void get(Reader& r, Hello& m) {
   m.magic = r.u32();
@@ -182,6 +200,13 @@ void get(Reader& r, Setup& m) {
     for (std::uint32_t i = 0; i < argc; ++i) ws.argv.push_back(r.str());
     ws.env = r.env();
   }
+  m.mpi = r.boolean();
+  auto nn = r.count(4);
+  m.node_names.reserve(nn);
+  for (std::uint32_t i = 0; i < nn; ++i) m.node_names.push_back(r.str());
+  auto nr = r.count(4);
+  m.ranks_per_node.reserve(nr);
+  for (std::uint32_t i = 0; i < nr; ++i) m.ranks_per_node.push_back(r.i32());
 }
 void get(Reader& r, Ready& m) { m.master_port = r.u16(); }
 void get(Reader& r, Start& m) { m.env = r.env(); }
@@ -201,7 +226,7 @@ void get(Reader& r, Exited& m) {
   m.rank = r.i32();
   m.pid = r.i32();
   auto k = r.u8();
-  if (k < 1 || k > 3) throw ProtocolError("bad exit kind in Exited");
+  if (k < 1 || k > 4) throw ProtocolError("bad exit kind in Exited");
   m.kind = static_cast<ExitKind>(k);
   m.code = r.i32();
   m.signal = r.i32();
@@ -216,6 +241,19 @@ void get(Reader&, Heartbeat&) {}
 void get(Reader&, Shutdown&) {}
 void get(Reader& r, Fatal& m) { m.message = r.str(); }
 void get(Reader& r, Done& m) { m.leftovers_killed = r.u32(); }
+void get(Reader& r, FenceUp& m) {
+  m.seq = r.u32();
+  m.data = r.str();
+}
+void get(Reader& r, FenceDown& m) {
+  m.seq = r.u32();
+  m.data = r.str();
+}
+void get(Reader& r, WorkerAbort& m) {
+  m.rank = r.i32();
+  m.status = r.i32();
+  m.message = r.str();
+}
 
 template <std::size_t I = 0>
 Message decode_by_index(std::size_t index, Reader& r) {
@@ -294,9 +332,9 @@ std::optional<Message> Decoder::next() {
 }
 
 const char* message_name(const Message& msg) {
-  static constexpr const char* kNames[] = {"Hello",     "Setup",    "Ready",  "Start",
-                                           "Started",   "Output",   "Exited", "Abort",
-                                           "Heartbeat", "Shutdown", "Fatal",  "Done"};
+  static constexpr const char* kNames[] = {
+      "Hello",    "Setup", "Ready", "Start",   "Started",   "Output",     "Exited",     "Abort",
+      "Heartbeat", "Shutdown", "Fatal", "Done", "FenceUp", "FenceDown", "WorkerAbort"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[msg.index()];
 }

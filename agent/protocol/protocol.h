@@ -10,8 +10,13 @@
 // data. The agent speaks first with Hello, which carries kMagic and
 // kProtocolVersion; the head refuses any other version before sending work.
 //
-//   agent -> head: Hello, Ready, Started, Output, Exited, Heartbeat, Fatal, Done
-//   head -> agent: Setup, Start, Abort, Heartbeat, Shutdown
+//   agent -> head: Hello, Ready, Started, Output, Exited, Heartbeat, Fatal, Done,
+//                  FenceUp, WorkerAbort
+//   head -> agent: Setup, Start, Abort, Heartbeat, Shutdown, FenceDown
+//
+// MPI mode (Setup.mpi): every agent is a PMIx server; a fence spanning nodes
+// sends each node's blob up (FenceUp, numbered per node in call order), and
+// the head answers every node with all blobs concatenated (FenceDown).
 //
 // Sequence: Hello, Setup, Ready, Start, (Started | Output | Exited)*,
 // [Abort], Shutdown, Done, then the agent exits. The agent treats EOF on its
@@ -34,7 +39,7 @@
 namespace dlaunch::proto {
 
 inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
-inline constexpr std::uint16_t kProtocolVersion = 1;
+inline constexpr std::uint16_t kProtocolVersion = 2;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 
@@ -71,6 +76,10 @@ struct Setup {
   std::uint32_t flush_ms = 100;                // partial output lines are sent after this
   std::string workdir;
   std::vector<WorkerSpec> workers;
+  // MPI mode: the whole job's layout, for the PMIx namespace.
+  bool mpi = false;
+  std::vector<std::string> node_names;     // logical node names, node order
+  std::vector<std::int32_t> ranks_per_node;  // ranks are contiguous in node order
 };
 
 struct Ready {
@@ -95,7 +104,7 @@ struct Output {
   std::string data;      // whole lines, each ending in '\n', unless partial
 };
 
-enum class ExitKind : std::uint8_t { kExited = 1, kSignaled = 2, kSpawnFailed = 3 };
+enum class ExitKind : std::uint8_t { kExited = 1, kSignaled = 2, kSpawnFailed = 3, kAborted = 4 };
 
 struct Exited {
   std::int32_t rank = 0;
@@ -120,9 +129,23 @@ struct Fatal {
 struct Done {
   std::uint32_t leftovers_killed = 0;  // descendants that outlived their worker
 };
+struct FenceUp {
+  std::uint32_t seq = 0;
+  std::string data;
+};
+struct FenceDown {
+  std::uint32_t seq = 0;
+  std::string data;
+};
+// A worker asked to abort the whole job (PMIx_Abort, i.e. MPI_Abort).
+struct WorkerAbort {
+  std::int32_t rank = 0;
+  std::int32_t status = 0;
+  std::string message;
+};
 
 using Message = std::variant<Hello, Setup, Ready, Start, Started, Output, Exited, Abort, Heartbeat,
-                             Shutdown, Fatal, Done>;
+                             Shutdown, Fatal, Done, FenceUp, FenceDown, WorkerAbort>;
 
 // Appends one complete frame for msg to out.
 void encode(const Message& msg, std::string& out);

@@ -66,6 +66,9 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   job->add_option("--agent", o.agent_path, "path of dlaunch-agent (default: next to dlaunch)");
   job->add_option("--wdir", o.workdir, "working directory of the workers (default: current)");
   job->add_flag("--dry-run", o.dry_run, "print what would run on every node, run nothing");
+  job->add_flag("--mpi", o.mpi,
+                "direct-launch Open MPI programs: every agent is a PMIx server, so MPI_Init joins "
+                "the dlaunch world (no mpirun)");
 
   auto* ssh = app.add_option_group("SSH");
   ssh->add_option("--ssh-concurrency", o.ssh_concurrency, "SSH connections in progress at once")

@@ -25,6 +25,7 @@ struct Options {
   double start_timeout_s = 30.0;
   double flush_s = 0.1;
   bool dry_run = false;
+  bool mpi = false;  // agents serve PMIx: Open MPI programs run without mpirun
   std::string master_addr;
   int master_port = 0;  // 0: node 0 reserves a free one
   std::string agent_path;

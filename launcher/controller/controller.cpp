@@ -132,6 +132,13 @@ proto::Setup Controller::make_setup(std::size_t i) const {
                                 : 5000;
   s.flush_ms = ms(cfg_.flush);
   s.workdir = cfg_.workdir;
+  s.mpi = cfg_.mpi;
+  if (cfg_.mpi) {
+    for (const auto& n : plan_.nodes) {
+      s.node_names.push_back(n.host.name);
+      s.ranks_per_node.push_back(static_cast<std::int32_t>(n.ranks.size()));
+    }
+  }
   for (const auto& r : np.ranks) {
     proto::WorkerSpec w;
     w.rank = r.rank;
@@ -182,7 +189,10 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
       for (auto& n : nodes_) n.link->send(start);
     }
   } else if (auto* started = std::get_if<proto::Started>(&msg)) {
-    ranks_.at(static_cast<std::size_t>(started->rank)).started = true;
+    auto& r = ranks_.at(static_cast<std::size_t>(started->rank));
+    r.started = true;
+    r.pid = started->pid;
+    r.started_at = Clock::now();
     ++running_;
     show_progress();
   } else if (auto* out = std::get_if<proto::Output>(&msg)) {
@@ -197,6 +207,24 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     maybe_finish();
   } else if (std::holds_alternative<proto::Heartbeat>(msg)) {
     // last_heard is updated above
+  } else if (auto* up = std::get_if<proto::FenceUp>(&msg)) {
+    on_fence(i, std::move(*up));
+  } else if (auto* ab = std::get_if<proto::WorkerAbort>(&msg)) {
+    if (ab->rank >= 0 && static_cast<std::size_t>(ab->rank) < ranks_.size() && cause_.kind == CauseKind::kNone) {
+      const auto& r = ranks_[static_cast<std::size_t>(ab->rank)];
+      const auto ran = std::chrono::duration_cast<milliseconds>(Clock::now() - r.started_at);
+      proto::Exited aborted{.rank = ab->rank,
+                            .pid = r.pid,
+                            .kind = proto::ExitKind::kAborted,
+                            .code = ab->status,
+                            .runtime_ms = static_cast<std::uint64_t>(ran.count()),
+                            .message = ab->message == "N/A" ? "" : ab->message};
+      fail({.kind = CauseKind::kWorker,
+            .exit = aborted,
+            .node = nodes_[static_cast<std::size_t>(r.node)].plan->host.name,
+            .local_rank = r.local_rank,
+            .stderr_tail = sink_.stderr_tail(ab->rank)});
+    }
   } else {
     fail({.kind = CauseKind::kNode,
           .message = node_label(i) + ": unexpected message " + proto::message_name(msg)});
@@ -224,6 +252,23 @@ void Controller::on_exited(std::size_t i, const proto::Exited& ex) {
   maybe_shutdown();
 }
 
+// Every node's k-th fence is the same collective (MPI_Init's and the
+// like span the whole job): answer all nodes once all have reported.
+void Controller::on_fence(std::size_t i, proto::FenceUp&& up) {
+  auto& slots = fences_[up.seq];
+  slots.resize(nodes_.size());
+  slots[i] = std::move(up.data);
+  for (const auto& s : slots) {
+    if (!s) return;
+  }
+  proto::FenceDown down{.seq = up.seq};
+  for (const auto& s : slots) down.data += *s;
+  fences_.erase(up.seq);
+  for (auto& n : nodes_) {
+    if (n.link && n.link->is_open()) n.link->send(down);
+  }
+}
+
 void Controller::on_link_closed(std::size_t i, const std::string& reason) {
   Node& node = nodes_[i];
   node.closed = true;
@@ -247,7 +292,10 @@ void Controller::on_link_closed(std::size_t i, const std::string& reason) {
 void Controller::fail(RootCause cause) {
   if (cause_.kind == CauseKind::kNone) {
     cause_ = std::move(cause);
-    for (const auto& r : ranks_) ranks_stopped_ += (r.started && !r.exited) ? 1 : 0;
+    for (std::size_t k = 0; k < ranks_.size(); ++k) {
+      const bool is_cause = cause_.kind == CauseKind::kWorker && static_cast<int>(k) == cause_.exit.rank;
+      ranks_stopped_ += (ranks_[k].started && !ranks_[k].exited && !is_cause) ? 1 : 0;
+    }
   } else if (!start_sent_ && (cause.kind == CauseKind::kLaunch || cause.kind == CauseKind::kNode)) {
     cause_.also.push_back(cause.message);
   }

@@ -13,7 +13,9 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,7 @@ struct ControllerConfig {
   bool master_addr_explicit = false;  // --master-addr given: never replace it
   ssh::TransportOptions ssh;
   bool progress = false;  // one-line status on stderr while starting
+  bool mpi = false;       // agents serve PMIx; fences cross nodes through us
 };
 
 class Controller {
@@ -53,6 +56,8 @@ class Controller {
     int local_rank = 0;
     bool started = false;
     bool exited = false;
+    int pid = 0;
+    std::chrono::steady_clock::time_point started_at;
     proto::Exited exit;
   };
   struct Node {
@@ -69,6 +74,7 @@ class Controller {
   void on_message(std::size_t node, proto::Message&& msg);
   void on_link_closed(std::size_t node, const std::string& reason);
   void on_exited(std::size_t node, const proto::Exited& ex);
+  void on_fence(std::size_t node, proto::FenceUp&& up);
   void fail(RootCause cause);
   void abort_all(const std::string& reason, bool immediate);
   void maybe_shutdown();
@@ -102,6 +108,8 @@ class Controller {
   int hellos_ = 0;
   int readies_ = 0;
   int running_ = 0;
+  // MPI fences in flight: seq -> each node's blob (empty optional: not yet).
+  std::map<std::uint32_t, std::vector<std::optional<std::string>>> fences_;
 };
 
 }  // namespace dlaunch

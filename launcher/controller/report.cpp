@@ -33,6 +33,8 @@ std::string format_report(const std::string& job_id, const RootCause& c, int ran
       if (e.kind == proto::ExitKind::kSignaled) {
         how =
             fmt::format("was killed by {} (exit status {})", signal_name(e.signal), 128 + e.signal);
+      } else if (e.kind == proto::ExitKind::kAborted) {
+        how = fmt::format("called MPI_Abort with code {}{}", e.code, e.message.empty() ? "" : ": " + e.message);
       } else if (e.kind == proto::ExitKind::kSpawnFailed) {
         how = "could not be started: " + e.message;
       } else {

@@ -267,3 +267,12 @@ TEST_F(Ssh, RejectedKeysNameTheHostTheUserAndTheOfferedMethods) {
             std::string::npos)
       << r.err;
 }
+
+TEST_F(Ssh, MpiProgramOverSshNodesSeesTheWholeWorld) {
+  auto r = run(dlaunch_cmd({"-H", hostfile(3, 2), "--mpi", MPI_HELLO_BIN}), 120, env(home()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 6u) << r.out;
+  for (const auto& l : lines) EXPECT_NE(l.find("/6, RANK="), std::string::npos) << l;
+  for (const auto& l : lines) EXPECT_NE(l.find("allreduce(rank)=15"), std::string::npos) << l;
+}

@@ -1,0 +1,209 @@
+#include "agent/pmix/pmix_host.h"
+
+#include <pmix.h>
+#include <pmix_server.h>
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+namespace dlaunch::agent {
+
+namespace asio = boost::asio;
+
+struct PmixHost::Impl {
+  asio::io_context& io;
+  Callbacks cb;
+  PmixJob job;
+  bool started = false;
+  // Fences waiting for the head, by sequence number (loop thread only).
+  std::uint32_t next_seq = 0;
+  std::map<std::uint32_t, std::pair<pmix_modex_cbfunc_t, void*>> fences;
+
+  Impl(asio::io_context& i, Callbacks c) : io(i), cb(std::move(c)) {}
+};
+
+namespace {
+
+PmixHost::Impl* g_impl = nullptr;  // PMIx upcalls carry no context pointer of ours
+
+// Waits for one of PMIx's asynchronous registration calls to complete.
+struct OpWait {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  pmix_status_t status = PMIX_SUCCESS;
+  static void callback(pmix_status_t st, void* self) {
+    auto* w = static_cast<OpWait*>(self);
+    std::lock_guard<std::mutex> lock(w->m);
+    w->status = st;
+    w->done = true;
+    w->cv.notify_all();
+  }
+  pmix_status_t wait(pmix_status_t rc) {
+    if (rc == PMIX_OPERATION_SUCCEEDED) return PMIX_SUCCESS;
+    if (rc != PMIX_SUCCESS) return rc;
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [this] { return done; });
+    return status;
+  }
+};
+
+std::string err(const char* what, pmix_status_t rc) {
+  return std::string("PMIx ") + what + " failed: " + PMIx_Error_string(rc);
+}
+
+void release_blob(void* blob) { delete static_cast<std::string*>(blob); }
+
+pmix_status_t on_fence(const pmix_proc_t[], size_t, const pmix_info_t[], size_t, char* data, size_t ndata,
+                       pmix_modex_cbfunc_t cbfunc, void* cbdata) {
+  if (g_impl == nullptr) return PMIX_ERR_INIT;
+  std::string blob(data != nullptr ? data : "", data != nullptr ? ndata : 0);
+  asio::post(g_impl->io, [impl = g_impl, blob = std::move(blob), cbfunc, cbdata]() mutable {
+    const std::uint32_t seq = impl->next_seq++;
+    impl->fences[seq] = {cbfunc, cbdata};
+    impl->cb.fence(seq, std::move(blob));
+  });
+  return PMIX_SUCCESS;
+}
+
+pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char msg[], pmix_proc_t[], size_t,
+                       pmix_op_cbfunc_t cbfunc, void* cbdata) {
+  if (g_impl == nullptr) return PMIX_ERR_INIT;
+  const int rank = static_cast<int>(proc->rank);
+  std::string message = msg != nullptr ? msg : "";
+  asio::post(g_impl->io, [impl = g_impl, rank, status, message = std::move(message)] {
+    impl->cb.abort(rank, status, message);
+  });
+  // Release the caller at once: the job is being taken down either way.
+  if (cbfunc != nullptr) cbfunc(PMIX_SUCCESS, cbdata);
+  return PMIX_SUCCESS;
+}
+
+pmix_server_module_t g_module = [] {
+  pmix_server_module_t m;
+  std::memset(&m, 0, sizeof m);
+  m.fence_nb = on_fence;
+  m.abort = on_abort;
+  return m;
+}();
+
+std::string join(const std::vector<std::string>& v, char sep) {
+  std::string out;
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? std::string(1, sep) : "") + v[i];
+  return out;
+}
+
+}  // namespace
+
+PmixHost::PmixHost(asio::io_context& io, Callbacks cb) : impl_(std::make_unique<Impl>(io, std::move(cb))) {}
+
+PmixHost::~PmixHost() { stop(); }
+
+void PmixHost::start(const PmixJob& job) {
+  if (g_impl != nullptr) throw std::runtime_error("only one PMIx server per process");
+  impl_->job = job;
+  std::filesystem::create_directories(job.tmpdir);
+  g_impl = impl_.get();
+
+  const std::string& host = job.node_names.at(static_cast<std::size_t>(job.node_rank));
+  auto node_id = static_cast<std::uint32_t>(job.node_rank);
+  pmix_info_t* init;
+  PMIX_INFO_CREATE(init, 3);
+  PMIX_INFO_LOAD(&init[0], PMIX_SERVER_TMPDIR, job.tmpdir.c_str(), PMIX_STRING);
+  PMIX_INFO_LOAD(&init[1], PMIX_HOSTNAME, host.c_str(), PMIX_STRING);
+  PMIX_INFO_LOAD(&init[2], PMIX_NODEID, &node_id, PMIX_UINT32);
+  pmix_status_t rc = PMIx_server_init(&g_module, init, 3);
+  PMIX_INFO_FREE(init, 3);
+  if (rc != PMIX_SUCCESS) {
+    g_impl = nullptr;
+    throw std::runtime_error(err("server init", rc));
+  }
+  impl_->started = true;
+
+  // The maps of the whole job: "node0,node1" and "0,1;2,3".
+  std::vector<std::string> per_node;
+  int next = 0;
+  for (int n : job.ranks_per_node) {
+    std::vector<std::string> ranks;
+    for (int i = 0; i < n; ++i) ranks.push_back(std::to_string(next++));
+    per_node.push_back(join(ranks, ','));
+  }
+  char* node_map = nullptr;
+  char* proc_map = nullptr;
+  if ((rc = PMIx_generate_regex(join(job.node_names, ',').c_str(), &node_map)) != PMIX_SUCCESS) {
+    throw std::runtime_error(err("node map", rc));
+  }
+  if ((rc = PMIx_generate_ppn(join(per_node, ';').c_str(), &proc_map)) != PMIX_SUCCESS) {
+    std::free(node_map);
+    throw std::runtime_error(err("process map", rc));
+  }
+  auto world = static_cast<std::uint32_t>(next);
+  auto nodes = static_cast<std::uint32_t>(job.node_names.size());
+  pmix_info_t* info;
+  PMIX_INFO_CREATE(info, 7);
+  PMIX_INFO_LOAD(&info[0], PMIX_NODE_MAP, node_map, PMIX_REGEX);
+  PMIX_INFO_LOAD(&info[1], PMIX_PROC_MAP, proc_map, PMIX_REGEX);
+  PMIX_INFO_LOAD(&info[2], PMIX_JOB_SIZE, &world, PMIX_UINT32);
+  PMIX_INFO_LOAD(&info[3], PMIX_UNIV_SIZE, &world, PMIX_UINT32);
+  PMIX_INFO_LOAD(&info[4], PMIX_MAX_PROCS, &world, PMIX_UINT32);
+  PMIX_INFO_LOAD(&info[5], PMIX_NUM_NODES, &nodes, PMIX_UINT32);
+  PMIX_INFO_LOAD(&info[6], PMIX_JOBID, job.nspace.c_str(), PMIX_STRING);
+  std::free(node_map);
+  std::free(proc_map);
+  OpWait w;
+  pmix_nspace_t ns;
+  PMIX_LOAD_NSPACE(ns, job.nspace.c_str());
+  rc = w.wait(PMIx_server_register_nspace(ns, job.ranks_per_node.at(static_cast<std::size_t>(job.node_rank)),
+                                          info, 7, OpWait::callback, &w));
+  PMIX_INFO_FREE(info, 7);
+  if (rc != PMIX_SUCCESS) throw std::runtime_error(err("namespace registration", rc));
+}
+
+std::vector<std::string> PmixHost::client_environment(int rank) {
+  pmix_proc_t proc;
+  PMIX_PROC_LOAD(&proc, impl_->job.nspace.c_str(), static_cast<pmix_rank_t>(rank));
+  OpWait w;
+  pmix_status_t rc = w.wait(PMIx_server_register_client(&proc, ::getuid(), ::getgid(), nullptr, OpWait::callback, &w));
+  if (rc != PMIX_SUCCESS) throw std::runtime_error(err("client registration", rc));
+  char** env = nullptr;
+  rc = PMIx_server_setup_fork(&proc, &env);
+  if (rc != PMIX_SUCCESS) throw std::runtime_error(err("setup_fork", rc));
+  std::vector<std::string> out;
+  for (char** e = env; e != nullptr && *e != nullptr; ++e) {
+    out.emplace_back(*e);
+    std::free(*e);
+  }
+  std::free(static_cast<void*>(env));
+  // Open MPI must see a direct launch rather than declare itself a singleton
+  // (its schizo/orte component would), and logical nodes sharing one machine
+  // need their own shared-memory segment directory.
+  out.emplace_back("OMPI_MCA_schizo=^orte");
+  out.emplace_back("OMPI_MCA_btl_vader_backing_directory=" + impl_->job.tmpdir);
+  return out;
+}
+
+void PmixHost::complete_fence(std::uint32_t seq, const std::string& all_data) {
+  auto it = impl_->fences.find(seq);
+  if (it == impl_->fences.end()) return;
+  auto [cbfunc, cbdata] = it->second;
+  impl_->fences.erase(it);
+  auto* blob = new std::string(all_data);  // freed by PMIx through release_blob
+  cbfunc(PMIX_SUCCESS, blob->data(), blob->size(), cbdata, release_blob, blob);
+}
+
+void PmixHost::stop() {
+  if (!impl_ || !impl_->started) return;
+  impl_->started = false;
+  PMIx_server_finalize();
+  g_impl = nullptr;
+  std::error_code ec;
+  std::filesystem::remove_all(impl_->job.tmpdir, ec);  // also pmix_dstor_* of a killed server
+}
+
+}  // namespace dlaunch::agent

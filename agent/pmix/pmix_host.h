@@ -1,0 +1,64 @@
+// PmixHost: the agent as a PMIx server, so that Open MPI programs started by
+// dlaunch (without mpirun) join one MPI_COMM_WORLD equal to the dlaunch world,
+// the way Slurm's `srun --mpi=pmix` direct-launches them.
+//
+// Each agent registers the job's namespace (node map and process map of the
+// whole job, so the PMIx library derives sizes, local peers and ranks), then
+// every local worker as a client, and gives each worker the environment
+// PMIx_server_setup_fork returns. Fences that span nodes come up to us
+// (fence_nb): we send our node's blob to the head, the head concatenates every
+// node's blob and sends the result back, and we complete the fence with it.
+//
+// Threads: PMIx calls us on its own progress thread. Every upcall is copied
+// and posted to the agent's io_context; answers (fence results) are handed
+// back to PMIx from that loop. One PmixHost per process (PMIx is global).
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dlaunch::agent {
+
+struct PmixJob {
+  std::string nspace;                   // unique per job
+  std::vector<std::string> node_names;  // logical node names, node order
+  std::vector<int> ranks_per_node;      // global ranks are contiguous in node order
+  int node_rank = 0;                    // this node
+  std::string tmpdir;                   // private to this node's server; removed at the end
+};
+
+class PmixHost {
+ public:
+  struct Callbacks {
+    // The k-th fence of this node (k = seq) needs every node's data.
+    std::function<void(std::uint32_t seq, std::string data)> fence;
+    // A local rank called PMIx_Abort (MPI_Abort).
+    std::function<void(int rank, int status, std::string message)> abort;
+  };
+
+  PmixHost(boost::asio::io_context& io, Callbacks cb);
+  ~PmixHost();
+  PmixHost(const PmixHost&) = delete;
+  PmixHost& operator=(const PmixHost&) = delete;
+
+  // Starts the server and registers the namespace. Throws std::runtime_error.
+  void start(const PmixJob& job);
+  // Registers a local rank and returns the NAME=VALUE entries its
+  // environment needs. Throws std::runtime_error.
+  std::vector<std::string> client_environment(int rank);
+  // The head's answer to fence seq: every node's data, concatenated.
+  void complete_fence(std::uint32_t seq, const std::string& all_data);
+  // Stops the server and removes its directory. Idempotent.
+  void stop();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dlaunch::agent

@@ -1,0 +1,54 @@
+// Open MPI programs direct-launched by dlaunch --mpi (agents as PMIx servers):
+// MPI_COMM_WORLD must be the dlaunch world, with no mpirun anywhere.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+#include <set>
+
+#include "support.h"
+
+using namespace dltest;
+
+namespace {
+const std::string kLocalhost = std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml";
+
+bool pmix_dirs_left(const std::string& job) {
+  for (const auto& e : std::filesystem::directory_iterator("/tmp")) {
+    if (e.path().filename().string().rfind("dlaunch-pmix-" + job + "-", 0) == 0) return true;
+  }
+  return false;
+}
+}  // namespace
+
+TEST(Mpi, PlainMpiProgramSeesTheDlaunchWorldAcrossLogicalNodes) {
+  const auto job = unique_job_id("mpiworld");
+  auto r = run(dlaunch_cmd({"-H", kLocalhost, "--mpi", "--job-id", job, MPI_HELLO_BIN}), 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::regex re(R"(\[(\d)\] mpi rank (\d)/4, RANK=(\d) WORLD_SIZE=4, allreduce\(rank\)=6)");
+  std::set<int> seen;
+  for (const auto& line : lines_of(r.out)) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(line, m, re)) << line;
+    EXPECT_EQ(m[1], m[2]);
+    EXPECT_EQ(m[2], m[3]);
+    seen.insert(std::stoi(m[2]));
+  }
+  EXPECT_EQ(seen, (std::set<int>{0, 1, 2, 3}));
+  EXPECT_FALSE(pmix_dirs_left(job));
+}
+
+TEST(Mpi, SingleNodeJobNeedsNoFenceThroughTheHead) {
+  auto r = run(dlaunch_cmd({"-n", "3", "--mpi", MPI_HELLO_BIN}), 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(lines_of(r.out).size(), 3u);
+}
+
+TEST(Mpi, MpiAbortEndsTheJobWithItsCodeAndLeavesNothing) {
+  const auto job = unique_job_id("mpiabort");
+  auto r = run(dlaunch_cmd({"-H", kLocalhost, "--mpi", "--job-id", job, MPI_HELLO_BIN, "2"}), 120);
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_NE(r.err.find("rank 2 called MPI_Abort with code 7"), std::string::npos) << r.err;
+  EXPECT_EQ(wait_job_gone(job, 2), std::vector<pid_t>{});
+  EXPECT_FALSE(pmix_dirs_left(job));
+}
