@@ -1,0 +1,147 @@
+// comm::Store: the job's rendezvous key-value store. The node-0 agent hosts one
+// StoreServer for the whole job; every worker connects a Store client to it
+// (DLAUNCH_STORE_ADDR / DLAUNCH_STORE_PORT / DLAUNCH_STORE_SECRET).
+//
+// Contract:
+//  - Every connection proves knowledge of the job secret by HMAC-SHA256
+//    challenge-response before anything else is accepted; the secret never
+//    crosses the wire (protocol: docs/store.md).
+//  - Store is thread-safe: requests on its one connection are serialised by an
+//    internal mutex, so a thread parked in get() holds up the others; give each
+//    thread its own Store when that matters.
+//  - Every failure is a StoreError whose what() names the store address, the
+//    operation and what was awaited, e.g.
+//    `store 10.0.0.1:29400: get("rank3/addr") timed out after 30.0 s`.
+//  - After a lost connection the next call reconnects (within connect_timeout);
+//    the call that saw the loss fails rather than being retried, since add()
+//    and friends are not idempotent.
+//  - StoreServer is single-threaded: it lives on the caller's io_context and
+//    touches its state only from that loop. A malformed or oversized frame
+//    closes that connection only.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace comm {
+
+class StoreError : public std::runtime_error {
+ public:
+  // address: "host:port" (empty when not known yet); operation: e.g. `get("k")`.
+  StoreError(std::string address, std::string operation, const std::string& message);
+  const std::string& address() const { return address_; }
+  const std::string& operation() const { return operation_; }
+
+ private:
+  std::string address_;
+  std::string operation_;
+};
+
+struct StoreOptions {
+  std::string host;
+  uint16_t port = 0;
+  std::string secret;
+  // Connect with retry and jittered exponential backoff until this deadline.
+  std::chrono::milliseconds connect_timeout{60000};
+  // Default deadline for get/wait/multi_get, and the I/O deadline of every request.
+  std::chrono::milliseconds timeout{300000};
+};
+
+class Store {
+ public:
+  // Connects and authenticates, or throws StoreError.
+  explicit Store(StoreOptions opts);
+  // DLAUNCH_STORE_ADDR, DLAUNCH_STORE_PORT, DLAUNCH_STORE_SECRET; a missing or
+  // invalid one is a StoreError naming the variable.
+  static Store from_env();
+  Store(Store&&) noexcept;
+  Store& operator=(Store&&) noexcept;
+  ~Store();
+
+  const std::string& address() const;  // "host:port"
+
+  void set(const std::string& key, const std::string& value);
+  // Waits until the key exists, up to opts.timeout (or `timeout`).
+  std::string get(const std::string& key);
+  std::string get(const std::string& key, std::chrono::milliseconds timeout);
+  // Atomic counter stored as decimal text; a missing key starts at 0.
+  int64_t add(const std::string& key, int64_t delta);
+  // Sets key to desired if its current value equals expected (a missing key
+  // matches an empty expected); returns the value after the operation (a
+  // missing key reads as "").
+  std::string compare_set(const std::string& key, const std::string& expected,
+                          const std::string& desired);
+  bool check(const std::vector<std::string>& keys);  // all exist? (no waiting)
+  void wait(const std::vector<std::string>& keys);   // until all exist, opts.timeout
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  bool delete_key(const std::string& key);  // true if it existed
+  int64_t num_keys();                       // includes barrier bookkeeping keys
+  // Waits (opts.timeout) until all exist; values in the order of keys.
+  std::vector<std::string> multi_get(const std::vector<std::string>& keys);
+  void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values);
+  // All `world_size` callers with the same name return together, or StoreError
+  // on timeout naming how many arrived. Reusable: each round is a generation
+  // (see docs/store.md); after a timeout the name is spent.
+  void barrier(const std::string& name, int world_size, std::chrono::milliseconds timeout);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct StoreServerOptions {
+  std::string bind_address = "0.0.0.0";
+  uint16_t port = 0;  // 0: any free port
+  std::string secret;
+  size_t max_key_bytes = 4096;
+  size_t max_value_bytes = 64 << 20;
+  size_t max_frame_bytes = (64 << 20) + 8192;
+  size_t max_connections = 65536;
+  // A connection that has not authenticated by then is dropped.
+  std::chrono::milliseconds auth_timeout{10000};
+};
+
+namespace detail {
+struct ServerState;
+}
+
+class StoreServer {
+ public:
+  // Binds and listens; std::invalid_argument for an empty secret,
+  // std::system_error naming the address and port if it cannot listen.
+  StoreServer(boost::asio::io_context& io, StoreServerOptions opts);
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+  ~StoreServer();  // close()
+
+  uint16_t port() const;
+  void close();  // stop accepting, drop all connections
+  size_t connections() const;
+
+ private:
+  std::shared_ptr<detail::ServerState> state_;
+  uint16_t port_ = 0;
+};
+
+// Convenience for tests and tools: a server with its own io_context on its own thread.
+class ThreadedStoreServer {
+ public:
+  explicit ThreadedStoreServer(StoreServerOptions opts);
+  ThreadedStoreServer(const ThreadedStoreServer&) = delete;
+  ThreadedStoreServer& operator=(const ThreadedStoreServer&) = delete;
+  ~ThreadedStoreServer();
+
+  uint16_t port() const;
+  size_t connections() const;  // asks the server's thread and waits for the answer
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace comm

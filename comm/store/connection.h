@@ -1,0 +1,72 @@
+// The store client's one connection: connect with backoff, authenticate, and
+// exchange one request for one answer. Callers serialise through `mu`.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "comm/store.h"
+#include "store/socket.h"
+#include "store/wire.h"
+
+namespace comm::detail {
+
+std::string quote(std::string_view s);
+std::string quote_list(const std::vector<std::string>& keys);
+std::string seconds(Clock::duration d);  // "30.0 s"
+// Negative means "don't wait"; huge means "a year", which steady_clock can still add.
+std::chrono::milliseconds clamp_wait(std::chrono::milliseconds t);
+
+struct Answer {
+  Status status = Status::ok;
+  std::string frame;  // status byte first
+  Reader reader() const {
+    Reader r(frame);
+    r.u8();
+    return r;
+  }
+};
+
+class Connection {
+ public:
+  explicit Connection(StoreOptions options);
+
+  [[noreturn]] void fail(const std::string& op, const std::string& message) const {
+    throw StoreError(address, op, message);
+  }
+  [[noreturn]] void bad_answer(const std::string& op);
+  // Refuses a key/value/request over the store's limits before it costs the connection.
+  void limit(const std::string& op, const char* what, size_t size, uint64_t max) const;
+
+  // Locks `mu` and reconnects if the last exchange broke the connection.
+  std::unique_lock<std::mutex> begin();
+  void connect();  // caller holds mu
+  // One request and its answer (ok or timeout; error answers throw). Caller holds mu.
+  Answer call(const std::string& op, const std::string& frame, Clock::time_point deadline);
+  Clock::time_point io_deadline() const { return Clock::now() + clamp_wait(opts.timeout); }
+  // get / wait / multi_get: the server parks the request until the keys exist or `timeout`.
+  Answer await(const std::string& op, Op code, const std::vector<std::string>& keys,
+               std::chrono::milliseconds timeout);
+  [[noreturn]] void timed_out(const std::string& op, const Answer& a,
+                              std::chrono::milliseconds timeout, size_t asked);
+
+  StoreOptions opts;
+  std::string address;  // "host:port"
+  std::mutex mu;
+  uint64_t max_key = 0;
+  uint64_t max_value = 0;
+  uint64_t max_frame = 0;
+
+ private:
+  enum class Handshake { ok, retry, fatal };
+  Handshake handshake(const Fd& s, Clock::time_point deadline, std::string& error);
+  [[noreturn]] void lost(const std::string& op, const IoResult& r, Clock::time_point since);
+
+  Fd fd_;
+};
+
+}  // namespace comm::detail

@@ -1,0 +1,112 @@
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <future>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+
+#include "comm/store.h"
+#include "store/session.h"
+
+namespace comm {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+namespace {
+
+std::error_code to_std(const error_code& ec) { return {ec.value(), std::system_category()}; }
+
+void accept_next(const std::shared_ptr<detail::ServerState>& state) {
+  state->acceptor.async_accept([state](const error_code& ec, asio::ip::tcp::socket socket) {
+    if (state->closed) return;
+    if (ec) {
+      // Out of descriptors and the like: back off instead of spinning on the error.
+      state->accept_retry.expires_after(std::chrono::milliseconds(100));
+      state->accept_retry.async_wait([state](const error_code& wait_ec) {
+        if (!wait_ec && !state->closed) accept_next(state);
+      });
+      return;
+    }
+    if (state->sessions.size() < state->opts.max_connections) {
+      auto session = std::make_shared<detail::Session>(state, std::move(socket));
+      state->sessions.emplace(session.get(), session);
+      session->start();
+    }
+    accept_next(state);
+  });
+}
+
+}  // namespace
+
+StoreServer::StoreServer(asio::io_context& io, StoreServerOptions opts) {
+  if (opts.secret.empty()) {
+    throw std::invalid_argument("store server: refusing to start without a secret");
+  }
+  if (opts.max_frame_bytes > UINT32_MAX) {
+    throw std::invalid_argument("store server: max_frame_bytes must fit in 32 bits");
+  }
+  std::string where = opts.bind_address + ":" + std::to_string(opts.port);
+  error_code ec;
+  auto address = asio::ip::make_address(opts.bind_address, ec);
+  if (ec) {
+    throw std::system_error(to_std(ec),
+                            "store server: bad bind address '" + opts.bind_address + "'");
+  }
+  state_ = std::make_shared<detail::ServerState>(io, std::move(opts));
+  auto& acceptor = state_->acceptor;
+  asio::ip::tcp::endpoint endpoint(address, state_->opts.port);
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (!ec) port_ = acceptor.local_endpoint(ec).port();
+  if (ec) throw std::system_error(to_std(ec), "store server: cannot listen on " + where);
+  accept_next(state_);
+}
+
+StoreServer::~StoreServer() { close(); }
+
+uint16_t StoreServer::port() const { return port_; }
+
+size_t StoreServer::connections() const { return state_->sessions.size(); }
+
+void StoreServer::close() {
+  if (state_->closed) return;
+  state_->closed = true;
+  error_code ignored;
+  state_->acceptor.close(ignored);
+  state_->accept_retry.cancel();
+  std::vector<std::shared_ptr<detail::Session>> sessions;
+  for (auto& [raw, session] : state_->sessions) sessions.push_back(session);
+  for (auto& s : sessions) s->close();
+}
+
+struct ThreadedStoreServer::Impl {
+  asio::io_context io;
+  std::unique_ptr<StoreServer> server;
+  std::thread thread;
+};
+
+ThreadedStoreServer::ThreadedStoreServer(StoreServerOptions opts)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->server = std::make_unique<StoreServer>(impl_->io, std::move(opts));
+  impl_->thread = std::thread([impl = impl_.get()] { impl->io.run(); });
+}
+
+ThreadedStoreServer::~ThreadedStoreServer() {
+  // close() cancels every pending operation, so run() returns once they have drained.
+  asio::post(impl_->io, [impl = impl_.get()] { impl->server->close(); });
+  impl_->thread.join();
+}
+
+uint16_t ThreadedStoreServer::port() const { return impl_->server->port(); }
+
+size_t ThreadedStoreServer::connections() const {
+  std::promise<size_t> answer;
+  auto result = answer.get_future();
+  asio::post(impl_->io, [&] { answer.set_value(impl_->server->connections()); });
+  return result.get();
+}
+
+}  // namespace comm

@@ -1,0 +1,303 @@
+#include "store/session.h"
+
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <cstring>
+#include <limits>
+
+namespace comm::detail {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+namespace {
+
+constexpr size_t kReadChunk = 64 << 10;
+// Responses queued beyond this stop request handling until the peer reads.
+constexpr size_t kMaxQueuedBytes = 8 << 20;
+// Larger idle read buffers are given back rather than kept per connection.
+constexpr size_t kKeepBufferBytes = 1 << 20;
+// Far enough to mean "no deadline" without overflowing steady_clock.
+constexpr uint64_t kMaxWaitMs = uint64_t{365} * 24 * 3600 * 1000;
+
+std::string status_frame(Status s) { return Writer(static_cast<uint8_t>(s)).finish(); }
+
+}  // namespace
+
+Session::Session(std::shared_ptr<ServerState> state, asio::ip::tcp::socket socket)
+    : state_(std::move(state)),
+      socket_(std::move(socket)),
+      auth_timer_(state_->io),
+      wait_timer_(state_->io) {}
+
+Session::~Session() {
+  if (waiting_) state_->table.cancel(*this);
+}
+
+void Session::start() {
+  error_code ignored;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+  if (RAND_bytes(nonce_.data(), static_cast<int>(nonce_.size())) != 1) return close();
+  std::string greeting(kGreetingMagic);
+  greeting.append(reinterpret_cast<const char*>(nonce_.data()), nonce_.size());
+  send(std::move(greeting));
+
+  auto self = shared_from_this();
+  auth_timer_.expires_after(state_->opts.auth_timeout);
+  auth_timer_.async_wait([self](const error_code& ec) {
+    if (!ec && !self->authed_) self->close();
+  });
+  asio::async_read(socket_, asio::buffer(answer_),
+                   [self](const error_code& ec, size_t) { self->on_answer(ec); });
+}
+
+void Session::on_answer(const error_code& ec) {
+  if (ec || closed_) return close();
+  Mac expected = auth_mac(state_->opts.secret, nonce_.data());
+  if (CRYPTO_memcmp(expected.data(), answer_.data(), expected.size()) != 0) return close();
+  authed_ = true;
+  auth_timer_.cancel();
+  // The limits let clients refuse oversized requests themselves, keeping the connection.
+  send(Writer(static_cast<uint8_t>(Status::ok))
+           .u64(state_->opts.max_key_bytes)
+           .u64(state_->opts.max_value_bytes)
+           .u64(state_->opts.max_frame_bytes)
+           .finish());
+  pump();
+}
+
+void Session::close() {
+  if (closed_) return;
+  closed_ = true;
+  auto self = shared_from_this();  // the sessions map may hold the last reference
+  if (waiting_) {
+    state_->table.cancel(*this);
+    waiting_ = false;
+  }
+  error_code ignored;
+  socket_.close(ignored);
+  auth_timer_.cancel();
+  wait_timer_.cancel();
+  state_->sessions.erase(this);
+}
+
+void Session::pump() {
+  if (closed_ || !authed_) return;
+  while (!waiting_ && wq_bytes_ < kMaxQueuedBytes && rend_ - rpos_ >= kFrameHeaderBytes) {
+    uint32_t len = load_u32(rbuf_.data() + rpos_);
+    if (len == 0 || len > state_->opts.max_frame_bytes) return close();
+    if (rend_ - rpos_ - kFrameHeaderBytes < len) break;
+    std::string_view body(rbuf_.data() + rpos_ + kFrameHeaderBytes, len);
+    rpos_ += kFrameHeaderBytes + len;
+    if (!handle(body)) return close();
+    if (closed_) return;
+  }
+  read_more();
+}
+
+void Session::read_more() {
+  if (reading_ || closed_) return;
+  size_t avail = rend_ - rpos_;
+  size_t need = kFrameHeaderBytes;
+  if (avail >= kFrameHeaderBytes) {
+    uint32_t len = load_u32(rbuf_.data() + rpos_);
+    // Checked from the header alone, before a byte of the body is buffered.
+    if (len == 0 || len > state_->opts.max_frame_bytes) return close();
+    need += len;
+    if (avail >= need) return;  // a whole frame is already waiting its turn
+  }
+  if (rpos_ > 0) {
+    std::memmove(rbuf_.data(), rbuf_.data() + rpos_, avail);
+    rpos_ = 0;
+    rend_ = avail;
+  }
+  if (avail == 0 && rbuf_.size() > kKeepBufferBytes) std::vector<char>().swap(rbuf_);
+  size_t want = std::max(need, avail + kReadChunk);
+  if (rbuf_.size() < want) rbuf_.resize(want);
+
+  reading_ = true;
+  auto self = shared_from_this();
+  socket_.async_read_some(asio::buffer(rbuf_.data() + rend_, rbuf_.size() - rend_),
+                          [self](const error_code& ec, size_t n) {
+                            self->reading_ = false;
+                            if (ec) return self->close();
+                            self->rend_ += n;
+                            self->pump();
+                          });
+}
+
+bool Session::handle(std::string_view body) {
+  Reader r(body);
+  auto op = static_cast<Op>(r.u8());
+  Table& table = state_->table;
+  switch (op) {
+    case Op::set: {
+      auto key = r.str();
+      auto value = r.str();
+      if (!r.done() || !key_ok(key) || !value_ok(value)) return false;
+      table.set(key, value);
+      send(status_frame(Status::ok));
+      return true;
+    }
+    case Op::get: {
+      uint64_t timeout = r.u64();
+      auto key = r.str();
+      if (!r.done() || !key_ok(key)) return false;
+      return begin_wait(Reply::value, {std::string(key)}, timeout);
+    }
+    case Op::wait:
+    case Op::multi_get:
+    case Op::check: {
+      uint64_t timeout = op == Op::check ? 0 : r.u64();
+      std::vector<std::string> wanted(r.count());
+      for (auto& k : wanted) {
+        k = r.str();
+        if (!key_ok(k)) return false;
+      }
+      if (!r.done()) return false;
+      if (op == Op::check) {
+        bool all = table.missing(wanted).empty();
+        send(Writer(static_cast<uint8_t>(Status::ok)).u8(all ? 1 : 0).finish());
+        return true;
+      }
+      return begin_wait(op == Op::wait ? Reply::none : Reply::values, std::move(wanted), timeout);
+    }
+    case Op::add: {
+      auto key = r.str();
+      int64_t delta = r.i64();
+      if (!r.done() || !key_ok(key)) return false;
+      std::string error;
+      if (auto v = table.add(key, delta, error)) {
+        send(Writer(static_cast<uint8_t>(Status::ok)).i64(*v).finish());
+      } else {
+        send(Writer(static_cast<uint8_t>(Status::error)).str(error).finish());
+      }
+      return true;
+    }
+    case Op::compare_set: {
+      auto key = r.str();
+      auto expected = r.str();
+      auto desired = r.str();
+      if (!r.done() || !key_ok(key) || !value_ok(expected) || !value_ok(desired)) return false;
+      send(Writer(static_cast<uint8_t>(Status::ok))
+               .str(table.compare_set(key, expected, desired))
+               .finish());
+      return true;
+    }
+    case Op::erase: {
+      auto key = r.str();
+      if (!r.done() || !key_ok(key)) return false;
+      send(Writer(static_cast<uint8_t>(Status::ok)).u8(table.erase(key) ? 1 : 0).finish());
+      return true;
+    }
+    case Op::num_keys: {
+      if (!r.done()) return false;
+      send(Writer(static_cast<uint8_t>(Status::ok)).i64(int64_t(table.size())).finish());
+      return true;
+    }
+    case Op::multi_set: {
+      uint32_t n = r.count();
+      std::vector<std::pair<std::string_view, std::string_view>> kv(n);
+      for (auto& [k, v] : kv) {
+        k = r.str();
+        v = r.str();
+        if (!key_ok(k) || !value_ok(v)) return false;
+      }
+      if (!r.done()) return false;
+      for (const auto& [k, v] : kv) table.set(k, v);
+      send(status_frame(Status::ok));
+      return true;
+    }
+  }
+  return false;  // unknown operation
+}
+
+bool Session::begin_wait(Reply reply, std::vector<std::string> wanted, uint64_t timeout_ms) {
+  keys = std::move(wanted);
+  reply_ = reply;
+  if (state_->table.park(*this)) {
+    answer_ready();
+    return true;
+  }
+  if (timeout_ms == 0) {
+    state_->table.cancel(*this);
+    answer_timeout();
+    return true;
+  }
+  waiting_ = true;
+  uint64_t id = ++wait_id_;
+  wait_timer_.expires_after(std::chrono::milliseconds(std::min(timeout_ms, kMaxWaitMs)));
+  auto self = shared_from_this();
+  wait_timer_.async_wait([self, id](const error_code& ec) {
+    if (ec || self->closed_ || !self->waiting_ || id != self->wait_id_) return;
+    self->state_->table.cancel(*self);
+    self->waiting_ = false;
+    self->answer_timeout();
+    self->pump();
+  });
+  return true;
+}
+
+void Session::on_ready() {
+  if (!waiting_) return;
+  waiting_ = false;
+  wait_timer_.cancel();
+  answer_ready();
+  // Deferred: we are inside another request's update of the table.
+  asio::post(state_->io, [self = shared_from_this()] { self->pump(); });
+}
+
+void Session::answer_ready() {
+  const Table& table = state_->table;
+  Writer w(static_cast<uint8_t>(Status::ok));
+  if (reply_ == Reply::value) {
+    w.str(*table.find(keys[0]));
+  } else if (reply_ == Reply::values) {
+    for (const auto& k : keys) w.str(*table.find(k));
+  }
+  if (w.body_size() > std::numeric_limits<uint32_t>::max()) {
+    send(Writer(static_cast<uint8_t>(Status::error))
+             .str("the values together exceed the 4 GiB frame limit")
+             .finish());
+    return;
+  }
+  send(w.finish());
+}
+
+void Session::answer_timeout() {
+  auto missing = state_->table.missing(keys);
+  Writer w(static_cast<uint8_t>(Status::timeout));
+  w.u32(static_cast<uint32_t>(missing.size()));
+  for (const auto& k : missing) w.str(k);
+  send(w.finish());
+}
+
+void Session::send(std::string frame) {
+  if (closed_) return;
+  wq_bytes_ += frame.size();
+  wq_.push_back(std::move(frame));
+  flush();
+}
+
+void Session::flush() {
+  if (writing_ > 0 || wq_.empty() || closed_) return;
+  std::vector<asio::const_buffer> bufs;
+  for (const auto& f : wq_) bufs.push_back(asio::buffer(f));
+  writing_ = wq_.size();
+  asio::async_write(socket_, bufs, [self = shared_from_this()](const error_code& ec, size_t) {
+    if (ec) return self->close();
+    for (; self->writing_ > 0; --self->writing_) {
+      self->wq_bytes_ -= self->wq_.front().size();
+      self->wq_.pop_front();
+    }
+    self->flush();
+    self->pump();
+  });
+}
+
+}  // namespace comm::detail

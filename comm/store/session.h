@@ -1,0 +1,86 @@
+// Server side of the store: the state shared by the acceptor and every
+// connection (ServerState), and one authenticated connection (Session).
+// Everything here runs on the server's io_context thread only.
+#pragma once
+
+#include <array>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "comm/store.h"
+#include "store/table.h"
+#include "store/wire.h"
+
+namespace comm::detail {
+
+class Session;
+
+struct ServerState {
+  ServerState(boost::asio::io_context& io_context, StoreServerOptions options)
+      : io(io_context), opts(std::move(options)), acceptor(io_context), accept_retry(io_context) {}
+
+  boost::asio::io_context& io;
+  StoreServerOptions opts;
+  boost::asio::ip::tcp::acceptor acceptor;
+  boost::asio::steady_timer accept_retry;
+  Table table;
+  // Owning: a session leaves this map when it closes (and so breaks the cycle
+  // session -> state -> session).
+  std::unordered_map<Session*, std::shared_ptr<Session>> sessions;
+  bool closed = false;
+};
+
+class Session final : public std::enable_shared_from_this<Session>, private Waiter {
+ public:
+  Session(std::shared_ptr<ServerState> state, boost::asio::ip::tcp::socket socket);
+  ~Session() override;
+  void start();  // sends the challenge
+  void close();
+
+ private:
+  enum class Reply : uint8_t { none, value, values };
+
+  void on_answer(const boost::system::error_code& ec);
+  void pump();
+  void read_more();
+  bool handle(std::string_view body);
+  bool key_ok(std::string_view key) const { return key.size() <= state_->opts.max_key_bytes; }
+  bool value_ok(std::string_view v) const { return v.size() <= state_->opts.max_value_bytes; }
+  bool begin_wait(Reply reply, std::vector<std::string> wanted, uint64_t timeout_ms);
+  void on_ready() override;
+  void answer_ready();
+  void answer_timeout();
+  void send(std::string frame);
+  void flush();
+
+  std::shared_ptr<ServerState> state_;
+  boost::asio::ip::tcp::socket socket_;
+  boost::asio::steady_timer auth_timer_;
+  boost::asio::steady_timer wait_timer_;
+  std::array<unsigned char, kNonceBytes> nonce_{};
+  std::array<unsigned char, kMacBytes> answer_{};
+  bool authed_ = false;
+  bool closed_ = false;
+
+  // Frames arrive into rbuf_[0, rend_); rbuf_[rpos_, rend_) is not yet handled.
+  std::vector<char> rbuf_;
+  size_t rpos_ = 0;
+  size_t rend_ = 0;
+  bool reading_ = false;
+
+  std::deque<std::string> wq_;
+  size_t wq_bytes_ = 0;
+  size_t writing_ = 0;  // frames of wq_ in the write in flight
+
+  bool waiting_ = false;  // a request is parked: later frames wait their turn
+  Reply reply_ = Reply::none;
+  uint64_t wait_id_ = 0;
+};
+
+}  // namespace comm::detail

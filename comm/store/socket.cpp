@@ -1,0 +1,156 @@
+#include "store/socket.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "store/wire.h"
+
+namespace comm::detail {
+
+namespace {
+
+// Waits for `events` on fd; Io::ok when ready.
+IoResult wait_for(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    // Polled even when the deadline has passed: an answer already there still counts.
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    pollfd p{fd, events, 0};
+    int n = ::poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30)));
+    if (n > 0) return {Io::ok};
+    if (n < 0 && errno != EINTR) return {Io::error, errno};
+    if (n == 0 && left.count() <= 0) return {Io::timeout};
+  }
+}
+
+}  // namespace
+
+Fd& Fd::operator=(Fd&& o) noexcept {
+  if (this != &o) {
+    reset();
+    fd_ = o.release();
+  }
+  return *this;
+}
+
+void Fd::reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+std::string IoResult::describe() const {
+  switch (status) {
+    case Io::ok:
+      return "ok";
+    case Io::timeout:
+      return "timed out";
+    case Io::closed:
+      return "the store closed the connection";
+    case Io::error:
+      break;
+  }
+  return std::strerror(err);
+}
+
+Fd connect_tcp(const std::string& host, uint16_t port, Clock::time_point deadline,
+               std::string& error) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* list = nullptr;
+  std::string service = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &list); rc != 0) {
+    error = std::string("cannot resolve host: ") + ::gai_strerror(rc);
+    return {};
+  }
+  error = "no address";
+  for (addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
+    Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+    if (!fd) {
+      error = std::strerror(errno);
+      continue;
+    }
+    IoResult r;
+    if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
+      if (errno != EINPROGRESS) {
+        r = {Io::error, errno};
+      } else if (r = wait_for(fd.get(), POLLOUT, deadline); r.status == Io::ok) {
+        int so_error = 0;
+        socklen_t len = sizeof so_error;
+        ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so_error, &len);
+        if (so_error != 0) r = {Io::error, so_error};
+      }
+    }
+    if (r.status == Io::ok) {
+      // Requests are small and synchronous: Nagle would add a delay to each.
+      int one = 1;
+      ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      ::freeaddrinfo(list);
+      return fd;
+    }
+    error = r.describe();
+  }
+  ::freeaddrinfo(list);
+  return {};
+}
+
+IoResult send_all(int fd, std::string_view data, Clock::time_point deadline) {
+  while (!data.empty()) {
+    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      data.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return {Io::error, errno};
+    if (auto r = wait_for(fd, POLLOUT, deadline); r.status != Io::ok) return r;
+  }
+  return {Io::ok};
+}
+
+IoResult recv_exact(int fd, char* buf, size_t n, Clock::time_point deadline) {
+  while (n > 0) {
+    ssize_t got = ::recv(fd, buf, n, 0);
+    if (got > 0) {
+      buf += got;
+      n -= static_cast<size_t>(got);
+      continue;
+    }
+    if (got == 0) return {Io::closed};
+    if (errno == EINTR) continue;
+    if (errno == ECONNRESET) return {Io::closed};
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return {Io::error, errno};
+    if (auto r = wait_for(fd, POLLIN, deadline); r.status != Io::ok) return r;
+  }
+  return {Io::ok};
+}
+
+IoResult recv_frame(int fd, std::string& body, Clock::time_point deadline) {
+  // Waits first and reads greedily: the answer is never there the instant the
+  // request has left, and a small one then arrives in a single recv.
+  char buf[16384];
+  size_t have = 0;
+  while (have < 4) {
+    if (auto r = wait_for(fd, POLLIN, deadline); r.status != Io::ok) return r;
+    ssize_t got = ::recv(fd, buf + have, sizeof buf - have, 0);
+    if (got == 0 || (got < 0 && errno == ECONNRESET)) return {Io::closed};
+    if (got < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
+      return {Io::error, errno};
+    }
+    if (got > 0) have += static_cast<size_t>(got);
+  }
+  size_t len = load_u32(buf);
+  if (have - 4 > len) return {Io::error, EPROTO};
+  body.resize(len);
+  std::memcpy(body.data(), buf + 4, have - 4);
+  return recv_exact(fd, body.data() + (have - 4), len - (have - 4), deadline);
+}
+
+}  // namespace comm::detail

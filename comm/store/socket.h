@@ -1,0 +1,54 @@
+// Blocking-with-deadline TCP I/O for the store client: non-blocking sockets
+// driven by poll(), so every wait has an end.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace comm::detail {
+
+using Clock = std::chrono::steady_clock;
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(o.release()) {}
+  Fd& operator=(Fd&& o) noexcept;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { reset(); }
+  int get() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset();
+
+ private:
+  int fd_ = -1;
+};
+
+enum class Io { ok, timeout, closed, error };
+
+struct IoResult {
+  Io status = Io::ok;
+  int err = 0;  // errno for Io::error
+  std::string describe() const;
+};
+
+// Tries every address of host once, each until deadline at most; on failure
+// returns an empty Fd and sets `error`.
+Fd connect_tcp(const std::string& host, uint16_t port, Clock::time_point deadline,
+               std::string& error);
+IoResult send_all(int fd, std::string_view data, Clock::time_point deadline);
+IoResult recv_exact(int fd, char* buf, size_t n, Clock::time_point deadline);
+// One u32-length-prefixed frame into `body`; Io::error with EPROTO if more than
+// one frame arrived, which a strict request-answer exchange never does.
+IoResult recv_frame(int fd, std::string& body, Clock::time_point deadline);
+
+}  // namespace comm::detail

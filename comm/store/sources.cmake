@@ -1,0 +1,10 @@
+# The job's key-value store: client (Store) and server (StoreServer).
+set(comm_sources
+  client.cpp
+  connection.cpp
+  server.cpp
+  session.cpp
+  socket.cpp
+  table.cpp
+  wire.cpp
+)

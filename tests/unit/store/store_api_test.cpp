@@ -1,0 +1,179 @@
+// Semantics of every Store operation against a live server.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <limits>
+
+#include "store_test_support.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using store_test::client_options;
+using store_test::server_options;
+
+class StoreApi : public ::testing::Test {
+ protected:
+  comm::ThreadedStoreServer server{server_options()};
+  comm::Store store{client_options(server.port())};
+};
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const comm::StoreError& e) {
+    return e.what();
+  }
+  return "(no StoreError)";
+}
+
+}  // namespace
+
+TEST_F(StoreApi, SetThenGetReturnsTheValueIncludingBinaryAndEmpty) {
+  store.set("a", "1");
+  EXPECT_EQ(store.get("a"), "1");
+  store.set("a", "2");
+  EXPECT_EQ(store.get("a"), "2");
+  std::string binary("x\0y\xff", 4);
+  store.set(binary, binary);
+  EXPECT_EQ(store.get(binary), binary);
+  store.set("empty", "");
+  EXPECT_EQ(store.get("empty"), "");
+}
+
+TEST_F(StoreApi, AddCreatesTheCounterAtZeroAndReturnsTheNewValue) {
+  EXPECT_EQ(store.add("n", 5), 5);
+  EXPECT_EQ(store.add("n", -7), -2);
+  EXPECT_EQ(store.add("n", 0), -2);
+  EXPECT_EQ(store.get("n"), "-2");
+}
+
+TEST_F(StoreApi, AddOnANonIntegerValueFailsAndTheConnectionStaysUsable) {
+  store.set("text", "hello");
+  std::string what = error_of([&] { store.add("text", 1); });
+  EXPECT_NE(what.find("add(\"text\", 1) failed"), std::string::npos) << what;
+  EXPECT_NE(what.find("not a decimal integer"), std::string::npos) << what;
+  EXPECT_EQ(store.get("text"), "hello");
+}
+
+TEST_F(StoreApi, AddThatWouldOverflowFails) {
+  store.add("big", std::numeric_limits<int64_t>::max());
+  EXPECT_THROW(store.add("big", 1), comm::StoreError);
+  EXPECT_EQ(store.add("big", -1), std::numeric_limits<int64_t>::max() - 1);
+}
+
+TEST_F(StoreApi, CompareSetSwapsOnlyWhenTheCurrentValueMatches) {
+  EXPECT_EQ(store.compare_set("k", "x", "y"), "");  // missing, expected not empty: untouched
+  EXPECT_FALSE(store.check({"k"}));
+  EXPECT_EQ(store.compare_set("k", "", "first"), "first");  // missing matches empty
+  EXPECT_EQ(store.compare_set("k", "wrong", "second"), "first");
+  EXPECT_EQ(store.compare_set("k", "first", "second"), "second");
+  EXPECT_EQ(store.get("k"), "second");
+}
+
+TEST_F(StoreApi, CheckTellsWhetherAllKeysExistWithoutWaiting) {
+  EXPECT_TRUE(store.check({}));
+  EXPECT_FALSE(store.check({"a"}));
+  store.set("a", "1");
+  EXPECT_TRUE(store.check({"a"}));
+  EXPECT_FALSE(store.check({"a", "b"}));
+  store.set("b", "2");
+  EXPECT_TRUE(store.check({"a", "b"}));
+}
+
+TEST_F(StoreApi, DeleteKeyReportsWhetherTheKeyExisted) {
+  store.set("a", "1");
+  EXPECT_TRUE(store.delete_key("a"));
+  EXPECT_FALSE(store.delete_key("a"));
+  EXPECT_FALSE(store.check({"a"}));
+}
+
+TEST_F(StoreApi, NumKeysCountsTheStoredKeys) {
+  EXPECT_EQ(store.num_keys(), 0);
+  store.set("a", "1");
+  store.add("b", 1);
+  store.multi_set({"c", "d"}, {"3", "4"});
+  EXPECT_EQ(store.num_keys(), 4);
+  store.delete_key("a");
+  EXPECT_EQ(store.num_keys(), 3);
+}
+
+TEST_F(StoreApi, MultiSetThenMultiGetKeepsTheOrderOfKeys) {
+  store.multi_set({"x", "y", "z"}, {"1", "2", "3"});
+  EXPECT_EQ(store.multi_get({"z", "x", "y"}), (std::vector<std::string>{"3", "1", "2"}));
+  EXPECT_TRUE(store.multi_get({}).empty());
+  EXPECT_THROW(store.multi_set({"a", "b"}, {"1"}), comm::StoreError);
+}
+
+TEST_F(StoreApi, GetTimesOutWithAnErrorNamingTheKeyAndTheAddress) {
+  auto start = std::chrono::steady_clock::now();
+  std::string what = error_of([&] { store.get("rank3/addr", 200ms); });
+  auto took = std::chrono::steady_clock::now() - start;
+  std::string expected = "store 127.0.0.1:" + std::to_string(server.port()) +
+                         ": get(\"rank3/addr\") timed out after 0.2 s";
+  EXPECT_EQ(what, expected);
+  EXPECT_GE(took, 190ms);
+  EXPECT_LT(took, 5s);
+}
+
+TEST_F(StoreApi, WaitTimesOutNamingTheKeysStillMissing) {
+  store.set("here", "1");
+  std::string what = error_of([&] { store.wait({"here", "gone"}, 100ms); });
+  EXPECT_NE(what.find("127.0.0.1:" + std::to_string(server.port())), std::string::npos) << what;
+  EXPECT_NE(
+      what.find("wait([\"here\", \"gone\"]) timed out after 0.1 s; still missing: [\"gone\"]"),
+      std::string::npos)
+      << what;
+}
+
+TEST_F(StoreApi, MultiGetTimesOutUsingTheDefaultTimeout) {
+  auto opts = client_options(server.port());
+  opts.timeout = 100ms;
+  comm::Store impatient(opts);
+  std::string what = error_of([&] { impatient.multi_get({"nope"}); });
+  EXPECT_NE(what.find("multi_get([\"nope\"]) timed out after 0.1 s"), std::string::npos) << what;
+}
+
+TEST_F(StoreApi, TheConnectionStaysUsableAfterATimeout) {
+  EXPECT_THROW(store.get("late", 50ms), comm::StoreError);
+  store.set("late", "now");
+  EXPECT_EQ(store.get("late", 50ms), "now");
+}
+
+TEST_F(StoreApi, ZeroTimeoutReturnsExistingKeysAndFailsOnMissingOnes) {
+  store.set("a", "1");
+  EXPECT_EQ(store.get("a", 0ms), "1");
+  EXPECT_THROW(store.get("b", 0ms), comm::StoreError);
+  EXPECT_NO_THROW(store.wait({}, 0ms));
+}
+
+TEST_F(StoreApi, OversizedKeyIsRefusedByTheClientAndTheConnectionSurvives) {
+  std::string what = error_of([&] { store.set(std::string(5000, 'k'), "v"); });
+  EXPECT_NE(what.find("the key is 5000 bytes, over the store's limit of 4096"), std::string::npos)
+      << what;
+  store.set("after", "ok");
+  EXPECT_EQ(store.get("after"), "ok");
+  EXPECT_EQ(server.connections(), 1u);
+}
+
+TEST(StoreLimits, OversizedValueIsRefusedByTheClient) {
+  auto so = server_options();
+  so.max_value_bytes = 1000;
+  comm::ThreadedStoreServer server(so);
+  comm::Store store(client_options(server.port()));
+  EXPECT_THROW(store.set("k", std::string(1001, 'v')), comm::StoreError);
+  EXPECT_THROW(store.compare_set("k", "", std::string(1001, 'v')), comm::StoreError);
+  store.set("k", std::string(1000, 'v'));
+  EXPECT_EQ(store.get("k").size(), 1000u);
+}
+
+TEST(StoreLimits, LargeValuesRoundTrip) {
+  comm::ThreadedStoreServer server(server_options());
+  comm::Store store(client_options(server.port()));
+  std::string big(8 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 131);
+  store.set("big", big);
+  EXPECT_EQ(store.get("big"), big);
+  EXPECT_EQ(store.multi_get({"big", "big"}), (std::vector<std::string>{big, big}));
+}

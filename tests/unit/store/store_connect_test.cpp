@@ -1,0 +1,174 @@
+// Connecting: retry until the server comes up, give up with a useful error,
+// reconnect after a loss, configuration from the environment, and the server
+// on a caller's own io_context.
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <optional>
+#include <system_error>
+#include <thread>
+
+#include "store_test_support.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using store_test::client_options;
+using store_test::free_port;
+using store_test::server_options;
+
+class StoreFromEnv : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* v : {"DLAUNCH_STORE_ADDR", "DLAUNCH_STORE_PORT", "DLAUNCH_STORE_SECRET"}) {
+      ::unsetenv(v);
+    }
+  }
+  void TearDown() override { SetUp(); }
+
+  static std::string error() {
+    try {
+      comm::Store::from_env();
+    } catch (const comm::StoreError& e) {
+      return e.what();
+    }
+    return "(no StoreError)";
+  }
+};
+
+}  // namespace
+
+TEST(StoreConnect, ClientStartedBeforeTheServerConnectsOnceItComesUp) {
+  uint16_t port = free_port();
+  std::optional<comm::ThreadedStoreServer> server;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(300ms);
+    auto o = server_options();
+    o.port = port;
+    server.emplace(o);
+  });
+  auto start = Clock::now();
+  auto o = client_options(port);
+  o.connect_timeout = 10s;
+  comm::Store store(o);
+  EXPECT_GE(Clock::now() - start, 250ms);
+  starter.join();
+  store.set("k", "v");
+  EXPECT_EQ(store.get("k"), "v");
+}
+
+TEST(StoreConnect, GivingUpNamesTheAddressAndTheNumberOfAttempts) {
+  uint16_t port = free_port();
+  auto o = client_options(port);
+  o.connect_timeout = 500ms;
+  auto start = Clock::now();
+  try {
+    comm::Store store(o);
+    FAIL() << "connected to nothing";
+  } catch (const comm::StoreError& e) {
+    std::string what = e.what();
+    EXPECT_EQ(e.address(), "127.0.0.1:" + std::to_string(port));
+    EXPECT_NE(what.find("store 127.0.0.1:" + std::to_string(port) + ": connect failed after "),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find(" attempts in 0.5 s: Connection refused"), std::string::npos) << what;
+  }
+  auto took = Clock::now() - start;
+  EXPECT_GE(took, 450ms);
+  EXPECT_LT(took, 3s);
+}
+
+TEST(StoreConnect, AServerAtItsConnectionLimitMakesNewClientsRetry) {
+  auto so = server_options();
+  so.max_connections = 1;
+  comm::ThreadedStoreServer server(so);
+  comm::Store first(client_options(server.port()));
+  auto o = client_options(server.port());
+  o.connect_timeout = 300ms;
+  EXPECT_THROW(comm::Store{o}, comm::StoreError);
+  first.set("k", "v");
+}
+
+TEST(StoreConnect, ReconnectsOnTheNextCallAfterTheServerRestarts) {
+  uint16_t port = free_port();
+  auto so = server_options();
+  so.port = port;
+  auto server = std::make_unique<comm::ThreadedStoreServer>(so);
+  comm::Store store(client_options(port));
+  store.set("k", "v");
+  server.reset();
+  server = std::make_unique<comm::ThreadedStoreServer>(so);
+  // The call that meets the dead connection fails (it may not be safe to repeat);
+  // the next one reconnects to the new server, whose table is empty.
+  try {
+    store.set("k2", "v2");
+  } catch (const comm::StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("connection lost"), std::string::npos) << e.what();
+  }
+  store.set("k3", "v3");
+  EXPECT_EQ(store.get("k3"), "v3");
+  EXPECT_FALSE(store.check({"k"}));
+}
+
+TEST(StoreServerLoop, RunsOnTheCallersIoContextAndCloseDropsConnections) {
+  boost::asio::io_context io;
+  comm::StoreServer server(io, server_options());
+  std::thread loop([&] { io.run(); });
+  {
+    comm::Store a(client_options(server.port())), b(client_options(server.port()));
+    a.set("k", "v");
+    EXPECT_EQ(b.get("k"), "v");
+    std::promise<size_t> count;
+    boost::asio::post(io, [&] { count.set_value(server.connections()); });
+    EXPECT_EQ(count.get_future().get(), 2u);
+    boost::asio::post(io, [&] { server.close(); });
+    loop.join();  // nothing left to do once closed
+    EXPECT_THROW(a.set("k", "w"), comm::StoreError);
+  }
+  EXPECT_EQ(server.connections(), 0u);
+}
+
+TEST(StoreServerLoop, BindingABusyPortNamesThePort) {
+  comm::ThreadedStoreServer first(server_options());
+  boost::asio::io_context io;
+  auto o = server_options();
+  o.port = first.port();
+  o.bind_address = "127.0.0.1";
+  try {
+    comm::StoreServer second(io, o);
+    // SO_REUSEADDR does not allow two listeners; reaching here means it did.
+    FAIL() << "bound a port already listened on";
+  } catch (const std::system_error& e) {
+    EXPECT_NE(std::string(e.what()).find(":" + std::to_string(first.port())), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(StoreFromEnv, NamesEachMissingVariable) {
+  EXPECT_NE(error().find("DLAUNCH_STORE_ADDR is not set"), std::string::npos) << error();
+  ::setenv("DLAUNCH_STORE_ADDR", "127.0.0.1", 1);
+  EXPECT_NE(error().find("DLAUNCH_STORE_PORT is not set"), std::string::npos) << error();
+  ::setenv("DLAUNCH_STORE_PORT", "29x", 1);
+  EXPECT_NE(error().find("DLAUNCH_STORE_PORT='29x' is not a port number"), std::string::npos)
+      << error();
+  ::setenv("DLAUNCH_STORE_PORT", "70000", 1);
+  EXPECT_NE(error().find("DLAUNCH_STORE_PORT='70000'"), std::string::npos) << error();
+  ::setenv("DLAUNCH_STORE_PORT", "29400", 1);
+  EXPECT_NE(error().find("DLAUNCH_STORE_SECRET is not set"), std::string::npos) << error();
+}
+
+TEST_F(StoreFromEnv, ConnectsWithTheEnvironmentsAddressAndSecret) {
+  comm::ThreadedStoreServer server(server_options());
+  ::setenv("DLAUNCH_STORE_ADDR", "127.0.0.1", 1);
+  ::setenv("DLAUNCH_STORE_PORT", std::to_string(server.port()).c_str(), 1);
+  ::setenv("DLAUNCH_STORE_SECRET", store_test::kSecret, 1);
+  auto store = comm::Store::from_env();
+  EXPECT_EQ(store.address(), "127.0.0.1:" + std::to_string(server.port()));
+  store.set("k", "v");
+  EXPECT_EQ(store.get("k"), "v");
+}

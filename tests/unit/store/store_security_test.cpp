@@ -1,0 +1,211 @@
+// Authentication and hostile input: whatever a peer sends, only its own
+// connection suffers.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+
+#include "store_test_support.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using comm::detail::Op;
+using comm::detail::Writer;
+using store_test::client_options;
+using store_test::RawClient;
+using store_test::server_options;
+
+std::string frame_with_length(uint32_t length, const std::string& body) {
+  std::string f(4, '\0');
+  for (int i = 0; i < 4; ++i) f[i] = static_cast<char>(length >> (24 - 8 * i));
+  return f + body;
+}
+
+// A server plus one well-behaved client that must keep working throughout.
+class StoreHostile : public ::testing::Test {
+ protected:
+  void expect_bystander_unharmed() {
+    bystander.set("still", "fine");
+    EXPECT_EQ(bystander.get("still"), "fine");
+    auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (server.connections() != 1 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_EQ(server.connections(), 1u);
+  }
+  static comm::StoreServerOptions small_limits() {
+    auto o = server_options();
+    o.max_key_bytes = 64;
+    o.max_value_bytes = 1024;
+    o.max_frame_bytes = 4096;
+    o.auth_timeout = 300ms;
+    return o;
+  }
+  comm::ThreadedStoreServer server{small_limits()};
+  comm::Store bystander{client_options(server.port())};
+};
+
+}  // namespace
+
+TEST(StoreAuth, ServerRefusesToStartWithoutASecret) {
+  auto o = server_options();
+  o.secret.clear();
+  EXPECT_THROW(comm::ThreadedStoreServer{o}, std::invalid_argument);
+}
+
+TEST(StoreAuth, ClientWithTheWrongSecretIsRejectedAtOnce) {
+  comm::ThreadedStoreServer server(server_options());
+  auto o = client_options(server.port());
+  o.secret = "not-the-secret";
+  auto start = std::chrono::steady_clock::now();
+  try {
+    comm::Store s(o);
+    FAIL() << "connected with the wrong secret";
+  } catch (const comm::StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("authentication rejected"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);  // not retried until connect_timeout
+}
+
+TEST(StoreAuth, ClientWithoutASecretFailsBeforeConnecting) {
+  auto o = client_options(1);
+  o.secret.clear();
+  EXPECT_THROW(comm::Store{o}, comm::StoreError);
+}
+
+TEST(StoreAuth, TheGreetingCarriesAFreshNonceAndNotTheSecret) {
+  comm::ThreadedStoreServer server(server_options());
+  RawClient a(server.port()), b(server.port());
+  std::string ga = a.greeting(), gb = b.greeting();
+  EXPECT_EQ(ga.substr(0, 8), "DLSTORE1");
+  EXPECT_NE(ga.substr(8), gb.substr(8));
+  EXPECT_EQ(ga.find(store_test::kSecret), std::string::npos);
+}
+
+TEST_F(StoreHostile, GarbageInsteadOfTheAnswerIsDisconnectedAndReadsNothing) {
+  bystander.set("private", "data");
+  RawClient raw(server.port());
+  raw.greeting();
+  raw.send(std::string(32, 'x') + Writer(uint8_t(Op::get)).u64(0).str("private").finish());
+  EXPECT_TRUE(raw.hung_up_silently());
+  expect_bystander_unharmed();
+}
+
+TEST_F(StoreHostile, AnswerComputedWithTheWrongSecretIsDisconnected) {
+  bystander.set("private", "data");
+  RawClient raw(server.port());
+  raw.answer(raw.greeting(), "wrong-secret");
+  raw.send(Writer(uint8_t(Op::get)).u64(0).str("private").finish());
+  EXPECT_TRUE(raw.hung_up_silently());
+  expect_bystander_unharmed();
+}
+
+TEST_F(StoreHostile, AReplayedAnswerIsRejected) {
+  RawClient first(server.port());
+  std::string old_greeting = first.greeting();
+  RawClient second(server.port());
+  second.greeting();
+  second.answer(old_greeting, store_test::kSecret);  // valid for the other nonce only
+  EXPECT_TRUE(second.hung_up_silently());
+}
+
+TEST_F(StoreHostile, RequestsBeforeAuthenticationAreNotServed) {
+  bystander.set("private", "data");
+  RawClient raw(server.port());
+  raw.greeting();
+  raw.send(Writer(uint8_t(Op::get)).u64(0).str("private").finish());  // 25 bytes: short of 32
+  EXPECT_TRUE(raw.hung_up_silently(2s));  // dropped by auth_timeout, nothing served
+  expect_bystander_unharmed();
+}
+
+TEST_F(StoreHostile, UnknownOperationClosesOnlyThatConnection) {
+  RawClient raw(server.port());
+  raw.authenticate();
+  raw.send(frame_with_length(1, std::string(1, '\x63')));
+  EXPECT_TRUE(raw.hung_up_silently());
+  expect_bystander_unharmed();
+}
+
+TEST_F(StoreHostile, TruncatedFieldClosesOnlyThatConnection) {
+  RawClient raw(server.port());
+  raw.authenticate();
+  // set whose key claims 50 bytes inside a 9-byte body.
+  std::string body = Writer(uint8_t(Op::set)).u32(50).u32(0).finish().substr(4);
+  raw.send(frame_with_length(static_cast<uint32_t>(body.size()), body));
+  EXPECT_TRUE(raw.hung_up_silently());
+  expect_bystander_unharmed();
+}
+
+TEST_F(StoreHostile, TrailingBytesCloseTheConnection) {
+  RawClient raw(server.port());
+  raw.authenticate();
+  std::string body = Writer(uint8_t(Op::num_keys)).finish().substr(4) + "junk";
+  raw.send(frame_with_length(static_cast<uint32_t>(body.size()), body));
+  EXPECT_TRUE(raw.hung_up_silently());
+  expect_bystander_unharmed();
+}
+
+TEST_F(StoreHostile, ZeroLengthFrameClosesTheConnection) {
+  RawClient raw(server.port());
+  raw.authenticate();
+  raw.send(frame_with_length(0, ""));
+  EXPECT_TRUE(raw.hung_up_silently());
+  expect_bystander_unharmed();
+}
+
+TEST_F(StoreHostile, OversizedFrameIsRefusedFromItsHeaderAlone) {
+  RawClient raw(server.port());
+  raw.authenticate();
+  raw.send(frame_with_length(1u << 30, "\x01"));  // promises 1 GiB, sends 1 byte
+  EXPECT_TRUE(raw.hung_up_silently(2s));
+  expect_bystander_unharmed();
+}
+
+TEST_F(StoreHostile, OversizedKeyClosesTheConnection) {
+  RawClient raw(server.port());
+  raw.authenticate();
+  raw.send(Writer(uint8_t(Op::set)).str(std::string(65, 'k')).str("v").finish());
+  EXPECT_TRUE(raw.hung_up_silently());
+  expect_bystander_unharmed();
+}
+
+TEST_F(StoreHostile, OversizedValueClosesTheConnection) {
+  RawClient raw(server.port());
+  raw.authenticate();
+  raw.send(Writer(uint8_t(Op::set)).str("k").str(std::string(1025, 'v')).finish());
+  EXPECT_TRUE(raw.hung_up_silently());
+  EXPECT_FALSE(bystander.check({"k"}));
+  expect_bystander_unharmed();
+}
+
+TEST_F(StoreHostile, HugeListCountClosesTheConnection) {
+  RawClient raw(server.port());
+  raw.authenticate();
+  raw.send(Writer(uint8_t(Op::check)).u32(0xffffffff).finish());
+  EXPECT_TRUE(raw.hung_up_silently());
+  expect_bystander_unharmed();
+}
+
+TEST_F(StoreHostile, FramesSplitIntoSingleBytesAreStillParsed) {
+  RawClient raw(server.port());
+  raw.authenticate();
+  std::string f = Writer(uint8_t(Op::set)).str("slow").str("drip").finish();
+  for (char c : f) {
+    raw.send(std::string(1, c));
+    std::this_thread::sleep_for(1ms);
+  }
+  auto answer = raw.read_frame();
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(*answer, std::string(1, '\0'));
+  EXPECT_EQ(bystander.get("slow"), "drip");
+}
+
+TEST_F(StoreHostile, TheClientReportsOversizedRequestsWithoutLosingItsConnection) {
+  EXPECT_THROW(bystander.set(std::string(65, 'k'), "v"), comm::StoreError);
+  EXPECT_THROW(bystander.set("k", std::string(1025, 'v')), comm::StoreError);
+  std::vector<std::string> keys(100, "key"), values(100, std::string(100, 'v'));
+  EXPECT_THROW(bystander.multi_set(keys, values), comm::StoreError);  // frame over 4096
+  expect_bystander_unharmed();
+}

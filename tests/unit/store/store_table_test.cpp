@@ -1,0 +1,121 @@
+// White-box: the server's table and waiter bookkeeping, and the wire helpers.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "store/table.h"
+#include "store/wire.h"
+
+namespace {
+
+using comm::detail::Reader;
+using comm::detail::Table;
+using comm::detail::Writer;
+
+struct CountingWaiter : comm::detail::Waiter {
+  explicit CountingWaiter(std::vector<std::string> k) { keys = std::move(k); }
+  void on_ready() override { ++ready; }
+  int ready = 0;
+};
+
+}  // namespace
+
+TEST(StoreTable, AWaiterWakesOnceWhenItsLastKeyAppears) {
+  Table t;
+  CountingWaiter w({"a", "b"});
+  EXPECT_FALSE(t.park(w));
+  EXPECT_EQ(t.parked(), 1u);
+  t.set("b", "2");
+  EXPECT_EQ(w.ready, 0);
+  t.set("a", "1");
+  EXPECT_EQ(w.ready, 1);
+  EXPECT_EQ(t.parked(), 0u);
+  t.set("c", "3");
+  EXPECT_EQ(w.ready, 1);
+}
+
+TEST(StoreTable, AWaiterWhoseKeysAllExistIsNotParked) {
+  Table t;
+  t.set("a", "1");
+  CountingWaiter w({"a"});
+  EXPECT_TRUE(t.park(w));
+  EXPECT_EQ(t.parked(), 0u);
+}
+
+TEST(StoreTable, AKeyDeletedBehindTheWaiterKeepsItParked) {
+  Table t;
+  CountingWaiter w({"a", "b"});
+  EXPECT_FALSE(t.park(w));
+  t.set("a", "1");
+  EXPECT_TRUE(t.erase("a"));
+  t.set("b", "2");
+  EXPECT_EQ(w.ready, 0);
+  EXPECT_EQ(t.parked(), 1u);
+  std::string error;
+  t.add("a", 1, error);
+  EXPECT_EQ(w.ready, 1);
+}
+
+TEST(StoreTable, CancelledWaitersAreForgotten) {
+  Table t;
+  CountingWaiter w({"a"}), v({"a"});
+  t.park(w);
+  t.park(v);
+  t.cancel(w);
+  t.cancel(w);  // twice is harmless
+  EXPECT_EQ(t.parked(), 1u);
+  t.compare_set("a", "", "1");
+  EXPECT_EQ(w.ready, 0);
+  EXPECT_EQ(v.ready, 1);
+}
+
+TEST(StoreTable, OverwritingAnExistingKeyWakesNobodyNew) {
+  Table t;
+  t.set("a", "1");
+  CountingWaiter w({"b"});
+  t.park(w);
+  t.set("a", "2");
+  EXPECT_EQ(w.ready, 0);
+  EXPECT_EQ(*t.find("a"), "2");
+}
+
+TEST(StoreWire, WriterAndReaderRoundTrip) {
+  std::string frame = Writer(7).u32(1).u64(2).i64(-3).str("key").finish();
+  ASSERT_EQ(comm::detail::load_u32(frame.data()), frame.size() - 4);
+  Reader r(std::string_view(frame).substr(4));
+  EXPECT_EQ(r.u8(), 7);
+  EXPECT_EQ(r.u32(), 1u);
+  EXPECT_EQ(r.u64(), 2u);
+  EXPECT_EQ(r.i64(), -3);
+  EXPECT_EQ(r.str(), "key");
+  EXPECT_TRUE(r.done());
+}
+
+TEST(StoreWire, ReaderRefusesOverrunsAndImpossibleCounts) {
+  Reader short_string(
+      std::string_view("\0\0\0\x09"
+                       "abc",
+                       7));
+  EXPECT_EQ(short_string.str(), "");
+  EXPECT_FALSE(short_string.ok());
+  Reader big_count(
+      std::string_view("\0\0\0\x03"
+                       "abcdefgh",
+                       12));
+  big_count.count();  // 3 strings need at least 12 more bytes; 8 remain
+  EXPECT_FALSE(big_count.ok());
+}
+
+TEST(StoreWire, AuthMacIsHmacSha256OfNonceAndContext) {
+  unsigned char nonce[32];
+  for (int i = 0; i < 32; ++i) nonce[i] = static_cast<unsigned char>(i);
+  auto mac = comm::detail::auth_mac("secret", nonce);
+  std::string hex;
+  for (unsigned char c : mac) {
+    char b[3];
+    std::snprintf(b, sizeof b, "%02x", c);
+    hex += b;
+  }
+  // Same as Python: hmac.new(b"secret", bytes(range(32)) + b"dlaunch-store-v1", "sha256")
+  EXPECT_EQ(hex, "8f0404d4d6dc2607aa6bab69705261162daadd2699c76ce6a2d28f88dcf15122");
+}
