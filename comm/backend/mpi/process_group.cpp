@@ -1,0 +1,106 @@
+// The backend-independent part of comm::ProcessGroup: names, CommError,
+// parse_backend, and create() choosing the backend.
+#include "comm/process_group.h"
+
+#include <string>
+
+#include "backend/mpi/mpi_process_group.h"
+
+namespace comm {
+namespace {
+
+std::string describe(int rank, const std::string& op, const std::string& reason) {
+  std::string text;
+  if (rank >= 0) text = "rank " + std::to_string(rank) + ": ";
+  return text + op + ": " + reason;
+}
+
+}  // namespace
+
+const char* to_string(Backend backend) {
+  switch (backend) {
+    case Backend::kMpi:
+      return "mpi";
+    case Backend::kNccl:
+      return "nccl";
+  }
+  return "unknown-backend";
+}
+
+const char* to_string(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAvg:
+      return "avg";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
+  }
+  return "unknown-op";
+}
+
+const char* to_string(DataType type) {
+  switch (type) {
+    case DataType::kFloat32:
+      return "float32";
+    case DataType::kFloat64:
+      return "float64";
+    case DataType::kInt32:
+      return "int32";
+    case DataType::kInt64:
+      return "int64";
+  }
+  return "unknown-type";
+}
+
+std::size_t element_size(DataType type) {
+  switch (type) {
+    case DataType::kFloat32:
+    case DataType::kInt32:
+      return 4;
+    case DataType::kFloat64:
+    case DataType::kInt64:
+      return 8;
+  }
+  return 0;
+}
+
+CommError::CommError(int rank, std::string op, const std::string& reason)
+    : std::runtime_error(describe(rank, op, reason)), rank_(rank), op_(std::move(op)) {}
+
+Backend parse_backend(const std::string& name) {
+  if (name == "mpi") return Backend::kMpi;
+  if (name == "nccl") return Backend::kNccl;
+  throw CommError(-1, "parse_backend", "unknown backend '" + name + "' (choices: mpi, nccl)");
+}
+
+std::unique_ptr<ProcessGroup> ProcessGroup::create(Backend backend) {
+  switch (backend) {
+    case Backend::kMpi:
+      return std::make_unique<mpi::MpiProcessGroup>();
+    case Backend::kNccl:
+      throw CommError(mpi::launcher_rank_or(-1), "create(nccl)",
+                      "this build has no NCCL backend (comm was built without CUDA/NCCL); "
+                      "use the mpi backend");
+  }
+  throw CommError(mpi::launcher_rank_or(-1), "create",
+                  "unknown backend value " + std::to_string(static_cast<int>(backend)));
+}
+
+ProcessGroup::~ProcessGroup() = default;
+
+void ProcessGroup::check_span_sizes(const char* op, DataType type, std::size_t part,
+                                    std::size_t whole, bool part_is_recv) const {
+  const auto n = static_cast<std::size_t>(size());
+  if (whole / n == part && whole % n == 0) return;
+  const char* part_name = part_is_recv ? "recv" : "send";
+  const char* whole_name = part_is_recv ? "send" : "recv";
+  throw CommError(
+      rank(), std::string(op) + "(" + to_string(type) + ", " + std::to_string(part) + " elements)",
+      std::string(whole_name) + " has " + std::to_string(whole) + " elements, expected size() * " +
+          part_name + " = " + std::to_string(n) + " * " + std::to_string(part));
+}
+
+}  // namespace comm
