@@ -169,6 +169,17 @@ void Agent::handle(proto::Setup&& m) {
       return;
     }
   }
+  if (!setup_.store_secret.empty()) {
+    // The store lives as long as the job, not the workers: it survives their crashes.
+    try {
+      store_ = std::make_unique<comm::StoreServer>(
+          io_, comm::StoreServerOptions{.port = setup_.store_port, .secret = setup_.store_secret});
+      ready.store_port = store_->port();
+    } catch (const std::exception& e) {
+      channel_->send(proto::Fatal{std::string("cannot start the comm store: ") + e.what()});
+      return;
+    }
+  }
   for (const auto& ws : setup_.workers) workers_[ws.rank].spec = ws;
   if (setup_.mpi && !start_pmix()) return;
   channel_->send(ready);
@@ -459,6 +470,7 @@ void Agent::finish() {
   }
   phase_ = Phase::kDone;
   if (pmix_) pmix_->stop();
+  if (store_) store_->close();
   grace_timer_.cancel();
   heartbeat_timer_.cancel();
   guard_->disarm();

@@ -24,6 +24,7 @@
 #include "agent/pmix/pmix_host.h"
 #include "agent/protocol/channel.h"
 #include "agent/worker.h"
+#include "comm/store.h"
 #include "dlaunch/unique_fd.h"
 
 namespace dlaunch::agent {
@@ -75,6 +76,7 @@ class Agent {
   std::string token_entry_;
   std::unique_ptr<Guard> guard_;
   std::unique_ptr<PmixHost> pmix_;  // MPI mode only
+  std::unique_ptr<comm::StoreServer> store_;  // node 0: the job's rendezvous store
   proto::Setup setup_;
   std::map<int, Worker> workers_;  // by rank
   std::map<pid_t, int> rank_of_pid_;

@@ -22,10 +22,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string random_job_id() {
+std::string random_hex(std::size_t bytes) {
   std::ifstream in("/dev/urandom", std::ios::binary);
-  unsigned char raw[8] = {};
-  in.read(reinterpret_cast<char*>(raw), sizeof raw);
+  std::string raw(bytes, '\0');
+  in.read(raw.data(), static_cast<std::streamsize>(bytes));
   std::string out;
   for (unsigned char c : raw) out += fmt::format("{:02x}", c);
   return out;
@@ -51,7 +51,9 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
       o.master_port > 0 ? std::to_string(o.master_port) : "<reserved by node 0>";
   std::string cmd;
   for (const auto& a : plan.command) cmd += (cmd.empty() ? "" : " ") + dl::shell_quote(a);
-  fmt::print("job {}: {} rank(s) on {} node(s), MASTER_ADDR={} MASTER_PORT={}\n", plan.job_id,
+  fmt::print("job {}: {} rank(s) on {} node(s), MASTER_ADDR={} MASTER_PORT={}; comm store on node 0 "
+             "(DLAUNCH_STORE_ADDR/PORT/SECRET set at start)\n",
+             plan.job_id,
              plan.world_size, plan.nodes.size(), plan.master_addr, port);
   for (const auto& n : plan.nodes) {
     const auto& h = n.host;
@@ -79,7 +81,7 @@ int run(int argc, char** argv) {
   dl::Hostfile hosts = dl::apply_node_filter(load_hosts(o), o.filter);
   dl::PlanOptions po;
   po.np = o.np;
-  po.job_id = o.job_id.empty() ? random_job_id() : o.job_id;
+  po.job_id = o.job_id.empty() ? random_hex(8) : o.job_id;
   po.master_addr = o.master_addr;
   po.command = o.command;
   po.head_env = dl::current_environment();
@@ -148,7 +150,9 @@ int run(int argc, char** argv) {
                              .master_addr_explicit = !o.master_addr.empty(),
                              .ssh = ssh_opts,
                              .progress = ::isatty(2) == 1,
-                             .mpi = o.mpi},
+                             .mpi = o.mpi,
+                             .store_secret = random_hex(32),
+                             .store_port = static_cast<std::uint16_t>(o.store_port)},
                             sink);
   return controller.run();
 }

@@ -2,6 +2,7 @@
 
 #include <pmix.h>
 #include <pmix_server.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
@@ -185,6 +186,13 @@ std::vector<std::string> PmixHost::client_environment(int rank) {
   // need their own shared-memory segment directory.
   out.emplace_back("OMPI_MCA_schizo=^orte");
   out.emplace_back("OMPI_MCA_btl_vader_backing_directory=" + impl_->job.tmpdir);
+  // More ranks than CPUs here: MPI must yield when idle, as mpirun would tell it.
+  cpu_set_t cpus;
+  const int ncpu = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  if (impl_->job.ranks_per_node.at(static_cast<std::size_t>(impl_->job.node_rank)) > ncpu &&
+      std::getenv("OMPI_MCA_mpi_yield_when_idle") == nullptr) {
+    out.emplace_back("OMPI_MCA_mpi_yield_when_idle=1");
+  }
   return out;
 }
 

@@ -123,13 +123,18 @@ void put(Writer& w, const Setup& m) {
     for (const auto& a : ws.argv) w.str(a);
     w.env(ws.env);
   }
+  w.str(m.store_secret);
+  w.u16(m.store_port);
   w.boolean(m.mpi);
   w.u32(static_cast<std::uint32_t>(m.node_names.size()));
   for (const auto& n : m.node_names) w.str(n);
   w.u32(static_cast<std::uint32_t>(m.ranks_per_node.size()));
   for (auto n : m.ranks_per_node) w.i32(n);
 }
-void put(Writer& w, const Ready& m) { w.u16(m.master_port); }
+void put(Writer& w, const Ready& m) {
+  w.u16(m.master_port);
+  w.u16(m.store_port);
+}
 void put(Writer& w, const Start& m) { w.env(m.env); }
 void put(Writer& w, const Started& m) {
   w.i32(m.rank);
@@ -200,6 +205,8 @@ void get(Reader& r, Setup& m) {
     for (std::uint32_t i = 0; i < argc; ++i) ws.argv.push_back(r.str());
     ws.env = r.env();
   }
+  m.store_secret = r.str();
+  m.store_port = r.u16();
   m.mpi = r.boolean();
   auto nn = r.count(4);
   m.node_names.reserve(nn);
@@ -208,7 +215,10 @@ void get(Reader& r, Setup& m) {
   m.ranks_per_node.reserve(nr);
   for (std::uint32_t i = 0; i < nr; ++i) m.ranks_per_node.push_back(r.i32());
 }
-void get(Reader& r, Ready& m) { m.master_port = r.u16(); }
+void get(Reader& r, Ready& m) {
+  m.master_port = r.u16();
+  m.store_port = r.u16();
+}
 void get(Reader& r, Start& m) { m.env = r.env(); }
 void get(Reader& r, Started& m) {
   m.rank = r.i32();

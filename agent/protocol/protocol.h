@@ -76,6 +76,9 @@ struct Setup {
   std::uint32_t flush_ms = 100;                // partial output lines are sent after this
   std::string workdir;
   std::vector<WorkerSpec> workers;
+  // Node 0 hosts the job's comm store when a secret is given.
+  std::string store_secret;
+  std::uint16_t store_port = 0;  // 0: any free port
   // MPI mode: the whole job's layout, for the PMIx namespace.
   bool mpi = false;
   std::vector<std::string> node_names;     // logical node names, node order
@@ -84,6 +87,7 @@ struct Setup {
 
 struct Ready {
   std::uint16_t master_port = 0;  // the reserved port, 0 when none
+  std::uint16_t store_port = 0;   // the comm store's port, 0 when none
 };
 
 struct Start {

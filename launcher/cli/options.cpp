@@ -61,6 +61,9 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   job->add_option("--master-port", o.master_port,
                   "MASTER_PORT (default: a free port reserved by node 0)")
       ->check(CLI::Range(1, 65535));
+  job->add_option("--store-port", o.store_port,
+                  "port of the job's comm store on node 0 (default: any free port)")
+      ->check(CLI::Range(1, 65535));
   job->add_option("--job-id", o.job_id,
                   "job id (TORCHELASTIC_RUN_ID, DLAUNCH_JOB_ID); default random");
   job->add_option("--agent", o.agent_path, "path of dlaunch-agent (default: next to dlaunch)");

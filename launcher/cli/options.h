@@ -28,6 +28,7 @@ struct Options {
   bool mpi = false;  // agents serve PMIx: Open MPI programs run without mpirun
   std::string master_addr;
   int master_port = 0;  // 0: node 0 reserves a free one
+  int store_port = 0;   // 0: node 0's store listens on any free port
   std::string agent_path;
   std::string job_id;   // empty: random
   std::string workdir;  // empty: the current directory

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <thread>
 
 #include "dlaunch/process.h"
 #include "dlaunch/version.h"
@@ -124,6 +126,10 @@ proto::Setup Controller::make_setup(std::size_t i) const {
   s.job_id = plan_.job_id;
   s.node_rank = np.node_rank;
   s.reserve_master_port = i == 0;
+  if (i == 0) {
+    s.store_secret = cfg_.store_secret;
+    s.store_port = cfg_.store_port;
+  }
   s.master_port = cfg_.master_port;
   s.kill_grace_ms = ms(cfg_.kill_grace);
   s.heartbeat_timeout_ms = ms(cfg_.heartbeat_timeout);
@@ -133,11 +139,17 @@ proto::Setup Controller::make_setup(std::size_t i) const {
   s.flush_ms = ms(cfg_.flush);
   s.workdir = cfg_.workdir;
   s.mpi = cfg_.mpi;
+  bool oversubscribed_here = false;
   if (cfg_.mpi) {
+    std::size_t local_ranks = 0;
     for (const auto& n : plan_.nodes) {
       s.node_names.push_back(n.host.name);
       s.ranks_per_node.push_back(static_cast<std::int32_t>(n.ranks.size()));
+      if (n.host.transport == Transport::kLocal) local_ranks += n.ranks.size();
     }
+    // Logical nodes share this machine's cores; MPI must know when they are
+    // oversubscribed or its ranks busy-poll each other off the CPU.
+    oversubscribed_here = np.host.transport == Transport::kLocal && local_ranks > std::thread::hardware_concurrency();
   }
   for (const auto& r : np.ranks) {
     proto::WorkerSpec w;
@@ -145,6 +157,9 @@ proto::Setup Controller::make_setup(std::size_t i) const {
     w.local_rank = r.local_rank;
     w.argv = plan_.command;
     w.env = np.env;
+    if (oversubscribed_here && std::getenv("OMPI_MCA_mpi_yield_when_idle") == nullptr) {
+      w.env.emplace_back("OMPI_MCA_mpi_yield_when_idle", "1");
+    }
     w.env.insert(w.env.end(), r.env.begin(), r.env.end());
     s.workers.push_back(std::move(w));
   }
@@ -176,7 +191,10 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     node.ready = true;
     ++readies_;
     show_progress();
-    if (i == 0) master_port_ = ready->master_port;
+    if (i == 0) {
+      master_port_ = ready->master_port;
+      store_port_ = ready->store_port;
+    }
     bool all = true;
     for (const auto& n : nodes_) all = all && n.ready;
     if (all && phase_ == Phase::kStarting) {
@@ -184,8 +202,13 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
       start_sent_ = true;
       deadline_.cancel();
       proto::Start start;
-      start.env = {{"MASTER_ADDR", master_addr()},
-                   {"MASTER_PORT", std::to_string(master_port_)}};
+      const std::string addr = master_addr();
+      start.env = {{"MASTER_ADDR", addr}, {"MASTER_PORT", std::to_string(master_port_)}};
+      if (store_port_ != 0) {
+        start.env.insert(start.env.end(), {{"DLAUNCH_STORE_ADDR", addr},
+                                           {"DLAUNCH_STORE_PORT", std::to_string(store_port_)},
+                                           {"DLAUNCH_STORE_SECRET", cfg_.store_secret}});
+      }
       for (auto& n : nodes_) n.link->send(start);
     }
   } else if (auto* started = std::get_if<proto::Started>(&msg)) {

@@ -40,6 +40,8 @@ struct ControllerConfig {
   ssh::TransportOptions ssh;
   bool progress = false;  // one-line status on stderr while starting
   bool mpi = false;       // agents serve PMIx; fences cross nodes through us
+  std::string store_secret;      // the job's comm store secret (node 0 hosts it)
+  std::uint16_t store_port = 0;  // 0: any free port
 };
 
 class Controller {
@@ -103,6 +105,7 @@ class Controller {
   int interrupts_ = 0;
   int ranks_stopped_ = 0;
   std::uint16_t master_port_ = 0;
+  std::uint16_t store_port_ = 0;
   RootCause cause_;
   Progress progress_;
   int hellos_ = 0;

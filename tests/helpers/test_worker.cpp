@@ -8,6 +8,8 @@
 //   grandchild S    fork a child that sleeps S s (and one that leaves the
 //                   process group), print "ready <rank>", sleep S
 //   ignore-term S   ignore SIGTERM, print "ready <rank>", sleep S
+//   store-exchange  every rank publishes a key in the job's comm store, waits
+//                   at a barrier and reads every other rank's key
 //   bind-master-port  rank 0 binds and listens on MASTER_PORT as PyTorch's
 //                     TCPStore does, prints "bound"
 #include <netinet/in.h>
@@ -20,7 +22,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
 #include <string>
+
+#include "comm/store.h"
 
 namespace {
 
@@ -109,6 +114,23 @@ int main(int argc, char** argv) {
     ready();
     sleep_s(std::atof(argv[2]));
     return 0;
+  }
+  if (mode == "store-exchange") {
+    try {
+      auto store = comm::Store::from_env();
+      const int n = std::atoi(std::getenv("WORLD_SIZE"));
+      store.set("rank/" + std::to_string(rank()), "hello from " + std::to_string(rank()));
+      store.barrier("exchange", n, std::chrono::seconds(30));
+      for (int r = 0; r < n; ++r) {
+        if (store.get("rank/" + std::to_string(r)) != "hello from " + std::to_string(r)) return 1;
+      }
+      const auto total = store.add("arrivals", 1);
+      std::printf("rank %d read %d keys (arrival %lld)\n", rank(), n, static_cast<long long>(total));
+      return 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "store-exchange: %s\n", e.what());
+      return 1;
+    }
   }
   if (mode == "bind-master-port") {
     if (rank() != 0) return 0;

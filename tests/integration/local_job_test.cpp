@@ -88,8 +88,7 @@ TEST(LocalJob, SegfaultGives139AndTheReportNamesRankAndSignal) {
 TEST(LocalJob, SigintLeavesNoProcessOfTheJobGrandchildrenIncluded) {
   const auto job = unique_job_id("sigint");
   Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, kWorker, "grandchild", "60"}));
-  ASSERT_TRUE(p.wait_for_output(
-      [](const std::string& out) { return std::count(out.begin(), out.end(), '\n') >= 4; }, 20));
+  ASSERT_TRUE(p.wait_for_lines(4, 20));
   // Workers, their children, and the children that left the process group.
   EXPECT_GE(job_processes(job).size(), 12u);
   p.signal(SIGINT);
@@ -103,8 +102,7 @@ TEST(LocalJob, WorkersIgnoringSigtermAreKilledAfterTheGrace) {
   const auto job = unique_job_id("grace");
   Process p(dlaunch_cmd(
       {"-H", kLocalhost, "--job-id", job, "--kill-grace", "0.5", kWorker, "ignore-term", "60"}));
-  ASSERT_TRUE(p.wait_for_output(
-      [](const std::string& out) { return std::count(out.begin(), out.end(), '\n') >= 4; }, 20));
+  ASSERT_TRUE(p.wait_for_lines(4, 20));
   const auto t0 = std::chrono::steady_clock::now();
   p.signal(SIGTERM);
   auto r = p.finish(20);
@@ -119,8 +117,7 @@ TEST(LocalJob, SecondInterruptKillsAtOnce) {
   const auto job = unique_job_id("twice");
   Process p(dlaunch_cmd(
       {"-H", kLocalhost, "--job-id", job, "--kill-grace", "30", kWorker, "ignore-term", "60"}));
-  ASSERT_TRUE(p.wait_for_output(
-      [](const std::string& out) { return std::count(out.begin(), out.end(), '\n') >= 4; }, 20));
+  ASSERT_TRUE(p.wait_for_lines(4, 20));
   p.signal(SIGINT);
   ::usleep(200 * 1000);
   const auto t0 = std::chrono::steady_clock::now();
@@ -135,8 +132,7 @@ TEST(LocalJob, SecondInterruptKillsAtOnce) {
 TEST(LocalJob, AgentKilledWithSigkillTakesItsWorkersDown) {
   const auto job = unique_job_id("agentkill");
   Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, kWorker, "grandchild", "60"}));
-  ASSERT_TRUE(p.wait_for_output(
-      [](const std::string& out) { return std::count(out.begin(), out.end(), '\n') >= 4; }, 20));
+  ASSERT_TRUE(p.wait_for_lines(4, 20));
   pid_t agent = -1;
   for (pid_t c : dlaunch::descendants_of(p.pid())) {
     std::ifstream comm("/proc/" + std::to_string(c) + "/comm");
@@ -159,8 +155,7 @@ TEST(LocalJob, DlaunchKilledWithSigkillLeavesNothingBehind) {
   const auto job = unique_job_id("headkill");
   Process p(dlaunch_cmd(
       {"-H", kLocalhost, "--job-id", job, "--kill-grace", "1", kWorker, "grandchild", "60"}));
-  ASSERT_TRUE(p.wait_for_output(
-      [](const std::string& out) { return std::count(out.begin(), out.end(), '\n') >= 4; }, 20));
+  ASSERT_TRUE(p.wait_for_lines(4, 20));
   p.signal(SIGKILL);
   p.finish(10);
   // The agents read EOF on their control channel and stop everything.
@@ -285,4 +280,11 @@ TEST(LocalJob, MissingWorkingDirectoryIsRefused) {
   auto r = run(dlaunch_cmd({"-n", "1", "--wdir", "/nonexistent-dir", "true"}));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("/nonexistent-dir"), std::string::npos) << r.err;
+}
+
+TEST(LocalJob, WorkersFindTheJobsStoreThroughTheirEnvironment) {
+  auto r = run(dlaunch_cmd({"-H", kLocalhost, kWorker, "store-exchange"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(lines_of(r.out).size(), 4u) << r.out;
+  for (const auto& l : lines_of(r.out)) EXPECT_NE(l.find("read 4 keys"), std::string::npos) << l;
 }

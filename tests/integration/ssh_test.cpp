@@ -77,7 +77,6 @@ std::string* Ssh::skip_ = nullptr;
 int Ssh::port_ = 0;
 int Ssh::counter_ = 0;
 
-int count_ready(const std::string& out) { return static_cast<int>(std::count(out.begin(), out.end(), '\n')); }
 
 }  // namespace
 
@@ -195,7 +194,7 @@ TEST_F(Ssh, KillingDlaunchLeavesNoWorkerOnAnyNode) {
   const auto job = unique_job_id("sshkill");
   Process p(dlaunch_cmd({"-H", hostfile(3, 2), "--job-id", job, "--kill-grace", "1", kWorker, "grandchild", "60"}),
             env(home()));
-  ASSERT_TRUE(p.wait_for_output([](const std::string& out) { return count_ready(out) >= 6; }, 30));
+  ASSERT_TRUE(p.wait_for_lines(6, 30));
   EXPECT_GE(job_processes(job).size(), 18u);
   p.signal(SIGKILL);
   p.finish(10);

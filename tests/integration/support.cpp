@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -79,6 +80,11 @@ bool Process::wait_for_output(const std::function<bool(const std::string&)>& pre
     pump(50);
   }
   return pred(r_.out);
+}
+
+bool Process::wait_for_lines(int n, double timeout_s) {
+  return wait_for_output(
+      [n](const std::string& out) { return std::count(out.begin(), out.end(), '\n') >= n; }, timeout_s);
 }
 
 void Process::signal(int sig) { ::kill(pid_, sig); }

@@ -27,6 +27,11 @@ TEST(Protocol, SetupRoundTripsWithWorkersAndEnvironment) {
   s.kill_grace_ms = 1234;
   s.workdir = "/home/a b";
   s.workers.push_back({7, 1, {"python3", "-c", "print('x y')"}, {{"RANK", "7"}, {"A", ""}}});
+  s.store_secret = "secret";
+  s.store_port = 29400;
+  s.mpi = true;
+  s.node_names = {"n0", "n1"};
+  s.ranks_per_node = {2, 3};
   auto back = std::get<proto::Setup>(round_trip(s));
   EXPECT_EQ(back.job_id, "job-1");
   EXPECT_EQ(back.node_rank, 3);
@@ -38,6 +43,11 @@ TEST(Protocol, SetupRoundTripsWithWorkersAndEnvironment) {
   EXPECT_EQ(back.workers[0].rank, 7);
   EXPECT_EQ(back.workers[0].argv, (std::vector<std::string>{"python3", "-c", "print('x y')"}));
   EXPECT_EQ(back.workers[0].env, (Env{{"RANK", "7"}, {"A", ""}}));
+  EXPECT_EQ(back.store_secret, "secret");
+  EXPECT_EQ(back.store_port, 29400);
+  EXPECT_TRUE(back.mpi);
+  EXPECT_EQ(back.node_names, (std::vector<std::string>{"n0", "n1"}));
+  EXPECT_EQ(back.ranks_per_node, (std::vector<std::int32_t>{2, 3}));
 }
 
 TEST(Protocol, EveryMessageRoundTrips) {
@@ -55,6 +65,9 @@ TEST(Protocol, EveryMessageRoundTrips) {
       Shutdown{},
       Fatal{.message = "boom"},
       Done{.leftovers_killed = 3},
+      FenceUp{.seq = 2, .data = std::string("\0blob", 5)},
+      FenceDown{.seq = 2, .data = "all blobs"},
+      WorkerAbort{.rank = 3, .status = 7, .message = "bye"},
   };
   for (const auto& m : all) {
     auto back = round_trip(m);
