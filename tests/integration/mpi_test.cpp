@@ -52,3 +52,24 @@ TEST(Mpi, MpiAbortEndsTheJobWithItsCodeAndLeavesNothing) {
   EXPECT_EQ(wait_job_gone(job, 2), std::vector<pid_t>{});
   EXPECT_FALSE(pmix_dirs_left(job));
 }
+
+namespace {
+// "train: loss A -> B (fell Nx); parameters identical on all K ranks" -> N
+double loss_fell_by(const std::string& out) {
+  auto at = out.find("(fell ");
+  return at == std::string::npos ? 0.0 : std::stod(out.substr(at + 6));
+}
+}  // namespace
+
+TEST(Mpi, TrainConvergesAndKeepsEveryRanksParametersIdentical) {
+  auto r = run(dlaunch_cmd({"-H", kLocalhost, "--mpi", TRAIN_BIN, "--backend", "mpi"}), 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GE(loss_fell_by(r.out), 10.0) << r.out;
+  EXPECT_NE(r.out.find("parameters identical on all 4 ranks"), std::string::npos) << r.out;
+}
+
+TEST(Mpi, NcclBackendIsRefusedWithAClearMessageInThisBuild) {
+  auto r = run(dlaunch_cmd({"-n", "2", "--mpi", TRAIN_BIN, "--backend", "nccl"}), 120);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no NCCL backend"), std::string::npos) << r.err;
+}

@@ -275,3 +275,16 @@ TEST_F(Ssh, MpiProgramOverSshNodesSeesTheWholeWorld) {
   for (const auto& l : lines) EXPECT_NE(l.find("/6, RANK="), std::string::npos) << l;
   for (const auto& l : lines) EXPECT_NE(l.find("allreduce(rank)=15"), std::string::npos) << l;
 }
+
+TEST_F(Ssh, TrainOverSshNodesConverges) {
+  auto r = run(dlaunch_cmd({"-H", hostfile(2, 2), "--mpi", TRAIN_BIN, "--backend", "mpi"}), 120, env(home()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("parameters identical on all 4 ranks"), std::string::npos) << r.out;
+}
+
+TEST_F(Ssh, MpiAbortOverSshEndsTheJobWithItsCode) {
+  const auto job = unique_job_id("sshabort");
+  auto r = run(dlaunch_cmd({"-H", hostfile(2, 2), "--mpi", "--job-id", job, MPI_HELLO_BIN, "3"}), 120, env(home()));
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_EQ(wait_job_gone(job, 3), std::vector<pid_t>{});
+}
