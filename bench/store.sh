@@ -34,12 +34,18 @@ dl_line=$("$bin" --threads "$threads" --ops "$ops" --value-bytes "$value_bytes")
 echo "$dl_line"
 dl_ops=$(sed -n 's/.*: \([0-9.]*\) ops\/s$/\1/p' <<<"$dl_line")
 
-if ! python3 -c "import torch" >/dev/null 2>&1; then
-  echo "torch.distributed.TCPStore: skipped (python3 cannot import torch)"
+# Debian's python3-torch belongs to /usr/bin/python3, which may not be the
+# first python3 on PATH (pyenv, venvs): take the first that imports torch.
+py=""
+for candidate in python3 /usr/bin/python3; do
+  if "$candidate" -c "import torch" >/dev/null 2>&1; then py=$candidate; break; fi
+done
+if [[ -z "$py" ]]; then
+  echo "torch.distributed.TCPStore: skipped (no python3 here can import torch; apt-get install python3-torch)"
   exit 0
 fi
 
-torch_line=$(python3 - "$threads" "$ops" "$value_bytes" <<'EOF'
+torch_line=$("$py" - "$threads" "$ops" "$value_bytes" <<'EOF'
 import datetime, socket, sys, threading, time
 import torch
 from torch.distributed import TCPStore

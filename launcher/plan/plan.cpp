@@ -9,8 +9,9 @@ namespace {
 
 constexpr std::array<std::string_view, 10> kForwardPrefixes = {
     "NCCL_", "OMP_", "PYTHON", "UCX_", "MKL_", "TORCH_", "CUDA_", "HF_", "GLOO_", "OMPI_MCA_"};
-constexpr std::array<std::string_view, 5> kForwardNames = {"PATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV",
-                                                           "CONDA_PREFIX", "CONDA_DEFAULT_ENV"};
+constexpr std::array<std::string_view, 9> kForwardNames = {
+    "PATH",         "LD_LIBRARY_PATH", "VIRTUAL_ENV",   "CONDA_PREFIX", "CONDA_DEFAULT_ENV",
+    "ASAN_OPTIONS", "LSAN_OPTIONS",    "UBSAN_OPTIONS", "TSAN_OPTIONS"};
 
 bool head_has(const std::vector<std::string>& env, std::string_view name) {
   for (const auto& e : env) {

@@ -62,14 +62,14 @@ double loss_fell_by(const std::string& out) {
 }  // namespace
 
 TEST(Mpi, TrainConvergesAndKeepsEveryRanksParametersIdentical) {
-  auto r = run(dlaunch_cmd({"-H", kLocalhost, "--mpi", TRAIN_BIN, "--backend", "mpi"}), 120);
+  auto r = run(dlaunch_cmd({"-H", kLocalhost, "--mpi", TRAIN_BIN, "--backend", "mpi"}), 120, mpi_worker_env());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_GE(loss_fell_by(r.out), 10.0) << r.out;
   EXPECT_NE(r.out.find("parameters identical on all 4 ranks"), std::string::npos) << r.out;
 }
 
 TEST(Mpi, NcclBackendIsRefusedWithAClearMessageInThisBuild) {
-  auto r = run(dlaunch_cmd({"-n", "2", "--mpi", TRAIN_BIN, "--backend", "nccl"}), 120);
+  auto r = run(dlaunch_cmd({"-n", "2", "--mpi", TRAIN_BIN, "--backend", "nccl"}), 120, mpi_worker_env());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("no NCCL backend"), std::string::npos) << r.err;
 }

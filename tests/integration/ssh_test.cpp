@@ -277,7 +277,9 @@ TEST_F(Ssh, MpiProgramOverSshNodesSeesTheWholeWorld) {
 }
 
 TEST_F(Ssh, TrainOverSshNodesConverges) {
-  auto r = run(dlaunch_cmd({"-H", hostfile(2, 2), "--mpi", TRAIN_BIN, "--backend", "mpi"}), 120, env(home()));
+  auto e = env(home());
+  for (const auto& x : mpi_worker_env()) e.push_back(x);
+  auto r = run(dlaunch_cmd({"-H", hostfile(2, 2), "--mpi", TRAIN_BIN, "--backend", "mpi"}), 120, e);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("parameters identical on all 4 ranks"), std::string::npos) << r.out;
 }
@@ -287,4 +289,14 @@ TEST_F(Ssh, MpiAbortOverSshEndsTheJobWithItsCode) {
   auto r = run(dlaunch_cmd({"-H", hostfile(2, 2), "--mpi", "--job-id", job, MPI_HELLO_BIN, "3"}), 120, env(home()));
   EXPECT_EQ(r.exit_code, 7) << r.err;
   EXPECT_EQ(wait_job_gone(job, 3), std::vector<pid_t>{});
+}
+
+TEST_F(Ssh, CommCollectivesGiveTheRightValuesOverSshNodes) {
+  // comm's whole MPI test suite, every rank checking every collective, in the
+  // world the agents' PMIx servers built across SSH nodes.
+  auto e = env(home());
+  for (const auto& x : mpi_worker_env()) e.push_back(x);
+  auto r = run(dlaunch_cmd({"-H", hostfile(2, 2), "--mpi", COMM_MPI_TESTS_BIN}), 300, e);
+  ASSERT_EQ(r.exit_code, 0) << r.out.substr(r.out.size() > 3000 ? r.out.size() - 3000 : 0) << r.err;
+  EXPECT_NE(r.out.find("[  PASSED  ]"), std::string::npos);
 }

@@ -162,6 +162,12 @@ std::vector<pid_t> wait_job_gone(const std::string& job_id, double timeout_s) {
   return left;
 }
 
+std::vector<std::string> mpi_worker_env() {
+  const char* lsan = std::getenv("LSAN_OPTIONS");
+  return {std::string("LSAN_OPTIONS=") + (lsan != nullptr ? std::string(lsan) + ":" : "") +
+          "fast_unwind_on_malloc=0"};
+}
+
 std::string unique_job_id(const std::string& tag) {
   static std::atomic<int> counter{0};
   return "t" + std::to_string(::getpid()) + "-" + tag + "-" + std::to_string(counter++);

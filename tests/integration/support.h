@@ -56,6 +56,10 @@ std::vector<std::string> lines_of(const std::string& text);
 std::vector<pid_t> job_processes(const std::string& job_id);
 // Polls job_processes until empty or timeout; returns what is left.
 std::vector<pid_t> wait_job_gone(const std::string& job_id, double timeout_s);
+// For jobs whose workers link Open MPI: in sanitizer builds LeakSanitizer
+// needs slow unwinding to attribute Open MPI's own leaks to its libraries
+// (tests/sanitizer/lsan.supp); too slow to turn on for every test.
+std::vector<std::string> mpi_worker_env();
 // A unique job id for a test.
 std::string unique_job_id(const std::string& tag);
 // Writes text to a new temp file with this suffix; returns its path.

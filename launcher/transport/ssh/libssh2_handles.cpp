@@ -1,5 +1,7 @@
 #include "launcher/transport/ssh/libssh2_handles.h"
 
+#include <unistd.h>
+
 #include <stdexcept>
 
 namespace dlaunch::ssh {
@@ -9,9 +11,16 @@ void init_library() {
   if (rc != 0) throw std::runtime_error("libssh2_init failed");
 }
 
+void ChannelDeleter::operator()(LIBSSH2_CHANNEL* c) const {
+  // A few ms at most: the close message goes to a socket buffer, or the peer is gone.
+  for (int i = 0; i < 50 && libssh2_channel_free(c) == LIBSSH2_ERROR_EAGAIN; ++i) ::usleep(1000);
+}
+
 void SessionDeleter::operator()(LIBSSH2_SESSION* s) const {
-  // Best effort and never blocking: a dead peer must not stall the event loop.
-  libssh2_session_set_blocking(s, 0);
+  // Blocking with a short timeout: the disconnect is best effort, a silent
+  // peer costs at most 200 ms, and free must not give up half-way.
+  libssh2_session_set_timeout(s, 200);
+  libssh2_session_set_blocking(s, 1);
   libssh2_session_disconnect(s, "dlaunch done");
   libssh2_session_free(s);
 }

@@ -14,8 +14,10 @@ void init_library();
 struct SessionDeleter {
   void operator()(LIBSSH2_SESSION* s) const;
 };
+// In non-blocking mode libssh2's free functions may return EAGAIN having
+// freed nothing; the deleters retry for a bounded time so nothing leaks.
 struct ChannelDeleter {
-  void operator()(LIBSSH2_CHANNEL* c) const { libssh2_channel_free(c); }
+  void operator()(LIBSSH2_CHANNEL* c) const;
 };
 struct KnownHostsDeleter {
   void operator()(LIBSSH2_KNOWNHOSTS* k) const { libssh2_knownhost_free(k); }
