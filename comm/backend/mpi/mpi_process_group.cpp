@@ -398,6 +398,27 @@ void MpiProcessGroup::reduce_scatter(const void* send, void* recv, std::size_t c
   if (op == ReduceOp::kAvg) divide(recv, count, type, size_);
 }
 
+namespace {
+
+// Arguments of send and recv; returns the MPI datatype.
+MPI_Datatype check_point_to_point(int rank, int size, int tag_ub, const Call& call, const void* buf,
+                                  std::size_t count, DataType type, int peer, int tag) {
+  const MPI_Datatype dt = mpi_type(type);
+  if (dt == MPI_DATATYPE_NULL) [[unlikely]]
+    fail(rank, call, "invalid data type");
+  if (peer < 0 || peer >= size) [[unlikely]] {
+    fail(rank, call, std::string(call.peer_label) + " is not in [0, " + std::to_string(size) + ")");
+  }
+  if (tag < 0 || tag > tag_ub) [[unlikely]] {
+    fail(rank, call, "tag is not in [0, " + std::to_string(tag_ub) + "]");
+  }
+  if (buf == nullptr && count != 0) [[unlikely]]
+    fail(rank, call, "buf is null");
+  return dt;
+}
+
+}  // namespace
+
 void MpiProcessGroup::barrier() {
   const Call call{.name = "barrier", .has_data = false};
   check(MPI_Barrier(comm_), rank_, call, "MPI_Barrier");
@@ -411,17 +432,8 @@ void MpiProcessGroup::send(const void* buf, std::size_t count, DataType type, in
                   .peer = dst,
                   .has_tag = true,
                   .tag = tag};
-  const MPI_Datatype dt = mpi_type(type);
-  if (dt == MPI_DATATYPE_NULL) [[unlikely]]
-    fail(rank_, call, "invalid data type");
-  if (dst < 0 || dst >= size_) [[unlikely]] {
-    fail(rank_, call, "dst is not in [0, " + std::to_string(size_) + ")");
-  }
-  if (tag < 0 || tag > tag_ub_) [[unlikely]] {
-    fail(rank_, call, "tag is not in [0, " + std::to_string(tag_ub_) + "]");
-  }
-  if (buf == nullptr && count != 0) [[unlikely]]
-    fail(rank_, call, "buf is null");
+  const MPI_Datatype dt =
+      check_point_to_point(rank_, size_, tag_ub_, call, buf, count, type, dst, tag);
   const std::size_t esz = element_size(type);
   std::size_t off = 0;
   do {  // a zero-count message is still a message
@@ -440,17 +452,8 @@ void MpiProcessGroup::recv(void* buf, std::size_t count, DataType type, int src,
                   .peer = src,
                   .has_tag = true,
                   .tag = tag};
-  const MPI_Datatype dt = mpi_type(type);
-  if (dt == MPI_DATATYPE_NULL) [[unlikely]]
-    fail(rank_, call, "invalid data type");
-  if (src < 0 || src >= size_) [[unlikely]] {
-    fail(rank_, call, "src is not in [0, " + std::to_string(size_) + ")");
-  }
-  if (tag < 0 || tag > tag_ub_) [[unlikely]] {
-    fail(rank_, call, "tag is not in [0, " + std::to_string(tag_ub_) + "]");
-  }
-  if (buf == nullptr && count != 0) [[unlikely]]
-    fail(rank_, call, "buf is null");
+  const MPI_Datatype dt =
+      check_point_to_point(rank_, size_, tag_ub_, call, buf, count, type, src, tag);
   const std::size_t esz = element_size(type);
   std::size_t off = 0;
   do {
