@@ -147,6 +147,7 @@ int run(int argc, char** argv) {
                              .heartbeat_timeout = to_ms(o.heartbeat_timeout_s),
                              .start_timeout = to_ms(o.start_timeout_s),
                              .flush = to_ms(o.flush_s),
+                             .timeout = to_ms(o.timeout_s),
                              .master_addr_explicit = !o.master_addr.empty(),
                              .ssh = ssh_opts,
                              .progress = ::isatty(2) == 1,

@@ -57,6 +57,11 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   job->add_option("--start-timeout", o.start_timeout_s, "seconds for every agent to become ready")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  job->add_option("--timeout", o.timeout_s,
+                  "stop the job if it runs longer than this many seconds (exit 124, report names "
+                  "the ranks still running); 0: no limit")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   job->add_option("--master-addr", o.master_addr, "MASTER_ADDR for the workers (default: node 0)");
   job->add_option("--master-port", o.master_port,
                   "MASTER_PORT (default: a free port reserved by node 0)")

@@ -24,6 +24,7 @@ struct Options {
   double heartbeat_timeout_s = 30.0;
   double start_timeout_s = 30.0;
   double flush_s = 0.1;
+  double timeout_s = 0;  // whole job; 0: none
   bool dry_run = false;
   bool mpi = false;  // agents serve PMIx: Open MPI programs run without mpirun
   std::string master_addr;

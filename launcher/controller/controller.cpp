@@ -34,6 +34,7 @@ Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& si
       sigchld_(io_, SIGCHLD),
       deadline_(io_),
       heartbeat_(io_),
+      job_timer_(io_),
       progress_(cfg_.progress) {
   for (const auto& np : plan_.nodes) {
     Node n;
@@ -210,6 +211,7 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
                                            {"DLAUNCH_STORE_SECRET", cfg_.store_secret}});
       }
       for (auto& n : nodes_) n.link->send(start);
+      arm_job_timeout();
     }
   } else if (auto* started = std::get_if<proto::Started>(&msg)) {
     auto& r = ranks_.at(static_cast<std::size_t>(started->rank));
@@ -368,6 +370,7 @@ void Controller::maybe_finish() {
     if (!n.link->agent_gone()) return;
   }
   phase_ = Phase::kFinished;
+  job_timer_.cancel();
   io_.stop();
 }
 
@@ -404,6 +407,29 @@ void Controller::on_signal(int sig) {
     log(fmt::format("{}: killing the job now", signal_name(sig)));
     abort_all("interrupted twice", true);
   }
+}
+
+// --timeout: the job has this long from the workers' start; then it is
+// stopped like any failure, and the report names the ranks still running.
+void Controller::arm_job_timeout() {
+  if (cfg_.timeout.count() <= 0) return;
+  job_timer_.expires_after(cfg_.timeout);
+  job_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec || phase_ != Phase::kRunning) return;
+    std::string running;
+    int n = 0;
+    for (std::size_t k = 0; k < ranks_.size(); ++k) {
+      if (!ranks_[k].started || ranks_[k].exited) continue;
+      if (n++ < 32) {
+        running += fmt::format("{}{} ({})", running.empty() ? "" : ", ", k,
+                               nodes_[static_cast<std::size_t>(ranks_[k].node)].plan->host.name);
+      }
+    }
+    if (n > 32) running += fmt::format(" and {} more", n - 32);
+    fail({.kind = CauseKind::kTimeout,
+          .message = fmt::format("--timeout of {:.1f} s expired; {} rank(s) still running: {}",
+                                 static_cast<double>(cfg_.timeout.count()) / 1000.0, n, running)});
+  });
 }
 
 void Controller::arm_heartbeat() {

@@ -36,6 +36,7 @@ struct ControllerConfig {
   std::chrono::milliseconds heartbeat_timeout{30000};  // 0: off
   std::chrono::milliseconds start_timeout{30000};
   std::chrono::milliseconds flush{100};
+  std::chrono::milliseconds timeout{0};  // whole job, from the workers' start; 0: none
   bool master_addr_explicit = false;  // --master-addr given: never replace it
   ssh::TransportOptions ssh;
   bool progress = false;  // one-line status on stderr while starting
@@ -83,6 +84,7 @@ class Controller {
   void maybe_finish();
   void on_signal(int sig);
   void arm_heartbeat();
+  void arm_job_timeout();
   void arm_deadline(std::chrono::milliseconds after, const std::string& what);
   std::string node_label(std::size_t node) const;
   std::string master_addr() const;
@@ -97,6 +99,7 @@ class Controller {
   boost::asio::signal_set sigchld_;
   boost::asio::steady_timer deadline_;
   boost::asio::steady_timer heartbeat_;
+  boost::asio::steady_timer job_timer_;  // --timeout
   std::unique_ptr<ssh::Transport> ssh_;  // before nodes_: links go first
   std::vector<Node> nodes_;
   std::vector<RankState> ranks_;

@@ -18,6 +18,8 @@ int exit_status(const RootCause& c) {
     case CauseKind::kNode:
     case CauseKind::kLaunch:
       return 1;
+    case CauseKind::kTimeout:
+      return 124;  // timeout(1)'s convention
   }
   return 1;
 }
@@ -58,10 +60,14 @@ std::string format_report(const std::string& job_id, const RootCause& c, int ran
     case CauseKind::kInterrupted:
       out += fmt::format("dlaunch: job {} interrupted by {}\n", job_id, signal_name(c.signal));
       break;
+    case CauseKind::kTimeout:
+      out += fmt::format("dlaunch: job {} timed out: {}\n", job_id, c.message);
+      break;
   }
   for (const auto& a : c.also) out += "  also: " + a + "\n";
   if (ranks_stopped > 0) {
-    out += fmt::format("  {} other rank(s) were stopped by dlaunch\n", ranks_stopped);
+    out += fmt::format("  {} {}rank(s) were stopped by dlaunch\n", ranks_stopped,
+                       c.kind == CauseKind::kWorker ? "other " : "");
   }
   return out;
 }

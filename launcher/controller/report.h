@@ -8,7 +8,7 @@
 
 namespace dlaunch {
 
-enum class CauseKind { kNone, kWorker, kNode, kInterrupted, kLaunch };
+enum class CauseKind { kNone, kWorker, kNode, kInterrupted, kLaunch, kTimeout };
 
 struct RootCause {
   CauseKind kind = CauseKind::kNone;
@@ -17,7 +17,8 @@ struct RootCause {
   std::string node;
   int local_rank = 0;
   std::vector<std::string> stderr_tail;
-  // kNode, kLaunch: what happened; kInterrupted: the signal
+  // kNode, kLaunch: what happened; kTimeout: the ranks still running;
+  // kInterrupted: the signal
   std::string message;
   int signal = 0;
   // kLaunch/kNode: problems of other hosts found while starting

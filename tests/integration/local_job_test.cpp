@@ -288,3 +288,17 @@ TEST(LocalJob, WorkersFindTheJobsStoreThroughTheirEnvironment) {
   EXPECT_EQ(lines_of(r.out).size(), 4u) << r.out;
   for (const auto& l : lines_of(r.out)) EXPECT_NE(l.find("read 4 keys"), std::string::npos) << l;
 }
+
+TEST(LocalJob, TimeoutStopsAHangingJobWith124AndNamesTheRanksStillRunning) {
+  const auto job = unique_job_id("timeout");
+  // Rank 1 finishes at once; the others hang.
+  auto r = run(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, "--timeout", "1", "sh", "-c",
+                            "[ \"$RANK\" = 1 ] || sleep 60"}));
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  EXPECT_GE(r.seconds, 0.9);
+  EXPECT_LT(r.seconds, 3.0);
+  EXPECT_NE(r.err.find("--timeout of 1.0 s expired; 3 rank(s) still running: 0 (node0), 2 (node1), 3 (node1)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
+}
