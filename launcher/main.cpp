@@ -85,6 +85,7 @@ int run(int argc, char** argv) {
   po.master_addr = o.master_addr;
   po.command = o.command;
   po.head_env = dl::current_environment();
+  po.max_restarts = o.max_restarts;
   dl::JobPlan plan = dl::make_plan(hosts, po);
 
   const std::string workdir = o.workdir.empty() ? fs::current_path().string() : o.workdir;
@@ -139,23 +140,46 @@ int run(int argc, char** argv) {
                        .output_dir = o.output_dir,
                        .job_id = plan.job_id,
                        .node_of_rank = std::move(node_of_rank)});
-  dl::Controller controller(plan,
-                            {.agent_path = agent,
-                             .workdir = workdir,
-                             .master_port = static_cast<std::uint16_t>(o.master_port),
-                             .kill_grace = to_ms(o.kill_grace_s),
-                             .heartbeat_timeout = to_ms(o.heartbeat_timeout_s),
-                             .start_timeout = to_ms(o.start_timeout_s),
-                             .flush = to_ms(o.flush_s),
-                             .timeout = to_ms(o.timeout_s),
-                             .master_addr_explicit = !o.master_addr.empty(),
-                             .ssh = ssh_opts,
-                             .progress = ::isatty(2) == 1,
-                             .mpi = o.mpi,
-                             .store_secret = random_hex(32),
-                             .store_port = static_cast<std::uint16_t>(o.store_port)},
-                            sink);
-  return controller.run();
+  const dl::ControllerConfig config{.agent_path = agent,
+                                    .workdir = workdir,
+                                    .master_port = static_cast<std::uint16_t>(o.master_port),
+                                    .kill_grace = to_ms(o.kill_grace_s),
+                                    .heartbeat_timeout = to_ms(o.heartbeat_timeout_s),
+                                    .start_timeout = to_ms(o.start_timeout_s),
+                                    .flush = to_ms(o.flush_s),
+                                    .timeout = to_ms(o.timeout_s),
+                                    .master_addr_explicit = !o.master_addr.empty(),
+                                    .ssh = ssh_opts,
+                                    .progress = ::isatty(2) == 1,
+                                    .mpi = o.mpi,
+                                    .store_secret = random_hex(32),
+                                    .store_port = static_cast<std::uint16_t>(o.store_port)};
+  // --max-restarts: a failed rank or a lost node tears the whole job down and
+  // starts it again with fresh agents; an interrupt, a timeout or a launch
+  // error ends it at once (trying again would fail the same way).
+  std::vector<std::string> attempts;
+  for (int attempt = 0;; ++attempt) {
+    dl::Controller controller(plan, config, sink);
+    const int status = controller.run();
+    const auto& cause = controller.cause();
+    const bool restartable = cause.kind == dl::CauseKind::kWorker || cause.kind == dl::CauseKind::kNode;
+    if (status == 0 || !restartable || attempt >= o.max_restarts) {
+      if (!attempts.empty()) {
+        std::string summary = fmt::format("dlaunch: {} attempt(s):\n", attempts.size() + 1);
+        for (std::size_t k = 0; k < attempts.size(); ++k) {
+          summary += fmt::format("  attempt {}: failed, exit status {}\n", k, attempts[k]);
+        }
+        summary += fmt::format("  attempt {}: {}\n", attempts.size(),
+                               status == 0 ? "succeeded" : fmt::format("failed, exit status {}", status));
+        dl::write_all(2, summary);
+      }
+      return status;
+    }
+    attempts.push_back(std::to_string(status));
+    dl::write_all(2, fmt::format("dlaunch: restarting the job ({} of {} restarts)\n", attempt + 1, o.max_restarts));
+    po.restart_count = attempt + 1;
+    plan = dl::make_plan(hosts, po);
+  }
 }
 
 }  // namespace

@@ -62,6 +62,11 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                   "the ranks still running); 0: no limit")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  job->add_option("--max-restarts", o.max_restarts,
+                  "after a rank or node fails, stop everything and start the whole job again, up "
+                  "to N times (TORCHELASTIC_RESTART_COUNT / DLAUNCH_RESTART_COUNT count up)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   job->add_option("--master-addr", o.master_addr, "MASTER_ADDR for the workers (default: node 0)");
   job->add_option("--master-port", o.master_port,
                   "MASTER_PORT (default: a free port reserved by node 0)")

@@ -25,6 +25,7 @@ struct Options {
   double start_timeout_s = 30.0;
   double flush_s = 0.1;
   double timeout_s = 0;  // whole job; 0: none
+  int max_restarts = 0;  // restart the whole job after a failure, up to this often
   bool dry_run = false;
   bool mpi = false;  // agents serve PMIx: Open MPI programs run without mpirun
   std::string master_addr;

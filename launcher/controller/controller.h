@@ -51,6 +51,7 @@ class Controller {
   ~Controller();
   // Runs the job; returns dlaunch's exit status. Prints the report on failure.
   int run();
+  const RootCause& cause() const { return cause_; }
 
  private:
   enum class Phase { kStarting, kRunning, kAborting, kShuttingDown, kFinished };

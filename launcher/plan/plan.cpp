@@ -129,8 +129,9 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
           {"NODE_RANK", std::to_string(node.node_rank)},
           {"NNODES", std::to_string(nnodes)},
           {"TORCHELASTIC_RUN_ID", plan.job_id},
-          {"TORCHELASTIC_RESTART_COUNT", "0"},
-          {"TORCHELASTIC_MAX_RESTARTS", "0"},
+          {"TORCHELASTIC_RESTART_COUNT", std::to_string(opts.restart_count)},
+          {"TORCHELASTIC_MAX_RESTARTS", std::to_string(opts.max_restarts)},
+          {"DLAUNCH_RESTART_COUNT", std::to_string(opts.restart_count)},
           {"DLAUNCH_JOB_ID", plan.job_id},
           {"DLAUNCH_NODE_NAME", node.host.name},
       };

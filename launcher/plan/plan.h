@@ -30,6 +30,8 @@ struct PlanOptions {
   std::string master_addr;  // empty: derived from node 0
   std::vector<std::string> command;
   std::vector<std::string> head_env;  // the head's environment ("NAME=VALUE")
+  int restart_count = 0;              // this attempt (TORCHELASTIC_RESTART_COUNT)
+  int max_restarts = 0;
 };
 
 struct JobPlan {

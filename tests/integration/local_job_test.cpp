@@ -302,3 +302,22 @@ TEST(LocalJob, TimeoutStopsAHangingJobWith124AndNamesTheRanksStillRunning) {
       << r.err;
   EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
 }
+
+TEST(LocalJob, MaxRestartsStartsTheWholeJobAgainWithTheCountUp) {
+  // Every rank fails on the first attempt and succeeds on the second.
+  auto r = run(dlaunch_cmd({"-H", kLocalhost, "--max-restarts", "2", "sh", "-c",
+                            "echo attempt $TORCHELASTIC_RESTART_COUNT of $TORCHELASTIC_MAX_RESTARTS; "
+                            "sleep 0.3; [ \"$DLAUNCH_RESTART_COUNT\" -ge 1 ] || exit 3"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_lines_with(r.out, "attempt 0 of 2"), 4) << r.out;
+  EXPECT_EQ(count_lines_with(r.out, "attempt 1 of 2"), 4) << r.out;
+  EXPECT_NE(r.err.find("attempt 0: failed, exit status 3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("attempt 1: succeeded"), std::string::npos) << r.err;
+}
+
+TEST(LocalJob, MaxRestartsGivesUpWithTheLastFailure) {
+  auto r = run(dlaunch_cmd({"-n", "2", "--max-restarts", "1", "sh", "-c", "exit 5"}));
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_NE(r.err.find("attempt 0: failed, exit status 5"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("attempt 1: failed, exit status 5"), std::string::npos) << r.err;
+}
