@@ -11,9 +11,9 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 
 #include "dlaunch/process.h"
+#include "dlaunch/random.h"
 #include "dlaunch/version.h"
 
 namespace dlaunch::agent {
@@ -24,19 +24,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr std::size_t kHighWatermark = 8u << 20;  // stop reading workers above this
-
-std::string random_hex(std::size_t bytes) {
-  std::ifstream in("/dev/urandom", std::ios::binary);
-  std::string raw(bytes, '\0');
-  in.read(raw.data(), static_cast<std::streamsize>(bytes));
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : raw) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  return out;
-}
 
 std::string hostname() {
   char buf[256] = {};
@@ -200,12 +187,14 @@ bool Agent::start_pmix() {
   job.node_names = setup_.node_names;
   job.ranks_per_node.assign(setup_.ranks_per_node.begin(), setup_.ranks_per_node.end());
   job.node_rank = setup_.node_rank;
-  job.tmpdir = "/tmp/dlaunch-pmix-" + setup_.job_id + "-node" + std::to_string(setup_.node_rank) + "-" +
-               std::to_string(::getpid());
+  job.tmpdir = "/tmp/dlaunch-pmix-" + setup_.job_id + "-node" + std::to_string(setup_.node_rank) +
+               "-" + std::to_string(::getpid());
   pmix_ = std::make_unique<PmixHost>(
       io_, PmixHost::Callbacks{
-               .fence = [this](std::uint32_t seq,
-                               std::string data) { channel_->send(proto::FenceUp{seq, std::move(data)}); },
+               .fence =
+                   [this](std::uint32_t seq, std::string data) {
+                     channel_->send(proto::FenceUp{seq, std::move(data)});
+                   },
                .abort =
                    [this](int rank, int status, std::string message) {
                      channel_->send(proto::WorkerAbort{rank, status, std::move(message)});

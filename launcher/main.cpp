@@ -6,10 +6,10 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "dlaunch/process.h"
+#include "dlaunch/random.h"
 #include "launcher/check/preflight.h"
 #include "launcher/cli/options.h"
 #include "launcher/controller/controller.h"
@@ -21,15 +21,6 @@ namespace dl = dlaunch;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string random_hex(std::size_t bytes) {
-  std::ifstream in("/dev/urandom", std::ios::binary);
-  std::string raw(bytes, '\0');
-  in.read(raw.data(), static_cast<std::streamsize>(bytes));
-  std::string out;
-  for (unsigned char c : raw) out += fmt::format("{:02x}", c);
-  return out;
-}
 
 dl::Hostfile load_hosts(const dl::Options& o) {
   if (!o.hostfile.empty()) return dl::parse_hostfile_file(o.hostfile);
@@ -51,10 +42,10 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
       o.master_port > 0 ? std::to_string(o.master_port) : "<reserved by node 0>";
   std::string cmd;
   for (const auto& a : plan.command) cmd += (cmd.empty() ? "" : " ") + dl::shell_quote(a);
-  fmt::print("job {}: {} rank(s) on {} node(s), MASTER_ADDR={} MASTER_PORT={}; comm store on node 0 "
-             "(DLAUNCH_STORE_ADDR/PORT/SECRET set at start)\n",
-             plan.job_id,
-             plan.world_size, plan.nodes.size(), plan.master_addr, port);
+  fmt::print(
+      "job {}: {} rank(s) on {} node(s), MASTER_ADDR={} MASTER_PORT={}; comm store on node 0 "
+      "(DLAUNCH_STORE_ADDR/PORT/SECRET set at start)\n",
+      plan.job_id, plan.world_size, plan.nodes.size(), plan.master_addr, port);
   for (const auto& n : plan.nodes) {
     const auto& h = n.host;
     const bool local = h.transport == dl::Transport::kLocal;
@@ -81,7 +72,7 @@ int run(int argc, char** argv) {
   dl::Hostfile hosts = dl::apply_node_filter(load_hosts(o), o.filter);
   dl::PlanOptions po;
   po.np = o.np;
-  po.job_id = o.job_id.empty() ? random_hex(8) : o.job_id;
+  po.job_id = o.job_id.empty() ? dl::random_hex(8) : o.job_id;
   po.master_addr = o.master_addr;
   po.command = o.command;
   po.head_env = dl::current_environment();
@@ -126,7 +117,8 @@ int run(int argc, char** argv) {
   if (any_local && !fs::is_directory(workdir)) {
     throw dl::InputError({"--wdir"}, "", "'" + workdir + "' is not a directory");
   }
-  if (any_local && dl::find_program(plan.command.front(), dl::current_environment(), workdir).empty()) {
+  if (any_local &&
+      dl::find_program(plan.command.front(), dl::current_environment(), workdir).empty()) {
     throw dl::InputError({"dlaunch"}, "",
                          "program '" + plan.command.front() + "' not found or not executable",
                          "give a path, or put it on PATH");
@@ -152,7 +144,7 @@ int run(int argc, char** argv) {
                                     .ssh = ssh_opts,
                                     .progress = ::isatty(2) == 1,
                                     .mpi = o.mpi,
-                                    .store_secret = random_hex(32),
+                                    .store_secret = dl::random_hex(32),
                                     .store_port = static_cast<std::uint16_t>(o.store_port)};
   // --max-restarts: a failed rank or a lost node tears the whole job down and
   // starts it again with fresh agents; an interrupt, a timeout or a launch
@@ -162,21 +154,24 @@ int run(int argc, char** argv) {
     dl::Controller controller(plan, config, sink);
     const int status = controller.run();
     const auto& cause = controller.cause();
-    const bool restartable = cause.kind == dl::CauseKind::kWorker || cause.kind == dl::CauseKind::kNode;
+    const bool restartable =
+        cause.kind == dl::CauseKind::kWorker || cause.kind == dl::CauseKind::kNode;
     if (status == 0 || !restartable || attempt >= o.max_restarts) {
       if (!attempts.empty()) {
         std::string summary = fmt::format("dlaunch: {} attempt(s):\n", attempts.size() + 1);
         for (std::size_t k = 0; k < attempts.size(); ++k) {
           summary += fmt::format("  attempt {}: failed, exit status {}\n", k, attempts[k]);
         }
-        summary += fmt::format("  attempt {}: {}\n", attempts.size(),
-                               status == 0 ? "succeeded" : fmt::format("failed, exit status {}", status));
+        summary +=
+            fmt::format("  attempt {}: {}\n", attempts.size(),
+                        status == 0 ? "succeeded" : fmt::format("failed, exit status {}", status));
         dl::write_all(2, summary);
       }
       return status;
     }
     attempts.push_back(std::to_string(status));
-    dl::write_all(2, fmt::format("dlaunch: restarting the job ({} of {} restarts)\n", attempt + 1, o.max_restarts));
+    dl::write_all(2, fmt::format("dlaunch: restarting the job ({} of {} restarts)\n", attempt + 1,
+                                 o.max_restarts));
     po.restart_count = attempt + 1;
     plan = dl::make_plan(hosts, po);
   }

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include "agent/worker.h"
+#include "dlaunch/random.h"
 
 using namespace dlaunch;
 
@@ -85,4 +86,12 @@ TEST(WorkerEnvironment, LaterLayersOverrideEarlierOnesInPlace) {
                                 {{"MASTER_PORT", "5"}, {"X", "b"}}, "DLAUNCH_AGENT_TOKEN=t");
   EXPECT_EQ(env, (std::vector<std::string>{"PATH=/bin", "RANK=1", "HOME=/root", "X=b",
                                            "MASTER_PORT=5", "DLAUNCH_AGENT_TOKEN=t"}));
+}
+
+TEST(Random, HexHasTheLengthAndAlphabetAndDiffersEachTime) {
+  const auto a = random_hex(32);
+  const auto b = random_hex(32);
+  EXPECT_EQ(a.size(), 64u);
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_NE(a, b);
 }
