@@ -1,7 +1,10 @@
 // allreduce_bench: float32 sum all_reduce bandwidth, in the table style of
 // nccl-tests (all_reduce_perf), through comm::ProcessGroup or, with --raw,
-// through MPI_Allreduce on MPI_COMM_WORLD directly (same world, same buffer,
-// same loop: the difference is what comm costs).
+// directly (same world, same buffer, same loop: the difference is what comm
+// costs): MPI_Allreduce on MPI_COMM_WORLD for --backend mpi; for --backend
+// nccl, ncclAllReduce on the group's own communicator and stream followed by
+// cudaStreamSynchronize (comm's call also returns only when the op is done).
+// With nccl the buffer is device memory on the rank's GPU (LOCAL_RANK).
 //
 //   mpirun -np 4 build/release/bin/allreduce_bench [--min-bytes 8] [--max-bytes 256M]
 //          [--iters 20] [--warmup 5] [--check] [--raw | --compare [--rounds 4]]
@@ -37,6 +40,11 @@
 #include <vector>
 
 #include "comm/process_group.h"
+#ifdef DLAUNCH_WITH_NCCL
+#include <cuda_runtime_api.h>
+
+#include "comm/nccl.h"
+#endif
 
 namespace {
 
@@ -130,13 +138,36 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+#ifdef DLAUNCH_WITH_NCCL
+void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+#endif
+
 class Bench {
  public:
-  Bench(comm::ProcessGroup& pg, const Options& o) : pg_(pg), o_(o) {}
+  Bench(comm::ProcessGroup& pg, const Options& o)
+      : pg_(pg), o_(o), device_(pg.backend() == comm::Backend::kNccl) {}
+  ~Bench() {
+#ifdef DLAUNCH_WITH_NCCL
+    if (dev_ != nullptr) cudaFree(dev_);
+    if (scratch_ != nullptr) cudaFree(scratch_);
+#endif
+  }
+  Bench(const Bench&) = delete;
+  Bench& operator=(const Bench&) = delete;
 
   int run() {
     const std::size_t max_count = o_.max_bytes / sizeof(float);
     buf_.assign(max_count, 0.0f);  // touches every page before timing
+#ifdef DLAUNCH_WITH_NCCL
+    if (device_) {
+      cuda_check(cudaMalloc(reinterpret_cast<void**>(&dev_), max_count * sizeof(float)),
+                 "cudaMalloc");
+      cuda_check(cudaMalloc(reinterpret_cast<void**>(&scratch_), sizeof(double)), "cudaMalloc");
+    }
+#endif
     header();
     double busbw_sum = 0;
     int sizes = 0;
@@ -144,7 +175,7 @@ class Bench {
     for (std::size_t bytes = std::max(o_.min_bytes, sizeof(float)); bytes <= o_.max_bytes;
          bytes *= 2) {
       const std::size_t count = bytes / sizeof(float);
-      std::fill_n(buf_.begin(), count, 0.0f);  // sums of zeros stay zeros: no inf, no denormals
+      zero(count);  // sums of zeros stay zeros: no inf, no denormals
       double comm_s = 0, raw_s = 0;
       if (!o_.compare) {
         for (int i = 0; i < o_.warmup; ++i) op(count, o_.raw);
@@ -165,7 +196,7 @@ class Bench {
         wrong = 0;
         wrong += check(count, o_.raw);  // comm, or raw under --raw
         if (o_.compare) wrong += check(count, true);
-        pg_.all_reduce(std::span<long long>(&wrong, 1), comm::ReduceOp::kSum);
+        wrong = static_cast<long long>(reduce_scalar(static_cast<double>(wrong), comm::ReduceOp::kSum));
         wrong_total += wrong;
       }
       busbw_sum += busbw(count, o_.raw ? raw_s : comm_s);
@@ -192,11 +223,12 @@ class Bench {
 
   void header() const {
     if (pg_.rank() != 0) return;
+    const std::string raw = device_ ? "direct ncclAllReduce on the group's communicator"
+                                    : "raw MPI_Allreduce on MPI_COMM_WORLD";
     const std::string what =
-        o_.compare ? "comm::ProcessGroup (" + o_.backend +
-                         " backend) and raw MPI_Allreduce on MPI_COMM_WORLD, interleaved"
-        : o_.raw ? std::string("raw MPI_Allreduce on MPI_COMM_WORLD")
-                 : "comm::ProcessGroup (" + o_.backend + " backend)";
+        o_.compare ? "comm::ProcessGroup (" + o_.backend + " backend) and " + raw + ", interleaved"
+        : o_.raw   ? raw
+                   : "comm::ProcessGroup (" + o_.backend + " backend)";
     std::printf("# dlaunch allreduce_bench: %s, world size %d, float32 sum, in place\n",
                 what.c_str(), pg_.size());
     if (o_.compare) {
@@ -243,16 +275,52 @@ class Bench {
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < o_.iters; ++i) op(count, raw);
     const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-    double seconds = dt.count() / o_.iters;
-    pg_.all_reduce(std::span<double>(&seconds, 1), comm::ReduceOp::kMax);
-    return seconds;
+    return reduce_scalar(dt.count() / o_.iters, comm::ReduceOp::kMax);
+  }
+
+  // One double reduced over the ranks (through device memory for nccl).
+  double reduce_scalar(double value, comm::ReduceOp how) {
+    if (!device_) {
+      pg_.all_reduce(std::span<double>(&value, 1), how);
+      return value;
+    }
+#ifdef DLAUNCH_WITH_NCCL
+    cuda_check(cudaMemcpy(scratch_, &value, sizeof value, cudaMemcpyHostToDevice), "cudaMemcpy");
+    pg_.all_reduce(scratch_, 1, comm::DataType::kFloat64, how);
+    cuda_check(cudaMemcpy(&value, scratch_, sizeof value, cudaMemcpyDeviceToHost), "cudaMemcpy");
+#endif
+    return value;
+  }
+
+  float* data() {
+#ifdef DLAUNCH_WITH_NCCL
+    if (device_) return dev_;
+#endif
+    return buf_.data();
+  }
+
+  void zero(std::size_t count) {
+    std::fill_n(buf_.begin(), count, 0.0f);
+#ifdef DLAUNCH_WITH_NCCL
+    if (device_) cuda_check(cudaMemset(dev_, 0, count * sizeof(float)), "cudaMemset");
+#endif
   }
 
   void op(std::size_t count, bool raw) {
     if (!raw) {
-      pg_.all_reduce(buf_.data(), count, comm::DataType::kFloat32, comm::ReduceOp::kSum);
+      pg_.all_reduce(data(), count, comm::DataType::kFloat32, comm::ReduceOp::kSum);
       return;
     }
+#ifdef DLAUNCH_WITH_NCCL
+    if (device_) {
+      const ncclResult_t rc = ncclAllReduce(dev_, dev_, count, ncclFloat, ncclSum,
+                                            comm::nccl_communicator(pg_), comm::nccl_stream(pg_));
+      if (rc != ncclSuccess)
+        throw std::runtime_error(std::string("ncclAllReduce: ") + ncclGetErrorString(rc));
+      cuda_check(cudaStreamSynchronize(comm::nccl_stream(pg_)), "cudaStreamSynchronize");
+      return;
+    }
+#endif
     if (count > INT_MAX) throw std::runtime_error("--raw: more than INT_MAX elements");
     const int rc = MPI_Allreduce(MPI_IN_PLACE, buf_.data(), static_cast<int>(count), MPI_FLOAT,
                                  MPI_SUM, MPI_COMM_WORLD);
@@ -270,19 +338,34 @@ class Bench {
     const int n = pg_.size();
     const float mine = static_cast<float>(pg_.rank() + 1);
     for (std::size_t i = 0; i < count; ++i) buf_[i] = mine * static_cast<float>(i % 13 + 1);
+#ifdef DLAUNCH_WITH_NCCL
+    if (device_)
+      cuda_check(cudaMemcpy(dev_, buf_.data(), count * sizeof(float), cudaMemcpyHostToDevice),
+                 "cudaMemcpy");
+#endif
     op(count, raw);
+#ifdef DLAUNCH_WITH_NCCL
+    if (device_)
+      cuda_check(cudaMemcpy(buf_.data(), dev_, count * sizeof(float), cudaMemcpyDeviceToHost),
+                 "cudaMemcpy");
+#endif
     const float ranks = static_cast<float>(n) * static_cast<float>(n + 1) / 2;
     long long wrong = 0;
     for (std::size_t i = 0; i < count; ++i) {
       if (buf_[i] != ranks * static_cast<float>(i % 13 + 1)) ++wrong;
     }
-    std::fill_n(buf_.begin(), count, 0.0f);
+    zero(count);
     return wrong;
   }
 
   comm::ProcessGroup& pg_;
   const Options& o_;
+  const bool device_;  // nccl: the timed buffer lives on the GPU
   std::vector<float> buf_;
+#ifdef DLAUNCH_WITH_NCCL
+  float* dev_ = nullptr;
+  double* scratch_ = nullptr;
+#endif
 };
 
 }  // namespace
@@ -292,9 +375,6 @@ int main(int argc, char** argv) {
   std::unique_ptr<comm::ProcessGroup> pg;
   try {
     const comm::Backend backend = comm::parse_backend(options.backend);
-    if ((options.raw || options.compare) && backend != comm::Backend::kMpi) {
-      usage("--raw and --compare need --backend mpi");
-    }
     pg = comm::ProcessGroup::create(backend);
   } catch (const comm::CommError& e) {
     std::fprintf(stderr, "allreduce_bench: %s\n", e.what());

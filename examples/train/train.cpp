@@ -10,6 +10,10 @@
 // SGD step. Rank 0 prints the loss over the whole data set per epoch. At the
 // end every rank all-gathers the parameters and checks that each rank's equal
 // rank 0's bit for bit; exit 1 if not, 2 on a usage or communication error.
+//
+// The model lives on the CPU whatever the backend. With --backend nccl (one
+// GPU per rank, dlaunch -n <gpus>) every collective goes through a device
+// copy of the host buffer: the nccl backend takes device memory only.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -20,12 +24,85 @@
 #include <exception>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "comm/process_group.h"
+#ifdef DLAUNCH_WITH_NCCL
+#include <cuda_runtime_api.h>
+#endif
 
 namespace {
+
+// The collectives this program uses, on host buffers; staged through device
+// memory when the group's backend needs it.
+class Collectives {
+ public:
+  explicit Collectives(comm::ProcessGroup& pg) : pg_(pg) {}
+  ~Collectives() {
+#ifdef DLAUNCH_WITH_NCCL
+    if (dev_ != nullptr) cudaFree(dev_);
+#endif
+  }
+  Collectives(const Collectives&) = delete;
+  Collectives& operator=(const Collectives&) = delete;
+
+  int rank() const { return pg_.rank(); }
+  int size() const { return pg_.size(); }
+
+  template <comm::CommElement T>
+  void all_reduce(std::span<T> buf, comm::ReduceOp op) {
+    if (!on_device()) return pg_.all_reduce(buf, op);
+    void* d = stage(buf.data(), buf.size_bytes(), buf.size_bytes());
+    pg_.all_reduce(d, buf.size(), comm::data_type_of<T>(), op);
+    unstage(buf.data(), d, buf.size_bytes());
+  }
+
+  template <comm::CommElement T>
+  void all_gather(std::span<const T> send, std::span<T> recv) {
+    if (!on_device()) return pg_.all_gather(send, recv);
+    // recv's own block is the input: all_gather in place on the device.
+    const std::size_t own = static_cast<std::size_t>(rank()) * send.size_bytes();
+    char* d = static_cast<char*>(stage(nullptr, 0, recv.size_bytes()));
+    copy(d + own, send.data(), send.size_bytes(), true);
+    pg_.all_gather(d + own, d, send.size(), comm::data_type_of<T>());
+    unstage(recv.data(), d, recv.size_bytes());
+  }
+
+ private:
+  bool on_device() const { return pg_.backend() == comm::Backend::kNccl; }
+
+#ifdef DLAUNCH_WITH_NCCL
+  static void copy(void* to, const void* from, std::size_t bytes, bool to_device) {
+    const cudaError_t e =
+        cudaMemcpy(to, from, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) throw std::runtime_error(std::string("cudaMemcpy: ") + cudaGetErrorString(e));
+  }
+  // A device buffer of at least `capacity` bytes holding `bytes` of host.
+  void* stage(const void* host, std::size_t bytes, std::size_t capacity) {
+    if (capacity > dev_bytes_) {
+      if (dev_ != nullptr) cudaFree(dev_);
+      dev_ = nullptr;
+      if (const cudaError_t e = cudaMalloc(&dev_, capacity); e != cudaSuccess)
+        throw std::runtime_error(std::string("cudaMalloc: ") + cudaGetErrorString(e));
+      dev_bytes_ = capacity;
+    }
+    if (bytes != 0) copy(dev_, host, bytes, true);
+    return dev_;
+  }
+  void unstage(void* host, const void* dev, std::size_t bytes) { copy(host, dev, bytes, false); }
+  void* dev_ = nullptr;
+  std::size_t dev_bytes_ = 0;
+#else
+  // Never reached: without NCCL no group has a device backend.
+  static void copy(void*, const void*, std::size_t, bool) {}
+  void* stage(const void*, std::size_t, std::size_t) { return nullptr; }
+  void unstage(void*, const void*, std::size_t) {}
+#endif
+
+  comm::ProcessGroup& pg_;
+};
 
 struct Options {
   std::string backend = "mpi";
@@ -199,7 +276,7 @@ std::pair<int, int> shard(int total, int part, int n) {
 }
 
 // Mean loss over the whole data set: each rank evaluates its shard.
-double full_loss(comm::ProcessGroup& pg, Mlp& model, const Data& d, int samples) {
+double full_loss(Collectives& pg, Mlp& model, const Data& d, int samples) {
   const auto [begin, end] = shard(samples, pg.rank(), pg.size());
   double sum = 0;
   for (int i = begin; i < end; ++i) {
@@ -210,7 +287,7 @@ double full_loss(comm::ProcessGroup& pg, Mlp& model, const Data& d, int samples)
   return sum / samples;
 }
 
-int train(comm::ProcessGroup* pg, const Options& o) {
+int train(Collectives* pg, const Options& o) {
   const int rank = pg->rank();
   const int world = pg->size();
   if (o.hidden > 256) usage("--hidden is at most 256");
@@ -303,7 +380,8 @@ int main(int argc, char** argv) {
   }
   int rc = 0;
   try {
-    rc = train(pg.get(), options);
+    Collectives collectives(*pg);
+    rc = train(&collectives, options);
   } catch (const std::exception& e) {
     // The other ranks may wait in a collective for this one: leave without
     // finalising MPI, so that the launcher ends the whole job.

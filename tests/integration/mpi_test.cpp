@@ -68,8 +68,4 @@ TEST(Mpi, TrainConvergesAndKeepsEveryRanksParametersIdentical) {
   EXPECT_NE(r.out.find("parameters identical on all 4 ranks"), std::string::npos) << r.out;
 }
 
-TEST(Mpi, NcclBackendIsRefusedWithAClearMessageInThisBuild) {
-  auto r = run(dlaunch_cmd({"-n", "2", "--mpi", TRAIN_BIN, "--backend", "nccl"}), 120, mpi_worker_env());
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("no NCCL backend"), std::string::npos) << r.err;
-}
+// --backend nccl without NCCL or a GPU: tests/integration/nccl_test.cpp.

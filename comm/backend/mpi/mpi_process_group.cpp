@@ -1,5 +1,7 @@
 #include "backend/mpi/mpi_process_group.h"
 
+#include "backend/call.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
@@ -18,39 +20,7 @@ std::mutex g_mutex;
 int g_live_groups = 0;             // constructed and not yet destroyed
 bool g_initialised_by_us = false;  // a group called MPI_Init_thread
 
-// What an operation was asked to do, turned into text only when it fails.
-struct Call {
-  const char* name;
-  DataType type = DataType::kFloat32;
-  std::size_t count = 0;
-  bool has_data = true;
-  bool has_op = false;
-  ReduceOp op = ReduceOp::kSum;
-  const char* peer_label = nullptr;  // "root", "dst", "src"
-  int peer = 0;
-  bool has_tag = false;
-  int tag = 0;
-
-  std::string str() const {
-    std::string s = std::string(name) + "(";
-    const char* sep = "";
-    if (has_data) {
-      s += std::string(to_string(type)) + ", " + std::to_string(count) +
-           (count == 1 ? " element" : " elements");
-      sep = ", ";
-    }
-    if (has_op) {
-      s += sep + std::string(to_string(op));
-      sep = ", ";
-    }
-    if (peer_label != nullptr) {
-      s += sep + std::string(peer_label) + " " + std::to_string(peer);
-      sep = ", ";
-    }
-    if (has_tag) s += sep + std::string("tag ") + std::to_string(tag);
-    return s + ")";
-  }
-};
+using detail::Call;
 
 std::string error_text(int rc) {
   char text[MPI_MAX_ERROR_STRING] = {};
@@ -88,8 +58,21 @@ inline MPI_Datatype mpi_type(DataType type) {
       return MPI_INT32_T;
     case DataType::kInt64:
       return MPI_INT64_T;
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+      break;  // no MPI type; refused with a message of its own (check_type)
   }
   return MPI_DATATYPE_NULL;
+}
+
+// Why mpi_type(type) is MPI_DATATYPE_NULL.
+std::string type_error(DataType type) {
+  if (type == DataType::kFloat16 || type == DataType::kBFloat16) {
+    return std::string(to_string(type)) +
+           " is not supported by the mpi backend (MPI has no such type): use the nccl backend "
+           "or convert to float32";
+  }
+  return "invalid data type";
 }
 
 // kAvg reduces with MPI_SUM and divides afterwards. MPI_OP_NULL outside the enum.
@@ -124,6 +107,9 @@ void divide(void* buf, std::size_t count, DataType type, int n) {
       return divide_each<std::int32_t>(buf, count, n);
     case DataType::kInt64:
       return divide_each<std::int64_t>(buf, count, n);
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+      return;  // refused before any MPI call
   }
 }
 
@@ -284,7 +270,7 @@ void MpiProcessGroup::all_reduce(void* buf, std::size_t count, DataType type, Re
   const MPI_Datatype dt = mpi_type(type);
   const MPI_Op mop = mpi_op(op);
   if (dt == MPI_DATATYPE_NULL) [[unlikely]]
-    fail(rank_, call, "invalid data type");
+    fail(rank_, call, type_error(type));
   if (mop == MPI_OP_NULL) [[unlikely]]
     fail(rank_, call, "invalid reduce op");
   if (buf == nullptr && count != 0) [[unlikely]]
@@ -309,7 +295,7 @@ void MpiProcessGroup::broadcast(void* buf, std::size_t count, DataType type, int
       .name = "broadcast", .type = type, .count = count, .peer_label = "root", .peer = root};
   const MPI_Datatype dt = mpi_type(type);
   if (dt == MPI_DATATYPE_NULL) [[unlikely]]
-    fail(rank_, call, "invalid data type");
+    fail(rank_, call, type_error(type));
   if (root < 0 || root >= size_) [[unlikely]] {
     fail(rank_, call, "root is not in [0, " + std::to_string(size_) + ")");
   }
@@ -327,7 +313,7 @@ void MpiProcessGroup::all_gather(const void* send, void* recv, std::size_t count
   const Call call{.name = "all_gather", .type = type, .count = count};
   const MPI_Datatype dt = mpi_type(type);
   if (dt == MPI_DATATYPE_NULL) [[unlikely]]
-    fail(rank_, call, "invalid data type");
+    fail(rank_, call, type_error(type));
   if (count == 0) return;
   if (send == nullptr || recv == nullptr) [[unlikely]]
     fail(rank_, call, "send or recv is null");
@@ -366,7 +352,7 @@ void MpiProcessGroup::reduce_scatter(const void* send, void* recv, std::size_t c
   const MPI_Datatype dt = mpi_type(type);
   const MPI_Op mop = mpi_op(op);
   if (dt == MPI_DATATYPE_NULL) [[unlikely]]
-    fail(rank_, call, "invalid data type");
+    fail(rank_, call, type_error(type));
   if (mop == MPI_OP_NULL) [[unlikely]]
     fail(rank_, call, "invalid reduce op");
   if (count == 0) return;
@@ -405,7 +391,7 @@ MPI_Datatype check_point_to_point(int rank, int size, int tag_ub, const Call& ca
                                   std::size_t count, DataType type, int peer, int tag) {
   const MPI_Datatype dt = mpi_type(type);
   if (dt == MPI_DATATYPE_NULL) [[unlikely]]
-    fail(rank, call, "invalid data type");
+    fail(rank, call, type_error(type));
   if (peer < 0 || peer >= size) [[unlikely]] {
     fail(rank, call, std::string(call.peer_label) + " is not in [0, " + std::to_string(size) + ")");
   }

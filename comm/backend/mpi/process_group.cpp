@@ -2,9 +2,15 @@
 // parse_backend, and create() choosing the backend.
 #include "comm/process_group.h"
 
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "backend/mpi/mpi_process_group.h"
+#ifdef DLAUNCH_WITH_NCCL
+#include "backend/nccl/nccl_process_group.h"
+#endif
 
 namespace comm {
 namespace {
@@ -51,6 +57,10 @@ const char* to_string(DataType type) {
       return "int32";
     case DataType::kInt64:
       return "int64";
+    case DataType::kFloat16:
+      return "float16";
+    case DataType::kBFloat16:
+      return "bfloat16";
   }
   return "unknown-type";
 }
@@ -63,6 +73,9 @@ std::size_t element_size(DataType type) {
     case DataType::kFloat64:
     case DataType::kInt64:
       return 8;
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+      return 2;
   }
   return 0;
 }
@@ -76,14 +89,46 @@ Backend parse_backend(const std::string& name) {
   throw CommError(-1, "parse_backend", "unknown backend '" + name + "' (choices: mpi, nccl)");
 }
 
+bool nccl_available() {
+#ifdef DLAUNCH_WITH_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::chrono::milliseconds collective_timeout_from_env() {
+  constexpr const char* kName = "DLAUNCH_COLLECTIVE_TIMEOUT";
+  const char* v = std::getenv(kName);
+  if (v == nullptr || *v == '\0') return std::chrono::milliseconds(600'000);
+  double seconds = -1;
+  const char* end = v + std::strlen(v);
+  auto [ptr, ec] = std::from_chars(v, end, seconds);
+  if (ec != std::errc() || ptr != end || !(seconds >= 0) || seconds > 1e9) {
+    throw CommError(mpi::launcher_rank_or(-1), "create",
+                    std::string(kName) + "='" + v +
+                        "' is not a number of seconds (0 or more; 0 turns the timeout off)");
+  }
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0 + 0.5));
+}
+
 std::unique_ptr<ProcessGroup> ProcessGroup::create(Backend backend) {
+  return create(backend, GroupOptions{});
+}
+
+std::unique_ptr<ProcessGroup> ProcessGroup::create(Backend backend,
+                                                   [[maybe_unused]] const GroupOptions& options) {
   switch (backend) {
     case Backend::kMpi:
       return std::make_unique<mpi::MpiProcessGroup>();
     case Backend::kNccl:
+#ifdef DLAUNCH_WITH_NCCL
+      return nccl::make_nccl_process_group(options);
+#else
       throw CommError(mpi::launcher_rank_or(-1), "create(nccl)",
-                      "this build has no NCCL backend (comm was built without CUDA/NCCL); "
-                      "use the mpi backend");
+                      "this build has no NCCL backend (comm was built without CUDA/NCCL: "
+                      "CMake found no CUDA toolkit with nccl.h and libnccl); use the mpi backend");
+#endif
   }
   throw CommError(mpi::launcher_rank_or(-1), "create",
                   "unknown backend value " + std::to_string(static_cast<int>(backend)));

@@ -15,7 +15,17 @@
 //   not join the launcher's world (e.g. every worker became an MPI singleton)
 //   and create() throws, naming both values. local_rank() is LOCAL_RANK, else
 //   OMPI_COMM_WORLD_LOCAL_RANK (plain mpirun), else 0.
-//   kNccl: this build has no NCCL backend; create() throws.
+//   kNccl (only where comm was built with CUDA and NCCL: nccl_available()):
+//   rank 0 makes the NCCL unique id and publishes it in the job's store
+//   (DLAUNCH_STORE_*), every rank selects CUDA device LOCAL_RANK (of the
+//   devices CUDA_VISIBLE_DEVICES leaves visible) and joins with
+//   ncclCommInitRankConfig. Buffers are device memory; operations are
+//   enqueued on the group's CUDA stream (GroupOptions::stream, else one the
+//   group creates) and return when they completed on the device. While a call
+//   waits, a watchdog polls ncclCommGetAsyncError and the clock: a peer's
+//   error, or a call longer than the collective timeout, aborts the
+//   communicator (ncclCommAbort) and throws; the group is then unusable. See
+//   comm/nccl.h for the communicator and stream, to mix in direct NCCL calls.
 // - The destructor frees the group's communicator; the last MPI group alive
 //   finalises MPI if a group initialised it (MPI cannot be initialised twice
 //   in one process, so a later create() throws). Destroy every group before
@@ -36,13 +46,15 @@
 // - send/recv are blocking with MPI semantics: send may wait until the
 //   matching recv is posted, so two ranks that both send first can deadlock
 //   for large messages. Messages between one pair with one tag arrive in
-//   order.
+//   order. nccl: NCCL has no tags; tag is checked (>= 0) and otherwise
+//   ignored, and messages between one pair arrive in the order posted.
 // - Thread safety: rank(), size(), local_rank() and backend() may be called
 //   from any thread. Everything else, create() and destruction included, must
 //   be called from one thread at a time per process (MPI_THREAD_SERIALIZED:
 //   any thread, never two at once, across all groups).
 #pragma once
 
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -56,9 +68,12 @@ namespace comm {
 
 enum class Backend { kMpi, kNccl };
 enum class ReduceOp { kSum, kAvg, kMin, kMax };
-enum class DataType { kFloat32, kFloat64, kInt32, kInt64 };
+// kFloat16 (IEEE binary16) and kBFloat16 have no C++20 element type: pass
+// them through the untyped calls. The mpi backend refuses them.
+enum class DataType { kFloat32, kFloat64, kInt32, kInt64, kFloat16, kBFloat16 };
 
-// "mpi", "nccl"; "sum", "avg", "min", "max"; "float32", "float64", "int32", "int64".
+// "mpi", "nccl"; "sum", "avg", "min", "max"; "float32", "float64", "int32",
+// "int64", "float16", "bfloat16".
 const char* to_string(Backend backend);
 const char* to_string(ReduceOp op);
 const char* to_string(DataType type);
@@ -102,9 +117,29 @@ constexpr DataType data_type_of() {
   }
 }
 
+// True if this build of comm has the NCCL backend (CUDA and NCCL were found
+// when it was built). Says nothing about GPUs being present.
+bool nccl_available();
+
+// Seconds from DLAUNCH_COLLECTIVE_TIMEOUT (set by `dlaunch --collective-timeout`),
+// else 600 s; "0" turns the timeout off. A value that is not a non-negative
+// number throws CommError naming the variable.
+std::chrono::milliseconds collective_timeout_from_env();
+
+struct GroupOptions {
+  // nccl: the longest one call (and the set-up in create()) may wait before
+  // the communicator is aborted and the call throws. Negative: from the
+  // environment (collective_timeout_from_env()); zero: wait forever.
+  std::chrono::milliseconds timeout{-1};
+  // nccl: the cudaStream_t to enqueue on; null: the group makes its own
+  // non-blocking stream. The group never destroys a stream it was given.
+  void* stream = nullptr;
+};
+
 class ProcessGroup {
  public:
   static std::unique_ptr<ProcessGroup> create(Backend backend);
+  static std::unique_ptr<ProcessGroup> create(Backend backend, const GroupOptions& options);
 
   virtual ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;

@@ -93,7 +93,9 @@ TEST_F(ParseBackendTest, KnowsMpiAndNccl) {
   EXPECT_THAT(e.what(), HasSubstr("choices: mpi, nccl"));
 }
 
-TEST_F(CreateTest, NcclIsNotInThisBuild) {
+TEST_F(CreateTest, NcclWithoutTheBackendSaysSo) {
+  if (comm::nccl_available())
+    GTEST_SKIP() << "this build has the NCCL backend (tests/integration/nccl_test.cpp)";
   const CommError e = catch_comm_error([] { comm::ProcessGroup::create(comm::Backend::kNccl); });
   EXPECT_THAT(e.what(), HasSubstr("no NCCL backend"));
   EXPECT_EQ(e.op(), "create(nccl)");
@@ -173,6 +175,9 @@ TEST_F(Errors, BadArgumentsNameRankAndOperation) {
   e = catch_comm_error(
       [&] { pg().all_reduce(buf.data(), 4, static_cast<DataType>(42), comm::ReduceOp::kSum); });
   EXPECT_THAT(e.what(), HasSubstr("invalid data type"));
+  e = catch_comm_error(
+      [&] { pg().all_reduce(buf.data(), 4, DataType::kBFloat16, comm::ReduceOp::kSum); });
+  EXPECT_THAT(e.what(), HasSubstr("bfloat16 is not supported by the mpi backend"));
   e = catch_comm_error(
       [&] { pg().all_reduce(buf.data(), 4, DataType::kFloat32, static_cast<comm::ReduceOp>(9)); });
   EXPECT_THAT(e.what(), HasSubstr("invalid reduce op"));

@@ -1,0 +1,136 @@
+// comm's NCCL backend in real dlaunch jobs, one rank per GPU.
+//
+// Where comm was built without NCCL, or no GPU is visible (CI), the only
+// thing to check is that --backend nccl fails at once with a message saying
+// why; the GPU tests skip, naming what nccl_worker found. On a machine with
+// GPUs every test runs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "support.h"
+
+using namespace dltest;
+
+namespace {
+
+// ASan's shadow gap must stay unprotected for the CUDA driver in sanitizer
+// builds; harmless elsewhere.
+std::vector<std::string> cuda_env() { return {"ASAN_OPTIONS=protect_shadow_gap=0"}; }
+
+#ifdef NCCL_WORKER_BIN
+// Visible CUDA devices, or 0 with why in `reason`.
+int visible_gpus(std::string& reason) {
+  auto r = run({NCCL_WORKER_BIN, "devices"}, 60, cuda_env());
+  std::string text = r.out;
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  if (r.exit_code != 0) {
+    reason = "no GPU visible to CUDA (" + text + ")";
+    return 0;
+  }
+  const int n = std::stoi(text);
+  if (n == 0) reason = "no GPU visible to CUDA (0 devices)";
+  return n;
+}
+
+#define REQUIRE_GPUS(n)                                                               \
+  std::string why_skip;                                                               \
+  const int gpus = visible_gpus(why_skip);                                            \
+  if (gpus == 0) GTEST_SKIP() << why_skip;                                            \
+  if (gpus < (n))                                                                     \
+    GTEST_SKIP() << "needs " << (n) << " GPUs, " << gpus << " visible to CUDA";
+#endif
+
+}  // namespace
+
+TEST(Nccl, BackendWithoutNcclOrGpuFailsAtOnceSayingWhy) {
+#ifdef NCCL_WORKER_BIN
+  std::string reason;
+  if (visible_gpus(reason) > 0) GTEST_SKIP() << "a GPU is visible: the GPU tests cover this build";
+  const std::string expected = "no CUDA device visible";
+#else
+  const std::string expected = "no NCCL backend";
+#endif
+  const auto job = unique_job_id("nccl-refused");
+  auto r = run(dlaunch_cmd({"-n", "2", "--job-id", job, TRAIN_BIN, "--backend", "nccl"}), 120,
+               cuda_env());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 30);
+  EXPECT_TRUE(wait_job_gone(job, 5).empty());
+}
+
+#ifdef NCCL_WORKER_BIN
+
+TEST(Nccl, EveryCollectiveTypeAndOpOnOneGpu) {
+  REQUIRE_GPUS(1);
+  auto r = run(dlaunch_cmd({"-n", "1", NCCL_WORKER_BIN, "collectives"}), 240, cuda_env());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("checks passed on device 0 of a world of 1"), std::string::npos) << r.out;
+}
+
+TEST(Nccl, EveryCollectiveTypeAndOpOnEveryGpu) {
+  REQUIRE_GPUS(2);
+  const int n = std::min(gpus, 8);
+  auto r = run(dlaunch_cmd({"-n", std::to_string(n), NCCL_WORKER_BIN, "collectives"}), 280,
+               cuda_env());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  int passed = 0;
+  for (const auto& line : lines_of(r.out)) passed += line.find("checks passed") != std::string::npos;
+  EXPECT_EQ(passed, n) << r.out;
+}
+
+TEST(Nccl, WatchdogEndsASetUpThatAPeerNeverJoins) {
+  REQUIRE_GPUS(1);
+  // Rank 1 never creates its group: rank 0's ncclCommInitRankConfig waits for
+  // it until the collective timeout, then the rank fails and dlaunch stops all.
+  const auto job = unique_job_id("nccl-stuck-init");
+  auto r = run(dlaunch_cmd({"-n", "2", "--job-id", job, "--collective-timeout", "3",
+                            NCCL_WORKER_BIN, "stuck-init"}),
+               120, cuda_env());
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("did not complete within the collective timeout of 3.0 s"),
+            std::string::npos)
+      << r.err;
+  EXPECT_LT(r.seconds, 20);
+  EXPECT_TRUE(wait_job_gone(job, 5).empty());
+}
+
+TEST(Nccl, WatchdogEndsACollectiveAPeerNeverCalls) {
+  REQUIRE_GPUS(2);
+  const auto job = unique_job_id("nccl-stuck-op");
+  auto r = run(dlaunch_cmd({"-n", "2", "--job-id", job, "--collective-timeout", "3",
+                            NCCL_WORKER_BIN, "stuck-collective"}),
+               120, cuda_env());
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("after the collective timeout of 3.0 s"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("communicator was aborted"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 20);
+  EXPECT_TRUE(wait_job_gone(job, 5).empty());
+}
+
+TEST(Nccl, TrainConvergesWithTheNcclBackend) {
+  REQUIRE_GPUS(1);
+  const int n = std::min(gpus, 4);
+  auto r = run(dlaunch_cmd({"-n", std::to_string(n), TRAIN_BIN, "--backend", "nccl", "--epochs",
+                            "5"}),
+               240, cuda_env());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("parameters identical on all " + std::to_string(n) + " ranks"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(Nccl, AllreduceBenchComparesCommWithDirectNccl) {
+  REQUIRE_GPUS(1);
+  auto r = run(dlaunch_cmd({"-n", std::to_string(std::min(gpus, 8)), ALLREDUCE_BENCH_BIN,
+                            "--backend", "nccl", "--compare", "--check", "--min-bytes", "1M",
+                            "--max-bytes", "16M", "--iters", "10", "--rounds", "2"}),
+               240, cuda_env());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("direct ncclAllReduce"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Out of bounds values : 0 OK"), std::string::npos) << r.out;
+}
+
+#endif  // NCCL_WORKER_BIN
