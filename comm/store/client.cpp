@@ -108,7 +108,7 @@ std::string Store::compare_set(const std::string& key, const std::string& expect
 bool Store::check(const std::vector<std::string>& keys) {
   std::string op = "check(" + quote_list(keys) + ")";
   auto lock = impl_->begin();
-  Writer w(uint8_t(Op::check));
+  Writer w(static_cast<uint8_t>(Op::check));
   w.u32(static_cast<uint32_t>(keys.size()));
   for (const auto& k : keys) {
     impl_->limit(op, "key", k.size(), impl_->max_key);
@@ -173,7 +173,7 @@ void Store::multi_set(const std::vector<std::string>& keys,
                         std::to_string(values.size()) + " values");
   }
   auto lock = impl_->begin();
-  Writer w(uint8_t(Op::multi_set));
+  Writer w(static_cast<uint8_t>(Op::multi_set));
   w.u32(static_cast<uint32_t>(keys.size()));
   for (size_t i = 0; i < keys.size(); ++i) {
     impl_->limit(op, "key", keys[i].size(), impl_->max_key);
