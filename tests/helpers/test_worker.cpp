@@ -12,12 +12,20 @@
 //                   at a barrier and reads every other rank's key
 //   bind-master-port  rank 0 binds and listens on MASTER_PORT as PyTorch's
 //                     TCPStore does, prints "bound"
+//   usr1-exit CODE S  print "ready <rank>", sleep S; on SIGUSR1 say so on
+//                     stderr and exit CODE (a fault the test triggers at a known time)
+//   stubborn-child S  fork a child that ignores SIGTERM (in the worker's
+//                     process group), print "ready <rank>", sleep S; on SIGUSR1
+//                     exit 3
+//   slow-read KBPS    not a worker: read stdin to its end at most KBPS kB/s,
+//                     discard it (a slow consumer of dlaunch's stdout)
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +43,19 @@ int rank() {
 }
 
 void sleep_s(double s) { ::usleep(static_cast<useconds_t>(s * 1e6)); }
+
+volatile sig_atomic_t g_usr1_code = 0;
+
+void on_usr1(int) {
+  static const char msg[] = "test_worker: SIGUSR1, exiting\n";
+  (void)!::write(2, msg, sizeof msg - 1);
+  ::_exit(g_usr1_code);
+}
+
+void exit_on_usr1(int code) {
+  g_usr1_code = code;
+  ::signal(SIGUSR1, on_usr1);
+}
 
 void ready() {
   std::printf("ready %d\n", rank());
@@ -113,6 +134,44 @@ int main(int argc, char** argv) {
     ::signal(SIGTERM, SIG_IGN);
     ready();
     sleep_s(std::atof(argv[2]));
+    return 0;
+  }
+  if (mode == "usr1-exit" && argc == 4) {
+    exit_on_usr1(std::atoi(argv[2]));
+    ready();
+    sleep_s(std::atof(argv[3]));
+    return 0;
+  }
+  if (mode == "stubborn-child" && argc == 3) {
+    const double s = std::atof(argv[2]);
+    if (::fork() == 0) {
+      ::signal(SIGTERM, SIG_IGN);
+      sleep_s(s);
+      ::_exit(0);
+    }
+    exit_on_usr1(3);
+    ready();
+    sleep_s(s);
+    return 0;
+  }
+  if (mode == "slow-read" && argc == 3) {
+    const double bytes_per_s = std::atof(argv[2]) * 1000.0;
+    const auto start = std::chrono::steady_clock::now();
+    char buf[16384];
+    long long total = 0;
+    for (;;) {
+      const ssize_t n = ::read(0, buf, sizeof buf);
+      if (n == 0) break;
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return 1;
+      }
+      total += n;
+      const double due = static_cast<double>(total) / bytes_per_s;
+      const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (due > spent) sleep_s(due - spent);
+    }
+    std::fprintf(stderr, "slow-read: %lld bytes\n", total);
     return 0;
   }
   if (mode == "store-exchange") {

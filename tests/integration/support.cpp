@@ -82,6 +82,17 @@ bool Process::wait_for_output(const std::function<bool(const std::string&)>& pre
   return pred(r_.out);
 }
 
+bool Process::wait_for_stderr(const std::function<bool(const std::string&)>& pred,
+                              double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred(r_.err)) return true;
+    if (out_fd_ < 0 && err_fd_ < 0) return pred(r_.err);
+    pump(50);
+  }
+  return pred(r_.err);
+}
+
 bool Process::wait_for_lines(int n, double timeout_s) {
   return wait_for_output(
       [n](const std::string& out) { return std::count(out.begin(), out.end(), '\n') >= n; }, timeout_s);

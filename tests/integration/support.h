@@ -32,6 +32,8 @@ class Process {
   bool wait_for_output(const std::function<bool(const std::string&)>& pred, double timeout_s);
   // Reads output until it holds at least n lines, or timeout; true if it does.
   bool wait_for_lines(int n, double timeout_s);
+  // Like wait_for_output, for what the process wrote to stderr.
+  bool wait_for_stderr(const std::function<bool(const std::string&)>& pred, double timeout_s);
   void signal(int sig);
   // Waits for exit (killing the process after timeout_s) and returns all.
   RunResult finish(double timeout_s);

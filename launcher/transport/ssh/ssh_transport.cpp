@@ -52,6 +52,9 @@ ConnectOptions connect_options(const HostEntry& host, const TransportOptions& op
 
 namespace {
 
+// Bytes of each stream one wake-up of a link reads at most.
+constexpr std::size_t kReadBudget = 64 * 1024;
+
 // Everything one node's link owns. Shared with the coroutine and the socket
 // handlers, so none of them can outlive what they touch.
 struct LinkState : std::enable_shared_from_this<LinkState> {
@@ -146,11 +149,21 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
       out.clear();
       out_off = 0;
     }
+    // Each wake-up reads a bounded share: a link that never runs dry (an
+    // agent with more output than dlaunch's stdout takes) must not keep the
+    // loop from signals, heartbeats and the other links. The rest waits for
+    // the next turn of the loop.
     char buf[1 << 16];
-    for (;;) {
-      const auto n = libssh2_channel_read(ch, buf, sizeof buf);
+    bool more = false;
+    for (std::size_t budget = kReadBudget;;) {
+      if (budget == 0) {
+        more = true;
+        break;
+      }
+      const auto n = libssh2_channel_read(ch, buf, std::min(sizeof buf, budget));
       if (n == LIBSSH2_ERROR_EAGAIN || n == 0) break;
       if (n < 0) return fail("read from the agent failed: " + last_error(conn->session.get()));
+      budget -= static_cast<std::size_t>(n);
       decoder.feed(std::string_view(buf, static_cast<std::size_t>(n)));
       try {
         while (auto msg = decoder.next()) {
@@ -166,12 +179,18 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
                     (hello_seen ? "" : " (does a shell startup file on that host print to stdout?)"));
       }
     }
-    for (;;) {
-      const auto n = libssh2_channel_read_stderr(ch, buf, sizeof buf);
+    for (std::size_t budget = kReadBudget;;) {
+      if (budget == 0) {
+        more = true;
+        break;
+      }
+      const auto n = libssh2_channel_read_stderr(ch, buf, std::min(sizeof buf, budget));
       if (n == LIBSSH2_ERROR_EAGAIN || n == 0) break;
       if (n < 0) return fail("read from the agent failed: " + last_error(conn->session.get()));
+      budget -= static_cast<std::size_t>(n);
       on_stderr(std::string_view(buf, static_cast<std::size_t>(n)));
     }
+    if (more) return schedule_pump();  // before EOF: what is buffered comes first
     if (!eof && libssh2_channel_eof(ch) != 0) {
       eof = true;
       // Wait briefly for the exit status that follows EOF.

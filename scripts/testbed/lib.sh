@@ -1,0 +1,86 @@
+# shellcheck shell=bash
+# Shared parts of the SSH test beds (sshd.sh: loopback addresses; netns.sh:
+# network namespaces). Source it; every function works inside one test-bed
+# directory DIR and changes nothing outside it except /run/sshd (which sshd
+# requires, created when root).
+
+tb_sshd_bin() {
+  local b
+  b=$(command -v sshd || echo /usr/sbin/sshd)
+  [[ -x "$b" ]] || { echo "sshd not installed (apt-get install openssh-server)" >&2; return 3; }
+  echo "$b"
+}
+
+# Host key, user key (DIR/home/.ssh/id_ed25519, HOME=DIR/home) and the
+# authorized_keys file that every sshd of the bed reads.
+tb_keys() {
+  local dir=$1
+  mkdir -p "$dir/home/.ssh"
+  chmod 700 "$dir/home/.ssh"
+  [[ -f "$dir/host_key" ]] || ssh-keygen -q -t ed25519 -N '' -f "$dir/host_key"
+  [[ -f "$dir/home/.ssh/id_ed25519" ]] || ssh-keygen -q -t ed25519 -N '' -f "$dir/home/.ssh/id_ed25519"
+  cp "$dir/home/.ssh/id_ed25519.pub" "$dir/authorized_keys"
+  chmod 600 "$dir/authorized_keys"
+  if [[ $(id -u) -eq 0 ]]; then mkdir -p /run/sshd; fi
+}
+
+# The bed's host key as "TYPE BASE64", for known_hosts lines.
+tb_host_key() { cut -d' ' -f1,2 "$1/host_key.pub"; }
+
+# tb_sshd_config DIR CONF PORT PIDFILE [LISTEN_ADDRESS...]: an sshd config of
+# the bed (its keys, no PAM, root by key only, many parallel logins).
+tb_sshd_config() {
+  local dir=$1 conf=$2 port=$3 pidfile=$4
+  shift 4
+  {
+    echo "Port $port"
+    for a in "$@"; do echo "ListenAddress $a"; done
+    echo "HostKey $dir/host_key"
+    echo "AuthorizedKeysFile $dir/authorized_keys"
+    echo "PidFile $pidfile"
+    echo "UsePAM no"
+    echo "StrictModes no"
+    echo "PermitRootLogin prohibit-password"
+    echo "PasswordAuthentication no"
+    echo "KbdInteractiveAuthentication no"
+    echo "MaxStartups 500:30:1000"
+    echo "MaxSessions 100"
+    echo "LogLevel ERROR"
+  } > "$conf"
+}
+
+# tb_ssh_config DIR HOST_PATTERN PORT: DIR/ssh_config for the OpenSSH client
+# (which ignores $HOME: ssh -F DIR/ssh_config).
+tb_ssh_config() {
+  local dir=$1 pattern=$2 port=$3
+  cat > "$dir/ssh_config" <<CONF
+Host $pattern
+  Port $port
+  IdentityFile $dir/home/.ssh/id_ed25519
+  UserKnownHostsFile $dir/home/.ssh/known_hosts
+  StrictHostKeyChecking yes
+  BatchMode yes
+  LogLevel ERROR
+CONF
+}
+
+# tb_wait_tcp ADDR PORT [TRIES]: until ADDR:PORT accepts connections (50 ms steps).
+tb_wait_tcp() {
+  local a=$1 port=$2 tries=${3:-100}
+  for ((t = 0; t < tries; t++)); do
+    (exec 3<>"/dev/tcp/$a/$port") 2>/dev/null && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+# tb_kill_pids FILE: signals every pid listed in FILE (one per line), removes FILE.
+tb_kill_pids() {
+  local file=$1 pid
+  [[ -f "$file" ]] || return 0
+  while read -r pid; do
+    if [[ -n "$pid" ]]; then kill "$pid" 2>/dev/null || true; fi
+  done < "$file"
+  rm -f "$file"
+  return 0
+}
