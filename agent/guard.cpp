@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@ namespace {
 
 [[noreturn]] void guard_main(int from_agent, const std::string& token_entry) {
   std::vector<pid_t> groups;
+  std::vector<std::string> dirs;
   std::string buf;
   char chunk[256];
   for (;;) {
@@ -30,6 +32,7 @@ namespace {
       buf.erase(0, nl + 1);
       if (line == "D") ::_exit(0);
       if (line.size() > 2 && line[0] == 'P') groups.push_back(std::atoi(line.c_str() + 2));
+      if (line.size() > 2 && line[0] == 'R') dirs.push_back(line.substr(2));
     }
   }
   // The agent is gone without disarming: take everything of its down.
@@ -43,6 +46,10 @@ namespace {
     }
     if (!any) break;
     ::usleep(50 * 1000);
+  }
+  for (const auto& d : dirs) {
+    std::error_code ignored;
+    std::filesystem::remove_all(d, ignored);
   }
   ::_exit(0);
 }
@@ -75,6 +82,10 @@ Guard::~Guard() = default;  // closing the pipe without "D" arms the guard
 
 void Guard::watch_process_group(pid_t pgid) {
   write_all(to_guard_.get(), "P " + std::to_string(pgid) + "\n");
+}
+
+void Guard::remove_on_death(const std::string& dir) {
+  if (dir.find('\n') == std::string::npos) write_all(to_guard_.get(), "R " + dir + "\n");
 }
 
 void Guard::disarm() {

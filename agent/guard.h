@@ -4,7 +4,8 @@
 // The agent tells the guard every worker's process group. If the pipe from
 // the agent closes without a "disarm" (the agent died), the guard SIGKILLs
 // those process groups and every process whose environment carries this
-// agent's token (grandchildren that left the group), then exits.
+// agent's token (grandchildren that left the group), removes the folders it
+// was given (the workers' error files), then exits.
 #pragma once
 
 #include <sys/types.h>
@@ -24,6 +25,8 @@ class Guard {
   Guard& operator=(const Guard&) = delete;
 
   void watch_process_group(pid_t pgid);
+  // A folder of the agent's to remove if the agent dies (a path without '\n').
+  void remove_on_death(const std::string& dir);
   // The agent cleaned up itself: the guard exits without killing anything.
   void disarm();
   pid_t pid() const { return pid_; }

@@ -1,8 +1,54 @@
 #include "agent/worker.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <unordered_map>
 
+#include "dlaunch/unique_fd.h"
+
 namespace dlaunch::agent {
+
+namespace {
+constexpr std::string_view kErrorFileVar = "TORCHELASTIC_ERROR_FILE=";
+}
+
+std::string ensure_error_file(std::vector<std::string>& env, const std::string& dir, int rank) {
+  for (const auto& e : env) {
+    if (e.size() > kErrorFileVar.size() && e.compare(0, kErrorFileVar.size(), kErrorFileVar) == 0)
+      return e.substr(kErrorFileVar.size());
+  }
+  if (dir.empty()) return {};
+  std::string path = dir + "/error." + std::to_string(rank) + ".json";
+  // An empty value is as good as unset: replace it.
+  std::erase_if(env, [](const std::string& e) { return e == kErrorFileVar; });
+  env.push_back(std::string(kErrorFileVar) + path);
+  return path;
+}
+
+std::string read_error_file(const std::string& path, std::chrono::system_clock::time_point since,
+                            std::size_t max_bytes) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+  // File times come from a coarse clock: allow a second of slack.
+  const auto mtime = std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+  if (mtime + std::chrono::seconds(1) < since) return {};
+  std::string data(max_bytes, '\0');
+  std::size_t got = 0;
+  while (got < max_bytes) {
+    const ssize_t n = ::read(fd.get(), data.data() + got, max_bytes - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  data.resize(got);
+  return data;
+}
 
 std::vector<std::string> worker_environment(const std::vector<std::string>& base,
                                             const proto::Env& worker_env,

@@ -42,9 +42,23 @@ struct Worker {
   WorkerState state = WorkerState::kPending;
   pid_t pid = -1;
   std::chrono::steady_clock::time_point started;
+  // Wall-clock start, to tell an error file written by this worker from an older one.
+  std::chrono::system_clock::time_point started_wall;
+  std::string error_file;  // its TORCHELASTIC_ERROR_FILE
   std::unique_ptr<OutputStream> out;
   std::unique_ptr<OutputStream> err;
 };
+
+// Where the worker's TORCHELASTIC_ERROR_FILE is: the value env already holds
+// (the user chose), else dir/error.<rank>.json, which is then added to env;
+// empty when neither (no dir).
+std::string ensure_error_file(std::vector<std::string>& env, const std::string& dir, int rank);
+
+// At most max_bytes of a failed worker's error file, when it exists and was
+// written after the worker started (a user's path may hold an older one).
+// Empty when there is nothing to report.
+std::string read_error_file(const std::string& path, std::chrono::system_clock::time_point since,
+                            std::size_t max_bytes);
 
 // The complete environment of a worker: base (the agent's own), then the
 // worker's own variables, then the job-wide ones from Start, then the agent

@@ -154,6 +154,8 @@ void put(Writer& w, const Exited& m) {
   w.i32(m.signal);
   w.u64(m.runtime_ms);
   w.str(m.message);
+  w.str(m.error_file);
+  w.str(m.error_file_data);
 }
 void put(Writer& w, const Abort& m) {
   w.str(m.reason);
@@ -242,6 +244,8 @@ void get(Reader& r, Exited& m) {
   m.signal = r.i32();
   m.runtime_ms = r.u64();
   m.message = r.str();
+  m.error_file = r.str();
+  m.error_file_data = r.str();
 }
 void get(Reader& r, Abort& m) {
   m.reason = r.str();

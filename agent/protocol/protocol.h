@@ -39,9 +39,11 @@
 namespace dlaunch::proto {
 
 inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
-inline constexpr std::uint16_t kProtocolVersion = 2;
+inline constexpr std::uint16_t kProtocolVersion = 3;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
+// The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
+inline constexpr std::size_t kMaxErrorFileBytes = 64u << 10;
 
 class ProtocolError : public std::runtime_error {
  public:
@@ -118,6 +120,11 @@ struct Exited {
   std::int32_t signal = 0;  // kSignaled
   std::uint64_t runtime_ms = 0;
   std::string message;  // why a spawn failed
+  // A failed worker's TORCHELASTIC_ERROR_FILE (PyTorch's @record writes JSON
+  // there), when it wrote one: its path on the node and at most
+  // kMaxErrorFileBytes of it. Empty otherwise.
+  std::string error_file;
+  std::string error_file_data;
 };
 
 struct Abort {

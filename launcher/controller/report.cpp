@@ -1,10 +1,76 @@
 #include "launcher/controller/report.h"
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include <ctime>
+#include <string_view>
+#include <vector>
+
 #include "dlaunch/process.h"
+#include "launcher/controller/error_file.h"
 
 namespace dlaunch {
+
+namespace {
+
+constexpr std::size_t kMaxTracebackLines = 60;  // the innermost frames, where the error is
+constexpr std::size_t kMaxLineBytes = 1024;
+
+std::vector<std::string> split_lines(std::string_view text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    const auto nl = text.find('\n');
+    out.emplace_back(text.substr(0, nl));
+    if (nl == std::string_view::npos) break;
+    text.remove_prefix(nl + 1);
+  }
+  return out;
+}
+
+void quote_lines(std::string& out, const std::vector<std::string>& lines, std::size_t keep_last) {
+  std::size_t from = 0;
+  if (lines.size() > keep_last) {
+    from = lines.size() - keep_last;
+    out += fmt::format("    | ... ({} earlier line(s) left out)\n", from);
+  }
+  for (std::size_t i = from; i < lines.size(); ++i) {
+    out += "    | " + lines[i].substr(0, kMaxLineBytes) + "\n";
+  }
+}
+
+// The worker's TORCHELASTIC_ERROR_FILE: PyTorch's message and traceback, or
+// the text as it is when it is not what @record writes.
+std::string format_error_file(const proto::Exited& e) {
+  std::string out;
+  const bool cut = e.error_file_data.size() >= proto::kMaxErrorFileBytes;
+  if (auto err = parse_error_file(e.error_file_data)) {
+    std::string when;
+    if (!err->timestamp.empty()) {
+      try {
+        const std::time_t t = std::stoll(err->timestamp);
+        std::tm tm{};
+        if (::localtime_r(&t, &tm) != nullptr) when = fmt::format(" at {:%Y-%m-%d %H:%M:%S}", tm);
+      } catch (const std::exception&) {
+        when = " at " + err->timestamp;
+      }
+    }
+    out += fmt::format("  error{} (from its error file {}):\n", when, e.error_file);
+    for (const auto& l : split_lines(err->message)) out += "    " + l + "\n";
+    if (!err->traceback.empty()) {
+      out += "  traceback:\n";
+      quote_lines(out, split_lines(err->traceback), kMaxTracebackLines);
+    }
+  } else {
+    out += fmt::format("  its error file {}{}:\n", e.error_file,
+                       cut ? " (first 64 KiB, not JSON as PyTorch writes it)"
+                           : " (not JSON as PyTorch writes it)");
+    quote_lines(out, split_lines(e.error_file_data), kMaxTracebackLines);
+  }
+  return out;
+}
+
+}  // namespace
 
 int exit_status(const RootCause& c) {
   switch (c.kind) {
@@ -45,6 +111,7 @@ std::string format_report(const std::string& job_id, const RootCause& c, int ran
       out += fmt::format("dlaunch: job {} failed: rank {} {}\n", job_id, e.rank, how);
       out += fmt::format("  rank {}: node {}, local rank {}, pid {}, ran {:.2f} s\n", e.rank,
                          c.node, c.local_rank, e.pid, static_cast<double>(e.runtime_ms) / 1000.0);
+      if (!e.error_file_data.empty()) out += format_error_file(e);
       if (!c.stderr_tail.empty()) {
         out += fmt::format("  last {} line(s) of its stderr:\n", c.stderr_tail.size());
         for (const auto& l : c.stderr_tail) out += "    | " + l + "\n";

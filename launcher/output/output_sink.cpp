@@ -2,12 +2,15 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
 
 #include "dlaunch/process.h"
+#include "launcher/output/console_style.h"
 
 namespace dlaunch {
 
@@ -54,9 +57,25 @@ void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bo
     if (it->second) write_all(it->second.get(), data);
   }
 
+  const bool shown =
+      cfg_.ranks.empty() || std::binary_search(cfg_.ranks.begin(), cfg_.ranks.end(), rank);
+  const bool color = is_err ? cfg_.color_stderr : cfg_.color_stdout;
   // One prefixed line per '\n'; a partial piece is ended with a newline so the
   // next line from another rank starts clean.
-  const std::string pre = prefix(rank);
+  std::string pre;
+  if (cfg_.timestamps) {
+    const std::string ts = format_timestamp(std::chrono::system_clock::now());
+    pre = color ? std::string(kColorDim) + ts.substr(0, ts.size() - 1) + std::string(kColorReset) +
+                      " "
+                : ts;
+  }
+  const std::string tag = prefix(rank);
+  if (color && !tag.empty()) {
+    pre += std::string(rank_color(rank)) + tag.substr(0, tag.size() - 1) +
+           std::string(kColorReset) + " ";
+  } else {
+    pre += tag;
+  }
   batch_.clear();
   batch_.reserve(data.size() + (pre.size() + 1) * 16);
   auto* tail = is_err ? &tails_[rank] : nullptr;
@@ -65,9 +84,11 @@ void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bo
     auto nl = data.find('\n', pos);
     const bool has_nl = nl != std::string_view::npos;
     auto line = data.substr(pos, has_nl ? nl - pos : std::string_view::npos);
-    batch_ += pre;
-    batch_ += line;
-    batch_ += '\n';
+    if (shown) {
+      batch_ += pre;
+      batch_ += line;
+      batch_ += '\n';
+    }
     if (tail != nullptr) {
       tail->emplace_back(line.substr(0, kMaxTailLine));
       if (tail->size() > cfg_.tail_lines) tail->pop_front();
@@ -75,7 +96,7 @@ void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bo
     pos = has_nl ? nl + 1 : data.size();
   }
   (void)partial;
-  write_all(is_err ? cfg_.stderr_fd : cfg_.stdout_fd, batch_);
+  if (!batch_.empty()) write_all(is_err ? cfg_.stderr_fd : cfg_.stdout_fd, batch_);
 }
 
 std::vector<std::string> OutputSink::stderr_tail(int rank) const {

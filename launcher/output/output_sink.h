@@ -1,8 +1,10 @@
 // OutputSink: where workers' output ends up on the head. Each line goes to
-// dlaunch's stdout or stderr (the stream the worker used) with a rank prefix,
-// in one write per batch so no two lines ever mix; optionally also raw to
-// DIR/<job-id>/rank.N.{out,err}. It keeps the last lines of each rank's
-// stderr for the failure report. Single-threaded.
+// dlaunch's stdout or stderr (the stream the worker used) with a rank prefix
+// (optionally coloured, optionally after a timestamp), in one write per batch
+// so no two lines ever mix; optionally also raw to DIR/<job-id>/rank.N.{out,err}.
+// --ranks limits what the console shows; the files and the report's stderr
+// tail always get every rank. It keeps the last lines of each rank's stderr
+// for the failure report. Single-threaded.
 #pragma once
 
 #include <deque>
@@ -27,6 +29,10 @@ class OutputSink {
     int stdout_fd = 1;
     int stderr_fd = 2;
     std::size_t tail_lines = 20;
+    std::vector<int> ranks;     // --ranks: the console shows only these (sorted); empty: all
+    bool timestamps = false;    // --timestamps: the time a line reached dlaunch, in front
+    bool color_stdout = false;  // coloured prefixes on stdout_fd (console_style.h decides)
+    bool color_stderr = false;  // and on stderr_fd
   };
 
   // Creates DIR/<job-id>/ when output_dir is set; throws std::runtime_error.

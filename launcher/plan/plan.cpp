@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <string_view>
 
 namespace dlaunch {
@@ -20,6 +22,18 @@ bool head_has(const std::vector<std::string>& env, std::string_view name) {
     }
   }
   return false;
+}
+
+// Seconds as the shortest decimal text that reads back the same ("600", "2.5").
+std::string format_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", s);
+  for (int digits = 1; digits <= 17; ++digits) {
+    char shorter[32];
+    std::snprintf(shorter, sizeof shorter, "%.*g", digits, s);
+    if (std::strtod(shorter, nullptr) == s) return shorter;
+  }
+  return buf;
 }
 
 std::string join_ints(const std::vector<int>& v) {
@@ -94,7 +108,8 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
 
   const int nnodes = static_cast<int>(plan.nodes.size());
   for (auto& node : plan.nodes) {
-    // Lowest to highest precedence: forwarded, hostfile env, host env, devices.
+    // Lowest to highest precedence: forwarded, hostfile env, host env,
+    // --env-file and -x, devices.
     if (node.host.transport == Transport::kSsh) {
       for (const auto& e : opts.head_env) {
         auto eq = e.find('=');
@@ -105,14 +120,17 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
     }
     for (const auto& kv : hostfile.env) node.env.push_back(kv);
     for (const auto& kv : node.host.env) node.env.push_back(kv);
+    for (const auto& kv : opts.user_env) node.env.push_back(kv);
     if (!node.host.gpus.empty())
       node.env.emplace_back("CUDA_VISIBLE_DEVICES", join_ints(node.host.gpus));
+    if (opts.collective_timeout_s >= 0)
+      node.env.emplace_back("DLAUNCH_COLLECTIVE_TIMEOUT", format_seconds(opts.collective_timeout_s));
     const int local_world = static_cast<int>(node.ranks.size());
     // torchrun's rule: one OpenMP thread per rank unless the user chose.
     if (local_world > 1 && !head_has(opts.head_env, "OMP_NUM_THREADS")) {
-      bool set_by_hostfile = false;
-      for (const auto& [k, v] : node.env) set_by_hostfile |= k == "OMP_NUM_THREADS";
-      if (!set_by_hostfile) node.env.emplace_back("OMP_NUM_THREADS", "1");
+      bool set_by_user = false;  // hostfile, --env-file or -x
+      for (const auto& [k, v] : node.env) set_by_user |= k == "OMP_NUM_THREADS";
+      if (!set_by_user) node.env.emplace_back("OMP_NUM_THREADS", "1");
     }
     for (auto& r : node.ranks) {
       const std::string rank = std::to_string(r.rank);

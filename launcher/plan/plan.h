@@ -21,7 +21,7 @@ struct NodePlan {
   int node_rank = 0;
   HostEntry host;
   std::vector<RankPlan> ranks;
-  EnvList env;  // set for every rank of this node (forwarded, hostfile env, devices)
+  EnvList env;  // set for every rank of this node (forwarded, hostfile env, -x, devices)
 };
 
 struct PlanOptions {
@@ -30,8 +30,11 @@ struct PlanOptions {
   std::string master_addr;  // empty: derived from node 0
   std::vector<std::string> command;
   std::vector<std::string> head_env;  // the head's environment ("NAME=VALUE")
+  // --env-file and -x (user_env.h): for every node, after the hostfile's env.
+  EnvList user_env;
   int restart_count = 0;              // this attempt (TORCHELASTIC_RESTART_COUNT)
   int max_restarts = 0;
+  double collective_timeout_s = -1;  // >= 0: DLAUNCH_COLLECTIVE_TIMEOUT for every rank
 };
 
 struct JobPlan {

@@ -83,3 +83,89 @@ TEST(Cli, DryRunPrintsEveryRanksEnvironmentAndRunsNothing) {
       << r.out;
   EXPECT_NE(::access("/tmp/dlaunch-dry-run-must-not-exist", F_OK), 0);
 }
+
+TEST(Cli, HelpIsGroupedTheWayMpirunUsersLookForIt) {
+  auto help = run(dlaunch_cmd({"--help"}));
+  ASSERT_EQ(help.exit_code, 0);
+  std::size_t last = 0;
+  for (const char* section :
+       {"Hosts and placement", "Environment", "Output", "Fault handling", "SSH", "Miscellaneous"}) {
+    const auto at = help.out.find(std::string("\n") + section + ":");
+    ASSERT_NE(at, std::string::npos) << section << "\n" << help.out;
+    EXPECT_GT(at, last) << section << " out of order\n" << help.out;
+    last = at;
+  }
+  // Each option in its section.
+  auto section_of = [&](const std::string& opt) {
+    const auto at = help.out.find(opt);
+    std::string name;
+    for (const char* s : {"Hosts and placement", "Environment", "Output", "Fault handling", "SSH",
+                          "Miscellaneous"}) {
+      const auto p = help.out.find(std::string("\n") + s + ":");
+      if (p != std::string::npos && p < at) name = s;
+    }
+    return name;
+  };
+  EXPECT_EQ(section_of("--include"), "Hosts and placement");
+  EXPECT_EQ(section_of("--env-file"), "Environment");
+  EXPECT_EQ(section_of("--ranks"), "Output");
+  EXPECT_EQ(section_of("--timestamps"), "Output");
+  EXPECT_EQ(section_of("--kill-grace"), "Fault handling");
+  EXPECT_EQ(section_of("--max-restarts"), "Fault handling");
+  EXPECT_EQ(section_of("--host-key-check"), "SSH");
+  EXPECT_EQ(section_of("--dry-run"), "Miscellaneous");
+}
+
+TEST(Cli, ExportOfAVariableThatIsNotSetIsAnError) {
+  auto r = run(dlaunch_cmd({"-n", "1", "-x", "DLAUNCH_TEST_SURELY_UNSET", "true"}));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(
+      r.err.find(
+          "dlaunch: error: -x: DLAUNCH_TEST_SURELY_UNSET is not set in dlaunch's "
+          "environment (hint: set it, or give the value: -x DLAUNCH_TEST_SURELY_UNSET=VALUE)"),
+      std::string::npos)
+      << r.err;
+}
+
+TEST(Cli, ExportTakesOneValueSoTheProgramIsNotSwallowed) {
+  auto r = run(dlaunch_cmd({"-n", "1", "-x", "A=1", "-x", "B=2", "sh", "-c", "echo $A$B"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[0] 12\n");
+  auto joined = run(dlaunch_cmd({"-n", "1", "-xC=3", "sh", "-c", "echo $C"}));
+  ASSERT_EQ(joined.exit_code, 0) << joined.err;
+  EXPECT_EQ(joined.out, "[0] 3\n");
+}
+
+TEST(Cli, BadEnvFileLineIsNamedByFileAndLine) {
+  const auto path = temp_file("A=1\n# fine\nnot a pair\n", ".env");
+  auto r = run(dlaunch_cmd({"-n", "1", "--env-file", path, "true"}));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(path + ":3:1: expected NAME=VALUE, got 'not a pair'"), std::string::npos)
+      << r.err;
+  auto missing = run(dlaunch_cmd({"-n", "1", "--env-file", "/nonexistent/x.env", "true"}));
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("--env-file: cannot read '/nonexistent/x.env': No such file"),
+            std::string::npos)
+      << missing.err;
+}
+
+TEST(Cli, RanksOutsideTheJobAreAnError) {
+  auto r = run(dlaunch_cmd(
+      {"-H", std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml", "--ranks", "1,4", "true"}));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--ranks: rank 4 is not in this job (ranks 0-3)"), std::string::npos)
+      << r.err;
+  auto bad = run(dlaunch_cmd({"-n", "1", "--color", "sometimes", "true"}));
+  EXPECT_EQ(bad.exit_code, 2);
+}
+
+TEST(Cli, DryRunShowsTheEnvironmentFromXAndEnvFilesQuoted) {
+  const auto path = temp_file("FROM_FILE=a b\n", ".env");
+  auto r = run(dlaunch_cmd({"-H", std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml",
+                            "--dry-run", "--env-file", path, "-x", "Q=it's \"quoted\"", "true"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("  inherits: dlaunch's whole environment\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  node env: FROM_FILE='a b' Q='it'\\''s \"quoted\"' OMP_NUM_THREADS=1"),
+            std::string::npos)
+      << r.out;
+}

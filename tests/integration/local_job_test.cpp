@@ -1,8 +1,11 @@
 // Real jobs through dlaunch on localhost hostfiles: real agents, real workers,
 // real signals. Each test checks what a user would see and that nothing of the
 // job is left running afterwards.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -320,4 +323,175 @@ TEST(LocalJob, MaxRestartsGivesUpWithTheLastFailure) {
   EXPECT_EQ(r.exit_code, 5) << r.err;
   EXPECT_NE(r.err.find("attempt 0: failed, exit status 5"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("attempt 1: failed, exit status 5"), std::string::npos) << r.err;
+}
+
+TEST(LocalJob, EachRankGetsItsOwnErrorFileInAFolderRemovedAtTheEnd) {
+  const auto job = unique_job_id("errfiles");
+  auto r = run(dlaunch_cmd(
+      {"-H", kLocalhost, "--job-id", job, "sh", "-c",
+       "echo $TORCHELASTIC_ERROR_FILE; test -d \"$(dirname $TORCHELASTIC_ERROR_FILE)\""}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> files;
+  for (const auto& l : lines_of(r.out)) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(
+        l, m,
+        std::regex(R"(\[(\d)\] (/\S+/dlaunch-)" + job + R"(-node(\d)-\d+/error\.(\d)\.json))")))
+        << l;
+    EXPECT_EQ(m[1], m[4]);
+    EXPECT_EQ(std::stoi(m[3]), std::stoi(m[1]) / 2);
+    files.insert(m[2]);
+    EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(m[2].str()).parent_path()));
+  }
+  EXPECT_EQ(files.size(), 4u);
+}
+
+TEST(LocalJob, ErrorFileWithAPlainMessageIsInTheReport) {
+  const auto job = unique_job_id("errplain");
+  auto r = run(dlaunch_cmd(
+      {"-H", kLocalhost, "--job-id", job, "sh", "-c",
+       "if [ $RANK = 2 ]; then printf '{\"message\": \"disk full on %s\"}' $DLAUNCH_NODE_NAME "
+       "> $TORCHELASTIC_ERROR_FILE; exit 4; fi; sleep 30"}));
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_NE(r.err.find("rank 2 exited with code 4"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/error.2.json):\n    disk full on node1\n"), std::string::npos) << r.err;
+  EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
+}
+
+TEST(LocalJob, ErrorFileTheUserChoseIsKeptAndReported) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("dlaunch-user-errfile-" + std::to_string(::getpid()) + ".json");
+  std::filesystem::remove(path);
+  auto r = run(dlaunch_cmd({"-n", "1", "-x", "TORCHELASTIC_ERROR_FILE=" + path.string(), "sh", "-c",
+                            "echo $TORCHELASTIC_ERROR_FILE; echo '{\"message\": \"mine\"}' > "
+                            "$TORCHELASTIC_ERROR_FILE; exit 9"}));
+  EXPECT_EQ(r.exit_code, 9) << r.err;
+  EXPECT_EQ(r.out, "[0] " + path.string() + "\n");
+  EXPECT_NE(r.err.find("(from its error file " + path.string() + "):\n    mine\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(std::filesystem::exists(path)) << "the user's file is theirs to remove";
+  std::filesystem::remove(path);
+}
+
+TEST(LocalJob, ExportAndEnvFileReachEveryRankAndXWins) {
+  const auto envfile =
+      temp_file("# job settings\nA=from file\nB='quoted \"x\" y'\nC=file\n", ".env");
+  auto r = run(
+      dlaunch_cmd({"-H", kLocalhost, "--env-file", envfile, "-x", "C=from -x", "-x", "HEAD_ONLY",
+                   "-x", "SPACES=a  b\tc", "sh", "-c",
+                   "printf '%s|%s|%s|%s|%s\\n' \"$A\" \"$B\" \"$C\" \"$HEAD_ONLY\" \"$SPACES\""}),
+      60, {"HEAD_ONLY=head value"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  for (const auto& l : lines) {
+    EXPECT_EQ(l.substr(4), "from file|quoted \"x\" y|from -x|head value|a  b\tc") << l;
+  }
+}
+
+TEST(LocalJob, RanksFilterShowsOnlyThoseRanksButTheReportStillNamesAnyRank) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("dlaunch-ranks-" + std::to_string(::getpid()));
+  const auto job = unique_job_id("ranks");
+  auto r = run(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, "--ranks", "0,2-3", "--output-dir",
+                            dir.string(), "sh", "-c",
+                            "echo out $RANK; echo err $RANK >&2; [ $RANK != 1 ] || { sleep 0.5; "
+                            "echo dying >&2; exit 6; }"}));
+  EXPECT_EQ(r.exit_code, 6) << r.err;
+  const auto lines = lines_of(r.out);
+  const std::multiset<std::string> out(lines.begin(), lines.end());
+  EXPECT_EQ(out, (std::multiset<std::string>{"[0] out 0", "[2] out 2", "[3] out 3"}));
+  EXPECT_EQ(r.err.find("[1] "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[2] err 2"), std::string::npos) << r.err;
+  // Hidden from the console, not from the report or the files.
+  EXPECT_NE(r.err.find("rank 1 exited with code 6"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("    | dying"), std::string::npos) << r.err;
+  std::ifstream f(dir / job / "rank.1.out");
+  std::string o;
+  std::getline(f, o);
+  EXPECT_EQ(o, "out 1");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(LocalJob, TimestampsAndColourPrefixTheLines) {
+  auto r = run(dlaunch_cmd({"-n", "2", "--timestamps", "sh", "-c", "echo hi"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& l : lines_of(r.out)) {
+    EXPECT_TRUE(std::regex_match(l, std::regex(R"(\d\d:\d\d:\d\d\.\d\d\d \[[01]\] hi)"))) << l;
+  }
+  // Not a terminal: no colour unless asked; NO_COLOR does not beat --color=always.
+  auto plain = run(dlaunch_cmd({"-n", "1", "sh", "-c", "echo hi"}));
+  EXPECT_EQ(plain.out, "[0] hi\n");
+  auto always =
+      run(dlaunch_cmd({"-n", "1", "--color=always", "sh", "-c", "echo hi"}), 60, {"NO_COLOR=1"});
+  EXPECT_EQ(always.out, "\033[36m[0]\033[0m hi\n");
+  auto never = run(dlaunch_cmd({"-n", "1", "--color", "never", "sh", "-c", "echo hi"}));
+  EXPECT_EQ(never.out, "[0] hi\n");
+}
+
+TEST(LocalJob, PrefixesAreColouredOnATerminalUnlessNoColor) {
+  // dlaunch's stdout on a pseudo-terminal, as in an interactive shell.
+  auto on_tty = [](const std::vector<std::string>& extra_env) {
+    int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    EXPECT_GE(master, 0);
+    EXPECT_EQ(::grantpt(master), 0);
+    EXPECT_EQ(::unlockpt(master), 0);
+    dlaunch::UniqueFd slave(::open(::ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC));
+    dlaunch::SpawnOptions o;
+    o.argv = dlaunch_cmd({"-n", "1", "sh", "-c", "echo hi"});
+    o.env = dlaunch::current_environment();
+    std::erase_if(o.env, [](const std::string& e) {
+      return e.rfind("NO_COLOR=", 0) == 0 || e.rfind("TERM=", 0) == 0;
+    });
+    o.env.push_back("TERM=xterm");
+    for (const auto& e : extra_env) o.env.push_back(e);
+    o.new_process_group = false;
+    o.stdout_fd = slave.get();
+    auto child = dlaunch::spawn(o);
+    EXPECT_GT(child.pid, 0) << child.error;
+    slave.reset();
+    std::string text;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(master, buf, sizeof buf)) > 0) text.append(buf, static_cast<std::size_t>(n));
+    int status = 0;
+    ::waitpid(child.pid, &status, 0);
+    ::close(master);
+    EXPECT_EQ(dlaunch::exit_code_of(status), 0);
+    return text;
+  };
+  EXPECT_EQ(on_tty({}), "\033[36m[0]\033[0m hi\r\n");
+  EXPECT_EQ(on_tty({"NO_COLOR=1"}), "[0] hi\r\n");
+}
+
+TEST(LocalJob, AgentKilledWithSigkillLeavesNoErrorFileFolder) {
+  const auto job = unique_job_id("errdirkill");
+  auto folders = [&] {
+    std::vector<std::string> out;
+    for (const auto& e :
+         std::filesystem::directory_iterator(std::filesystem::temp_directory_path())) {
+      const auto name = e.path().filename().string();
+      if (name.rfind("dlaunch-" + job + "-node", 0) == 0) out.push_back(name);
+    }
+    return out;
+  };
+  Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, kWorker, "ready-sleep", "60"}));
+  ASSERT_TRUE(p.wait_for_lines(4, 20));
+  EXPECT_EQ(folders().size(), 2u);
+  // Both agents (dlaunch's children), not their guards (the agents' children).
+  for (pid_t c : dlaunch::descendants_of(p.pid())) {
+    std::ifstream stat("/proc/" + std::to_string(c) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');
+    if (line.find("(dlaunch-agent)") == std::string::npos || close == std::string::npos) continue;
+    if (std::stoi(line.substr(close + 4)) == p.pid()) ::kill(c, SIGKILL);
+  }
+  auto r = p.finish(20);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(wait_job_gone(job, 2), std::vector<pid_t>{});
+  // The agents' guards remove them.
+  for (int i = 0; i < 100 && !folders().empty(); ++i) ::usleep(20 * 1000);
+  EXPECT_EQ(folders(), std::vector<std::string>{});
 }

@@ -300,3 +300,57 @@ TEST_F(Ssh, CommCollectivesGiveTheRightValuesOverSshNodes) {
   ASSERT_EQ(r.exit_code, 0) << r.out.substr(r.out.size() > 3000 ? r.out.size() - 3000 : 0) << r.err;
   EXPECT_NE(r.out.find("[  PASSED  ]"), std::string::npos);
 }
+
+TEST_F(Ssh, ValuesWithSpacesAndQuotesSurviveTheTrip) {
+  // -x, an env file and the hostfile's env: none of it passes through a shell.
+  const std::string tricky = "a  b 'single' \"double\" $HOME `id` \\ ; & | * ~ !x";
+  const auto envfile = temp_file("FROM_FILE=" + tricky + " (file)\n", ".env");
+  const auto hosts =
+      hostfile(2, 1, "env:\n  FROM_HOSTFILE: '" + std::string("it''s \"yaml\" $X") + "'\n");
+  auto r = run(dlaunch_cmd({"-H", hosts, "--env-file", envfile, "-x", "FROM_X=" + tricky, "-x",
+                            "HEAD_VAR", "sh", "-c",
+                            "printf '%s|%s|%s|%s\\n' \"$FROM_X\" \"$FROM_FILE\" \"$FROM_HOSTFILE\" "
+                            "\"$HEAD_VAR\""}),
+               60, [&] {
+                 auto e = env(home());
+                 e.push_back("HEAD_VAR=" + tricky + " (head)");
+                 return e;
+               }());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  for (const auto& l : lines) {
+    EXPECT_EQ(l.substr(4), tricky + "|" + tricky + " (file)|it's \"yaml\" $X|" + tricky + " (head)")
+        << l;
+  }
+}
+
+TEST_F(Ssh, ErrorFileOnAnSshNodeReachesTheReport) {
+  const auto job = unique_job_id("ssherr");
+  auto r =
+      run(dlaunch_cmd({"-H", hostfile(2, 2), "--job-id", job, "sh", "-c",
+                       "if [ $RANK = 3 ]; then printf '{\"message\": {\"message\": \"ValueError: "
+                       "bad batch\", \"extraInfo\": {\"py_callstack\": \"Traceback\\\\n  line "
+                       "1\\\\n\", \"timestamp\": \"1700000000\"}}}' > $TORCHELASTIC_ERROR_FILE; "
+                       "exit 1; fi; sleep 30"}),
+          60, env(home()));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("-node1-"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/error.3.json):\n    ValueError: bad batch\n  traceback:\n    | "
+                       "Traceback\n    |   line 1\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
+}
+
+TEST_F(Ssh, TorchTrainPyOverSshNodes) {
+  if (run({"/usr/bin/python3", "-c", "import torch"}, 60).exit_code != 0) {
+    GTEST_SKIP() << "/usr/bin/python3 -c 'import torch' failed: install python3-torch";
+  }
+  auto r = run(dlaunch_cmd({"-H", hostfile(2, 2), "/usr/bin/python3",
+                            std::string(SOURCE_DIR) + "/examples/train.py", "--steps", "30"}),
+               110, env(home()));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("on 4 ranks (gloo, cpu)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[0] parameters identical on all 4 ranks"), std::string::npos) << r.out;
+}

@@ -138,3 +138,17 @@ TEST(Plan, LocalHostfileForNp) {
   EXPECT_EQ(hf.hosts[0].slots, 4);
   EXPECT_EQ(hf.hosts[0].transport, Transport::kLocal);
 }
+
+TEST(Plan, CollectiveTimeoutReachesEveryNodeOnlyWhenGiven) {
+  Hostfile hf;
+  hf.hosts = {host("a", 1), host("b", 1)};
+  auto unset = make_plan(hf, {.job_id = "j", .command = {"x"}});
+  EXPECT_EQ(get(unset.nodes[1].env, "DLAUNCH_COLLECTIVE_TIMEOUT"), "<unset>");
+  PlanOptions po{.job_id = "j", .command = {"x"}};
+  po.collective_timeout_s = 2.5;
+  auto plan = make_plan(hf, po);
+  for (const auto& node : plan.nodes)
+    EXPECT_EQ(get(node.env, "DLAUNCH_COLLECTIVE_TIMEOUT"), "2.5");
+  po.collective_timeout_s = 0;
+  EXPECT_EQ(get(make_plan(hf, po).nodes[0].env, "DLAUNCH_COLLECTIVE_TIMEOUT"), "0");
+}

@@ -145,3 +145,19 @@ TEST(Protocol, HugeCountsCannotAllocateBeyondTheFrame) {
   d.feed(wire);
   EXPECT_THROW(d.next(), ProtocolError);
 }
+
+TEST(Protocol, ExitedCarriesTheWorkersErrorFile) {
+  // Version 3 added the error file to Exited; an agent of version 2 is refused at Hello.
+  static_assert(kProtocolVersion >= 3);
+  Exited ex{.rank = 4, .pid = 9, .code = 1, .runtime_ms = 20};
+  ex.error_file = "/tmp/dlaunch-j-node0-1/error.4.json";
+  ex.error_file_data = std::string(kMaxErrorFileBytes, 'e');
+  auto back = std::get<Exited>(round_trip(ex));
+  EXPECT_EQ(back.rank, 4);
+  EXPECT_EQ(back.code, 1);
+  EXPECT_EQ(back.error_file, ex.error_file);
+  EXPECT_EQ(back.error_file_data, ex.error_file_data);
+  auto plain = std::get<Exited>(round_trip(Exited{.rank = 1}));
+  EXPECT_EQ(plain.error_file, "");
+  EXPECT_EQ(plain.error_file_data, "");
+}

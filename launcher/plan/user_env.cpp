@@ -1,0 +1,111 @@
+#include "launcher/plan/user_env.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace dlaunch {
+
+namespace {
+constexpr const char* kNameHint = "names are letters, digits and '_', not starting with a digit";
+}
+
+bool is_valid_env_name(std::string_view name) {
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
+  for (char c : name) {
+    const bool ok =
+        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+EnvList parse_env_file_text(std::string_view text, const std::string& source) {
+  EnvList out;
+  int line_no = 0;
+  while (!text.empty()) {
+    ++line_no;
+    const auto nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    std::size_t col = line.find_first_not_of(" \t");
+    if (col == std::string_view::npos || line[col] == '#') continue;
+    std::string_view rest = line.substr(col);
+    if (rest.substr(0, 7) == "export " || rest.substr(0, 7) == "export\t") {
+      const auto k = rest.find_first_not_of(" \t", 7);
+      col += k == std::string_view::npos ? rest.size() : k;
+      rest = line.substr(col);
+    }
+    const SourcePos pos{source, line_no, static_cast<int>(col) + 1};
+    const auto eq = rest.find('=');
+    if (eq == std::string_view::npos) {
+      throw InputError(pos, "", "expected NAME=VALUE, got '" + std::string(rest) + "'",
+                       "one variable per line; '#' starts a comment");
+    }
+    const std::string name(rest.substr(0, eq));
+    if (!is_valid_env_name(name)) {
+      throw InputError(pos, "", "'" + name + "' is not a valid variable name", kNameHint);
+    }
+    std::string_view value = rest.substr(eq + 1);
+    if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
+        value.back() == value.front()) {
+      value = value.substr(1, value.size() - 2);
+    }
+    out.emplace_back(name, std::string(value));
+  }
+  return out;
+}
+
+EnvList parse_env_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw InputError({"--env-file"}, "", "cannot read '" + path + "': " + std::strerror(errno));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_env_file_text(text.str(), path);
+}
+
+EnvList resolve_exports(const std::vector<std::string>& exports,
+                        const std::vector<std::string>& head_env) {
+  EnvList out;
+  for (const auto& x : exports) {
+    const auto eq = x.find('=');
+    const std::string name = x.substr(0, eq);
+    if (!is_valid_env_name(name)) {
+      throw InputError({"-x"}, "", "'" + name + "' is not a valid variable name", kNameHint);
+    }
+    if (eq != std::string::npos) {
+      out.emplace_back(name, x.substr(eq + 1));
+      continue;
+    }
+    const std::string prefix = name + "=";
+    const std::string* found = nullptr;
+    for (const auto& e : head_env) {
+      if (e.compare(0, prefix.size(), prefix) == 0) found = &e;
+    }
+    if (found == nullptr) {
+      throw InputError({"-x"}, "", name + " is not set in dlaunch's environment",
+                       "set it, or give the value: -x " + name + "=VALUE");
+    }
+    out.emplace_back(name, found->substr(prefix.size()));
+  }
+  return out;
+}
+
+EnvList user_environment(const std::vector<std::string>& env_files,
+                         const std::vector<std::string>& exports,
+                         const std::vector<std::string>& head_env) {
+  EnvList out;
+  for (const auto& f : env_files) {
+    auto kv = parse_env_file(f);
+    out.insert(out.end(), kv.begin(), kv.end());
+  }
+  auto x = resolve_exports(exports, head_env);
+  out.insert(out.end(), x.begin(), x.end());
+  return out;
+}
+
+}  // namespace dlaunch

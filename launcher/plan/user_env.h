@@ -1,0 +1,37 @@
+// Variables the user adds for every worker on the command line, in this
+// order (a later one overrides an earlier one with the same name):
+//   --env-file FILE   KEY=VALUE lines (repeatable, files in the order given)
+//   -x NAME=VALUE     this value
+//   -x NAME           the value NAME has in dlaunch's environment (mpirun's -x)
+// Pure functions; errors are InputError naming the file and line, or -x.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "launcher/hostfile/hostfile.h"
+
+namespace dlaunch {
+
+// True for a portable variable name: [A-Za-z_][A-Za-z0-9_]*.
+bool is_valid_env_name(std::string_view name);
+
+// One KEY=VALUE per line. Blank lines and lines starting with '#' (after
+// spaces) are skipped; a leading `export ` is allowed; the value is the rest
+// of the line, taken literally, except that one pair of matching quotes
+// around all of it ('...' or "...") is removed. source names the file in errors.
+EnvList parse_env_file_text(std::string_view text, const std::string& source);
+// Reads path; a missing or unreadable file is an InputError.
+EnvList parse_env_file(const std::string& path);
+
+// -x arguments resolved against head_env ("NAME=VALUE" entries).
+EnvList resolve_exports(const std::vector<std::string>& exports,
+                        const std::vector<std::string>& head_env);
+
+// Env files, then -x: what PlanOptions::user_env gets.
+EnvList user_environment(const std::vector<std::string>& env_files,
+                         const std::vector<std::string>& exports,
+                         const std::vector<std::string>& head_env);
+
+}  // namespace dlaunch
