@@ -3,6 +3,7 @@
 // stdin/stdout. Not meant to be run by hand.
 #include <fcntl.h>
 #include <signal.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -33,6 +34,17 @@ int main(int argc, char** argv) {
   if (control_in < 0 || control_out < 0) {
     std::perror("dlaunch-agent: dup");
     return 1;
+  }
+  // Under `srun --unbuffered` (dlaunch's Slurm transport) stdout is a pty and
+  // stdin a pipe: make the pty raw so no byte of a frame is translated
+  // (\n -> \r\n) or eaten. (Both a terminal: someone typed dlaunch-agent;
+  // leave their terminal alone.)
+  if (::isatty(control_out) == 1 && ::isatty(control_in) == 0) {
+    termios raw{};
+    if (::tcgetattr(control_out, &raw) == 0) {
+      ::cfmakeraw(&raw);
+      ::tcsetattr(control_out, TCSANOW, &raw);
+    }
   }
   const int devnull = ::open("/dev/null", O_RDONLY);
   ::dup2(devnull, 0);

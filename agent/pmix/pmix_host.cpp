@@ -182,9 +182,11 @@ std::vector<std::string> PmixHost::client_environment(int rank) {
   }
   std::free(static_cast<void*>(env));
   // Open MPI must see a direct launch rather than declare itself a singleton
-  // (its schizo/orte component would), and logical nodes sharing one machine
-  // need their own shared-memory segment directory.
-  out.emplace_back("OMPI_MCA_schizo=^orte");
+  // (its schizo/orte component would; so would schizo/slurm inside a Slurm
+  // allocation when the worker is not in a job step: "managed singleton"),
+  // and logical nodes sharing one machine need their own shared-memory
+  // segment directory.
+  out.emplace_back("OMPI_MCA_schizo=^orte,slurm");
   out.emplace_back("OMPI_MCA_btl_vader_backing_directory=" + impl_->job.tmpdir);
   // More ranks than CPUs here: MPI must yield when idle, as mpirun would tell it.
   cpu_set_t cpus;

@@ -14,6 +14,7 @@
 
 #include "dlaunch/process.h"
 #include "dlaunch/version.h"
+#include "launcher/transport/slurm_transport.h"
 
 namespace dlaunch {
 
@@ -70,10 +71,11 @@ void judge(Row& row, const HostEntry& host, const std::string& output, const std
   }
 }
 
-std::string run_local(const std::string& script) {
+std::string run_local(const std::string& script, std::vector<std::string> prefix = {}) {
   auto [r, w] = make_pipe();
   SpawnOptions so;
-  so.argv = {"/bin/sh", "-c", script};
+  so.argv = std::move(prefix);
+  so.argv.insert(so.argv.end(), {"/bin/sh", "-c", script});
   so.env = current_environment();
   so.stdout_fd = w.get();
   auto res = spawn(so);
@@ -151,7 +153,8 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
     Row& row = rows[i];
     row.node = std::to_string(plan.nodes[i].node_rank);
     row.name = host.name;
-    row.host = host.transport == Transport::kLocal ? host.host + " (local)"
+    row.host = host.transport == Transport::kLocal   ? host.host + " (local)"
+               : host.transport == Transport::kSlurm ? host.host + " (slurm)"
                                                    : (host.user.empty() ? "" : host.user + "@") + host.host +
                                                          (host.port == 22 ? "" : ":" + std::to_string(host.port));
     const std::string agent = host.agent.empty() ? o.agent_path : host.agent;
@@ -160,6 +163,16 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
     if (host.transport == Transport::kLocal) {
       row.connect = row.hostkey = row.auth = "local";
       judge(row, host, run_local(script), agent, o);
+    } else if (host.transport == Transport::kSlurm) {
+      // One step on that node runs the same script (srun prints its own errors).
+      row.hostkey = row.auth = "-";
+      const std::string out = run_local(script, srun_command(host.host, {}));
+      row.connect = out.empty() ? "FAILED" : "srun";
+      if (out.empty()) {
+        row.problems.push_back("srun could not run a step on " + host.host);
+      } else {
+        judge(row, host, out, agent, o);
+      }
     } else {
       asio::co_spawn(io, check_ssh(io, row, host, script, agent, o, limiter), asio::detached);
     }

@@ -5,8 +5,36 @@
 #include <regex>
 
 #include "dlaunch/version.h"
+#include "launcher/cli/man_page.h"
+#include "launcher/cli/version_text.h"
 
 namespace dlaunch {
+
+namespace {
+
+// --help shows each option group as a plain section, "Output:" and its
+// options, the way mpirun and most tools do, rather than CLI11's
+// "[Option Group: Output]" with an "Options:" line under it.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_expanded(const CLI::App* sub) const override {
+    if (!sub->get_name().empty() || sub->get_group().empty()) {
+      return CLI::Formatter::make_expanded(sub);
+    }
+    std::string out = sub->get_group() + ":\n";
+    for (const CLI::Option* opt : sub->get_options([sub](const CLI::Option* o) {
+           return !o->get_group().empty() && o->nonpositional() && o != sub->get_help_ptr() &&
+                  o != sub->get_help_all_ptr();
+         })) {
+      out += make_option(opt, false);
+    }
+    // A blank line between sections; CLI11 adds the one before the footer.
+    const auto groups = sub->get_parent()->get_subcommands({});
+    return groups.empty() || groups.back() != sub ? out + "\n" : out;
+  }
+};
+
+}  // namespace
 
 bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   CLI::App app{
@@ -22,9 +50,19 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
       "Exit status: 0 when every rank exits 0; else the first failing rank's code (128+N for\n"
       "signal N); 2 for bad input; 1 when a node fails.");
   app.prefix_command();  // options end at PROGRAM; the rest is the job's command line
-  app.set_version_flag("-V,--version", std::string("dlaunch ") + kVersion);
+  app.formatter(std::make_shared<HelpFormatter>());
+  app.set_version_flag("-V,--version", version_text());
+  // Hidden (no group): the man page, generated from this app at build time.
+  bool help_man = false;
+  app.add_flag("--help-man", help_man, "print dlaunch(1) in roff")->group("");
 
-  auto* hosts = app.add_option_group("Hosts");
+  // Sections of --help, in the order mpirun users look for them.
+  auto* hosts = app.add_option_group("Hosts and placement");
+  auto* env = app.add_option_group("Environment");
+  auto* out = app.add_option_group("Output");
+  auto* fault = app.add_option_group("Fault handling");
+  auto* ssh = app.add_option_group("SSH");
+  auto* job = app.add_option_group("Miscellaneous");
   hosts->add_option("-H,--hosts", o.hosts,
                     "hostfile (YAML or `host slots=N` lines), or inline hosts a:4,b:2");
   hosts->add_option("--hostfile", o.hostfile, "hostfile, never read as an inline list");
@@ -36,36 +74,69 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
       ->check(CLI::PositiveNumber);
   hosts->add_option("--nproc-per-node", o.filter.nproc_per_node, "ranks per node (overrides slots)")
       ->check(CLI::PositiveNumber);
+  hosts->add_option("--transport", o.transport,
+                    "how agents start: auto (hostfile: this machine's loopback names locally, "
+                    "others over SSH; Slurm allocation: this node locally, the others with srun), "
+                    "ssh (every node), or slurm (every node a job step started with srun; needs "
+                    "a Slurm allocation)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "ssh", "slurm"}));
 
-  auto* out = app.add_option_group("Output");
+  env->add_option("-x", o.exports,
+                  "set NAME=VALUE for every worker, or pass on NAME from here (-x NAME); "
+                  "repeatable; see docs/environment.md for what is forwarded anyway")
+      ->allow_extra_args(false);
+  env->add_option("--env-file", o.env_files,
+                  "NAME=VALUE lines ('#' comments) for every worker; repeatable; -x overrides")
+      ->allow_extra_args(false);
+  env->add_option("--wdir", o.workdir, "working directory of the workers (default: current)");
+
   out->add_flag_callback(
       "--tag-output", [&] { o.prefix = PrefixMode::kHostRank; },
       "prefix lines with [node:rank] instead of [rank]");
   out->add_flag_callback(
       "--no-prefix", [&] { o.prefix = PrefixMode::kNone; }, "forward lines without a prefix");
   out->add_option("--output-dir", o.output_dir, "also write DIR/<job-id>/rank.N.{out,err}");
+  out->add_option("--ranks", o.ranks,
+                  "show only these ranks' output on the console, e.g. 0,3-5 (--output-dir and "
+                  "the failure report still get every rank)");
+  out->add_flag("--timestamps", o.timestamps,
+                "put the time each line reached dlaunch (HH:MM:SS.mmm) in front of it");
+  out->add_option("--color", o.color,
+                  "colour the rank prefixes: auto (on a terminal, unless NO_COLOR is set), "
+                  "always, never")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "always", "never"}));
 
-  auto* job = app.add_option_group("Job");
-  job->add_option("--kill-grace", o.kill_grace_s,
-                  "seconds between SIGTERM and SIGKILL when the job is stopped")
+  fault
+      ->add_option("--kill-grace", o.kill_grace_s,
+                   "seconds between SIGTERM and SIGKILL when the job is stopped")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  job->add_option("--heartbeat-timeout", o.heartbeat_timeout_s,
-                  "seconds of silence after which a node counts as lost (0: never)")
+  fault
+      ->add_option("--heartbeat-timeout", o.heartbeat_timeout_s,
+                   "seconds of silence after which a node counts as lost (0: never)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  job->add_option("--start-timeout", o.start_timeout_s, "seconds for every agent to become ready")
+  fault->add_option("--start-timeout", o.start_timeout_s, "seconds for every agent to become ready")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  job->add_option("--timeout", o.timeout_s,
-                  "stop the job if it runs longer than this many seconds (exit 124, report names "
-                  "the ranks still running); 0: no limit")
+  fault
+      ->add_option("--timeout", o.timeout_s,
+                   "stop the job if it runs longer than this many seconds (exit 124, report names "
+                   "the ranks still running); 0: no limit")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  job->add_option("--max-restarts", o.max_restarts,
-                  "after a rank or node fails, stop everything and start the whole job again, up "
-                  "to N times (TORCHELASTIC_RESTART_COUNT / DLAUNCH_RESTART_COUNT count up)")
+  fault
+      ->add_option("--max-restarts", o.max_restarts,
+                   "after a rank or node fails, stop everything and start the whole job again, up "
+                   "to N times (TORCHELASTIC_RESTART_COUNT / DLAUNCH_RESTART_COUNT count up)")
       ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  fault
+      ->add_option("--collective-timeout", o.collective_timeout_s,
+                   "seconds one comm collective may wait before the NCCL watchdog aborts it and "
+                   "the rank fails (DLAUNCH_COLLECTIVE_TIMEOUT; comm's default 600; 0: never)")
       ->check(CLI::NonNegativeNumber);
   job->add_option("--master-addr", o.master_addr, "MASTER_ADDR for the workers (default: node 0)");
   job->add_option("--master-port", o.master_port,
@@ -77,13 +148,11 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   job->add_option("--job-id", o.job_id,
                   "job id (TORCHELASTIC_RUN_ID, DLAUNCH_JOB_ID); default random");
   job->add_option("--agent", o.agent_path, "path of dlaunch-agent (default: next to dlaunch)");
-  job->add_option("--wdir", o.workdir, "working directory of the workers (default: current)");
   job->add_flag("--dry-run", o.dry_run, "print what would run on every node, run nothing");
   job->add_flag("--mpi", o.mpi,
                 "direct-launch Open MPI programs: every agent is a PMIx server, so MPI_Init joins "
                 "the dlaunch world (no mpirun)");
 
-  auto* ssh = app.add_option_group("SSH");
   ssh->add_option("--ssh-concurrency", o.ssh_concurrency, "SSH connections in progress at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
@@ -106,6 +175,11 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     // --help and --version exit 0; anything else is a usage error (exit 2).
     const int code = app.exit(e);
     exit_code = code == 0 ? 0 : 2;
+    return false;
+  }
+  if (help_man) {
+    std::fputs(man_page(app, kVersion).c_str(), stdout);
+    exit_code = 0;
     return false;
   }
   o.command = app.remaining();

@@ -16,6 +16,7 @@ struct Options {
   std::string hostfile;  // --hostfile: always a file
   int np = 0;            // -n: total ranks (no hostfile: all on this machine)
   NodeFilter filter;
+  std::string transport = "auto";  // --transport: auto | ssh | slurm
   std::vector<std::string> command;
 
   PrefixMode prefix = PrefixMode::kRank;
@@ -26,6 +27,7 @@ struct Options {
   double flush_s = 0.1;
   double timeout_s = 0;  // whole job; 0: none
   int max_restarts = 0;  // restart the whole job after a failure, up to this often
+  double collective_timeout_s = -1;  // DLAUNCH_COLLECTIVE_TIMEOUT for comm; < 0: comm's default
   bool dry_run = false;
   bool mpi = false;  // agents serve PMIx: Open MPI programs run without mpirun
   std::string master_addr;
@@ -34,6 +36,14 @@ struct Options {
   std::string agent_path;
   std::string job_id;   // empty: random
   std::string workdir;  // empty: the current directory
+
+  // Environment for every worker (launcher/plan/user_env.h)
+  std::vector<std::string> exports;    // -x NAME or NAME=VALUE, in order
+  std::vector<std::string> env_files;  // --env-file, in order
+  // Console output (launcher/output/console_style.h)
+  std::string ranks;  // --ranks: show only these ranks; empty: all
+  bool timestamps = false;
+  std::string color = "auto";  // auto | always | never
 
   // SSH
   int ssh_concurrency = 64;

@@ -41,7 +41,8 @@ class InputError : public std::runtime_error {
   std::string hint_;
 };
 
-enum class Transport { kLocal, kSsh };
+// kSlurm: the agent is a Slurm job step (`srun`), see launcher/transport/slurm_transport.h.
+enum class Transport { kLocal, kSsh, kSlurm };
 
 using EnvList = std::vector<std::pair<std::string, std::string>>;  // ordered NAME=VALUE
 

@@ -1,10 +1,12 @@
 // The YAML hostfile: a sequence of hosts, or a map with hosts/defaults/env.
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cctype>
 #include <climits>
 #include <optional>
+#include <sstream>
 #include <unordered_map>
 
 #include "launcher/hostfile/hostfile.h"
@@ -23,9 +25,55 @@ const std::vector<std::string> kDefaultKeys{"slots", "user",      "port", "gpus"
 const std::vector<std::string> kHostKeys{"host",    "name", "slots", "user",      "port",
                                          "address", "gpus", "env",   "transport", "agent", "identity"};
 const std::vector<std::string> kHostOnlyKeys{"host", "name", "address"};
-const std::vector<std::string> kTransports{"local", "ssh"};
+const std::vector<std::string> kTransports{"local", "ssh", "slurm"};
 
 constexpr const char* kEmptyHint = "list at least one host, e.g. `hosts: [{host: localhost}]`";
+constexpr const char* kSyntaxHint =
+    "check the indentation, and quote values that contain ':' or '#'";
+
+// Counts the documents of a YAML stream and finds the root of the second one,
+// without building nodes. yaml-cpp 0.7 (Debian 12) leaves a token that no rule
+// takes, such as a ',' at the start of a line, in place and reports a null
+// document for it on every call, so YAML::LoadAll loops forever while its
+// memory grows (jbeder/yaml-cpp#1040, fixed upstream by #1319). A document
+// that starts where the previous one did is that case.
+class DocumentScan final : public YAML::EventHandler {
+ public:
+  int documents = 0;
+  YAML::Mark start;        // of the last document
+  YAML::Mark second_root;  // first node of the second document
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    ++documents;
+    start = mark;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    node(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    node(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    node(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void node(const YAML::Mark& mark) {
+    if (documents == 2 && !have_second_) {
+      second_root = mark;
+      have_second_ = true;
+    }
+  }
+  bool have_second_ = false;
+};
 
 // Settings that may come from `defaults:` or from the host itself.
 struct Settings {
@@ -119,22 +167,42 @@ class YamlParser {
  private:
   const std::string& source_;
 
+  // The first document; the whole stream is checked for syntax and for a second document.
   YAML::Node load(std::string_view text) const {
-    std::vector<YAML::Node> docs;
+    const std::string input(text);
+    DocumentScan scan;
+    YAML::Node root;
     try {
-      docs = YAML::LoadAll(std::string(text));
+      // Not YAML::LoadAll: it never returns on some bad input (see DocumentScan).
+      std::istringstream stream(input);
+      YAML::Parser parser(stream);
+      std::optional<std::size_t> last_start;
+      while (parser.HandleNextDocument(scan)) {
+        if (last_start == static_cast<std::size_t>(scan.start.pos)) {
+          throw InputError(pos_of(scan.start), "yaml",
+                           "syntax error: " + unexpected(input, scan.start), kSyntaxHint);
+        }
+        last_start = static_cast<std::size_t>(scan.start.pos);
+      }
+      root = YAML::Load(input);
     } catch (const YAML::Exception& e) {
-      throw InputError(pos_of(e.mark), "yaml", "syntax error: " + e.msg,
-                       "check the indentation, and quote values that contain ':' or '#'");
+      throw InputError(pos_of(e.mark), "yaml", "syntax error: " + e.msg, kSyntaxHint);
     }
-    if (docs.empty() || docs.front().IsNull()) {
+    if (scan.documents == 0 || root.IsNull()) {
       throw InputError({source_, 0, 0}, "hosts", "no hosts defined", kEmptyHint);
     }
-    if (docs.size() > 1) {
-      fail(docs[1], "yaml", "more than one YAML document",
+    if (scan.documents > 1) {
+      fail(scan.second_root, "yaml", "more than one YAML document",
            "keep one document per hostfile; remove the `---` separator");
     }
-    return docs.front();
+    return root;
+  }
+
+  static std::string unexpected(const std::string& input, const YAML::Mark& at) {
+    if (at.pos < 0 || static_cast<std::size_t>(at.pos) >= input.size()) return "unexpected input";
+    const auto c = static_cast<unsigned char>(input[static_cast<std::size_t>(at.pos)]);
+    if (std::isprint(c) == 0) return "unexpected character";
+    return std::string("unexpected '") + static_cast<char>(c) + "'";
   }
 
   SourcePos pos_of(const YAML::Mark& mark) const {
@@ -313,6 +381,7 @@ class YamlParser {
     const std::string value = read_string(e);
     if (value == "local") return Transport::kLocal;
     if (value == "ssh") return Transport::kSsh;
+    if (value == "slurm") return Transport::kSlurm;
     fail(e.value, "transport", "unknown transport '" + value + "'",
          suggestion_hint(value, kTransports, "valid transports"));
   }

@@ -60,12 +60,19 @@ std::string default_agent_path() {
 std::unique_ptr<AgentLink> start_local_agent(boost::asio::io_context& io,
                                              const std::string& agent_path, int node_rank,
                                              LinkCallbacks cb) {
+  return start_agent_process(io, {agent_path}, node_rank, std::move(cb));
+}
+
+std::unique_ptr<AgentLink> start_agent_process(boost::asio::io_context& io,
+                                               std::vector<std::string> argv, int node_rank,
+                                               LinkCallbacks cb, int parent_death_signal) {
   auto [to_agent_r, to_agent_w] = make_pipe();
   auto [from_agent_r, from_agent_w] = make_pipe();
   SpawnOptions opts;
-  opts.argv = {agent_path};
+  opts.argv = std::move(argv);
   opts.env = current_environment();
   opts.new_process_group = true;
+  opts.parent_death_signal = parent_death_signal;
   opts.stdin_fd = to_agent_r.get();
   opts.stdout_fd = from_agent_w.get();
   SpawnResult r = spawn(opts);

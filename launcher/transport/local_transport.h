@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "launcher/transport/transport.h"
 
@@ -16,6 +17,14 @@ namespace dlaunch {
 std::unique_ptr<AgentLink> start_local_agent(boost::asio::io_context& io,
                                              const std::string& agent_path, int node_rank,
                                              LinkCallbacks cb);
+
+// Any command that ends in a dlaunch-agent speaking on its stdin/stdout (the
+// Slurm transport's `srun ... dlaunch-agent`), run the same way: a child in its
+// own process group, pipes for stdin/stdout, stderr inherited. A non-zero
+// parent_death_signal is sent to the child when dlaunch dies.
+std::unique_ptr<AgentLink> start_agent_process(boost::asio::io_context& io,
+                                               std::vector<std::string> argv, int node_rank,
+                                               LinkCallbacks cb, int parent_death_signal = 0);
 
 // dlaunch-agent next to the running dlaunch executable.
 std::string default_agent_path();

@@ -137,6 +137,12 @@ TEST(YamlHostfile, DefaultTransportAppliesToEveryHost) {
   EXPECT_EQ(hf.hosts[0].transport, Transport::kSsh);
 }
 
+TEST(YamlHostfile, SlurmTransportIsAccepted) {
+  const Hostfile hf = parse("defaults: {transport: slurm}\nhosts: [node1, {host: node2}]\n");
+  EXPECT_EQ(hf.hosts[0].transport, Transport::kSlurm);
+  EXPECT_EQ(hf.hosts[1].transport, Transport::kSlurm);
+}
+
 TEST(YamlHostfile, LogicalNodesOnOneHostNeedDistinctNames) {
   const Hostfile hf = parse(
       "hosts:\n"
@@ -382,6 +388,18 @@ TEST(YamlHostfile, SecondDocumentIsRejected) {
   const InputError e = parse_error("- a\n---\n- b\n");
   expect_pos(e, 3, 1);
   EXPECT_EQ(e.field(), "yaml");
+}
+
+// yaml-cpp 0.7's LoadAll never returns on these, its memory growing (found by
+// tests/fuzz/hostfile_fuzz; corpus file regress-yaml-loadall-hang).
+TEST(YamlHostfile, StrayCommaIsASyntaxErrorNotAHang) {
+  const InputError first = parse_error(",\n");
+  expect_pos(first, 1, 1);
+  EXPECT_EQ(first.field(), "yaml");
+  EXPECT_EQ(first.message(), "syntax error: unexpected ','");
+  const InputError later = parse_error("- a\n\n, b\n");
+  expect_pos(later, 3, 1);
+  EXPECT_EQ(later.message(), "syntax error: unexpected ','");
 }
 
 TEST(YamlHostfile, IdentityComesFromDefaultsUnlessTheHostSetsIt) {
