@@ -6,11 +6,14 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "dlaunch/process.h"
 #include "dlaunch/random.h"
@@ -168,6 +171,7 @@ void Agent::handle(proto::Setup&& m) {
     }
   }
   for (const auto& ws : setup_.workers) workers_[ws.rank].spec = ws;
+  make_error_dir();
   if (setup_.mpi && !start_pmix()) return;
   channel_->send(ready);
   arm_heartbeat();
@@ -179,6 +183,21 @@ void Agent::handle(proto::Start&& m) {
   reserved_port_.reset();  // rank 0 binds it now
   for (auto& [rank, w] : workers_) spawn_worker(w, m.env);
   maybe_finish();
+}
+
+// A private folder for the workers' TORCHELASTIC_ERROR_FILEs. Without it
+// workers run without one (PyTorch then only logs its error).
+void Agent::make_error_dir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/dlaunch-" +
+                    setup_.job_id + "-node" + std::to_string(setup_.node_rank) + "-" +
+                    std::to_string(::getpid());
+  if (::mkdir(dir.c_str(), 0700) != 0) {
+    log("cannot create " + dir + " for error files: " + std::strerror(errno));
+    return;
+  }
+  error_dir_ = std::move(dir);
+  guard_->remove_on_death(error_dir_);
 }
 
 bool Agent::start_pmix() {
@@ -193,6 +212,15 @@ bool Agent::start_pmix() {
       io_, PmixHost::Callbacks{
                .fence =
                    [this](std::uint32_t seq, std::string data) {
+                     // One frame carries it: past the limit, fail the job
+                     // with the reason instead of throwing out of PMIx's callback.
+                     if (data.size() + 64 > proto::kMaxFrameBytes) {
+                       channel_->send(proto::Fatal{
+                           "MPI fence data of this node is " + std::to_string(data.size()) +
+                           " bytes, over the control protocol's frame limit of " +
+                           std::to_string(proto::kMaxFrameBytes) + " bytes"});
+                       return;
+                     }
                      channel_->send(proto::FenceUp{seq, std::move(data)});
                    },
                .abort =
@@ -232,11 +260,13 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   SpawnOptions opts;
   opts.argv = w.spec.argv;
   opts.env = worker_environment(current_environment(), w.spec.env, job_env, token_entry_);
+  w.error_file = ensure_error_file(opts.env, error_dir_, w.spec.rank);
   opts.workdir = setup_.workdir;
   opts.parent_death_signal = SIGKILL;
   opts.stdout_fd = out_w.get();
   opts.stderr_fd = err_w.get();
   w.started = Clock::now();
+  w.started_wall = std::chrono::system_clock::now();
   SpawnResult r = spawn(opts);
   if (r.pid < 0) {
     w.state = WorkerState::kFailed;
@@ -381,6 +411,13 @@ void Agent::on_worker_exit(Worker& w, int status) {
   } else {
     ex.code = WEXITSTATUS(status);
   }
+  // A worker that failed on its own (not stopped by us) may have left
+  // PyTorch's account of why; the head puts it in the report.
+  if ((ex.kind != proto::ExitKind::kExited || ex.code != 0) && !aborting_ &&
+      !w.error_file.empty()) {
+    ex.error_file_data = read_error_file(w.error_file, w.started_wall, proto::kMaxErrorFileBytes);
+    if (!ex.error_file_data.empty()) ex.error_file = w.error_file;
+  }
   ex.runtime_ms = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - w.started).count());
   channel_->send(ex);
@@ -458,6 +495,10 @@ void Agent::finish() {
     for (pid_t p : leftovers()) ::kill(p, SIGKILL);
   }
   phase_ = Phase::kDone;
+  if (!error_dir_.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(error_dir_, ignored);
+  }
   if (pmix_) pmix_->stop();
   if (store_) store_->close();
   grace_timer_.cancel();

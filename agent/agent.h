@@ -47,6 +47,7 @@ class Agent {
   void handle(const proto::Abort& m);
   void handle_shutdown();
   bool start_pmix();
+  void make_error_dir();
 
   void spawn_worker(Worker& w, const proto::Env& start_env);
   void read_stream(Worker& w, OutputStream& s);
@@ -81,6 +82,7 @@ class Agent {
   std::map<int, Worker> workers_;  // by rank
   std::map<pid_t, int> rank_of_pid_;
   UniqueFd reserved_port_;
+  std::string error_dir_;  // workers' TORCHELASTIC_ERROR_FILEs; removed at the end
   Phase phase_ = Phase::kHello;
   bool aborting_ = false;
   bool shutdown_requested_ = false;

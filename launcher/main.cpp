@@ -13,9 +13,13 @@
 #include "launcher/check/preflight.h"
 #include "launcher/cli/options.h"
 #include "launcher/controller/controller.h"
+#include "launcher/output/console_style.h"
 #include "launcher/output/output_sink.h"
 #include "launcher/plan/plan.h"
+#include "launcher/plan/user_env.h"
+#include "launcher/hostfile/slurm.h"
 #include "launcher/transport/local_transport.h"
+#include "launcher/transport/slurm_transport.h"
 
 namespace dl = dlaunch;
 namespace fs = std::filesystem;
@@ -25,10 +29,31 @@ namespace {
 dl::Hostfile load_hosts(const dl::Options& o) {
   if (!o.hostfile.empty()) return dl::parse_hostfile_file(o.hostfile);
   if (!o.hosts.empty()) return dl::parse_hosts_argument(o.hosts);
+  // Inside a Slurm allocation the allocation's nodes are the hosts (as mpirun
+  // does); -n then takes the first N of its slots.
+  char here[256] = {};
+  ::gethostname(here, sizeof here - 1);
+  if (auto slurm = dl::slurm_allocation_hostfile(dl::current_environment(), here)) return *slurm;
   if (o.np > 0) return dl::local_hostfile(o.np);
   throw dl::InputError(
       {"dlaunch"}, "", "no hosts given",
       "use -H HOSTFILE, -H host:slots,..., --hostfile FILE, or -n N for this machine");
+}
+
+// --transport ssh|slurm: every node that way; auto keeps what the hosts say.
+// Slurm nodes need an allocation to start steps in (outside one, srun would
+// queue a new job per node).
+void apply_transport(dl::Hostfile& hosts, const std::string& transport) {
+  for (auto& h : hosts.hosts) {
+    if (transport == "ssh") h.transport = dl::Transport::kSsh;
+    if (transport == "slurm") h.transport = dl::Transport::kSlurm;
+    if (h.transport == dl::Transport::kSlurm && !dl::in_slurm_allocation()) {
+      throw dl::InputError(transport == "slurm" ? dl::SourcePos{"--transport"} : h.pos,
+                           transport == "slurm" ? "" : "transport",
+                           "slurm needs a Slurm allocation (SLURM_JOB_ID is not set)",
+                           "run dlaunch inside salloc or an sbatch script");
+    }
+  }
 }
 
 std::string join_env(const dl::EnvList& env) {
@@ -49,9 +74,16 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
   for (const auto& n : plan.nodes) {
     const auto& h = n.host;
     const bool local = h.transport == dl::Transport::kLocal;
+    const bool slurm = h.transport == dl::Transport::kSlurm;
     fmt::print("node {}: {} ({}, {}), ranks {}-{}\n", n.node_rank, h.name, h.host,
-               local ? "local" : "ssh", n.ranks.front().rank, n.ranks.back().rank);
+               local ? "local" : slurm ? "slurm" : "ssh", n.ranks.front().rank,
+               n.ranks.back().rank);
     fmt::print("  agent: {}\n", dl::shell_quote(h.agent.empty() ? agent : h.agent));
+    fmt::print("  inherits: {}\n", local ? "dlaunch's whole environment"
+                                   : slurm ? "dlaunch's whole environment (srun exports it), "
+                                             "then the node env below"
+                                           : "what sshd gives a command on " + h.host +
+                                                 ", then the node env below");
     if (!n.env.empty()) fmt::print("  node env: {}\n", join_env(n.env));
     for (const auto& r : n.ranks) {
       fmt::print("  rank {}: {}MASTER_ADDR={} MASTER_PORT={} {}\n", r.rank, join_env(r.env),
@@ -70,14 +102,19 @@ int run(int argc, char** argv) {
                          "dlaunch [options] PROGRAM [ARGS...]");
 
   dl::Hostfile hosts = dl::apply_node_filter(load_hosts(o), o.filter);
+  apply_transport(hosts, o.transport);
   dl::PlanOptions po;
   po.np = o.np;
   po.job_id = o.job_id.empty() ? dl::random_hex(8) : o.job_id;
   po.master_addr = o.master_addr;
   po.command = o.command;
   po.head_env = dl::current_environment();
+  po.user_env = dl::user_environment(o.env_files, o.exports, po.head_env);
   po.max_restarts = o.max_restarts;
+  po.collective_timeout_s = o.collective_timeout_s;
   dl::JobPlan plan = dl::make_plan(hosts, po);
+  const std::vector<int> shown_ranks =
+      o.ranks.empty() ? std::vector<int>{} : dl::parse_rank_list(o.ranks, plan.world_size);
 
   const std::string workdir = o.workdir.empty() ? fs::current_path().string() : o.workdir;
   const std::string agent = o.agent_path.empty() ? dl::default_agent_path() : o.agent_path;
@@ -128,10 +165,17 @@ int run(int argc, char** argv) {
   for (const auto& n : plan.nodes) {
     for (const auto& r : n.ranks) node_of_rank[static_cast<std::size_t>(r.rank)] = n.host.name;
   }
+  const auto color = dl::parse_color_mode(o.color);
+  const char* no_color = std::getenv("NO_COLOR");
+  const char* term = std::getenv("TERM");
   dl::OutputSink sink({.prefix = o.prefix,
                        .output_dir = o.output_dir,
                        .job_id = plan.job_id,
-                       .node_of_rank = std::move(node_of_rank)});
+                       .node_of_rank = std::move(node_of_rank),
+                       .ranks = shown_ranks,
+                       .timestamps = o.timestamps,
+                       .color_stdout = dl::color_enabled(color, ::isatty(1) == 1, no_color, term),
+                       .color_stderr = dl::color_enabled(color, ::isatty(2) == 1, no_color, term)});
   const dl::ControllerConfig config{.agent_path = agent,
                                     .workdir = workdir,
                                     .master_port = static_cast<std::uint16_t>(o.master_port),

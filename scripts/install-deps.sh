@@ -10,6 +10,13 @@ packages=(
   libopenmpi-dev openmpi-bin libpmix-dev
   libgtest-dev libgmock-dev
   openssh-server openssh-client  # the SSH tests run their own sshd on loopback
+  # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes (only a
+  # Recommends of clang-14, so named here), llvm-symbolizer for its reports
+  clang libclang-rt-14-dev llvm
+  slurm-wlm munge  # scripts/testbed/slurm.sh: single-node Slurm for the slurm tests
+  groff-base man-db dpkg-dev  # man page check (groff, man -l), cpack -G DEB (dpkg-shlibdeps)
+  python3-torch  # examples/train.py and the PyTorch tests (run with /usr/bin/python3)
+  iproute2  # scripts/testbed/netns.sh: hosts as network namespaces (fault matrix tests)
 )
 
 # `install-deps.sh bench`: also what the benchmarks compare against.

@@ -11,6 +11,7 @@
 #include "dlaunch/process.h"
 #include "dlaunch/version.h"
 #include "launcher/transport/local_transport.h"
+#include "launcher/transport/slurm_transport.h"
 
 namespace dlaunch {
 
@@ -24,6 +25,9 @@ void log(const std::string& msg) {
   write_all(2, line);
 }
 std::uint32_t ms(milliseconds d) { return static_cast<std::uint32_t>(d.count()); }
+// After Abort{immediate}: how long the agents' reports may take before the
+// head cuts their channels.
+constexpr milliseconds kAfterKill{1000};
 }  // namespace
 
 Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& sink)
@@ -110,6 +114,9 @@ void Controller::start_agents() {
       if (host.transport == Transport::kSsh) {
         if (!ssh_) ssh_ = std::make_unique<ssh::Transport>(io_, cfg_.ssh);
         nodes_[i].link = ssh_->start(host, agent, node_label(i), std::move(cb));
+      } else if (host.transport == Transport::kSlurm) {
+        nodes_[i].link =
+            start_slurm_agent(io_, host.host, agent, static_cast<int>(i), std::move(cb));
       } else {
         nodes_[i].link = start_local_agent(io_, agent, static_cast<int>(i), std::move(cb));
       }
@@ -286,7 +293,20 @@ void Controller::on_fence(std::size_t i, proto::FenceUp&& up) {
   for (const auto& s : slots) {
     if (!s) return;
   }
+  std::size_t total = 0;
+  for (const auto& s : slots) total += s->size();
+  // The joined blob travels as one frame: past the protocol's frame limit the
+  // job cannot go on (MPI would wait in its fence forever), so say so.
+  if (total + 64 > proto::kMaxFrameBytes) {
+    fences_.erase(up.seq);
+    fail({.kind = CauseKind::kNode,
+          .message = fmt::format("the MPI fence data of all nodes is {} bytes, over the control "
+                                 "protocol's frame limit of {} bytes",
+                                 total, proto::kMaxFrameBytes)});
+    return;
+  }
   proto::FenceDown down{.seq = up.seq};
+  down.data.reserve(total);
   for (const auto& s : slots) down.data += *s;
   fences_.erase(up.seq);
   for (auto& n : nodes_) {
@@ -328,11 +348,23 @@ void Controller::fail(RootCause cause) {
 }
 
 void Controller::abort_all(const std::string& reason, bool immediate) {
+  // "Kill at once": the agents SIGKILL everything when they read the Abort,
+  // but what they say next can wait behind megabytes of output still crossing
+  // a slow link. Wait briefly for it, then cut the channels: an agent whose
+  // channel closes stops everything itself (and a local one is killed, its
+  // guard taking the workers down).
+  const auto at_once = [this] {
+    if (deadline_.expiry() > Clock::now() + kAfterKill) {
+      arm_deadline(kAfterKill, phase_ == Phase::kShuttingDown ? "every agent to exit after SIGKILL"
+                                                               : "every rank to stop after SIGKILL");
+    }
+  };
   if (phase_ == Phase::kFinished || phase_ == Phase::kShuttingDown) {
     if (immediate) {
       for (auto& n : nodes_) {
         if (n.link && n.link->is_open()) n.link->send(proto::Abort{reason, true});
       }
+      if (phase_ == Phase::kShuttingDown) at_once();
     }
     return;
   }
@@ -345,6 +377,7 @@ void Controller::abort_all(const std::string& reason, bool immediate) {
     // Agents report every rank within the grace period; allow for slow links.
     arm_deadline(cfg_.kill_grace + milliseconds(5000), "every rank to stop");
   }
+  if (immediate) at_once();
   maybe_shutdown();
 }
 
