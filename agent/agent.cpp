@@ -531,20 +531,29 @@ void Agent::on_channel_closed(const std::string& reason) {
   maybe_finish();
 }
 
+// Wakes at the next send or when the head's silence would pass the timeout,
+// whichever is first (as the head's Controller::arm_heartbeat does).
 void Agent::arm_heartbeat() {
   if (setup_.heartbeat_interval_ms == 0) return;
-  heartbeat_timer_.expires_after(std::chrono::milliseconds(setup_.heartbeat_interval_ms));
-  heartbeat_timer_.async_wait([this](boost::system::error_code ec) {
+  const std::chrono::milliseconds interval(setup_.heartbeat_interval_ms);
+  const std::chrono::milliseconds timeout(setup_.heartbeat_timeout_ms);
+  auto wake = heartbeat_sent_ + interval;
+  if (timeout.count() > 0)
+    wake = std::min(wake, last_heard_ + timeout + std::chrono::milliseconds(1));
+  heartbeat_timer_.expires_at(std::max(wake, Clock::now() + std::chrono::milliseconds(1)));
+  heartbeat_timer_.async_wait([this, interval, timeout](boost::system::error_code ec) {
     if (ec || phase_ == Phase::kDone || !channel_->is_open()) return;
-    const auto silent = Clock::now() - last_heard_;
-    if (setup_.heartbeat_timeout_ms > 0 &&
-        silent > std::chrono::milliseconds(setup_.heartbeat_timeout_ms)) {
+    const auto now = Clock::now();
+    if (timeout.count() > 0 && now - last_heard_ > timeout) {
       channel_->close();
       on_channel_closed("no heartbeat from the head for " +
                         std::to_string(setup_.heartbeat_timeout_ms) + " ms");
       return;
     }
-    channel_->send(proto::Heartbeat{});
+    if (now - heartbeat_sent_ >= interval) {
+      heartbeat_sent_ = now;
+      channel_->send(proto::Heartbeat{});
+    }
     arm_heartbeat();
   });
 }

@@ -73,6 +73,7 @@ class Agent {
   boost::asio::steady_timer grace_timer_;
   boost::asio::steady_timer heartbeat_timer_;
   std::chrono::steady_clock::time_point last_heard_;
+  std::chrono::steady_clock::time_point heartbeat_sent_{};  // last Heartbeat to the head
 
   std::string token_entry_;
   std::unique_ptr<Guard> guard_;

@@ -465,13 +465,24 @@ void Controller::arm_job_timeout() {
   });
 }
 
+// One timer both sends (every timeout/3, at most 5 s) and checks: it wakes at
+// the next send or at the moment the quietest node's silence would pass the
+// timeout, whichever is first, so that a lost node is declared within the
+// timeout (plus a millisecond), not up to one send interval later.
 void Controller::arm_heartbeat() {
   if (cfg_.heartbeat_timeout.count() == 0) return;
   const auto interval = std::min(milliseconds(5000), cfg_.heartbeat_timeout / 3);
-  heartbeat_.expires_after(interval);
-  heartbeat_.async_wait([this](boost::system::error_code ec) {
+  auto wake = heartbeat_sent_ + interval;
+  for (const Node& n : nodes_) {
+    if (n.link && n.link->is_open() && !n.done)
+      wake = std::min(wake, n.last_heard + cfg_.heartbeat_timeout + milliseconds(1));
+  }
+  heartbeat_.expires_at(std::max(wake, Clock::now() + milliseconds(1)));
+  heartbeat_.async_wait([this, interval](boost::system::error_code ec) {
     if (ec || phase_ == Phase::kFinished) return;
     const auto now = Clock::now();
+    const bool send = now - heartbeat_sent_ >= interval;
+    if (send) heartbeat_sent_ = now;
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
       Node& n = nodes_[i];
       if (!n.link || !n.link->is_open() || n.done) continue;
@@ -482,7 +493,7 @@ void Controller::arm_heartbeat() {
                                    static_cast<double>(cfg_.heartbeat_timeout.count()) / 1000.0));
         continue;
       }
-      n.link->send(proto::Heartbeat{});
+      if (send) n.link->send(proto::Heartbeat{});
     }
     arm_heartbeat();
   });

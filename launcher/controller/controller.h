@@ -100,6 +100,7 @@ class Controller {
   boost::asio::signal_set sigchld_;
   boost::asio::steady_timer deadline_;
   boost::asio::steady_timer heartbeat_;
+  std::chrono::steady_clock::time_point heartbeat_sent_{};  // last Heartbeat to the agents
   boost::asio::steady_timer job_timer_;  // --timeout
   std::unique_ptr<ssh::Transport> ssh_;  // before nodes_: links go first
   std::vector<Node> nodes_;

@@ -493,9 +493,10 @@ TEST_F(FaultMatrix, F08_NodePartitioned) {
   EXPECT_NE(r.err.find("lost contact with the agent on node 1 (" + addr(1) + "): no heartbeat for 3.0 s"),
             std::string::npos)
       << r.err;
-  EXPECT_LT(head_s, kHeartbeat + 2.0) << r.err;
+  // Detection within the timeout itself; the rest is teardown.
+  EXPECT_LT(head_s, kHeartbeat + 1.0) << r.err;
   EXPECT_GE(t_node_clean, 0) << "the cut-off node kept its processes: " << describe(left);
-  EXPECT_LT(t_node_clean, kHeartbeat + 2.0);
+  EXPECT_LT(t_node_clean, kHeartbeat + 1.0);
   EXPECT_TRUE(left.empty()) << describe(left);
 }
 
