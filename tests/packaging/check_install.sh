@@ -30,8 +30,12 @@ run() {  # run EXE: 2 ranks under the installed dlaunch, check both summed 0+1
 # 1. CMake: find_package(dlaunch), target dlaunch::comm.
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
+# A sanitizer build installs instrumented libraries: the consumer needs the
+# same flags to link them (DLAUNCH_CONSUMER_FLAGS, set by the ctest entry).
+extra=${DLAUNCH_CONSUMER_FLAGS:-}
 cmake -S "$src/tests/packaging/consumer" -B "$tmp/cmake-build" "${gen[@]}" \
-      -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release > "$tmp/cmake.log" 2>&1 ||
+      -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CXX_FLAGS="$extra" -DCMAKE_EXE_LINKER_FLAGS="$extra" > "$tmp/cmake.log" 2>&1 ||
   { cat "$tmp/cmake.log"; exit 1; }
 cmake --build "$tmp/cmake-build" > "$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; exit 1; }
 run "$tmp/cmake-build/consumer"
@@ -40,6 +44,6 @@ echo "find_package(dlaunch): built and ran on 2 ranks"
 # 2. pkg-config dlaunch-comm.
 export PKG_CONFIG_PATH=$(dirname "$pc")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 flags=$(pkg-config --cflags --libs dlaunch-comm)
-${CXX:-c++} -std=c++20 -O1 -o "$tmp/consumer-pc" "$src/tests/packaging/consumer/consumer.cpp" $flags
+${CXX:-c++} -std=c++20 -O1 $extra -o "$tmp/consumer-pc" "$src/tests/packaging/consumer/consumer.cpp" $flags
 run "$tmp/consumer-pc"
 echo "pkg-config dlaunch-comm ($flags): built and ran on 2 ranks"
