@@ -430,6 +430,19 @@ void NcclProcessGroup::barrier() {
   wait(call);
 }
 
+// Checks shared by send and recv; false when there is nothing to move.
+bool NcclProcessGroup::check_point_to_point(const Call& call, const void* buf, int peer) const {
+  if (peer < 0 || peer >= size_)
+    throw CommError(rank_, call.str(),
+                    std::string(call.peer_label) + " is not in [0, " + std::to_string(size_) + ")");
+  if (call.tag < 0) throw CommError(rank_, call.str(), "tag is negative");
+  if (aborted_) throw CommError(rank_, call.str(), "the communicator was aborted by an earlier failure");
+  if (call.count == 0) return false;
+  if (buf == nullptr) throw CommError(rank_, call.str(), "buf is null");
+  check_device_pointer(call, buf, "buf");
+  return true;
+}
+
 void NcclProcessGroup::send(const void* buf, std::size_t count, DataType type, int dst, int tag) {
   const Call call{.name = "send",
                   .type = type,
@@ -439,13 +452,7 @@ void NcclProcessGroup::send(const void* buf, std::size_t count, DataType type, i
                   .has_tag = true,
                   .tag = tag};
   const ncclDataType_t t = checked_type(rank_, call);
-  if (dst < 0 || dst >= size_)
-    throw CommError(rank_, call.str(), "dst is not in [0, " + std::to_string(size_) + ")");
-  if (tag < 0) throw CommError(rank_, call.str(), "tag is negative");
-  if (aborted_) throw CommError(rank_, call.str(), "the communicator was aborted by an earlier failure");
-  if (count == 0) return;
-  if (buf == nullptr) throw CommError(rank_, call.str(), "buf is null");
-  check_device_pointer(call, buf, "buf");
+  if (!check_point_to_point(call, buf, dst)) return;
   check_nccl(ncclSend(buf, count, t, dst, comm_, stream_), call, "ncclSend");
   wait(call);
 }
@@ -459,13 +466,7 @@ void NcclProcessGroup::recv(void* buf, std::size_t count, DataType type, int src
                   .has_tag = true,
                   .tag = tag};
   const ncclDataType_t t = checked_type(rank_, call);
-  if (src < 0 || src >= size_)
-    throw CommError(rank_, call.str(), "src is not in [0, " + std::to_string(size_) + ")");
-  if (tag < 0) throw CommError(rank_, call.str(), "tag is negative");
-  if (aborted_) throw CommError(rank_, call.str(), "the communicator was aborted by an earlier failure");
-  if (count == 0) return;
-  if (buf == nullptr) throw CommError(rank_, call.str(), "buf is null");
-  check_device_pointer(call, buf, "buf");
+  if (!check_point_to_point(call, buf, src)) return;
   check_nccl(ncclRecv(buf, count, t, src, comm_, stream_), call, "ncclRecv");
   wait(call);
 }

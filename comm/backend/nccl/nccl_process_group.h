@@ -73,6 +73,7 @@ class NcclProcessGroup final : public ProcessGroup {
   void check_nccl(ncclResult_t rc, const Call& call, const char* function);
   [[noreturn]] void abort_and_throw(const Call& call, const std::string& reason);
   void check_device_pointer(const Call& call, const void* p, const char* name) const;
+  bool check_point_to_point(const Call& call, const void* buf, int peer) const;
   void select_device();
 
   ncclComm_t comm_ = nullptr;
