@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "env_list_support.h"
+
 using namespace dlaunch;
 
 namespace {
@@ -14,13 +16,7 @@ HostEntry host(const std::string& name, int slots, Transport t = Transport::kLoc
   return h;
 }
 
-std::string get(const EnvList& env, const std::string& name) {
-  std::string v = "<unset>";
-  for (const auto& [k, val] : env) {
-    if (k == name) v = val;
-  }
-  return v;
-}
+using dltest::get;
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 
+#include "env_list_support.h"
 #include "launcher/plan/plan.h"
 
 using namespace dlaunch;
@@ -23,13 +24,7 @@ std::string error_of(const std::function<void()>& f) {
   return "<no error>";
 }
 
-std::string get(const EnvList& env, const std::string& name) {
-  std::string v = "<unset>";
-  for (const auto& [k, val] : env) {
-    if (k == name) v = val;
-  }
-  return v;
-}
+using dltest::get;
 
 }  // namespace
 
