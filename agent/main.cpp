@@ -11,6 +11,7 @@
 #include <exception>
 
 #include "agent/agent.h"
+#include "dlaunch/debug.h"
 #include "dlaunch/version.h"
 
 int main(int argc, char** argv) {
@@ -52,7 +53,12 @@ int main(int argc, char** argv) {
   ::dup2(2, 1);
   try {
     dlaunch::agent::Agent agent(control_in, control_out);
-    return agent.run();
+    const int rc = agent.run();
+    if (dlaunch::debug_enabled("stats")) {
+      std::fprintf(stderr, "dlaunch-agent: stats: pid=%d %s\n", static_cast<int>(::getpid()),
+                   dlaunch::self_usage().c_str());
+    }
+    return rc;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dlaunch-agent: %s\n", e.what());
     return 1;

@@ -1,42 +1,82 @@
 #include "agent/protocol/channel.h"
 
 #include <boost/asio/read.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/write.hpp>
+
+#include <memory>
+#include <span>
 
 namespace dlaunch::proto {
 
 namespace asio = boost::asio;
 
 PipeChannel::PipeChannel(asio::io_context& io, int read_fd, int write_fd, Callbacks cb)
-    : in_(io, read_fd), out_(io, write_fd), cb_(std::move(cb)), read_buf_(64 * 1024, '\0') {}
+    : in_(io, read_fd), out_(io, write_fd), cb_(std::move(cb)) {
+  boost::system::error_code ignored;
+  in_.non_blocking(true, ignored);
+}
 
 PipeChannel::~PipeChannel() { *alive_ = false; }
 
 void PipeChannel::start() { read_more(); }
 
+namespace {
+// One read buffer for every channel of the thread: a channel waits for its fd
+// to become readable and only then reads, into this buffer, whose bytes the
+// decoder copies out before the next read. A head with a thousand local
+// agents thus holds no idle 64 KiB buffer per agent.
+std::span<char> shared_read_buffer() {
+  thread_local std::unique_ptr<char[]> buf(new char[64 * 1024]);
+  return {buf.get(), 64 * 1024};
+}
+// Bytes read per wake-up at most, so that one busy channel cannot starve the
+// others on the same event loop.
+constexpr std::size_t kReadPerWake = 256 * 1024;
+}  // namespace
+
 void PipeChannel::read_more() {
   if (!open_) return;
-  in_.async_read_some(
-      asio::buffer(read_buf_), [this, alive = alive_](boost::system::error_code ec, std::size_t n) {
+  in_.async_wait(asio::posix::stream_descriptor::wait_read,
+                 [this, alive = alive_](boost::system::error_code ec) {
+                   if (!*alive || !open_) return;
+                   if (ec) {
+                     fail("read error: " + ec.message());
+                     return;
+                   }
+                   on_readable();
+                 });
+}
+
+void PipeChannel::on_readable() {
+  const std::span<char> buf = shared_read_buffer();
+  std::size_t total = 0;
+  while (total < kReadPerWake) {
+    boost::system::error_code ec;
+    const std::size_t n = in_.read_some(asio::buffer(buf.data(), buf.size()), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) break;
+    if (ec == asio::error::interrupted) continue;
+    if (ec) {
+      fail(ec == asio::error::eof
+               ? (decoder_.pending() > 0 ? "truncated frame at end of stream" : "end of stream")
+               : "read error: " + ec.message());
+      return;
+    }
+    total += n;
+    decoder_.feed(std::string_view(buf.data(), n));
+    const auto alive = alive_;
+    try {
+      while (auto msg = decoder_.next()) {
+        cb_.on_message(std::move(*msg));
         if (!*alive || !open_) return;
-        if (ec) {
-          fail(ec == asio::error::eof
-                   ? (decoder_.pending() > 0 ? "truncated frame at end of stream" : "end of stream")
-                   : "read error: " + ec.message());
-          return;
-        }
-        decoder_.feed(std::string_view(read_buf_.data(), n));
-        try {
-          while (auto msg = decoder_.next()) {
-            cb_.on_message(std::move(*msg));
-            if (!*alive || !open_) return;
-          }
-        } catch (const ProtocolError& e) {
-          fail(std::string("protocol error: ") + e.what());
-          return;
-        }
-        read_more();
-      });
+      }
+    } catch (const ProtocolError& e) {
+      fail(std::string("protocol error: ") + e.what());
+      return;
+    }
+    if (n < buf.size()) break;  // drained (a pipe returns less only when empty)
+  }
+  read_more();
 }
 
 void PipeChannel::send(const Message& msg) {

@@ -45,6 +45,7 @@ class PipeChannel {
 
  private:
   void read_more();
+  void on_readable();
   void write_more();
   void fail(const std::string& reason);
 
@@ -52,7 +53,6 @@ class PipeChannel {
   boost::asio::posix::stream_descriptor out_;
   Callbacks cb_;
   Decoder decoder_;
-  std::string read_buf_;
   std::deque<std::string> queue_;
   std::string writing_;
   std::size_t queued_ = 0;

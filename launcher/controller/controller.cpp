@@ -2,12 +2,14 @@
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
 
+#include "dlaunch/debug.h"
 #include "dlaunch/process.h"
 #include "dlaunch/version.h"
 #include "launcher/transport/local_transport.h"
@@ -73,15 +75,14 @@ int Controller::run() {
   std::function<void()> wait_chld = [&] {
     sigchld_.async_wait([&](boost::system::error_code ec, int) {
       if (ec) return;
-      for (auto& n : nodes_) {
-        if (n.link) n.link->reap();
-      }
+      reap_children();
       maybe_finish();
       wait_chld();
     });
   };
   wait_signal();
   wait_chld();
+  milestones_.begin = Clock::now();
   start_agents();
   if (phase_ == Phase::kStarting) {
     arm_deadline(cfg_.start_timeout, "every agent to become ready");
@@ -99,7 +100,37 @@ int Controller::run() {
 
   std::string report = format_report(plan_.job_id, cause_, ranks_stopped_);
   if (!report.empty()) write_all(2, report);
+  if (debug_enabled("stats")) print_stats();
   return exit_status(cause_);
+}
+
+void Controller::print_stats() const {
+  const auto since = [&](Clock::time_point t) {
+    if (t == Clock::time_point{}) return std::string("-");
+    return fmt::format("{:.4f}", std::chrono::duration<double>(t - milestones_.begin).count());
+  };
+  log(fmt::format("stats: nodes={} ranks={} connected_s={} ready_s={} running_s={} end_s={} {}",
+                  nodes_.size(), ranks_.size(), since(milestones_.connected), since(milestones_.ready),
+                  since(milestones_.running), since(Clock::now()), self_usage()));
+}
+
+// Reaps exactly the children that exited: with a thousand local agents,
+// polling every link on each SIGCHLD made the shutdown quadratic.
+void Controller::reap_children() {
+  for (;;) {
+    siginfo_t si{};
+    if (::waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0) return;
+    const auto it = agent_pids_.find(si.si_pid);
+    if (it == agent_pids_.end() || !nodes_[it->second].link) {
+      int status;  // not an agent's: the controller starts no other child
+      ::waitpid(si.si_pid, &status, WNOHANG);
+      continue;
+    }
+    AgentLink& link = *nodes_[it->second].link;
+    link.reap();
+    if (!link.agent_gone()) return;  // not reapable after all: wait for the next SIGCHLD
+    agent_pids_.erase(it);
+  }
 }
 
 void Controller::start_agents() {
@@ -120,6 +151,7 @@ void Controller::start_agents() {
       } else {
         nodes_[i].link = start_local_agent(io_, agent, static_cast<int>(i), std::move(cb));
       }
+      if (const pid_t pid = nodes_[i].link->agent_pid(); pid > 0) agent_pids_.emplace(pid, i);
     } catch (const std::exception& e) {
       nodes_[i].closed = nodes_[i].done = true;
       fail({.kind = CauseKind::kLaunch, .message = node_label(i) + ": " + e.what()});
@@ -193,6 +225,7 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     }
     ++hellos_;
     node.hello = true;
+    if (hellos_ == static_cast<int>(nodes_.size())) milestones_.connected = Clock::now();
     show_progress();
     if (phase_ == Phase::kStarting) node.link->send(make_setup(i));
   } else if (auto* ready = std::get_if<proto::Ready>(&msg)) {
@@ -206,6 +239,7 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     bool all = true;
     for (const auto& n : nodes_) all = all && n.ready;
     if (all && phase_ == Phase::kStarting) {
+      milestones_.ready = Clock::now();
       phase_ = Phase::kRunning;
       start_sent_ = true;
       deadline_.cancel();
@@ -226,6 +260,7 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     r.pid = started->pid;
     r.started_at = Clock::now();
     ++running_;
+    if (running_ == static_cast<int>(ranks_.size())) milestones_.running = r.started_at;
     show_progress();
   } else if (auto* out = std::get_if<proto::Output>(&msg)) {
     progress_.clear();
@@ -397,7 +432,9 @@ void Controller::maybe_shutdown() {
 
 void Controller::maybe_finish() {
   if (phase_ != Phase::kShuttingDown) return;
-  for (auto& n : nodes_) {
+  // Nodes before gone_scan_ are known gone (for good): resume after them.
+  for (; gone_scan_ < nodes_.size(); ++gone_scan_) {
+    auto& n = nodes_[gone_scan_];
     if (!n.link) continue;
     n.link->reap();
     if (!n.link->agent_gone()) return;

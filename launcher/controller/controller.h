@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "launcher/controller/report.h"
@@ -116,6 +117,14 @@ class Controller {
   int hellos_ = 0;
   int readies_ = 0;
   int running_ = 0;
+  // Start-up milestones for DLAUNCH_DEBUG=stats (zero: not reached).
+  struct Milestones {
+    std::chrono::steady_clock::time_point begin, connected, ready, running;
+  } milestones_;
+  void print_stats() const;
+  void reap_children();
+  std::unordered_map<pid_t, std::size_t> agent_pids_;  // local agents not yet reaped -> node
+  std::size_t gone_scan_ = 0;                          // see maybe_finish()
   // MPI fences in flight: seq -> each node's blob (empty optional: not yet).
   std::map<std::uint32_t, std::vector<std::optional<std::string>>> fences_;
 };

@@ -36,6 +36,7 @@ class LocalLink final : public AgentLink {
     if (!reaped_) ::kill(pid_, SIGKILL);
   }
   bool agent_gone() const override { return reaped_; }
+  pid_t agent_pid() const override { return pid_; }
   void reap() override {
     if (reaped_) return;
     int st;

@@ -32,6 +32,9 @@ class AgentLink {
   virtual bool agent_gone() const = 0;
   // Called by the controller on SIGCHLD: reap what is ours, non-blocking.
   virtual void reap() = 0;
+  // The agent's process id when it is the head's own child (local and Slurm
+  // transports), so that a SIGCHLD reaps just that link; else -1.
+  virtual pid_t agent_pid() const { return -1; }
   // Network addresses of the connection to the agent, when there is one
   // (SSH): the node's address as the head reached it, and the head's own.
   virtual std::string peer_address() const { return {}; }

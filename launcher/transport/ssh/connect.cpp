@@ -15,6 +15,8 @@
 #include <random>
 #include <vector>
 
+#include "dlaunch/debug.h"
+
 namespace dlaunch::ssh {
 
 namespace asio = boost::asio;
@@ -169,13 +171,7 @@ asio::awaitable<void> authenticate(Connection& c, const ConnectOptions& o, Clock
 
 }  // namespace
 
-bool debug_ssh() {
-  static const bool on = [] {
-    const char* v = std::getenv("DLAUNCH_DEBUG");
-    return v != nullptr && std::string(v) == "ssh";
-  }();
-  return on;
-}
+bool debug_ssh() { return debug_enabled("ssh"); }
 
 std::string current_user() {
   if (const passwd* pw = ::getpwuid(::getuid())) return pw->pw_name;

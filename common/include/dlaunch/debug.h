@@ -1,0 +1,21 @@
+#pragma once
+// DLAUNCH_DEBUG: a comma-separated list of topics ("ssh,stats").
+//   ssh    each SSH connection's stages with their times (launcher)
+//   stats  one line of resource use at exit: dlaunch (start-up milestones,
+//          CPU time, peak RSS) and each local agent; read by bench/
+#include <string>
+#include <string_view>
+
+namespace dlaunch {
+
+// True when `topic` is one of the comma-separated words in `value`.
+bool debug_topic_in(std::string_view value, std::string_view topic);
+
+// True when DLAUNCH_DEBUG (read once) names `topic`.
+bool debug_enabled(std::string_view topic);
+
+// This process's own resource use so far, as "cpu_user_s=U cpu_sys_s=S
+// maxrss_kib=M" (getrusage(RUSAGE_SELF): children not included).
+std::string self_usage();
+
+}  // namespace dlaunch
