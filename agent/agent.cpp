@@ -26,7 +26,11 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr std::size_t kHighWatermark = 8u << 20;  // stop reading workers above this
+// Stop reading workers while more than this waits for the control channel.
+// 1 MiB covers milliseconds of the fastest output path (a local pipe at
+// ~600 MiB/s) and keeps the agent's peak RSS near 8.5 MiB in a flood of 8
+// ranks; 8 MiB here gave 21 MiB for no more throughput (bench/: footprint).
+constexpr std::size_t kHighWatermark = 1u << 20;
 
 std::string hostname() {
   char buf[256] = {};
@@ -68,6 +72,7 @@ Agent::Agent(int control_in, int control_out)
       terminate_(io_, SIGTERM, SIGINT, SIGHUP),
       grace_timer_(io_),
       heartbeat_timer_(io_),
+      orphan_deadline_(io_),
       token_entry_("DLAUNCH_AGENT_TOKEN=" + random_hex(12)) {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   guard_ = std::make_unique<Guard>(token_entry_);
@@ -296,20 +301,23 @@ void Agent::read_stream(Worker& w, OutputStream& s) {
     return;
   }
   s.reading = true;
-  s.pipe.async_read_some(asio::buffer(s.read_buf),
-                         [this, &w, &s](boost::system::error_code ec, std::size_t n) {
-                           s.reading = false;
-                           if (ec == asio::error::operation_aborted) return;
-                           if (ec) {
-                             s.eof = true;
-                             flush_partial(w, s);
-                             boost::system::error_code ignored;
-                             s.pipe.close(ignored);
-                             return;
-                           }
-                           forward(w, s, std::string_view(s.read_buf.data(), n));
-                           read_stream(w, s);
-                         });
+  s.pipe.async_wait(asio::posix::stream_descriptor::wait_read,
+                    [this, &w, &s](boost::system::error_code ec) {
+                      s.reading = false;
+                      if (ec == asio::error::operation_aborted) return;
+                      const std::span<char> buf = proto::thread_read_buffer();
+                      const ssize_t n = ec ? -1 : ::read(s.pipe.native_handle(), buf.data(), buf.size());
+                      if (n > 0) {
+                        forward(w, s, std::string_view(buf.data(), static_cast<std::size_t>(n)));
+                      } else if (n == 0 || ec || (errno != EAGAIN && errno != EINTR)) {
+                        s.eof = true;
+                        flush_partial(w, s);
+                        boost::system::error_code ignored;
+                        s.pipe.close(ignored);
+                        return;
+                      }
+                      read_stream(w, s);
+                    });
 }
 
 void Agent::forward(Worker& w, OutputStream& s, std::string_view data) {
@@ -361,9 +369,10 @@ void Agent::flush_partial(Worker& w, OutputStream& s) {
 // so its last lines reach the head before its Exited.
 void Agent::drain_now(Worker& w, OutputStream& s) {
   while (!s.eof && s.pipe.is_open()) {
-    ssize_t n = ::read(s.pipe.native_handle(), s.read_buf.data(), s.read_buf.size());
+    const std::span<char> buf = proto::thread_read_buffer();
+    ssize_t n = ::read(s.pipe.native_handle(), buf.data(), buf.size());
     if (n > 0) {
-      forward(w, s, std::string_view(s.read_buf.data(), static_cast<std::size_t>(n)));
+      forward(w, s, std::string_view(buf.data(), static_cast<std::size_t>(n)));
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else {
@@ -503,6 +512,7 @@ void Agent::finish() {
   if (store_) store_->close();
   grace_timer_.cancel();
   heartbeat_timer_.cancel();
+  orphan_deadline_.cancel();
   guard_->disarm();
   if (channel_->is_open()) {
     channel_->send(proto::Done{.leftovers_killed = leftovers_killed_});
@@ -529,6 +539,25 @@ void Agent::on_channel_closed(const std::string& reason) {
   }
   begin_abort(reason, false);
   maybe_finish();
+  if (phase_ == Phase::kDone) return;
+  // Without the head nothing else can end this agent: whatever still counts
+  // as running after the grace period and a margin (a worker whose exit we
+  // never saw), end it anyway, so that no process of the job outlives it.
+  orphan_deadline_.expires_after(std::chrono::milliseconds(setup_.kill_grace_ms) +
+                                 std::chrono::seconds(5));
+  orphan_deadline_.async_wait([this](boost::system::error_code ec) {
+    if (ec || phase_ == Phase::kDone) return;
+    std::string ranks;
+    for (auto& [rank, w] : workers_) {
+      if (w.state != WorkerState::kRunning) continue;
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank) + " (pid " + std::to_string(w.pid) + ")";
+      if (w.pid > 0) ::kill(-w.pid, SIGKILL);
+      w.state = WorkerState::kExited;
+    }
+    log("head gone and rank(s) " + ranks + " still counted running after the grace period; exiting");
+    killed_hard_ = true;
+    finish();
+  });
 }
 
 // Wakes at the next send or when the head's silence would pass the timeout,
@@ -543,7 +572,14 @@ void Agent::arm_heartbeat() {
   heartbeat_timer_.expires_at(std::max(wake, Clock::now() + std::chrono::milliseconds(1)));
   heartbeat_timer_.async_wait([this, interval, timeout](boost::system::error_code ec) {
     if (ec || phase_ == Phase::kDone || !channel_->is_open()) return;
-    const auto now = Clock::now();
+    auto now = Clock::now();
+    if (timeout.count() > 0 && now - last_heard_ > timeout) {
+      // Stalled ourselves (a machine overloaded by its ranks)? Then the head's
+      // heartbeats may be waiting unread: read them before concluding.
+      channel_->read_pending();
+      if (phase_ == Phase::kDone || !channel_->is_open()) return;
+      now = Clock::now();
+    }
     if (timeout.count() > 0 && now - last_heard_ > timeout) {
       channel_->close();
       on_channel_closed("no heartbeat from the head for " +

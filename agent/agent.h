@@ -72,6 +72,7 @@ class Agent {
   boost::asio::signal_set terminate_;
   boost::asio::steady_timer grace_timer_;
   boost::asio::steady_timer heartbeat_timer_;
+  boost::asio::steady_timer orphan_deadline_;  // armed when the head is gone
   std::chrono::steady_clock::time_point last_heard_;
   std::chrono::steady_clock::time_point heartbeat_sent_{};  // last Heartbeat to the head
 

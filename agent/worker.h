@@ -30,7 +30,6 @@ struct OutputStream {
   boost::asio::steady_timer timer;  // flushes a held partial line
   proto::Stream stream;
   LineBuffer lines;
-  std::string read_buf = std::string(64 * 1024, '\0');
   bool reading = false;  // an async read is outstanding
   bool parked = false;   // waiting for the control channel to drain
   bool timer_armed = false;

@@ -1,5 +1,7 @@
 #include "agent/protocol/channel.h"
 
+#include <poll.h>
+
 #include <boost/asio/read.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/write.hpp>
@@ -21,25 +23,28 @@ PipeChannel::~PipeChannel() { *alive_ = false; }
 
 void PipeChannel::start() { read_more(); }
 
-namespace {
-// One read buffer for every channel of the thread: a channel waits for its fd
-// to become readable and only then reads, into this buffer, whose bytes the
-// decoder copies out before the next read. A head with a thousand local
-// agents thus holds no idle 64 KiB buffer per agent.
-std::span<char> shared_read_buffer() {
+// A channel waits for its fd to become readable and only then reads, into
+// this buffer, whose bytes the decoder copies out before the next read. A head
+// with a thousand local agents thus holds no idle 64 KiB buffer per agent.
+std::span<char> thread_read_buffer() {
   thread_local std::unique_ptr<char[]> buf(new char[64 * 1024]);
   return {buf.get(), 64 * 1024};
 }
+
+namespace {
 // Bytes read per wake-up at most, so that one busy channel cannot starve the
 // others on the same event loop.
 constexpr std::size_t kReadPerWake = 256 * 1024;
 }  // namespace
 
 void PipeChannel::read_more() {
-  if (!open_) return;
+  if (!open_ || waiting_) return;
+  waiting_ = true;
   in_.async_wait(asio::posix::stream_descriptor::wait_read,
                  [this, alive = alive_](boost::system::error_code ec) {
-                   if (!*alive || !open_) return;
+                   if (!*alive) return;
+                   waiting_ = false;
+                   if (!open_) return;
                    if (ec) {
                      fail("read error: " + ec.message());
                      return;
@@ -48,8 +53,14 @@ void PipeChannel::read_more() {
                  });
 }
 
+void PipeChannel::read_pending() {
+  if (!open_) return;
+  pollfd p{in_.native_handle(), POLLIN, 0};
+  if (::poll(&p, 1, 0) > 0) on_readable();
+}
+
 void PipeChannel::on_readable() {
-  const std::span<char> buf = shared_read_buffer();
+  const std::span<char> buf = thread_read_buffer();
   std::size_t total = 0;
   while (total < kReadPerWake) {
     boost::system::error_code ec;

@@ -13,11 +13,17 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "agent/protocol/protocol.h"
 
 namespace dlaunch::proto {
+
+// One 64 KiB read buffer per thread, for readers that wait for readability
+// and copy out what they read before the next read: with many idle streams
+// (channels, worker pipes) there is no buffer per stream.
+std::span<char> thread_read_buffer();
 
 class PipeChannel {
  public:
@@ -40,6 +46,11 @@ class PipeChannel {
   // Writes what is queued, then closes the write side (the peer sees EOF).
   void close_after_flush();
   void close();  // at once, without on_close
+  // Reads and dispatches what is already waiting, now. For a timer about to
+  // conclude that the peer fell silent: after this process was stalled
+  // (overloaded machine, SIGSTOP), the timer may run before the read of the
+  // peer's messages that arrived meanwhile.
+  void read_pending();
   bool is_open() const { return open_; }
   std::size_t queued_bytes() const { return queued_; }
 
@@ -58,6 +69,7 @@ class PipeChannel {
   std::size_t queued_ = 0;
   bool open_ = true;
   bool write_in_flight_ = false;
+  bool waiting_ = false;  // an async_wait for readability is outstanding
   bool close_when_flushed_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

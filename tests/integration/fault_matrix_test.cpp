@@ -612,7 +612,7 @@ TEST_F(FaultMatrix, F11_AbortingOneJobSparesTheOther) {
 // above a watermark), and dlaunch stays responsive: it acknowledges SIGINT at
 // once, and the job ends within a bound. Three cases:
 //  - each host's link shaped to 8 Mbit/s, one SIGINT: the agents still hold
-//    megabytes of output (up to their 8 MiB watermark, plus the SSH window in
+//    megabytes of output (up to their 1 MiB watermark, plus the SSH window in
 //    flight) ahead of their workers' exit reports, so the job ends when that
 //    has crossed the network or, at the latest, at the abort deadline (kill
 //    grace + 5 s);
