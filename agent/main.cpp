@@ -11,6 +11,7 @@
 #include <exception>
 
 #include "agent/agent.h"
+#include "agent/pmix/pmix_host.h"
 #include "dlaunch/debug.h"
 #include "dlaunch/version.h"
 
@@ -52,11 +53,18 @@ int main(int argc, char** argv) {
   ::close(devnull);
   ::dup2(2, 1);
   try {
-    dlaunch::agent::Agent agent(control_in, control_out);
-    const int rc = agent.run();
+    int rc;
+    {
+      dlaunch::agent::Agent agent(control_in, control_out);
+      rc = agent.run();
+    }
     if (dlaunch::debug_enabled("stats")) {
       std::fprintf(stderr, "dlaunch-agent: stats: pid=%d %s\n", static_cast<int>(::getpid()),
                    dlaunch::self_usage().c_str());
+    }
+    if (dlaunch::agent::PmixHost::finalize_hung()) {
+      std::fflush(nullptr);
+      ::_exit(rc);  // libpmix's exit handlers would wait on the same lock
     }
     return rc;
   } catch (const std::exception& e) {

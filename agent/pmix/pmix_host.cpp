@@ -6,12 +6,17 @@
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 
 namespace dlaunch::agent {
 
@@ -207,10 +212,30 @@ void PmixHost::complete_fence(std::uint32_t seq, const std::string& all_data) {
   cbfunc(PMIX_SUCCESS, blob->data(), blob->size(), cbdata, release_blob, blob);
 }
 
+namespace {
+std::atomic<bool> g_finalize_hung{false};
+}
+
+bool PmixHost::finalize_hung() { return g_finalize_hung.load(); }
+
 void PmixHost::stop() {
   if (!impl_ || !impl_->started) return;
   impl_->started = false;
-  PMIx_server_finalize();
+  // PMIx_server_finalize can block for good on a lock inside libpmix (seen
+  // with 64 PMIx servers on one machine after its "UNREACHABLE" connection
+  // errors), and an agent that never exits outlives its job. So finalize on a
+  // helper thread and stop waiting after a deadline; the agent then reports
+  // and exits regardless (agent/main.cpp: _exit when finalize_hung()).
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> finished = done->get_future();
+  std::thread([done] {
+    PMIx_server_finalize();
+    done->set_value();
+  }).detach();
+  if (finished.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    g_finalize_hung = true;
+    std::fprintf(stderr, "dlaunch-agent: the PMIx server did not finalize within 5 s; leaving it\n");
+  }
   g_impl = nullptr;
   std::error_code ec;
   std::filesystem::remove_all(impl_->job.tmpdir, ec);  // also pmix_dstor_* of a killed server

@@ -54,6 +54,10 @@ class PmixHost {
   void complete_fence(std::uint32_t seq, const std::string& all_data);
   // Stops the server and removes its directory. Idempotent.
   void stop();
+  // True once a PMIx_server_finalize did not return within its deadline (see
+  // stop()): the process must then end with _exit, past libpmix's own exit
+  // handlers, or it may never end.
+  static bool finalize_hung();
 
   struct Impl;
 
