@@ -165,6 +165,38 @@ TEST(LocalJob, DlaunchKilledWithSigkillLeavesNothingBehind) {
   EXPECT_EQ(wait_job_gone(job, 3), std::vector<pid_t>{});
 }
 
+// Many logical nodes on one machine (bench/run's controller scale): every
+// agent ends by itself once its rank has, none is left for the exit deadline
+// to kill, and DLAUNCH_DEBUG=stats reports the head's and each agent's use.
+TEST(LocalJob, SixtyFourLocalNodesEachAgentExitsByItselfAndReportsItsStats) {
+  std::string yaml = "hosts:\n";
+  for (int i = 0; i < 64; ++i) yaml += "  - {host: localhost, name: n" + std::to_string(i) + ", slots: 1}\n";
+  const auto hostfile = temp_file(yaml, ".yaml");
+  auto r = run(dlaunch_cmd({"-H", hostfile, "true"}), 120, {"DLAUNCH_DEBUG=stats"});
+  std::filesystem::remove(hostfile);
+  ASSERT_EQ(r.exit_code, 0) << r.err.substr(0, 2000);
+  const std::regex head(
+      R"(dlaunch: stats: nodes=64 ranks=64 connected_s=[0-9.]+ ready_s=[0-9.]+ running_s=[0-9.]+ )"
+      R"(end_s=[0-9.]+ cpu_user_s=[0-9.]+ cpu_sys_s=[0-9.]+ maxrss_kib=([0-9]+))");
+  const std::regex agent(
+      R"(dlaunch-agent: stats: pid=[0-9]+ cpu_user_s=[0-9.]+ cpu_sys_s=[0-9.]+ maxrss_kib=([0-9]+))");
+  int heads = 0, agents = 0;
+  for (const auto& line : lines_of(r.err)) {
+    std::smatch m;
+    if (std::regex_match(line, m, head)) {
+      ++heads;
+    } else if (std::regex_match(line, m, agent)) {
+      ++agents;
+    } else {
+      ADD_FAILURE() << "unexpected line on stderr: " << line;
+      continue;
+    }
+    EXPECT_GT(std::stol(m[1]), 0) << line;
+  }
+  EXPECT_EQ(heads, 1);
+  EXPECT_EQ(agents, 64) << "an agent that printed no stats was killed instead of exiting";
+}
+
 TEST(LocalJob, HundredMegabytesOfOutputLoseNoLineAndMixNone) {
   // Rank 0 writes 100 MB in 100-byte lines while the others write alongside.
   const long big = 1'000'000;

@@ -4,7 +4,11 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <fstream>
+#include <regex>
+
 #include "agent/worker.h"
+#include "dlaunch/debug.h"
 #include "dlaunch/random.h"
 
 using namespace dlaunch;
@@ -78,6 +82,53 @@ TEST(Process, DescendantsIncludeGrandchildren) {
   ::kill(-r.pid, SIGKILL);
   int st;
   ::waitpid(r.pid, &st, 0);
+}
+
+TEST(Process, DescendantsLeaveOutZombies) {
+  // sh starts `true` in the background, then becomes `sleep`, which never
+  // reaps it: a zombie child, which holds nothing and must not be listed.
+  SpawnOptions o;
+  o.argv = {"sh", "-c", "true & exec sleep 5"};
+  o.env = {"PATH=/usr/bin:/bin"};
+  auto r = spawn(o);
+  ASSERT_GT(r.pid, 0);
+  bool zombie_seen = false;
+  for (int i = 0; i < 200 && !zombie_seen; ++i) {
+    ::usleep(10000);
+    std::ifstream children("/proc/" + std::to_string(r.pid) + "/task/" + std::to_string(r.pid) +
+                           "/children");
+    pid_t c;
+    while (children >> c) {
+      std::ifstream stat("/proc/" + std::to_string(c) + "/stat");
+      std::string line;
+      std::getline(stat, line);
+      zombie_seen = zombie_seen || line.find(") Z ") != std::string::npos;
+    }
+  }
+  if (zombie_seen) {
+    EXPECT_EQ(descendants_of(r.pid), std::vector<pid_t>{});
+  }
+  ::kill(-r.pid, SIGKILL);
+  int st;
+  ::waitpid(r.pid, &st, 0);
+  if (!zombie_seen) GTEST_SKIP() << "no /proc/PID/task/TID/children here, or no zombie seen";
+}
+
+TEST(DebugTopics, CommaSeparatedWordsOnly) {
+  EXPECT_TRUE(debug_topic_in("ssh", "ssh"));
+  EXPECT_TRUE(debug_topic_in("ssh,stats", "stats"));
+  EXPECT_TRUE(debug_topic_in("stats,ssh", "ssh"));
+  EXPECT_FALSE(debug_topic_in("", "ssh"));
+  EXPECT_FALSE(debug_topic_in("sshx", "ssh"));
+  EXPECT_FALSE(debug_topic_in("ss", "ssh"));
+  EXPECT_FALSE(debug_topic_in("stats,", "ssh"));
+  EXPECT_TRUE(debug_topic_in(",ssh", "ssh"));
+}
+
+TEST(DebugTopics, SelfUsageNamesCpuAndPeakMemory) {
+  const std::string u = self_usage();
+  EXPECT_TRUE(std::regex_match(u, std::regex(R"(cpu_user_s=[0-9.]+ cpu_sys_s=[0-9.]+ maxrss_kib=[1-9][0-9]*)")))
+      << u;
 }
 
 TEST(WorkerEnvironment, LaterLayersOverrideEarlierOnesInPlace) {

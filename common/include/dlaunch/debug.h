@@ -15,7 +15,8 @@ bool debug_topic_in(std::string_view value, std::string_view topic);
 bool debug_enabled(std::string_view topic);
 
 // This process's own resource use so far, as "cpu_user_s=U cpu_sys_s=S
-// maxrss_kib=M" (getrusage(RUSAGE_SELF): children not included).
+// maxrss_kib=M": CPU from getrusage(RUSAGE_SELF), peak RSS from VmHWM;
+// children not included.
 std::string self_usage();
 
 }  // namespace dlaunch

@@ -226,6 +226,12 @@ asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io, const
         }
         if (rc == 0) {
           log("handshake done");
+          if (debug_ssh()) {
+            const char* cipher = libssh2_session_methods(c->session.get(), LIBSSH2_METHOD_CRYPT_SC);
+            const char* mac = libssh2_session_methods(c->session.get(), LIBSSH2_METHOD_MAC_SC);
+            std::fprintf(stderr, "dlaunch: ssh %s: cipher=%s mac=%s\n", o.host.c_str(),
+                         cipher != nullptr ? cipher : "?", mac != nullptr ? mac : "?");
+          }
           break;
         }
         // sshd drops connections past MaxStartups with a reset or a closed banner.
