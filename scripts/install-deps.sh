@@ -21,7 +21,7 @@ packages=(
 
 # `install-deps.sh bench`: also what the benchmarks compare against.
 if [[ "${1:-}" == bench ]]; then
-  packages+=(pdsh time hyperfine python3)
+  packages+=(pdsh time hyperfine python3 python3-matplotlib procps)
 fi
 
 missing=()
