@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <system_error>
 #include <unordered_map>
 
@@ -242,33 +243,36 @@ bool have_children_files() {
 // scanning all of /proc took the machine ~20 s of CPU; a scan of /proc is
 // only the fallback.
 std::vector<pid_t> descendants_of(pid_t root) {
-  std::vector<pid_t> out;
+  std::function<std::vector<pid_t>(pid_t)> live_children;
+  std::unordered_multimap<pid_t, pid_t> scanned;  // fallback: parent -> child, from /proc
   if (have_children_files()) {
-    std::vector<pid_t> todo{root};
-    while (!todo.empty()) {
-      const pid_t p = todo.back();
-      todo.pop_back();
+    live_children = [](pid_t p) {
+      std::vector<pid_t> out;
       for (pid_t c : children_of(p)) {
-        if (read_ppid("/proc/" + std::to_string(c)) < 0) continue;  // zombie or gone
-        out.push_back(c);
-        todo.push_back(c);
+        if (read_ppid("/proc/" + std::to_string(c)) > 0) out.push_back(c);  // not a zombie, not gone
       }
-    }
-    return out;
+      return out;
+    };
+  } else {
+    for_each_pid([&](pid_t pid, const std::string& dir) {
+      const pid_t ppid = read_ppid(dir);
+      if (ppid > 0) scanned.emplace(ppid, pid);
+    });
+    live_children = [&scanned](pid_t p) {
+      std::vector<pid_t> out;
+      auto [b, e] = scanned.equal_range(p);
+      for (auto it = b; it != e; ++it) out.push_back(it->second);
+      return out;
+    };
   }
-  std::unordered_multimap<pid_t, pid_t> children;
-  for_each_pid([&](pid_t pid, const std::string& dir) {
-    pid_t ppid = read_ppid(dir);
-    if (ppid > 0) children.emplace(ppid, pid);
-  });
-  std::vector<pid_t> todo{root};
-  while (!todo.empty()) {
-    pid_t p = todo.back();
-    todo.pop_back();
-    auto [b, e] = children.equal_range(p);
-    for (auto it = b; it != e; ++it) {
-      out.push_back(it->second);
-      todo.push_back(it->second);
+  std::vector<pid_t> out;
+  std::vector<pid_t> unvisited{root};
+  while (!unvisited.empty()) {
+    const pid_t p = unvisited.back();
+    unvisited.pop_back();
+    for (pid_t c : live_children(p)) {
+      out.push_back(c);
+      unvisited.push_back(c);
     }
   }
   return out;
