@@ -313,10 +313,12 @@ class Bench {
     }
 #ifdef DLAUNCH_WITH_NCCL
     if (device_) {
-      const ncclResult_t rc = ncclAllReduce(dev_, dev_, count, ncclFloat, ncclSum,
-                                            comm::nccl_communicator(pg_), comm::nccl_stream(pg_));
-      if (rc != ncclSuccess)
-        throw std::runtime_error(std::string("ncclAllReduce: ") + ncclGetErrorString(rc));
+      // The group's communicator is non-blocking: nccl_check waits out
+      // ncclInProgress as NCCL requires (and returns at once on success).
+      comm::nccl_check(pg_,
+                       ncclAllReduce(dev_, dev_, count, ncclFloat, ncclSum,
+                                     comm::nccl_communicator(pg_), comm::nccl_stream(pg_)),
+                       "ncclAllReduce");
       cuda_check(cudaStreamSynchronize(comm::nccl_stream(pg_)), "cudaStreamSynchronize");
       return;
     }

@@ -343,6 +343,27 @@ void collectives(comm::ProcessGroup& pg) {
     ++g_failures;
     std::fprintf(stderr, "nccl_worker: rank %d: nccl_communicator/cuda_device wrong\n", me);
   }
+  // A direct NCCL call on that non-blocking communicator, posted through
+  // nccl_check (which waits out ncclInProgress), then comm's calls again.
+  {
+    const std::size_t count = 1 << 16;
+    std::vector<double> mine(count), want(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      mine[i] = value(me, i);
+      double sum = 0;
+      for (int r = 0; r < n; ++r) sum += value(r, i);
+      want[i] = sum;
+    }
+    DeviceBuffer buf(count, DataType::kFloat32);
+    buf.put(mine);
+    comm::nccl_check(pg,
+                     ncclAllReduce(buf.p, buf.p, count, ncclFloat32, ncclSum,
+                                   comm::nccl_communicator(pg), comm::nccl_stream(pg)),
+                     "ncclAllReduce");
+    cuda_ok(cudaStreamSynchronize(comm::nccl_stream(pg)), "cudaStreamSynchronize");
+    expect_values("direct ncclAllReduce through nccl_check", buf.get(), want, 0);
+    pg.barrier();
+  }
 }
 
 }  // namespace

@@ -273,6 +273,10 @@ void NcclProcessGroup::check_nccl(ncclResult_t rc, const Call& call, const char*
     throw CommError(rank_, call.str(), std::string(function) + ": " + nccl_text(rc, comm_));
   }
   if (rc != ncclInProgress) abort_and_throw(call, std::string(function) + ": " + nccl_text(rc, comm_));
+  // A call that NCCL enqueues in the background (the first one on a
+  // connection, say) is usually posted within microseconds: spin for the
+  // first stretch so that it costs no sleep, then poll every 100 us.
+  constexpr auto kSpin = std::chrono::milliseconds(2);
   const auto start = Clock::now();
   for (;;) {
     ncclResult_t state = ncclInProgress;
@@ -281,13 +285,22 @@ void NcclProcessGroup::check_nccl(ncclResult_t rc, const Call& call, const char*
     if (state == ncclSuccess) return;
     if (state != ncclInProgress)
       abort_and_throw(call, std::string(function) + ": " + nccl_text(state, comm_));
-    if (timeout_.count() > 0 && Clock::now() - start > timeout_) {
+    const auto waited = Clock::now() - start;
+    if (timeout_.count() > 0 && waited > timeout_) {
       abort_and_throw(call, std::string(function) + " did not complete within the collective "
                                                     "timeout of " +
                                 seconds_text(timeout_) + " (a rank missing or stuck?)");
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (waited > kSpin) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
+}
+
+void NcclProcessGroup::check_direct(ncclResult_t rc, const char* function) {
+  const Call call{.name = function, .has_data = false};
+  if (rc == ncclSuccess) [[likely]]
+    return;
+  if (aborted_) throw CommError(rank_, call.str(), "the communicator was aborted by an earlier failure");
+  check_nccl(rc, call, function);
 }
 
 void NcclProcessGroup::wait(const Call& call) {
@@ -492,5 +505,8 @@ ncclComm_t nccl_communicator(ProcessGroup& pg) {
 }
 cudaStream_t nccl_stream(ProcessGroup& pg) { return as_nccl(pg, "nccl_stream").stream(); }
 int cuda_device(ProcessGroup& pg) { return as_nccl(pg, "cuda_device").device(); }
+void nccl_check(ProcessGroup& pg, ncclResult_t rc, const char* function) {
+  as_nccl(pg, "nccl_check").check_direct(rc, function);
+}
 
 }  // namespace comm

@@ -61,6 +61,8 @@ class NcclProcessGroup final : public ProcessGroup {
   int device() const { return device_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   bool aborted() const { return aborted_; }
+  // comm::nccl_check: a direct call's result, under the watchdog.
+  void check_direct(ncclResult_t rc, const char* function);
 
  private:
   using Call = detail::Call;

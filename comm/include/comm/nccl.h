@@ -4,8 +4,17 @@
 // needs CUDA's and NCCL's headers).
 //
 //   auto pg = comm::ProcessGroup::create(comm::Backend::kNccl);
-//   ncclAllReduce(d, d, n, ncclFloat, ncclSum, comm::nccl_communicator(*pg),
-//                 comm::nccl_stream(*pg));
+//   comm::nccl_check(*pg, ncclAllReduce(d, d, n, ncclFloat, ncclSum,
+//                                       comm::nccl_communicator(*pg),
+//                                       comm::nccl_stream(*pg)),
+//                    "ncclAllReduce");
+//   cudaStreamSynchronize(comm::nccl_stream(*pg));
+//
+// The communicator is non-blocking (NCCL >= 2.14, config.blocking = 0): any
+// NCCL call on it may return ncclInProgress, and NCCL requires the caller to
+// poll ncclCommGetAsyncError until the state leaves ncclInProgress before the
+// next NCCL call or the next kernel on the stream. nccl_check does that under
+// the group's collective timeout (the watchdog of comm's own calls).
 //
 // Each throws comm::CommError when pg is not an NCCL group.
 #pragma once
@@ -21,5 +30,13 @@ ncclComm_t nccl_communicator(ProcessGroup& pg);
 cudaStream_t nccl_stream(ProcessGroup& pg);
 // The CUDA device the group selected (LOCAL_RANK among the visible ones).
 int cuda_device(ProcessGroup& pg);
+
+// The result `rc` of a direct NCCL call named `function` on pg's communicator:
+// returns at once on ncclSuccess; waits out ncclInProgress (polling
+// ncclCommGetAsyncError) up to the group's collective timeout; on an error or
+// the timeout aborts the communicator and throws CommError, as comm's own calls
+// do. ncclInvalidArgument and ncclInvalidUsage throw without an abort (nothing
+// was enqueued).
+void nccl_check(ProcessGroup& pg, ncclResult_t rc, const char* function);
 
 }  // namespace comm

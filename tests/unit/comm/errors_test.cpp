@@ -9,6 +9,9 @@
 
 #include "backend/mpi/mpi_process_group.h"
 #include "mpi_test_support.h"
+#ifdef DLAUNCH_WITH_NCCL
+#include "comm/nccl.h"
+#endif
 
 namespace comm_test {
 namespace {
@@ -217,6 +220,23 @@ TEST_F(Errors, MpiErrorsCarryMpiText) {
     EXPECT_EQ(ok, std::vector<std::int32_t>(5));
   }
 }
+
+#ifdef DLAUNCH_WITH_NCCL
+// comm/nccl.h's accessors on a group of another backend: a CommError naming
+// the call and the group's backend, before anything touches CUDA or NCCL.
+TEST_F(CommErrorTest, NcclAccessorsRefuseAnMpiGroup) {
+  CommError e = catch_comm_error([&] { comm::nccl_communicator(pg()); });
+  EXPECT_THAT(e.what(), HasSubstr("nccl_communicator"));
+  EXPECT_THAT(e.what(), HasSubstr("the group's backend is mpi, not nccl"));
+  e = catch_comm_error([&] { comm::nccl_stream(pg()); });
+  EXPECT_THAT(e.what(), HasSubstr("nccl_stream"));
+  e = catch_comm_error([&] { comm::cuda_device(pg()); });
+  EXPECT_THAT(e.what(), HasSubstr("cuda_device"));
+  e = catch_comm_error([&] { comm::nccl_check(pg(), ncclSuccess, "ncclAllReduce"); });
+  EXPECT_THAT(e.what(), HasSubstr("nccl_check"));
+  EXPECT_THAT(e.what(), HasSubstr("not nccl"));
+}
+#endif
 
 // The harness itself: a failure on one rank other than 0 must show in rank 0's
 // report and fail the whole run (CTest comm_mpi_failure_reported sets this).
