@@ -523,7 +523,16 @@ void Controller::arm_heartbeat() {
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
       Node& n = nodes_[i];
       if (!n.link || !n.link->is_open() || n.done) continue;
-      if (now - n.last_heard > cfg_.heartbeat_timeout) {
+      bool silent = now - n.last_heard > cfg_.heartbeat_timeout;
+      if (silent) {
+        // Stalled ourselves? The agent's heartbeats may be waiting unread:
+        // read them before concluding (what they say may end the job).
+        n.link->read_pending();
+        if (phase_ == Phase::kFinished) return;
+        if (!n.link || !n.link->is_open() || n.done) continue;
+        silent = Clock::now() - n.last_heard > cfg_.heartbeat_timeout;
+      }
+      if (silent) {
         n.link->close();
         on_link_closed(i,
                        fmt::format("no heartbeat for {:.1f} s",

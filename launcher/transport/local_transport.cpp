@@ -32,6 +32,7 @@ class LocalLink final : public AgentLink {
   void send(const proto::Message& msg) override { channel_.send(msg); }
   bool is_open() const override { return channel_.is_open(); }
   void close() override { channel_.close(); }
+  void read_pending() override { channel_.read_pending(); }
   void kill_agent() override {
     if (!reaped_) ::kill(pid_, SIGKILL);
   }

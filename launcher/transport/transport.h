@@ -26,6 +26,11 @@ class AgentLink {
   virtual void send(const proto::Message& msg) = 0;
   virtual bool is_open() const = 0;
   virtual void close() = 0;
+  // Reads and dispatches, now, what the agent sent that is already waiting:
+  // before the controller declares the agent silent. After the head itself
+  // was stalled (an overloaded machine, SIGSTOP), the heartbeat timer can run
+  // before the reads of the heartbeats that arrived meanwhile.
+  virtual void read_pending() = 0;
   // Last resort when the agent does not exit by itself: kill it.
   virtual void kill_agent() = 0;
   // True once the agent process (or channel) has been reaped/closed for good.

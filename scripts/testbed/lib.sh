@@ -74,13 +74,34 @@ tb_wait_tcp() {
   return 1
 }
 
-# tb_kill_pids FILE: signals every pid listed in FILE (one per line), removes FILE.
+# tb_alive PID: true while PID runs (a zombie counts as gone).
+tb_alive() {
+  local state
+  state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+  [[ -n "$state" && "$state" != Z ]]
+}
+
+# tb_kill_pids FILE: signals every pid listed in FILE (one per line), waits
+# until they are gone (SIGKILL after 5 s), removes FILE. Waiting matters: a
+# daemon removes its own files (sshd its pid file) as it exits, and a caller
+# that deletes the folder right after would race with it.
 tb_kill_pids() {
-  local file=$1 pid
+  local file=$1 pid i
   [[ -f "$file" ]] || return 0
+  local pids=()
   while read -r pid; do
-    if [[ -n "$pid" ]]; then kill "$pid" 2>/dev/null || true; fi
+    if [[ -n "$pid" ]]; then
+      pids+=("$pid")
+      kill "$pid" 2>/dev/null || true
+    fi
   done < "$file"
+  for pid in "${pids[@]}"; do
+    for ((i = 0; i < 50; i++)); do
+      tb_alive "$pid" || break
+      sleep 0.1
+    done
+    if tb_alive "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
+  done
   rm -f "$file"
   return 0
 }

@@ -2,6 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/io_context.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/protocol/channel.h"
+#include "dlaunch/process.h"
+#include "dlaunch/unique_fd.h"
+
 using namespace dlaunch::proto;
 namespace proto = dlaunch::proto;
 
@@ -160,4 +169,66 @@ TEST(Protocol, ExitedCarriesTheWorkersErrorFile) {
   auto plain = std::get<Exited>(round_trip(Exited{.rank = 1}));
   EXPECT_EQ(plain.error_file, "");
   EXPECT_EQ(plain.error_file_data, "");
+}
+
+// PipeChannel::read_pending: what a heartbeat timer calls before it declares
+// the peer silent. It must hand over, synchronously and without the event
+// loop running, every frame already waiting, and nothing twice afterwards.
+class PipeChannelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto [to_r, to_w] = dlaunch::make_pipe();      // the test writes, the channel reads
+    auto [from_r, from_w] = dlaunch::make_pipe();  // the channel writes
+    dlaunch::set_nonblocking(to_r.get(), true);
+    writer_ = std::move(to_w);
+    unread_ = std::move(from_r);
+    channel_ = std::make_unique<PipeChannel>(
+        io_, to_r.release(), from_w.release(),
+        PipeChannel::Callbacks{.on_message = [this](Message&& m) { got_.push_back(std::move(m)); },
+                               .on_close = [this](const std::string& r) { closed_.push_back(r); }});
+    channel_->start();
+  }
+
+  boost::asio::io_context io_;
+  dlaunch::UniqueFd writer_;
+  dlaunch::UniqueFd unread_;
+  std::unique_ptr<PipeChannel> channel_;
+  std::vector<Message> got_;
+  std::vector<std::string> closed_;
+};
+
+TEST_F(PipeChannelTest, ReadPendingDispatchesWhatIsWaitingWithoutTheLoop) {
+  channel_->read_pending();  // nothing there: returns at once
+  EXPECT_TRUE(got_.empty());
+  EXPECT_TRUE(channel_->is_open());
+
+  std::string wire = encode(Message{Heartbeat{}});
+  encode(Message{Started{.rank = 3, .pid = 77}}, wire);
+  ASSERT_TRUE(dlaunch::write_all(writer_.get(), wire));
+  channel_->read_pending();  // the io_context has not run once
+  ASSERT_EQ(got_.size(), 2u);
+  EXPECT_TRUE(std::holds_alternative<Heartbeat>(got_[0]));
+  ASSERT_TRUE(std::holds_alternative<Started>(got_[1]));
+  EXPECT_EQ(std::get<Started>(got_[1]).rank, 3);
+
+  io_.poll();  // the readiness wait armed by start() finds nothing new
+  EXPECT_EQ(got_.size(), 2u);
+  ASSERT_TRUE(dlaunch::write_all(writer_.get(), encode(Message{Heartbeat{}})));
+  io_.poll();  // and the channel still reads through the loop
+  EXPECT_EQ(got_.size(), 3u);
+  EXPECT_TRUE(closed_.empty());
+}
+
+TEST_F(PipeChannelTest, ReadPendingReportsAPeerThatHasGone) {
+  ASSERT_TRUE(dlaunch::write_all(writer_.get(), encode(Message{Heartbeat{}})));
+  writer_.reset();
+  channel_->read_pending();  // the frame first (a short read ends one wake-up)
+  EXPECT_EQ(got_.size(), 1u);
+  channel_->read_pending();  // then the end of the stream
+  EXPECT_EQ(got_.size(), 1u);
+  ASSERT_EQ(closed_.size(), 1u);
+  EXPECT_EQ(closed_[0], "end of stream");
+  EXPECT_FALSE(channel_->is_open());
+  channel_->read_pending();  // closed: a no-op
+  EXPECT_EQ(closed_.size(), 1u);
 }

@@ -256,6 +256,9 @@ class SshLink final : public AgentLink {
     s_->closed = true;
     s_->drop_connection();
   }
+  // pump() reads what libssh2 holds and what the socket has, without
+  // blocking (the session is non-blocking), and re-arms the socket waits.
+  void read_pending() override { s_->pump(); }
   void kill_agent() override { close(); }
   bool agent_gone() const override { return s_->closed; }
   void reap() override {}
