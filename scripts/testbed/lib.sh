@@ -74,33 +74,37 @@ tb_wait_tcp() {
   return 1
 }
 
-# tb_alive PID: true while PID runs (a zombie counts as gone).
-tb_alive() {
+# tb_ours PID DIR: true while PID runs (a zombie counts as gone) and its
+# command line names DIR: a pid that was reused since is never signalled.
+tb_ours() {
   local state
   state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
-  [[ -n "$state" && "$state" != Z ]]
+  [[ -n "$state" && "$state" != Z ]] || return 1
+  tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$2"
 }
 
-# tb_kill_pids FILE: signals every pid listed in FILE (one per line), waits
-# until they are gone (SIGKILL after 5 s), removes FILE. Waiting matters: a
-# daemon removes its own files (sshd its pid file) as it exits, and a caller
-# that deletes the folder right after would race with it.
+# tb_kill_pids FILE: signals every pid listed in FILE (one per line) whose
+# command line names FILE's folder, waits until they are gone (SIGKILL after
+# 5 s), removes FILE. Waiting matters: a daemon removes its own files (sshd its
+# pid file) as it exits, and a caller that deletes the folder right after
+# would race with it.
 tb_kill_pids() {
   local file=$1 pid i
   [[ -f "$file" ]] || return 0
-  local pids=()
+  local owner pids=()
+  owner=$(dirname "$file")
   while read -r pid; do
-    if [[ -n "$pid" ]]; then
+    if [[ -n "$pid" ]] && tb_ours "$pid" "$owner"; then
       pids+=("$pid")
       kill "$pid" 2>/dev/null || true
     fi
   done < "$file"
   for pid in "${pids[@]}"; do
     for ((i = 0; i < 50; i++)); do
-      tb_alive "$pid" || break
+      tb_ours "$pid" "$owner" || break
       sleep 0.1
     done
-    if tb_alive "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
+    if tb_ours "$pid" "$owner"; then kill -KILL "$pid" 2>/dev/null || true; fi
   done
   rm -f "$file"
   return 0
