@@ -13,6 +13,18 @@
 
 using namespace dlaunch;
 
+namespace {
+
+// A shell script run with a minimal PATH and nothing else in its environment.
+SpawnResult spawn_sh(const std::string& script) {
+  SpawnOptions o;
+  o.argv = {"sh", "-c", script};
+  o.env = {"PATH=/usr/bin:/bin"};
+  return spawn(o);
+}
+
+}  // namespace
+
 TEST(Spawn, MissingProgramIsReportedByTheSpawnItself) {
   SpawnOptions o;
   o.argv = {"definitely-not-a-program-xyz"};
@@ -68,10 +80,7 @@ TEST(Process, ShellQuoteLeavesPlainWordsAndQuotesTheRest) {
 }
 
 TEST(Process, DescendantsIncludeGrandchildren) {
-  SpawnOptions o;
-  o.argv = {"sh", "-c", "sleep 5 & sleep 5"};
-  o.env = {"PATH=/usr/bin:/bin"};
-  auto r = spawn(o);
+  auto r = spawn_sh("sleep 5 & sleep 5");
   ASSERT_GT(r.pid, 0);
   std::vector<pid_t> d;
   for (int i = 0; i < 100 && d.size() < 2; ++i) {
@@ -87,10 +96,7 @@ TEST(Process, DescendantsIncludeGrandchildren) {
 TEST(Process, DescendantsLeaveOutZombies) {
   // sh starts `true` in the background, then becomes `sleep`, which never
   // reaps it: a zombie child, which holds nothing and must not be listed.
-  SpawnOptions o;
-  o.argv = {"sh", "-c", "true & exec sleep 5"};
-  o.env = {"PATH=/usr/bin:/bin"};
-  auto r = spawn(o);
+  auto r = spawn_sh("true & exec sleep 5");
   ASSERT_GT(r.pid, 0);
   bool zombie_seen = false;
   for (int i = 0; i < 200 && !zombie_seen; ++i) {
