@@ -321,6 +321,7 @@ void Agent::read_stream(Worker& w, OutputStream& s) {
 }
 
 void Agent::forward(Worker& w, OutputStream& s, std::string_view data) {
+  s.starved_holds = 0;
   s.lines.append(data);
   std::string lines = s.lines.take_lines();
   const bool new_partial = !lines.empty();
@@ -338,7 +339,17 @@ void Agent::forward(Worker& w, OutputStream& s, std::string_view data) {
 // A partial line leaves on its own only when the worker has been quiet for
 // flush_ms: while its pipe holds more bytes (or we are not reading because of
 // backpressure) the rest of the line is on its way.
+//
+// Quiet is not enough on an overloaded machine: a worker in the middle of a
+// stream of output, preempted for longer than flush_ms between two write()s
+// (stdio writes 4 KiB blocks that end mid-line), would have a line cut in two.
+// A worker that is runnable ('R': running or waiting for a CPU) is therefore
+// given up to kStarvedHolds more periods; one that sleeps (a prompt waiting
+// for input, a progress bar between updates) gets its partial line out after
+// flush_ms as before. Only the worker process itself is looked at: output
+// that comes from a child of it keeps the plain rule.
 void Agent::arm_flush(Worker& w, OutputStream& s) {
+  constexpr int kStarvedHolds = 10;
   s.timer_armed = true;
   s.timer.expires_after(std::chrono::milliseconds(setup_.flush_ms));
   s.timer.async_wait([this, &w, &s](boost::system::error_code ec) {
@@ -347,6 +358,12 @@ void Agent::arm_flush(Worker& w, OutputStream& s) {
     const bool more_waiting =
         s.parked || (p.fd >= 0 && ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN));
     if (more_waiting && !s.eof) {
+      arm_flush(w, s);
+      return;
+    }
+    if (!s.eof && s.starved_holds < kStarvedHolds && w.pid > 0 &&
+        w.state == WorkerState::kRunning && process_state(w.pid) == 'R') {
+      ++s.starved_holds;
       arm_flush(w, s);
       return;
     }

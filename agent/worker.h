@@ -34,6 +34,7 @@ struct OutputStream {
   bool parked = false;   // waiting for the control channel to drain
   bool timer_armed = false;
   bool eof = false;
+  int starved_holds = 0;  // flush periods a partial line waited on a runnable worker
 };
 
 struct Worker {

@@ -182,20 +182,27 @@ int exit_code_of(int wait_status) {
 }
 
 namespace {
-// Field 4 of /proc/PID/stat (ppid); the command name in field 2 may hold
-// spaces. Zombies count as gone: -1.
-pid_t read_ppid(const std::string& pid_dir) {
+// Fields 3 (state) and 4 (ppid) of /proc/PID/stat; the command name in field
+// 2 may hold spaces. False when the process is gone.
+bool read_stat(const std::string& pid_dir, char& state, pid_t& ppid) {
   std::ifstream in(pid_dir + "/stat");
   std::string line;
-  if (!std::getline(in, line)) return -1;
+  if (!std::getline(in, line)) return false;
   auto close = line.rfind(')');
-  if (close == std::string::npos || close + 4 > line.size()) return -1;
+  if (close == std::string::npos || close + 4 > line.size()) return false;
   // ") S PPID ..."
-  auto rest = line.substr(close + 2);
-  if (rest[0] == 'Z' || rest[0] == 'X') return -1;
-  auto sp = rest.find(' ');
-  if (sp == std::string::npos) return -1;
-  return static_cast<pid_t>(std::strtol(rest.c_str() + sp + 1, nullptr, 10));
+  const char* rest = line.c_str() + close + 2;
+  state = rest[0];
+  ppid = static_cast<pid_t>(std::strtol(rest + 1, nullptr, 10));
+  return true;
+}
+
+// The parent of a live process; zombies count as gone: -1.
+pid_t read_ppid(const std::string& pid_dir) {
+  char state = 0;
+  pid_t ppid = -1;
+  if (!read_stat(pid_dir, state, ppid) || state == 'Z' || state == 'X') return -1;
+  return ppid;
 }
 
 template <typename F>
@@ -242,6 +249,12 @@ bool have_children_files() {
 // end, and a thousand agents on one machine (bench/: controller scale) each
 // scanning all of /proc took the machine ~20 s of CPU; a scan of /proc is
 // only the fallback.
+char process_state(pid_t pid) {
+  char state = 0;
+  pid_t ppid = -1;
+  return read_stat("/proc/" + std::to_string(pid), state, ppid) ? state : '\0';
+}
+
 std::vector<pid_t> descendants_of(pid_t root) {
   std::function<std::vector<pid_t>(pid_t)> live_children;
   std::unordered_multimap<pid_t, pid_t> scanned;  // fallback: parent -> child, from /proc

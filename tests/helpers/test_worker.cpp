@@ -17,6 +17,10 @@
 //   stubborn-child S  fork a child that ignores SIGTERM (in the worker's
 //                     process group), print "ready <rank>", sleep S; on SIGUSR1
 //                     exit 3
+//   partial-spin MS   print "begin-" (no newline), keep a CPU busy for MS ms,
+//                     then print "end\n": runnable all along, never quiet
+//   partial-sleep MS  print "prompt> " (no newline), sleep MS ms, print
+//                     "answer\n": quiet, as a program waiting for input is
 //   slow-read KBPS    not a worker: read stdin to its end at most KBPS kB/s,
 //                     discard it (a slow consumer of dlaunch's stdout)
 #include <netinet/in.h>
@@ -32,6 +36,7 @@
 #include <cstring>
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include "comm/store.h"
 
@@ -89,6 +94,20 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "exit" && argc == 3) return std::atoi(argv[2]);
+  if ((mode == "partial-spin" || mode == "partial-sleep") && argc == 3) {
+    const bool spin = mode == "partial-spin";
+    std::fputs(spin ? "begin-" : "prompt> ", stdout);
+    std::fflush(stdout);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::atoi(argv[2]));
+    if (spin) {
+      volatile unsigned long x = 0;
+      while (std::chrono::steady_clock::now() < until) x = x + 1;
+    } else {
+      std::this_thread::sleep_until(until);
+    }
+    std::fputs(spin ? "end\n" : "answer\n", stdout);
+    return std::fflush(stdout) == 0 ? 0 : 1;
+  }
   if (mode == "fail-rank" && argc == 5) {
     if (rank() == std::atoi(argv[2])) {
       std::fprintf(stderr, "rank %d: something went wrong\nlast words of rank %d\n", rank(),

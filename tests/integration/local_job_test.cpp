@@ -251,6 +251,19 @@ TEST(LocalJob, PartialLineIsFlushedAfterAShortWhile) {
   p.finish(10);
 }
 
+// Between its two writes the worker keeps a CPU busy, as a worker preempted
+// in the middle of a stream of output on an overloaded machine is runnable
+// without writing: it is not quiet, and its line must not be cut in two. The
+// same pause spent sleeping is quiet: the piece leaves on its own.
+TEST(LocalJob, PartialLineOfARunnableWorkerIsNotCutButASleepingOnesLeaves) {
+  auto busy = run(dlaunch_cmd({"-n", "1", kWorker, "partial-spin", "600"}));
+  ASSERT_EQ(busy.exit_code, 0) << busy.err;
+  EXPECT_EQ(busy.out, "[0] begin-end\n");
+  auto quiet = run(dlaunch_cmd({"-n", "1", kWorker, "partial-sleep", "600"}));
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.out, "[0] prompt> \n[0] answer\n");
+}
+
 TEST(LocalJob, PrefixModes) {
   auto tag = run(dlaunch_cmd(
       {"-H", kLocalhost, "--tag-output", "--include", "node1:1", "sh", "-c", "echo hi"}));

@@ -55,6 +55,9 @@ std::string signal_name(int sig);
 // Exit code convention of shells and mpirun: code, or 128 + signal.
 int exit_code_of(int wait_status);
 
+// The state letter of /proc/PID/stat ('R' running or runnable, 'S' sleeping,
+// 'D', 'T', 'Z', ...), or '\0' when there is no such process.
+char process_state(pid_t pid);
 // Every process whose parent chain leads to root (root excluded), from /proc.
 std::vector<pid_t> descendants_of(pid_t root);
 // Every process whose environment holds the exact entry "NAME=VALUE".
