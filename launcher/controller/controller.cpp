@@ -564,8 +564,8 @@ void Controller::arm_deadline(milliseconds after, const std::string& what) {
     log(msg + "; killing the agents");
     for (auto& n : nodes_) {
       if (n.link) {
+        n.link->kill_agent();  // first: an SSH link is then dropped, not closed politely
         n.link->close();
-        n.link->kill_agent();
       }
       n.closed = true;
     }

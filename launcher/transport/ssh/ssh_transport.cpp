@@ -259,7 +259,17 @@ class SshLink final : public AgentLink {
   // pump() reads what libssh2 holds and what the socket has, without
   // blocking (the session is non-blocking), and re-arms the socket waits.
   void read_pending() override { s_->pump(); }
-  void kill_agent() override { close(); }
+  // Killing: no graceful channel close (libssh2 reads what is still in
+  // flight until the peer's close arrives, a while behind an output flood)
+  // and no disconnect message. The TCP connection is shut down; sshd sees it
+  // end and closes the agent's stdin, and the agent stops what is left.
+  void kill_agent() override {
+    if (s_->conn) {
+      boost::system::error_code ignored;
+      s_->conn->socket.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    }
+    close();
+  }
   bool agent_gone() const override { return s_->closed; }
   void reap() override {}
   std::string peer_address() const override { return s_->peer_address; }
