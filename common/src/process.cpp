@@ -244,17 +244,17 @@ bool have_children_files() {
 }
 }  // namespace
 
-// Walks the tree from `root` through the children files: the cost follows the
-// size of the tree, not of the machine. An agent calls this when its workers
-// end, and a thousand agents on one machine (bench/: controller scale) each
-// scanning all of /proc took the machine ~20 s of CPU; a scan of /proc is
-// only the fallback.
 char process_state(pid_t pid) {
   char state = 0;
   pid_t ppid = -1;
   return read_stat("/proc/" + std::to_string(pid), state, ppid) ? state : '\0';
 }
 
+// Walks the tree from `root` through the children files: the cost follows the
+// size of the tree, not of the machine. An agent calls this when its workers
+// end, and a thousand agents on one machine (bench/: controller scale) each
+// scanning all of /proc took the machine ~20 s of CPU; a scan of /proc is
+// only the fallback.
 std::vector<pid_t> descendants_of(pid_t root) {
   std::function<std::vector<pid_t>(pid_t)> live_children;
   std::unordered_multimap<pid_t, pid_t> scanned;  // fallback: parent -> child, from /proc

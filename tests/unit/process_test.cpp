@@ -152,3 +152,19 @@ TEST(Random, HexHasTheLengthAndAlphabetAndDiffersEachTime) {
   EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos);
   EXPECT_NE(a, b);
 }
+
+TEST(Process, StateTellsRunningFromSleepingAndGone) {
+  EXPECT_EQ(process_state(::getpid()), 'R');  // this thread, reading the file
+  auto r = spawn_sh("exec sleep 5");
+  ASSERT_GT(r.pid, 0);
+  char state = 0;
+  for (int i = 0; i < 200 && state != 'S'; ++i) {
+    ::usleep(10000);
+    state = process_state(r.pid);
+  }
+  EXPECT_EQ(state, 'S');
+  ::kill(r.pid, SIGKILL);
+  int st;
+  ::waitpid(r.pid, &st, 0);
+  EXPECT_EQ(process_state(r.pid), '\0');
+}
