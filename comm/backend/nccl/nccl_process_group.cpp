@@ -257,6 +257,10 @@ NcclProcessGroup::~NcclProcessGroup() {
   if (own_stream_ && stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
+void NcclProcessGroup::refuse_if_aborted(const Call& call) const {
+  if (aborted_) throw CommError(rank_, call.str(), "the communicator was aborted by an earlier failure");
+}
+
 void NcclProcessGroup::abort_and_throw(const Call& call, const std::string& reason) {
   if (comm_ != nullptr && !aborted_) {
     ncclCommAbort(comm_);
@@ -299,7 +303,7 @@ void NcclProcessGroup::check_direct(ncclResult_t rc, const char* function) {
   const Call call{.name = function, .has_data = false};
   if (rc == ncclSuccess) [[likely]]
     return;
-  if (aborted_) throw CommError(rank_, call.str(), "the communicator was aborted by an earlier failure");
+  refuse_if_aborted(call);
   check_nccl(rc, call, function);
 }
 
@@ -375,7 +379,7 @@ void NcclProcessGroup::all_reduce(void* buf, std::size_t count, DataType type, R
   const Call call{.name = "all_reduce", .type = type, .count = count, .has_op = true, .op = op};
   const ncclDataType_t t = checked_type(rank_, call);
   const ncclRedOp_t o = checked_op(rank_, call);
-  if (aborted_) throw CommError(rank_, call.str(), "the communicator was aborted by an earlier failure");
+  refuse_if_aborted(call);
   if (count == 0) return;
   if (buf == nullptr) throw CommError(rank_, call.str(), "buf is null");
   check_device_pointer(call, buf, "buf");
@@ -389,7 +393,7 @@ void NcclProcessGroup::broadcast(void* buf, std::size_t count, DataType type, in
   const ncclDataType_t t = checked_type(rank_, call);
   if (root < 0 || root >= size_)
     throw CommError(rank_, call.str(), "root is not in [0, " + std::to_string(size_) + ")");
-  if (aborted_) throw CommError(rank_, call.str(), "the communicator was aborted by an earlier failure");
+  refuse_if_aborted(call);
   if (count == 0) return;
   if (buf == nullptr) throw CommError(rank_, call.str(), "buf is null");
   check_device_pointer(call, buf, "buf");
@@ -400,7 +404,7 @@ void NcclProcessGroup::broadcast(void* buf, std::size_t count, DataType type, in
 void NcclProcessGroup::all_gather(const void* send, void* recv, std::size_t count, DataType type) {
   const Call call{.name = "all_gather", .type = type, .count = count};
   const ncclDataType_t t = checked_type(rank_, call);
-  if (aborted_) throw CommError(rank_, call.str(), "the communicator was aborted by an earlier failure");
+  refuse_if_aborted(call);
   if (count == 0) return;
   if (send == nullptr || recv == nullptr)
     throw CommError(rank_, call.str(), send == nullptr ? "send is null" : "recv is null");
@@ -421,7 +425,7 @@ void NcclProcessGroup::reduce_scatter(const void* send, void* recv, std::size_t 
   const Call call{.name = "reduce_scatter", .type = type, .count = count, .has_op = true, .op = op};
   const ncclDataType_t t = checked_type(rank_, call);
   const ncclRedOp_t o = checked_op(rank_, call);
-  if (aborted_) throw CommError(rank_, call.str(), "the communicator was aborted by an earlier failure");
+  refuse_if_aborted(call);
   if (count == 0) return;
   if (send == nullptr || recv == nullptr)
     throw CommError(rank_, call.str(), send == nullptr ? "send is null" : "recv is null");
@@ -437,7 +441,7 @@ void NcclProcessGroup::reduce_scatter(const void* send, void* recv, std::size_t 
 
 void NcclProcessGroup::barrier() {
   const Call call{.name = "barrier", .has_data = false};
-  if (aborted_) throw CommError(rank_, call.str(), "the communicator was aborted by an earlier failure");
+  refuse_if_aborted(call);
   check_nccl(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, stream_), call,
              "ncclAllReduce");
   wait(call);
@@ -449,7 +453,7 @@ bool NcclProcessGroup::check_point_to_point(const Call& call, const void* buf, i
     throw CommError(rank_, call.str(),
                     std::string(call.peer_label) + " is not in [0, " + std::to_string(size_) + ")");
   if (call.tag < 0) throw CommError(rank_, call.str(), "tag is negative");
-  if (aborted_) throw CommError(rank_, call.str(), "the communicator was aborted by an earlier failure");
+  refuse_if_aborted(call);
   if (call.count == 0) return false;
   if (buf == nullptr) throw CommError(rank_, call.str(), "buf is null");
   check_device_pointer(call, buf, "buf");

@@ -74,6 +74,8 @@ class NcclProcessGroup final : public ProcessGroup {
   // out under the watchdog. Anything else than success aborts and throws.
   void check_nccl(ncclResult_t rc, const Call& call, const char* function);
   [[noreturn]] void abort_and_throw(const Call& call, const std::string& reason);
+  // After an abort every call is refused with CommError.
+  void refuse_if_aborted(const Call& call) const;
   void check_device_pointer(const Call& call, const void* p, const char* name) const;
   bool check_point_to_point(const Call& call, const void* buf, int peer) const;
   void select_device();
