@@ -3,11 +3,17 @@
 // Where comm was built without NCCL, or no GPU is visible (CI), the only
 // thing to check is that --backend nccl fails at once with a message saying
 // why; the GPU tests skip, naming what nccl_worker found. On a machine with
-// GPUs every test runs.
+// GPUs every test runs, the multi-rank ones too: with two or more GPUs on one
+// node, one rank per GPU; with a single GPU, two logical nodes of this
+// machine that both use GPU 0 and that NCCL_HOSTID makes NCCL treat as two
+// hosts (NCCL refuses two ranks on one GPU of one host), talking over
+// loopback sockets, as two single-GPU hosts would over their network.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "support.h"
 
@@ -32,6 +38,29 @@ int visible_gpus(std::string& reason) {
   const int n = std::stoi(text);
   if (n == 0) reason = "no GPU visible to CUDA (0 devices)";
   return n;
+}
+
+// dlaunch's arguments for `ranks` ranks, one GPU each: -n on a node with that
+// many GPUs, else (one GPU) two logical nodes sharing it as two NCCL hosts.
+std::vector<std::string> ranks_args(int gpus, int ranks) {
+  if (gpus >= ranks) return {"-n", std::to_string(ranks)};
+  if (ranks != 2) throw std::logic_error("one GPU carries two logical nodes, not more");
+  static const std::string hostfile = temp_file(
+      "hosts:\n"
+      "  - {host: localhost, name: gpu-a, slots: 1, gpus: [0],\n"
+      "     env: {NCCL_HOSTID: dlaunch-test-gpu-a, NCCL_SOCKET_IFNAME: lo}}\n"
+      "  - {host: localhost, name: gpu-b, slots: 1, gpus: [0],\n"
+      "     env: {NCCL_HOSTID: dlaunch-test-gpu-b, NCCL_SOCKET_IFNAME: lo}}\n",
+      ".yaml");
+  return {"-H", hostfile};
+}
+
+// Ranks for a multi-rank test: every GPU up to `most`, or 2 on a single GPU.
+int multi_ranks(int gpus, int most) { return gpus >= 2 ? std::min(gpus, most) : 2; }
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
 }
 
 #define REQUIRE_GPUS(n)                                                               \
@@ -70,10 +99,10 @@ TEST(Nccl, EveryCollectiveTypeAndOpOnOneGpu) {
   EXPECT_NE(r.out.find("checks passed on device 0 of a world of 1"), std::string::npos) << r.out;
 }
 
-TEST(Nccl, EveryCollectiveTypeAndOpOnEveryGpu) {
-  REQUIRE_GPUS(2);
-  const int n = std::min(gpus, 8);
-  auto r = run(dlaunch_cmd({"-n", std::to_string(n), NCCL_WORKER_BIN, "collectives"}), 280,
+TEST(Nccl, EveryCollectiveTypeAndOpOnSeveralRanks) {
+  REQUIRE_GPUS(1);
+  const int n = multi_ranks(gpus, 8);
+  auto r = run(dlaunch_cmd(concat(ranks_args(gpus, n), {NCCL_WORKER_BIN, "collectives"})), 280,
                cuda_env());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   int passed = 0;
@@ -98,10 +127,10 @@ TEST(Nccl, WatchdogEndsASetUpThatAPeerNeverJoins) {
 }
 
 TEST(Nccl, WatchdogEndsACollectiveAPeerNeverCalls) {
-  REQUIRE_GPUS(2);
+  REQUIRE_GPUS(1);
   const auto job = unique_job_id("nccl-stuck-op");
-  auto r = run(dlaunch_cmd({"-n", "2", "--job-id", job, "--collective-timeout", "3",
-                            NCCL_WORKER_BIN, "stuck-collective"}),
+  auto r = run(dlaunch_cmd(concat(ranks_args(gpus, 2), {"--job-id", job, "--collective-timeout",
+                                                         "3", NCCL_WORKER_BIN, "stuck-collective"})),
                120, cuda_env());
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("after the collective timeout of 3.0 s"), std::string::npos) << r.err;
@@ -112,9 +141,9 @@ TEST(Nccl, WatchdogEndsACollectiveAPeerNeverCalls) {
 
 TEST(Nccl, TrainConvergesWithTheNcclBackend) {
   REQUIRE_GPUS(1);
-  const int n = std::min(gpus, 4);
-  auto r = run(dlaunch_cmd({"-n", std::to_string(n), TRAIN_BIN, "--backend", "nccl", "--epochs",
-                            "5"}),
+  const int n = multi_ranks(gpus, 4);
+  auto r = run(dlaunch_cmd(concat(ranks_args(gpus, n),
+                                  {TRAIN_BIN, "--backend", "nccl", "--epochs", "5"})),
                240, cuda_env());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("parameters identical on all " + std::to_string(n) + " ranks"),
@@ -124,9 +153,10 @@ TEST(Nccl, TrainConvergesWithTheNcclBackend) {
 
 TEST(Nccl, AllreduceBenchComparesCommWithDirectNccl) {
   REQUIRE_GPUS(1);
-  auto r = run(dlaunch_cmd({"-n", std::to_string(std::min(gpus, 8)), ALLREDUCE_BENCH_BIN,
-                            "--backend", "nccl", "--compare", "--check", "--min-bytes", "1M",
-                            "--max-bytes", "16M", "--iters", "10", "--rounds", "2"}),
+  auto r = run(dlaunch_cmd(concat(ranks_args(gpus, multi_ranks(gpus, 8)),
+                                  {ALLREDUCE_BENCH_BIN, "--backend", "nccl", "--compare", "--check",
+                                   "--min-bytes", "1M", "--max-bytes", "16M", "--iters", "10",
+                                   "--rounds", "2"})),
                240, cuda_env());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("direct ncclAllReduce"), std::string::npos) << r.out;
