@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "dlaunch/private_dir.h"
 #include "dlaunch/process.h"
 #include "dlaunch/random.h"
 #include "dlaunch/version.h"
@@ -193,15 +194,15 @@ void Agent::handle(proto::Start&& m) {
 // A private folder for the workers' TORCHELASTIC_ERROR_FILEs. Without it
 // workers run without one (PyTorch then only logs its error).
 void Agent::make_error_dir() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string dir = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/dlaunch-" +
-                    setup_.job_id + "-node" + std::to_string(setup_.node_rank) + "-" +
-                    std::to_string(::getpid());
-  if (::mkdir(dir.c_str(), 0700) != 0) {
-    log("cannot create " + dir + " for error files: " + std::strerror(errno));
+  // Fresh and private (mkdtemp, 0700, checked): a predictable name in a
+  // shared /tmp could be planted by another user.
+  try {
+    error_dir_ = make_private_dir(runtime_base_dir(), "dlaunch-" + setup_.job_id + "-node" +
+                                                          std::to_string(setup_.node_rank) + "-");
+  } catch (const PrivateDirError& e) {
+    log("no folder for error files: " + std::string(e.what()));
     return;
   }
-  error_dir_ = std::move(dir);
   guard_->remove_on_death(error_dir_);
 }
 
@@ -211,8 +212,17 @@ bool Agent::start_pmix() {
   job.node_names = setup_.node_names;
   job.ranks_per_node.assign(setup_.ranks_per_node.begin(), setup_.ranks_per_node.end());
   job.node_rank = setup_.node_rank;
-  job.tmpdir = "/tmp/dlaunch-pmix-" + setup_.job_id + "-node" + std::to_string(setup_.node_rank) +
-               "-" + std::to_string(::getpid());
+  // PMIx's sockets and Open MPI's shared-memory segments go in here: it must
+  // be fresh and private, never a directory someone else made (see
+  // dlaunch/private_dir.h); the guard removes it if the agent is killed.
+  try {
+    job.tmpdir = make_private_dir(runtime_base_dir(), "dlaunch-pmix-" + setup_.job_id + "-node" +
+                                                          std::to_string(setup_.node_rank) + "-");
+  } catch (const PrivateDirError& e) {
+    channel_->send(proto::Fatal{std::string("cannot start the PMIx server for MPI: ") + e.what()});
+    return false;
+  }
+  guard_->remove_on_death(job.tmpdir);
   pmix_ = std::make_unique<PmixHost>(
       io_, PmixHost::Callbacks{
                .fence =

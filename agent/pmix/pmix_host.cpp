@@ -114,7 +114,8 @@ PmixHost::~PmixHost() { stop(); }
 void PmixHost::start(const PmixJob& job) {
   if (g_impl != nullptr) throw std::runtime_error("only one PMIx server per process");
   impl_->job = job;
-  std::filesystem::create_directories(job.tmpdir);
+  // The caller made job.tmpdir fresh and private: never create it here, where
+  // an existing directory (perhaps another user's) would be taken as is.
   g_impl = impl_.get();
 
   const std::string& host = job.node_names.at(static_cast<std::size_t>(job.node_rank));
@@ -193,6 +194,10 @@ std::vector<std::string> PmixHost::client_environment(int rank) {
   // segment directory.
   out.emplace_back("OMPI_MCA_schizo=^orte,slurm");
   out.emplace_back("OMPI_MCA_btl_vader_backing_directory=" + impl_->job.tmpdir);
+  // Open MPI's session directory (/tmp/ompi.<host>.<uid>, a predictable name
+  // that Open MPI takes as it finds it when it is writable) inside the
+  // private one as well.
+  out.emplace_back("OMPI_MCA_orte_tmpdir_base=" + impl_->job.tmpdir);
   // More ranks than CPUs here: MPI must yield when idle, as mpirun would tell it.
   cpu_set_t cpus;
   const int ncpu = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;

@@ -381,12 +381,13 @@ TEST(LocalJob, EachRankGetsItsOwnErrorFileInAFolderRemovedAtTheEnd) {
     std::smatch m;
     ASSERT_TRUE(std::regex_match(
         l, m,
-        std::regex(R"(\[(\d)\] (/\S+/dlaunch-)" + job + R"(-node(\d)-\d+/error\.(\d)\.json))")))
+        std::regex(R"(\[(\d)\] ((/\S+/dlaunch-)" + job +
+                   R"(-node(\d)-[A-Za-z0-9]{6})/error\.(\d)\.json))")))
         << l;
-    EXPECT_EQ(m[1], m[4]);
-    EXPECT_EQ(std::stoi(m[3]), std::stoi(m[1]) / 2);
+    EXPECT_EQ(m[1], m[5]);
+    EXPECT_EQ(std::stoi(m[4]), std::stoi(m[1]) / 2);
     files.insert(m[2]);
-    EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(m[2].str()).parent_path()));
+    EXPECT_FALSE(std::filesystem::exists(m[3].str())) << m[3];
   }
   EXPECT_EQ(files.size(), 4u);
 }

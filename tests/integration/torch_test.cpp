@@ -66,7 +66,7 @@ TEST_F(Torch, RecordedExceptionIsInTheReportWithItsTraceback) {
       r.err, m,
       std::regex(
           R"(  error at [-0-9: ]+ \(from its error file (/\S+/dlaunch-)" + job +
-          R"(-node0-\d+/error\.1\.json)\):\n    RuntimeError: rank 1 could not load shard 1\.bin\n  traceback:\n    \| Traceback \(most recent call last\):\n)")))
+          R"(-node0-[A-Za-z0-9]{6}/error\.1\.json)\):\n    RuntimeError: rank 1 could not load shard 1\.bin\n  traceback:\n    \| Traceback \(most recent call last\):\n)")))
       << r.err;
   EXPECT_NE(
       r.err.find("in load_shard\n    |     raise RuntimeError(f\"rank {rank} could not load shard"),
