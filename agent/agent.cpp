@@ -311,23 +311,23 @@ void Agent::read_stream(Worker& w, OutputStream& s) {
     return;
   }
   s.reading = true;
-  s.pipe.async_wait(asio::posix::stream_descriptor::wait_read,
-                    [this, &w, &s](boost::system::error_code ec) {
-                      s.reading = false;
-                      if (ec == asio::error::operation_aborted) return;
-                      const std::span<char> buf = proto::thread_read_buffer();
-                      const ssize_t n = ec ? -1 : ::read(s.pipe.native_handle(), buf.data(), buf.size());
-                      if (n > 0) {
-                        forward(w, s, std::string_view(buf.data(), static_cast<std::size_t>(n)));
-                      } else if (n == 0 || ec || (errno != EAGAIN && errno != EINTR)) {
-                        s.eof = true;
-                        flush_partial(w, s);
-                        boost::system::error_code ignored;
-                        s.pipe.close(ignored);
-                        return;
-                      }
-                      read_stream(w, s);
-                    });
+  s.pipe.async_wait(
+      asio::posix::stream_descriptor::wait_read, [this, &w, &s](boost::system::error_code ec) {
+        s.reading = false;
+        if (ec == asio::error::operation_aborted) return;
+        const std::span<char> buf = proto::thread_read_buffer();
+        const ssize_t n = ec ? -1 : ::read(s.pipe.native_handle(), buf.data(), buf.size());
+        if (n > 0) {
+          forward(w, s, std::string_view(buf.data(), static_cast<std::size_t>(n)));
+        } else if (n == 0 || ec || (errno != EAGAIN && errno != EINTR)) {
+          s.eof = true;
+          flush_partial(w, s);
+          boost::system::error_code ignored;
+          s.pipe.close(ignored);
+          return;
+        }
+        read_stream(w, s);
+      });
 }
 
 void Agent::forward(Worker& w, OutputStream& s, std::string_view data) {
@@ -577,11 +577,13 @@ void Agent::on_channel_closed(const std::string& reason) {
     std::string ranks;
     for (auto& [rank, w] : workers_) {
       if (w.state != WorkerState::kRunning) continue;
-      ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank) + " (pid " + std::to_string(w.pid) + ")";
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank) + " (pid " +
+               std::to_string(w.pid) + ")";
       if (w.pid > 0) ::kill(-w.pid, SIGKILL);
       w.state = WorkerState::kExited;
     }
-    log("head gone and rank(s) " + ranks + " still counted running after the grace period; exiting");
+    log("head gone and rank(s) " + ranks +
+        " still counted running after the grace period; exiting");
     killed_hard_ = true;
     finish();
   });

@@ -10,15 +10,16 @@
 // Single-threaded: everything runs on one io_context.
 #pragma once
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "agent/guard.h"
 #include "agent/pmix/pmix_host.h"
@@ -78,7 +79,7 @@ class Agent {
 
   std::string token_entry_;
   std::unique_ptr<Guard> guard_;
-  std::unique_ptr<PmixHost> pmix_;  // MPI mode only
+  std::unique_ptr<PmixHost> pmix_;            // MPI mode only
   std::unique_ptr<comm::StoreServer> store_;  // node 0: the job's rendezvous store
   proto::Setup setup_;
   std::map<int, Worker> workers_;  // by rank

@@ -1,6 +1,5 @@
 // dlaunch: the head-node launcher. Reads hosts, plans ranks, starts one agent
 // per node and runs the job to completion (see docs/architecture.md).
-#include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -8,16 +7,18 @@
 #include <filesystem>
 #include <iostream>
 
+#include <fmt/format.h>
+
 #include "dlaunch/process.h"
 #include "dlaunch/random.h"
 #include "launcher/check/preflight.h"
 #include "launcher/cli/options.h"
 #include "launcher/controller/controller.h"
+#include "launcher/hostfile/slurm.h"
 #include "launcher/output/console_style.h"
 #include "launcher/output/output_sink.h"
 #include "launcher/plan/plan.h"
 #include "launcher/plan/user_env.h"
-#include "launcher/hostfile/slurm.h"
 #include "launcher/transport/local_transport.h"
 #include "launcher/transport/slurm_transport.h"
 
@@ -76,14 +77,16 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
     const bool local = h.transport == dl::Transport::kLocal;
     const bool slurm = h.transport == dl::Transport::kSlurm;
     fmt::print("node {}: {} ({}, {}), ranks {}-{}\n", n.node_rank, h.name, h.host,
-               local ? "local" : slurm ? "slurm" : "ssh", n.ranks.front().rank,
-               n.ranks.back().rank);
+               local   ? "local"
+               : slurm ? "slurm"
+                       : "ssh",
+               n.ranks.front().rank, n.ranks.back().rank);
     fmt::print("  agent: {}\n", dl::shell_quote(h.agent.empty() ? agent : h.agent));
-    fmt::print("  inherits: {}\n", local ? "dlaunch's whole environment"
-                                   : slurm ? "dlaunch's whole environment (srun exports it), "
-                                             "then the node env below"
-                                           : "what sshd gives a command on " + h.host +
-                                                 ", then the node env below");
+    fmt::print("  inherits: {}\n",
+               local   ? "dlaunch's whole environment"
+               : slurm ? "dlaunch's whole environment (srun exports it), "
+                         "then the node env below"
+                       : "what sshd gives a command on " + h.host + ", then the node env below");
     if (!n.env.empty()) fmt::print("  node env: {}\n", join_env(n.env));
     for (const auto& r : n.ranks) {
       fmt::print("  rank {}: {}MASTER_ADDR={} MASTER_PORT={} {}\n", r.rank, join_env(r.env),

@@ -1,15 +1,12 @@
 #include "agent/pmix/pmix_host.h"
 
-#include <pmix.h>
-#include <pmix_server.h>
 #include <sched.h>
 #include <unistd.h>
 
-#include <boost/asio/post.hpp>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <future>
@@ -17,6 +14,10 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+
+#include <boost/asio/post.hpp>
+#include <pmix.h>
+#include <pmix_server.h>
 
 namespace dlaunch::agent {
 
@@ -66,8 +67,8 @@ std::string err(const char* what, pmix_status_t rc) {
 
 void release_blob(void* blob) { delete static_cast<std::string*>(blob); }
 
-pmix_status_t on_fence(const pmix_proc_t[], size_t, const pmix_info_t[], size_t, char* data, size_t ndata,
-                       pmix_modex_cbfunc_t cbfunc, void* cbdata) {
+pmix_status_t on_fence(const pmix_proc_t[], size_t, const pmix_info_t[], size_t, char* data,
+                       size_t ndata, pmix_modex_cbfunc_t cbfunc, void* cbdata) {
   if (g_impl == nullptr) return PMIX_ERR_INIT;
   std::string blob(data != nullptr ? data : "", data != nullptr ? ndata : 0);
   asio::post(g_impl->io, [impl = g_impl, blob = std::move(blob), cbfunc, cbdata]() mutable {
@@ -78,8 +79,8 @@ pmix_status_t on_fence(const pmix_proc_t[], size_t, const pmix_info_t[], size_t,
   return PMIX_SUCCESS;
 }
 
-pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char msg[], pmix_proc_t[], size_t,
-                       pmix_op_cbfunc_t cbfunc, void* cbdata) {
+pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char msg[], pmix_proc_t[],
+                       size_t, pmix_op_cbfunc_t cbfunc, void* cbdata) {
   if (g_impl == nullptr) return PMIX_ERR_INIT;
   const int rank = static_cast<int>(proc->rank);
   std::string message = msg != nullptr ? msg : "";
@@ -107,7 +108,8 @@ std::string join(const std::vector<std::string>& v, char sep) {
 
 }  // namespace
 
-PmixHost::PmixHost(asio::io_context& io, Callbacks cb) : impl_(std::make_unique<Impl>(io, std::move(cb))) {}
+PmixHost::PmixHost(asio::io_context& io, Callbacks cb)
+    : impl_(std::make_unique<Impl>(io, std::move(cb))) {}
 
 PmixHost::~PmixHost() { stop(); }
 
@@ -166,8 +168,9 @@ void PmixHost::start(const PmixJob& job) {
   OpWait w;
   pmix_nspace_t ns;
   PMIX_LOAD_NSPACE(ns, job.nspace.c_str());
-  rc = w.wait(PMIx_server_register_nspace(ns, job.ranks_per_node.at(static_cast<std::size_t>(job.node_rank)),
-                                          info, 7, OpWait::callback, &w));
+  rc = w.wait(PMIx_server_register_nspace(
+      ns, job.ranks_per_node.at(static_cast<std::size_t>(job.node_rank)), info, 7, OpWait::callback,
+      &w));
   PMIX_INFO_FREE(info, 7);
   if (rc != PMIX_SUCCESS) throw std::runtime_error(err("namespace registration", rc));
 }
@@ -176,7 +179,8 @@ std::vector<std::string> PmixHost::client_environment(int rank) {
   pmix_proc_t proc;
   PMIX_PROC_LOAD(&proc, impl_->job.nspace.c_str(), static_cast<pmix_rank_t>(rank));
   OpWait w;
-  pmix_status_t rc = w.wait(PMIx_server_register_client(&proc, ::getuid(), ::getgid(), nullptr, OpWait::callback, &w));
+  pmix_status_t rc = w.wait(
+      PMIx_server_register_client(&proc, ::getuid(), ::getgid(), nullptr, OpWait::callback, &w));
   if (rc != PMIX_SUCCESS) throw std::runtime_error(err("client registration", rc));
   char** env = nullptr;
   rc = PMIx_server_setup_fork(&proc, &env);
@@ -239,7 +243,8 @@ void PmixHost::stop() {
   }).detach();
   if (finished.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
     g_finalize_hung = true;
-    std::fprintf(stderr, "dlaunch-agent: the PMIx server did not finalize within 5 s; leaving it\n");
+    std::fprintf(stderr,
+                 "dlaunch-agent: the PMIx server did not finalize within 5 s; leaving it\n");
   }
   g_impl = nullptr;
   std::error_code ec;

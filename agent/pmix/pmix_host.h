@@ -14,12 +14,13 @@
 // back to PMIx from that loop. One PmixHost per process (PMIx is global).
 #pragma once
 
-#include <boost/asio/io_context.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <boost/asio/io_context.hpp>
 
 namespace dlaunch::agent {
 

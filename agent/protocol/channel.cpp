@@ -2,12 +2,12 @@
 
 #include <poll.h>
 
-#include <boost/asio/read.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
-#include <boost/asio/write.hpp>
-
 #include <memory>
 #include <span>
+
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
 
 namespace dlaunch::proto {
 

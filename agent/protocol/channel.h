@@ -8,13 +8,14 @@
 // the reason. Not thread-safe: use from the io_context's thread only.
 #pragma once
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <span>
 #include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 
 #include "agent/protocol/protocol.h"
 

@@ -347,8 +347,8 @@ std::optional<Message> Decoder::next() {
 
 const char* message_name(const Message& msg) {
   static constexpr const char* kNames[] = {
-      "Hello",    "Setup", "Ready", "Start",   "Started",   "Output",     "Exited",     "Abort",
-      "Heartbeat", "Shutdown", "Fatal", "Done", "FenceUp", "FenceDown", "WorkerAbort"};
+      "Hello",     "Setup",    "Ready", "Start", "Started", "Output",    "Exited",     "Abort",
+      "Heartbeat", "Shutdown", "Fatal", "Done",  "FenceUp", "FenceDown", "WorkerAbort"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[msg.index()];
 }

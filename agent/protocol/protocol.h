@@ -83,7 +83,7 @@ struct Setup {
   std::uint16_t store_port = 0;  // 0: any free port
   // MPI mode: the whole job's layout, for the PMIx namespace.
   bool mpi = false;
-  std::vector<std::string> node_names;     // logical node names, node order
+  std::vector<std::string> node_names;       // logical node names, node order
   std::vector<std::int32_t> ranks_per_node;  // ranks are contiguous in node order
 };
 

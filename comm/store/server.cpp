@@ -1,9 +1,10 @@
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <future>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 
 #include "comm/store.h"
 #include "store/session.h"

@@ -1,14 +1,14 @@
 #include "store/session.h"
 
-#include <openssl/crypto.h>
-#include <openssl/rand.h>
-
 #include <algorithm>
+#include <cstring>
+#include <limits>
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
-#include <cstring>
-#include <limits>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
 
 namespace comm::detail {
 

@@ -1,10 +1,10 @@
 #include "store/wire.h"
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <stdexcept>
 
 #include <climits>
-#include <stdexcept>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 namespace comm::detail {
 

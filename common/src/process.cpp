@@ -65,7 +65,8 @@ std::string find_program(const std::string& prog, const std::vector<std::string>
     std::string p = c;
     if (!p.empty() && p[0] != '/' && !workdir.empty()) p = workdir + "/" + p;
     struct stat st {};
-    if (::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0) return c;
+    if (::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0)
+      return c;
   }
   return {};
 }
@@ -262,7 +263,8 @@ std::vector<pid_t> descendants_of(pid_t root) {
     live_children = [](pid_t p) {
       std::vector<pid_t> out;
       for (pid_t c : children_of(p)) {
-        if (read_ppid("/proc/" + std::to_string(c)) > 0) out.push_back(c);  // not a zombie, not gone
+        if (read_ppid("/proc/" + std::to_string(c)) > 0)
+          out.push_back(c);  // not a zombie, not gone
       }
       return out;
     };

@@ -22,11 +22,8 @@
 // timed block each (comm first in even rounds, raw first in odd ones), the
 // median block of each, and ratio = comm busbw / raw busbw. Less noisy than
 // comparing separate runs where the machine is shared or oversubscribed.
-#include <mpi.h>
-
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -38,6 +35,9 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <climits>
+#include <mpi.h>
 
 #include "comm/process_group.h"
 #ifdef DLAUNCH_WITH_NCCL
@@ -140,8 +140,7 @@ double median(std::vector<double> v) {
 
 #ifdef DLAUNCH_WITH_NCCL
 void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 #endif
 
@@ -196,7 +195,8 @@ class Bench {
         wrong = 0;
         wrong += check(count, o_.raw);  // comm, or raw under --raw
         if (o_.compare) wrong += check(count, true);
-        wrong = static_cast<long long>(reduce_scalar(static_cast<double>(wrong), comm::ReduceOp::kSum));
+        wrong =
+            static_cast<long long>(reduce_scalar(static_cast<double>(wrong), comm::ReduceOp::kSum));
         wrong_total += wrong;
       }
       busbw_sum += busbw(count, o_.raw ? raw_s : comm_s);

@@ -77,7 +77,8 @@ class Collectives {
   static void copy(void* to, const void* from, std::size_t bytes, bool to_device) {
     const cudaError_t e =
         cudaMemcpy(to, from, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
-    if (e != cudaSuccess) throw std::runtime_error(std::string("cudaMemcpy: ") + cudaGetErrorString(e));
+    if (e != cudaSuccess)
+      throw std::runtime_error(std::string("cudaMemcpy: ") + cudaGetErrorString(e));
   }
   // A device buffer of at least `capacity` bytes holding `bytes` of host.
   void* stage(const void* host, std::size_t bytes, std::size_t capacity) {

@@ -3,14 +3,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <map>
+#include <sstream>
 #include <utility>  // boost 1.74 awaitable.hpp uses std::exchange without it
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
-#include <map>
-#include <sstream>
 
 #include "dlaunch/process.h"
 #include "dlaunch/version.h"
@@ -25,7 +25,8 @@ namespace {
 
 struct Row {
   std::string node, name, host;
-  std::string connect = "-", hostkey = "-", auth = "-", agent = "-", wdir = "-", program = "-", gpus = "-";
+  std::string connect = "-", hostkey = "-", auth = "-", agent = "-", wdir = "-", program = "-",
+              gpus = "-";
   std::vector<std::string> problems;
 };
 
@@ -44,7 +45,8 @@ std::map<std::string, std::string> parse_kv(const std::string& text) {
 void judge(Row& row, const HostEntry& host, const std::string& output, const std::string& agent,
            const PreflightOptions& o) {
   auto kv = parse_kv(output);
-  const std::string want = fmt::format("dlaunch-agent {} (protocol {})", kVersion, proto::kProtocolVersion);
+  const std::string want =
+      fmt::format("dlaunch-agent {} (protocol {})", kVersion, proto::kProtocolVersion);
   const std::string got = kv.count("agent") ? kv["agent"] : "missing";
   if (got == want) {
     row.agent = "ok";
@@ -53,20 +55,24 @@ void judge(Row& row, const HostEntry& host, const std::string& output, const std
     row.problems.push_back(fmt::format("dlaunch-agent not found or not executable at '{}'", agent));
   } else {
     row.agent = "VERSION";
-    row.problems.push_back(fmt::format("'{}' reports \"{}\", dlaunch wants \"{}\"", agent, got, want));
+    row.problems.push_back(
+        fmt::format("'{}' reports \"{}\", dlaunch wants \"{}\"", agent, got, want));
   }
   row.wdir = kv["wdir"] == "ok" ? "ok" : "MISSING";
-  if (row.wdir != "ok") row.problems.push_back(fmt::format("working directory '{}' does not exist", o.workdir));
+  if (row.wdir != "ok")
+    row.problems.push_back(fmt::format("working directory '{}' does not exist", o.workdir));
   if (!o.program.empty()) {
     row.program = kv["program"] == "ok" ? "ok" : "MISSING";
-    if (row.program != "ok") row.problems.push_back(fmt::format("program '{}' not found on PATH", o.program));
+    if (row.program != "ok")
+      row.problems.push_back(fmt::format("program '{}' not found on PATH", o.program));
   }
   if (!host.gpus.empty()) {
     const int have = std::atoi(kv["gpus"].c_str());
     const int need = *std::max_element(host.gpus.begin(), host.gpus.end()) + 1;
     row.gpus = fmt::format("{}/{}", have, need);
     if (have < need) {
-      row.problems.push_back(fmt::format("the hostfile lists GPU {} but nvidia-smi shows {} GPU(s)", need - 1, have));
+      row.problems.push_back(
+          fmt::format("the hostfile lists GPU {} but nvidia-smi shows {} GPU(s)", need - 1, have));
     }
   }
 }
@@ -90,8 +96,9 @@ std::string run_local(const std::string& script, std::vector<std::string> prefix
   return out;
 }
 
-asio::awaitable<void> check_ssh(asio::io_context& io, Row& row, const HostEntry& host, std::string script,
-                                std::string agent, const PreflightOptions& o, std::shared_ptr<ssh::Limiter> limiter) {
+asio::awaitable<void> check_ssh(asio::io_context& io, Row& row, const HostEntry& host,
+                                std::string script, std::string agent, const PreflightOptions& o,
+                                std::shared_ptr<ssh::Limiter> limiter) {
   co_await limiter->acquire();
   struct Release {
     std::shared_ptr<ssh::Limiter> l;
@@ -125,8 +132,8 @@ asio::awaitable<void> check_ssh(asio::io_context& io, Row& row, const HostEntry&
 
 }  // namespace
 
-std::string preflight_script(const std::string& agent, const std::string& workdir, const std::string& program,
-                             const std::string& path, bool count_gpus) {
+std::string preflight_script(const std::string& agent, const std::string& workdir,
+                             const std::string& program, const std::string& path, bool count_gpus) {
   std::string s;
   s += "cd " + shell_quote(workdir) + " 2>/dev/null && echo wdir=ok || echo wdir=missing\n";
   s += "if [ -x " + shell_quote(agent) + " ] && v=$(" + shell_quote(agent) +
@@ -135,9 +142,11 @@ std::string preflight_script(const std::string& agent, const std::string& workdi
   if (!program.empty()) {
     const std::string p = shell_quote(program);
     if (program.find('/') != std::string::npos) {
-      s += "if [ -f " + p + " ] && [ -x " + p + " ]; then echo program=ok; else echo program=missing; fi\n";
+      s += "if [ -f " + p + " ] && [ -x " + p +
+           " ]; then echo program=ok; else echo program=missing; fi\n";
     } else {
-      s += "if command -v " + p + " >/dev/null 2>&1; then echo program=ok; else echo program=missing; fi\n";
+      s += "if command -v " + p +
+           " >/dev/null 2>&1; then echo program=ok; else echo program=missing; fi\n";
     }
   }
   if (count_gpus) s += "echo \"gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')\"\n";
@@ -153,13 +162,15 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
     Row& row = rows[i];
     row.node = std::to_string(plan.nodes[i].node_rank);
     row.name = host.name;
-    row.host = host.transport == Transport::kLocal   ? host.host + " (local)"
-               : host.transport == Transport::kSlurm ? host.host + " (slurm)"
-                                                   : (host.user.empty() ? "" : host.user + "@") + host.host +
-                                                         (host.port == 22 ? "" : ":" + std::to_string(host.port));
+    row.host = host.transport == Transport::kLocal ? host.host + " (local)"
+               : host.transport == Transport::kSlurm
+                   ? host.host + " (slurm)"
+                   : (host.user.empty() ? "" : host.user + "@") + host.host +
+                         (host.port == 22 ? "" : ":" + std::to_string(host.port));
     const std::string agent = host.agent.empty() ? o.agent_path : host.agent;
-    const std::string script = preflight_script(agent, o.workdir, o.program,
-                                                host.transport == Transport::kSsh ? o.path : "", !host.gpus.empty());
+    const std::string script =
+        preflight_script(agent, o.workdir, o.program,
+                         host.transport == Transport::kSsh ? o.path : "", !host.gpus.empty());
     if (host.transport == Transport::kLocal) {
       row.connect = row.hostkey = row.auth = "local";
       judge(row, host, run_local(script), agent, o);
@@ -179,15 +190,15 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
   }
   io.run();
 
-  const std::vector<std::string> head = {"NODE", "NAME", "HOST", "CONNECT", "HOSTKEY", "AUTH",
-                                         "AGENT", "WDIR", "PROGRAM", "GPUS", "RESULT"};
+  const std::vector<std::string> head = {"NODE",  "NAME", "HOST",    "CONNECT", "HOSTKEY", "AUTH",
+                                         "AGENT", "WDIR", "PROGRAM", "GPUS",    "RESULT"};
   std::vector<std::vector<std::string>> table;
   int failed = 0;
   for (const auto& r : rows) {
     const bool ok = r.problems.empty();
     failed += ok ? 0 : 1;
-    table.push_back({r.node, r.name, r.host, r.connect, r.hostkey, r.auth, r.agent, r.wdir, r.program, r.gpus,
-                     ok ? "ok" : "FAILED"});
+    table.push_back({r.node, r.name, r.host, r.connect, r.hostkey, r.auth, r.agent, r.wdir,
+                     r.program, r.gpus, ok ? "ok" : "FAILED"});
   }
   std::vector<std::size_t> width(head.size());
   for (std::size_t c = 0; c < head.size(); ++c) {
@@ -207,7 +218,8 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
   for (const auto& r : rows) {
     for (const auto& p : r.problems) fmt::print("node {} ({}): {}\n", r.node, r.name, p);
   }
-  fmt::print("{} of {} node(s) passed\n", rows.size() - static_cast<std::size_t>(failed), rows.size());
+  fmt::print("{} of {} node(s) passed\n", rows.size() - static_cast<std::size_t>(failed),
+             rows.size());
   return failed == 0 ? 0 : 1;
 }
 

@@ -14,15 +14,15 @@ namespace dlaunch {
 struct PreflightOptions {
   std::string agent_path;  // default agent path (a host's `agent` wins)
   std::string workdir;
-  std::string program;     // empty: not checked
-  std::string path;        // PATH the workers will have (forwarded from the head)
+  std::string program;  // empty: not checked
+  std::string path;     // PATH the workers will have (forwarded from the head)
   ssh::TransportOptions ssh;
 };
 
 int run_preflight(const JobPlan& plan, const PreflightOptions& opts);
 
 // The shell script one node runs; prints key=value lines. Exposed for tests.
-std::string preflight_script(const std::string& agent, const std::string& workdir, const std::string& program,
-                             const std::string& path, bool count_gpus);
+std::string preflight_script(const std::string& agent, const std::string& workdir,
+                             const std::string& program, const std::string& path, bool count_gpus);
 
 }  // namespace dlaunch

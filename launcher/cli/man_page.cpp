@@ -1,8 +1,9 @@
 #include "launcher/cli/man_page.h"
 
-#include <CLI/CLI.hpp>
 #include <sstream>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 namespace dlaunch {
 

@@ -1,8 +1,9 @@
 #include "launcher/cli/options.h"
 
-#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <regex>
+
+#include <CLI/CLI.hpp>
 
 #include "dlaunch/version.h"
 #include "launcher/cli/man_page.h"
@@ -74,11 +75,12 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
       ->check(CLI::PositiveNumber);
   hosts->add_option("--nproc-per-node", o.filter.nproc_per_node, "ranks per node (overrides slots)")
       ->check(CLI::PositiveNumber);
-  hosts->add_option("--transport", o.transport,
-                    "how agents start: auto (hostfile: this machine's loopback names locally, "
-                    "others over SSH; Slurm allocation: this node locally, the others with srun), "
-                    "ssh (every node), or slurm (every node a job step started with srun; needs "
-                    "a Slurm allocation)")
+  hosts
+      ->add_option("--transport", o.transport,
+                   "how agents start: auto (hostfile: this machine's loopback names locally, "
+                   "others over SSH; Slurm allocation: this node locally, the others with srun), "
+                   "ssh (every node), or slurm (every node a job step started with srun; needs "
+                   "a Slurm allocation)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "ssh", "slurm"}));
 

@@ -25,8 +25,8 @@ struct Options {
   double heartbeat_timeout_s = 30.0;
   double start_timeout_s = 30.0;
   double flush_s = 0.1;
-  double timeout_s = 0;  // whole job; 0: none
-  int max_restarts = 0;  // restart the whole job after a failure, up to this often
+  double timeout_s = 0;              // whole job; 0: none
+  int max_restarts = 0;              // restart the whole job after a failure, up to this often
   double collective_timeout_s = -1;  // DLAUNCH_COLLECTIVE_TIMEOUT for comm; < 0: comm's default
   bool dry_run = false;
   bool mpi = false;  // agents serve PMIx: Open MPI programs run without mpirun
@@ -49,7 +49,7 @@ struct Options {
   int ssh_concurrency = 64;
   double connect_timeout_s = 10.0;
   std::string host_key_check = "strict";  // strict | accept-new | off
-  bool check = false;                      // preflight only
+  bool check = false;                     // preflight only
 };
 
 // Returns false when dlaunch should exit at once with exit_code: after

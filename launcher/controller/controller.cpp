@@ -1,6 +1,5 @@
 #include "launcher/controller/controller.h"
 
-#include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "dlaunch/debug.h"
 #include "dlaunch/process.h"
@@ -110,8 +111,9 @@ void Controller::print_stats() const {
     return fmt::format("{:.4f}", std::chrono::duration<double>(t - milestones_.begin).count());
   };
   log(fmt::format("stats: nodes={} ranks={} connected_s={} ready_s={} running_s={} end_s={} {}",
-                  nodes_.size(), ranks_.size(), since(milestones_.connected), since(milestones_.ready),
-                  since(milestones_.running), since(Clock::now()), self_usage()));
+                  nodes_.size(), ranks_.size(), since(milestones_.connected),
+                  since(milestones_.ready), since(milestones_.running), since(Clock::now()),
+                  self_usage()));
 }
 
 // Reaps exactly the children that exited: with a thousand local agents,
@@ -137,9 +139,8 @@ void Controller::start_agents() {
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     const auto& host = nodes_[i].plan->host;
     const std::string agent = !host.agent.empty() ? host.agent : cfg_.agent_path;
-    LinkCallbacks cb{
-        .on_message = [this, i](proto::Message&& m) { on_message(i, std::move(m)); },
-        .on_close = [this, i](const std::string& why) { on_link_closed(i, why); }};
+    LinkCallbacks cb{.on_message = [this, i](proto::Message&& m) { on_message(i, std::move(m)); },
+                     .on_close = [this, i](const std::string& why) { on_link_closed(i, why); }};
     try {
       nodes_[i].last_heard = Clock::now();
       if (host.transport == Transport::kSsh) {
@@ -189,7 +190,8 @@ proto::Setup Controller::make_setup(std::size_t i) const {
     }
     // Logical nodes share this machine's cores; MPI must know when they are
     // oversubscribed or its ranks busy-poll each other off the CPU.
-    oversubscribed_here = np.host.transport == Transport::kLocal && local_ranks > std::thread::hardware_concurrency();
+    oversubscribed_here =
+        np.host.transport == Transport::kLocal && local_ranks > std::thread::hardware_concurrency();
   }
   for (const auto& r : np.ranks) {
     proto::WorkerSpec w;
@@ -277,7 +279,8 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
   } else if (auto* up = std::get_if<proto::FenceUp>(&msg)) {
     on_fence(i, std::move(*up));
   } else if (auto* ab = std::get_if<proto::WorkerAbort>(&msg)) {
-    if (ab->rank >= 0 && static_cast<std::size_t>(ab->rank) < ranks_.size() && cause_.kind == CauseKind::kNone) {
+    if (ab->rank >= 0 && static_cast<std::size_t>(ab->rank) < ranks_.size() &&
+        cause_.kind == CauseKind::kNone) {
       const auto& r = ranks_[static_cast<std::size_t>(ab->rank)];
       const auto ran = std::chrono::duration_cast<milliseconds>(Clock::now() - r.started_at);
       proto::Exited aborted{.rank = ab->rank,
@@ -356,8 +359,9 @@ void Controller::on_link_closed(std::size_t i, const std::string& reason) {
     // Its ranks are beyond reach; the agent kills them itself on EOF.
     for (const auto& r : node.plan->ranks) ranks_[static_cast<std::size_t>(r.rank)].exited = true;
     if (node.hello) {
-      fail({.kind = CauseKind::kNode,
-            .message = fmt::format("lost contact with the agent on {}: {}", node_label(i), reason)});
+      fail(
+          {.kind = CauseKind::kNode,
+           .message = fmt::format("lost contact with the agent on {}: {}", node_label(i), reason)});
     } else {
       fail({.kind = CauseKind::kLaunch,
             .message = fmt::format("could not start the agent on {}: {}", node_label(i), reason)});
@@ -373,7 +377,8 @@ void Controller::fail(RootCause cause) {
   if (cause_.kind == CauseKind::kNone) {
     cause_ = std::move(cause);
     for (std::size_t k = 0; k < ranks_.size(); ++k) {
-      const bool is_cause = cause_.kind == CauseKind::kWorker && static_cast<int>(k) == cause_.exit.rank;
+      const bool is_cause =
+          cause_.kind == CauseKind::kWorker && static_cast<int>(k) == cause_.exit.rank;
       ranks_stopped_ += (ranks_[k].started && !ranks_[k].exited && !is_cause) ? 1 : 0;
     }
   } else if (!start_sent_ && (cause.kind == CauseKind::kLaunch || cause.kind == CauseKind::kNode)) {
@@ -391,7 +396,7 @@ void Controller::abort_all(const std::string& reason, bool immediate) {
   const auto at_once = [this] {
     if (deadline_.expiry() > Clock::now() + kAfterKill) {
       arm_deadline(kAfterKill, phase_ == Phase::kShuttingDown ? "every agent to exit after SIGKILL"
-                                                               : "every rank to stop after SIGKILL");
+                                                              : "every rank to stop after SIGKILL");
     }
   };
   if (phase_ == Phase::kFinished || phase_ == Phase::kShuttingDown) {
@@ -463,8 +468,9 @@ void Controller::show_progress() {
     progress_.clear();
     return;
   }
-  progress_.show(fmt::format("dlaunch: {}/{} hosts connected, {}/{} agents ready, {}/{} ranks running", hellos_, n, readies_,
-                             n, running_, plan_.world_size));
+  progress_.show(
+      fmt::format("dlaunch: {}/{} hosts connected, {}/{} agents ready, {}/{} ranks running",
+                  hellos_, n, readies_, n, running_, plan_.world_size));
 }
 
 void Controller::on_signal(int sig) {

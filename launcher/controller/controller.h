@@ -9,9 +9,6 @@
 // every agent is gone. Nothing is left running on any node when run() returns.
 #pragma once
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -20,10 +17,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "launcher/controller/progress.h"
 #include "launcher/controller/report.h"
 #include "launcher/output/output_sink.h"
 #include "launcher/plan/plan.h"
-#include "launcher/controller/progress.h"
 #include "launcher/transport/ssh/ssh_transport.h"
 #include "launcher/transport/transport.h"
 
@@ -38,10 +39,10 @@ struct ControllerConfig {
   std::chrono::milliseconds start_timeout{30000};
   std::chrono::milliseconds flush{100};
   std::chrono::milliseconds timeout{0};  // whole job, from the workers' start; 0: none
-  bool master_addr_explicit = false;  // --master-addr given: never replace it
+  bool master_addr_explicit = false;     // --master-addr given: never replace it
   ssh::TransportOptions ssh;
-  bool progress = false;  // one-line status on stderr while starting
-  bool mpi = false;       // agents serve PMIx; fences cross nodes through us
+  bool progress = false;         // one-line status on stderr while starting
+  bool mpi = false;              // agents serve PMIx; fences cross nodes through us
   std::string store_secret;      // the job's comm store secret (node 0 hosts it)
   std::uint16_t store_port = 0;  // 0: any free port
 };
@@ -102,8 +103,8 @@ class Controller {
   boost::asio::steady_timer deadline_;
   boost::asio::steady_timer heartbeat_;
   std::chrono::steady_clock::time_point heartbeat_sent_{};  // last Heartbeat to the agents
-  boost::asio::steady_timer job_timer_;  // --timeout
-  std::unique_ptr<ssh::Transport> ssh_;  // before nodes_: links go first
+  boost::asio::steady_timer job_timer_;                     // --timeout
+  std::unique_ptr<ssh::Transport> ssh_;                     // before nodes_: links go first
   std::vector<Node> nodes_;
   std::vector<RankState> ranks_;
   Phase phase_ = Phase::kStarting;

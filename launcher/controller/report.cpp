@@ -1,11 +1,11 @@
 #include "launcher/controller/report.h"
 
-#include <fmt/chrono.h>
-#include <fmt/format.h>
-
 #include <ctime>
 #include <string_view>
 #include <vector>
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
 
 #include "dlaunch/process.h"
 #include "launcher/controller/error_file.h"
@@ -102,7 +102,8 @@ std::string format_report(const std::string& job_id, const RootCause& c, int ran
         how =
             fmt::format("was killed by {} (exit status {})", signal_name(e.signal), 128 + e.signal);
       } else if (e.kind == proto::ExitKind::kAborted) {
-        how = fmt::format("called MPI_Abort with code {}{}", e.code, e.message.empty() ? "" : ": " + e.message);
+        how = fmt::format("called MPI_Abort with code {}{}", e.code,
+                          e.message.empty() ? "" : ": " + e.message);
       } else if (e.kind == proto::ExitKind::kSpawnFailed) {
         how = "could not be started: " + e.message;
       } else {

@@ -57,7 +57,7 @@ struct HostEntry {
   EnvList env;                            // per-host environment, in file order
   Transport transport = Transport::kSsh;  // resolved (never "auto")
   std::string agent;                      // path of dlaunch-agent on that node; empty: default
-  std::string identity;  // SSH private key file for this host; empty: none
+  std::string identity;                   // SSH private key file for this host; empty: none
   SourcePos pos;                          // where the entry was defined
 };
 

@@ -1,7 +1,8 @@
 // Inline hosts, as in `-H a:4,b:2,[::1]:2` (mpirun's syntax; slots default to 1).
 #include <algorithm>
-#include <climits>
 #include <unordered_map>
+
+#include <climits>
 
 #include "launcher/hostfile/hostfile.h"
 #include "launcher/hostfile/hostfile_internal.h"

@@ -1,7 +1,8 @@
 // The plain hostfile of mpirun and DeepSpeed: `[user@]host [slots=N] [max_slots=N]` per line.
-#include <climits>
 #include <optional>
 #include <unordered_map>
+
+#include <climits>
 
 #include "launcher/hostfile/hostfile.h"
 #include "launcher/hostfile/hostfile_internal.h"

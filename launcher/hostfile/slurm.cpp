@@ -86,13 +86,13 @@ std::vector<std::string> expand_group(std::string_view text, std::size_t open, s
     const unsigned long long a = to_number(lo);
     const unsigned long long b = to_number(hi);
     if (b < a) {
-      fail(var, text, part,
-           "decreasing range " + std::string(lo) + "-" + std::string(hi),
+      fail(var, text, part, "decreasing range " + std::string(lo) + "-" + std::string(hi),
            "write the lower bound first");
     }
     if (b - a >= kMaxHostlistHosts || values.size() + (b - a + 1) > kMaxHostlistHosts) {
-      fail(var, text, part, "range too large (more than " + std::to_string(kMaxHostlistHosts) +
-                                " hosts)", kHostlistHint);
+      fail(var, text, part,
+           "range too large (more than " + std::to_string(kMaxHostlistHosts) + " hosts)",
+           kHostlistHint);
     }
     for (unsigned long long v = a; v <= b; ++v) values.push_back(padded(v, lo.size()));
     if (i == close) break;
@@ -171,8 +171,8 @@ std::vector<std::string> expand_hostlist(std::string_view text, const std::strin
     for (const auto& p : parts) {
       combinations *= p.size();
       if (combinations + out.size() > kMaxHostlistHosts) {
-        fail(var, text, item,
-             "more than " + std::to_string(kMaxHostlistHosts) + " hosts", kHostlistHint);
+        fail(var, text, item, "more than " + std::to_string(kMaxHostlistHosts) + " hosts",
+             kHostlistHint);
       }
     }
     // Odometer over the groups, the last one turning fastest.

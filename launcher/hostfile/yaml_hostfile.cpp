@@ -1,13 +1,13 @@
 // The YAML hostfile: a sequence of hosts, or a map with hosts/defaults/env.
-#include <yaml-cpp/eventhandler.h>
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <cctype>
-#include <climits>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
+
+#include <climits>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/yaml.h>
 
 #include "launcher/hostfile/hostfile.h"
 #include "launcher/hostfile/hostfile_internal.h"
@@ -20,10 +20,10 @@ using hostfile_detail::join;
 using hostfile_detail::suggestion_hint;
 
 const std::vector<std::string> kTopKeys{"hosts", "defaults", "env"};
-const std::vector<std::string> kDefaultKeys{"slots", "user",      "port", "gpus",
+const std::vector<std::string> kDefaultKeys{"slots", "user",      "port",  "gpus",
                                             "env",   "transport", "agent", "identity"};
-const std::vector<std::string> kHostKeys{"host",    "name", "slots", "user",      "port",
-                                         "address", "gpus", "env",   "transport", "agent", "identity"};
+const std::vector<std::string> kHostKeys{"host", "name", "slots",     "user",  "port",    "address",
+                                         "gpus", "env",  "transport", "agent", "identity"};
 const std::vector<std::string> kHostOnlyKeys{"host", "name", "address"};
 const std::vector<std::string> kTransports{"local", "ssh", "slurm"};
 

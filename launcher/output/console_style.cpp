@@ -1,12 +1,12 @@
 #include "launcher/output/console_style.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstring>
 #include <ctime>
+
+#include <fmt/format.h>
 
 #include "launcher/hostfile/hostfile.h"
 

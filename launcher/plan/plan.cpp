@@ -124,7 +124,8 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
     if (!node.host.gpus.empty())
       node.env.emplace_back("CUDA_VISIBLE_DEVICES", join_ints(node.host.gpus));
     if (opts.collective_timeout_s >= 0)
-      node.env.emplace_back("DLAUNCH_COLLECTIVE_TIMEOUT", format_seconds(opts.collective_timeout_s));
+      node.env.emplace_back("DLAUNCH_COLLECTIVE_TIMEOUT",
+                            format_seconds(opts.collective_timeout_s));
     const int local_world = static_cast<int>(node.ranks.size());
     // torchrun's rule: one OpenMP thread per rank unless the user chose.
     if (local_world > 1 && !head_has(opts.head_env, "OMP_NUM_THREADS")) {

@@ -32,7 +32,7 @@ struct PlanOptions {
   std::vector<std::string> head_env;  // the head's environment ("NAME=VALUE")
   // --env-file and -x (user_env.h): for every node, after the hostfile's env.
   EnvList user_env;
-  int restart_count = 0;              // this attempt (TORCHELASTIC_RESTART_COUNT)
+  int restart_count = 0;  // this attempt (TORCHELASTIC_RESTART_COUNT)
   int max_restarts = 0;
   double collective_timeout_s = -1;  // >= 0: DLAUNCH_COLLECTIVE_TIMEOUT for every rank
 };

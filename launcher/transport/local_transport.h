@@ -4,10 +4,11 @@
 // the agent reads EOF and stops its workers: the pipe is the lifeline.
 #pragma once
 
-#include <boost/asio/io_context.hpp>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <boost/asio/io_context.hpp>
 
 #include "launcher/transport/transport.h"
 

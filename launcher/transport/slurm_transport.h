@@ -13,10 +13,11 @@
 //     closed channel (node lost).
 #pragma once
 
-#include <boost/asio/io_context.hpp>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <boost/asio/io_context.hpp>
 
 #include "launcher/transport/transport.h"
 

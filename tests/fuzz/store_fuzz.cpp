@@ -11,7 +11,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <boost/asio/io_context.hpp>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +20,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <boost/asio/io_context.hpp>
 
 #include "store/session.h"
 #include "store/wire.h"

@@ -4,10 +4,11 @@
  * tests/integration/security_test.cpp learns from it which names an
  * attacker would plant. */
 #include <dirent.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <mpi.h>
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);

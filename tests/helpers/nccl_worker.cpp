@@ -10,8 +10,6 @@
 //   stuck-collective  every rank creates the group, rank 1 then skips an
 //                     all_reduce and sleeps: the watchdog must end rank 0's
 //                     all_reduce (exit 3, message)
-#include <cuda_runtime_api.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -20,6 +18,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <cuda_runtime_api.h>
 
 #include "comm/nccl.h"
 #include "comm/process_group.h"
@@ -190,8 +190,8 @@ void expect_values(const std::string& what, const std::vector<double>& got,
   for (std::size_t i = 0; i < want.size(); ++i) {
     if (std::fabs(got[i] - want[i]) > tolerance) {
       ++g_failures;
-      std::fprintf(stderr, "nccl_worker: rank %d: %s: element %zu is %.9g, expected %.9g\n",
-                   g_rank, what.c_str(), i, got[i], want[i]);
+      std::fprintf(stderr, "nccl_worker: rank %d: %s: element %zu is %.9g, expected %.9g\n", g_rank,
+                   what.c_str(), i, got[i], want[i]);
       return;
     }
   }
@@ -241,13 +241,13 @@ void collectives(comm::ProcessGroup& pg) {
         buf.put(mine);
         pg.all_reduce(buf.p, count, type, op);
         // Averages of the 16-bit types are rounded to their precision.
-        const double tol = type == DataType::kFloat16 ? 0.05 * n
+        const double tol = type == DataType::kFloat16    ? 0.05 * n
                            : type == DataType::kBFloat16 ? 0.3 * n
                            : is_integer(type)            ? 0
                                                          : 1e-3;
-        expect_values("all_reduce(" + tname + ", " + std::to_string(count) + ", " +
-                          comm::to_string(op) + ")",
-                      buf.get(), want, tol);
+        expect_values(
+            "all_reduce(" + tname + ", " + std::to_string(count) + ", " + comm::to_string(op) + ")",
+            buf.get(), want, tol);
       }
       // broadcast from the last rank
       {

@@ -30,11 +30,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <chrono>
 #include <string>
 #include <thread>
 
@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
     const bool spin = mode == "partial-spin";
     std::fputs(spin ? "begin-" : "prompt> ", stdout);
     std::fflush(stdout);
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::atoi(argv[2]));
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(std::atoi(argv[2]));
     if (spin) {
       volatile unsigned long x = 0;
       while (std::chrono::steady_clock::now() < until) x = x + 1;
@@ -187,7 +188,8 @@ int main(int argc, char** argv) {
       }
       total += n;
       const double due = static_cast<double>(total) / bytes_per_s;
-      const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double spent =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (due > spent) sleep_s(due - spent);
     }
     std::fprintf(stderr, "slow-read: %lld bytes\n", total);
@@ -203,7 +205,8 @@ int main(int argc, char** argv) {
         if (store.get("rank/" + std::to_string(r)) != "hello from " + std::to_string(r)) return 1;
       }
       const auto total = store.add("arrivals", 1);
-      std::printf("rank %d read %d keys (arrival %lld)\n", rank(), n, static_cast<long long>(total));
+      std::printf("rank %d read %d keys (arrival %lld)\n", rank(), n,
+                  static_cast<long long>(total));
       return 0;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "store-exchange: %s\n", e.what());

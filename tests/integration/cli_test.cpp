@@ -1,7 +1,8 @@
 // dlaunch's command line as a user meets it: bad input is refused before
 // anything starts, with the place and a hint.
-#include <gtest/gtest.h>
 #include <unistd.h>
+
+#include <gtest/gtest.h>
 
 #include "support.h"
 

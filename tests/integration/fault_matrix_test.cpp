@@ -14,7 +14,6 @@
 //   FAULT-MATRIX|<n>|<fault>|exit=<code>|seconds=<t>|left=<count>|bed=<netns|local>[|...]
 // seconds: from the fault until dlaunch has exited and no process of the job
 // is left on any node; left: processes of the job still there at the end.
-#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -32,6 +31,8 @@
 #include <memory>
 #include <set>
 #include <sstream>
+
+#include <gtest/gtest.h>
 
 #include "dlaunch/process.h"
 #include "support.h"
@@ -97,7 +98,8 @@ bool has_env(pid_t p, const std::string& entry) {
   std::size_t at = 0;
   while (at < env.size()) {
     const auto end = env.find('\0', at);
-    if (env.compare(at, (end == std::string::npos ? env.size() : end) - at, entry) == 0) return true;
+    if (env.compare(at, (end == std::string::npos ? env.size() : end) - at, entry) == 0)
+      return true;
     if (end == std::string::npos) break;
     at = end + 1;
   }
@@ -118,15 +120,16 @@ std::vector<pid_t> all_pids() {
   std::vector<pid_t> out;
   for (const auto& e : fs::directory_iterator("/proc")) {
     const auto name = e.path().filename().string();
-    if (!name.empty() && std::all_of(name.begin(), name.end(), ::isdigit)) out.push_back(std::stoi(name));
+    if (!name.empty() && std::all_of(name.begin(), name.end(), ::isdigit))
+      out.push_back(std::stoi(name));
   }
   return out;
 }
 
 void print_row(int n, const std::string& fault, int exit_code, double seconds, std::size_t left,
                bool netns, const std::string& extra = "") {
-  std::printf("FAULT-MATRIX|%d|%s|exit=%d|seconds=%.2f|left=%zu|bed=%s%s\n", n, fault.c_str(), exit_code,
-              seconds, left, netns ? "netns" : "local", extra.c_str());
+  std::printf("FAULT-MATRIX|%d|%s|exit=%d|seconds=%.2f|left=%zu|bed=%s%s\n", n, fault.c_str(),
+              exit_code, seconds, left, netns ? "netns" : "local", extra.c_str());
   std::fflush(stdout);
 }
 
@@ -161,19 +164,21 @@ class FaultMatrix : public ::testing::Test {
         fs::remove_all(e.path(), ec);
       }
     }
-    dir_ = new std::string((fs::temp_directory_path() / ("dlaunch-netns-" + std::to_string(::getpid()))).string());
-    auto r = run({kNetns, "start", *dir_, std::to_string(kBedNodes), std::to_string(kBedSlots), DLAUNCH_AGENT_BIN},
+    dir_ = new std::string(
+        (fs::temp_directory_path() / ("dlaunch-netns-" + std::to_string(::getpid()))).string());
+    auto r = run({kNetns, "start", *dir_, std::to_string(kBedNodes), std::to_string(kBedSlots),
+                  DLAUNCH_AGENT_BIN},
                  60);
     if (r.exit_code != 0) {
-      why_no_bed_ = new std::string("cannot start the netns test bed (exit " + std::to_string(r.exit_code) +
-                                    "): " + r.err);
+      why_no_bed_ = new std::string("cannot start the netns test bed (exit " +
+                                    std::to_string(r.exit_code) + "): " + r.err);
       return;
     }
     std::istringstream nodes(slurp(*dir_ + "/nodes"));
     int k;
     std::string ns, addr, veth;
     while (nodes >> k >> ns >> addr >> veth) {
-      struct stat st{};
+      struct stat st {};
       if (::stat(("/run/netns/" + ns).c_str(), &st) == 0) ns_inodes_.insert(st.st_ino);
       addrs_.push_back(addr);
       ns_inodes_by_node_.push_back(st.st_ino);
@@ -201,7 +206,9 @@ class FaultMatrix : public ::testing::Test {
   }
 
   static bool bed() { return bed_; }
-  static std::string bed_skip_reason() { return why_no_bed_ != nullptr ? *why_no_bed_ : "no test bed"; }
+  static std::string bed_skip_reason() {
+    return why_no_bed_ != nullptr ? *why_no_bed_ : "no test bed";
+  }
   static const std::string& addr(int k) { return addrs_.at(static_cast<std::size_t>(k)); }
   static RunResult bed_exec(int k, std::vector<std::string> cmd) {
     cmd.insert(cmd.begin(), {kNetns, "exec", *dir_, std::to_string(k)});
@@ -211,7 +218,8 @@ class FaultMatrix : public ::testing::Test {
   // dlaunch on the test bed, or on local logical nodes without one.
   static std::vector<std::string> job_cmd(const std::string& job, std::vector<std::string> args,
                                           bool local = false) {
-    std::vector<std::string> head = {"-H", bed() && !local ? *dir_ + "/hosts.yaml" : kLocalhost, "--job-id", job};
+    std::vector<std::string> head = {"-H", bed() && !local ? *dir_ + "/hosts.yaml" : kLocalhost,
+                                     "--job-id", job};
     args.insert(args.begin(), head.begin(), head.end());
     return dlaunch_cmd(args);
   }
@@ -234,10 +242,11 @@ class FaultMatrix : public ::testing::Test {
     std::vector<pid_t> out;
     if (!bed()) return out;
     for (pid_t p : all_pids()) {
-      struct stat st{};
+      struct stat st {};
       if (::stat(("/proc/" + std::to_string(p) + "/ns/net").c_str(), &st) != 0) continue;
-      const bool ours = node < 0 ? ns_inodes_.count(st.st_ino) > 0
-                                 : ns_inodes_by_node_.at(static_cast<std::size_t>(node)) == st.st_ino;
+      const bool ours = node < 0
+                            ? ns_inodes_.count(st.st_ino) > 0
+                            : ns_inodes_by_node_.at(static_cast<std::size_t>(node)) == st.st_ino;
       if (!ours || !alive(p)) continue;
       if (comm_of(p) == "sshd") continue;  // the bed's sshd and its sessions
       out.push_back(p);
@@ -261,7 +270,8 @@ class FaultMatrix : public ::testing::Test {
   }
   // Polls leftovers until none or timeout; returns what is left and when it
   // was first seen empty (or the timeout).
-  static std::pair<std::set<pid_t>, Clock::time_point> wait_clean(const std::string& job, double timeout_s,
+  static std::pair<std::set<pid_t>, Clock::time_point> wait_clean(const std::string& job,
+                                                                  double timeout_s,
                                                                   bool only_job = false) {
     const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
     auto left = leftovers(job, only_job);
@@ -281,7 +291,9 @@ class FaultMatrix : public ::testing::Test {
   // parent is an agent (its own children carry the same environment).
   static pid_t worker_pid(const std::string& job, int rank) {
     for (pid_t p : job_processes(job)) {
-      if (has_env(p, "RANK=" + std::to_string(rank)) && comm_of(stat_of(p).second) == "dlaunch-agent") return p;
+      if (has_env(p, "RANK=" + std::to_string(rank)) &&
+          comm_of(stat_of(p).second) == "dlaunch-agent")
+        return p;
     }
     return -1;
   }
@@ -376,8 +388,9 @@ TEST_F(FaultMatrix, F03_HangingWorkerHitsTheTimeout) {
   const double s = std::max(0.0, seconds_between(t0, std::max(t_exit, t_clean)));
   print_row(3, "worker-hangs-timeout", r.exit_code, s, left.size(), bed());
   EXPECT_EQ(r.exit_code, 124) << r.err;
-  EXPECT_NE(r.err.find("--timeout of 2.0 s expired; 1 rank(s) still running: 2 (" + node_name(1) + ")"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find("--timeout of 2.0 s expired; 1 rank(s) still running: 2 (" + node_name(1) + ")"),
+      std::string::npos)
       << r.err;
   EXPECT_LT(s, 2.0) << r.err;
   EXPECT_TRUE(left.empty()) << describe(left);
@@ -423,7 +436,9 @@ TEST_F(FaultMatrix, F05_AgentKilled) {
   const double s = seconds_between(t0, std::max(t_exit, t_clean));
   print_row(5, "agent-sigkill", r.exit_code, s, left.size(), bed());
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("lost contact with the agent on node 1 (" + addr(1) + ")"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("lost contact with the agent on node 1 (" + addr(1) + ")"),
+            std::string::npos)
+      << r.err;
   EXPECT_LT(s, 2.0) << r.err;
   EXPECT_TRUE(left.empty()) << describe(left);
 }
@@ -464,7 +479,9 @@ TEST_F(FaultMatrix, F07_SshConnectionCut) {
   const double s = seconds_between(t0, std::max(t_exit, t_clean));
   print_row(7, "ssh-connection-cut", r.exit_code, s, left.size(), bed());
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("lost contact with the agent on node 1 (" + addr(1) + ")"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("lost contact with the agent on node 1 (" + addr(1) + ")"),
+            std::string::npos)
+      << r.err;
   EXPECT_LT(s, 2.0) << r.err;
   EXPECT_TRUE(left.empty()) << describe(left);
 }
@@ -477,8 +494,9 @@ TEST_F(FaultMatrix, F08_NodePartitioned) {
   REQUIRE_BED();
   constexpr double kHeartbeat = 3.0;
   const auto job = unique_job_id("f08");
-  Process p(job_cmd(job, {"--kill-grace", "1", "--heartbeat-timeout", "3", kWorker, "grandchild", "60"}),
-            job_env(job));
+  Process p(
+      job_cmd(job, {"--kill-grace", "1", "--heartbeat-timeout", "3", kWorker, "grandchild", "60"}),
+      job_env(job));
   ASSERT_TRUE(p.wait_for_lines(world(), 30)) << p.finish(1).err;
   ASSERT_FALSE(bed_processes(1).empty());
   const auto t0 = Clock::now();
@@ -489,7 +507,8 @@ TEST_F(FaultMatrix, F08_NodePartitioned) {
   auto r = [&] {
     while (seconds_between(t0, Clock::now()) < 20) {
       pump_for(p, 0.02);
-      if (t_node_clean < 0 && bed_processes(1).empty()) t_node_clean = seconds_between(t0, Clock::now());
+      if (t_node_clean < 0 && bed_processes(1).empty())
+        t_node_clean = seconds_between(t0, Clock::now());
       if (stat_of(p.pid()).first == 'Z') break;
     }
     return p.finish(30);
@@ -506,8 +525,9 @@ TEST_F(FaultMatrix, F08_NodePartitioned) {
             "|head=" + std::to_string(head_s).substr(0, 4) + "|cut-off-node=" +
                 std::to_string(t_node_clean).substr(0, 4) + "|heartbeat-timeout=3");
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("lost contact with the agent on node 1 (" + addr(1) + "): no heartbeat for 3.0 s"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find("lost contact with the agent on node 1 (" + addr(1) + "): no heartbeat for 3.0 s"),
+      std::string::npos)
       << r.err;
   // Detection within the timeout itself; the rest is teardown.
   EXPECT_LT(head_s, kHeartbeat + 1.0) << r.err;
@@ -529,9 +549,11 @@ TEST_F(FaultMatrix, F09_HostUnreachableAtStart) {
   const auto t_exit = Clock::now();
   auto [left, t_clean] = wait_clean(job, 10);
   const double s = seconds_between(t0, std::max(t_exit, t_clean));
-  print_row(9, "host-unreachable-at-start", r.exit_code, s, left.size(), bed(), "|connect-timeout=2");
+  print_row(9, "host-unreachable-at-start", r.exit_code, s, left.size(), bed(),
+            "|connect-timeout=2");
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("node 2 (" + addr(2) + "): timed out after 2.0 s"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("node 2 (" + addr(2) + "): timed out after 2.0 s"), std::string::npos)
+      << r.err;
   EXPECT_EQ(r.out, "") << "no worker may start anywhere";
   EXPECT_LT(s, 2.0 + 2.0) << r.err;
   EXPECT_TRUE(left.empty()) << describe(left);
@@ -553,14 +575,18 @@ TEST_F(FaultMatrix, F10_PortTakenOnNodeZero) {
     std::string fault, option, error;
   };
   for (const auto& c : {Case{"master-port-taken", "--master-port",
-                             "node 0 (node0, localhost): MASTER_PORT " + port + " is not free on node 0: Address "
-                             "already in use"},
+                             "node 0 (node0, localhost): MASTER_PORT " + port +
+                                 " is not free on node 0: Address "
+                                 "already in use"},
                         Case{"store-port-taken", "--store-port",
-                             "node 0 (node0, localhost): cannot start the comm store: store server: cannot listen on "
-                             "0.0.0.0:" + port}}) {
+                             "node 0 (node0, localhost): cannot start the comm store: store "
+                             "server: cannot listen on "
+                             "0.0.0.0:" +
+                                 port}}) {
     const auto job = unique_job_id("f10");
     const auto t0 = Clock::now();
-    auto r = run(job_cmd(job, {c.option, port, kWorker, "ready-sleep", "30"}, /*local=*/true), 30, job_env(job));
+    auto r = run(job_cmd(job, {c.option, port, kWorker, "ready-sleep", "30"}, /*local=*/true), 30,
+                 job_env(job));
     const auto t_exit = Clock::now();
     auto [left, t_clean] = wait_clean(job, 10, /*only_job=*/true);
     const double s = seconds_between(t0, std::max(t_exit, t_clean));
@@ -599,10 +625,12 @@ TEST_F(FaultMatrix, F11_AbortingOneJobSparesTheOther) {
   auto ra = a.finish(30);
   auto [left_all, t_all] = wait_clean(keep, 10);
   const auto left = left_b.size() + left_all.size();
-  print_row(11, "two-jobs-one-aborted", rb.exit_code, s, left, bed(), "|other-exit=" + std::to_string(ra.exit_code));
+  print_row(11, "two-jobs-one-aborted", rb.exit_code, s, left, bed(),
+            "|other-exit=" + std::to_string(ra.exit_code));
   EXPECT_EQ(rb.exit_code, 130) << rb.err;
   EXPECT_LT(s, 2.0) << rb.err;
-  EXPECT_TRUE(touched.empty()) << touched.size() << " process(es) of the other job died with the aborted one";
+  EXPECT_TRUE(touched.empty()) << touched.size()
+                               << " process(es) of the other job died with the aborted one";
   EXPECT_EQ(ra.exit_code, 0) << ra.err;
   EXPECT_EQ(lines_of(ra.out).size(), static_cast<std::size_t>(world())) << ra.out;
   EXPECT_EQ(left, 0u) << describe(left_b) << describe(left_all);
@@ -634,14 +662,16 @@ TEST_F(FaultMatrix, F12_StdoutFlood) {
     for (int k = 0; k < kBedNodes; ++k) {
       bed_exec(k, {"tc", "qdisc", "del", "dev", "eth0", "root"});
       if (!c.shaped) continue;
-      auto tc = bed_exec(k, {"tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "8mbit", "burst", "64kb",
-                             "latency", "100ms"});
+      auto tc = bed_exec(k, {"tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "8mbit",
+                             "burst", "64kb", "latency", "100ms"});
       ASSERT_EQ(tc.exit_code, 0) << tc.err;
     }
     const auto job = unique_job_id("f12");
-    auto cmd = job_cmd(job, {"--kill-grace", "1", "--nproc-per-node", "1", kWorker, "lines", "1000000000", "200"});
+    auto cmd = job_cmd(
+        job, {"--kill-grace", "1", "--nproc-per-node", "1", kWorker, "lines", "1000000000", "200"});
     if (!c.shaped) {
-      cmd.insert(cmd.begin(), {"bash", "-c", "set -o pipefail; \"$@\" | " + kWorker + " slow-read 2000", "bash"});
+      cmd.insert(cmd.begin(), {"bash", "-c",
+                               "set -o pipefail; \"$@\" | " + kWorker + " slow-read 2000", "bash"});
     }
     Process p(cmd, job_env(job));
     pid_t head = p.pid();
@@ -657,7 +687,8 @@ TEST_F(FaultMatrix, F12_StdoutFlood) {
       ASSERT_GT(head, 0);
       // Flooding once every agent has started its worker.
       const auto flooding = Clock::now() + std::chrono::seconds(30);
-      while (Clock::now() < flooding && job_processes(job).size() < static_cast<std::size_t>(kBedNodes)) {
+      while (Clock::now() < flooding &&
+             job_processes(job).size() < static_cast<std::size_t>(kBedNodes)) {
         ::usleep(20 * 1000);
       }
     } else {
@@ -666,12 +697,23 @@ TEST_F(FaultMatrix, F12_StdoutFlood) {
     long peak_rss = 0;
     auto sample = [&] { peak_rss = std::max(peak_rss, status_kib(head, "VmRSS")); };
     std::size_t bytes_before = 0;
-    p.wait_for_output([&](const std::string& out) { bytes_before = out.size(); return true; }, 1);
+    p.wait_for_output(
+        [&](const std::string& out) {
+          bytes_before = out.size();
+          return true;
+        },
+        1);
     const auto flood_start = Clock::now();
     pump_for(p, 3, sample);
     std::size_t bytes_after = 0;
-    p.wait_for_output([&](const std::string& out) { bytes_after = out.size(); return true; }, 1);
-    const double rate = static_cast<double>(bytes_after - bytes_before) / seconds_between(flood_start, Clock::now());
+    p.wait_for_output(
+        [&](const std::string& out) {
+          bytes_after = out.size();
+          return true;
+        },
+        1);
+    const double rate = static_cast<double>(bytes_after - bytes_before) /
+                        seconds_between(flood_start, Clock::now());
     const long hwm = status_kib(head, "VmHWM");
     long agent_hwm = 0;
     for (int k = 0; k < kBedNodes; ++k) {
@@ -681,7 +723,10 @@ TEST_F(FaultMatrix, F12_StdoutFlood) {
     const auto t0 = Clock::now();
     ::kill(head, SIGINT);
     const bool acked = p.wait_for_stderr(
-        [](const std::string& err) { return err.find("SIGINT: stopping the job") != std::string::npos; }, 10);
+        [](const std::string& err) {
+          return err.find("SIGINT: stopping the job") != std::string::npos;
+        },
+        10);
     const double ack_s = seconds_between(t0, Clock::now());
     auto t_last = t0;
     if (c.interrupts == 2) {
@@ -695,11 +740,12 @@ TEST_F(FaultMatrix, F12_StdoutFlood) {
     const double s = seconds_between(t0, std::max(t_exit, t_clean));
     const double after_last = seconds_between(t_last, std::max(t_exit, t_clean));
     char extra[300];
-    std::snprintf(extra, sizeof extra,
-                  "|sigints=%d|ack=%.2f|after-last-sigint=%.2f|stdout_mb_s=%.1f|dlaunch_hwm_mib=%.1f|"
-                  "dlaunch_rss_mib=%.1f|agent_hwm_mib=%.1f",
-                  c.interrupts, ack_s, after_last, rate / 1e6, static_cast<double>(hwm) / 1024,
-                  static_cast<double>(peak_rss) / 1024, static_cast<double>(agent_hwm) / 1024);
+    std::snprintf(
+        extra, sizeof extra,
+        "|sigints=%d|ack=%.2f|after-last-sigint=%.2f|stdout_mb_s=%.1f|dlaunch_hwm_mib=%.1f|"
+        "dlaunch_rss_mib=%.1f|agent_hwm_mib=%.1f",
+        c.interrupts, ack_s, after_last, rate / 1e6, static_cast<double>(hwm) / 1024,
+        static_cast<double>(peak_rss) / 1024, static_cast<double>(agent_hwm) / 1024);
     print_row(12, c.fault, r.exit_code, s, left.size(), bed(), extra);
     if (c.shaped) {
       EXPECT_LT(rate, 8e6) << "the network, not the workers, must be the bottleneck";

@@ -2,7 +2,6 @@
 // real signals. Each test checks what a user would see and that nothing of the
 // job is left running afterwards.
 #include <fcntl.h>
-#include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -14,6 +13,8 @@
 #include <map>
 #include <regex>
 #include <set>
+
+#include <gtest/gtest.h>
 
 #include "dlaunch/process.h"
 #include "support.h"
@@ -170,7 +171,8 @@ TEST(LocalJob, DlaunchKilledWithSigkillLeavesNothingBehind) {
 // to kill, and DLAUNCH_DEBUG=stats reports the head's and each agent's use.
 TEST(LocalJob, SixtyFourLocalNodesEachAgentExitsByItselfAndReportsItsStats) {
   std::string yaml = "hosts:\n";
-  for (int i = 0; i < 64; ++i) yaml += "  - {host: localhost, name: n" + std::to_string(i) + ", slots: 1}\n";
+  for (int i = 0; i < 64; ++i)
+    yaml += "  - {host: localhost, name: n" + std::to_string(i) + ", slots: 1}\n";
   const auto hostfile = temp_file(yaml, ".yaml");
   auto r = run(dlaunch_cmd({"-H", hostfile, "true"}), 120, {"DLAUNCH_DEBUG=stats"});
   std::filesystem::remove(hostfile);
@@ -317,7 +319,8 @@ TEST(LocalJob, ProgramThatFailsToExecIsReportedWithTheExecError) {
   const auto job = unique_job_id("noexec");
   auto r = run(dlaunch_cmd({"-n", "2", "--job-id", job, script}));
   EXPECT_EQ(r.exit_code, 127) << r.err;
-  EXPECT_NE(r.err.find("could not be started: cannot execute '" + script + "': No such file or directory"),
+  EXPECT_NE(r.err.find("could not be started: cannot execute '" + script +
+                       "': No such file or directory"),
             std::string::npos)
       << r.err;
   EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
@@ -345,17 +348,20 @@ TEST(LocalJob, TimeoutStopsAHangingJobWith124AndNamesTheRanksStillRunning) {
   EXPECT_EQ(r.exit_code, 124) << r.err;
   EXPECT_GE(r.seconds, 0.9);
   EXPECT_LT(r.seconds, 3.0);
-  EXPECT_NE(r.err.find("--timeout of 1.0 s expired; 3 rank(s) still running: 0 (node0), 2 (node1), 3 (node1)"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find(
+          "--timeout of 1.0 s expired; 3 rank(s) still running: 0 (node0), 2 (node1), 3 (node1)"),
+      std::string::npos)
       << r.err;
   EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
 }
 
 TEST(LocalJob, MaxRestartsStartsTheWholeJobAgainWithTheCountUp) {
   // Every rank fails on the first attempt and succeeds on the second.
-  auto r = run(dlaunch_cmd({"-H", kLocalhost, "--max-restarts", "2", "sh", "-c",
-                            "echo attempt $TORCHELASTIC_RESTART_COUNT of $TORCHELASTIC_MAX_RESTARTS; "
-                            "sleep 0.3; [ \"$DLAUNCH_RESTART_COUNT\" -ge 1 ] || exit 3"}));
+  auto r =
+      run(dlaunch_cmd({"-H", kLocalhost, "--max-restarts", "2", "sh", "-c",
+                       "echo attempt $TORCHELASTIC_RESTART_COUNT of $TORCHELASTIC_MAX_RESTARTS; "
+                       "sleep 0.3; [ \"$DLAUNCH_RESTART_COUNT\" -ge 1 ] || exit 3"}));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(count_lines_with(r.out, "attempt 0 of 2"), 4) << r.out;
   EXPECT_EQ(count_lines_with(r.out, "attempt 1 of 2"), 4) << r.out;
@@ -379,10 +385,9 @@ TEST(LocalJob, EachRankGetsItsOwnErrorFileInAFolderRemovedAtTheEnd) {
   std::set<std::string> files;
   for (const auto& l : lines_of(r.out)) {
     std::smatch m;
-    ASSERT_TRUE(std::regex_match(
-        l, m,
-        std::regex(R"(\[(\d)\] ((/\S+/dlaunch-)" + job +
-                   R"(-node(\d)-[A-Za-z0-9]{6})/error\.(\d)\.json))")))
+    ASSERT_TRUE(std::regex_match(l, m,
+                                 std::regex(R"(\[(\d)\] ((/\S+/dlaunch-)" + job +
+                                            R"(-node(\d)-[A-Za-z0-9]{6})/error\.(\d)\.json))")))
         << l;
     EXPECT_EQ(m[1], m[5]);
     EXPECT_EQ(std::stoi(m[4]), std::stoi(m[1]) / 2);

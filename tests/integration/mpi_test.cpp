@@ -1,10 +1,10 @@
 // Open MPI programs direct-launched by dlaunch --mpi (agents as PMIx servers):
 // MPI_COMM_WORLD must be the dlaunch world, with no mpirun anywhere.
-#include <gtest/gtest.h>
-
 #include <filesystem>
 #include <regex>
 #include <set>
+
+#include <gtest/gtest.h>
 
 #include "support.h"
 
@@ -62,7 +62,8 @@ double loss_fell_by(const std::string& out) {
 }  // namespace
 
 TEST(Mpi, TrainConvergesAndKeepsEveryRanksParametersIdentical) {
-  auto r = run(dlaunch_cmd({"-H", kLocalhost, "--mpi", TRAIN_BIN, "--backend", "mpi"}), 120, mpi_worker_env());
+  auto r = run(dlaunch_cmd({"-H", kLocalhost, "--mpi", TRAIN_BIN, "--backend", "mpi"}), 120,
+               mpi_worker_env());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_GE(loss_fell_by(r.out), 10.0) << r.out;
   EXPECT_NE(r.out.find("parameters identical on all 4 ranks"), std::string::npos) << r.out;

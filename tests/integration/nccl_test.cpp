@@ -8,12 +8,12 @@
 // machine that both use GPU 0 and that NCCL_HOSTID makes NCCL treat as two
 // hosts (NCCL refuses two ranks on one GPU of one host), talking over
 // loopback sockets, as two single-GPU hosts would over their network.
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "support.h"
 
@@ -63,12 +63,11 @@ std::vector<std::string> concat(std::vector<std::string> a, const std::vector<st
   return a;
 }
 
-#define REQUIRE_GPUS(n)                                                               \
-  std::string why_skip;                                                               \
-  const int gpus = visible_gpus(why_skip);                                            \
-  if (gpus == 0) GTEST_SKIP() << why_skip;                                            \
-  if (gpus < (n))                                                                     \
-    GTEST_SKIP() << "needs " << (n) << " GPUs, " << gpus << " visible to CUDA";
+#define REQUIRE_GPUS(n)                    \
+  std::string why_skip;                    \
+  const int gpus = visible_gpus(why_skip); \
+  if (gpus == 0) GTEST_SKIP() << why_skip; \
+  if (gpus < (n)) GTEST_SKIP() << "needs " << (n) << " GPUs, " << gpus << " visible to CUDA";
 #endif
 
 }  // namespace
@@ -106,7 +105,8 @@ TEST(Nccl, EveryCollectiveTypeAndOpOnSeveralRanks) {
                cuda_env());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   int passed = 0;
-  for (const auto& line : lines_of(r.out)) passed += line.find("checks passed") != std::string::npos;
+  for (const auto& line : lines_of(r.out))
+    passed += line.find("checks passed") != std::string::npos;
   EXPECT_EQ(passed, n) << r.out;
 }
 
@@ -130,7 +130,7 @@ TEST(Nccl, WatchdogEndsACollectiveAPeerNeverCalls) {
   REQUIRE_GPUS(1);
   const auto job = unique_job_id("nccl-stuck-op");
   auto r = run(dlaunch_cmd(concat(ranks_args(gpus, 2), {"--job-id", job, "--collective-timeout",
-                                                         "3", NCCL_WORKER_BIN, "stuck-collective"})),
+                                                        "3", NCCL_WORKER_BIN, "stuck-collective"})),
                120, cuda_env());
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("after the collective timeout of 3.0 s"), std::string::npos) << r.err;
@@ -142,9 +142,9 @@ TEST(Nccl, WatchdogEndsACollectiveAPeerNeverCalls) {
 TEST(Nccl, TrainConvergesWithTheNcclBackend) {
   REQUIRE_GPUS(1);
   const int n = multi_ranks(gpus, 4);
-  auto r = run(dlaunch_cmd(concat(ranks_args(gpus, n),
-                                  {TRAIN_BIN, "--backend", "nccl", "--epochs", "5"})),
-               240, cuda_env());
+  auto r = run(
+      dlaunch_cmd(concat(ranks_args(gpus, n), {TRAIN_BIN, "--backend", "nccl", "--epochs", "5"})),
+      240, cuda_env());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("parameters identical on all " + std::to_string(n) + " ranks"),
             std::string::npos)
@@ -153,10 +153,10 @@ TEST(Nccl, TrainConvergesWithTheNcclBackend) {
 
 TEST(Nccl, AllreduceBenchComparesCommWithDirectNccl) {
   REQUIRE_GPUS(1);
-  auto r = run(dlaunch_cmd(concat(ranks_args(gpus, multi_ranks(gpus, 8)),
-                                  {ALLREDUCE_BENCH_BIN, "--backend", "nccl", "--compare", "--check",
-                                   "--min-bytes", "1M", "--max-bytes", "16M", "--iters", "10",
-                                   "--rounds", "2"})),
+  auto r = run(dlaunch_cmd(concat(
+                   ranks_args(gpus, multi_ranks(gpus, 8)),
+                   {ALLREDUCE_BENCH_BIN, "--backend", "nccl", "--compare", "--check", "--min-bytes",
+                    "1M", "--max-bytes", "16M", "--iters", "10", "--rounds", "2"})),
                240, cuda_env());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("direct ncclAllReduce"), std::string::npos) << r.out;

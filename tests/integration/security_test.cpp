@@ -5,7 +5,6 @@
 // unprivileged user and plants, as that user, what an attacker would, then
 // runs a root job next to it. Elsewhere the tests skip, saying why.
 #include <grp.h>
-#include <gtest/gtest.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -19,6 +18,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "support.h"
 

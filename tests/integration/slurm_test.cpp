@@ -5,7 +5,6 @@
 // agent a job step started by srun). Every test checks that each rank ran and
 // that nothing is left: no process carrying the test's marker variable
 // (srun, agents and workers all inherit it) and no job step.
-#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -13,6 +12,8 @@
 #include <fstream>
 #include <regex>
 #include <set>
+
+#include <gtest/gtest.h>
 
 #include "dlaunch/process.h"
 #include "support.h"
@@ -94,8 +95,8 @@ class Slurm : public ::testing::Test {
       std::ifstream f("/proc/" + std::to_string(p) + "/stat");
       std::getline(f, stat);
       const auto close = stat.rfind(')');
-      if (stat.empty() || (close != std::string::npos && close + 2 < stat.size() &&
-                           stat[close + 2] == 'Z')) {
+      if (stat.empty() ||
+          (close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z')) {
         continue;
       }
       out.push_back(p);
@@ -191,8 +192,8 @@ TEST_F(Slurm, MpiProgramsJoinTheDlaunchWorld) {
     auto r = salloc({"-N1", "-n2"}, with(with(how, {"--mpi"}), {MPI_HELLO_BIN}));
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     for (int rank = 0; rank < 2; ++rank) {
-      EXPECT_NE(r.out.find("mpi rank " + std::to_string(rank) + "/2, RANK=" +
-                           std::to_string(rank) + " WORLD_SIZE=2, allreduce(rank)=1"),
+      EXPECT_NE(r.out.find("mpi rank " + std::to_string(rank) + "/2, RANK=" + std::to_string(rank) +
+                           " WORLD_SIZE=2, allreduce(rank)=1"),
                 std::string::npos)
           << r.out;
     }
@@ -202,8 +203,8 @@ TEST_F(Slurm, MpiProgramsJoinTheDlaunchWorld) {
 TEST_F(Slurm, FailingRankStopsEveryStep) {
   // Rank 1 exits 3 at once; rank 0 would sleep 30 s: dlaunch must stop it,
   // exit 3, and leave no step behind (TearDown checks).
-  auto r = salloc({"-N1", "-n2"},
-                  {"--transport", "slurm", "--kill-grace", "1", kWorker, "fail-rank", "1", "3", "30"});
+  auto r = salloc({"-N1", "-n2"}, {"--transport", "slurm", "--kill-grace", "1", kWorker,
+                                   "fail-rank", "1", "3", "30"});
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
   EXPECT_LT(r.seconds, 20) << r.err;
   EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.err;
@@ -225,7 +226,8 @@ TEST_F(Slurm, KillingDlaunchKillsStepsAndWorkers) {
   {
     Process p(dlaunch_cmd({"--transport", "slurm", kWorker, "ready-sleep", "60"}), e);
     ASSERT_TRUE(p.wait_for_lines(2, 20)) << "workers did not start";
-    const std::string steps = trim(run({"squeue", "-h", "-s", "-j", job, "-o", "%j"}, 10, env()).out);
+    const std::string steps =
+        trim(run({"squeue", "-h", "-s", "-j", job, "-o", "%j"}, 10, env()).out);
     EXPECT_EQ(steps, "dlaunch-agent");
     // The marker reached everything there is to find afterwards: dlaunch,
     // srun (two processes), the agent (and its guard) and both workers.

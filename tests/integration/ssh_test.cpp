@@ -1,7 +1,6 @@
 // Jobs over real SSH: our own sshd on loopback (scripts/testbed/sshd.sh), one
 // address per "host" (127.0.0.2 ...), generated host and user keys, HOME
 // pointed at the test bed so ~/.ssh/known_hosts and id_ed25519 are its own.
-#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -11,6 +10,8 @@
 #include <fstream>
 #include <regex>
 #include <set>
+
+#include <gtest/gtest.h>
 
 #include "support.h"
 
@@ -24,10 +25,13 @@ const std::string kWorker = TEST_WORKER_BIN;
 class Ssh : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string((fs::temp_directory_path() / ("dlaunch-sshd-" + std::to_string(::getpid()))).string());
-    auto r = run({std::string(SOURCE_DIR) + "/scripts/testbed/sshd.sh", "start", *dir_, "8", "0", "2"}, 60);
+    dir_ = new std::string(
+        (fs::temp_directory_path() / ("dlaunch-sshd-" + std::to_string(::getpid()))).string());
+    auto r = run(
+        {std::string(SOURCE_DIR) + "/scripts/testbed/sshd.sh", "start", *dir_, "8", "0", "2"}, 60);
     if (r.exit_code != 0) {
-      skip_ = new std::string("cannot start a loopback sshd (exit " + std::to_string(r.exit_code) + "): " + r.err);
+      skip_ = new std::string("cannot start a loopback sshd (exit " + std::to_string(r.exit_code) +
+                              "): " + r.err);
       return;
     }
     port_ = std::stoi(r.out);
@@ -57,8 +61,8 @@ class Ssh : public ::testing::Test {
   }
   // A hostfile of n SSH hosts from the test bed, plus extra YAML host lines.
   static std::string hostfile(int n, int slots, const std::string& extra = "") {
-    std::string y = "defaults: {transport: ssh, port: " + std::to_string(port_) + ", slots: " +
-                    std::to_string(slots) + "}\nhosts:\n";
+    std::string y = "defaults: {transport: ssh, port: " + std::to_string(port_) +
+                    ", slots: " + std::to_string(slots) + "}\nhosts:\n";
     for (int i = 0; i < n; ++i) y += "  - 127.0.0." + std::to_string(i + 2) + "\n";
     return temp_file(y + extra, ".yaml");
   }
@@ -78,13 +82,13 @@ std::string* Ssh::skip_ = nullptr;
 int Ssh::port_ = 0;
 int Ssh::counter_ = 0;
 
-
 }  // namespace
 
 TEST_F(Ssh, FourNodesTimesTwoSlotsRunEveryRankOnceWithItsNodeRank) {
   auto r = run(dlaunch_cmd({"-H", hostfile(4, 2), HELLO_BIN}), 60, env(home()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::regex re(R"(\[(\d+)\] hello from rank (\d+)/8 \(local rank (\d+)/2, node (\d+)/4\) on \S+, master 127\.0\.0\.2:\d+)");
+  std::regex re(
+      R"(\[(\d+)\] hello from rank (\d+)/8 \(local rank (\d+)/2, node (\d+)/4\) on \S+, master 127\.0\.0\.2:\d+)");
   std::set<int> seen;
   for (const auto& line : lines_of(r.out)) {
     std::smatch m;
@@ -98,8 +102,9 @@ TEST_F(Ssh, FourNodesTimesTwoSlotsRunEveryRankOnceWithItsNodeRank) {
 }
 
 TEST_F(Ssh, WorkersRunOverSshInTheHeadsWorkingDirectory) {
-  auto r = run(dlaunch_cmd({"-H", hostfile(1, 1), "--wdir", "/tmp", "sh", "-c", "echo $SSH_CONNECTION; pwd"}), 60,
-               env(home()));
+  auto r = run(dlaunch_cmd({"-H", hostfile(1, 1), "--wdir", "/tmp", "sh", "-c",
+                            "echo $SSH_CONNECTION; pwd"}),
+               60, env(home()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto lines = lines_of(r.out);
   ASSERT_EQ(lines.size(), 2u) << r.out;
@@ -110,25 +115,29 @@ TEST_F(Ssh, WorkersRunOverSshInTheHeadsWorkingDirectory) {
 TEST_F(Ssh, ChangedHostKeyIsRefusedUnderStrictAndNothingStartsAnywhere) {
   // Node 127.0.0.3 is recorded with another key: a man in the middle, or a reinstall.
   const auto other = fs::path(*dir_) / "other_key";
-  if (!fs::exists(other)) run({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", other.string()});
+  if (!fs::exists(other))
+    run({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", other.string()});
   std::ifstream pub(other.string() + ".pub");
   std::string type, key;
   pub >> type >> key;
   std::string kh;
   for (const auto& line : lines_of(known_hosts_text())) {
-    kh += line.rfind("[127.0.0.3]", 0) == 0 ? "[127.0.0.3]:" + std::to_string(port_) + " " + type + " " + key : line;
+    kh += line.rfind("[127.0.0.3]", 0) == 0
+              ? "[127.0.0.3]:" + std::to_string(port_) + " " + type + " " + key
+              : line;
     kh += "\n";
   }
   const auto job = unique_job_id("hostkey");
-  auto r = run(dlaunch_cmd({"-H", hostfile(4, 2), "--job-id", job, kWorker, "ready-sleep", "30"}), 60,
-               env(private_home(kh)));
+  auto r = run(dlaunch_cmd({"-H", hostfile(4, 2), "--job-id", job, kWorker, "ready-sleep", "30"}),
+               60, env(private_home(kh)));
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("host key for [127.0.0.3]:" + std::to_string(port_) + " has CHANGED"), std::string::npos)
+  EXPECT_NE(r.err.find("host key for [127.0.0.3]:" + std::to_string(port_) + " has CHANGED"),
+            std::string::npos)
       << r.err;
   // The fingerprint shown is the one ssh-keygen prints for the server's key.
   auto fp = run({"ssh-keygen", "-l", "-f", *dir_ + "/host_key.pub"});
-  const std::string sha = fp.out.substr(fp.out.find("SHA256:"), fp.out.find(' ', fp.out.find("SHA256:")) -
-                                                                     fp.out.find("SHA256:"));
+  const std::string sha = fp.out.substr(
+      fp.out.find("SHA256:"), fp.out.find(' ', fp.out.find("SHA256:")) - fp.out.find("SHA256:"));
   EXPECT_NE(r.err.find(sha), std::string::npos) << sha << "\n" << r.err;
   EXPECT_EQ(r.out, "") << "no worker may start anywhere";
   EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
@@ -139,13 +148,18 @@ TEST_F(Ssh, UnknownHostIsRefusedUnderStrictAndRecordedUnderAcceptNew) {
   const auto hosts = hostfile(2, 1);
   auto strict = run(dlaunch_cmd({"-H", hosts, "true"}), 60, env(h));
   EXPECT_EQ(strict.exit_code, 1);
-  EXPECT_NE(strict.err.find("no host key for [127.0.0.2]:" + std::to_string(port_)), std::string::npos) << strict.err;
-  auto accept = run(dlaunch_cmd({"-H", hosts, "--host-key-check", "accept-new", "true"}), 60, env(h));
+  EXPECT_NE(strict.err.find("no host key for [127.0.0.2]:" + std::to_string(port_)),
+            std::string::npos)
+      << strict.err;
+  auto accept =
+      run(dlaunch_cmd({"-H", hosts, "--host-key-check", "accept-new", "true"}), 60, env(h));
   ASSERT_EQ(accept.exit_code, 0) << accept.err;
   std::ifstream in(h + "/.ssh/known_hosts");
   std::string text((std::istreambuf_iterator<char>(in)), {});
-  EXPECT_NE(text.find("[127.0.0.2]:" + std::to_string(port_) + " ssh-ed25519 "), std::string::npos) << text;
-  EXPECT_NE(text.find("[127.0.0.3]:" + std::to_string(port_) + " ssh-ed25519 "), std::string::npos) << text;
+  EXPECT_NE(text.find("[127.0.0.2]:" + std::to_string(port_) + " ssh-ed25519 "), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("[127.0.0.3]:" + std::to_string(port_) + " ssh-ed25519 "), std::string::npos)
+      << text;
   auto again = run(dlaunch_cmd({"-H", hosts, "true"}), 60, env(h));  // now strict passes
   EXPECT_EQ(again.exit_code, 0) << again.err;
 }
@@ -160,9 +174,11 @@ TEST_F(Ssh, HostThatNeverAnswersFailsWithinTheConnectTimeoutAndNothingIsLeft) {
   ::listen(silent, 8);
   socklen_t len = sizeof a;
   ::getsockname(silent, reinterpret_cast<sockaddr*>(&a), &len);
-  const auto hosts = hostfile(2, 2, "  - {host: 127.0.0.9, port: " + std::to_string(ntohs(a.sin_port)) + "}\n");
+  const auto hosts =
+      hostfile(2, 2, "  - {host: 127.0.0.9, port: " + std::to_string(ntohs(a.sin_port)) + "}\n");
   const auto job = unique_job_id("silent");
-  auto r = run(dlaunch_cmd({"-H", hosts, "--connect-timeout", "1", "--job-id", job, kWorker, "ready-sleep", "30"}),
+  auto r = run(dlaunch_cmd({"-H", hosts, "--connect-timeout", "1", "--job-id", job, kWorker,
+                            "ready-sleep", "30"}),
                60, env(home()));
   ::close(silent);
   EXPECT_EQ(r.exit_code, 1) << r.err;
@@ -176,14 +192,16 @@ TEST_F(Ssh, RefusedConnectionNamesTheHost) {
   const auto hosts = hostfile(1, 1, "  - {host: 127.0.0.8, port: 1}\n");
   auto r = run(dlaunch_cmd({"-H", hosts, "true"}), 60, env(home()));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("node 1 (127.0.0.8): cannot connect to 127.0.0.8:1: Connection refused"), std::string::npos)
+  EXPECT_NE(r.err.find("node 1 (127.0.0.8): cannot connect to 127.0.0.8:1: Connection refused"),
+            std::string::npos)
       << r.err;
 }
 
 TEST_F(Ssh, FailingRankOnAnSshNodeStopsEveryNode) {
   const auto job = unique_job_id("sshfail");
-  auto r = run(dlaunch_cmd({"-H", hostfile(3, 2), "--job-id", job, kWorker, "fail-rank", "3", "7", "60"}), 60,
-               env(home()));
+  auto r = run(
+      dlaunch_cmd({"-H", hostfile(3, 2), "--job-id", job, kWorker, "fail-rank", "3", "7", "60"}),
+      60, env(home()));
   EXPECT_EQ(r.exit_code, 7) << r.err;
   EXPECT_NE(r.err.find("rank 3 exited with code 7"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("| last words of rank 3"), std::string::npos) << r.err;
@@ -193,7 +211,8 @@ TEST_F(Ssh, FailingRankOnAnSshNodeStopsEveryNode) {
 
 TEST_F(Ssh, KillingDlaunchLeavesNoWorkerOnAnyNode) {
   const auto job = unique_job_id("sshkill");
-  Process p(dlaunch_cmd({"-H", hostfile(3, 2), "--job-id", job, "--kill-grace", "1", kWorker, "grandchild", "60"}),
+  Process p(dlaunch_cmd({"-H", hostfile(3, 2), "--job-id", job, "--kill-grace", "1", kWorker,
+                         "grandchild", "60"}),
             env(home()));
   ASSERT_TRUE(p.wait_for_lines(6, 30));
   EXPECT_GE(job_processes(job).size(), 18u);
@@ -218,20 +237,24 @@ TEST_F(Ssh, CheckReportsAMissingAgentOnOneHost) {
 TEST_F(Ssh, MissingAgentIsReportedPerHostBeforeAnythingStarts) {
   const auto hosts = hostfile(2, 1, "  - {host: 127.0.0.4, agent: /nonexistent/dlaunch-agent}\n");
   const auto job = unique_job_id("noagent");
-  auto r = run(dlaunch_cmd({"-H", hosts, "--job-id", job, kWorker, "ready-sleep", "30"}), 60, env(home()));
+  auto r = run(dlaunch_cmd({"-H", hosts, "--job-id", job, kWorker, "ready-sleep", "30"}), 60,
+               env(home()));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("node 2 (127.0.0.4): dlaunch-agent not found at '/nonexistent/dlaunch-agent'"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find("node 2 (127.0.0.4): dlaunch-agent not found at '/nonexistent/dlaunch-agent'"),
+      std::string::npos)
       << r.err;
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
 }
 
 TEST_F(Ssh, LocalAndSshNodesInOneJob) {
-  const auto hosts = temp_file("hosts:\n  - {host: localhost, slots: 2}\n  - {host: 127.0.0.2, transport: ssh, port: " +
-                                   std::to_string(port_) + ", slots: 2}\n",
-                               ".yaml");
-  auto r = run(dlaunch_cmd({"-H", hosts, "sh", "-c", "echo $NODE_RANK ${SSH_CONNECTION:+ssh}"}), 60, env(home()));
+  const auto hosts = temp_file(
+      "hosts:\n  - {host: localhost, slots: 2}\n  - {host: 127.0.0.2, transport: ssh, port: " +
+          std::to_string(port_) + ", slots: 2}\n",
+      ".yaml");
+  auto r = run(dlaunch_cmd({"-H", hosts, "sh", "-c", "echo $NODE_RANK ${SSH_CONNECTION:+ssh}"}), 60,
+               env(home()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::multiset<std::string> got;
   for (const auto& l : lines_of(r.out)) got.insert(l.substr(l.find(']') + 2));
@@ -254,9 +277,10 @@ TEST_F(Ssh, RejectedKeysNameTheHostTheUserAndTheOfferedMethods) {
   const auto h = private_home(known_hosts_text());
   fs::remove(fs::path(h) / ".ssh/id_ed25519");
   const auto stranger = fs::path(*dir_) / "stranger_key";
-  if (!fs::exists(stranger)) run({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", stranger.string()});
-  const auto hosts = temp_file("defaults: {transport: ssh, port: " + std::to_string(port_) + ", identity: " +
-                                   stranger.string() + "}\nhosts: [127.0.0.2]\n",
+  if (!fs::exists(stranger))
+    run({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", stranger.string()});
+  const auto hosts = temp_file("defaults: {transport: ssh, port: " + std::to_string(port_) +
+                                   ", identity: " + stranger.string() + "}\nhosts: [127.0.0.2]\n",
                                ".yaml");
   auto r = run(dlaunch_cmd({"-H", hosts, "true"}), 60, env(h));
   EXPECT_EQ(r.exit_code, 1);
@@ -287,7 +311,8 @@ TEST_F(Ssh, TrainOverSshNodesConverges) {
 
 TEST_F(Ssh, MpiAbortOverSshEndsTheJobWithItsCode) {
   const auto job = unique_job_id("sshabort");
-  auto r = run(dlaunch_cmd({"-H", hostfile(2, 2), "--mpi", "--job-id", job, MPI_HELLO_BIN, "3"}), 120, env(home()));
+  auto r = run(dlaunch_cmd({"-H", hostfile(2, 2), "--mpi", "--job-id", job, MPI_HELLO_BIN, "3"}),
+               120, env(home()));
   EXPECT_EQ(r.exit_code, 7) << r.err;
   EXPECT_EQ(wait_job_gone(job, 3), std::vector<pid_t>{});
 }

@@ -95,7 +95,8 @@ bool Process::wait_for_stderr(const std::function<bool(const std::string&)>& pre
 
 bool Process::wait_for_lines(int n, double timeout_s) {
   return wait_for_output(
-      [n](const std::string& out) { return std::count(out.begin(), out.end(), '\n') >= n; }, timeout_s);
+      [n](const std::string& out) { return std::count(out.begin(), out.end(), '\n') >= n; },
+      timeout_s);
 }
 
 void Process::signal(int sig) { ::kill(pid_, sig); }

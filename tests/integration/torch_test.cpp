@@ -3,10 +3,10 @@
 // the failure report. They run Debian's python3-torch through /usr/bin/python3
 // explicitly (another python3 may come first on PATH); without torch there
 // they are skipped and say why.
-#include <gtest/gtest.h>
-
 #include <filesystem>
 #include <regex>
+
+#include <gtest/gtest.h>
 
 #include "support.h"
 

@@ -1,12 +1,13 @@
 // --ranks, --timestamps, --color: what the console shows of worker output.
 #include "launcher/output/console_style.h"
 
-#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <regex>
+
+#include <gtest/gtest.h>
 
 #include "dlaunch/process.h"
 #include "launcher/hostfile/hostfile.h"

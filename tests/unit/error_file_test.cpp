@@ -2,12 +2,13 @@
 // back) and the head's (what PyTorch wrote, and how the report shows it).
 #include "launcher/controller/error_file.h"
 
-#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+
+#include <gtest/gtest.h>
 
 #include "agent/worker.h"
 #include "launcher/controller/report.h"

@@ -1,8 +1,9 @@
-#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+
+#include <gtest/gtest.h>
 
 #include "agent/output_pump.h"
 #include "dlaunch/process.h"

@@ -143,8 +143,7 @@ TEST(Plan, CollectiveTimeoutReachesEveryNodeOnlyWhenGiven) {
   PlanOptions po{.job_id = "j", .command = {"x"}};
   po.collective_timeout_s = 2.5;
   auto plan = make_plan(hf, po);
-  for (const auto& node : plan.nodes)
-    EXPECT_EQ(get(node.env, "DLAUNCH_COLLECTIVE_TIMEOUT"), "2.5");
+  for (const auto& node : plan.nodes) EXPECT_EQ(get(node.env, "DLAUNCH_COLLECTIVE_TIMEOUT"), "2.5");
   po.collective_timeout_s = 0;
   EXPECT_EQ(get(make_plan(hf, po).nodes[0].env, "DLAUNCH_COLLECTIVE_TIMEOUT"), "0");
 }

@@ -2,7 +2,6 @@
 #include "dlaunch/private_dir.h"
 
 #include <fcntl.h>
-#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +9,8 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+
+#include <gtest/gtest.h>
 
 namespace fs = std::filesystem;
 using dlaunch::make_private_dir;

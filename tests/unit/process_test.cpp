@@ -1,11 +1,12 @@
 #include "dlaunch/process.h"
 
-#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 
 #include <fstream>
 #include <regex>
+
+#include <gtest/gtest.h>
 
 #include "agent/worker.h"
 #include "dlaunch/debug.h"
@@ -133,7 +134,8 @@ TEST(DebugTopics, CommaSeparatedWordsOnly) {
 
 TEST(DebugTopics, SelfUsageNamesCpuAndPeakMemory) {
   const std::string u = self_usage();
-  EXPECT_TRUE(std::regex_match(u, std::regex(R"(cpu_user_s=[0-9.]+ cpu_sys_s=[0-9.]+ maxrss_kib=[1-9][0-9]*)")))
+  EXPECT_TRUE(std::regex_match(
+      u, std::regex(R"(cpu_user_s=[0-9.]+ cpu_sys_s=[0-9.]+ maxrss_kib=[1-9][0-9]*)")))
       << u;
 }
 

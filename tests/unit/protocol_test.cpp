@@ -1,11 +1,11 @@
 #include "agent/protocol/protocol.h"
 
-#include <gtest/gtest.h>
-
-#include <boost/asio/io_context.hpp>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
 
 #include "agent/protocol/channel.h"
 #include "dlaunch/process.h"

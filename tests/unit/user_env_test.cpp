@@ -1,12 +1,13 @@
 // -x, --env-file and the default forwarding: what ends up in a node's env.
 #include "launcher/plan/user_env.h"
 
-#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <functional>
+
+#include <gtest/gtest.h>
 
 #include "env_list_support.h"
 #include "launcher/plan/plan.h"

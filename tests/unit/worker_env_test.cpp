@@ -1,8 +1,8 @@
 #include "comm/worker_env.h"
 
-#include <gtest/gtest.h>
-
 #include <cstdlib>
+
+#include <gtest/gtest.h>
 
 namespace {
 

@@ -1,7 +1,5 @@
 #include "backend/mpi/mpi_process_group.h"
 
-#include "backend/call.h"
-
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
@@ -11,6 +9,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+
+#include "backend/call.h"
 
 namespace comm::mpi {
 namespace {

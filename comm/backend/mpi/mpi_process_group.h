@@ -5,11 +5,11 @@
 // buffers.
 #pragma once
 
-#include <mpi.h>
-
-#include <climits>
 #include <cstddef>
 #include <string>
+
+#include <climits>
+#include <mpi.h>
 
 #include "comm/process_group.h"
 

@@ -180,7 +180,8 @@ NcclProcessGroup::NcclProcessGroup(const GroupOptions& options) {
   try {
     select_device();
     auto cuda = [&](cudaError_t e, const char* what) {
-      if (e != cudaSuccess) throw CommError(rank_, call.str(), std::string(what) + ": " + cuda_text(e));
+      if (e != cudaSuccess)
+        throw CommError(rank_, call.str(), std::string(what) + ": " + cuda_text(e));
     };
     if (options.stream != nullptr) {
       stream_ = static_cast<cudaStream_t>(options.stream);
@@ -194,7 +195,8 @@ NcclProcessGroup::NcclProcessGroup(const GroupOptions& options) {
     ncclUniqueId id{};
     if (size_ == 1) {
       if (const ncclResult_t rc = ncclGetUniqueId(&id); rc != ncclSuccess)
-        throw CommError(rank_, call.str(), std::string("ncclGetUniqueId: ") + ncclGetErrorString(rc));
+        throw CommError(rank_, call.str(),
+                        std::string("ncclGetUniqueId: ") + ncclGetErrorString(rc));
     } else {
       const char* restart = std::getenv("DLAUNCH_RESTART_COUNT");
       const std::string key = unique_id_key(sequence, restart == nullptr ? "" : restart);
@@ -209,17 +211,17 @@ NcclProcessGroup::NcclProcessGroup(const GroupOptions& options) {
           // Rank 0 may be slow to start: wait as long as the collective timeout allows.
           const auto wait_for = timeout_.count() > 0 ? timeout_ : std::chrono::hours(24);
           if (!from_hex(store.get(key, wait_for), id))
-            throw CommError(rank_, call.str(), "the store's value of '" + key +
-                                                   "' is not a hex ncclUniqueId");
+            throw CommError(rank_, call.str(),
+                            "the store's value of '" + key + "' is not a hex ncclUniqueId");
         }
       } catch (const StoreError& e) {
-        throw CommError(rank_, call.str(),
-                        std::string("exchanging the NCCL unique id through the job's store: ") +
-                            e.what());
+        throw CommError(
+            rank_, call.str(),
+            std::string("exchanging the NCCL unique id through the job's store: ") + e.what());
       } catch (const EnvError& e) {
-        throw CommError(rank_, call.str(),
-                        std::string("the nccl backend needs the job's store (run under dlaunch): ") +
-                            e.what());
+        throw CommError(
+            rank_, call.str(),
+            std::string("the nccl backend needs the job's store (run under dlaunch): ") + e.what());
       }
     }
 
@@ -258,7 +260,8 @@ NcclProcessGroup::~NcclProcessGroup() {
 }
 
 void NcclProcessGroup::refuse_if_aborted(const Call& call) const {
-  if (aborted_) throw CommError(rank_, call.str(), "the communicator was aborted by an earlier failure");
+  if (aborted_)
+    throw CommError(rank_, call.str(), "the communicator was aborted by an earlier failure");
 }
 
 void NcclProcessGroup::abort_and_throw(const Call& call, const std::string& reason) {
@@ -276,7 +279,8 @@ void NcclProcessGroup::check_nccl(ncclResult_t rc, const Call& call, const char*
     // Refused before anything was enqueued: the communicator is still good.
     throw CommError(rank_, call.str(), std::string(function) + ": " + nccl_text(rc, comm_));
   }
-  if (rc != ncclInProgress) abort_and_throw(call, std::string(function) + ": " + nccl_text(rc, comm_));
+  if (rc != ncclInProgress)
+    abort_and_throw(call, std::string(function) + ": " + nccl_text(rc, comm_));
   // A call that NCCL enqueues in the background (the first one on a
   // connection, say) is usually posted within microseconds: spin for the
   // first stretch so that it costs no sleep, then poll every 100 us.
@@ -291,8 +295,9 @@ void NcclProcessGroup::check_nccl(ncclResult_t rc, const Call& call, const char*
       abort_and_throw(call, std::string(function) + ": " + nccl_text(state, comm_));
     const auto waited = Clock::now() - start;
     if (timeout_.count() > 0 && waited > timeout_) {
-      abort_and_throw(call, std::string(function) + " did not complete within the collective "
-                                                    "timeout of " +
+      abort_and_throw(call, std::string(function) +
+                                " did not complete within the collective "
+                                "timeout of " +
                                 seconds_text(timeout_) + " (a rank missing or stuck?)");
     }
     if (waited > kSpin) std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -324,7 +329,8 @@ void NcclProcessGroup::wait(const Call& call) {
       const ncclResult_t rc = ncclCommGetAsyncError(comm_, &state);
       if (rc != ncclSuccess) state = rc;
       if (state != ncclSuccess && state != ncclInProgress)
-        abort_and_throw(call, "NCCL reported an error (a peer failed?): " + nccl_text(state, comm_));
+        abort_and_throw(call,
+                        "NCCL reported an error (a peer failed?): " + nccl_text(state, comm_));
       const auto waited = Clock::now() - start;
       if (timeout_.count() > 0 && waited > timeout_) {
         abort_and_throw(call, "not complete after the collective timeout of " +
@@ -347,9 +353,9 @@ void NcclProcessGroup::check_device_pointer(const Call& call, const void* p,
                     std::string(name) + " is not a CUDA pointer (" + cuda_text(e) + ")");
   }
   if (attr.type == cudaMemoryTypeUnregistered || attr.type == cudaMemoryTypeHost) {
-    throw CommError(rank_, call.str(),
-                    std::string(name) +
-                        " is host memory: the nccl backend takes device buffers (cudaMalloc)");
+    throw CommError(
+        rank_, call.str(),
+        std::string(name) + " is host memory: the nccl backend takes device buffers (cudaMalloc)");
   }
   if (attr.type == cudaMemoryTypeDevice && attr.device != device_) {
     throw CommError(rank_, call.str(),
@@ -434,8 +440,7 @@ void NcclProcessGroup::reduce_scatter(const void* send, void* recv, std::size_t 
     throw CommError(rank_, call.str(), "send and recv overlap");
   check_device_pointer(call, send, "send");
   check_device_pointer(call, recv, "recv");
-  check_nccl(ncclReduceScatter(send, recv, count, t, o, comm_, stream_), call,
-             "ncclReduceScatter");
+  check_nccl(ncclReduceScatter(send, recv, count, t, o, comm_, stream_), call, "ncclReduceScatter");
   wait(call);
 }
 
@@ -496,8 +501,9 @@ namespace {
 nccl::NcclProcessGroup& as_nccl(ProcessGroup& pg, const char* what) {
   auto* g = dynamic_cast<nccl::NcclProcessGroup*>(&pg);
   if (g == nullptr) {
-    throw CommError(pg.rank(), what,
-                    std::string("the group's backend is ") + to_string(pg.backend()) + ", not nccl");
+    throw CommError(
+        pg.rank(), what,
+        std::string("the group's backend is ") + to_string(pg.backend()) + ", not nccl");
   }
   return *g;
 }

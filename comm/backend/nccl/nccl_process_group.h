@@ -3,12 +3,12 @@
 // pieces the tests reach on their own.
 #pragma once
 
-#include <cuda_runtime_api.h>
-#include <nccl.h>
-
 #include <chrono>
 #include <memory>
 #include <string>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
 
 #include "backend/call.h"
 #include "comm/process_group.h"

@@ -20,13 +20,14 @@
 //    closes that connection only.
 #pragma once
 
-#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <boost/asio/io_context.hpp>
 
 namespace comm {
 

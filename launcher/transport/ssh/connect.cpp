@@ -3,17 +3,17 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <random>
 #include <utility>  // boost 1.74 awaitable.hpp uses std::exchange without it
+#include <vector>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <cstdio>
-#include <cstdlib>
 #include <fmt/format.h>
-#include <random>
-#include <vector>
 
 #include "dlaunch/debug.h"
 
@@ -62,9 +62,7 @@ bool retriable(const boost::system::error_code& ec) {
 class StageLog {
  public:
   explicit StageLog(const ConnectOptions& o)
-      : on_(debug_ssh()),
-        host_(o.host),
-        start_(Clock::now()) {}
+      : on_(debug_ssh()), host_(o.host), start_(Clock::now()) {}
   void operator()(const char* stage) const {
     if (!on_) return;
     std::fprintf(stderr, "dlaunch: ssh %s: %s at %.1f ms\n", host_.c_str(), stage,
@@ -77,7 +75,9 @@ class StageLog {
   Clock::time_point start_;
 };
 
-std::string where(const ConnectOptions& o) { return o.port == 22 ? o.host : fmt::format("{}:{}", o.host, o.port); }
+std::string where(const ConnectOptions& o) {
+  return o.port == 22 ? o.host : fmt::format("{}:{}", o.host, o.port);
+}
 
 bool file_exists(const std::string& p) { return ::access(p.c_str(), R_OK) == 0; }
 
@@ -85,8 +85,8 @@ bool file_exists(const std::string& p) { return ::access(p.c_str(), R_OK) == 0; 
 asio::awaitable<bool> try_key_file(Connection& c, const std::string& path) {
   for (;;) {
     const int rc = libssh2_userauth_publickey_fromfile_ex(c.session.get(), c.user.c_str(),
-                                                          static_cast<unsigned>(c.user.size()), nullptr,
-                                                          path.c_str(), nullptr);
+                                                          static_cast<unsigned>(c.user.size()),
+                                                          nullptr, path.c_str(), nullptr);
     if (rc == 0) co_return true;
     if (rc != LIBSSH2_ERROR_EAGAIN) co_return false;
     co_await c.wait();
@@ -102,7 +102,8 @@ bool try_agent(Connection& c, std::chrono::milliseconds budget, std::string& tri
   Agent agent(libssh2_agent_init(c.session.get()));
   if (!agent) return false;
   libssh2_session_set_blocking(c.session.get(), 1);
-  libssh2_session_set_timeout(c.session.get(), static_cast<long>(std::max<long>(1, budget.count())));
+  libssh2_session_set_timeout(c.session.get(),
+                              static_cast<long>(std::max<long>(1, budget.count())));
   bool ok = false;
   int keys = 0;
   if (libssh2_agent_connect(agent.get()) == 0 && libssh2_agent_list_identities(agent.get()) == 0) {
@@ -119,17 +120,21 @@ bool try_agent(Connection& c, std::chrono::milliseconds budget, std::string& tri
   }
   libssh2_session_set_timeout(c.session.get(), 0);
   libssh2_session_set_blocking(c.session.get(), 0);
-  tried += fmt::format("{}ssh-agent ({} key{})", tried.empty() ? "" : ", ", keys, keys == 1 ? "" : "s");
+  tried +=
+      fmt::format("{}ssh-agent ({} key{})", tried.empty() ? "" : ", ", keys, keys == 1 ? "" : "s");
   return ok;
 }
 
-asio::awaitable<void> authenticate(Connection& c, const ConnectOptions& o, Clock::time_point deadline) {
+asio::awaitable<void> authenticate(Connection& c, const ConnectOptions& o,
+                                   Clock::time_point deadline) {
   const char* methods = nullptr;
   for (;;) {
-    methods = libssh2_userauth_list(c.session.get(), c.user.c_str(), static_cast<unsigned>(c.user.size()));
+    methods = libssh2_userauth_list(c.session.get(), c.user.c_str(),
+                                    static_cast<unsigned>(c.user.size()));
     if (methods != nullptr || libssh2_userauth_authenticated(c.session.get())) break;
     if (libssh2_session_last_errno(c.session.get()) != LIBSSH2_ERROR_EAGAIN) {
-      throw ConnectError("auth", "cannot list authentication methods: " + last_error(c.session.get()));
+      throw ConnectError("auth",
+                         "cannot list authentication methods: " + last_error(c.session.get()));
     }
     co_await c.wait();
   }
@@ -140,7 +145,8 @@ asio::awaitable<void> authenticate(Connection& c, const ConnectOptions& o, Clock
   const std::string offered = methods;
   std::string tried;
   if (offered.find("publickey") != std::string::npos) {
-    const auto budget = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto budget =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (try_agent(c, budget, tried)) {
       c.auth_method = "ssh-agent";
       co_return;
@@ -148,7 +154,9 @@ asio::awaitable<void> authenticate(Connection& c, const ConnectOptions& o, Clock
     std::vector<std::string> files;
     if (!o.identity.empty()) {
       if (!file_exists(o.identity)) {
-        throw ConnectError("auth", fmt::format("identity file '{}' (from the hostfile) cannot be read", o.identity));
+        throw ConnectError(
+            "auth",
+            fmt::format("identity file '{}' (from the hostfile) cannot be read", o.identity));
       }
       files.push_back(o.identity);
     }
@@ -165,8 +173,9 @@ asio::awaitable<void> authenticate(Connection& c, const ConnectOptions& o, Clock
       }
     }
   }
-  throw ConnectError("auth", fmt::format("authentication failed for {}@{}: the server offers [{}]; tried [{}]",
-                                         c.user, where(o), offered, tried.empty() ? "no keys found" : tried));
+  throw ConnectError(
+      "auth", fmt::format("authentication failed for {}@{}: the server offers [{}]; tried [{}]",
+                          c.user, where(o), offered, tried.empty() ? "no keys found" : tried));
 }
 
 }  // namespace
@@ -188,7 +197,8 @@ asio::awaitable<void> Connection::wait() {
   }
 }
 
-asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io, const ConnectOptions& o) {
+asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io,
+                                                     const ConnectOptions& o) {
   init_library();
   const auto deadline = Clock::now() + o.timeout;
   StageLog log(o);
@@ -238,14 +248,15 @@ asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io, const
         ec = (rc == LIBSSH2_ERROR_SOCKET_DISCONNECT || rc == LIBSSH2_ERROR_SOCKET_RECV)
                  ? asio::error::connection_reset
                  : boost::system::error_code();
-        if (!ec) throw ConnectError("handshake", fmt::format("SSH handshake with {} failed: {}", where(o),
-                                                             last_error(c->session.get())));
+        if (!ec)
+          throw ConnectError("handshake", fmt::format("SSH handshake with {} failed: {}", where(o),
+                                                      last_error(c->session.get())));
         c->session.reset();
       }
       if (guard.expired()) break;
       if (!retriable(ec) || attempt + 1 >= o.attempts) {
-        throw ConnectError(stage, fmt::format("cannot connect to {}: {} ({} attempt{})", where(o), ec.message(),
-                                              attempt + 1, attempt == 0 ? "" : "s"));
+        throw ConnectError(stage, fmt::format("cannot connect to {}: {} ({} attempt{})", where(o),
+                                              ec.message(), attempt + 1, attempt == 0 ? "" : "s"));
       }
       asio::steady_timer pause(io);
       pause.expires_after(backoff(attempt));
@@ -254,28 +265,31 @@ asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io, const
     if (guard.expired()) throw boost::system::system_error(asio::error::timed_out);
 
     stage = "hostkey";
-    auto verdict = verify_host_key(c->session.get(), o.host, o.port,
-                                   o.known_hosts.empty() ? default_known_hosts_path() : o.known_hosts,
-                                   o.host_key_policy);
+    auto verdict = verify_host_key(
+        c->session.get(), o.host, o.port,
+        o.known_hosts.empty() ? default_known_hosts_path() : o.known_hosts, o.host_key_policy);
     if (!verdict.ok) throw ConnectError("hostkey", verdict.message);
     if (verdict.added) c->host_key_note = verdict.message;
 
     stage = "auth";
     co_await authenticate(*c, o, deadline);
     log("authenticated");
-    if (o.keepalive_s > 0) libssh2_keepalive_config(c->session.get(), 1, static_cast<unsigned>(o.keepalive_s));
+    if (o.keepalive_s > 0)
+      libssh2_keepalive_config(c->session.get(), 1, static_cast<unsigned>(o.keepalive_s));
   } catch (const boost::system::system_error& e) {
     if (guard.expired()) {
       throw ConnectError(stage, fmt::format("timed out after {:.1f} s ({} with {})",
                                             static_cast<double>(o.timeout.count()) / 1000.0,
                                             stage == "connect" ? "connecting" : stage, where(o)));
     }
-    throw ConnectError(stage, fmt::format("{} with {} failed: {}", stage, where(o), e.code().message()));
+    throw ConnectError(stage,
+                       fmt::format("{} with {} failed: {}", stage, where(o), e.code().message()));
   }
   co_return c;
 }
 
-asio::awaitable<Channel> exec(Connection& c, const std::string& command, Clock::time_point deadline) {
+asio::awaitable<Channel> exec(Connection& c, const std::string& command,
+                              Clock::time_point deadline) {
   Deadline guard(c.socket, deadline);
   try {
     Channel ch;
@@ -288,11 +302,13 @@ asio::awaitable<Channel> exec(Connection& c, const std::string& command, Clock::
       co_await c.wait();
     }
     int rc;
-    while ((rc = libssh2_channel_exec(ch.get(), command.c_str())) == LIBSSH2_ERROR_EAGAIN) co_await c.wait();
+    while ((rc = libssh2_channel_exec(ch.get(), command.c_str())) == LIBSSH2_ERROR_EAGAIN)
+      co_await c.wait();
     if (rc != 0) throw ConnectError("exec", "cannot run the agent: " + last_error(c.session.get()));
     co_return ch;
   } catch (const boost::system::system_error& e) {
-    throw ConnectError("exec", guard.expired() ? "timed out starting the agent" : e.code().message());
+    throw ConnectError("exec",
+                       guard.expired() ? "timed out starting the agent" : e.code().message());
   }
 }
 

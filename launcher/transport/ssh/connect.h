@@ -10,14 +10,14 @@
 // ConnectError naming the host, the stage and what the server said.
 #pragma once
 
+#include <chrono>
+#include <stdexcept>
+#include <string>
 #include <utility>  // boost 1.74 awaitable.hpp uses std::exchange without it
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <chrono>
-#include <stdexcept>
-#include <string>
 
 #include "launcher/transport/ssh/known_hosts.h"
 #include "launcher/transport/ssh/libssh2_handles.h"

@@ -13,7 +13,8 @@ namespace dlaunch::ssh {
 namespace {
 
 std::string base64_unpadded(const unsigned char* data, std::size_t n) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
   std::size_t i = 0;
   for (; i + 2 < n; i += 3) {
@@ -77,7 +78,8 @@ std::string sha256_fingerprint(LIBSSH2_SESSION* session) {
 
 HostKeyVerdict verify_host_key(LIBSSH2_SESSION* session, const std::string& host, int port,
                                const std::string& path, HostKeyPolicy policy) {
-  if (policy == HostKeyPolicy::kOff) return {true, false, "host key not checked (--host-key-check off)"};
+  if (policy == HostKeyPolicy::kOff)
+    return {true, false, "host key not checked (--host-key-check off)"};
   std::size_t key_len = 0;
   int session_type = 0;
   const char* key = libssh2_session_hostkey(session, &key_len, &session_type);
@@ -94,29 +96,33 @@ HostKeyVerdict verify_host_key(LIBSSH2_SESSION* session, const std::string& host
   }
   const int type_mask = LIBSSH2_KNOWNHOST_TYPE_PLAIN | LIBSSH2_KNOWNHOST_KEYENC_RAW | key_type;
   libssh2_knownhost* found = nullptr;
-  const int check = libssh2_knownhost_checkp(kh.get(), host.c_str(), port, key, key_len, type_mask, &found);
+  const int check =
+      libssh2_knownhost_checkp(kh.get(), host.c_str(), port, key, key_len, type_mask, &found);
   const std::string where = port == 22 ? host : "[" + host + "]:" + std::to_string(port);
   switch (check) {
     case LIBSSH2_KNOWNHOST_CHECK_MATCH:
       return {true, false, {}};
     case LIBSSH2_KNOWNHOST_CHECK_MISMATCH:
       return {false, false,
-              "host key for " + where + " has CHANGED: the server offers " + type_name + " " + fingerprint +
-                  ", which does not match " + path +
+              "host key for " + where + " has CHANGED: the server offers " + type_name + " " +
+                  fingerprint + ", which does not match " + path +
                   ". Refusing to connect: someone may be intercepting, or the host was reinstalled "
-                  "(if so, remove the old key with: ssh-keygen -R '" + where + "')"};
+                  "(if so, remove the old key with: ssh-keygen -R '" +
+                  where + "')"};
     case LIBSSH2_KNOWNHOST_CHECK_NOTFOUND:
       break;
     default:
-      return {false, false, "cannot check the host key of " + where + " (" + last_error(session) + ")"};
+      return {false, false,
+              "cannot check the host key of " + where + " (" + last_error(session) + ")"};
   }
   if (policy == HostKeyPolicy::kStrict) {
     return {false, false,
-            "no host key for " + where + " in " + path + " (the server offers " + type_name + " " + fingerprint +
-                "); connect once with ssh, or run with --host-key-check accept-new"};
+            "no host key for " + where + " in " + path + " (the server offers " + type_name + " " +
+                fingerprint + "); connect once with ssh, or run with --host-key-check accept-new"};
   }
   libssh2_knownhost* added = nullptr;
-  if (libssh2_knownhost_addc(kh.get(), where.c_str(), nullptr, key, key_len, nullptr, 0, type_mask, &added) != 0) {
+  if (libssh2_knownhost_addc(kh.get(), where.c_str(), nullptr, key, key_len, nullptr, 0, type_mask,
+                             &added) != 0) {
     return {false, false, "cannot add the host key of " + where + " (" + last_error(session) + ")"};
   }
   char line[16384];

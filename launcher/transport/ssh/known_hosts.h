@@ -2,9 +2,9 @@
 // `|1|salt|hash` and `[host]:port` entries), with OpenSSH's three policies.
 #pragma once
 
-#include <libssh2.h>
-
 #include <string>
+
+#include <libssh2.h>
 
 namespace dlaunch::ssh {
 
@@ -12,8 +12,8 @@ enum class HostKeyPolicy { kStrict, kAcceptNew, kOff };
 
 struct HostKeyVerdict {
   bool ok = false;
-  bool added = false;    // accept-new wrote a new entry
-  std::string message;   // why not ok, or what was added
+  bool added = false;   // accept-new wrote a new entry
+  std::string message;  // why not ok, or what was added
 };
 
 // "SHA256:<base64 without padding>" like ssh-keygen -l.

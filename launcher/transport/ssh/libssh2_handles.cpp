@@ -29,7 +29,8 @@ std::string last_error(LIBSSH2_SESSION* s) {
   char* msg = nullptr;
   int len = 0;
   const int code = libssh2_session_last_error(s, &msg, &len, 0);
-  return std::to_string(code) + ": " + (msg != nullptr ? std::string(msg, static_cast<std::size_t>(len)) : "");
+  return std::to_string(code) + ": " +
+         (msg != nullptr ? std::string(msg, static_cast<std::size_t>(len)) : "");
 }
 
 }  // namespace dlaunch::ssh

@@ -1,10 +1,10 @@
 // Move-only owners of libssh2 handles, and the library's one-time init.
 #pragma once
 
-#include <libssh2.h>
-
 #include <memory>
 #include <string>
+
+#include <libssh2.h>
 
 namespace dlaunch::ssh {
 

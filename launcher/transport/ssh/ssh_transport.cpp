@@ -59,7 +59,11 @@ constexpr std::size_t kReadBudget = 64 * 1024;
 // handlers, so none of them can outlive what they touch.
 struct LinkState : std::enable_shared_from_this<LinkState> {
   LinkState(asio::io_context& io_, std::string label_, std::string agent_, LinkCallbacks cb_)
-      : io(io_), label(std::move(label_)), agent_path(std::move(agent_)), cb(std::move(cb_)), keepalive(io_),
+      : io(io_),
+        label(std::move(label_)),
+        agent_path(std::move(agent_)),
+        cb(std::move(cb_)),
+        keepalive(io_),
         close_timer(io_) {}
 
   asio::io_context& io;
@@ -127,8 +131,10 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
     if (hello_seen) {
       reason = fmt::format("the agent's channel closed (exit status {})", exit_status);
     } else if (exit_status == 127) {
-      reason = fmt::format("dlaunch-agent not found at '{}' (give its path with --agent or `agent:` in the hostfile)",
-                           agent_path);
+      reason = fmt::format(
+          "dlaunch-agent not found at '{}' (give its path with --agent or `agent:` in the "
+          "hostfile)",
+          agent_path);
     } else {
       reason = fmt::format("the agent exited with status {} before it started{}", exit_status,
                            tail.empty() ? "" : ": " + tail);
@@ -140,7 +146,8 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
     if (closed || !channel) return;
     LIBSSH2_CHANNEL* ch = channel.get();
     while (out_off < out.size()) {
-      const auto n = libssh2_channel_write(ch, out.data() + out_off, std::min<std::size_t>(out.size() - out_off, 1 << 16));
+      const auto n = libssh2_channel_write(ch, out.data() + out_off,
+                                           std::min<std::size_t>(out.size() - out_off, 1 << 16));
       if (n == LIBSSH2_ERROR_EAGAIN) break;
       if (n < 0) return fail("write to the agent failed: " + last_error(conn->session.get()));
       out_off += static_cast<std::size_t>(n);
@@ -175,8 +182,9 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
           if (closed) return;
         }
       } catch (const proto::ProtocolError& e) {
-        return fail(std::string("protocol error: ") + e.what() +
-                    (hello_seen ? "" : " (does a shell startup file on that host print to stdout?)"));
+        return fail(
+            std::string("protocol error: ") + e.what() +
+            (hello_seen ? "" : " (does a shell startup file on that host print to stdout?)"));
       }
     }
     for (std::size_t budget = kReadBudget;;) {
@@ -196,7 +204,8 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
       // Wait briefly for the exit status that follows EOF.
       close_timer.expires_after(std::chrono::seconds(2));
       close_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-        if (!ec && !self->closed && self->channel) self->finish(libssh2_channel_get_exit_status(self->channel.get()));
+        if (!ec && !self->closed && self->channel)
+          self->finish(libssh2_channel_get_exit_status(self->channel.get()));
       });
     }
     if (eof) {
@@ -211,22 +220,25 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
     auto& sock = conn->socket;
     if (!read_armed) {
       read_armed = true;
-      sock.async_wait(asio::socket_base::wait_read, [self = shared_from_this()](boost::system::error_code ec) {
-        self->read_armed = false;
-        if (self->closed) return;
-        if (ec) return self->fail("connection lost: " + ec.message());
-        self->pump();
-      });
+      sock.async_wait(asio::socket_base::wait_read,
+                      [self = shared_from_this()](boost::system::error_code ec) {
+                        self->read_armed = false;
+                        if (self->closed) return;
+                        if (ec) return self->fail("connection lost: " + ec.message());
+                        self->pump();
+                      });
     }
-    const bool blocked_out = (libssh2_session_block_directions(conn->session.get()) & LIBSSH2_SESSION_BLOCK_OUTBOUND) != 0;
+    const bool blocked_out = (libssh2_session_block_directions(conn->session.get()) &
+                              LIBSSH2_SESSION_BLOCK_OUTBOUND) != 0;
     if (!write_armed && (blocked_out || out_off < out.size())) {
       write_armed = true;
-      sock.async_wait(asio::socket_base::wait_write, [self = shared_from_this()](boost::system::error_code ec) {
-        self->write_armed = false;
-        if (self->closed) return;
-        if (ec) return self->fail("connection lost: " + ec.message());
-        self->pump();
-      });
+      sock.async_wait(asio::socket_base::wait_write,
+                      [self = shared_from_this()](boost::system::error_code ec) {
+                        self->write_armed = false;
+                        if (self->closed) return;
+                        if (ec) return self->fail("connection lost: " + ec.message());
+                        self->pump();
+                      });
     }
   }
 
@@ -289,7 +301,8 @@ struct SlotGuard {
   ~SlotGuard() { release(); }
 };
 
-asio::awaitable<void> run_link(std::shared_ptr<LinkState> s, std::shared_ptr<Limiter> limiter, ConnectOptions opts) {
+asio::awaitable<void> run_link(std::shared_ptr<LinkState> s, std::shared_ptr<Limiter> limiter,
+                               ConnectOptions opts) {
   SlotGuard slot{limiter};
   co_await limiter->acquire();
   slot.held = true;
@@ -304,7 +317,9 @@ asio::awaitable<void> run_link(std::shared_ptr<LinkState> s, std::shared_ptr<Lim
     auto ch = co_await exec(*s->conn, "exec " + shell_quote(s->agent_path), deadline);
     if (debug_ssh()) {
       write_all(2, fmt::format("dlaunch: ssh {}: exec started at {:.1f} ms\n", opts.host,
-                               std::chrono::duration<double, std::milli>(Clock::now() - (deadline - opts.timeout)).count()));
+                               std::chrono::duration<double, std::milli>(Clock::now() -
+                                                                         (deadline - opts.timeout))
+                                   .count()));
     }
     if (s->closed) co_return;
     s->channel = std::move(ch);
@@ -322,7 +337,9 @@ asio::awaitable<void> run_link(std::shared_ptr<LinkState> s, std::shared_ptr<Lim
 }  // namespace
 
 Transport::Transport(asio::io_context& io, TransportOptions opts)
-    : io_(io), opts_(std::move(opts)), limiter_(std::make_shared<Limiter>(io, std::max(1, opts_.concurrency))) {}
+    : io_(io),
+      opts_(std::move(opts)),
+      limiter_(std::make_shared<Limiter>(io, std::max(1, opts_.concurrency))) {}
 
 std::unique_ptr<AgentLink> Transport::start(const HostEntry& host, const std::string& agent_path,
                                             const std::string& label, LinkCallbacks cb) {

@@ -5,15 +5,15 @@
 // workers; when the head loses the channel, the controller fails that node.
 #pragma once
 
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <string>
 #include <utility>  // boost 1.74 awaitable.hpp uses std::exchange without it
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <chrono>
-#include <deque>
-#include <memory>
-#include <string>
 
 #include "launcher/hostfile/hostfile.h"
 #include "launcher/transport/ssh/connect.h"

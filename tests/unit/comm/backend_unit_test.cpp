@@ -1,9 +1,9 @@
 // Parts of comm that need no MPI world and no GPU: the collective timeout from
 // the environment, and (where comm has NCCL) the NCCL backend's pure helpers.
-#include <gtest/gtest.h>
-
 #include <cstdlib>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "comm/process_group.h"
 #ifdef DLAUNCH_WITH_NCCL

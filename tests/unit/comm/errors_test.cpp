@@ -1,11 +1,11 @@
 // Errors of the MPI ProcessGroup and of create(): typed, naming the rank, the
 // operation and the reason.
-#include <gmock/gmock.h>
-
 #include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <gmock/gmock.h>
 
 #include "backend/mpi/mpi_process_group.h"
 #include "mpi_test_support.h"

@@ -3,13 +3,13 @@
 // run every test with only rank 0 printing gtest's report (the other ranks
 // print their failed assertions, prefixed with their rank, to stderr), and
 // exits non-zero on every rank if any rank failed any test.
-#include <gtest/gtest.h>
-
 #include <cstdio>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "mpi_test_support.h"
 

@@ -5,12 +5,12 @@
 // until the CTest timeout).
 #pragma once
 
-#include <gtest/gtest.h>
-
 #include <cstdint>
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "comm/process_group.h"
 

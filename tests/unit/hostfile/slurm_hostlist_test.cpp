@@ -73,8 +73,9 @@ TEST(SlurmHostlist, ErrorsNameTheVariableAndThePosition) {
     EXPECT_EQ(e.pos().column, c.column);
     EXPECT_NE(e.message().find(c.message), std::string::npos) << e.what();
     EXPECT_NE(e.message().find("'" + c.text + "'"), std::string::npos) << e.what();
-    EXPECT_EQ(std::string(e.what()).rfind("SLURM_JOB_NODELIST:1:" + std::to_string(c.column) + ": ", 0),
-              0u)
+    EXPECT_EQ(
+        std::string(e.what()).rfind("SLURM_JOB_NODELIST:1:" + std::to_string(c.column) + ": ", 0),
+        0u)
         << e.what();
   }
 }
@@ -92,12 +93,9 @@ TEST(SlurmTasksPerNode, Errors) {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {"2(3)", 3, "expected '(xN)'"},
-      {"2(x)", 4, "expected a repeat count"},
-      {"2(x3", 5, "expected ')'"},
-      {"2,", 3, "expected a task count at the end"},
-      {"0", 1, "task count must be"},
-      {"2;1", 2, "unexpected ';'"},
+      {"2(3)", 3, "expected '(xN)'"}, {"2(x)", 4, "expected a repeat count"},
+      {"2(x3", 5, "expected ')'"},    {"2,", 3, "expected a task count at the end"},
+      {"0", 1, "task count must be"}, {"2;1", 2, "unexpected ';'"},
       {"", 1, "empty task list"},
   };
   for (const auto& c : cases) {
@@ -169,9 +167,9 @@ TEST(SlurmAllocation, SlotsPrecedence) {
             (std::vector<int>{4, 4, 4}));
   EXPECT_EQ(from, "SLURM_NTASKS_PER_NODE");
   // 2. An explicit task count: Slurm's layout, node by node.
-  EXPECT_EQ(slots({"SLURM_NTASKS=5", "SLURM_TASKS_PER_NODE=2(x2),1", "SLURM_GPUS_ON_NODE=8"},
-                  &from),
-            (std::vector<int>{2, 2, 1}));
+  EXPECT_EQ(
+      slots({"SLURM_NTASKS=5", "SLURM_TASKS_PER_NODE=2(x2),1", "SLURM_GPUS_ON_NODE=8"}, &from),
+      (std::vector<int>{2, 2, 1}));
   EXPECT_EQ(from, "SLURM_TASKS_PER_NODE");
   // 3. No task count asked for: the GPUs per node.
   EXPECT_EQ(slots({"SLURM_TASKS_PER_NODE=1(x3)", "SLURM_GPUS_ON_NODE=4"}, &from),

@@ -1,12 +1,13 @@
 // Helpers for the hostfile tests: catching InputError and temporary files.
 #pragma once
 
-#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "launcher/hostfile/hostfile.h"
 

@@ -182,8 +182,9 @@ TEST(YamlHostfile, UnknownKeySuggestsClosest) {
 TEST(YamlHostfile, UnknownKeyWithoutCloseMatchListsValidKeys) {
   const InputError e = parse_error("hosts:\n  - host: a\n    colour: red\n");
   expect_pos(e, 3, 5);
-  EXPECT_EQ(e.hint(),
-            "valid keys: host, name, slots, user, port, address, gpus, env, transport, agent, identity");
+  EXPECT_EQ(
+      e.hint(),
+      "valid keys: host, name, slots, user, port, address, gpus, env, transport, agent, identity");
 }
 
 TEST(YamlHostfile, UnknownTopLevelKeySuggestsClosest) {

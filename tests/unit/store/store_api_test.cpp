@@ -1,9 +1,9 @@
 // Semantics of every Store operation against a live server.
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <functional>
 #include <limits>
+
+#include <gtest/gtest.h>
 
 #include "store_test_support.h"
 

@@ -1,10 +1,10 @@
 // Waiting, many clients at once, barriers, and clients vanishing mid-wait.
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "store_test_support.h"
 

@@ -1,16 +1,16 @@
 // Connecting: retry until the server comes up, give up with a useful error,
 // reconnect after a loss, configuration from the environment, and the server
 // on a caller's own io_context.
-#include <gtest/gtest.h>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <future>
 #include <optional>
 #include <system_error>
 #include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <gtest/gtest.h>
 
 #include "store_test_support.h"
 

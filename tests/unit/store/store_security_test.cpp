@@ -1,10 +1,10 @@
 // Authentication and hostile input: whatever a peer sends, only its own
 // connection suffers.
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <stdexcept>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "store_test_support.h"
 

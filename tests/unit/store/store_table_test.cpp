@@ -1,7 +1,7 @@
 // White-box: the server's table and waiter bookkeeping, and the wire helpers.
-#include <gtest/gtest.h>
-
 #include <cstdio>
+
+#include <gtest/gtest.h>
 
 #include "store/table.h"
 #include "store/wire.h"
