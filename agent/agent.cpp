@@ -1,4 +1,4 @@
-#include "agent/agent.h"
+#include "agent.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>

@@ -21,10 +21,10 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "agent/guard.h"
-#include "agent/pmix/pmix_host.h"
-#include "agent/protocol/channel.h"
-#include "agent/worker.h"
+#include "guard.h"
+#include "pmix/pmix_host.h"
+#include "dlaunch/proto/channel.h"
+#include "worker.h"
 #include "comm/store.h"
 #include "dlaunch/unique_fd.h"
 

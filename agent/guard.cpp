@@ -1,4 +1,4 @@
-#include "agent/guard.h"
+#include "guard.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -10,8 +10,8 @@
 #include <cstring>
 #include <exception>
 
-#include "agent/agent.h"
-#include "agent/pmix/pmix_host.h"
+#include "agent.h"
+#include "pmix/pmix_host.h"
 #include "dlaunch/debug.h"
 #include "dlaunch/version.h"
 

@@ -1,4 +1,4 @@
-#include "agent/output_pump.h"
+#include "output_pump.h"
 
 namespace dlaunch::agent {
 

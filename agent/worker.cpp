@@ -1,4 +1,4 @@
-#include "agent/worker.h"
+#include "worker.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

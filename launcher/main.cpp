@@ -11,16 +11,16 @@
 
 #include "dlaunch/process.h"
 #include "dlaunch/random.h"
-#include "launcher/check/preflight.h"
-#include "launcher/cli/options.h"
-#include "launcher/controller/controller.h"
-#include "launcher/hostfile/slurm.h"
-#include "launcher/output/console_style.h"
-#include "launcher/output/output_sink.h"
-#include "launcher/plan/plan.h"
-#include "launcher/plan/user_env.h"
-#include "launcher/transport/local_transport.h"
-#include "launcher/transport/slurm_transport.h"
+#include "check/preflight.h"
+#include "cli/options.h"
+#include "controller/controller.h"
+#include "hostfile/slurm.h"
+#include "output/console_style.h"
+#include "output/output_sink.h"
+#include "plan/plan.h"
+#include "plan/user_env.h"
+#include "transport/local_transport.h"
+#include "transport/slurm_transport.h"
 
 namespace dl = dlaunch;
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-#include "agent/pmix/pmix_host.h"
+#include "pmix/pmix_host.h"
 
 #include <sched.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "launcher/check/preflight.h"
+#include "check/preflight.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 
 #include "dlaunch/process.h"
 #include "dlaunch/version.h"
-#include "launcher/transport/slurm_transport.h"
+#include "transport/slurm_transport.h"
 
 namespace dlaunch {
 

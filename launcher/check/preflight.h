@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "launcher/plan/plan.h"
-#include "launcher/transport/ssh/ssh_transport.h"
+#include "plan/plan.h"
+#include "transport/ssh/ssh_transport.h"
 
 namespace dlaunch {
 

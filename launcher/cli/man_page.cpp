@@ -1,4 +1,4 @@
-#include "launcher/cli/man_page.h"
+#include "cli/man_page.h"
 
 #include <sstream>
 #include <vector>

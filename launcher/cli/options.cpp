@@ -1,4 +1,4 @@
-#include "launcher/cli/options.h"
+#include "cli/options.h"
 
 #include <cstdio>
 #include <regex>
@@ -6,8 +6,8 @@
 #include <CLI/CLI.hpp>
 
 #include "dlaunch/version.h"
-#include "launcher/cli/man_page.h"
-#include "launcher/cli/version_text.h"
+#include "cli/man_page.h"
+#include "cli/version_text.h"
 
 namespace dlaunch {
 

@@ -1,8 +1,8 @@
-#include "launcher/cli/version_text.h"
+#include "cli/version_text.h"
 
-#include "agent/protocol/protocol.h"
+#include "dlaunch/proto/protocol.h"
 #include "dlaunch/version.h"
-#include "launcher/build_info.h"
+#include "cli/build_info.h"
 
 namespace dlaunch {
 

@@ -1,4 +1,4 @@
-#include "launcher/controller/controller.h"
+#include "controller/controller.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -13,8 +13,8 @@
 #include "dlaunch/debug.h"
 #include "dlaunch/process.h"
 #include "dlaunch/version.h"
-#include "launcher/transport/local_transport.h"
-#include "launcher/transport/slurm_transport.h"
+#include "transport/local_transport.h"
+#include "transport/slurm_transport.h"
 
 namespace dlaunch {
 

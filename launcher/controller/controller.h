@@ -21,12 +21,12 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "launcher/controller/progress.h"
-#include "launcher/controller/report.h"
-#include "launcher/output/output_sink.h"
-#include "launcher/plan/plan.h"
-#include "launcher/transport/ssh/ssh_transport.h"
-#include "launcher/transport/transport.h"
+#include "controller/progress.h"
+#include "controller/report.h"
+#include "output/output_sink.h"
+#include "plan/plan.h"
+#include "transport/ssh/ssh_transport.h"
+#include "transport/transport.h"
 
 namespace dlaunch {
 

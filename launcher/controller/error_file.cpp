@@ -1,4 +1,4 @@
-#include "launcher/controller/error_file.h"
+#include "controller/error_file.h"
 
 #include <cstdint>
 #include <vector>

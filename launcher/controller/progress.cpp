@@ -1,4 +1,4 @@
-#include "launcher/controller/progress.h"
+#include "controller/progress.h"
 
 #include "dlaunch/process.h"
 

@@ -1,4 +1,4 @@
-#include "launcher/controller/report.h"
+#include "controller/report.h"
 
 #include <ctime>
 #include <string_view>
@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "dlaunch/process.h"
-#include "launcher/controller/error_file.h"
+#include "controller/error_file.h"
 
 namespace dlaunch {
 

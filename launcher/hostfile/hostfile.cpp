@@ -1,5 +1,5 @@
 // InputError, local-host detection, and the file / -H entry points.
-#include "launcher/hostfile/hostfile.h"
+#include "hostfile/hostfile.h"
 
 #include <algorithm>
 #include <cctype>
@@ -9,7 +9,7 @@
 #include <sstream>
 #include <system_error>
 
-#include "launcher/hostfile/hostfile_internal.h"
+#include "hostfile/hostfile_internal.h"
 
 namespace dlaunch {
 

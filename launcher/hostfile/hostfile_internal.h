@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "launcher/hostfile/hostfile.h"
+#include "hostfile/hostfile.h"
 
 namespace dlaunch::hostfile_detail {
 

@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <optional>
 
-#include "launcher/hostfile/hostfile.h"
-#include "launcher/hostfile/hostfile_internal.h"
+#include "hostfile/hostfile.h"
+#include "hostfile/hostfile_internal.h"
 
 namespace dlaunch {
 

@@ -4,8 +4,8 @@
 
 #include <climits>
 
-#include "launcher/hostfile/hostfile.h"
-#include "launcher/hostfile/hostfile_internal.h"
+#include "hostfile/hostfile.h"
+#include "hostfile/hostfile_internal.h"
 
 namespace dlaunch {
 

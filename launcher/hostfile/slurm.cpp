@@ -1,11 +1,11 @@
 // Slurm hostlists, task layouts and the allocation's Hostfile (see slurm.h).
-#include "launcher/hostfile/slurm.h"
+#include "hostfile/slurm.h"
 
 #include <algorithm>
 #include <cctype>
 #include <unordered_set>
 
-#include "launcher/hostfile/hostfile_internal.h"
+#include "hostfile/hostfile_internal.h"
 
 namespace dlaunch {
 

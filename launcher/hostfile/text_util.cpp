@@ -4,7 +4,7 @@
 #include <charconv>
 #include <numeric>
 
-#include "launcher/hostfile/hostfile_internal.h"
+#include "hostfile/hostfile_internal.h"
 
 namespace dlaunch::hostfile_detail {
 

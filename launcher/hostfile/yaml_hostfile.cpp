@@ -9,8 +9,8 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
-#include "launcher/hostfile/hostfile.h"
-#include "launcher/hostfile/hostfile_internal.h"
+#include "hostfile/hostfile.h"
+#include "hostfile/hostfile_internal.h"
 
 namespace dlaunch {
 

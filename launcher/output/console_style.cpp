@@ -1,4 +1,4 @@
-#include "launcher/output/console_style.h"
+#include "output/console_style.h"
 
 #include <algorithm>
 #include <array>
@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "launcher/hostfile/hostfile.h"
+#include "hostfile/hostfile.h"
 
 namespace dlaunch {
 

@@ -1,4 +1,4 @@
-#include "launcher/output/output_sink.h"
+#include "output/output_sink.h"
 
 #include <fcntl.h>
 
@@ -10,7 +10,7 @@
 #include <stdexcept>
 
 #include "dlaunch/process.h"
-#include "launcher/output/console_style.h"
+#include "output/console_style.h"
 
 namespace dlaunch {
 

@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/protocol/protocol.h"
+#include "dlaunch/proto/protocol.h"
 #include "dlaunch/unique_fd.h"
-#include "launcher/cli/options.h"
+#include "cli/options.h"
 
 namespace dlaunch {
 

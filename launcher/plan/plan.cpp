@@ -1,4 +1,4 @@
-#include "launcher/plan/plan.h"
+#include "plan/plan.h"
 
 #include <algorithm>
 #include <array>

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/hostfile/hostfile.h"
+#include "hostfile/hostfile.h"
 
 namespace dlaunch {
 

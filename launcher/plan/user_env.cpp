@@ -1,4 +1,4 @@
-#include "launcher/plan/user_env.h"
+#include "plan/user_env.h"
 
 #include <cerrno>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "launcher/transport/local_transport.h"
+#include "transport/local_transport.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "agent/protocol/channel.h"
+#include "dlaunch/proto/channel.h"
 #include "dlaunch/process.h"
 
 namespace dlaunch {

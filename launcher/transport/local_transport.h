@@ -10,7 +10,7 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "launcher/transport/transport.h"
+#include "transport/transport.h"
 
 namespace dlaunch {
 

@@ -1,10 +1,10 @@
-#include "launcher/transport/slurm_transport.h"
+#include "transport/slurm_transport.h"
 
 #include <signal.h>
 
 #include <cstdlib>
 
-#include "launcher/transport/local_transport.h"
+#include "transport/local_transport.h"
 
 namespace dlaunch {
 

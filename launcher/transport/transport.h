@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/protocol/protocol.h"
+#include "dlaunch/proto/protocol.h"
 
 namespace dlaunch {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "launcher/hostfile/hostfile.h"
+#include "hostfile/hostfile.h"
 
 namespace {
 

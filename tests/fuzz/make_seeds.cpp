@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/protocol/protocol.h"
+#include "dlaunch/proto/protocol.h"
 #include "store/wire.h"
 
 namespace fs = std::filesystem;

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/protocol/protocol.h"
+#include "dlaunch/proto/protocol.h"
 
 namespace proto = dlaunch::proto;
 

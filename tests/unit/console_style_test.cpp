@@ -1,5 +1,5 @@
 // --ranks, --timestamps, --color: what the console shows of worker output.
-#include "launcher/output/console_style.h"
+#include "output/console_style.h"
 
 #include <unistd.h>
 
@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "dlaunch/process.h"
-#include "launcher/hostfile/hostfile.h"
-#include "launcher/output/output_sink.h"
+#include "hostfile/hostfile.h"
+#include "output/output_sink.h"
 
 using namespace dlaunch;
 

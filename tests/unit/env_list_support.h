@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "launcher/plan/plan.h"
+#include "plan/plan.h"
 
 namespace dltest {
 

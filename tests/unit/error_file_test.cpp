@@ -1,6 +1,6 @@
 // TORCHELASTIC_ERROR_FILE: the agent's side (where the file is, reading it
 // back) and the head's (what PyTorch wrote, and how the report shows it).
-#include "launcher/controller/error_file.h"
+#include "controller/error_file.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/worker.h"
-#include "launcher/controller/report.h"
+#include "worker.h"
+#include "controller/report.h"
 
 using namespace dlaunch;
 namespace fs = std::filesystem;

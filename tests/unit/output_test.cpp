@@ -5,9 +5,9 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/output_pump.h"
+#include "output_pump.h"
 #include "dlaunch/process.h"
-#include "launcher/output/output_sink.h"
+#include "output/output_sink.h"
 
 using namespace dlaunch;
 

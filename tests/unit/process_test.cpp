@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/worker.h"
+#include "worker.h"
 #include "dlaunch/debug.h"
 #include "dlaunch/random.h"
 

@@ -1,4 +1,4 @@
-#include "agent/protocol/protocol.h"
+#include "dlaunch/proto/protocol.h"
 
 #include <memory>
 #include <string>
@@ -7,7 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 
-#include "agent/protocol/channel.h"
+#include "dlaunch/proto/channel.h"
 #include "dlaunch/process.h"
 #include "dlaunch/unique_fd.h"
 

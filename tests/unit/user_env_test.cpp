@@ -1,5 +1,5 @@
 // -x, --env-file and the default forwarding: what ends up in a node's env.
-#include "launcher/plan/user_env.h"
+#include "plan/user_env.h"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "env_list_support.h"
-#include "launcher/plan/plan.h"
+#include "plan/plan.h"
 
 using namespace dlaunch;
 

@@ -1,4 +1,4 @@
-#include "launcher/transport/ssh/connect.h"
+#include "transport/ssh/connect.h"
 
 #include <pwd.h>
 #include <unistd.h>

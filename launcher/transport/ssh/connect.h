@@ -19,8 +19,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
-#include "launcher/transport/ssh/known_hosts.h"
-#include "launcher/transport/ssh/libssh2_handles.h"
+#include "transport/ssh/known_hosts.h"
+#include "transport/ssh/libssh2_handles.h"
 
 namespace dlaunch::ssh {
 

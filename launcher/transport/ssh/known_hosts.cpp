@@ -1,4 +1,4 @@
-#include "launcher/transport/ssh/known_hosts.h"
+#include "transport/ssh/known_hosts.h"
 
 #include <pwd.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "launcher/transport/ssh/libssh2_handles.h"
+#include "transport/ssh/libssh2_handles.h"
 
 namespace dlaunch::ssh {
 namespace {

@@ -1,4 +1,4 @@
-#include "launcher/transport/ssh/libssh2_handles.h"
+#include "transport/ssh/libssh2_handles.h"
 
 #include <unistd.h>
 

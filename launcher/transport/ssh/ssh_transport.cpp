@@ -1,4 +1,4 @@
-#include "launcher/transport/ssh/ssh_transport.h"
+#include "transport/ssh/ssh_transport.h"
 
 #include <utility>  // boost 1.74 awaitable.hpp uses std::exchange without it
 

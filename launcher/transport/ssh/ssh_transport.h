@@ -15,9 +15,9 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "launcher/hostfile/hostfile.h"
-#include "launcher/transport/ssh/connect.h"
-#include "launcher/transport/transport.h"
+#include "hostfile/hostfile.h"
+#include "transport/ssh/connect.h"
+#include "transport/transport.h"
 
 namespace dlaunch::ssh {
 

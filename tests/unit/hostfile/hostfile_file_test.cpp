@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "launcher/hostfile/hostfile.h"
+#include "hostfile/hostfile.h"
 #include "test_support.h"
 
 namespace dlaunch {

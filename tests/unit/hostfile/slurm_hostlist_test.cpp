@@ -2,7 +2,7 @@
 // and the Hostfile dlaunch builds from an allocation's environment.
 #include <gtest/gtest.h>
 
-#include "launcher/hostfile/slurm.h"
+#include "hostfile/slurm.h"
 #include "test_support.h"
 
 namespace dlaunch {

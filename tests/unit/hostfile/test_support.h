@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "launcher/hostfile/hostfile.h"
+#include "hostfile/hostfile.h"
 
 namespace dlaunch::testing {
 

@@ -1,4 +1,4 @@
-#include "agent/protocol/protocol.h"
+#include "dlaunch/proto/protocol.h"
 
 #include <cstring>
 #include <type_traits>

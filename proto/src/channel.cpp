@@ -1,4 +1,4 @@
-#include "agent/protocol/channel.h"
+#include "dlaunch/proto/channel.h"
 
 #include <poll.h>
 

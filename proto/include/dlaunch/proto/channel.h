@@ -17,7 +17,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 
-#include "agent/protocol/protocol.h"
+#include "dlaunch/proto/protocol.h"
 
 namespace dlaunch::proto {
 
