@@ -21,12 +21,12 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "comm/store.h"
+#include "dlaunch/proto/channel.h"
+#include "dlaunch/unique_fd.h"
 #include "guard.h"
 #include "pmix/pmix_host.h"
-#include "dlaunch/proto/channel.h"
 #include "worker.h"
-#include "comm/store.h"
-#include "dlaunch/unique_fd.h"
 
 namespace dlaunch::agent {
 

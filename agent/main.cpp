@@ -11,9 +11,9 @@
 #include <exception>
 
 #include "agent.h"
-#include "pmix/pmix_host.h"
 #include "dlaunch/debug.h"
 #include "dlaunch/version.h"
+#include "pmix/pmix_host.h"
 
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {

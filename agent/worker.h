@@ -17,8 +17,8 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "output_pump.h"
 #include "dlaunch/proto/protocol.h"
+#include "output_pump.h"
 
 namespace dlaunch::agent {
 

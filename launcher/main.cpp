@@ -9,11 +9,11 @@
 
 #include <fmt/format.h>
 
-#include "dlaunch/process.h"
-#include "dlaunch/random.h"
 #include "check/preflight.h"
 #include "cli/options.h"
 #include "controller/controller.h"
+#include "dlaunch/process.h"
+#include "dlaunch/random.h"
 #include "hostfile/slurm.h"
 #include "output/console_style.h"
 #include "output/output_sink.h"

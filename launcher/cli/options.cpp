@@ -5,9 +5,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "dlaunch/version.h"
 #include "cli/man_page.h"
 #include "cli/version_text.h"
+#include "dlaunch/version.h"
 
 namespace dlaunch {
 

@@ -1,8 +1,8 @@
 #include "cli/version_text.h"
 
+#include "cli/build_info.h"
 #include "dlaunch/proto/protocol.h"
 #include "dlaunch/version.h"
-#include "cli/build_info.h"
 
 namespace dlaunch {
 

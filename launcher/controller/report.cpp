@@ -7,8 +7,8 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
-#include "dlaunch/process.h"
 #include "controller/error_file.h"
+#include "dlaunch/process.h"
 
 namespace dlaunch {
 

@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/options.h"
 #include "dlaunch/proto/protocol.h"
 #include "dlaunch/unique_fd.h"
-#include "cli/options.h"
 
 namespace dlaunch {
 

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "dlaunch/proto/channel.h"
 #include "dlaunch/process.h"
+#include "dlaunch/proto/channel.h"
 
 namespace dlaunch {
 namespace {

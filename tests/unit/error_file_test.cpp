@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include "worker.h"
 #include "controller/report.h"
+#include "worker.h"
 
 using namespace dlaunch;
 namespace fs = std::filesystem;

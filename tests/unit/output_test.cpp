@@ -5,9 +5,9 @@
 
 #include <gtest/gtest.h>
 
-#include "output_pump.h"
 #include "dlaunch/process.h"
 #include "output/output_sink.h"
+#include "output_pump.h"
 
 using namespace dlaunch;
 

@@ -8,9 +8,9 @@
 
 #include <gtest/gtest.h>
 
-#include "worker.h"
 #include "dlaunch/debug.h"
 #include "dlaunch/random.h"
+#include "worker.h"
 
 using namespace dlaunch;
 

@@ -7,8 +7,8 @@
 #include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 
-#include "dlaunch/proto/channel.h"
 #include "dlaunch/process.h"
+#include "dlaunch/proto/channel.h"
 #include "dlaunch/unique_fd.h"
 
 using namespace dlaunch::proto;
