@@ -12,6 +12,7 @@
 #include "check/preflight.h"
 #include "cli/options.h"
 #include "controller/controller.h"
+#include "dlaunch/clock.h"
 #include "dlaunch/process.h"
 #include "dlaunch/random.h"
 #include "hostfile/slurm.h"
@@ -19,6 +20,7 @@
 #include "output/output_sink.h"
 #include "plan/plan.h"
 #include "plan/user_env.h"
+#include "transport/link_factory.h"
 #include "transport/local_transport.h"
 #include "transport/slurm_transport.h"
 
@@ -185,10 +187,8 @@ int run(int argc, char** argv) {
                                     .kill_grace = to_ms(o.kill_grace_s),
                                     .heartbeat_timeout = to_ms(o.heartbeat_timeout_s),
                                     .start_timeout = to_ms(o.start_timeout_s),
-                                    .flush = to_ms(o.flush_s),
                                     .timeout = to_ms(o.timeout_s),
                                     .master_addr_explicit = !o.master_addr.empty(),
-                                    .ssh = ssh_opts,
                                     .progress = ::isatty(2) == 1,
                                     .mpi = o.mpi,
                                     .store_secret = dl::random_hex(32),
@@ -198,12 +198,12 @@ int run(int argc, char** argv) {
   // error ends it at once (trying again would fail the same way).
   std::vector<std::string> attempts;
   for (int attempt = 0;; ++attempt) {
-    dl::Controller controller(plan, config, sink);
+    boost::asio::io_context io;
+    dl::AsioClock clock(io);
+    dl::TransportLinks links(io, ssh_opts);
+    dl::Controller controller(plan, config, sink, {.io = io, .links = links, .clock = clock});
     const int status = controller.run();
-    const auto& cause = controller.cause();
-    const bool restartable =
-        cause.kind == dl::CauseKind::kWorker || cause.kind == dl::CauseKind::kNode;
-    if (status == 0 || !restartable || attempt >= o.max_restarts) {
+    if (status == 0 || !dl::allows_restart(controller.cause()) || attempt >= o.max_restarts) {
       if (!attempts.empty()) {
         std::string summary = fmt::format("dlaunch: {} attempt(s):\n", attempts.size() + 1);
         for (std::size_t k = 0; k < attempts.size(); ++k) {

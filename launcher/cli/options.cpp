@@ -110,35 +110,30 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "always", "never"}));
 
-  fault
-      ->add_option("--kill-grace", o.kill_grace_s,
-                   "seconds between SIGTERM and SIGKILL when the job is stopped")
+  const std::string collective_timeout_help =
+      std::string(tunables::kCollectiveTimeout.help) + " (sets " +
+      tunables::kCollectiveTimeout.env + "; comm's default " +
+      std::to_string(static_cast<int>(tunables::kCollectiveTimeout.value)) + ")";
+  fault->add_option(tunables::kKillGrace.option, o.kill_grace_s, tunables::kKillGrace.help)
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   fault
-      ->add_option("--heartbeat-timeout", o.heartbeat_timeout_s,
-                   "seconds of silence after which a node counts as lost (0: never)")
+      ->add_option(tunables::kHeartbeatTimeout.option, o.heartbeat_timeout_s,
+                   tunables::kHeartbeatTimeout.help)
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  fault->add_option("--start-timeout", o.start_timeout_s, "seconds for every agent to become ready")
+  fault->add_option(tunables::kStartTimeout.option, o.start_timeout_s, tunables::kStartTimeout.help)
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  fault
-      ->add_option("--timeout", o.timeout_s,
-                   "stop the job if it runs longer than this many seconds (exit 124, report names "
-                   "the ranks still running); 0: no limit")
+  fault->add_option(tunables::kTimeout.option, o.timeout_s, tunables::kTimeout.help)
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  fault->add_option(tunables::kMaxRestarts.option, o.max_restarts, tunables::kMaxRestarts.help)
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   fault
-      ->add_option("--max-restarts", o.max_restarts,
-                   "after a rank or node fails, stop everything and start the whole job again, up "
-                   "to N times (TORCHELASTIC_RESTART_COUNT / DLAUNCH_RESTART_COUNT count up)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  fault
-      ->add_option("--collective-timeout", o.collective_timeout_s,
-                   "seconds one comm collective may wait before the NCCL watchdog aborts it and "
-                   "the rank fails (DLAUNCH_COLLECTIVE_TIMEOUT; comm's default 600; 0: never)")
+      ->add_option(tunables::kCollectiveTimeout.option, o.collective_timeout_s,
+                   collective_timeout_help)
       ->check(CLI::NonNegativeNumber);
   job->add_option("--master-addr", o.master_addr, "MASTER_ADDR for the workers (default: node 0)");
   job->add_option("--master-port", o.master_port,
@@ -155,11 +150,12 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                 "direct-launch Open MPI programs: every agent is a PMIx server, so MPI_Init joins "
                 "the dlaunch world (no mpirun)");
 
-  ssh->add_option("--ssh-concurrency", o.ssh_concurrency, "SSH connections in progress at once")
+  ssh->add_option(tunables::kSshConcurrency.option, o.ssh_concurrency,
+                  tunables::kSshConcurrency.help)
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
-  ssh->add_option("--connect-timeout", o.connect_timeout_s,
-                  "seconds to connect, handshake and authenticate, per host")
+  ssh->add_option(tunables::kConnectTimeout.option, o.connect_timeout_s,
+                  tunables::kConnectTimeout.help)
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   ssh->add_option("--host-key-check", o.host_key_check,

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "dlaunch/tunables.h"
 #include "hostfile/hostfile.h"
 
 namespace dlaunch {
@@ -21,12 +22,13 @@ struct Options {
 
   PrefixMode prefix = PrefixMode::kRank;
   std::string output_dir;
-  double kill_grace_s = 5.0;
-  double heartbeat_timeout_s = 30.0;
-  double start_timeout_s = 30.0;
-  double flush_s = 0.1;
-  double timeout_s = 0;              // whole job; 0: none
-  int max_restarts = 0;              // restart the whole job after a failure, up to this often
+  // Defaults: the table in dlaunch/tunables.h.
+  double kill_grace_s = tunables::kKillGrace.value;
+  double heartbeat_timeout_s = tunables::kHeartbeatTimeout.value;
+  double start_timeout_s = tunables::kStartTimeout.value;
+  double timeout_s = tunables::kTimeout.value;  // whole job; 0: none
+  // Restart the whole job after a failure, up to this often.
+  int max_restarts = static_cast<int>(tunables::kMaxRestarts.value);
   double collective_timeout_s = -1;  // DLAUNCH_COLLECTIVE_TIMEOUT for comm; < 0: comm's default
   bool dry_run = false;
   bool mpi = false;  // agents serve PMIx: Open MPI programs run without mpirun
@@ -46,8 +48,8 @@ struct Options {
   std::string color = "auto";  // auto | always | never
 
   // SSH
-  int ssh_concurrency = 64;
-  double connect_timeout_s = 10.0;
+  int ssh_concurrency = static_cast<int>(tunables::kSshConcurrency.value);
+  double connect_timeout_s = tunables::kConnectTimeout.value;
   std::string host_key_check = "strict";  // strict | accept-new | off
   bool check = false;                     // preflight only
 };

@@ -8,18 +8,16 @@
 #include <cstdlib>
 #include <thread>
 
+#include <boost/asio/signal_set.hpp>
 #include <fmt/format.h>
 
 #include "dlaunch/debug.h"
 #include "dlaunch/process.h"
 #include "dlaunch/version.h"
-#include "transport/local_transport.h"
-#include "transport/slurm_transport.h"
 
 namespace dlaunch {
 
 namespace asio = boost::asio;
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 namespace {
@@ -28,20 +26,27 @@ void log(const std::string& msg) {
   write_all(2, line);
 }
 std::uint32_t ms(milliseconds d) { return static_cast<std::uint32_t>(d.count()); }
-// After Abort{immediate}: how long the agents' reports may take before the
-// head cuts their channels.
-constexpr milliseconds kAfterKill{1000};
+std::string seconds(milliseconds d) {
+  return fmt::format("{:.1f} s", static_cast<double>(d.count()) / 1000.0);
+}
 }  // namespace
 
-Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& sink)
+Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& sink,
+                       ControllerEnv env)
     : plan_(plan),
       cfg_(std::move(cfg)),
       sink_(sink),
-      signals_(io_, SIGINT, SIGTERM, SIGHUP),
-      sigchld_(io_, SIGCHLD),
-      deadline_(io_),
-      heartbeat_(io_),
-      job_timer_(io_),
+      env_(env),
+      deadline_(env.clock.make_timer()),
+      job_timer_(env.clock.make_timer()),
+      heartbeats_(env.clock, cfg_.heartbeat_timeout, plan.nodes.size(),
+                  {.send = [this] { send_all(proto::Heartbeat{}); },
+                   .read_pending =
+                       [this](std::size_t i) {
+                         if (nodes_[i].link && nodes_[i].link->is_open())
+                           nodes_[i].link->read_pending();
+                       },
+                   .silent = [this](std::size_t i) { on_silent(i); }}),
       progress_(cfg_.progress) {
   for (const auto& np : plan_.nodes) {
     Node n;
@@ -66,15 +71,17 @@ std::string Controller::node_label(std::size_t i) const {
 }
 
 int Controller::run() {
+  asio::signal_set signals(env_.io, SIGINT, SIGTERM, SIGHUP);
+  asio::signal_set sigchld(env_.io, SIGCHLD);
   std::function<void()> wait_signal = [&] {
-    signals_.async_wait([&](boost::system::error_code ec, int sig) {
+    signals.async_wait([&](boost::system::error_code ec, int sig) {
       if (ec) return;
-      on_signal(sig);
+      interrupt(sig);
       wait_signal();
     });
   };
   std::function<void()> wait_chld = [&] {
-    sigchld_.async_wait([&](boost::system::error_code ec, int) {
+    sigchld.async_wait([&](boost::system::error_code ec, int) {
       if (ec) return;
       reap_children();
       maybe_finish();
@@ -83,36 +90,40 @@ int Controller::run() {
   };
   wait_signal();
   wait_chld();
-  milestones_.begin = Clock::now();
-  start_agents();
-  if (phase_ == Phase::kStarting) {
-    arm_deadline(cfg_.start_timeout, "every agent to become ready");
-    arm_heartbeat();
-  }
-  io_.run();
+  start();
+  if (!finished()) env_.io.run();
   progress_.clear();
   // Close every link and let pending handlers and coroutines see it, so that
   // nothing waits on a socket once the loop is gone.
   for (auto& n : nodes_) {
     if (n.link) n.link->close();
   }
-  io_.restart();
-  io_.poll();
+  signals.cancel();
+  sigchld.cancel();
+  env_.io.restart();
+  env_.io.poll();
 
   std::string report = format_report(plan_.job_id, cause_, ranks_stopped_);
   if (!report.empty()) write_all(2, report);
   if (debug_enabled("stats")) print_stats();
-  return exit_status(cause_);
+  return exit_status();
+}
+
+void Controller::start() {
+  milestones_.begin = env_.clock.now();
+  heartbeats_.start();
+  start_agents();
+  if (phase_ == Phase::kStarting) arm_deadline(cfg_.start_timeout, "every agent to become ready");
 }
 
 void Controller::print_stats() const {
-  const auto since = [&](Clock::time_point t) {
-    if (t == Clock::time_point{}) return std::string("-");
+  const auto since = [&](SteadyTime t) {
+    if (t == SteadyTime{}) return std::string("-");
     return fmt::format("{:.4f}", std::chrono::duration<double>(t - milestones_.begin).count());
   };
   log(fmt::format("stats: nodes={} ranks={} connected_s={} ready_s={} running_s={} end_s={} {}",
                   nodes_.size(), ranks_.size(), since(milestones_.connected),
-                  since(milestones_.ready), since(milestones_.running), since(Clock::now()),
+                  since(milestones_.ready), since(milestones_.running), since(env_.clock.now()),
                   self_usage()));
 }
 
@@ -142,19 +153,11 @@ void Controller::start_agents() {
     LinkCallbacks cb{.on_message = [this, i](proto::Message&& m) { on_message(i, std::move(m)); },
                      .on_close = [this, i](const std::string& why) { on_link_closed(i, why); }};
     try {
-      nodes_[i].last_heard = Clock::now();
-      if (host.transport == Transport::kSsh) {
-        if (!ssh_) ssh_ = std::make_unique<ssh::Transport>(io_, cfg_.ssh);
-        nodes_[i].link = ssh_->start(host, agent, node_label(i), std::move(cb));
-      } else if (host.transport == Transport::kSlurm) {
-        nodes_[i].link =
-            start_slurm_agent(io_, host.host, agent, static_cast<int>(i), std::move(cb));
-      } else {
-        nodes_[i].link = start_local_agent(io_, agent, static_cast<int>(i), std::move(cb));
-      }
+      nodes_[i].link = env_.links.start(*nodes_[i].plan, agent, node_label(i), std::move(cb));
       if (const pid_t pid = nodes_[i].link->agent_pid(); pid > 0) agent_pids_.emplace(pid, i);
     } catch (const std::exception& e) {
       nodes_[i].closed = nodes_[i].done = true;
+      heartbeats_.forget(i);
       fail({.kind = CauseKind::kLaunch, .message = node_label(i) + ": " + e.what()});
       return;
     }
@@ -174,9 +177,7 @@ proto::Setup Controller::make_setup(std::size_t i) const {
   s.master_port = cfg_.master_port;
   s.kill_grace_ms = ms(cfg_.kill_grace);
   s.heartbeat_timeout_ms = ms(cfg_.heartbeat_timeout);
-  s.heartbeat_interval_ms = cfg_.heartbeat_timeout.count() > 0
-                                ? std::min<std::uint32_t>(5000, ms(cfg_.heartbeat_timeout) / 3)
-                                : 5000;
+  s.heartbeat_interval_ms = ms(heartbeats_.interval());
   s.flush_ms = ms(cfg_.flush);
   s.workdir = cfg_.workdir;
   s.mpi = cfg_.mpi;
@@ -210,57 +211,16 @@ proto::Setup Controller::make_setup(std::size_t i) const {
 
 void Controller::on_message(std::size_t i, proto::Message&& msg) {
   Node& node = nodes_[i];
-  node.last_heard = Clock::now();
+  heartbeats_.heard(i);
   if (auto* hello = std::get_if<proto::Hello>(&msg)) {
-    if (hello->version != proto::kProtocolVersion) {
-      fail({.kind = CauseKind::kLaunch,
-            .message = fmt::format("{}: dlaunch-agent {} speaks protocol {}, dlaunch {} speaks {}",
-                                   node_label(i), hello->agent_version, hello->version, kVersion,
-                                   proto::kProtocolVersion)});
-      return;
-    }
-    if (hello->agent_version != kVersion) {
-      fail({.kind = CauseKind::kLaunch,
-            .message = fmt::format("{}: dlaunch-agent is version {}, dlaunch is {}", node_label(i),
-                                   hello->agent_version, kVersion)});
-      return;
-    }
-    ++hellos_;
-    node.hello = true;
-    if (hellos_ == static_cast<int>(nodes_.size())) milestones_.connected = Clock::now();
-    show_progress();
-    if (phase_ == Phase::kStarting) node.link->send(make_setup(i));
+    on_hello(i, *hello);
   } else if (auto* ready = std::get_if<proto::Ready>(&msg)) {
-    node.ready = true;
-    ++readies_;
-    show_progress();
-    if (i == 0) {
-      master_port_ = ready->master_port;
-      store_port_ = ready->store_port;
-    }
-    bool all = true;
-    for (const auto& n : nodes_) all = all && n.ready;
-    if (all && phase_ == Phase::kStarting) {
-      milestones_.ready = Clock::now();
-      phase_ = Phase::kRunning;
-      start_sent_ = true;
-      deadline_.cancel();
-      proto::Start start;
-      const std::string addr = master_addr();
-      start.env = {{"MASTER_ADDR", addr}, {"MASTER_PORT", std::to_string(master_port_)}};
-      if (store_port_ != 0) {
-        start.env.insert(start.env.end(), {{"DLAUNCH_STORE_ADDR", addr},
-                                           {"DLAUNCH_STORE_PORT", std::to_string(store_port_)},
-                                           {"DLAUNCH_STORE_SECRET", cfg_.store_secret}});
-      }
-      for (auto& n : nodes_) n.link->send(start);
-      arm_job_timeout();
-    }
+    on_ready(i, *ready);
   } else if (auto* started = std::get_if<proto::Started>(&msg)) {
     auto& r = ranks_.at(static_cast<std::size_t>(started->rank));
     r.started = true;
     r.pid = started->pid;
-    r.started_at = Clock::now();
+    r.started_at = env_.clock.now();
     ++running_;
     if (running_ == static_cast<int>(ranks_.size())) milestones_.running = r.started_at;
     show_progress();
@@ -273,32 +233,88 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     fail({.kind = CauseKind::kNode, .message = node_label(i) + ": " + fatal->message});
   } else if (std::holds_alternative<proto::Done>(msg)) {
     node.done = true;
+    heartbeats_.forget(i);
     maybe_finish();
   } else if (std::holds_alternative<proto::Heartbeat>(msg)) {
-    // last_heard is updated above
+    // heard() above is all a heartbeat is for
   } else if (auto* up = std::get_if<proto::FenceUp>(&msg)) {
     on_fence(i, std::move(*up));
   } else if (auto* ab = std::get_if<proto::WorkerAbort>(&msg)) {
-    if (ab->rank >= 0 && static_cast<std::size_t>(ab->rank) < ranks_.size() &&
-        cause_.kind == CauseKind::kNone) {
-      const auto& r = ranks_[static_cast<std::size_t>(ab->rank)];
-      const auto ran = std::chrono::duration_cast<milliseconds>(Clock::now() - r.started_at);
-      proto::Exited aborted{.rank = ab->rank,
-                            .pid = r.pid,
-                            .kind = proto::ExitKind::kAborted,
-                            .code = ab->status,
-                            .runtime_ms = static_cast<std::uint64_t>(ran.count()),
-                            .message = ab->message == "N/A" ? "" : ab->message};
-      fail({.kind = CauseKind::kWorker,
-            .exit = aborted,
-            .node = nodes_[static_cast<std::size_t>(r.node)].plan->host.name,
-            .local_rank = r.local_rank,
-            .stderr_tail = sink_.stderr_tail(ab->rank)});
-    }
+    on_worker_abort(*ab);
   } else {
     fail({.kind = CauseKind::kNode,
           .message = node_label(i) + ": unexpected message " + proto::message_name(msg)});
   }
+}
+
+void Controller::on_hello(std::size_t i, const proto::Hello& hello) {
+  if (hello.version != proto::kProtocolVersion) {
+    fail({.kind = CauseKind::kLaunch,
+          .message = fmt::format("{}: dlaunch-agent {} speaks protocol {}, dlaunch {} speaks {}",
+                                 node_label(i), hello.agent_version, hello.version, kVersion,
+                                 proto::kProtocolVersion)});
+    return;
+  }
+  if (hello.agent_version != kVersion) {
+    fail({.kind = CauseKind::kLaunch,
+          .message = fmt::format("{}: dlaunch-agent is version {}, dlaunch is {}", node_label(i),
+                                 hello.agent_version, kVersion)});
+    return;
+  }
+  ++hellos_;
+  nodes_[i].hello = true;
+  if (hellos_ == static_cast<int>(nodes_.size())) milestones_.connected = env_.clock.now();
+  show_progress();
+  if (phase_ == Phase::kStarting) nodes_[i].link->send(make_setup(i));
+}
+
+void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
+  nodes_[i].ready = true;
+  ++readies_;
+  show_progress();
+  if (i == 0) {
+    master_port_ = ready.master_port;
+    store_port_ = ready.store_port;
+  }
+  for (const auto& n : nodes_) {
+    if (!n.ready) return;
+  }
+  if (phase_ != Phase::kStarting) return;
+  milestones_.ready = env_.clock.now();
+  phase_ = Phase::kRunning;
+  start_sent_ = true;
+  deadline_->cancel();
+  proto::Start start;
+  const std::string addr = master_addr();
+  start.env = {{"MASTER_ADDR", addr}, {"MASTER_PORT", std::to_string(master_port_)}};
+  if (store_port_ != 0) {
+    start.env.insert(start.env.end(), {{"DLAUNCH_STORE_ADDR", addr},
+                                       {"DLAUNCH_STORE_PORT", std::to_string(store_port_)},
+                                       {"DLAUNCH_STORE_SECRET", cfg_.store_secret}});
+  }
+  for (auto& n : nodes_) n.link->send(start);
+  arm_job_timeout();
+}
+
+// A rank called MPI_Abort: it is the root cause, unless one came first.
+void Controller::on_worker_abort(const proto::WorkerAbort& ab) {
+  if (ab.rank < 0 || static_cast<std::size_t>(ab.rank) >= ranks_.size() ||
+      cause_.kind != CauseKind::kNone) {
+    return;
+  }
+  const auto& r = ranks_[static_cast<std::size_t>(ab.rank)];
+  const auto ran = std::chrono::duration_cast<milliseconds>(env_.clock.now() - r.started_at);
+  proto::Exited aborted{.rank = ab.rank,
+                        .pid = r.pid,
+                        .kind = proto::ExitKind::kAborted,
+                        .code = ab.status,
+                        .runtime_ms = static_cast<std::uint64_t>(ran.count()),
+                        .message = ab.message == "N/A" ? "" : ab.message};
+  fail({.kind = CauseKind::kWorker,
+        .exit = aborted,
+        .node = nodes_[static_cast<std::size_t>(r.node)].plan->host.name,
+        .local_rank = r.local_rank,
+        .stderr_tail = sink_.stderr_tail(ab.rank)});
 }
 
 void Controller::on_exited(std::size_t i, const proto::Exited& ex) {
@@ -347,14 +363,20 @@ void Controller::on_fence(std::size_t i, proto::FenceUp&& up) {
   down.data.reserve(total);
   for (const auto& s : slots) down.data += *s;
   fences_.erase(up.seq);
+  send_all(down);
+}
+
+// To every agent still connected.
+void Controller::send_all(const proto::Message& msg) {
   for (auto& n : nodes_) {
-    if (n.link && n.link->is_open()) n.link->send(down);
+    if (n.link && n.link->is_open() && !n.done) n.link->send(msg);
   }
 }
 
 void Controller::on_link_closed(std::size_t i, const std::string& reason) {
   Node& node = nodes_[i];
   node.closed = true;
+  heartbeats_.forget(i);
   if (!node.done && phase_ != Phase::kFinished) {
     // Its ranks are beyond reach; the agent kills them itself on EOF.
     for (const auto& r : node.plan->ranks) ranks_[static_cast<std::size_t>(r.rank)].exited = true;
@@ -394,9 +416,10 @@ void Controller::abort_all(const std::string& reason, bool immediate) {
   // channel closes stops everything itself (and a local one is killed, its
   // guard taking the workers down).
   const auto at_once = [this] {
-    if (deadline_.expiry() > Clock::now() + kAfterKill) {
-      arm_deadline(kAfterKill, phase_ == Phase::kShuttingDown ? "every agent to exit after SIGKILL"
-                                                              : "every rank to stop after SIGKILL");
+    if (deadline_->expiry() > env_.clock.now() + timing::kAfterKill) {
+      arm_deadline(timing::kAfterKill, phase_ == Phase::kShuttingDown
+                                           ? "every agent to exit after SIGKILL"
+                                           : "every rank to stop after SIGKILL");
     }
   };
   if (phase_ == Phase::kFinished || phase_ == Phase::kShuttingDown) {
@@ -413,10 +436,8 @@ void Controller::abort_all(const std::string& reason, bool immediate) {
   for (auto& n : nodes_) {
     if (n.link && n.link->is_open()) n.link->send(proto::Abort{reason, immediate});
   }
-  if (first) {
-    // Agents report every rank within the grace period; allow for slow links.
-    arm_deadline(cfg_.kill_grace + milliseconds(5000), "every rank to stop");
-  }
+  // Agents report every rank within the grace period; allow for slow links.
+  if (first) arm_deadline(cfg_.kill_grace + timing::kReportMargin, "every rank to stop");
   if (immediate) at_once();
   maybe_shutdown();
 }
@@ -431,7 +452,7 @@ void Controller::maybe_shutdown() {
   for (auto& n : nodes_) {
     if (n.link && n.link->is_open()) n.link->send(proto::Shutdown{});
   }
-  arm_deadline(cfg_.kill_grace + milliseconds(5000), "every agent to exit");
+  arm_deadline(cfg_.kill_grace + timing::kReportMargin, "every agent to exit");
   maybe_finish();
 }
 
@@ -445,8 +466,10 @@ void Controller::maybe_finish() {
     if (!n.link->agent_gone()) return;
   }
   phase_ = Phase::kFinished;
-  job_timer_.cancel();
-  io_.stop();
+  job_timer_->cancel();
+  deadline_->cancel();
+  heartbeats_.stop();
+  env_.io.stop();
 }
 
 // MASTER_ADDR: --master-addr, or node 0's `address`, or the address the head
@@ -473,7 +496,7 @@ void Controller::show_progress() {
                   hellos_, n, readies_, n, running_, plan_.world_size));
 }
 
-void Controller::on_signal(int sig) {
+void Controller::interrupt(int sig) {
   progress_.clear();
   ++interrupts_;
   if (interrupts_ == 1) {
@@ -489,9 +512,8 @@ void Controller::on_signal(int sig) {
 // stopped like any failure, and the report names the ranks still running.
 void Controller::arm_job_timeout() {
   if (cfg_.timeout.count() <= 0) return;
-  job_timer_.expires_after(cfg_.timeout);
-  job_timer_.async_wait([this](boost::system::error_code ec) {
-    if (ec || phase_ != Phase::kRunning) return;
+  env_.clock.after(*job_timer_, cfg_.timeout, [this] {
+    if (phase_ != Phase::kRunning) return;
     std::string running;
     int n = 0;
     for (std::size_t k = 0; k < ranks_.size(); ++k) {
@@ -503,82 +525,47 @@ void Controller::arm_job_timeout() {
     }
     if (n > 32) running += fmt::format(" and {} more", n - 32);
     fail({.kind = CauseKind::kTimeout,
-          .message = fmt::format("--timeout of {:.1f} s expired; {} rank(s) still running: {}",
-                                 static_cast<double>(cfg_.timeout.count()) / 1000.0, n, running)});
+          .message = fmt::format("--timeout of {} expired; {} rank(s) still running: {}",
+                                 seconds(cfg_.timeout), n, running)});
   });
 }
 
-// One timer both sends (every timeout/3, at most 5 s) and checks: it wakes at
-// the next send or at the moment the quietest node's silence would pass the
-// timeout, whichever is first, so that a lost node is declared within the
-// timeout (plus a millisecond), not up to one send interval later.
-void Controller::arm_heartbeat() {
-  if (cfg_.heartbeat_timeout.count() == 0) return;
-  const auto interval = std::min(milliseconds(5000), cfg_.heartbeat_timeout / 3);
-  auto wake = heartbeat_sent_ + interval;
-  for (const Node& n : nodes_) {
-    if (n.link && n.link->is_open() && !n.done)
-      wake = std::min(wake, n.last_heard + cfg_.heartbeat_timeout + milliseconds(1));
-  }
-  heartbeat_.expires_at(std::max(wake, Clock::now() + milliseconds(1)));
-  heartbeat_.async_wait([this, interval](boost::system::error_code ec) {
-    if (ec || phase_ == Phase::kFinished) return;
-    const auto now = Clock::now();
-    const bool send = now - heartbeat_sent_ >= interval;
-    if (send) heartbeat_sent_ = now;
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      Node& n = nodes_[i];
-      if (!n.link || !n.link->is_open() || n.done) continue;
-      bool silent = now - n.last_heard > cfg_.heartbeat_timeout;
-      if (silent) {
-        // Stalled ourselves? The agent's heartbeats may be waiting unread:
-        // read them before concluding (what they say may end the job).
-        n.link->read_pending();
-        if (phase_ == Phase::kFinished) return;
-        if (!n.link || !n.link->is_open() || n.done) continue;
-        silent = Clock::now() - n.last_heard > cfg_.heartbeat_timeout;
-      }
-      if (silent) {
-        n.link->close();
-        on_link_closed(i,
-                       fmt::format("no heartbeat for {:.1f} s",
-                                   static_cast<double>(cfg_.heartbeat_timeout.count()) / 1000.0));
-        continue;
-      }
-      if (send) n.link->send(proto::Heartbeat{});
-    }
-    arm_heartbeat();
-  });
+// The heartbeat monitor found node i silent past the timeout.
+void Controller::on_silent(std::size_t i) {
+  Node& n = nodes_[i];
+  if (!n.link || !n.link->is_open() || n.done || phase_ == Phase::kFinished) return;
+  n.link->close();
+  on_link_closed(i, "no heartbeat for " + seconds(cfg_.heartbeat_timeout));
 }
 
 // One deadline at a time: starting, then stopping, then exiting. When it
 // expires, whatever has not answered is killed outright.
 void Controller::arm_deadline(milliseconds after, const std::string& what) {
-  deadline_.expires_after(after);
-  deadline_.async_wait([this, what, after](boost::system::error_code ec) {
-    if (ec || phase_ == Phase::kFinished) return;
-    const std::string msg = fmt::format("gave up waiting {:.1f} s for {}",
-                                        static_cast<double>(after.count()) / 1000.0, what);
-    if (phase_ == Phase::kStarting) {
-      std::string late;
-      for (std::size_t i = 0; i < nodes_.size(); ++i) {
-        if (!nodes_[i].ready) late += (late.empty() ? "" : ", ") + node_label(i);
-      }
-      fail({.kind = CauseKind::kLaunch, .message = msg + "; not ready: " + late});
-      return;
+  env_.clock.after(*deadline_, after, [this, after, what] { on_deadline(after, what); });
+}
+
+void Controller::on_deadline(milliseconds after, const std::string& what) {
+  if (phase_ == Phase::kFinished) return;
+  const std::string msg = "gave up waiting " + seconds(after) + " for " + what;
+  if (phase_ == Phase::kStarting) {
+    std::string late;
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      if (!nodes_[i].ready) late += (late.empty() ? "" : ", ") + node_label(i);
     }
-    log(msg + "; killing the agents");
-    for (auto& n : nodes_) {
-      if (n.link) {
-        n.link->kill_agent();  // first: an SSH link is then dropped, not closed politely
-        n.link->close();
-      }
-      n.closed = true;
+    fail({.kind = CauseKind::kLaunch, .message = msg + "; not ready: " + late});
+    return;
+  }
+  log(msg + "; killing the agents");
+  for (auto& n : nodes_) {
+    if (n.link) {
+      n.link->kill_agent();  // first: an SSH link is then dropped, not closed politely
+      n.link->close();
     }
-    for (auto& r : ranks_) r.exited = true;
-    if (phase_ != Phase::kShuttingDown) phase_ = Phase::kShuttingDown;
-    maybe_finish();
-  });
+    n.closed = true;
+  }
+  for (auto& r : ranks_) r.exited = true;
+  if (phase_ != Phase::kShuttingDown) phase_ = Phase::kShuttingDown;
+  maybe_finish();
 }
 
 }  // namespace dlaunch

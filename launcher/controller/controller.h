@@ -1,13 +1,24 @@
 // Controller: runs one job from the head. A state machine per node
 // (starting -> hello -> ready -> running -> done | lost) and per rank
-// (planned -> running -> exited), on one Asio event loop with the agents'
-// control links, signals and timers.
+// (planned -> running -> exited), driven by the agents' control links,
+// signals and timers on one event loop.
 //
 // Fail fast, report once: the first rank that fails (or node that is lost, or
 // a signal to dlaunch) is the root cause; every node is told to Abort; when all
-// ranks are accounted for, every agent gets Shutdown, and run() returns once
+// ranks are accounted for, every agent gets Shutdown, and the job is over once
 // every agent is gone. Nothing is left running on any node when run() returns.
+//
+// Deadlines: starting (--start-timeout), stopping (kill grace plus
+// timing::kReportMargin), exiting (the same): when one passes, whatever has
+// not answered is killed outright.
+//
+// Seams (ControllerEnv): the controller gets its links from a LinkFactory and
+// its time from a Clock, so that its unit tests drive it with links that are
+// no processes and a clock they move by hand (start(), interrupt(), then
+// finished()/exit_status()); run() is the real thing with signals.
 #pragma once
+
+#include <sys/types.h>
 
 #include <chrono>
 #include <map>
@@ -18,14 +29,15 @@
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "controller/progress.h"
 #include "controller/report.h"
+#include "dlaunch/clock.h"
+#include "dlaunch/proto/heartbeat.h"
+#include "dlaunch/tunables.h"
 #include "output/output_sink.h"
 #include "plan/plan.h"
-#include "transport/ssh/ssh_transport.h"
+#include "transport/link_factory.h"
 #include "transport/transport.h"
 
 namespace dlaunch {
@@ -34,26 +46,44 @@ struct ControllerConfig {
   std::string agent_path;
   std::string workdir;
   std::uint16_t master_port = 0;  // 0: node 0 reserves one
-  std::chrono::milliseconds kill_grace{5000};
-  std::chrono::milliseconds heartbeat_timeout{30000};  // 0: off
-  std::chrono::milliseconds start_timeout{30000};
-  std::chrono::milliseconds flush{100};
-  std::chrono::milliseconds timeout{0};  // whole job, from the workers' start; 0: none
-  bool master_addr_explicit = false;     // --master-addr given: never replace it
-  ssh::TransportOptions ssh;
-  bool progress = false;         // one-line status on stderr while starting
-  bool mpi = false;              // agents serve PMIx; fences cross nodes through us
-  std::string store_secret;      // the job's comm store secret (node 0 hosts it)
-  std::uint16_t store_port = 0;  // 0: any free port
+  std::chrono::milliseconds kill_grace = default_ms(tunables::kKillGrace);
+  std::chrono::milliseconds heartbeat_timeout = default_ms(tunables::kHeartbeatTimeout);  // 0: off
+  std::chrono::milliseconds start_timeout = default_ms(tunables::kStartTimeout);
+  std::chrono::milliseconds flush = timing::kFlushPartialLine;
+  std::chrono::milliseconds timeout = default_ms(tunables::kTimeout);  // from the workers' start
+  bool master_addr_explicit = false;  // --master-addr given: never replace it
+  bool progress = false;              // one-line status on stderr while starting
+  bool mpi = false;                   // agents serve PMIx; fences cross nodes through us
+  std::string store_secret;           // the job's comm store secret (node 0 hosts it)
+  std::uint16_t store_port = 0;       // 0: any free port
+};
+
+// What a controller runs on.
+struct ControllerEnv {
+  boost::asio::io_context& io;  // run() runs it; signals wait on it
+  LinkFactory& links;
+  Clock& clock;
 };
 
 class Controller {
  public:
-  Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& sink);
+  Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& sink, ControllerEnv env);
   ~Controller();
-  // Runs the job; returns dlaunch's exit status. Prints the report on failure.
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  // Runs the job with SIGINT/SIGTERM/SIGHUP handled and SIGCHLD reaping the
+  // local agents; returns dlaunch's exit status. Prints the report on failure.
   int run();
+
+  // The pieces of run(), for tests. start(): starts every agent and arms the
+  // start deadline and the heartbeats. interrupt(): what SIGINT/SIGTERM does.
+  void start();
+  void interrupt(int sig);
+  bool finished() const { return phase_ == Phase::kFinished; }
+  int exit_status() const { return dlaunch::exit_status(cause_); }
   const RootCause& cause() const { return cause_; }
+  int ranks_stopped() const { return ranks_stopped_; }
 
  private:
   enum class Phase { kStarting, kRunning, kAborting, kShuttingDown, kFinished };
@@ -63,7 +93,7 @@ class Controller {
     bool started = false;
     bool exited = false;
     int pid = 0;
-    std::chrono::steady_clock::time_point started_at;
+    SteadyTime started_at;
     proto::Exited exit;
   };
   struct Node {
@@ -73,40 +103,41 @@ class Controller {
     bool ready = false;
     bool done = false;
     bool closed = false;
-    std::chrono::steady_clock::time_point last_heard;
   };
 
   void start_agents();
   void on_message(std::size_t node, proto::Message&& msg);
+  void on_hello(std::size_t node, const proto::Hello& hello);
+  void on_ready(std::size_t node, const proto::Ready& ready);
   void on_link_closed(std::size_t node, const std::string& reason);
   void on_exited(std::size_t node, const proto::Exited& ex);
+  void on_worker_abort(const proto::WorkerAbort& ab);
   void on_fence(std::size_t node, proto::FenceUp&& up);
   void fail(RootCause cause);
   void abort_all(const std::string& reason, bool immediate);
   void maybe_shutdown();
   void maybe_finish();
-  void on_signal(int sig);
-  void arm_heartbeat();
+  void send_all(const proto::Message& msg);
+  void on_silent(std::size_t node);
   void arm_job_timeout();
   void arm_deadline(std::chrono::milliseconds after, const std::string& what);
+  void on_deadline(std::chrono::milliseconds after, const std::string& what);
   std::string node_label(std::size_t node) const;
   std::string master_addr() const;
   void show_progress();
   proto::Setup make_setup(std::size_t node) const;
+  void print_stats() const;
+  void reap_children();
 
   const JobPlan& plan_;
   ControllerConfig cfg_;
   OutputSink& sink_;
-  boost::asio::io_context io_;
-  boost::asio::signal_set signals_;
-  boost::asio::signal_set sigchld_;
-  boost::asio::steady_timer deadline_;
-  boost::asio::steady_timer heartbeat_;
-  std::chrono::steady_clock::time_point heartbeat_sent_{};  // last Heartbeat to the agents
-  boost::asio::steady_timer job_timer_;                     // --timeout
-  std::unique_ptr<ssh::Transport> ssh_;                     // before nodes_: links go first
+  ControllerEnv env_;
+  std::unique_ptr<Timer> deadline_;
+  std::unique_ptr<Timer> job_timer_;  // --timeout
   std::vector<Node> nodes_;
   std::vector<RankState> ranks_;
+  proto::HeartbeatMonitor heartbeats_;
   Phase phase_ = Phase::kStarting;
   bool start_sent_ = false;
   int interrupts_ = 0;
@@ -120,10 +151,8 @@ class Controller {
   int running_ = 0;
   // Start-up milestones for DLAUNCH_DEBUG=stats (zero: not reached).
   struct Milestones {
-    std::chrono::steady_clock::time_point begin, connected, ready, running;
+    SteadyTime begin, connected, ready, running;
   } milestones_;
-  void print_stats() const;
-  void reap_children();
   std::unordered_map<pid_t, std::size_t> agent_pids_;  // local agents not yet reaped -> node
   std::size_t gone_scan_ = 0;                          // see maybe_finish()
   // MPI fences in flight: seq -> each node's blob (empty optional: not yet).

@@ -72,6 +72,10 @@ std::string format_error_file(const proto::Exited& e) {
 
 }  // namespace
 
+bool allows_restart(const RootCause& cause) {
+  return cause.kind == CauseKind::kWorker || cause.kind == CauseKind::kNode;
+}
+
 int exit_status(const RootCause& c) {
   switch (c.kind) {
     case CauseKind::kNone:

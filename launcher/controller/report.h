@@ -25,6 +25,11 @@ struct RootCause {
   std::vector<std::string> also;
 };
 
+// Whether --max-restarts may start the job again after this cause: a failed
+// rank or a lost node, yes; an interrupt, a timeout or a launch error ends
+// the job at once (trying again would fail the same way).
+bool allows_restart(const RootCause& cause);
+
 // The exit status of dlaunch for this cause (0 for kNone).
 int exit_status(const RootCause& cause);
 

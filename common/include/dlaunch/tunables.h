@@ -1,0 +1,101 @@
+// Every number that decides how long dlaunch waits, or how much it does at
+// once, in one place (as NCCL's NCCL_PARAM does).
+//
+// Tunables are the ones a user sets: each has its command-line option, the
+// environment variable that carries it to the workers (if any), its default
+// and its help text. The table feeds the options (launcher/cli/options.cpp),
+// the controller's and the protocol's defaults, `dlaunch --help`, the man page
+// and docs/tunables.md (`dlaunch --help-tunables` prints that page; a test
+// keeps the two equal).
+//
+// Timing constants below them are fixed: each says what it bounds.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+
+namespace dlaunch {
+
+struct Tunable {
+  const char* option;  // the command-line option, e.g. "--kill-grace"
+  const char* env;     // environment variable set for the workers, or nullptr
+  double value;        // the default, in `unit`
+  const char* unit;    // "s" (seconds), or "" for a count
+  const char* help;    // one sentence for --help
+};
+
+namespace tunables {
+
+inline constexpr Tunable kKillGrace{"--kill-grace", nullptr, 5.0, "s",
+                                    "seconds between SIGTERM and SIGKILL when the job is stopped"};
+inline constexpr Tunable kHeartbeatTimeout{
+    "--heartbeat-timeout", nullptr, 30.0, "s",
+    "seconds of silence after which a node counts as lost (0: never)"};
+inline constexpr Tunable kStartTimeout{"--start-timeout", nullptr, 30.0, "s",
+                                       "seconds for every agent to become ready"};
+inline constexpr Tunable kTimeout{"--timeout", nullptr, 0.0, "s",
+                                  "stop the job if it runs longer than this many seconds (exit "
+                                  "124, report names the ranks still running); 0: no limit"};
+inline constexpr Tunable kMaxRestarts{
+    "--max-restarts", "TORCHELASTIC_MAX_RESTARTS", 0.0, "",
+    "after a rank or node fails, stop everything and start the whole job again, up to N times "
+    "(TORCHELASTIC_RESTART_COUNT / DLAUNCH_RESTART_COUNT count up)"};
+// comm's own default when the variable is unset (comm/process_group.h
+// kDefaultCollectiveTimeout); dlaunch leaves the variable unset unless the
+// option is given.
+inline constexpr Tunable kCollectiveTimeout{
+    "--collective-timeout", "DLAUNCH_COLLECTIVE_TIMEOUT", 600.0, "s",
+    "seconds one comm collective may wait before the NCCL watchdog aborts it and the rank "
+    "fails (0: never)"};
+inline constexpr Tunable kSshConcurrency{"--ssh-concurrency", nullptr, 64.0, "",
+                                         "SSH connections in progress at once"};
+inline constexpr Tunable kConnectTimeout{
+    "--connect-timeout", nullptr, 10.0, "s",
+    "seconds to connect, handshake and authenticate, per host"};
+
+inline constexpr std::array kAll = {&kKillGrace,      &kHeartbeatTimeout, &kStartTimeout,
+                                    &kTimeout,        &kMaxRestarts,      &kCollectiveTimeout,
+                                    &kSshConcurrency, &kConnectTimeout};
+
+}  // namespace tunables
+
+// A tunable's default in milliseconds (unit "s").
+constexpr std::chrono::milliseconds default_ms(const Tunable& t) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(t.value * 1000.0));
+}
+
+namespace timing {
+
+using std::chrono::milliseconds;
+
+// Once every rank was told to stop (SIGTERM, then SIGKILL after the kill
+// grace), the head waits the grace plus this for the agents' reports, then
+// kills the agents.
+inline constexpr milliseconds kReportMargin{5000};
+// After SIGKILL ("kill at once"): how long the agents' last reports may take
+// before the head cuts their channels.
+inline constexpr milliseconds kAfterKill{1000};
+// Heartbeats go out every third of the silence timeout, at most this often.
+inline constexpr milliseconds kMaxHeartbeatInterval{5000};
+// An agent without its head ends whatever still counts as running after the
+// kill grace plus this.
+inline constexpr milliseconds kOrphanMargin{5000};
+// A held partial line of a worker's output leaves after this much quiet.
+inline constexpr milliseconds kFlushPartialLine{100};
+// ... but a runnable worker's (preempted mid-line) waits this many more periods.
+inline constexpr int kStarvedHolds = 10;
+// How often the agent looks whether the leftovers it signalled are gone.
+inline constexpr milliseconds kLeftoverPoll{20};
+// The PMIx server's finalize may hang on a client that died mid-call: give up
+// after this.
+inline constexpr milliseconds kPmixFinalize{5000};
+// The guard's last rounds of SIGKILL when its agent died, this far apart.
+inline constexpr milliseconds kGuardKillRound{50};
+inline constexpr int kGuardKillRounds = 5;
+// A polite SSH channel close waits this long for the peer's close.
+inline constexpr milliseconds kSshCloseWait{2000};
+
+}  // namespace timing
+
+}  // namespace dlaunch

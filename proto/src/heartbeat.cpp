@@ -1,0 +1,79 @@
+#include "dlaunch/proto/heartbeat.h"
+
+#include <algorithm>
+
+namespace dlaunch::proto {
+
+using std::chrono::milliseconds;
+
+namespace {
+constexpr milliseconds kMaxInterval{5000};
+}  // namespace
+
+milliseconds heartbeat_interval(milliseconds timeout) {
+  return timeout.count() > 0 ? std::min(kMaxInterval, timeout / 3) : kMaxInterval;
+}
+
+HeartbeatMonitor::HeartbeatMonitor(Clock& clock, milliseconds timeout, std::size_t peers,
+                                   Callbacks cb)
+    : clock_(clock),
+      timeout_(timeout),
+      interval_(heartbeat_interval(timeout)),
+      cb_(std::move(cb)),
+      timer_(clock.make_timer()),
+      last_heard_(peers),
+      watched_(peers, false) {}
+
+HeartbeatMonitor::~HeartbeatMonitor() = default;
+
+void HeartbeatMonitor::start() {
+  const auto now = clock_.now();
+  std::fill(last_heard_.begin(), last_heard_.end(), now);
+  std::fill(watched_.begin(), watched_.end(), true);
+  running_ = true;
+  arm();
+}
+
+void HeartbeatMonitor::heard(std::size_t peer) {
+  if (peer < last_heard_.size()) last_heard_[peer] = clock_.now();
+}
+
+void HeartbeatMonitor::forget(std::size_t peer) {
+  if (peer < watched_.size()) watched_[peer] = false;
+}
+
+void HeartbeatMonitor::stop() {
+  running_ = false;
+  timer_->cancel();
+}
+
+void HeartbeatMonitor::arm() {
+  auto wake = sent_ + interval_;
+  if (timeout_.count() > 0) {
+    for (std::size_t p = 0; p < watched_.size(); ++p) {
+      if (watched_[p]) wake = std::min(wake, last_heard_[p] + timeout_ + milliseconds(1));
+    }
+  }
+  timer_->expires_at(std::max(wake, clock_.now() + milliseconds(1)), [this] { on_wake(); });
+}
+
+void HeartbeatMonitor::on_wake() {
+  if (!running_) return;
+  const auto now = clock_.now();
+  const bool send = now - sent_ >= interval_;
+  if (send) sent_ = now;
+  for (std::size_t p = 0; timeout_.count() > 0 && p < watched_.size(); ++p) {
+    if (!watched_[p] || clock_.now() - last_heard_[p] <= timeout_) continue;
+    // Stalled ourselves? What the peer sent may be waiting unread.
+    cb_.read_pending(p);
+    if (!running_) return;
+    if (!watched_[p] || clock_.now() - last_heard_[p] <= timeout_) continue;
+    watched_[p] = false;
+    cb_.silent(p);
+    if (!running_) return;
+  }
+  if (send) cb_.send();
+  if (running_) arm();
+}
+
+}  // namespace dlaunch::proto

@@ -1,0 +1,141 @@
+// The controller's failure handling, without processes: which failure is the
+// root cause, how stopping escalates, which causes allow a restart.
+#include <signal.h>
+
+#include "controller_test_support.h"
+
+using namespace dltest;
+using std::chrono::milliseconds;
+namespace proto = dlaunch::proto;
+
+TEST_F(ControllerTest, TheFirstFailureIsTheRootCauseAndLaterOnesAreConsequences) {
+  make(2, 2);
+  start_job();
+  exited(1, 3);
+  // Every agent is told to stop its ranks.
+  for (std::size_t i = 0; i < nodes(); ++i) {
+    ASSERT_EQ(link(i).sent_of<proto::Abort>().size(), 1u) << "node " << i;
+    EXPECT_FALSE(link(i).sent_of<proto::Abort>()[0].immediate);
+  }
+  // Its consequences: a rank killed by SIGKILL, another failing on its own.
+  exited(2, 0, SIGKILL);
+  exited(3, 7);
+  exited(0, 0, SIGTERM);
+  // Every rank accounted for: Shutdown to every agent.
+  for (std::size_t i = 0; i < nodes(); ++i)
+    EXPECT_EQ(link(i).sent_of<proto::Shutdown>().size(), 1u);
+  agents_stop_everything();
+  ASSERT_TRUE(controller_->finished());
+  EXPECT_EQ(controller_->cause().kind, dlaunch::CauseKind::kWorker);
+  EXPECT_EQ(controller_->cause().exit.rank, 1);
+  EXPECT_EQ(controller_->exit_status(), 3);
+}
+
+TEST_F(ControllerTest, ALostNodeAfterAFailedRankDoesNotReplaceTheCause) {
+  make(2, 1);
+  start_job();
+  exited(0, 5);
+  link(1).drop("connection reset");
+  agents_stop_everything();
+  ASSERT_TRUE(controller_->finished());
+  EXPECT_EQ(controller_->cause().kind, dlaunch::CauseKind::kWorker);
+  EXPECT_EQ(controller_->exit_status(), 5);
+}
+
+TEST_F(ControllerTest, StoppingEscalatesToKillingTheAgentsAtTheDeadline) {
+  make(2, 1, {.kill_grace = milliseconds(2000)});
+  start_job();
+  exited(0, 1);
+  // The agents never report rank 1: the head waits the grace plus the margin.
+  const auto deadline = milliseconds(2000) + dlaunch::timing::kReportMargin;
+  clock_.advance(deadline - milliseconds(1));
+  EXPECT_FALSE(link(0).killed);
+  EXPECT_FALSE(controller_->finished());
+  clock_.advance(milliseconds(1));
+  for (std::size_t i = 0; i < nodes(); ++i) {
+    EXPECT_TRUE(link(i).killed) << "node " << i;
+    EXPECT_FALSE(link(i).is_open()) << "node " << i;
+  }
+  EXPECT_TRUE(controller_->finished());
+  EXPECT_EQ(controller_->exit_status(), 1);
+}
+
+TEST_F(ControllerTest, AgentsThatNeverExitAreKilledAtTheShutdownDeadline) {
+  make(1, 1, {.kill_grace = milliseconds(500)});
+  start_job();
+  exited(0, 0);
+  ASSERT_EQ(link(0).sent_of<proto::Shutdown>().size(), 1u);
+  clock_.advance(milliseconds(500) + dlaunch::timing::kReportMargin - milliseconds(1));
+  EXPECT_FALSE(link(0).killed);
+  clock_.advance(milliseconds(1));
+  EXPECT_TRUE(link(0).killed);
+  EXPECT_TRUE(controller_->finished());
+  EXPECT_EQ(controller_->exit_status(), 0);
+}
+
+TEST_F(ControllerTest, ASecondInterruptKillsAtOnceAndShortensTheDeadline) {
+  make(2, 1, {.kill_grace = milliseconds(30000)});
+  start_job();
+  controller_->interrupt(SIGINT);
+  EXPECT_FALSE(link(0).sent_of<proto::Abort>().at(0).immediate);
+  controller_->interrupt(SIGINT);
+  ASSERT_EQ(link(0).sent_of<proto::Abort>().size(), 2u);
+  EXPECT_TRUE(link(0).sent_of<proto::Abort>()[1].immediate);
+  // Not the 35 s of the first Abort: the agents get kAfterKill to report.
+  clock_.advance(dlaunch::timing::kAfterKill);
+  EXPECT_TRUE(link(0).killed);
+  EXPECT_TRUE(controller_->finished());
+  EXPECT_EQ(controller_->exit_status(), 128 + SIGINT);
+}
+
+TEST_F(ControllerTest, TheJobTimeoutStopsTheJobWithExit124) {
+  make(1, 2, {.timeout = milliseconds(6000)});
+  start_job();
+  clock_.advance(milliseconds(5999));
+  EXPECT_TRUE(link(0).sent_of<proto::Abort>().empty());
+  clock_.advance(milliseconds(1));
+  ASSERT_EQ(link(0).sent_of<proto::Abort>().size(), 1u);
+  agents_stop_everything();
+  EXPECT_EQ(controller_->exit_status(), 124);
+  EXPECT_NE(controller_->cause().message.find("2 rank(s) still running: 0 (host0), 1 (host0)"),
+            std::string::npos)
+      << controller_->cause().message;
+}
+
+TEST_F(ControllerTest, OnlyAFailedRankOrALostNodeAllowsARestart) {
+  make(2, 1, {.timeout = milliseconds(1000)});
+  start_job();
+  exited(1, 2);
+  agents_stop_everything();
+  EXPECT_TRUE(dlaunch::allows_restart(controller_->cause()));
+
+  TearDown();
+  make(2, 1);
+  start_job();
+  link(0).drop("connection reset");
+  agents_stop_everything();
+  EXPECT_EQ(controller_->cause().kind, dlaunch::CauseKind::kNode);
+  EXPECT_TRUE(dlaunch::allows_restart(controller_->cause()));
+
+  TearDown();
+  make(2, 1);
+  start_job();
+  controller_->interrupt(SIGTERM);
+  agents_stop_everything();
+  EXPECT_FALSE(dlaunch::allows_restart(controller_->cause()));
+
+  TearDown();
+  make(2, 1, {.timeout = milliseconds(1000)});
+  start_job();
+  clock_.advance(milliseconds(1000));
+  agents_stop_everything();
+  EXPECT_EQ(controller_->cause().kind, dlaunch::CauseKind::kTimeout);
+  EXPECT_FALSE(dlaunch::allows_restart(controller_->cause()));
+
+  TearDown();
+  make(2, 1);
+  controller_->start();
+  link(1).drop("Connection refused");
+  EXPECT_EQ(controller_->cause().kind, dlaunch::CauseKind::kLaunch);
+  EXPECT_FALSE(dlaunch::allows_restart(controller_->cause()));
+}

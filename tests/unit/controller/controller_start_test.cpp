@@ -1,0 +1,86 @@
+// Starting a job: nodes lost before they are ready, agents of another
+// version, the start deadline. No processes.
+#include "controller_test_support.h"
+
+using namespace dltest;
+using std::chrono::milliseconds;
+namespace proto = dlaunch::proto;
+
+TEST_F(ControllerTest, NodesLostDuringStartAreALaunchFailureNamingEveryOne) {
+  make(3, 1);
+  controller_->start();
+  link(0).deliver(proto::Hello{.agent_version = dlaunch::kVersion});
+  link(1).drop("Connection refused");
+  link(2).drop("Host key verification failed");
+  ASSERT_EQ(controller_->cause().kind, dlaunch::CauseKind::kLaunch);
+  EXPECT_EQ(controller_->cause().message,
+            "could not start the agent on node 1 (host1): Connection refused");
+  ASSERT_EQ(controller_->cause().also.size(), 1u);
+  EXPECT_EQ(controller_->cause().also[0],
+            "could not start the agent on node 2 (host2): Host key verification failed");
+  // No worker was ever started anywhere.
+  EXPECT_TRUE(link(0).sent_of<proto::Start>().empty());
+  EXPECT_EQ(controller_->exit_status(), 1);
+}
+
+TEST_F(ControllerTest, ANodeLostAfterHelloIsANodeFailure) {
+  make(2, 1);
+  controller_->start();
+  link(0).deliver(proto::Hello{.agent_version = dlaunch::kVersion});
+  link(1).deliver(proto::Hello{.agent_version = dlaunch::kVersion});
+  link(1).drop("EOF");
+  EXPECT_EQ(controller_->cause().kind, dlaunch::CauseKind::kNode);
+  EXPECT_EQ(controller_->cause().message, "lost contact with the agent on node 1 (host1): EOF");
+}
+
+TEST_F(ControllerTest, AnAgentThatCannotBeStartedFailsTheJobAtOnce) {
+  make(2, 1);
+  links_.refuse_node = 1;
+  controller_->start();
+  EXPECT_EQ(controller_->cause().kind, dlaunch::CauseKind::kLaunch);
+  EXPECT_EQ(controller_->cause().message, "node 1 (host1): cannot start it");
+  EXPECT_EQ(link(0).sent_of<proto::Abort>().size(), 1u);
+}
+
+TEST_F(ControllerTest, AnAgentOfAnotherVersionIsRefusedBeforeAnyWork) {
+  make(1, 1);
+  controller_->start();
+  link(0).deliver(proto::Hello{.agent_version = "0.0.1-other"});
+  EXPECT_EQ(controller_->cause().kind, dlaunch::CauseKind::kLaunch);
+  EXPECT_NE(controller_->cause().message.find("dlaunch-agent is version 0.0.1-other"),
+            std::string::npos);
+  EXPECT_TRUE(link(0).sent_of<proto::Setup>().empty());
+}
+
+TEST_F(ControllerTest, TheStartDeadlineNamesTheNodesThatWereNotReady) {
+  make(3, 1, {.heartbeat_timeout = milliseconds(0), .start_timeout = milliseconds(4000)});
+  controller_->start();
+  for (std::size_t i = 0; i < 3; ++i)
+    link(i).deliver(proto::Hello{.agent_version = dlaunch::kVersion});
+  link(1).deliver(proto::Ready{});
+  clock_.advance(milliseconds(3999));
+  EXPECT_EQ(controller_->cause().kind, dlaunch::CauseKind::kNone);
+  clock_.advance(milliseconds(1));
+  ASSERT_EQ(controller_->cause().kind, dlaunch::CauseKind::kLaunch);
+  EXPECT_EQ(controller_->cause().message,
+            "gave up waiting 4.0 s for every agent to become ready; not ready: node 0 (host0), "
+            "node 2 (host2)");
+}
+
+TEST_F(ControllerTest, StartCarriesNodeZerosPortsToEveryNode) {
+  make(2, 1);
+  start_job();
+  for (std::size_t i = 0; i < nodes(); ++i) {
+    const auto env = link(i).sent_of<proto::Start>().at(0).env;
+    const auto value = [&](const std::string& name) {
+      for (const auto& [k, v] : env)
+        if (k == name) return v;
+      return std::string("<unset>");
+    };
+    EXPECT_EQ(value("MASTER_PORT"), "29500");
+    EXPECT_EQ(value("DLAUNCH_STORE_PORT"), "29400");
+  }
+  // Only node 0 reserves the master port and hosts the store.
+  EXPECT_TRUE(link(0).sent_of<proto::Setup>().at(0).reserve_master_port);
+  EXPECT_FALSE(link(1).sent_of<proto::Setup>().at(0).reserve_master_port);
+}
