@@ -4,7 +4,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -15,15 +14,19 @@
 #include <cstring>
 #include <filesystem>
 
+#include <boost/asio/signal_set.hpp>
+
 #include "dlaunch/private_dir.h"
 #include "dlaunch/process.h"
 #include "dlaunch/random.h"
+#include "dlaunch/tunables.h"
 #include "dlaunch/version.h"
+#include "guard.h"
 
 namespace dlaunch::agent {
 
 namespace asio = boost::asio;
-using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
 
 namespace {
 
@@ -68,55 +71,64 @@ UniqueFd reserve_port(std::uint16_t wanted, std::uint16_t& got, std::string& err
 
 }  // namespace
 
-Agent::Agent(int control_in, int control_out)
-    : sigchld_(io_, SIGCHLD),
-      terminate_(io_, SIGTERM, SIGINT, SIGHUP),
-      grace_timer_(io_),
-      heartbeat_timer_(io_),
-      orphan_deadline_(io_),
+Agent::Agent(AgentEnv env, int control_in, int control_out)
+    : env_(env),
+      grace_timer_(env.clock.make_timer()),
+      orphan_deadline_(env.clock.make_timer()),
+      sweep_timer_(env.clock.make_timer()),
       token_entry_("DLAUNCH_AGENT_TOKEN=" + random_hex(12)) {
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  guard_ = std::make_unique<Guard>(token_entry_);
   set_nonblocking(control_in, true);
   set_nonblocking(control_out, true);
   channel_ = std::make_unique<proto::PipeChannel>(
-      io_, control_in, control_out,
+      env_.io, control_in, control_out,
       proto::PipeChannel::Callbacks{
           .on_message = [this](proto::Message&& m) { on_message(std::move(m)); },
           .on_close = [this](const std::string& why) { on_channel_closed(why); },
           .on_drained = [this] { resume_parked(); },
-          .on_flushed = [this] { io_.stop(); },
+          .on_flushed = [this] { env_.io.stop(); },
       });
 }
 
 Agent::~Agent() = default;
 
 int Agent::run() {
-  last_heard_ = Clock::now();
-  channel_->start();
-  channel_->send(
-      proto::Hello{.agent_version = kVersion, .hostname = hostname(), .pid = ::getpid()});
-  phase_ = Phase::kSetup;
+  asio::signal_set sigchld(env_.io, SIGCHLD);
+  asio::signal_set terminate_signals(env_.io, SIGTERM, SIGINT, SIGHUP);
   std::function<void()> wait_chld = [&] {
-    sigchld_.async_wait([&](boost::system::error_code ec, int) {
+    sigchld.async_wait([&](boost::system::error_code ec, int) {
       if (ec) return;
       on_sigchld();
       wait_chld();
     });
   };
   wait_chld();
-  terminate_.async_wait([this](boost::system::error_code ec, int sig) {
-    if (ec) return;
-    if (channel_->is_open()) channel_->send(proto::Fatal{"agent received " + signal_name(sig)});
-    shutdown_requested_ = true;
-    begin_abort("agent received " + signal_name(sig), false);
+  terminate_signals.async_wait([this](boost::system::error_code ec, int sig) {
+    if (!ec) terminate(sig);
   });
-  io_.run();
+  start();
+  env_.io.run();
   return exit_code_;
 }
 
+void Agent::start() {
+  // Before anything else: orphans of the workers must come to us, and the
+  // guard must exist before the first worker does.
+  env_.os.become_subreaper();
+  guard_ = env_.os.start_guard(token_entry_);
+  channel_->start();
+  channel_->send(
+      proto::Hello{.agent_version = kVersion, .hostname = hostname(), .pid = ::getpid()});
+  phase_ = Phase::kSetup;
+}
+
+void Agent::terminate(int sig) {
+  if (channel_->is_open()) channel_->send(proto::Fatal{"agent received " + signal_name(sig)});
+  shutdown_requested_ = true;
+  begin_abort("agent received " + signal_name(sig), false);
+}
+
 void Agent::on_message(proto::Message&& msg) {
-  last_heard_ = Clock::now();
+  if (heartbeats_) heartbeats_->heard(0);
   if (auto* setup = std::get_if<proto::Setup>(&msg)) {
     handle(std::move(*setup));
   } else if (auto* start = std::get_if<proto::Start>(&msg)) {
@@ -126,7 +138,7 @@ void Agent::on_message(proto::Message&& msg) {
   } else if (std::holds_alternative<proto::Shutdown>(msg)) {
     handle_shutdown();
   } else if (std::holds_alternative<proto::Heartbeat>(msg)) {
-    // last_heard_ is all a heartbeat is for
+    // heard() above is all a heartbeat is for
   } else if (auto* fence = std::get_if<proto::FenceDown>(&msg)) {
     if (pmix_) pmix_->complete_fence(fence->seq, fence->data);
   } else {
@@ -169,7 +181,8 @@ void Agent::handle(proto::Setup&& m) {
     // The store lives as long as the job, not the workers: it survives their crashes.
     try {
       store_ = std::make_unique<comm::StoreServer>(
-          io_, comm::StoreServerOptions{.port = setup_.store_port, .secret = setup_.store_secret});
+          env_.io,
+          comm::StoreServerOptions{.port = setup_.store_port, .secret = setup_.store_secret});
       ready.store_port = store_->port();
     } catch (const std::exception& e) {
       channel_->send(proto::Fatal{std::string("cannot start the comm store: ") + e.what()});
@@ -180,7 +193,7 @@ void Agent::handle(proto::Setup&& m) {
   make_error_dir();
   if (setup_.mpi && !start_pmix()) return;
   channel_->send(ready);
-  arm_heartbeat();
+  start_heartbeats();
 }
 
 void Agent::handle(proto::Start&& m) {
@@ -197,8 +210,8 @@ void Agent::make_error_dir() {
   // Fresh and private (mkdtemp, 0700, checked): a predictable name in a
   // shared /tmp could be planted by another user.
   try {
-    error_dir_ = make_private_dir(runtime_base_dir(), "dlaunch-" + setup_.job_id + "-node" +
-                                                          std::to_string(setup_.node_rank) + "-");
+    error_dir_ = env_.os.make_private_dir("dlaunch-" + setup_.job_id + "-node" +
+                                          std::to_string(setup_.node_rank) + "-");
   } catch (const PrivateDirError& e) {
     log("no folder for error files: " + std::string(e.what()));
     return;
@@ -216,33 +229,33 @@ bool Agent::start_pmix() {
   // be fresh and private, never a directory someone else made (see
   // dlaunch/private_dir.h); the guard removes it if the agent is killed.
   try {
-    job.tmpdir = make_private_dir(runtime_base_dir(), "dlaunch-pmix-" + setup_.job_id + "-node" +
-                                                          std::to_string(setup_.node_rank) + "-");
+    job.tmpdir = env_.os.make_private_dir("dlaunch-pmix-" + setup_.job_id + "-node" +
+                                          std::to_string(setup_.node_rank) + "-");
   } catch (const PrivateDirError& e) {
     channel_->send(proto::Fatal{std::string("cannot start the PMIx server for MPI: ") + e.what()});
     return false;
   }
   guard_->remove_on_death(job.tmpdir);
   pmix_ = std::make_unique<PmixHost>(
-      io_, PmixHost::Callbacks{
-               .fence =
-                   [this](std::uint32_t seq, std::string data) {
-                     // One frame carries it: past the limit, fail the job
-                     // with the reason instead of throwing out of PMIx's callback.
-                     if (data.size() + 64 > proto::kMaxFrameBytes) {
-                       channel_->send(proto::Fatal{
-                           "MPI fence data of this node is " + std::to_string(data.size()) +
-                           " bytes, over the control protocol's frame limit of " +
-                           std::to_string(proto::kMaxFrameBytes) + " bytes"});
-                       return;
-                     }
-                     channel_->send(proto::FenceUp{seq, std::move(data)});
-                   },
-               .abort =
-                   [this](int rank, int status, std::string message) {
-                     channel_->send(proto::WorkerAbort{rank, status, std::move(message)});
-                   },
-           });
+      env_.io, PmixHost::Callbacks{
+                   .fence =
+                       [this](std::uint32_t seq, std::string data) {
+                         // One frame carries it: past the limit, fail the job
+                         // with the reason instead of throwing out of PMIx's callback.
+                         if (data.size() + 64 > proto::kMaxFrameBytes) {
+                           channel_->send(proto::Fatal{
+                               "MPI fence data of this node is " + std::to_string(data.size()) +
+                               " bytes, over the control protocol's frame limit of " +
+                               std::to_string(proto::kMaxFrameBytes) + " bytes"});
+                           return;
+                         }
+                         channel_->send(proto::FenceUp{seq, std::move(data)});
+                       },
+                   .abort =
+                       [this](int rank, int status, std::string message) {
+                         channel_->send(proto::WorkerAbort{rank, status, std::move(message)});
+                       },
+               });
   try {
     pmix_->start(job);
   } catch (const std::exception& e) {
@@ -280,9 +293,9 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   opts.parent_death_signal = SIGKILL;
   opts.stdout_fd = out_w.get();
   opts.stderr_fd = err_w.get();
-  w.started = Clock::now();
+  w.started = env_.clock.now();
   w.started_wall = std::chrono::system_clock::now();
-  SpawnResult r = spawn(opts);
+  SpawnResult r = env_.os.spawn(opts);
   if (r.pid < 0) {
     w.state = WorkerState::kFailed;
     channel_->send(proto::Exited{.rank = w.spec.rank,
@@ -297,8 +310,10 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   rank_of_pid_[r.pid] = w.spec.rank;
   set_nonblocking(out_r.get(), true);
   set_nonblocking(err_r.get(), true);
-  w.out = std::make_unique<OutputStream>(io_, out_r.release(), proto::Stream::kStdout);
-  w.err = std::make_unique<OutputStream>(io_, err_r.release(), proto::Stream::kStderr);
+  w.out =
+      std::make_unique<OutputStream>(env_.io, env_.clock, out_r.release(), proto::Stream::kStdout);
+  w.err =
+      std::make_unique<OutputStream>(env_.io, env_.clock, err_r.release(), proto::Stream::kStderr);
   channel_->send(proto::Started{.rank = w.spec.rank, .pid = r.pid});
   read_stream(w, *w.out);
   read_stream(w, *w.err);
@@ -359,11 +374,8 @@ void Agent::forward(Worker& w, OutputStream& s, std::string_view data) {
 // flush_ms as before. Only the worker process itself is looked at: output
 // that comes from a child of it keeps the plain rule.
 void Agent::arm_flush(Worker& w, OutputStream& s) {
-  constexpr int kStarvedHolds = 10;
   s.timer_armed = true;
-  s.timer.expires_after(std::chrono::milliseconds(setup_.flush_ms));
-  s.timer.async_wait([this, &w, &s](boost::system::error_code ec) {
-    if (ec) return;
+  env_.clock.after(*s.timer, milliseconds(setup_.flush_ms), [this, &w, &s] {
     pollfd p{s.pipe.is_open() ? s.pipe.native_handle() : -1, POLLIN, 0};
     const bool more_waiting =
         s.parked || (p.fd >= 0 && ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN));
@@ -371,8 +383,8 @@ void Agent::arm_flush(Worker& w, OutputStream& s) {
       arm_flush(w, s);
       return;
     }
-    if (!s.eof && s.starved_holds < kStarvedHolds && w.pid > 0 &&
-        w.state == WorkerState::kRunning && process_state(w.pid) == 'R') {
+    if (!s.eof && s.starved_holds < timing::kStarvedHolds && w.pid > 0 &&
+        w.state == WorkerState::kRunning && env_.os.process_state(w.pid) == 'R') {
       ++s.starved_holds;
       arm_flush(w, s);
       return;
@@ -384,7 +396,7 @@ void Agent::arm_flush(Worker& w, OutputStream& s) {
 
 void Agent::flush_partial(Worker& w, OutputStream& s) {
   if (s.timer_armed) {
-    s.timer.cancel();
+    s.timer->cancel();
     s.timer_armed = false;
   }
   if (!s.lines.has_partial()) return;
@@ -426,9 +438,7 @@ void Agent::resume_parked() {
 }
 
 void Agent::on_sigchld() {
-  int status = 0;
-  pid_t pid;
-  while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+  for (const auto& [pid, status] : env_.os.reap()) {
     auto it = rank_of_pid_.find(pid);
     if (it != rank_of_pid_.end()) on_worker_exit(workers_.at(it->second), status);
     // anything else is an orphan that reparented to us (we are a subreaper)
@@ -455,7 +465,7 @@ void Agent::on_worker_exit(Worker& w, int status) {
     if (!ex.error_file_data.empty()) ex.error_file = w.error_file;
   }
   ex.runtime_ms = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - w.started).count());
+      std::chrono::duration_cast<milliseconds>(env_.clock.now() - w.started).count());
   channel_->send(ex);
 }
 
@@ -466,15 +476,13 @@ std::size_t Agent::live_workers() const {
 }
 
 void Agent::begin_abort(const std::string& reason, bool immediate) {
+  (void)reason;
   if (!aborting_) {
     aborting_ = true;
     if (phase_ == Phase::kSetup) phase_ = Phase::kStopping;  // never start workers now
-    (void)reason;
     signal_everything(immediate ? SIGKILL : SIGTERM);
     if (!immediate) {
-      grace_timer_.expires_after(std::chrono::milliseconds(setup_.kill_grace_ms));
-      grace_timer_.async_wait([this](boost::system::error_code ec) {
-        if (ec) return;
+      env_.clock.after(*grace_timer_, milliseconds(setup_.kill_grace_ms), [this] {
         killed_hard_ = true;
         signal_everything(SIGKILL);
       });
@@ -482,22 +490,29 @@ void Agent::begin_abort(const std::string& reason, bool immediate) {
       killed_hard_ = true;
     }
   } else if (immediate && !killed_hard_) {
-    grace_timer_.cancel();
+    grace_timer_->cancel();
     killed_hard_ = true;
     signal_everything(SIGKILL);
   }
   maybe_finish();
 }
 
-// Every worker's process group, then every other descendant (orphans that
-// reparented to us, children that left their group). Never the guard.
+// Every running worker's process group, then every other descendant
+// (orphans that reparented to us, children that left their group, members of
+// an exited worker's group). Never the guard. Not the group of a worker that
+// was reaped: once its group is empty, its id may belong to someone else.
 void Agent::signal_everything(int sig) {
   for (const auto& [rank, w] : workers_) {
-    if (w.pid > 0) ::kill(-w.pid, sig);
+    if (w.pid > 0 && w.state == WorkerState::kRunning) env_.os.signal_group(w.pid, sig);
   }
-  for (pid_t p : descendants_of(::getpid())) {
-    if (p != guard_->pid()) ::kill(p, sig);
-  }
+  for (pid_t p : leftovers()) env_.os.signal(p, sig);
+}
+
+// Descendants other than the guard.
+std::vector<pid_t> Agent::leftovers() {
+  std::vector<pid_t> out = env_.os.descendants();
+  if (guard_) std::erase(out, guard_->pid());
+  return out;
 }
 
 void Agent::maybe_finish() {
@@ -507,45 +522,50 @@ void Agent::maybe_finish() {
 }
 
 // All workers are gone. Sweep what they left behind (daemonized children):
-// SIGTERM, wait up to the grace period, SIGKILL. Then report and exit.
+// SIGTERM, then SIGKILL after the grace period, looking every
+// timing::kLeftoverPoll whether they went; the loop keeps serving meanwhile
+// (node 0's store, the channel). Then report and exit.
 void Agent::finish() {
-  if (phase_ == Phase::kDone) return;
-  auto leftovers = [this] {
-    std::vector<pid_t> out;
-    for (pid_t p : descendants_of(::getpid())) {
-      if (p != guard_->pid()) out.push_back(p);
-    }
-    return out;
-  };
-  auto first = leftovers();
-  if (!first.empty()) {
-    leftovers_killed_ = static_cast<std::uint32_t>(first.size());
-    for (pid_t p : first) ::kill(p, killed_hard_ ? SIGKILL : SIGTERM);
-    const auto deadline = Clock::now() + std::chrono::milliseconds(setup_.kill_grace_ms);
-    while (Clock::now() < deadline && !leftovers().empty()) {
-      int status;
-      while (::waitpid(-1, &status, WNOHANG) > 0) {
-      }
-      ::usleep(20 * 1000);
-    }
-    for (pid_t p : leftovers()) ::kill(p, SIGKILL);
+  if (phase_ == Phase::kDone || sweeping_) return;
+  const auto first = leftovers();
+  if (first.empty()) {
+    complete();
+    return;
   }
+  sweeping_ = true;
+  leftovers_killed_ = static_cast<std::uint32_t>(first.size());
+  for (pid_t p : first) env_.os.signal(p, killed_hard_ ? SIGKILL : SIGTERM);
+  sweep_deadline_ = env_.clock.now() + milliseconds(setup_.kill_grace_ms);
+  env_.clock.after(*sweep_timer_, timing::kLeftoverPoll, [this] { sweep(); });
+}
+
+void Agent::sweep() {
+  env_.os.reap();  // leftovers that exited are our zombies now
+  const auto left = leftovers();
+  if (!left.empty() && env_.clock.now() < sweep_deadline_) {
+    env_.clock.after(*sweep_timer_, timing::kLeftoverPoll, [this] { sweep(); });
+    return;
+  }
+  for (pid_t p : left) env_.os.signal(p, SIGKILL);
+  complete();
+}
+
+void Agent::complete() {
   phase_ = Phase::kDone;
-  if (!error_dir_.empty()) {
-    std::error_code ignored;
-    std::filesystem::remove_all(error_dir_, ignored);
-  }
+  sweeping_ = false;
+  if (!error_dir_.empty()) env_.os.remove_dir(error_dir_);
   if (pmix_) pmix_->stop();
   if (store_) store_->close();
-  grace_timer_.cancel();
-  heartbeat_timer_.cancel();
-  orphan_deadline_.cancel();
-  guard_->disarm();
+  grace_timer_->cancel();
+  orphan_deadline_->cancel();
+  sweep_timer_->cancel();
+  if (heartbeats_) heartbeats_->stop();
+  if (guard_) guard_->disarm();
   if (channel_->is_open()) {
     channel_->send(proto::Done{.leftovers_killed = leftovers_killed_});
     channel_->close_after_flush();
   } else {
-    io_.stop();
+    env_.io.stop();
   }
 }
 
@@ -561,6 +581,7 @@ void Agent::on_channel_closed(const std::string& reason) {
   if (phase_ == Phase::kDone) return;
   channel_lost_ = true;
   exit_code_ = 1;
+  if (heartbeats_) heartbeats_->stop();
   if (phase_ == Phase::kRunning || live_workers() > 0) {
     log("control channel lost (" + reason + "); stopping workers");
   }
@@ -570,57 +591,44 @@ void Agent::on_channel_closed(const std::string& reason) {
   // Without the head nothing else can end this agent: whatever still counts
   // as running after the grace period and a margin (a worker whose exit we
   // never saw), end it anyway, so that no process of the job outlives it.
-  orphan_deadline_.expires_after(std::chrono::milliseconds(setup_.kill_grace_ms) +
-                                 std::chrono::seconds(5));
-  orphan_deadline_.async_wait([this](boost::system::error_code ec) {
-    if (ec || phase_ == Phase::kDone) return;
-    std::string ranks;
-    for (auto& [rank, w] : workers_) {
-      if (w.state != WorkerState::kRunning) continue;
-      ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank) + " (pid " +
-               std::to_string(w.pid) + ")";
-      if (w.pid > 0) ::kill(-w.pid, SIGKILL);
-      w.state = WorkerState::kExited;
-    }
-    log("head gone and rank(s) " + ranks +
-        " still counted running after the grace period; exiting");
-    killed_hard_ = true;
-    finish();
-  });
+  env_.clock.after(*orphan_deadline_, milliseconds(setup_.kill_grace_ms) + timing::kOrphanMargin,
+                   [this] {
+                     if (phase_ == Phase::kDone) return;
+                     std::string ranks;
+                     for (auto& [rank, w] : workers_) {
+                       if (w.state != WorkerState::kRunning) continue;
+                       ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank) + " (pid " +
+                                std::to_string(w.pid) + ")";
+                       if (w.pid > 0) env_.os.signal_group(w.pid, SIGKILL);
+                       w.state = WorkerState::kExited;
+                     }
+                     log("head gone and rank(s) " + ranks +
+                         " still counted running after the grace period; exiting");
+                     killed_hard_ = true;
+                     finish();
+                   });
 }
 
-// Wakes at the next send or when the head's silence would pass the timeout,
-// whichever is first (as the head's Controller::arm_heartbeat does).
-void Agent::arm_heartbeat() {
-  if (setup_.heartbeat_interval_ms == 0) return;
-  const std::chrono::milliseconds interval(setup_.heartbeat_interval_ms);
-  const std::chrono::milliseconds timeout(setup_.heartbeat_timeout_ms);
-  auto wake = heartbeat_sent_ + interval;
-  if (timeout.count() > 0)
-    wake = std::min(wake, last_heard_ + timeout + std::chrono::milliseconds(1));
-  heartbeat_timer_.expires_at(std::max(wake, Clock::now() + std::chrono::milliseconds(1)));
-  heartbeat_timer_.async_wait([this, interval, timeout](boost::system::error_code ec) {
-    if (ec || phase_ == Phase::kDone || !channel_->is_open()) return;
-    auto now = Clock::now();
-    if (timeout.count() > 0 && now - last_heard_ > timeout) {
-      // Stalled ourselves (a machine overloaded by its ranks)? Then the head's
-      // heartbeats may be waiting unread: read them before concluding.
-      channel_->read_pending();
-      if (phase_ == Phase::kDone || !channel_->is_open()) return;
-      now = Clock::now();
-    }
-    if (timeout.count() > 0 && now - last_heard_ > timeout) {
-      channel_->close();
-      on_channel_closed("no heartbeat from the head for " +
-                        std::to_string(setup_.heartbeat_timeout_ms) + " ms");
-      return;
-    }
-    if (now - heartbeat_sent_ >= interval) {
-      heartbeat_sent_ = now;
-      channel_->send(proto::Heartbeat{});
-    }
-    arm_heartbeat();
-  });
+// The head's heartbeats, from Setup on (which carries the timeout): one peer,
+// the head.
+void Agent::start_heartbeats() {
+  heartbeats_ = std::make_unique<proto::HeartbeatMonitor>(
+      env_.clock, milliseconds(setup_.heartbeat_timeout_ms),
+      milliseconds(setup_.heartbeat_interval_ms), 1,
+      proto::HeartbeatMonitor::Callbacks{
+          .send =
+              [this] {
+                if (channel_->is_open()) channel_->send(proto::Heartbeat{});
+              },
+          .read_pending = [this](std::size_t) { channel_->read_pending(); },
+          .silent =
+              [this](std::size_t) {
+                if (phase_ == Phase::kDone || !channel_->is_open()) return;
+                channel_->close();
+                on_channel_closed("no heartbeat from the head for " +
+                                  std::to_string(setup_.heartbeat_timeout_ms) + " ms");
+              }});
+  heartbeats_->start();
 }
 
 }  // namespace dlaunch::agent

@@ -1,13 +1,23 @@
 // Agent: runs one node's share of a job on behalf of the head.
 //
-// It speaks the control protocol on its stdin/stdout (see protocol.h), spawns
+// It speaks the control protocol on its stdin/stdout (dlaunch/proto), spawns
 // the node's workers, forwards their output line by line, reports exits, and
 // kills everything it started when told to, when the head goes silent past the
 // heartbeat timeout, or when the channel closes. It is a child subreaper, so
-// workers' orphaned children reparent to it and are swept at the end; a Guard
+// workers' orphaned children reparent to it and are swept at the end; a guard
 // process covers the case where the agent itself is SIGKILLed.
 //
-// Single-threaded: everything runs on one io_context.
+// States: hello -> setup -> running -> stopping -> done. Stopping: SIGTERM to
+// every worker's process group and every descendant, SIGKILL after the kill
+// grace; once no worker runs and the head asked for Shutdown (or is gone),
+// leftovers are swept (SIGTERM, then SIGKILL at the grace), on a timer, while
+// the loop keeps serving, and Done goes to the head.
+//
+// Seams (AgentEnv): the operating system (os.h) and the clock are injected,
+// so that the agent's unit tests drive it over a socketpair with a fake OS and
+// a clock they move by hand. run() is the real thing with signals.
+//
+// Single-threaded: everything runs on one event loop.
 #pragma once
 
 #include <chrono>
@@ -18,25 +28,45 @@
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "comm/store.h"
+#include "dlaunch/clock.h"
 #include "dlaunch/proto/channel.h"
+#include "dlaunch/proto/heartbeat.h"
 #include "dlaunch/unique_fd.h"
-#include "guard.h"
+#include "os.h"
 #include "pmix/pmix_host.h"
 #include "worker.h"
 
 namespace dlaunch::agent {
 
+// What an agent runs on.
+struct AgentEnv {
+  boost::asio::io_context& io;
+  AgentOs& os;
+  Clock& clock;
+};
+
 class Agent {
  public:
   // control_in/control_out: the channel fds (owned from here on).
-  Agent(int control_in, int control_out);
+  Agent(AgentEnv env, int control_in, int control_out);
   ~Agent();
-  // Runs until the job on this node is over. Returns the process exit code.
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Runs until the job on this node is over, with SIGCHLD, SIGTERM, SIGINT
+  // and SIGHUP handled. Returns the process exit code.
   int run();
+
+  // The pieces of run(), for tests. start(): become a subreaper, start the
+  // guard, say Hello. on_sigchld(): what SIGCHLD does (reap, report exits).
+  // terminate(): what SIGTERM/SIGINT/SIGHUP do.
+  void start();
+  void on_sigchld();
+  void terminate(int sig);
+  bool done() const { return phase_ == Phase::kDone; }
+  int exit_code() const { return exit_code_; }
 
  private:
   enum class Phase { kHello, kSetup, kRunning, kStopping, kDone };
@@ -57,28 +87,27 @@ class Agent {
   void flush_partial(Worker& w, OutputStream& s);
   void drain_now(Worker& w, OutputStream& s);
   void resume_parked();
-  void on_sigchld();
   void on_worker_exit(Worker& w, int status);
 
   void begin_abort(const std::string& reason, bool immediate);
   void signal_everything(int sig);
+  std::vector<pid_t> leftovers();
   void maybe_finish();
   void finish();
-  void arm_heartbeat();
+  void sweep();
+  void complete();
+  void start_heartbeats();
   std::size_t live_workers() const;
 
-  boost::asio::io_context io_;
+  AgentEnv env_;
   std::unique_ptr<proto::PipeChannel> channel_;
-  boost::asio::signal_set sigchld_;
-  boost::asio::signal_set terminate_;
-  boost::asio::steady_timer grace_timer_;
-  boost::asio::steady_timer heartbeat_timer_;
-  boost::asio::steady_timer orphan_deadline_;  // armed when the head is gone
-  std::chrono::steady_clock::time_point last_heard_;
-  std::chrono::steady_clock::time_point heartbeat_sent_{};  // last Heartbeat to the head
+  std::unique_ptr<Timer> grace_timer_;
+  std::unique_ptr<Timer> orphan_deadline_;  // armed when the head is gone
+  std::unique_ptr<Timer> sweep_timer_;      // leftovers signalled, waiting for them to go
+  std::unique_ptr<proto::HeartbeatMonitor> heartbeats_;  // from Setup on
 
   std::string token_entry_;
-  std::unique_ptr<Guard> guard_;
+  std::unique_ptr<GuardLink> guard_;
   std::unique_ptr<PmixHost> pmix_;            // MPI mode only
   std::unique_ptr<comm::StoreServer> store_;  // node 0: the job's rendezvous store
   proto::Setup setup_;
@@ -91,6 +120,8 @@ class Agent {
   bool shutdown_requested_ = false;
   bool channel_lost_ = false;
   bool killed_hard_ = false;
+  bool sweeping_ = false;
+  SteadyTime sweep_deadline_{};
   std::uint32_t leftovers_killed_ = 0;
   int exit_code_ = 0;
 };

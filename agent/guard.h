@@ -13,23 +13,22 @@
 #include <string>
 
 #include "dlaunch/unique_fd.h"
+#include "os.h"
 
 namespace dlaunch::agent {
 
-class Guard {
+class Guard final : public GuardLink {
  public:
   // Forks the guard. token_entry is "NAME=VALUE" as set in workers' env.
   explicit Guard(const std::string& token_entry);
-  ~Guard();
+  ~Guard() override;
   Guard(const Guard&) = delete;
   Guard& operator=(const Guard&) = delete;
 
-  void watch_process_group(pid_t pgid);
-  // A folder of the agent's to remove if the agent dies (a path without '\n').
-  void remove_on_death(const std::string& dir);
-  // The agent cleaned up itself: the guard exits without killing anything.
-  void disarm();
-  pid_t pid() const { return pid_; }
+  void watch_process_group(pid_t pgid) override;
+  void remove_on_death(const std::string& dir) override;
+  void disarm() override;
+  pid_t pid() const override { return pid_; }
 
  private:
   pid_t pid_ = -1;

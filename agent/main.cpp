@@ -11,8 +11,10 @@
 #include <exception>
 
 #include "agent.h"
+#include "dlaunch/clock.h"
 #include "dlaunch/debug.h"
 #include "dlaunch/version.h"
+#include "os.h"
 #include "pmix/pmix_host.h"
 
 int main(int argc, char** argv) {
@@ -55,7 +57,10 @@ int main(int argc, char** argv) {
   try {
     int rc;
     {
-      dlaunch::agent::Agent agent(control_in, control_out);
+      boost::asio::io_context io;
+      dlaunch::AsioClock clock(io);
+      dlaunch::agent::PosixOs os;
+      dlaunch::agent::Agent agent({.io = io, .os = os, .clock = clock}, control_in, control_out);
       rc = agent.run();
     }
     if (dlaunch::debug_enabled("stats")) {

@@ -15,8 +15,8 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
-#include <boost/asio/steady_timer.hpp>
 
+#include "dlaunch/clock.h"
 #include "dlaunch/proto/protocol.h"
 #include "output_pump.h"
 
@@ -25,10 +25,10 @@ namespace dlaunch::agent {
 enum class WorkerState { kPending, kRunning, kExited, kFailed };
 
 struct OutputStream {
-  OutputStream(boost::asio::io_context& io, int fd, proto::Stream s)
-      : pipe(io, fd), timer(io), stream(s) {}
+  OutputStream(boost::asio::io_context& io, Clock& clock, int fd, proto::Stream s)
+      : pipe(io, fd), timer(clock.make_timer()), stream(s) {}
   boost::asio::posix::stream_descriptor pipe;
-  boost::asio::steady_timer timer;  // flushes a held partial line
+  std::unique_ptr<Timer> timer;  // flushes a held partial line
   proto::Stream stream;
   LineBuffer lines;
   bool reading = false;  // an async read is outstanding

@@ -39,7 +39,8 @@ Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& si
       env_(env),
       deadline_(env.clock.make_timer()),
       job_timer_(env.clock.make_timer()),
-      heartbeats_(env.clock, cfg_.heartbeat_timeout, plan.nodes.size(),
+      heartbeats_(env.clock, cfg_.heartbeat_timeout,
+                  proto::heartbeat_interval(cfg_.heartbeat_timeout), plan.nodes.size(),
                   {.send = [this] { send_all(proto::Heartbeat{}); },
                    .read_pending =
                        [this](std::size_t i) {

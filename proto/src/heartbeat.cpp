@@ -2,23 +2,22 @@
 
 #include <algorithm>
 
+#include "dlaunch/tunables.h"
+
 namespace dlaunch::proto {
 
 using std::chrono::milliseconds;
 
-namespace {
-constexpr milliseconds kMaxInterval{5000};
-}  // namespace
-
 milliseconds heartbeat_interval(milliseconds timeout) {
-  return timeout.count() > 0 ? std::min(kMaxInterval, timeout / 3) : kMaxInterval;
+  return timeout.count() > 0 ? std::min(timing::kMaxHeartbeatInterval, timeout / 3)
+                             : timing::kMaxHeartbeatInterval;
 }
 
-HeartbeatMonitor::HeartbeatMonitor(Clock& clock, milliseconds timeout, std::size_t peers,
-                                   Callbacks cb)
+HeartbeatMonitor::HeartbeatMonitor(Clock& clock, milliseconds timeout, milliseconds interval,
+                                   std::size_t peers, Callbacks cb)
     : clock_(clock),
       timeout_(timeout),
-      interval_(heartbeat_interval(timeout)),
+      interval_(interval.count() > 0 ? interval : heartbeat_interval(timeout)),
       cb_(std::move(cb)),
       timer_(clock.make_timer()),
       last_heard_(peers),

@@ -43,8 +43,10 @@ class HeartbeatMonitor {
     std::function<void(std::size_t peer)> silent;
   };
 
-  HeartbeatMonitor(Clock& clock, std::chrono::milliseconds timeout, std::size_t peers,
-                   Callbacks cb);
+  // interval: how often to send (heartbeat_interval(timeout) unless the peer
+  // asked for another).
+  HeartbeatMonitor(Clock& clock, std::chrono::milliseconds timeout,
+                   std::chrono::milliseconds interval, std::size_t peers, Callbacks cb);
   ~HeartbeatMonitor();
   HeartbeatMonitor(const HeartbeatMonitor&) = delete;
   HeartbeatMonitor& operator=(const HeartbeatMonitor&) = delete;

@@ -1,0 +1,75 @@
+// AgentOs: what the agent asks of the operating system, behind one interface
+// (leveldb's Env, for the agent). PosixOs does it for real; the agent's unit
+// tests give it a fake that records what was asked (spawns, signals) and
+// plays what happens (a worker exits, a leftover lingers), so that the
+// agent's state machine runs without a single process.
+//
+// Thread safety: none; the agent's event loop only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dlaunch/process.h"
+
+namespace dlaunch::agent {
+
+// The guard (guard.h): a process that takes the workers down if the agent
+// dies without cleaning up (SIGKILL, OOM killer).
+class GuardLink {
+ public:
+  virtual ~GuardLink() = default;
+  virtual void watch_process_group(pid_t pgid) = 0;
+  // A folder of the agent's to remove if the agent dies (a path without '\n').
+  virtual void remove_on_death(const std::string& dir) = 0;
+  // The agent cleaned up itself: the guard exits without killing anything.
+  virtual void disarm() = 0;
+  virtual pid_t pid() const = 0;
+};
+
+class AgentOs {
+ public:
+  virtual ~AgentOs() = default;
+  // Orphans of the workers reparent to this process (PR_SET_CHILD_SUBREAPER).
+  virtual void become_subreaper() = 0;
+  // token_entry: "NAME=VALUE" as set in the workers' environment.
+  virtual std::unique_ptr<GuardLink> start_guard(const std::string& token_entry) = 0;
+  virtual SpawnResult spawn(const SpawnOptions& opts) = 0;
+  // kill(2) of a process group (each worker leads its own), and of a process.
+  virtual void signal_group(pid_t pgid, int sig) = 0;
+  virtual void signal(pid_t pid, int sig) = 0;
+  // Every process descended from this one (orphans that reparented here,
+  // children that left their group), the guard included.
+  virtual std::vector<pid_t> descendants() = 0;
+  // Reaps every child that has exited: (pid, wait status) pairs.
+  virtual std::vector<std::pair<pid_t, int>> reap() = 0;
+  // The state letter of the process ('R' runnable, 'S' sleeping, ...), or
+  // '\0' when there is none (dlaunch/process.h process_state).
+  virtual char process_state(pid_t pid) = 0;
+  // A fresh directory private to this user (dlaunch/private_dir.h) in the
+  // runtime base; throws PrivateDirError.
+  virtual std::string make_private_dir(const std::string& prefix) = 0;
+  // Removes a directory of ours and what is in it; errors ignored.
+  virtual void remove_dir(const std::string& dir) = 0;
+};
+
+// The real one.
+class PosixOs final : public AgentOs {
+ public:
+  void become_subreaper() override;
+  std::unique_ptr<GuardLink> start_guard(const std::string& token_entry) override;
+  SpawnResult spawn(const SpawnOptions& opts) override;
+  void signal_group(pid_t pgid, int sig) override;
+  void signal(pid_t pid, int sig) override;
+  std::vector<pid_t> descendants() override;
+  std::vector<std::pair<pid_t, int>> reap() override;
+  char process_state(pid_t pid) override;
+  std::string make_private_dir(const std::string& prefix) override;
+  void remove_dir(const std::string& dir) override;
+};
+
+}  // namespace dlaunch::agent

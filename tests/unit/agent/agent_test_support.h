@@ -1,0 +1,224 @@
+// An Agent with nothing real under it: the test is the head at the other end
+// of a socketpair, the operating system is a fake that records spawns and
+// signals and plays the workers' exits, and the clock moves by hand. Worker
+// output goes through real pipes (the fake keeps their write ends).
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include "../seams/manual_clock.h"
+#include "agent.h"
+#include "dlaunch/proto/protocol.h"
+#include "dlaunch/tunables.h"
+#include "os.h"
+
+namespace dltest {
+
+namespace proto = dlaunch::proto;
+
+class FakeGuard final : public dlaunch::agent::GuardLink {
+ public:
+  void watch_process_group(pid_t pgid) override { groups.push_back(pgid); }
+  void remove_on_death(const std::string& dir) override { dirs.push_back(dir); }
+  void disarm() override { disarmed = true; }
+  pid_t pid() const override { return 4242; }
+  std::vector<pid_t> groups;
+  std::vector<std::string> dirs;
+  bool disarmed = false;
+};
+
+class FakeOs final : public dlaunch::agent::AgentOs {
+ public:
+  struct Signal {
+    pid_t target;
+    int sig;
+    bool group;
+  };
+  struct Proc {
+    pid_t pid;
+    std::vector<std::string> argv;
+    std::vector<std::string> env;
+    int out = -1;  // write ends of the worker's stdout/stderr pipes
+    int err = -1;
+    bool exited = false;
+  };
+
+  ~FakeOs() override {
+    for (auto& p : procs) close_pipes(p);
+  }
+
+  void become_subreaper() override { subreaper = true; }
+  std::unique_ptr<dlaunch::agent::GuardLink> start_guard(const std::string&) override {
+    auto g = std::make_unique<FakeGuard>();
+    guard = g.get();
+    return g;
+  }
+  dlaunch::SpawnResult spawn(const dlaunch::SpawnOptions& opts) override {
+    if (!spawn_error.empty()) return {.pid = -1, .error = spawn_error};
+    Proc p{.pid = next_pid++, .argv = opts.argv, .env = opts.env};
+    p.out = ::fcntl(opts.stdout_fd, F_DUPFD_CLOEXEC, 3);
+    p.err = ::fcntl(opts.stderr_fd, F_DUPFD_CLOEXEC, 3);
+    procs.push_back(p);
+    return {.pid = p.pid};
+  }
+  void signal_group(pid_t pgid, int sig) override {
+    signals.push_back({pgid, sig, true});
+    if (sig == SIGKILL || (sig == SIGTERM && !ignore_sigterm)) exit(pgid, sig, true);
+  }
+  void signal(pid_t pid, int sig) override {
+    signals.push_back({pid, sig, false});
+    if (sig == SIGKILL || (sig == SIGTERM && !leftovers_ignore_sigterm)) std::erase(leftover, pid);
+  }
+  std::vector<pid_t> descendants() override {
+    std::vector<pid_t> out = leftover;
+    for (const auto& p : procs)
+      if (!p.exited) out.push_back(p.pid);
+    if (guard != nullptr) out.push_back(guard->pid());
+    return out;
+  }
+  std::vector<std::pair<pid_t, int>> reap() override { return std::exchange(zombies, {}); }
+  char process_state(pid_t) override { return 'S'; }
+  std::string make_private_dir(const std::string& prefix) override {
+    return "/nonexistent/" + prefix + "XXXXXX";
+  }
+  void remove_dir(const std::string& dir) override { removed.push_back(dir); }
+
+  // Worker `pid` ends: by signal `sig` (signaled) or with exit code `sig`.
+  void exit(pid_t pid, int code_or_sig, bool signaled) {
+    for (auto& p : procs) {
+      if (p.pid != pid || p.exited) continue;
+      p.exited = true;
+      close_pipes(p);
+      zombies.emplace_back(pid, signaled ? code_or_sig : (code_or_sig << 8));
+    }
+  }
+  Proc& proc(std::size_t i) { return procs.at(i); }
+  // Signals of one kind sent so far.
+  int count(int sig, bool group) const {
+    return static_cast<int>(std::count_if(signals.begin(), signals.end(), [&](const Signal& s) {
+      return s.sig == sig && s.group == group;
+    }));
+  }
+
+  bool subreaper = false;
+  FakeGuard* guard = nullptr;
+  std::vector<Proc> procs;
+  std::vector<Signal> signals;
+  std::vector<pid_t> leftover;  // descendants that are no workers
+  std::vector<std::pair<pid_t, int>> zombies;
+  std::vector<std::string> removed;
+  std::string spawn_error;
+  bool ignore_sigterm = false;            // workers
+  bool leftovers_ignore_sigterm = false;  // leftovers
+  pid_t next_pid = 5000;
+
+ private:
+  static void close_pipes(Proc& p) {
+    if (p.out >= 0) ::close(p.out);
+    if (p.err >= 0) ::close(p.err);
+    p.out = p.err = -1;
+  }
+};
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    head_ = sv[1];
+    agent_ = std::make_unique<dlaunch::agent::Agent>(
+        dlaunch::agent::AgentEnv{.io = io_, .os = os_, .clock = clock_}, ::dup(sv[0]), sv[0]);
+    agent_->start();
+    pump();
+    ASSERT_EQ(got<proto::Hello>().size(), 1u);
+  }
+  void TearDown() override {
+    agent_.reset();
+    if (head_ >= 0) ::close(head_);
+  }
+
+  // The head's Setup and Start for `ranks` workers running `/bin/true`.
+  proto::Setup setup_for(int ranks) {
+    proto::Setup s;
+    s.job_id = "t";
+    s.node_rank = 1;
+    s.kill_grace_ms = 2000;
+    s.heartbeat_timeout_ms = 3000;
+    s.heartbeat_interval_ms = 1000;
+    s.flush_ms = 100;
+    s.workdir = "/";
+    for (int r = 0; r < ranks; ++r) {
+      s.workers.push_back(proto::WorkerSpec{.rank = r, .local_rank = r, .argv = {"/bin/true"}});
+    }
+    return s;
+  }
+  void start_workers(int ranks, std::optional<proto::Setup> setup = std::nullopt) {
+    send(setup ? *setup : setup_for(ranks));
+    ASSERT_EQ(got<proto::Ready>().size(), 1u);
+    send(proto::Start{});
+    ASSERT_EQ(got<proto::Started>().size(), static_cast<std::size_t>(ranks));
+  }
+
+  // As the head: one message to the agent, then let it work.
+  void send(const proto::Message& m) {
+    const std::string bytes = proto::encode(m);
+    ASSERT_EQ(::write(head_, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+    pump();
+  }
+  // Runs what is ready on the agent's loop, and reads what it sent.
+  void pump() {
+    for (int i = 0; i < 20; ++i) {
+      io_.restart();
+      if (io_.poll() == 0) break;
+    }
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = ::recv(head_, buf, sizeof buf, MSG_DONTWAIT);
+      if (n == 0) head_eof_ = true;
+      if (n <= 0) break;
+      decoder_.feed(std::string_view(buf, static_cast<std::size_t>(n)));
+    }
+    while (auto m = decoder_.next()) received_.push_back(std::move(*m));
+  }
+  // Moves time, then lets the agent work.
+  void advance(std::chrono::milliseconds d) {
+    clock_.advance(d);
+    pump();
+  }
+  // The worker processes ended (the fake's SIGCHLD).
+  void sigchld() {
+    agent_->on_sigchld();
+    pump();
+  }
+  template <typename T>
+  std::vector<T> got() const {
+    std::vector<T> out;
+    for (const auto& m : received_) {
+      if (const auto* t = std::get_if<T>(&m)) out.push_back(*t);
+    }
+    return out;
+  }
+
+  boost::asio::io_context io_;
+  ManualClock clock_;
+  FakeOs os_;
+  std::unique_ptr<dlaunch::agent::Agent> agent_;
+  int head_ = -1;
+  bool head_eof_ = false;
+  proto::Decoder decoder_;
+  std::vector<proto::Message> received_;
+};
+
+}  // namespace dltest
