@@ -16,6 +16,7 @@
 
 #include <boost/asio/signal_set.hpp>
 
+#include "dlaunch/error.h"
 #include "dlaunch/private_dir.h"
 #include "dlaunch/process.h"
 #include "dlaunch/random.h"
@@ -44,14 +45,17 @@ std::string hostname() {
 
 void log(const std::string& msg) { std::fprintf(stderr, "dlaunch-agent: %s\n", msg.c_str()); }
 
+// A port bound (not listening) on every address, and its number.
+struct ReservedPort {
+  UniqueFd fd;
+  std::uint16_t port = 0;
+};
+
 // Binds (without listening) a TCP port on all addresses so nothing else takes
 // it until the workers start. SO_REUSEADDR lets rank 0 bind it right after.
-UniqueFd reserve_port(std::uint16_t wanted, std::uint16_t& got, std::string& error) {
+Result<ReservedPort> reserve_port(std::uint16_t wanted) {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) {
-    error = std::string("socket: ") + std::strerror(errno);
-    return {};
-  }
+  if (!fd) return Result<ReservedPort>::failure(std::string("socket: ") + std::strerror(errno));
   int one = 1;
   ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in addr{};
@@ -59,14 +63,12 @@ UniqueFd reserve_port(std::uint16_t wanted, std::uint16_t& got, std::string& err
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
   addr.sin_port = htons(wanted);
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    error =
-        "MASTER_PORT " + std::to_string(wanted) + " is not free on node 0: " + std::strerror(errno);
-    return {};
+    return Result<ReservedPort>::failure("MASTER_PORT " + std::to_string(wanted) +
+                                         " is not free on node 0: " + std::strerror(errno));
   }
   socklen_t len = sizeof addr;
   ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
-  got = ntohs(addr.sin_port);
-  return fd;
+  return ReservedPort{std::move(fd), ntohs(addr.sin_port)};
 }
 
 }  // namespace
@@ -170,12 +172,13 @@ void Agent::handle(proto::Setup&& m) {
   }
   proto::Ready ready;
   if (setup_.reserve_master_port) {
-    std::string error;
-    reserved_port_ = reserve_port(setup_.master_port, ready.master_port, error);
-    if (!reserved_port_) {
-      channel_->send(proto::Fatal{error});
+    auto reserved = reserve_port(setup_.master_port);
+    if (!reserved) {
+      channel_->send(proto::Fatal{reserved.error()});
       return;
     }
+    reserved_port_ = std::move(reserved->fd);
+    ready.master_port = reserved->port;
   }
   if (!setup_.store_secret.empty()) {
     // The store lives as long as the job, not the workers: it survives their crashes.
@@ -296,25 +299,25 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   w.started = env_.clock.now();
   w.started_wall = std::chrono::system_clock::now();
   SpawnResult r = env_.os.spawn(opts);
-  if (r.pid < 0) {
+  if (!r) {
     w.state = WorkerState::kFailed;
     channel_->send(proto::Exited{.rank = w.spec.rank,
                                  .kind = proto::ExitKind::kSpawnFailed,
                                  .code = 127,
-                                 .message = r.error});
+                                 .message = r.error()});
     return;
   }
-  w.pid = r.pid;
+  w.pid = *r;
   w.state = WorkerState::kRunning;
-  guard_->watch_process_group(r.pid);
-  rank_of_pid_[r.pid] = w.spec.rank;
+  guard_->watch_process_group(w.pid);
+  rank_of_pid_[w.pid] = w.spec.rank;
   set_nonblocking(out_r.get(), true);
   set_nonblocking(err_r.get(), true);
   w.out =
       std::make_unique<OutputStream>(env_.io, env_.clock, out_r.release(), proto::Stream::kStdout);
   w.err =
       std::make_unique<OutputStream>(env_.io, env_.clock, err_r.release(), proto::Stream::kStderr);
-  channel_->send(proto::Started{.rank = w.spec.rank, .pid = r.pid});
+  channel_->send(proto::Started{.rank = w.spec.rank, .pid = w.pid});
   read_stream(w, *w.out);
   read_stream(w, *w.err);
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "dlaunch/error.h"
 #include "dlaunch/process.h"
 
 namespace dlaunch::agent {
@@ -60,7 +61,8 @@ Guard::Guard(const std::string& token_entry) {
   auto [r, w] = make_pipe();
   pid_ = ::fork();
   if (pid_ < 0)
-    throw std::runtime_error(std::string("fork of guard failed: ") + std::strerror(errno));
+    throw Error(ErrorKind::kEnvironment,
+                std::string("fork of guard failed: ") + std::strerror(errno));
   if (pid_ == 0) {
     ::setpgid(0, 0);  // not in the agent's group: a group-wide kill must not take it
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::signal(s, SIG_IGN);

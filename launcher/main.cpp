@@ -230,11 +230,12 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   try {
     return run(argc, argv);
-  } catch (const dl::InputError& e) {
+  } catch (const dl::Error& e) {
+    // The user's input: exit 2, nothing started. Anything else: exit 1.
     std::fprintf(stderr, "dlaunch: error: %s\n", e.what());
-    return 2;
+    return e.kind() == dl::ErrorKind::kInput ? 2 : 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "dlaunch: error: %s\n", e.what());
+    std::fprintf(stderr, "dlaunch: internal error: %s\n", e.what());
     return 1;
   }
 }

@@ -19,6 +19,8 @@
 #include <pmix.h>
 #include <pmix_server.h>
 
+#include "dlaunch/error.h"
+
 namespace dlaunch::agent {
 
 namespace asio = boost::asio;
@@ -114,7 +116,7 @@ PmixHost::PmixHost(asio::io_context& io, Callbacks cb)
 PmixHost::~PmixHost() { stop(); }
 
 void PmixHost::start(const PmixJob& job) {
-  if (g_impl != nullptr) throw std::runtime_error("only one PMIx server per process");
+  if (g_impl != nullptr) throw Error(ErrorKind::kInternal, "only one PMIx server per process");
   impl_->job = job;
   // The caller made job.tmpdir fresh and private: never create it here, where
   // an existing directory (perhaps another user's) would be taken as is.
@@ -131,7 +133,7 @@ void PmixHost::start(const PmixJob& job) {
   PMIX_INFO_FREE(init, 3);
   if (rc != PMIX_SUCCESS) {
     g_impl = nullptr;
-    throw std::runtime_error(err("server init", rc));
+    throw Error(ErrorKind::kEnvironment, err("server init", rc));
   }
   impl_->started = true;
 
@@ -146,11 +148,11 @@ void PmixHost::start(const PmixJob& job) {
   char* node_map = nullptr;
   char* proc_map = nullptr;
   if ((rc = PMIx_generate_regex(join(job.node_names, ',').c_str(), &node_map)) != PMIX_SUCCESS) {
-    throw std::runtime_error(err("node map", rc));
+    throw Error(ErrorKind::kEnvironment, err("node map", rc));
   }
   if ((rc = PMIx_generate_ppn(join(per_node, ';').c_str(), &proc_map)) != PMIX_SUCCESS) {
     std::free(node_map);
-    throw std::runtime_error(err("process map", rc));
+    throw Error(ErrorKind::kEnvironment, err("process map", rc));
   }
   auto world = static_cast<std::uint32_t>(next);
   auto nodes = static_cast<std::uint32_t>(job.node_names.size());
@@ -172,7 +174,7 @@ void PmixHost::start(const PmixJob& job) {
       ns, job.ranks_per_node.at(static_cast<std::size_t>(job.node_rank)), info, 7, OpWait::callback,
       &w));
   PMIX_INFO_FREE(info, 7);
-  if (rc != PMIX_SUCCESS) throw std::runtime_error(err("namespace registration", rc));
+  if (rc != PMIX_SUCCESS) throw Error(ErrorKind::kEnvironment, err("namespace registration", rc));
 }
 
 std::vector<std::string> PmixHost::client_environment(int rank) {
@@ -181,10 +183,10 @@ std::vector<std::string> PmixHost::client_environment(int rank) {
   OpWait w;
   pmix_status_t rc = w.wait(
       PMIx_server_register_client(&proc, ::getuid(), ::getgid(), nullptr, OpWait::callback, &w));
-  if (rc != PMIX_SUCCESS) throw std::runtime_error(err("client registration", rc));
+  if (rc != PMIX_SUCCESS) throw Error(ErrorKind::kEnvironment, err("client registration", rc));
   char** env = nullptr;
   rc = PMIx_server_setup_fork(&proc, &env);
-  if (rc != PMIX_SUCCESS) throw std::runtime_error(err("setup_fork", rc));
+  if (rc != PMIX_SUCCESS) throw Error(ErrorKind::kEnvironment, err("setup_fork", rc));
   std::vector<std::string> out;
   for (char** e = env; e != nullptr && *e != nullptr; ++e) {
     out.emplace_back(*e);

@@ -46,10 +46,10 @@ class PmixHost {
   PmixHost(const PmixHost&) = delete;
   PmixHost& operator=(const PmixHost&) = delete;
 
-  // Starts the server and registers the namespace. Throws std::runtime_error.
+  // Starts the server and registers the namespace. Throws dlaunch::Error.
   void start(const PmixJob& job);
   // Registers a local rank and returns the NAME=VALUE entries its
-  // environment needs. Throws std::runtime_error.
+  // environment needs. Throws dlaunch::Error.
   std::vector<std::string> client_environment(int rank);
   // The head's answer to fence seq: every node's data, concatenated.
   void complete_fence(std::uint32_t seq, const std::string& all_data);

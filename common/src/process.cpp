@@ -72,7 +72,7 @@ std::string find_program(const std::string& prog, const std::vector<std::string>
 }
 
 SpawnResult spawn(const SpawnOptions& opts) {
-  if (opts.argv.empty()) return {-1, "empty command"};
+  if (opts.argv.empty()) return SpawnResult::failure("empty command");
   std::vector<char*> argv;
   for (const auto& a : opts.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -84,7 +84,7 @@ SpawnResult spawn(const SpawnOptions& opts) {
   const pid_t parent = ::getpid();
 
   const pid_t pid = ::fork();
-  if (pid < 0) return {-1, std::string("fork: ") + std::strerror(errno)};
+  if (pid < 0) return SpawnResult::failure(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
     const int errfd = err_w.get();
     sigset_t all;
@@ -130,13 +130,16 @@ SpawnResult spawn(const SpawnOptions& opts) {
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     std::string what = kStages[f.stage];
-    if (f.stage == 4) return {-1, "cannot execute '" + opts.argv[0] + "': " + std::strerror(f.err)};
-    if (f.stage == 3) {
-      return {-1, "cannot change to directory '" + opts.workdir + "': " + std::strerror(f.err)};
+    if (f.stage == 4) {
+      return SpawnResult::failure("cannot execute '" + opts.argv[0] + "': " + std::strerror(f.err));
     }
-    return {-1, what + ": " + std::strerror(f.err)};
+    if (f.stage == 3) {
+      return SpawnResult::failure("cannot change to directory '" + opts.workdir +
+                                  "': " + std::strerror(f.err));
+    }
+    return SpawnResult::failure(what + ": " + std::strerror(f.err));
   }
-  return {pid, {}};
+  return pid;
 }
 
 std::pair<UniqueFd, UniqueFd> make_pipe() {

@@ -87,12 +87,12 @@ std::string run_local(const std::string& script, std::vector<std::string> prefix
   auto res = spawn(so);
   w.reset();
   std::string out;
-  if (res.pid < 0) return out;
+  if (!res) return out;
   char buf[4096];
   ssize_t n;
   while ((n = ::read(r.get(), buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
   int st;
-  ::waitpid(res.pid, &st, 0);
+  ::waitpid(*res, &st, 0);
   return out;
 }
 

@@ -78,7 +78,7 @@ std::string read_file(const std::string& path) {
 }  // namespace
 
 InputError::InputError(SourcePos pos, std::string field, std::string message, std::string hint)
-    : std::runtime_error(format_input_error(pos, field, message, hint)),
+    : Error(ErrorKind::kInput, format_input_error(pos, field, message, hint)),
       pos_(std::move(pos)),
       field_(std::move(field)),
       message_(std::move(message)),

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "dlaunch/error.h"
+
 namespace dlaunch {
 
 // A place in user input. line/column are 1-based; 0 means "not known".
@@ -22,10 +24,11 @@ struct SourcePos {
   int column = 0;
 };
 
-// Bad user input. what() reads
+// Bad user input (ErrorKind::kInput: dlaunch exits 2, nothing started).
+// what() reads
 //   "<source>:<line>:<col>: <field>: <message> (hint: <hint>)"
 // with the parts that are unknown left out.
-class InputError : public std::runtime_error {
+class InputError : public Error {
  public:
   InputError(SourcePos pos, std::string field, std::string message, std::string hint = {});
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "dlaunch/error.h"
 #include "dlaunch/process.h"
 #include "output/console_style.h"
 
@@ -24,7 +25,8 @@ OutputSink::OutputSink(Config cfg) : cfg_(std::move(cfg)) {
     std::error_code ec;
     std::filesystem::create_directories(dir_, ec);
     if (ec)
-      throw std::runtime_error("cannot create output directory '" + dir_ + "': " + ec.message());
+      throw Error(ErrorKind::kEnvironment,
+                  "cannot create output directory '" + dir_ + "': " + ec.message());
   }
 }
 

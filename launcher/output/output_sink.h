@@ -35,7 +35,7 @@ class OutputSink {
     bool color_stderr = false;  // and on stderr_fd
   };
 
-  // Creates DIR/<job-id>/ when output_dir is set; throws std::runtime_error.
+  // Creates DIR/<job-id>/ when output_dir is set; throws dlaunch::Error.
   explicit OutputSink(Config cfg);
 
   // data: whole lines ending in '\n', or (partial) a piece of one.

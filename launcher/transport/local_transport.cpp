@@ -78,10 +78,11 @@ std::unique_ptr<AgentLink> start_agent_process(boost::asio::io_context& io,
   opts.stdin_fd = to_agent_r.get();
   opts.stdout_fd = from_agent_w.get();
   SpawnResult r = spawn(opts);
-  if (r.pid < 0) throw std::runtime_error("node " + std::to_string(node_rank) + ": " + r.error);
+  if (!r)
+    throw Error(ErrorKind::kEnvironment, "node " + std::to_string(node_rank) + ": " + r.error());
   set_nonblocking(from_agent_r.get(), true);
   set_nonblocking(to_agent_w.get(), true);
-  return std::make_unique<LocalLink>(io, r.pid, from_agent_r.release(), to_agent_w.release(),
+  return std::make_unique<LocalLink>(io, *r, from_agent_r.release(), to_agent_w.release(),
                                      std::move(cb));
 }
 

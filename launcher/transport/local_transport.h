@@ -14,7 +14,7 @@
 
 namespace dlaunch {
 
-// Throws std::runtime_error when the agent cannot be started.
+// Throws dlaunch::Error when the agent cannot be started.
 std::unique_ptr<AgentLink> start_local_agent(boost::asio::io_context& io,
                                              const std::string& agent_path, int node_rank,
                                              LinkCallbacks cb);

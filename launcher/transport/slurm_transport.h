@@ -36,7 +36,7 @@ std::vector<std::string> srun_command(const std::string& node,
 // the precondition of the Slurm transport.
 bool in_slurm_allocation();
 
-// Starts the node's agent as a job step. Throws std::runtime_error when srun
+// Starts the node's agent as a job step. Throws dlaunch::Error when srun
 // cannot be started; srun's own errors (unknown node, no allocation) go to
 // dlaunch's stderr and end the channel.
 std::unique_ptr<AgentLink> start_slurm_agent(boost::asio::io_context& io, const std::string& node,

@@ -500,14 +500,15 @@ TEST(LocalJob, PrefixesAreColouredOnATerminalUnlessNoColor) {
     o.new_process_group = false;
     o.stdout_fd = slave.get();
     auto child = dlaunch::spawn(o);
-    EXPECT_GT(child.pid, 0) << child.error;
+    EXPECT_TRUE(child.ok()) << child.error();
+    if (!child.ok()) return std::string();
     slave.reset();
     std::string text;
     char buf[4096];
     ssize_t n;
     while ((n = ::read(master, buf, sizeof buf)) > 0) text.append(buf, static_cast<std::size_t>(n));
     int status = 0;
-    ::waitpid(child.pid, &status, 0);
+    ::waitpid(*child, &status, 0);
     ::close(master);
     EXPECT_EQ(dlaunch::exit_code_of(status), 0);
     return text;

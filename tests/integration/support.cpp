@@ -39,8 +39,7 @@ Process::Process(const std::vector<std::string>& argv, const std::vector<std::st
   o.stderr_fd = err_w.get();
   start_ = std::chrono::steady_clock::now();
   auto r = dlaunch::spawn(o);
-  if (r.pid < 0) throw std::runtime_error(r.error);
-  pid_ = r.pid;
+  pid_ = r.take();
   out_fd_ = out_r.release();
   err_fd_ = err_r.release();
 }

@@ -31,8 +31,8 @@ TEST(Spawn, MissingProgramIsReportedByTheSpawnItself) {
   o.argv = {"definitely-not-a-program-xyz"};
   o.env = {"PATH=/usr/bin:/bin"};
   auto r = spawn(o);
-  EXPECT_LT(r.pid, 0);
-  EXPECT_EQ(r.error, "cannot execute 'definitely-not-a-program-xyz': No such file or directory");
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), "cannot execute 'definitely-not-a-program-xyz': No such file or directory");
 }
 
 TEST(Spawn, BadWorkdirIsReported) {
@@ -41,8 +41,8 @@ TEST(Spawn, BadWorkdirIsReported) {
   o.env = {"PATH=/usr/bin:/bin"};
   o.workdir = "/nonexistent-dir";
   auto r = spawn(o);
-  EXPECT_LT(r.pid, 0);
-  EXPECT_NE(r.error.find("/nonexistent-dir"), std::string::npos);
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("/nonexistent-dir"), std::string::npos);
 }
 
 TEST(Spawn, ChildGetsItsOwnProcessGroupAndOnlyTheGivenEnvironment) {
@@ -52,10 +52,10 @@ TEST(Spawn, ChildGetsItsOwnProcessGroupAndOnlyTheGivenEnvironment) {
   o.env = {"PATH=/usr/bin:/bin", "ONLY=yes"};
   o.stdout_fd = w.get();
   auto res = spawn(o);
-  ASSERT_GT(res.pid, 0) << res.error;
+  ASSERT_TRUE(res.ok()) << res.error();
   w.reset();
   int st;
-  ::waitpid(res.pid, &st, 0);
+  ::waitpid(*res, &st, 0);
   char buf[256] = {};
   auto n = ::read(r.get(), buf, sizeof buf - 1);
   ASSERT_GT(n, 0);
@@ -82,27 +82,27 @@ TEST(Process, ShellQuoteLeavesPlainWordsAndQuotesTheRest) {
 
 TEST(Process, DescendantsIncludeGrandchildren) {
   auto r = spawn_sh("sleep 5 & sleep 5");
-  ASSERT_GT(r.pid, 0);
+  ASSERT_TRUE(r.ok());
   std::vector<pid_t> d;
   for (int i = 0; i < 100 && d.size() < 2; ++i) {
     ::usleep(10000);
-    d = descendants_of(r.pid);
+    d = descendants_of(*r);
   }
   EXPECT_EQ(d.size(), 2u);
-  ::kill(-r.pid, SIGKILL);
+  ::kill(-*r, SIGKILL);
   int st;
-  ::waitpid(r.pid, &st, 0);
+  ::waitpid(*r, &st, 0);
 }
 
 TEST(Process, DescendantsLeaveOutZombies) {
   // sh starts `true` in the background, then becomes `sleep`, which never
   // reaps it: a zombie child, which holds nothing and must not be listed.
   auto r = spawn_sh("true & exec sleep 5");
-  ASSERT_GT(r.pid, 0);
+  ASSERT_TRUE(r.ok());
   bool zombie_seen = false;
   for (int i = 0; i < 200 && !zombie_seen; ++i) {
     ::usleep(10000);
-    std::ifstream children("/proc/" + std::to_string(r.pid) + "/task/" + std::to_string(r.pid) +
+    std::ifstream children("/proc/" + std::to_string(*r) + "/task/" + std::to_string(*r) +
                            "/children");
     pid_t c;
     while (children >> c) {
@@ -113,11 +113,11 @@ TEST(Process, DescendantsLeaveOutZombies) {
     }
   }
   if (zombie_seen) {
-    EXPECT_EQ(descendants_of(r.pid), std::vector<pid_t>{});
+    EXPECT_EQ(descendants_of(*r), std::vector<pid_t>{});
   }
-  ::kill(-r.pid, SIGKILL);
+  ::kill(-*r, SIGKILL);
   int st;
-  ::waitpid(r.pid, &st, 0);
+  ::waitpid(*r, &st, 0);
   if (!zombie_seen) GTEST_SKIP() << "no /proc/PID/task/TID/children here, or no zombie seen";
 }
 
@@ -158,15 +158,15 @@ TEST(Random, HexHasTheLengthAndAlphabetAndDiffersEachTime) {
 TEST(Process, StateTellsRunningFromSleepingAndGone) {
   EXPECT_EQ(process_state(::getpid()), 'R');  // this thread, reading the file
   auto r = spawn_sh("exec sleep 5");
-  ASSERT_GT(r.pid, 0);
+  ASSERT_TRUE(r.ok());
   char state = 0;
   for (int i = 0; i < 200 && state != 'S'; ++i) {
     ::usleep(10000);
-    state = process_state(r.pid);
+    state = process_state(*r);
   }
   EXPECT_EQ(state, 'S');
-  ::kill(r.pid, SIGKILL);
+  ::kill(*r, SIGKILL);
   int st;
-  ::waitpid(r.pid, &st, 0);
-  EXPECT_EQ(process_state(r.pid), '\0');
+  ::waitpid(*r, &st, 0);
+  EXPECT_EQ(process_state(*r), '\0');
 }

@@ -11,16 +11,17 @@
 // (so they cannot rename the new directory away and put theirs in its place).
 #pragma once
 
-#include <stdexcept>
 #include <string>
+
+#include "dlaunch/error.h"
 
 namespace dlaunch {
 
 // A shared directory that cannot safely hold a private one, or a failed
 // creation: the message names the path and what is wrong with it.
-class PrivateDirError : public std::runtime_error {
+class PrivateDirError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit PrivateDirError(const std::string& message) : Error(ErrorKind::kEnvironment, message) {}
 };
 
 // Where per-job runtime files go: $TMPDIR when set and not empty, else

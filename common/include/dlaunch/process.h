@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "dlaunch/error.h"
 #include "dlaunch/unique_fd.h"
 
 namespace dlaunch {
@@ -31,10 +32,8 @@ struct SpawnOptions {
   int stderr_fd = -1;             // -1: inherit
 };
 
-struct SpawnResult {
-  pid_t pid = -1;     // > 0 on success
-  std::string error;  // what failed in the child, when pid < 0
-};
+// The child's pid (> 0), or what failed in the child.
+using SpawnResult = Result<pid_t>;
 
 SpawnResult spawn(const SpawnOptions& opts);
 

@@ -19,6 +19,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include "dlaunch/error.h"
 #include "transport/ssh/known_hosts.h"
 #include "transport/ssh/libssh2_handles.h"
 
@@ -36,10 +37,11 @@ struct ConnectOptions {
   int keepalive_s = 0;      // SSH keepalive interval; 0: off
 };
 
-class ConnectError : public std::runtime_error {
+// A host that could not be reached, or refused us (ErrorKind::kEnvironment).
+class ConnectError : public Error {
  public:
   ConnectError(std::string stage, const std::string& message)
-      : std::runtime_error(message), stage_(std::move(stage)) {}
+      : Error(ErrorKind::kEnvironment, message), stage_(std::move(stage)) {}
   const std::string& stage() const { return stage_; }  // connect, handshake, hostkey, auth, exec
 
  private:

@@ -4,11 +4,13 @@
 
 #include <stdexcept>
 
+#include "dlaunch/error.h"
+
 namespace dlaunch::ssh {
 
 void init_library() {
   static const int rc = libssh2_init(0);
-  if (rc != 0) throw std::runtime_error("libssh2_init failed");
+  if (rc != 0) throw Error(ErrorKind::kEnvironment, "libssh2_init failed");
 }
 
 void ChannelDeleter::operator()(LIBSSH2_CHANNEL* c) const {

@@ -66,12 +66,12 @@ class FakeOs final : public dlaunch::agent::AgentOs {
     return g;
   }
   dlaunch::SpawnResult spawn(const dlaunch::SpawnOptions& opts) override {
-    if (!spawn_error.empty()) return {.pid = -1, .error = spawn_error};
+    if (!spawn_error.empty()) return dlaunch::SpawnResult::failure(spawn_error);
     Proc p{.pid = next_pid++, .argv = opts.argv, .env = opts.env};
     p.out = ::fcntl(opts.stdout_fd, F_DUPFD_CLOEXEC, 3);
     p.err = ::fcntl(opts.stderr_fd, F_DUPFD_CLOEXEC, 3);
     procs.push_back(p);
-    return {.pid = p.pid};
+    return p.pid;
   }
   void signal_group(pid_t pgid, int sig) override {
     signals.push_back({pgid, sig, true});

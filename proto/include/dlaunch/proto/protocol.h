@@ -36,6 +36,8 @@
 #include <variant>
 #include <vector>
 
+#include "dlaunch/error.h"
+
 namespace dlaunch::proto {
 
 inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
@@ -45,9 +47,11 @@ inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
 inline constexpr std::size_t kMaxErrorFileBytes = 64u << 10;
 
-class ProtocolError : public std::runtime_error {
+// A peer broke the protocol: a malformed, oversized or unknown frame
+// (ErrorKind::kProtocol: version skew or a bug on the other side).
+class ProtocolError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit ProtocolError(const std::string& message) : Error(ErrorKind::kProtocol, message) {}
 };
 
 using Env = std::vector<std::pair<std::string, std::string>>;
