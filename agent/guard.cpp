@@ -13,6 +13,7 @@
 
 #include "dlaunch/error.h"
 #include "dlaunch/process.h"
+#include "dlaunch/tunables.h"
 
 namespace dlaunch::agent {
 namespace {
@@ -37,7 +38,7 @@ namespace {
     }
   }
   // The agent is gone without disarming: take everything of its down.
-  for (int round = 0; round < 5; ++round) {
+  for (int round = 0; round < timing::kGuardKillRounds; ++round) {
     bool any = false;
     for (pid_t g : groups) {
       if (::kill(-g, SIGKILL) == 0) any = true;
@@ -46,7 +47,7 @@ namespace {
       if (::kill(p, SIGKILL) == 0) any = true;
     }
     if (!any) break;
-    ::usleep(50 * 1000);
+    ::usleep(static_cast<useconds_t>(timing::kGuardKillRound.count()) * 1000);
   }
   for (const auto& d : dirs) {
     std::error_code ignored;

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <unordered_map>
 
+#include "dlaunch/tunables.h"
 #include "dlaunch/unique_fd.h"
 
 namespace dlaunch::agent {
@@ -33,11 +34,11 @@ std::string read_error_file(const std::string& path, std::chrono::system_clock::
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   struct stat st {};
   if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
-  // File times come from a coarse clock: allow a second of slack.
+  // File times come from a coarse clock: allow some slack.
   const auto mtime = std::chrono::system_clock::time_point(
       std::chrono::duration_cast<std::chrono::system_clock::duration>(
           std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
-  if (mtime + std::chrono::seconds(1) < since) return {};
+  if (mtime + timing::kErrorFileSlack < since) return {};
   std::string data(max_bytes, '\0');
   std::size_t got = 0;
   while (got < max_bytes) {

@@ -20,6 +20,7 @@
 #include <pmix_server.h>
 
 #include "dlaunch/error.h"
+#include "dlaunch/tunables.h"
 
 namespace dlaunch::agent {
 
@@ -243,7 +244,7 @@ void PmixHost::stop() {
     PMIx_server_finalize();
     done->set_value();
   }).detach();
-  if (finished.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+  if (finished.wait_for(timing::kPmixFinalize) != std::future_status::ready) {
     g_finalize_hung = true;
     std::fprintf(stderr,
                  "dlaunch-agent: the PMIx server did not finalize within 5 s; leaving it\n");

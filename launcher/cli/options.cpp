@@ -37,6 +37,25 @@ class HelpFormatter : public CLI::Formatter {
 
 }  // namespace
 
+std::string tunables_markdown() {
+  std::string out =
+      "# Tunables\n\n"
+      "Every number a user can set that decides how long dlaunch waits or how much it does at\n"
+      "once. This page is generated from the table in `common/include/dlaunch/tunables.h`\n"
+      "(`dlaunch --help-tunables`); a test keeps the two equal. The fixed timing constants\n"
+      "are in the same header, each with what it bounds.\n\n"
+      "| option | default | workers' variable | meaning |\n"
+      "|---|---|---|---|\n";
+  for (const Tunable* t : tunables::kAll) {
+    char value[32];
+    std::snprintf(value, sizeof value, "%g%s%s", t->value, *t->unit ? " " : "", t->unit);
+    out += std::string("| `") + t->option + "` | " + value + " | " +
+           (t->env != nullptr ? std::string("`") + t->env + "`" : std::string("-")) + " | " +
+           t->help + " |\n";
+  }
+  return out;
+}
+
 bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   CLI::App app{
       "dlaunch: start a distributed job (one agent per node, workers with the torchrun "
@@ -56,6 +75,8 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   // Hidden (no group): the man page, generated from this app at build time.
   bool help_man = false;
   app.add_flag("--help-man", help_man, "print dlaunch(1) in roff")->group("");
+  bool help_tunables = false;
+  app.add_flag("--help-tunables", help_tunables, "print docs/tunables.md")->group("");
 
   // Sections of --help, in the order mpirun users look for them.
   auto* hosts = app.add_option_group("Hosts and placement");
@@ -173,6 +194,11 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     // --help and --version exit 0; anything else is a usage error (exit 2).
     const int code = app.exit(e);
     exit_code = code == 0 ? 0 : 2;
+    return false;
+  }
+  if (help_tunables) {
+    std::fputs(tunables_markdown().c_str(), stdout);
+    exit_code = 0;
     return false;
   }
   if (help_man) {

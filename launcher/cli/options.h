@@ -54,6 +54,9 @@ struct Options {
   bool check = false;                     // preflight only
 };
 
+// docs/tunables.md: the table of dlaunch/tunables.h as Markdown.
+std::string tunables_markdown();
+
 // Returns false when dlaunch should exit at once with exit_code: after
 // --help/--version (0) or a usage error already printed (2).
 bool parse_options(int argc, char** argv, Options& out, int& exit_code);

@@ -25,7 +25,6 @@ void log(const std::string& msg) {
   std::string line = "dlaunch: " + msg + "\n";
   write_all(2, line);
 }
-std::uint32_t ms(milliseconds d) { return static_cast<std::uint32_t>(d.count()); }
 std::string seconds(milliseconds d) {
   return fmt::format("{:.1f} s", static_cast<double>(d.count()) / 1000.0);
 }
@@ -176,6 +175,7 @@ proto::Setup Controller::make_setup(std::size_t i) const {
     s.store_port = cfg_.store_port;
   }
   s.master_port = cfg_.master_port;
+  using proto::ms;
   s.kill_grace_ms = ms(cfg_.kill_grace);
   s.heartbeat_timeout_ms = ms(cfg_.heartbeat_timeout);
   s.heartbeat_interval_ms = ms(heartbeats_.interval());

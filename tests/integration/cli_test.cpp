@@ -2,6 +2,9 @@
 // anything starts, with the place and a hint.
 #include <unistd.h>
 
+#include <fstream>
+#include <sstream>
+
 #include <gtest/gtest.h>
 
 #include "support.h"
@@ -169,4 +172,14 @@ TEST(Cli, DryRunShowsTheEnvironmentFromXAndEnvFilesQuoted) {
   EXPECT_NE(r.out.find("  node env: FROM_FILE='a b' Q='it'\\''s \"quoted\"' OMP_NUM_THREADS=1"),
             std::string::npos)
       << r.out;
+}
+
+TEST(Cli, TheTunablesPageIsTheTable) {
+  auto r = run(dlaunch_cmd({"--help-tunables"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream page(std::string(SOURCE_DIR) + "/docs/tunables.md");
+  std::stringstream text;
+  text << page.rdbuf();
+  EXPECT_EQ(text.str(), r.out) << "regenerate: build/release/bin/dlaunch --help-tunables > "
+                                  "docs/tunables.md";
 }

@@ -95,6 +95,11 @@ inline constexpr milliseconds kGuardKillRound{50};
 inline constexpr int kGuardKillRounds = 5;
 // A polite SSH channel close waits this long for the peer's close.
 inline constexpr milliseconds kSshCloseWait{2000};
+// How often an SSH link asks libssh2 whether a keepalive is due.
+inline constexpr milliseconds kSshKeepalivePoll{1000};
+// File times come from a coarse clock: an error file this much older than
+// its worker still counts as written by it.
+inline constexpr milliseconds kErrorFileSlack{1000};
 
 }  // namespace timing
 

@@ -20,6 +20,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "dlaunch/error.h"
+#include "dlaunch/tunables.h"
 #include "transport/ssh/known_hosts.h"
 #include "transport/ssh/libssh2_handles.h"
 
@@ -30,7 +31,7 @@ struct ConnectOptions {
   int port = 22;
   std::string user;      // empty: the current user
   std::string identity;  // hostfile `identity`; empty: none
-  std::chrono::milliseconds timeout{10000};
+  std::chrono::milliseconds timeout = default_ms(tunables::kConnectTimeout);
   HostKeyPolicy host_key_policy = HostKeyPolicy::kStrict;
   std::string known_hosts;  // empty: ~/.ssh/known_hosts
   int attempts = 3;         // for refused or reset connections

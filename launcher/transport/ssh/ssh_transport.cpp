@@ -202,7 +202,7 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
     if (!eof && libssh2_channel_eof(ch) != 0) {
       eof = true;
       // Wait briefly for the exit status that follows EOF.
-      close_timer.expires_after(std::chrono::seconds(2));
+      close_timer.expires_after(timing::kSshCloseWait);
       close_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
         if (!ec && !self->closed && self->channel)
           self->finish(libssh2_channel_get_exit_status(self->channel.get()));
@@ -243,7 +243,7 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
   }
 
   void arm_keepalive() {
-    keepalive.expires_after(std::chrono::seconds(1));
+    keepalive.expires_after(timing::kSshKeepalivePoll);
     keepalive.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (ec || self->closed || !self->conn) return;
       int next = 0;

@@ -15,6 +15,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "dlaunch/tunables.h"
 #include "hostfile/hostfile.h"
 #include "transport/ssh/connect.h"
 #include "transport/transport.h"
@@ -22,8 +23,8 @@
 namespace dlaunch::ssh {
 
 struct TransportOptions {
-  int concurrency = 64;
-  std::chrono::milliseconds connect_timeout{10000};
+  int concurrency = static_cast<int>(tunables::kSshConcurrency.value);
+  std::chrono::milliseconds connect_timeout = default_ms(tunables::kConnectTimeout);
   HostKeyPolicy host_key_policy = HostKeyPolicy::kStrict;
   std::string known_hosts;  // empty: ~/.ssh/known_hosts
   int keepalive_s = 10;

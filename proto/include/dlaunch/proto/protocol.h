@@ -27,6 +27,7 @@
 // all functions are pure.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -37,6 +38,7 @@
 #include <vector>
 
 #include "dlaunch/error.h"
+#include "dlaunch/tunables.h"
 
 namespace dlaunch::proto {
 
@@ -55,6 +57,11 @@ class ProtocolError : public Error {
 };
 
 using Env = std::vector<std::pair<std::string, std::string>>;
+
+// Milliseconds as the protocol carries them.
+constexpr std::uint32_t ms(std::chrono::milliseconds d) {
+  return static_cast<std::uint32_t>(d.count());
+}
 
 struct Hello {
   std::uint32_t magic = kMagic;
@@ -76,10 +83,11 @@ struct Setup {
   std::int32_t node_rank = 0;
   bool reserve_master_port = false;  // node 0: find a free port and hold it
   std::uint16_t master_port = 0;     // 0: any free port; otherwise this one
-  std::uint32_t kill_grace_ms = 5000;
-  std::uint32_t heartbeat_interval_ms = 5000;
-  std::uint32_t heartbeat_timeout_ms = 30000;  // 0: never time out
-  std::uint32_t flush_ms = 100;                // partial output lines are sent after this
+  // Defaults: dlaunch/tunables.h.
+  std::uint32_t kill_grace_ms = ms(default_ms(tunables::kKillGrace));
+  std::uint32_t heartbeat_interval_ms = ms(timing::kMaxHeartbeatInterval);
+  std::uint32_t heartbeat_timeout_ms = ms(default_ms(tunables::kHeartbeatTimeout));  // 0: never
+  std::uint32_t flush_ms = ms(timing::kFlushPartialLine);  // partial output lines leave after this
   std::string workdir;
   std::vector<WorkerSpec> workers;
   // Node 0 hosts the job's comm store when a secret is given.
