@@ -40,7 +40,18 @@ struct PmixHost::Impl {
 
 namespace {
 
-PmixHost::Impl* g_impl = nullptr;  // PMIx upcalls carry no context pointer of ours
+// The server whose upcalls PMIx makes (they carry no context pointer of
+// ours). Read on PMIx's progress thread, written on the loop's: under
+// g_impl_mu, which an upcall holds until it has posted its work to the loop,
+// so that after stop() cleared it (a finalize that hung leaves PMIx's thread
+// running) no upcall can reach a server that is gone.
+std::mutex g_impl_mu;
+PmixHost::Impl* g_impl = nullptr;
+
+void set_impl(PmixHost::Impl* impl) {
+  std::lock_guard<std::mutex> lock(g_impl_mu);
+  g_impl = impl;
+}
 
 // Waits for one of PMIx's asynchronous registration calls to complete.
 struct OpWait {
@@ -72,8 +83,9 @@ void release_blob(void* blob) { delete static_cast<std::string*>(blob); }
 
 pmix_status_t on_fence(const pmix_proc_t[], size_t, const pmix_info_t[], size_t, char* data,
                        size_t ndata, pmix_modex_cbfunc_t cbfunc, void* cbdata) {
-  if (g_impl == nullptr) return PMIX_ERR_INIT;
   std::string blob(data != nullptr ? data : "", data != nullptr ? ndata : 0);
+  std::lock_guard<std::mutex> lock(g_impl_mu);
+  if (g_impl == nullptr) return PMIX_ERR_INIT;
   asio::post(g_impl->io, [impl = g_impl, blob = std::move(blob), cbfunc, cbdata]() mutable {
     const std::uint32_t seq = impl->next_seq++;
     impl->fences[seq] = {cbfunc, cbdata};
@@ -84,12 +96,15 @@ pmix_status_t on_fence(const pmix_proc_t[], size_t, const pmix_info_t[], size_t,
 
 pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char msg[], pmix_proc_t[],
                        size_t, pmix_op_cbfunc_t cbfunc, void* cbdata) {
-  if (g_impl == nullptr) return PMIX_ERR_INIT;
   const int rank = static_cast<int>(proc->rank);
   std::string message = msg != nullptr ? msg : "";
-  asio::post(g_impl->io, [impl = g_impl, rank, status, message = std::move(message)] {
-    impl->cb.abort(rank, status, message);
-  });
+  {
+    std::lock_guard<std::mutex> lock(g_impl_mu);
+    if (g_impl == nullptr) return PMIX_ERR_INIT;
+    asio::post(g_impl->io, [impl = g_impl, rank, status, message = std::move(message)] {
+      impl->cb.abort(rank, status, message);
+    });
+  }
   // Release the caller at once: the job is being taken down either way.
   if (cbfunc != nullptr) cbfunc(PMIX_SUCCESS, cbdata);
   return PMIX_SUCCESS;
@@ -117,11 +132,14 @@ PmixHost::PmixHost(asio::io_context& io, Callbacks cb)
 PmixHost::~PmixHost() { stop(); }
 
 void PmixHost::start(const PmixJob& job) {
-  if (g_impl != nullptr) throw Error(ErrorKind::kInternal, "only one PMIx server per process");
+  {
+    std::lock_guard<std::mutex> lock(g_impl_mu);
+    if (g_impl != nullptr) throw Error(ErrorKind::kInternal, "only one PMIx server per process");
+  }
   impl_->job = job;
   // The caller made job.tmpdir fresh and private: never create it here, where
   // an existing directory (perhaps another user's) would be taken as is.
-  g_impl = impl_.get();
+  set_impl(impl_.get());
 
   const std::string& host = job.node_names.at(static_cast<std::size_t>(job.node_rank));
   auto node_id = static_cast<std::uint32_t>(job.node_rank);
@@ -133,7 +151,7 @@ void PmixHost::start(const PmixJob& job) {
   pmix_status_t rc = PMIx_server_init(&g_module, init, 3);
   PMIX_INFO_FREE(init, 3);
   if (rc != PMIX_SUCCESS) {
-    g_impl = nullptr;
+    set_impl(nullptr);
     throw Error(ErrorKind::kEnvironment, err("server init", rc));
   }
   impl_->started = true;
@@ -247,9 +265,10 @@ void PmixHost::stop() {
   if (finished.wait_for(timing::kPmixFinalize) != std::future_status::ready) {
     g_finalize_hung = true;
     std::fprintf(stderr,
-                 "dlaunch-agent: the PMIx server did not finalize within 5 s; leaving it\n");
+                 "dlaunch-agent: the PMIx server did not finalize within %lld ms; leaving it\n",
+                 static_cast<long long>(timing::kPmixFinalize.count()));
   }
-  g_impl = nullptr;
+  set_impl(nullptr);
   std::error_code ec;
   std::filesystem::remove_all(impl_->job.tmpdir, ec);  // also pmix_dstor_* of a killed server
 }
