@@ -53,28 +53,6 @@ bool is_loopback_ipv4(std::string_view host) {
   return parts == 4;
 }
 
-[[noreturn]] void throw_file_error(const std::string& path, const std::string& message) {
-  throw InputError({path, 0, 0}, "hostfile", message,
-                   "check the path; dlaunch never falls back to running locally");
-}
-
-std::string read_file(const std::string& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!std::filesystem::exists(status)) throw_file_error(path, "file not found");
-  if (std::filesystem::is_directory(status)) throw_file_error(path, "is a directory, not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    // errno is thread-local; the category's message() is thread-safe, unlike strerror().
-    const int err = errno;
-    throw_file_error(path, err != 0 ? std::generic_category().message(err) : "cannot be read");
-  }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) throw_file_error(path, "read error");
-  return contents.str();
-}
-
 }  // namespace
 
 InputError::InputError(SourcePos pos, std::string field, std::string message, std::string hint)
@@ -91,7 +69,7 @@ bool is_local_host(std::string_view host) {
 }
 
 Hostfile parse_hostfile_file(const std::string& path) {
-  const std::string text = read_file(path);
+  const std::string text = read_input_file(path, "hostfile");
   const std::string lower = to_lower(path);
   if (hostfile_detail::ends_with_any(lower, {".yaml", ".yml"})) {
     return parse_yaml_hostfile(text, path);

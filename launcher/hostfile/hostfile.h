@@ -70,6 +70,14 @@ struct Hostfile {
   EnvList env;  // top-level `env:`
 };
 
+// The contents of a file the user named (`field`: "hostfile", "--env-file"):
+// a regular file or a pipe (`-H <(make-hosts)`), at most
+// limits::kMaxInputFileBytes. Anything else (a directory, /dev/zero, a
+// socket), a missing file, a loop of symbolic links or a larger file throws
+// InputError naming the path and the reason, before reading more than the
+// limit.
+std::string read_input_file(const std::string& path, const std::string& field);
+
 // True for "localhost", "localhost.localdomain", any 127.x.y.z and "::1".
 bool is_local_host(std::string_view host);
 

@@ -59,13 +59,7 @@ EnvList parse_env_file_text(std::string_view text, const std::string& source) {
 }
 
 EnvList parse_env_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw InputError({"--env-file"}, "", "cannot read '" + path + "': " + std::strerror(errno));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_env_file_text(text.str(), path);
+  return parse_env_file_text(read_input_file(path, "--env-file"), path);
 }
 
 EnvList resolve_exports(const std::vector<std::string>& exports,

@@ -67,8 +67,7 @@ TEST(EnvFile, ErrorsNameTheFileAndLine) {
 
 TEST(EnvFile, MissingFileIsAnInputError) {
   const auto msg = error_of([] { parse_env_file("/nonexistent/dir/vars.env"); });
-  EXPECT_NE(msg.find("--env-file: cannot read '/nonexistent/dir/vars.env'"), std::string::npos)
-      << msg;
+  EXPECT_EQ(msg, "/nonexistent/dir/vars.env: --env-file: file not found");
 }
 
 TEST(EnvFile, ReadsAFile) {

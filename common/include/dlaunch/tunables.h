@@ -13,6 +13,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 
 namespace dlaunch {
@@ -102,5 +103,27 @@ inline constexpr milliseconds kSshKeepalivePoll{1000};
 inline constexpr milliseconds kErrorFileSlack{1000};
 
 }  // namespace timing
+
+// What dlaunch accepts from its input, checked before anything proportional
+// to it is allocated or started (a typo of a few zeros must not eat the head).
+namespace limits {
+
+// Hostfiles and env files: people write them, scripts generate them for a
+// few thousand hosts at most.
+inline constexpr std::size_t kMaxInputFileBytes = std::size_t{64} << 20;
+// Ranks of one job, and of one node (a machine with more hardware threads
+// than this has yet to be seen).
+inline constexpr long long kMaxRanksPerJob = 1 << 20;
+inline constexpr long long kMaxRanksPerNode = 4096;
+// Nodes of one job (each is an agent and a connection of the head).
+inline constexpr long long kMaxNodesPerJob = 65536;
+// One "NAME=VALUE" string or argument: Linux's MAX_ARG_STRLEN (32 pages);
+// execve refuses a longer one with E2BIG.
+inline constexpr std::size_t kMaxArgStringBytes = std::size_t{128} << 10;
+// What one host's `env:` may add up to in a hostfile (aliases can multiply a
+// small file into a huge one).
+inline constexpr std::size_t kMaxHostEnvBytes = std::size_t{1} << 20;
+
+}  // namespace limits
 
 }  // namespace dlaunch
