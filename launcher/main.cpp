@@ -37,6 +37,12 @@ dl::Hostfile load_hosts(const dl::Options& o) {
   char here[256] = {};
   ::gethostname(here, sizeof here - 1);
   if (auto slurm = dl::slurm_allocation_hostfile(dl::current_environment(), here)) return *slurm;
+  if (o.np > dl::limits::kMaxRanksPerNode) {
+    throw dl::InputError({"-n"}, "",
+                         std::to_string(o.np) + " ranks on this machine is over the limit of " +
+                             std::to_string(dl::limits::kMaxRanksPerNode) + " ranks per node",
+                         "give hosts with -H to spread them");
+  }
   if (o.np > 0) return dl::local_hostfile(o.np);
   throw dl::InputError(
       {"dlaunch"}, "", "no hosts given",
@@ -56,6 +62,20 @@ void apply_transport(dl::Hostfile& hosts, const std::string& transport) {
                            "slurm needs a Slurm allocation (SLURM_JOB_ID is not set)",
                            "run dlaunch inside salloc or an sbatch script");
     }
+  }
+}
+
+// The ranks the job would have, against the limit, before the plan makes
+// anything per rank.
+void check_job_size(const dl::Hostfile& hosts, const dl::Options& o) {
+  long long slots = 0;
+  for (const auto& h : hosts.hosts) slots += h.slots;
+  const long long ranks = o.np > 0 ? std::min<long long>(o.np, slots) : slots;
+  if (ranks > dl::limits::kMaxRanksPerJob) {
+    throw dl::InputError({hosts.source}, "slots",
+                         "the hosts have " + std::to_string(slots) + " slots, over the limit of " +
+                             std::to_string(dl::limits::kMaxRanksPerJob) + " ranks per job",
+                         "use -n, --num-nodes or --include to run on fewer");
   }
 }
 
@@ -108,6 +128,7 @@ int run(int argc, char** argv) {
 
   dl::Hostfile hosts = dl::apply_node_filter(load_hosts(o), o.filter);
   apply_transport(hosts, o.transport);
+  check_job_size(hosts, o);
   dl::PlanOptions po;
   po.np = o.np;
   po.job_id = o.job_id.empty() ? dl::random_hex(8) : o.job_id;

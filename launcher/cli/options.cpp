@@ -212,6 +212,16 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     throw InputError({"--job-id"}, "", "'" + o.job_id + "' is not a valid job id",
                      "use 1-64 letters, digits, '.', '_' or '-'");
   }
+  if (o.np > limits::kMaxRanksPerJob) {
+    throw InputError({"-n"}, "",
+                     std::to_string(o.np) + " ranks is over the limit of " +
+                         std::to_string(limits::kMaxRanksPerJob) + " per job");
+  }
+  if (o.filter.nproc_per_node > limits::kMaxRanksPerNode) {
+    throw InputError({"--nproc-per-node"}, "",
+                     std::to_string(o.filter.nproc_per_node) + " is over the limit of " +
+                         std::to_string(limits::kMaxRanksPerNode) + " ranks per node");
+  }
   if (!o.hosts.empty() && !o.hostfile.empty()) {
     throw InputError({"--hostfile"}, "", "both -H and --hostfile were given", "use one of them");
   }

@@ -68,14 +68,52 @@ bool is_local_host(std::string_view host) {
          is_loopback_ipv4(lower);
 }
 
+bool looks_like_yaml(std::string_view text) {
+  while (!text.empty()) {
+    const std::size_t end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+    const std::size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string_view::npos || line[first] == '#') continue;
+    line.remove_prefix(first);
+    // Documents, directives, block sequences and flow collections.
+    if (line.starts_with("---") || line.starts_with('%') || line == "-" ||
+        line.starts_with("- ") || line.starts_with("-\t") || line.starts_with('{')) {
+      return true;
+    }
+    // '[' opens a flow sequence, unless it is an IPv6 literal: [::1] or [fe80::1].
+    if (line.starts_with('[')) {
+      const std::size_t close = line.find(']');
+      const std::string_view inside = line.substr(1, close == std::string_view::npos ? 0 : close - 1);
+      return close == std::string_view::npos || inside.find(':') == std::string_view::npos ||
+             inside.find_first_not_of("0123456789abcdefABCDEF:.%") != std::string_view::npos;
+    }
+    // A mapping key: `name:` followed by a blank or the end of the line.
+    std::size_t k = 0;
+    while (k < line.size() && (std::isalnum(static_cast<unsigned char>(line[k])) != 0 ||
+                               line[k] == '_' || line[k] == '-' || line[k] == '"' ||
+                               line[k] == '\'')) {
+      ++k;
+    }
+    return k > 0 && k < line.size() && line[k] == ':' &&
+           (k + 1 == line.size() || line[k + 1] == ' ' || line[k + 1] == '\t');
+  }
+  return false;
+}
+
 Hostfile parse_hostfile_file(const std::string& path) {
-  const std::string text = read_input_file(path, "hostfile");
+  std::string text = read_input_file(path, "hostfile");
+  // A UTF-8 byte order mark (some editors write one) is no part of either format.
+  if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);
   const std::string lower = to_lower(path);
   if (hostfile_detail::ends_with_any(lower, {".yaml", ".yml"})) {
     return parse_yaml_hostfile(text, path);
   }
-  return looks_like_plain(text) ? parse_plain_hostfile(text, path)
-                                : parse_yaml_hostfile(text, path);
+  // The plain format's own errors, at the field, whenever the file is not
+  // YAML: "1:11: slots: expected a positive integer", not a YAML complaint
+  // about line 1 as a whole.
+  return looks_like_yaml(text) ? parse_yaml_hostfile(text, path)
+                               : parse_plain_hostfile(text, path);
 }
 
 Hostfile parse_hosts_argument(const std::string& value) {

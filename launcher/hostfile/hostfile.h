@@ -89,6 +89,12 @@ Hostfile parse_hostfile_file(const std::string& path);
 // `[user@]host [slots=N] [max_slots=N]`. An empty text is not plain.
 bool looks_like_plain(std::string_view text);
 
+// True when the first line that is not blank or a comment is YAML: a
+// document marker or directive, a block sequence (`- `), a flow collection,
+// or a mapping key (`hosts:`). A file that is not YAML is read as the plain
+// format and gets the plain format's errors.
+bool looks_like_yaml(std::string_view text);
+
 Hostfile parse_yaml_hostfile(std::string_view text, const std::string& source);
 Hostfile parse_plain_hostfile(std::string_view text, const std::string& source);
 // "a:4,b:2,[::1]:2": host[:slots], slots default to 1 (as mpirun's -H).

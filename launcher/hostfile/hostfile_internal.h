@@ -38,4 +38,11 @@ Transport resolve_transport(std::optional<Transport> explicit_transport, std::st
 
 bool ends_with_any(std::string_view text, const std::vector<std::string_view>& suffixes);
 
+// Input limits (dlaunch/tunables.h, limits::): the message for a slots value
+// over the per-node limit, or empty when it is within; and for one host more
+// than a job may have.
+std::string slots_over_limit(long long slots);
+std::string too_many_hosts();
+inline constexpr const char* kFewerHostsHint = "split the job, or use --num-nodes / --include";
+
 }  // namespace dlaunch::hostfile_detail

@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "hostfile/hostfile.h"
+#include "dlaunch/tunables.h"
 #include "hostfile/hostfile_internal.h"
 
 namespace dlaunch {
@@ -34,6 +35,9 @@ int parse_slots(std::string_view text, std::size_t offset) {
   const auto number = hostfile_detail::parse_integer(text);
   if (!number || *number <= 0 || *number > INT_MAX) {
     fail(offset, "slots", "expected a positive integer, got '" + std::string(text) + "'");
+  }
+  if (const auto over = hostfile_detail::slots_over_limit(*number); !over.empty()) {
+    fail(offset, "slots", over);
   }
   return static_cast<int>(*number);
 }
@@ -89,6 +93,9 @@ Hostfile parse_inline_hosts(std::string_view spec) {
     while (first < last && is_blank(spec[first])) ++first;
     while (last > first && is_blank(spec[last - 1])) --last;
     if (first == last) fail(first, "host", "empty host entry");
+    if (result.hosts.size() >= static_cast<std::size_t>(limits::kMaxNodesPerJob)) {
+      fail(first, "host", hostfile_detail::too_many_hosts(), hostfile_detail::kFewerHostsHint);
+    }
     HostEntry h = parse_item(spec.substr(first, last - first), first);
     auto [it, inserted] = first_index.emplace(h.name, result.hosts.size());
     if (!inserted) {

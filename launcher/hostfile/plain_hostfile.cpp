@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "hostfile/hostfile.h"
+#include "dlaunch/tunables.h"
 #include "hostfile/hostfile_internal.h"
 
 namespace dlaunch {
@@ -118,6 +119,11 @@ std::optional<LineError> parse_line(std::string_view line, PlainLine& out) {
                        "expected a positive integer, got '" + std::string(value) + "'",
                        "write `" + key + "=4`"};
     }
+    if (key == "slots") {
+      if (const auto over = hostfile_detail::slots_over_limit(*number); !over.empty()) {
+        return LineError{value_column, key, over, "write fewer slots"};
+      }
+    }
     target = static_cast<int>(*number);
     if (key == "max_slots") max_slots_column = value_column;
   }
@@ -172,6 +178,10 @@ Hostfile parse_plain_hostfile(std::string_view text, const std::string& source) 
       throw InputError({source, number, error->column}, error->field, error->message, error->hint);
     }
     if (parsed.blank) return;
+    if (result.hosts.size() >= static_cast<std::size_t>(limits::kMaxNodesPerJob)) {
+      throw InputError({source, number, parsed.column}, "host", hostfile_detail::too_many_hosts(),
+                       hostfile_detail::kFewerHostsHint);
+    }
     HostEntry h;
     h.name = parsed.host;
     h.host = parsed.host;

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <numeric>
 
+#include "dlaunch/tunables.h"
 #include "hostfile/hostfile_internal.h"
 
 namespace dlaunch::hostfile_detail {
@@ -96,6 +97,16 @@ Transport resolve_transport(std::optional<Transport> explicit_transport, std::st
 bool ends_with_any(std::string_view text, const std::vector<std::string_view>& suffixes) {
   return std::any_of(suffixes.begin(), suffixes.end(),
                      [text](std::string_view suffix) { return text.ends_with(suffix); });
+}
+
+std::string slots_over_limit(long long slots) {
+  if (slots <= limits::kMaxRanksPerNode) return {};
+  return std::to_string(slots) + " is over the limit of " +
+         std::to_string(limits::kMaxRanksPerNode) + " ranks per node";
+}
+
+std::string too_many_hosts() {
+  return "more than " + std::to_string(limits::kMaxNodesPerJob) + " hosts, the limit per job";
 }
 
 }  // namespace dlaunch::hostfile_detail

@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "hostfile/hostfile.h"
+#include "dlaunch/tunables.h"
 #include "hostfile/hostfile_internal.h"
 
 namespace dlaunch {
@@ -17,7 +18,10 @@ namespace dlaunch {
 namespace {
 
 using hostfile_detail::join;
+using hostfile_detail::kFewerHostsHint;
+using hostfile_detail::slots_over_limit;
 using hostfile_detail::suggestion_hint;
+using hostfile_detail::too_many_hosts;
 
 const std::vector<std::string> kTopKeys{"hosts", "defaults", "env"};
 const std::vector<std::string> kDefaultKeys{"slots", "user",      "port",  "gpus",
@@ -150,6 +154,9 @@ class YamlParser {
 
     std::unordered_map<std::string, std::size_t> first_index;
     for (const auto& item : hosts) {
+      if (result.hosts.size() >= static_cast<std::size_t>(limits::kMaxNodesPerJob)) {
+        fail(item, "hosts", too_many_hosts(), kFewerHostsHint);
+      }
       ParsedHost parsed = read_host(item, defaults);
       auto [it, inserted] = first_index.emplace(parsed.entry.name, result.hosts.size());
       if (!inserted) {
@@ -186,7 +193,11 @@ class YamlParser {
       }
       root = YAML::Load(input);
     } catch (const YAML::Exception& e) {
-      throw InputError(pos_of(e.mark), "yaml", "syntax error: " + e.msg, kSyntaxHint);
+      // A tab where YAML wants indentation gives yaml-cpp's "illegal tab" or
+      // "illegal block entry" for the line: say what to do about it.
+      const bool tabs = input.find('\t') != std::string_view::npos;
+      throw InputError(pos_of(e.mark), "yaml", "syntax error: " + e.msg,
+                       tabs ? "YAML indents with spaces only; this file has tabs" : kSyntaxHint);
     }
     if (scan.documents == 0 || root.IsNull()) {
       throw InputError({source_, 0, 0}, "hosts", "no hosts defined", kEmptyHint);
@@ -390,6 +401,9 @@ class YamlParser {
   bool read_setting(Settings& s, const Entry& e) const {
     if (e.key == "slots") {
       s.slots = read_int(e.value, e.key_node, "slots", 1, INT_MAX, "a positive integer");
+      if (const auto over = slots_over_limit(*s.slots); !over.empty()) {
+        fail(e.value, "slots", over);
+      }
     } else if (e.key == "port") {
       s.port = read_int(e.value, e.key_node, "port", 1, 65535, "a port number (1..65535)");
     } else if (e.key == "user") {

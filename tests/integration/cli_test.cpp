@@ -183,3 +183,33 @@ TEST(Cli, TheTunablesPageIsTheTable) {
   EXPECT_EQ(text.str(), r.out) << "regenerate: build/release/bin/dlaunch --help-tunables > "
                                   "docs/tunables.md";
 }
+
+// Issue 15 item 5: a few zeros too many must not eat the head's memory.
+TEST(Cli, HugeCountsAreRefusedAtOnceWithExit2) {
+  const std::string yaml =
+      temp_file("hosts:\n  - host: localhost\n    slots: 1000000000\n", ".yaml");
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"-n", "1000000000", "--dry-run", "true"},
+           {"-H", "localhost:1000000000", "--dry-run", "true"},
+           {"-H", yaml, "--dry-run", "true"},
+           {"-n", "5000", "true"},
+           {"-H", "localhost:4,other:4", "--nproc-per-node", "100000", "--dry-run", "true"}}) {
+    auto r = run(dlaunch_cmd(args), 30);
+    EXPECT_EQ(r.exit_code, 2) << args[1] << ": " << r.err;
+    EXPECT_LT(r.seconds, 5) << args[1];
+    EXPECT_NE(r.err.find("over the limit of"), std::string::npos) << r.err;
+  }
+}
+
+// Issue 15 item 6: devices and endless pipes are not read without bound.
+TEST(Cli, DevicesAsInputFilesAreRefused) {
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{"-H", "/dev/zero", "true"},
+                                             {"-H", "/dev/urandom", "true"},
+                                             {"-n", "1", "--env-file", "/dev/zero", "true"}}) {
+    auto r = run(dlaunch_cmd(args), 30);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_LT(r.seconds, 5);
+    EXPECT_NE(r.err.find("is not a regular file or a pipe"), std::string::npos) << r.err;
+  }
+}
