@@ -148,7 +148,7 @@ TEST(Cli, BadEnvFileLineIsNamedByFileAndLine) {
       << r.err;
   auto missing = run(dlaunch_cmd({"-n", "1", "--env-file", "/nonexistent/x.env", "true"}));
   EXPECT_EQ(missing.exit_code, 2);
-  EXPECT_NE(missing.err.find("--env-file: cannot read '/nonexistent/x.env': No such file"),
+  EXPECT_NE(missing.err.find("/nonexistent/x.env: --env-file: file not found"),
             std::string::npos)
       << missing.err;
 }
