@@ -12,6 +12,7 @@
 #include "check/preflight.h"
 #include "cli/options.h"
 #include "controller/controller.h"
+#include "controller/setup.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/process.h"
 #include "dlaunch/random.h"
@@ -71,6 +72,17 @@ void check_job_size(const dl::Hostfile& hosts, const dl::Options& o) {
   long long slots = 0;
   for (const auto& h : hosts.hosts) slots += h.slots;
   const long long ranks = o.np > 0 ? std::min<long long>(o.np, slots) : slots;
+  // Logical nodes of this machine share it: their ranks count as one node's.
+  long long here = 0;
+  for (const auto& h : hosts.hosts) here += h.transport == dl::Transport::kLocal ? h.slots : 0;
+  if (o.np > 0) here = std::min<long long>(here, o.np);
+  if (here > dl::limits::kMaxRanksPerNode) {
+    throw dl::InputError({hosts.source}, "slots",
+                         std::to_string(here) + " ranks on this machine (its logical nodes "
+                                                "together) is over the limit of " +
+                             std::to_string(dl::limits::kMaxRanksPerNode) + " ranks per node",
+                         "spread them over hosts, or use -n to run fewer");
+  }
   if (ranks > dl::limits::kMaxRanksPerJob) {
     throw dl::InputError({hosts.source}, "slots",
                          "the hosts have " + std::to_string(slots) + " slots, over the limit of " +
@@ -214,6 +226,8 @@ int run(int argc, char** argv) {
                                     .mpi = o.mpi,
                                     .store_secret = dl::random_hex(32),
                                     .store_port = static_cast<std::uint16_t>(o.store_port)};
+  dl::check_job_fits(plan, config, dl::current_environment(),
+                     static_cast<std::size_t>(std::max(0L, ::sysconf(_SC_ARG_MAX))));
   // --max-restarts: a failed rank or a lost node tears the whole job down and
   // starts it again with fresh agents; an interrupt, a timeout or a launch
   // error ends it at once (trying again would fail the same way).

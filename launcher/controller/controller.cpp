@@ -11,6 +11,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <fmt/format.h>
 
+#include "controller/setup.h"
 #include "dlaunch/debug.h"
 #include "dlaunch/process.h"
 #include "dlaunch/version.h"
@@ -164,51 +165,7 @@ void Controller::start_agents() {
   }
 }
 
-proto::Setup Controller::make_setup(std::size_t i) const {
-  const NodePlan& np = *nodes_[i].plan;
-  proto::Setup s;
-  s.job_id = plan_.job_id;
-  s.node_rank = np.node_rank;
-  s.reserve_master_port = i == 0;
-  if (i == 0) {
-    s.store_secret = cfg_.store_secret;
-    s.store_port = cfg_.store_port;
-  }
-  s.master_port = cfg_.master_port;
-  using proto::ms;
-  s.kill_grace_ms = ms(cfg_.kill_grace);
-  s.heartbeat_timeout_ms = ms(cfg_.heartbeat_timeout);
-  s.heartbeat_interval_ms = ms(heartbeats_.interval());
-  s.flush_ms = ms(cfg_.flush);
-  s.workdir = cfg_.workdir;
-  s.mpi = cfg_.mpi;
-  bool oversubscribed_here = false;
-  if (cfg_.mpi) {
-    std::size_t local_ranks = 0;
-    for (const auto& n : plan_.nodes) {
-      s.node_names.push_back(n.host.name);
-      s.ranks_per_node.push_back(static_cast<std::int32_t>(n.ranks.size()));
-      if (n.host.transport == Transport::kLocal) local_ranks += n.ranks.size();
-    }
-    // Logical nodes share this machine's cores; MPI must know when they are
-    // oversubscribed or its ranks busy-poll each other off the CPU.
-    oversubscribed_here =
-        np.host.transport == Transport::kLocal && local_ranks > std::thread::hardware_concurrency();
-  }
-  for (const auto& r : np.ranks) {
-    proto::WorkerSpec w;
-    w.rank = r.rank;
-    w.local_rank = r.local_rank;
-    w.argv = plan_.command;
-    w.env = np.env;
-    if (oversubscribed_here && std::getenv("OMPI_MCA_mpi_yield_when_idle") == nullptr) {
-      w.env.emplace_back("OMPI_MCA_mpi_yield_when_idle", "1");
-    }
-    w.env.insert(w.env.end(), r.env.begin(), r.env.end());
-    s.workers.push_back(std::move(w));
-  }
-  return s;
-}
+proto::Setup Controller::make_setup(std::size_t i) const { return make_node_setup(plan_, cfg_, i); }
 
 void Controller::on_message(std::size_t i, proto::Message&& msg) {
   Node& node = nodes_[i];

@@ -172,6 +172,7 @@ class YamlParser {
   }
 
  private:
+  mutable std::size_t env_bytes_ = 0;  // every env: value read, aliases counted each time
   const std::string& source_;
 
   // The first document; the whole stream is checked for syntax and for a second document.
@@ -382,7 +383,25 @@ class YamlParser {
       if (!value.IsScalar()) {
         fail(value, "env", "value of '" + name + "' must be a scalar, got " + describe(value));
       }
-      env.emplace_back(name, value.Scalar());  // the text as written: 0x10 stays "0x10"
+      const std::string& text = value.Scalar();
+      if (text.find('\0') != std::string::npos) {
+        fail(value, "env", "value of '" + name + "' contains a NUL byte, which no environment holds");
+      }
+      if (name.size() + 1 + text.size() >= limits::kMaxArgStringBytes) {
+        fail(value, "env",
+             "'" + name + "' is " + std::to_string(name.size() + 1 + text.size()) +
+                 " bytes, over Linux's limit of " + std::to_string(limits::kMaxArgStringBytes) +
+                 " for one variable (MAX_ARG_STRLEN)");
+      }
+      // Aliases can repeat one map for every host: count what is made.
+      env_bytes_ += name.size() + text.size() + 2;
+      if (env_bytes_ > limits::kMaxInputFileBytes) {
+        fail(value, "env",
+             "the hostfile's env: maps add up to more than " +
+                 std::to_string(limits::kMaxInputFileBytes >> 20) + " MiB",
+             "aliases (*name) repeat a map for every host that uses them");
+      }
+      env.emplace_back(name, text);  // the text as written: 0x10 stays "0x10"
       key_nodes.push_back(key);
     }
     return env;
@@ -473,6 +492,14 @@ class YamlParser {
     h.port = own.port.value_or(defaults.port.value_or(22));
     h.gpus = own.gpus.value_or(defaults.gpus.value_or(std::vector<int>{}));
     h.env = merge_env(defaults.env.value_or(EnvList{}), own.env.value_or(EnvList{}));
+    std::size_t host_env = 0;
+    for (const auto& [k, v] : h.env) host_env += k.size() + v.size() + 2;
+    if (host_env > limits::kMaxHostEnvBytes) {
+      fail(item, "env",
+           "the environment of host '" + h.host + "' is " + std::to_string(host_env) +
+               " bytes, over the limit of " + std::to_string(limits::kMaxHostEnvBytes >> 20) +
+               " MiB per host");
+    }
     h.transport = hostfile_detail::resolve_transport(
         own.transport ? own.transport : defaults.transport, h.host);
     h.agent = own.agent.value_or(defaults.agent.value_or(""));

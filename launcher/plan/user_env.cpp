@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "dlaunch/tunables.h"
+
 namespace dlaunch {
 
 namespace {
@@ -52,6 +54,18 @@ EnvList parse_env_file_text(std::string_view text, const std::string& source) {
     if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
         value.back() == value.front()) {
       value = value.substr(1, value.size() - 2);
+    }
+    if (value.find('\0') != std::string_view::npos) {
+      throw InputError(pos, "", "the value of " + name + " contains a NUL byte",
+                       "no environment can hold one");
+    }
+    if (name.size() + 1 + value.size() >= limits::kMaxArgStringBytes) {
+      throw InputError(pos, "",
+                       name + " is " + std::to_string(name.size() + 1 + value.size()) +
+                           " bytes, over Linux's limit of " +
+                           std::to_string(limits::kMaxArgStringBytes) +
+                           " bytes for one variable (MAX_ARG_STRLEN)",
+                       "pass large data in a file");
     }
     out.emplace_back(name, std::string(value));
   }

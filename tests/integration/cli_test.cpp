@@ -148,8 +148,7 @@ TEST(Cli, BadEnvFileLineIsNamedByFileAndLine) {
       << r.err;
   auto missing = run(dlaunch_cmd({"-n", "1", "--env-file", "/nonexistent/x.env", "true"}));
   EXPECT_EQ(missing.exit_code, 2);
-  EXPECT_NE(missing.err.find("/nonexistent/x.env: --env-file: file not found"),
-            std::string::npos)
+  EXPECT_NE(missing.err.find("/nonexistent/x.env: --env-file: file not found"), std::string::npos)
       << missing.err;
 }
 
@@ -212,4 +211,45 @@ TEST(Cli, DevicesAsInputFilesAreRefused) {
     EXPECT_LT(r.seconds, 5);
     EXPECT_NE(r.err.find("is not a regular file or a pipe"), std::string::npos) << r.err;
   }
+}
+
+// Issue 15 item 7: what cannot fit through execve or one protocol frame is
+// refused before anything starts, naming the variable or the limit.
+TEST(Cli, EnvironmentsThatCannotFitAreRefusedUpFront) {
+  const std::string big = temp_file("A=1\nBIG=" + std::string(200000, 'x') + "\n", ".env");
+  auto r = run(dlaunch_cmd({"-n", "1", "--env-file", big, "true"}), 30);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(big + ":2:1: BIG is 200004 bytes, over Linux's limit of 131072"),
+            std::string::npos)
+      << r.err;
+
+  std::string many;
+  for (int i = 0; i < 20; ++i)
+    many += "V" + std::to_string(i) + "=" + std::string(120000, 'x') + "\n";
+  r = run(dlaunch_cmd({"-n", "1", "--env-file", temp_file(many, ".env"), "true"}), 30);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("over this system's limit of"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(ARG_MAX)"), std::string::npos) << r.err;
+
+  // 4000 ranks of 5 KB environment each: a 20 MB set-up for one node.
+  const std::string fat =
+      temp_file("hosts:\n  - host: localhost\n    slots: 4000\n    env: {PAD: \"" +
+                    std::string(5000, 'p') + "\"}\n",
+                ".yaml");
+  const auto job = unique_job_id("frame");
+  r = run(dlaunch_cmd({"-H", fat, "--job-id", job, "true"}), 30);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("over the control protocol's frame limit"), std::string::npos) << r.err;
+  EXPECT_TRUE(job_processes(job).empty());
+}
+
+TEST(Cli, TheLogicalNodesOfThisMachineShareItsRankLimit) {
+  std::string yaml = "hosts:\n";
+  for (int i = 0; i < 50; ++i)
+    yaml += "  - {host: localhost, name: n" + std::to_string(i) + ", slots: 100}\n";
+  auto r = run(dlaunch_cmd({"-H", temp_file(yaml, ".yaml"), "true"}), 30);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("5000 ranks on this machine (its logical nodes together) is over the limit"),
+            std::string::npos)
+      << r.err;
 }

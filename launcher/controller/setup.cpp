@@ -1,0 +1,136 @@
+#include "controller/setup.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "dlaunch/proto/heartbeat.h"
+#include "dlaunch/tunables.h"
+#include "hostfile/hostfile.h"
+
+namespace dlaunch {
+
+proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, std::size_t i) {
+  const NodePlan& np = plan.nodes.at(i);
+  proto::Setup s;
+  s.job_id = plan.job_id;
+  s.node_rank = np.node_rank;
+  s.reserve_master_port = i == 0;
+  if (i == 0) {
+    s.store_secret = cfg.store_secret;
+    s.store_port = cfg.store_port;
+  }
+  s.master_port = cfg.master_port;
+  using proto::ms;
+  s.kill_grace_ms = ms(cfg.kill_grace);
+  s.heartbeat_timeout_ms = ms(cfg.heartbeat_timeout);
+  s.heartbeat_interval_ms = ms(proto::heartbeat_interval(cfg.heartbeat_timeout));
+  s.flush_ms = ms(cfg.flush);
+  s.workdir = cfg.workdir;
+  s.mpi = cfg.mpi;
+  bool oversubscribed_here = false;
+  if (cfg.mpi) {
+    std::size_t local_ranks = 0;
+    for (const auto& n : plan.nodes) {
+      s.node_names.push_back(n.host.name);
+      s.ranks_per_node.push_back(static_cast<std::int32_t>(n.ranks.size()));
+      if (n.host.transport == Transport::kLocal) local_ranks += n.ranks.size();
+    }
+    // Logical nodes share this machine's cores; MPI must know when they are
+    // oversubscribed or its ranks busy-poll each other off the CPU.
+    oversubscribed_here =
+        np.host.transport == Transport::kLocal && local_ranks > std::thread::hardware_concurrency();
+  }
+  for (const auto& r : np.ranks) {
+    proto::WorkerSpec w;
+    w.rank = r.rank;
+    w.local_rank = r.local_rank;
+    w.argv = plan.command;
+    w.env = np.env;
+    if (oversubscribed_here && std::getenv("OMPI_MCA_mpi_yield_when_idle") == nullptr) {
+      w.env.emplace_back("OMPI_MCA_mpi_yield_when_idle", "1");
+    }
+    w.env.insert(w.env.end(), r.env.begin(), r.env.end());
+    s.workers.push_back(std::move(w));
+  }
+  return s;
+}
+
+namespace {
+
+// What the agent adds to every worker's environment at start (MASTER_*,
+// DLAUNCH_STORE_*, the agent's token, TORCHELASTIC_ERROR_FILE, PMIx's and
+// Open MPI's variables under --mpi): a generous allowance.
+constexpr std::size_t kStartEnvAllowance = 16 * 1024;
+// Start, Abort and the other frames besides a node's Setup are small.
+constexpr std::size_t kFrameAllowance = 64 * 1024;
+
+[[noreturn]] void refuse(const std::string& field, const std::string& message,
+                         const std::string& hint = {}) {
+  throw InputError({}, field, message, hint);
+}
+
+// execve's view of one string: its bytes and the NUL.
+std::size_t arg_bytes(std::size_t n) { return n + 1; }
+
+void check_one(const std::string& name, std::size_t bytes, const std::string& from) {
+  if (bytes < limits::kMaxArgStringBytes) return;
+  refuse(name,
+         fmt::format("{} is {} bytes, over Linux's limit of {} bytes for one variable or argument "
+                     "(MAX_ARG_STRLEN), so no worker could start",
+                     from, bytes, limits::kMaxArgStringBytes),
+         "pass large data in a file");
+}
+
+}  // namespace
+
+void check_job_fits(const JobPlan& plan, const ControllerConfig& cfg,
+                    const std::vector<std::string>& head_env, std::size_t arg_max) {
+  std::size_t head_bytes = 0;
+  for (const auto& e : head_env) {
+    check_one(e.substr(0, e.find('=')), arg_bytes(e.size()), "dlaunch's own environment variable");
+    head_bytes += arg_bytes(e.size()) + sizeof(char*);
+  }
+  for (const auto& a : plan.command) check_one("argument", arg_bytes(a.size()), "an argument");
+  for (std::size_t i = 0; i < plan.nodes.size(); ++i) {
+    const proto::Setup setup = make_node_setup(plan, cfg, i);
+    std::string size;  // of the frame when over, or "more than that"
+    try {
+      const std::size_t frame = proto::encode(setup).size();
+      if (frame + kFrameAllowance > proto::kMaxFrameBytes) size = std::to_string(frame) + " bytes";
+    } catch (const proto::ProtocolError&) {
+      size = "more than that";  // the encoder refuses frames over the limit
+    }
+    if (!size.empty()) {
+      refuse("",
+             fmt::format("node {} ({}) has {} rank(s) whose set-up is {}, over the control "
+                         "protocol's frame limit of {} bytes",
+                         i, plan.nodes[i].host.name, setup.workers.size(), size,
+                         proto::kMaxFrameBytes),
+             "fewer ranks per node, or less environment per rank");
+    }
+    const bool local = plan.nodes[i].host.transport == Transport::kLocal;
+    for (const auto& w : setup.workers) {
+      std::size_t bytes = (local ? head_bytes : 0) + kStartEnvAllowance;
+      for (const auto& a : w.argv) bytes += arg_bytes(a.size()) + sizeof(char*);
+      for (const auto& [k, v] : w.env) {
+        check_one(k, arg_bytes(k.size() + 1 + v.size()), "variable " + k);
+        bytes += arg_bytes(k.size() + 1 + v.size()) + sizeof(char*);
+      }
+      if (arg_max > 0 && bytes > arg_max) {
+        refuse("",
+               fmt::format("rank {}'s environment and arguments come to about {} bytes, over "
+                           "this system's limit of {} (ARG_MAX){}",
+                           w.rank, bytes, arg_max,
+                           local ? ", dlaunch's own environment included" : ""),
+               "pass large data in a file, or trim the environment (-x, env files, env:)");
+      }
+      // Every rank of a node has the same variables: one is enough.
+      break;
+    }
+  }
+}
+
+}  // namespace dlaunch
