@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 
@@ -91,6 +92,18 @@ void check_job_size(const dl::Hostfile& hosts, const dl::Options& o) {
   }
 }
 
+// A hostfile's `identity:` is a file of this machine: one that is not there
+// would only show as an authentication failure once connecting.
+void check_identity_files(const dl::Hostfile& hosts) {
+  for (const auto& h : hosts.hosts) {
+    if (h.identity.empty() || ::access(h.identity.c_str(), R_OK) == 0) continue;
+    throw dl::InputError(h.pos, "identity",
+                         "identity file '" + h.identity + "' of host '" + h.host +
+                             "' cannot be read: " + std::strerror(errno),
+                         "give the path of a private key on this machine");
+  }
+}
+
 std::string join_env(const dl::EnvList& env) {
   std::string out;
   for (const auto& [k, v] : env) out += k + "=" + dl::shell_quote(v) + " ";
@@ -141,6 +154,7 @@ int run(int argc, char** argv) {
   dl::Hostfile hosts = dl::apply_node_filter(load_hosts(o), o.filter);
   apply_transport(hosts, o.transport);
   check_job_size(hosts, o);
+  check_identity_files(hosts);
   dl::PlanOptions po;
   po.np = o.np;
   po.job_id = o.job_id.empty() ? dl::random_hex(8) : o.job_id;

@@ -77,22 +77,23 @@ bool looks_like_yaml(std::string_view text) {
     if (first == std::string_view::npos || line[first] == '#') continue;
     line.remove_prefix(first);
     // Documents, directives, block sequences and flow collections.
-    if (line.starts_with("---") || line.starts_with('%') || line == "-" ||
-        line.starts_with("- ") || line.starts_with("-\t") || line.starts_with('{')) {
+    if (line.starts_with("---") || line.starts_with('%') || line == "-" || line.starts_with("- ") ||
+        line.starts_with("-\t") || line.starts_with('{')) {
       return true;
     }
     // '[' opens a flow sequence, unless it is an IPv6 literal: [::1] or [fe80::1].
     if (line.starts_with('[')) {
       const std::size_t close = line.find(']');
-      const std::string_view inside = line.substr(1, close == std::string_view::npos ? 0 : close - 1);
+      const std::string_view inside =
+          line.substr(1, close == std::string_view::npos ? 0 : close - 1);
       return close == std::string_view::npos || inside.find(':') == std::string_view::npos ||
              inside.find_first_not_of("0123456789abcdefABCDEF:.%") != std::string_view::npos;
     }
     // A mapping key: `name:` followed by a blank or the end of the line.
     std::size_t k = 0;
-    while (k < line.size() && (std::isalnum(static_cast<unsigned char>(line[k])) != 0 ||
-                               line[k] == '_' || line[k] == '-' || line[k] == '"' ||
-                               line[k] == '\'')) {
+    while (k < line.size() &&
+           (std::isalnum(static_cast<unsigned char>(line[k])) != 0 || line[k] == '_' ||
+            line[k] == '-' || line[k] == '"' || line[k] == '\'')) {
       ++k;
     }
     return k > 0 && k < line.size() && line[k] == ':' &&
@@ -112,8 +113,7 @@ Hostfile parse_hostfile_file(const std::string& path) {
   // The plain format's own errors, at the field, whenever the file is not
   // YAML: "1:11: slots: expected a positive integer", not a YAML complaint
   // about line 1 as a whole.
-  return looks_like_yaml(text) ? parse_yaml_hostfile(text, path)
-                               : parse_plain_hostfile(text, path);
+  return looks_like_yaml(text) ? parse_yaml_hostfile(text, path) : parse_plain_hostfile(text, path);
 }
 
 Hostfile parse_hosts_argument(const std::string& value) {

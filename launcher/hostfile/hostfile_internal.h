@@ -34,6 +34,17 @@ std::size_t find_bad_host_char(std::string_view host);
 // Index of the first character not allowed in a user name, or npos.
 std::size_t find_bad_user_char(std::string_view user);
 
+// What is wrong with a host name or address (empty when nothing): too long
+// for DNS (253), a character no host name has (where: its index), or a
+// leading '-' (ssh would take it for an option).
+struct NameProblem {
+  std::string message;
+  std::size_t where = 0;
+};
+NameProblem host_name_problem(std::string_view host);
+// The same for a login name (at most 256 bytes, POSIX's LOGIN_NAME_MAX).
+NameProblem user_name_problem(std::string_view user);
+
 Transport resolve_transport(std::optional<Transport> explicit_transport, std::string_view host);
 
 bool ends_with_any(std::string_view text, const std::vector<std::string_view>& suffixes);

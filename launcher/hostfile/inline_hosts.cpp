@@ -4,8 +4,8 @@
 
 #include <climits>
 
-#include "hostfile/hostfile.h"
 #include "dlaunch/tunables.h"
+#include "hostfile/hostfile.h"
 #include "hostfile/hostfile_internal.h"
 
 namespace dlaunch {
@@ -24,10 +24,8 @@ constexpr const char* kSyntaxHint = "write hosts as host[:slots], e.g. a:4,b:2,[
 bool is_blank(char c) { return c == ' ' || c == '\t'; }
 
 void check_host(std::string_view host, std::size_t offset) {
-  if (host.empty()) fail(offset, "host", "missing host name");
-  if (const auto bad = hostfile_detail::find_bad_host_char(host); bad != std::string_view::npos) {
-    fail(offset + bad, "host",
-         "unexpected character '" + std::string(1, host[bad]) + "' in host name");
+  if (const auto p = hostfile_detail::host_name_problem(host); !p.message.empty()) {
+    fail(offset + p.where, "host", p.message);
   }
 }
 

@@ -4,8 +4,8 @@
 
 #include <climits>
 
-#include "hostfile/hostfile.h"
 #include "dlaunch/tunables.h"
+#include "hostfile/hostfile.h"
 #include "hostfile/hostfile_internal.h"
 
 namespace dlaunch {
@@ -61,20 +61,16 @@ std::optional<LineError> parse_target(const Token& token, PlainLine& out) {
     if (user.empty()) {
       return LineError{token.column, "user", "empty user name before '@'", kLineHint};
     }
-    if (const auto bad = find_bad_user_char(user); bad != std::string_view::npos) {
-      return LineError{token.column + static_cast<int>(bad), "user",
-                       "unexpected character '" + std::string(1, user[bad]) + "' in user name",
-                       kLineHint};
+    if (const auto p = hostfile_detail::user_name_problem(user); !p.message.empty()) {
+      return LineError{token.column + static_cast<int>(p.where), "user", p.message, kLineHint};
     }
     out.user = std::string(user);
     text.remove_prefix(at + 1);
     host_column += static_cast<int>(at) + 1;
   }
   if (text.empty()) return LineError{host_column, "host", "missing host name after '@'", kLineHint};
-  if (const auto bad = find_bad_host_char(text); bad != std::string_view::npos) {
-    return LineError{host_column + static_cast<int>(bad), "host",
-                     "unexpected character '" + std::string(1, text[bad]) + "' in host name",
-                     kLineHint};
+  if (const auto p = hostfile_detail::host_name_problem(text); !p.message.empty()) {
+    return LineError{host_column + static_cast<int>(p.where), "host", p.message, kLineHint};
   }
   // A single ':' is `host:N` (the -H syntax) or YAML, not an IPv6 address.
   if (const auto colon = text.find(':');

@@ -99,6 +99,40 @@ bool ends_with_any(std::string_view text, const std::vector<std::string_view>& s
                      [text](std::string_view suffix) { return text.ends_with(suffix); });
 }
 
+NameProblem host_name_problem(std::string_view host) {
+  if (host.empty()) return {"missing host name", 0};
+  if (host.size() > 253) {
+    return {"host name is " + std::to_string(host.size()) + " bytes, longer than DNS allows (253)",
+            253};
+  }
+  if (host.front() == '-') return {"host name starts with '-'", 0};
+  if (const auto bad = find_bad_host_char(host); bad != std::string_view::npos) {
+    const unsigned char c = static_cast<unsigned char>(host[bad]);
+    return {c < 0x20 || c == 0x7f || c >= 0x80
+                ? "unexpected byte 0x" + std::string(1, "0123456789abcdef"[c >> 4]) +
+                      std::string(1, "0123456789abcdef"[c & 15]) + " in host name"
+                : "unexpected character '" + std::string(1, host[bad]) + "' in host name",
+            bad};
+  }
+  return {};
+}
+
+NameProblem user_name_problem(std::string_view user) {
+  if (user.empty()) return {"empty user name", 0};
+  if (user.size() > 256) {
+    return {"user name is " + std::to_string(user.size()) + " bytes, longer than 256", 256};
+  }
+  if (user.front() == '-') return {"user name starts with '-'", 0};
+  if (const auto bad = find_bad_user_char(user); bad != std::string_view::npos) {
+    const unsigned char c = static_cast<unsigned char>(user[bad]);
+    return {c < 0x20 || c == 0x7f || c >= 0x80
+                ? "unexpected byte in user name"
+                : "unexpected character '" + std::string(1, user[bad]) + "' in user name",
+            bad};
+  }
+  return {};
+}
+
 std::string slots_over_limit(long long slots) {
   if (slots <= limits::kMaxRanksPerNode) return {};
   return std::to_string(slots) + " is over the limit of " +

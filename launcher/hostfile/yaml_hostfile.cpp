@@ -9,8 +9,8 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
-#include "hostfile/hostfile.h"
 #include "dlaunch/tunables.h"
+#include "hostfile/hostfile.h"
 #include "hostfile/hostfile_internal.h"
 
 namespace dlaunch {
@@ -305,17 +305,27 @@ class YamlParser {
     if (!value.IsScalar()) fail(value, "host", "expected a host name, got " + describe(value));
     std::string host = value.Scalar();
     if (host.empty()) fail(value, "host", "host name must not be empty");
-    if (has_space(host)) fail(value, "host", "host name '" + host + "' contains whitespace");
-    if (host.find('@') != std::string::npos) {
+    if (host.size() <= 253 && has_space(host)) {
+      fail(value, "host", "host name '" + host + "' contains whitespace");
+    }
+    if (host.size() <= 253 && host.find('@') != std::string::npos) {
       fail(value, "host", "host name '" + host + "' contains '@'",
            "set the login name with `user:`");
+    }
+    if (const auto p = hostfile_detail::host_name_problem(host); !p.message.empty()) {
+      fail(value, "host", p.message,
+           "host names are letters, digits, '.', '-', '_', and ':' or '%' in IPv6 addresses");
     }
     return host;
   }
 
   std::string read_label(const Entry& e) const {
     std::string name = read_non_empty_string(e);
+    if (name.size() > 253) fail(e.value, "name", "node name is longer than 253 bytes");
     if (has_space(name)) fail(e.value, "name", "node name '" + name + "' contains whitespace");
+    for (unsigned char c : name) {
+      if (c < 0x20 || c == 0x7f) fail(e.value, "name", "node name contains a control character");
+    }
     return name;
   }
 
@@ -385,7 +395,8 @@ class YamlParser {
       }
       const std::string& text = value.Scalar();
       if (text.find('\0') != std::string::npos) {
-        fail(value, "env", "value of '" + name + "' contains a NUL byte, which no environment holds");
+        fail(value, "env",
+             "value of '" + name + "' contains a NUL byte, which no environment holds");
       }
       if (name.size() + 1 + text.size() >= limits::kMaxArgStringBytes) {
         fail(value, "env",
@@ -427,6 +438,9 @@ class YamlParser {
       s.port = read_int(e.value, e.key_node, "port", 1, 65535, "a port number (1..65535)");
     } else if (e.key == "user") {
       s.user = read_non_empty_string(e);
+      if (const auto p = hostfile_detail::user_name_problem(*s.user); !p.message.empty()) {
+        fail(e.value, "user", p.message, "login names are letters, digits, '.', '-' and '_'");
+      }
     } else if (e.key == "agent") {
       s.agent = read_non_empty_string(e);
     } else if (e.key == "identity") {
@@ -474,6 +488,11 @@ class YamlParser {
           parsed.name_mark = e.value.Mark();
         } else if (e.key == "address") {
           h.address = read_string(e);
+          if (const auto p = hostfile_detail::host_name_problem(h.address); !p.message.empty()) {
+            fail(e.value, "address",
+                 h.address.empty() ? "must not be empty" : p.message + " (in address)",
+                 "the address the other nodes reach this one at");
+          }
         } else {
           read_setting(own, e);
         }
@@ -491,6 +510,12 @@ class YamlParser {
     h.user = own.user.value_or(defaults.user.value_or(""));
     h.port = own.port.value_or(defaults.port.value_or(22));
     h.gpus = own.gpus.value_or(defaults.gpus.value_or(std::vector<int>{}));
+    if (!h.gpus.empty() && static_cast<std::size_t>(h.slots) > h.gpus.size()) {
+      fail(item, "gpus",
+           "host '" + h.host + "' has " + std::to_string(h.slots) + " slots but " +
+               std::to_string(h.gpus.size()) + " gpus: a rank would be left without one",
+           "list a device per slot, or lower slots");
+    }
     h.env = merge_env(defaults.env.value_or(EnvList{}), own.env.value_or(EnvList{}));
     std::size_t host_env = 0;
     for (const auto& [k, v] : h.env) host_env += k.size() + v.size() + 2;

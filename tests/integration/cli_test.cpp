@@ -253,3 +253,14 @@ TEST(Cli, TheLogicalNodesOfThisMachineShareItsRankLimit) {
             std::string::npos)
       << r.err;
 }
+
+// Issue 15 item 9: a missing identity file is bad input, found before connecting.
+TEST(Cli, AMissingIdentityFileIsRefusedUpFront) {
+  const auto yaml = temp_file("hosts:\n  - host: n1\n    identity: /nonexistent/key\n", ".yaml");
+  auto r = run(dlaunch_cmd({"-H", yaml, "true"}), 30);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(":2:5: identity: identity file '/nonexistent/key' of host 'n1' cannot be "
+                       "read"),
+            std::string::npos)
+      << r.err;
+}

@@ -70,7 +70,7 @@ TEST(YamlHostfile, DefaultsApplyAndHostValuesWin) {
       "  slots: 8\n"
       "  user: train\n"
       "  port: 2200\n"
-      "  gpus: [0, 1]\n"
+      "  gpus: [0, 1, 2, 3, 4, 5, 6, 7]\n"
       "  agent: /usr/bin/dlaunch-agent\n"
       "hosts:\n"
       "  - node1\n"
@@ -78,19 +78,19 @@ TEST(YamlHostfile, DefaultsApplyAndHostValuesWin) {
       "    slots: 2\n"
       "    user: root\n"
       "    port: 22\n"
-      "    gpus: [5]\n"
+      "    gpus: [5, 6]\n"
       "    agent: /a\n");
   const HostEntry& d = hf.hosts[0];
   EXPECT_EQ(d.slots, 8);
   EXPECT_EQ(d.user, "train");
   EXPECT_EQ(d.port, 2200);
-  EXPECT_EQ(d.gpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(d.gpus, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
   EXPECT_EQ(d.agent, "/usr/bin/dlaunch-agent");
   const HostEntry& own = hf.hosts[1];
   EXPECT_EQ(own.slots, 2);
   EXPECT_EQ(own.user, "root");
   EXPECT_EQ(own.port, 22);
-  EXPECT_EQ(own.gpus, (std::vector<int>{5}));
+  EXPECT_EQ(own.gpus, (std::vector<int>{5, 6}));
   EXPECT_EQ(own.agent, "/a");
 }
 
