@@ -47,7 +47,7 @@ dl::Hostfile load_hosts(const dl::Options& o) {
   }
   if (o.np > 0) return dl::local_hostfile(o.np);
   throw dl::InputError(
-      {"dlaunch"}, "", "no hosts given",
+      {}, "", "no hosts given",
       "use -H HOSTFILE, -H host:slots,..., --hostfile FILE, or -n N for this machine");
 }
 
@@ -79,8 +79,9 @@ void check_job_size(const dl::Hostfile& hosts, const dl::Options& o) {
   if (o.np > 0) here = std::min<long long>(here, o.np);
   if (here > dl::limits::kMaxRanksPerNode) {
     throw dl::InputError({hosts.source}, "slots",
-                         std::to_string(here) + " ranks on this machine (its logical nodes "
-                                                "together) is over the limit of " +
+                         std::to_string(here) +
+                             " ranks on this machine (its logical nodes "
+                             "together) is over the limit of " +
                              std::to_string(dl::limits::kMaxRanksPerNode) + " ranks per node",
                          "spread them over hosts, or use -n to run fewer");
   }
@@ -148,8 +149,7 @@ int run(int argc, char** argv) {
   if (!dl::parse_options(argc, argv, o, early_exit)) return early_exit;
   auto to_ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000.0)); };
   if (o.command.empty() && !o.check)
-    throw dl::InputError({"dlaunch"}, "", "no program to run",
-                         "dlaunch [options] PROGRAM [ARGS...]");
+    throw dl::InputError({}, "", "no program to run", "dlaunch [options] PROGRAM [ARGS...]");
 
   dl::Hostfile hosts = dl::apply_node_filter(load_hosts(o), o.filter);
   apply_transport(hosts, o.transport);
@@ -208,7 +208,7 @@ int run(int argc, char** argv) {
   }
   if (any_local &&
       dl::find_program(plan.command.front(), dl::current_environment(), workdir).empty()) {
-    throw dl::InputError({"dlaunch"}, "",
+    throw dl::InputError({}, "",
                          "program '" + plan.command.front() + "' not found or not executable",
                          "give a path, or put it on PATH");
   }

@@ -1,13 +1,18 @@
 #include "cli/options.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <regex>
 
 #include <CLI/CLI.hpp>
+#include <climits>
 
 #include "cli/man_page.h"
 #include "cli/version_text.h"
 #include "dlaunch/version.h"
+#include "hostfile/hostfile_internal.h"
 
 namespace dlaunch {
 
@@ -34,6 +39,55 @@ class HelpFormatter : public CLI::Formatter {
     return groups.empty() || groups.back() != sub ? out + "\n" : out;
   }
 };
+
+// Validators whose errors read like the rest of dlaunch's: what was
+// expected, and what was given.
+CLI::Validator integer_in(long long lo, long long hi, const std::string& expected,
+                          const std::string& type) {
+  return CLI::Validator(
+      [=](std::string& v) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long x = std::strtoll(v.c_str(), &end, 10);
+        if (v.empty() || *end != '\0' || errno == ERANGE || x < lo || x > hi) {
+          return "expected " + expected + ", got '" + v + "'";
+        }
+        return {};
+      },
+      type);
+}
+
+CLI::Validator seconds(bool zero_allowed) {
+  return CLI::Validator(
+      [=](std::string& v) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        if (v.empty() || *end != '\0' || !std::isfinite(x) || x < 0 || (!zero_allowed && x == 0)) {
+          return std::string("expected a number of seconds ") + (zero_allowed ? ">= 0" : "> 0") +
+                 ", got '" + v + "'";
+        }
+        return {};
+      },
+      zero_allowed ? "SECONDS>=0" : "SECONDS>0");
+}
+
+const CLI::Validator kPositive = integer_in(1, INT_MAX, "a positive integer", "INT>0");
+const CLI::Validator kNonNegative = integer_in(0, INT_MAX, "an integer >= 0", "INT>=0");
+const CLI::Validator kPort = integer_in(1, 65535, "a port number (1..65535)", "PORT");
+
+// Every long and short option name of the app, with its dashes.
+std::vector<std::string> option_names(const CLI::App& app) {
+  std::vector<std::string> out;
+  const auto add = [&](const CLI::App& a) {
+    for (const CLI::Option* opt : a.get_options()) {
+      for (const auto& n : opt->get_lnames()) out.push_back("--" + n);
+      for (const auto& n : opt->get_snames()) out.push_back("-" + n);
+    }
+  };
+  add(app);
+  for (const CLI::App* sub : app.get_subcommands({})) add(*sub);
+  return out;
+}
 
 }  // namespace
 
@@ -89,13 +143,12 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                     "hostfile (YAML or `host slots=N` lines), or inline hosts a:4,b:2");
   hosts->add_option("--hostfile", o.hostfile, "hostfile, never read as an inline list");
   hosts->add_option("-n,--np", o.np, "total number of ranks (without a hostfile: on this machine)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   hosts->add_option("--include", o.filter.include, "use only these hosts/slots: host1@host2:0,2");
   hosts->add_option("--exclude", o.filter.exclude, "leave out these hosts/slots: host1@host2:0,2");
-  hosts->add_option("--num-nodes", o.filter.num_nodes, "use the first N nodes")
-      ->check(CLI::PositiveNumber);
+  hosts->add_option("--num-nodes", o.filter.num_nodes, "use the first N nodes")->check(kPositive);
   hosts->add_option("--nproc-per-node", o.filter.nproc_per_node, "ranks per node (overrides slots)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   hosts
       ->add_option("--transport", o.transport,
                    "how agents start: auto (hostfile: this machine's loopback names locally, "
@@ -137,32 +190,32 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
       std::to_string(static_cast<int>(tunables::kCollectiveTimeout.value)) + ")";
   fault->add_option(tunables::kKillGrace.option, o.kill_grace_s, tunables::kKillGrace.help)
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(seconds(true));
   fault
       ->add_option(tunables::kHeartbeatTimeout.option, o.heartbeat_timeout_s,
                    tunables::kHeartbeatTimeout.help)
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(seconds(true));
   fault->add_option(tunables::kStartTimeout.option, o.start_timeout_s, tunables::kStartTimeout.help)
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(seconds(false));
   fault->add_option(tunables::kTimeout.option, o.timeout_s, tunables::kTimeout.help)
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(seconds(true));
   fault->add_option(tunables::kMaxRestarts.option, o.max_restarts, tunables::kMaxRestarts.help)
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   fault
       ->add_option(tunables::kCollectiveTimeout.option, o.collective_timeout_s,
                    collective_timeout_help)
-      ->check(CLI::NonNegativeNumber);
+      ->check(seconds(true));
   job->add_option("--master-addr", o.master_addr, "MASTER_ADDR for the workers (default: node 0)");
   job->add_option("--master-port", o.master_port,
                   "MASTER_PORT (default: a free port reserved by node 0)")
-      ->check(CLI::Range(1, 65535));
+      ->check(kPort);
   job->add_option("--store-port", o.store_port,
                   "port of the job's comm store on node 0 (default: any free port)")
-      ->check(CLI::Range(1, 65535));
+      ->check(kPort);
   job->add_option("--job-id", o.job_id,
                   "job id (TORCHELASTIC_RUN_ID, DLAUNCH_JOB_ID); default random");
   job->add_option("--agent", o.agent_path, "path of dlaunch-agent (default: next to dlaunch)");
@@ -174,11 +227,11 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   ssh->add_option(tunables::kSshConcurrency.option, o.ssh_concurrency,
                   tunables::kSshConcurrency.help)
       ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
+      ->check(integer_in(1, 4096, "an integer from 1 to 4096", "1..4096"));
   ssh->add_option(tunables::kConnectTimeout.option, o.connect_timeout_s,
                   tunables::kConnectTimeout.help)
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(seconds(false));
   ssh->add_option("--host-key-check", o.host_key_check,
                   "check host keys against ~/.ssh/known_hosts: strict, accept-new (record unknown "
                   "keys) or off")
@@ -191,9 +244,19 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // --help and --version exit 0; anything else is a usage error (exit 2).
-    const int code = app.exit(e);
-    exit_code = code == 0 ? 0 : 2;
+    // --help and --version exit 0; anything else is a usage error (exit 2),
+    // said the way every other error of dlaunch is.
+    if (e.get_exit_code() == 0) {
+      app.exit(e);
+      exit_code = 0;
+      return false;
+    }
+    std::string what = e.what();
+    if (e.get_name() == "ArgumentMismatch")
+      what = what.substr(0, what.find(':')) + " needs a value";
+    std::fprintf(stderr, "dlaunch: error: %s (hint: dlaunch --help lists every option)\n",
+                 what.c_str());
+    exit_code = 2;
     return false;
   }
   if (help_tunables) {
@@ -207,10 +270,23 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     return false;
   }
   o.command = app.remaining();
-  if (!o.command.empty() && o.command.front() == "--") o.command.erase(o.command.begin());
-  if (!o.job_id.empty() && !std::regex_match(o.job_id, std::regex("[A-Za-z0-9_.-]{1,64}"))) {
+  // Options end at the program; `--` ends them explicitly. A word in the
+  // program's place that looks like an option is a misspelt option of ours
+  // (dlaunch -n 2 --tag-ouput ./train), not a program called --tag-ouput.
+  if (!o.command.empty() && o.command.front() == "--") {
+    o.command.erase(o.command.begin());
+  } else if (!o.command.empty() && o.command.front().size() > 1 && o.command.front()[0] == '-') {
+    const std::string word = o.command.front().substr(0, o.command.front().find('='));
+    const std::string near = hostfile_detail::closest_match(word, option_names(app));
+    throw InputError(
+        {}, "", "unknown option " + word + (near.empty() ? "" : " (did you mean " + near + "?)"),
+        "dlaunch --help lists every option; put `--` before a program whose name "
+        "starts with '-'");
+  }
+  if (!o.job_id.empty() && (o.job_id == "." || o.job_id == ".." ||
+                            !std::regex_match(o.job_id, std::regex("[A-Za-z0-9_.-]{1,64}")))) {
     throw InputError({"--job-id"}, "", "'" + o.job_id + "' is not a valid job id",
-                     "use 1-64 letters, digits, '.', '_' or '-'");
+                     "use 1-64 letters, digits, '.', '_' or '-' (not '.' or '..')");
   }
   if (o.np > limits::kMaxRanksPerJob) {
     throw InputError({"-n"}, "",
@@ -221,6 +297,11 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     throw InputError({"--nproc-per-node"}, "",
                      std::to_string(o.filter.nproc_per_node) + " is over the limit of " +
                          std::to_string(limits::kMaxRanksPerNode) + " ranks per node");
+  }
+  if (o.master_port != 0 && o.master_port == o.store_port) {
+    throw InputError({"--store-port"}, "",
+                     std::to_string(o.store_port) + " is the port given to --master-port too",
+                     "give them different ports, or leave one out for a free one");
   }
   if (!o.hosts.empty() && !o.hostfile.empty()) {
     throw InputError({"--hostfile"}, "", "both -H and --hostfile were given", "use one of them");

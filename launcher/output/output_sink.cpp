@@ -1,6 +1,7 @@
 #include "output/output_sink.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,6 +12,7 @@
 
 #include "dlaunch/error.h"
 #include "dlaunch/process.h"
+#include "hostfile/hostfile.h"
 #include "output/console_style.h"
 
 namespace dlaunch {
@@ -23,10 +25,23 @@ OutputSink::OutputSink(Config cfg) : cfg_(std::move(cfg)) {
   if (!cfg_.output_dir.empty()) {
     dir_ = (std::filesystem::path(cfg_.output_dir) / cfg_.job_id).string();
     std::error_code ec;
-    std::filesystem::create_directories(dir_, ec);
-    if (ec)
+    std::filesystem::create_directories(cfg_.output_dir, ec);
+    if (ec) {
       throw Error(ErrorKind::kEnvironment,
-                  "cannot create output directory '" + dir_ + "': " + ec.message());
+                  "cannot create output directory '" + cfg_.output_dir + "': " + ec.message());
+    }
+    // The job's own folder is new: a job with the same id and --output-dir
+    // (or a folder someone else put there) is never written into.
+    if (::mkdir(dir_.c_str(), 0755) != 0) {
+      const int e = errno;
+      if (e == EEXIST) {
+        throw InputError({"--output-dir"}, "",
+                         "'" + dir_ + "' exists already (a job with the same id?)",
+                         "give another --job-id, or remove it");
+      }
+      throw Error(ErrorKind::kEnvironment,
+                  "cannot create output directory '" + dir_ + "': " + std::strerror(e));
+    }
   }
 }
 
@@ -53,7 +68,8 @@ void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bo
     auto it = files_.find(key);
     if (it == files_.end()) {
       auto path = dir_ + "/rank." + std::to_string(rank) + (is_err ? ".err" : ".out");
-      UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+      UniqueFd fd(
+          ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
       it = files_.emplace(key, std::move(fd)).first;
     }
     if (it->second) write_all(it->second.get(), data);

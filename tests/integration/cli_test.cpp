@@ -2,6 +2,7 @@
 // anything starts, with the place and a hint.
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -263,4 +264,68 @@ TEST(Cli, AMissingIdentityFileIsRefusedUpFront) {
                        "read"),
             std::string::npos)
       << r.err;
+}
+
+// Issue 15 item 12: one error format for every option, and a misspelt option
+// is an option, not a program.
+TEST(Cli, AMisspeltOptionBeforeTheProgramIsNamedWithASuggestion) {
+  auto r = run(dlaunch_cmd({"-n", "2", "--tag-ouput", "true"}), 30);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(
+      r.err.rfind("dlaunch: error: unknown option --tag-ouput (did you mean --tag-output?)", 0), 0u)
+      << r.err;
+  // `--` makes a program of anything.
+  r = run(dlaunch_cmd({"-n", "1", "--", "-no-such-program"}), 30);
+  EXPECT_NE(r.err.find("program '-no-such-program' not found"), std::string::npos) << r.err;
+}
+
+TEST(Cli, BadOptionValuesAreSaidTheSameWayAsEveryOtherError) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"-n", "0", "true"}, "--np: expected a positive integer, got '0'"},
+      {{"-n", "abc", "true"}, "--np: expected a positive integer, got 'abc'"},
+      {{"--kill-grace", "-1", "-n", "1", "true"},
+       "--kill-grace: expected a number of seconds >= 0, got '-1'"},
+      {{"--master-port", "70000", "-n", "1", "true"},
+       "--master-port: expected a port number (1..65535), got '70000'"},
+      {{"-n"}, "--np needs a value"}};
+  for (const auto& [args, message] : cases) {
+    auto r = run(dlaunch_cmd(args), 30);
+    EXPECT_EQ(r.exit_code, 2) << message;
+    EXPECT_EQ(r.err.rfind("dlaunch: error: " + message + " (hint:", 0), 0u) << r.err;
+  }
+}
+
+// Issue 15 item 10.
+TEST(Cli, TheSamePortForMasterAndStoreIsRefused) {
+  auto r =
+      run(dlaunch_cmd({"--master-port", "29555", "--store-port", "29555", "-n", "2", "true"}), 30);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--store-port: 29555 is the port given to --master-port too"),
+            std::string::npos)
+      << r.err;
+}
+
+// Issue 15 item 11: a job id is a folder name under --output-dir.
+TEST(Cli, JobIdsThatArePathsOrTakenFoldersAreRefused) {
+  for (const char* id : {".", "..", "a/b"}) {
+    auto r = run(dlaunch_cmd({"--job-id", id, "-n", "1", "true"}), 30);
+    EXPECT_EQ(r.exit_code, 2) << id;
+    EXPECT_NE(r.err.find("is not a valid job id"), std::string::npos) << r.err;
+  }
+  const std::string dir = temp_file("", ".d");
+  std::filesystem::remove(dir);
+  const auto job = unique_job_id("samedir");
+  auto first =
+      run(dlaunch_cmd({"--job-id", job, "--output-dir", dir, "-n", "1", "echo", "one"}), 30);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  auto second =
+      run(dlaunch_cmd({"--job-id", job, "--output-dir", dir, "-n", "1", "echo", "two"}), 30);
+  EXPECT_EQ(second.exit_code, 2) << second.err;
+  EXPECT_NE(second.err.find("exists already (a job with the same id?)"), std::string::npos)
+      << second.err;
+  std::ifstream out(dir + "/" + job + "/rank.0.out");
+  std::string line;
+  std::getline(out, line);
+  EXPECT_EQ(line, "one") << "the first job's output must be kept";
+  std::filesystem::remove_all(dir);
 }
