@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -504,11 +505,22 @@ void Agent::begin_abort(const std::string& reason, bool immediate) {
 // (orphans that reparented to us, children that left their group, members of
 // an exited worker's group). Never the guard. Not the group of a worker that
 // was reaped: once its group is empty, its id may belong to someone else.
+//
+// A process gets the signal once: members of a group just signalled are not
+// signalled again one by one (a second SIGTERM makes many programs, PyTorch's
+// elastic agent among them, skip their clean shutdown).
 void Agent::signal_everything(int sig) {
+  std::vector<pid_t> groups;
   for (const auto& [rank, w] : workers_) {
-    if (w.pid > 0 && w.state == WorkerState::kRunning) env_.os.signal_group(w.pid, sig);
+    if (w.pid > 0 && w.state == WorkerState::kRunning) {
+      env_.os.signal_group(w.pid, sig);
+      groups.push_back(w.pid);
+    }
   }
-  for (pid_t p : leftovers()) env_.os.signal(p, sig);
+  for (pid_t p : leftovers()) {
+    if (std::find(groups.begin(), groups.end(), env_.os.process_group(p)) == groups.end())
+      env_.os.signal(p, sig);
+  }
 }
 
 // Descendants other than the guard.

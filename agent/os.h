@@ -45,6 +45,8 @@ class AgentOs {
   // Every process descended from this one (orphans that reparented here,
   // children that left their group), the guard included.
   virtual std::vector<pid_t> descendants() = 0;
+  // getpgid(2): the process group of `pid`, or -1 when it is gone.
+  virtual pid_t process_group(pid_t pid) = 0;
   // Reaps every child that has exited: (pid, wait status) pairs.
   virtual std::vector<std::pair<pid_t, int>> reap() = 0;
   // The state letter of the process ('R' runnable, 'S' sleeping, ...), or
@@ -66,6 +68,7 @@ class PosixOs final : public AgentOs {
   void signal_group(pid_t pgid, int sig) override;
   void signal(pid_t pid, int sig) override;
   std::vector<pid_t> descendants() override;
+  pid_t process_group(pid_t pid) override;
   std::vector<std::pair<pid_t, int>> reap() override;
   char process_state(pid_t pid) override;
   std::string make_private_dir(const std::string& prefix) override;

@@ -25,6 +25,8 @@ void PosixOs::signal(pid_t pid, int sig) { ::kill(pid, sig); }
 
 std::vector<pid_t> PosixOs::descendants() { return descendants_of(::getpid()); }
 
+pid_t PosixOs::process_group(pid_t pid) { return ::getpgid(pid); }
+
 std::vector<std::pair<pid_t, int>> PosixOs::reap() {
   std::vector<std::pair<pid_t, int>> out;
   int status = 0;

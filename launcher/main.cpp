@@ -17,6 +17,7 @@
 #include "dlaunch/clock.h"
 #include "dlaunch/process.h"
 #include "dlaunch/random.h"
+#include "dlaunch/text.h"
 #include "hostfile/slurm.h"
 #include "output/console_style.h"
 #include "output/output_sink.h"
@@ -281,10 +282,10 @@ int main(int argc, char** argv) {
     return run(argc, argv);
   } catch (const dl::Error& e) {
     // The user's input: exit 2, nothing started. Anything else: exit 1.
-    std::fprintf(stderr, "dlaunch: error: %s\n", e.what());
+    std::fprintf(stderr, "dlaunch: error: %s\n", dl::printable(e.what()).c_str());
     return e.kind() == dl::ErrorKind::kInput ? 2 : 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "dlaunch: internal error: %s\n", e.what());
+    std::fprintf(stderr, "dlaunch: internal error: %s\n", dl::printable(e.what()).c_str());
     return 1;
   }
 }

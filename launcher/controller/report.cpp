@@ -9,6 +9,7 @@
 
 #include "controller/error_file.h"
 #include "dlaunch/process.h"
+#include "dlaunch/text.h"
 
 namespace dlaunch {
 
@@ -56,7 +57,7 @@ std::string format_error_file(const proto::Exited& e) {
       }
     }
     out += fmt::format("  error{} (from its error file {}):\n", when, e.error_file);
-    for (const auto& l : split_lines(err->message)) out += "    " + l + "\n";
+    for (const auto& l : split_lines(err->message)) out += "    " + printable(l) + "\n";
     if (!err->traceback.empty()) {
       out += "  traceback:\n";
       quote_lines(out, split_lines(err->traceback), kMaxTracebackLines);
@@ -107,9 +108,9 @@ std::string format_report(const std::string& job_id, const RootCause& c, int ran
             fmt::format("was killed by {} (exit status {})", signal_name(e.signal), 128 + e.signal);
       } else if (e.kind == proto::ExitKind::kAborted) {
         how = fmt::format("called MPI_Abort with code {}{}", e.code,
-                          e.message.empty() ? "" : ": " + e.message);
+                          e.message.empty() ? "" : ": " + printable(e.message));
       } else if (e.kind == proto::ExitKind::kSpawnFailed) {
-        how = "could not be started: " + e.message;
+        how = "could not be started: " + printable(e.message);
       } else {
         how = fmt::format("exited with code {}", e.code);
       }
@@ -124,19 +125,19 @@ std::string format_report(const std::string& job_id, const RootCause& c, int ran
       break;
     }
     case CauseKind::kNode:
-      out += fmt::format("dlaunch: job {} failed: {}\n", job_id, c.message);
+      out += fmt::format("dlaunch: job {} failed: {}\n", job_id, printable(c.message));
       break;
     case CauseKind::kLaunch:
-      out += fmt::format("dlaunch: job {} could not start: {}\n", job_id, c.message);
+      out += fmt::format("dlaunch: job {} could not start: {}\n", job_id, printable(c.message));
       break;
     case CauseKind::kInterrupted:
       out += fmt::format("dlaunch: job {} interrupted by {}\n", job_id, signal_name(c.signal));
       break;
     case CauseKind::kTimeout:
-      out += fmt::format("dlaunch: job {} timed out: {}\n", job_id, c.message);
+      out += fmt::format("dlaunch: job {} timed out: {}\n", job_id, printable(c.message));
       break;
   }
-  for (const auto& a : c.also) out += "  also: " + a + "\n";
+  for (const auto& a : c.also) out += "  also: " + printable(a) + "\n";
   if (ranks_stopped > 0) {
     out += fmt::format("  {} {}rank(s) were stopped by dlaunch\n", ranks_stopped,
                        c.kind == CauseKind::kWorker ? "other " : "");

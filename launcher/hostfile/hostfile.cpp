@@ -9,6 +9,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "dlaunch/text.h"
 #include "hostfile/hostfile_internal.h"
 
 namespace dlaunch {
@@ -26,7 +27,7 @@ std::string format_input_error(const SourcePos& pos, const std::string& field,
   if (!field.empty()) out += field + ": ";
   out += message;
   if (!hint.empty()) out += " (hint: " + hint + ")";
-  return out;
+  return printable(out);  // user input may hold control bytes: never to the terminal raw
 }
 
 std::string to_lower(std::string_view text) {

@@ -46,6 +46,11 @@ class DocumentScan final : public YAML::EventHandler {
   int documents = 0;
   YAML::Mark start;        // of the last document
   YAML::Mark second_root;  // first node of the second document
+  // Where each anchor was defined, and every alias in order: yaml-cpp's
+  // nodes know only the anchor's place, so an error about what an alias
+  // repeated finds the alias here.
+  std::unordered_map<YAML::anchor_t, YAML::Mark> anchors;
+  std::vector<std::pair<YAML::Mark, YAML::anchor_t>> aliases;
 
   void OnDocumentStart(const YAML::Mark& mark) override {
     ++documents;
@@ -53,24 +58,28 @@ class DocumentScan final : public YAML::EventHandler {
   }
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
-  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
-  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
-                const std::string&) override {
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
     node(mark);
+    if (documents == 1) aliases.emplace_back(mark, anchor);
   }
-  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                const std::string&) override {
+    node(mark, anchor);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
                        YAML::EmitterStyle::value) override {
-    node(mark);
+    node(mark, anchor);
   }
   void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
                   YAML::EmitterStyle::value) override {
-    node(mark);
+    node(mark, anchor);
   }
   void OnMapEnd() override {}
 
  private:
-  void node(const YAML::Mark& mark) {
+  void node(const YAML::Mark& mark, YAML::anchor_t anchor = YAML::NullAnchor) {
+    if (documents == 1 && anchor != YAML::NullAnchor) anchors.emplace(anchor, mark);
     if (documents == 2 && !have_second_) {
       second_root = mark;
       have_second_ = true;
@@ -161,6 +170,16 @@ class YamlParser {
       auto [it, inserted] = first_index.emplace(parsed.entry.name, result.hosts.size());
       if (!inserted) {
         const int first_line = result.hosts[it->second].pos.line;
+        // The same node again through an alias (- *a): name the alias, not
+        // the anchor's line, which holds the first definition.
+        if (item.Mark().pos == hosts[it->second].Mark().pos) {
+          if (const auto alias = alias_of(item.Mark(), alias_uses_)) {
+            fail(*alias, "hosts",
+                 "the alias repeats host '" + parsed.entry.name + "' (defined at line " +
+                     std::to_string(first_line) + ")",
+                 "each logical node once; give a copy its own `name:`");
+          }
+        }
         fail(parsed.name_mark, "name",
              "duplicate node name '" + parsed.entry.name + "' (first defined at line " +
                  std::to_string(first_line) + ")",
@@ -173,6 +192,18 @@ class YamlParser {
 
  private:
   mutable std::size_t env_bytes_ = 0;  // every env: value read, aliases counted each time
+  mutable std::unordered_map<YAML::anchor_t, YAML::Mark> anchors_;
+  mutable std::vector<std::pair<YAML::Mark, YAML::anchor_t>> aliases_;
+  mutable std::size_t alias_uses_ = 0;
+
+  // The next alias (after the `used` ones) to the anchor defined at `at`.
+  std::optional<YAML::Mark> alias_of(const YAML::Mark& at, std::size_t& used) const {
+    for (; used < aliases_.size(); ++used) {
+      const auto anchor = anchors_.find(aliases_[used].second);
+      if (anchor != anchors_.end() && anchor->second.pos == at.pos) return aliases_[used++].first;
+    }
+    return std::nullopt;
+  }
   const std::string& source_;
 
   // The first document; the whole stream is checked for syntax and for a second document.
@@ -193,10 +224,12 @@ class YamlParser {
         last_start = static_cast<std::size_t>(scan.start.pos);
       }
       root = YAML::Load(input);
+      anchors_ = std::move(scan.anchors);
+      aliases_ = std::move(scan.aliases);
     } catch (const YAML::Exception& e) {
       // A tab where YAML wants indentation gives yaml-cpp's "illegal tab" or
       // "illegal block entry" for the line: say what to do about it.
-      const bool tabs = input.find('\t') != std::string_view::npos;
+      const bool tabs = input.find('\t') != std::string::npos;
       throw InputError(pos_of(e.mark), "yaml", "syntax error: " + e.msg,
                        tabs ? "YAML indents with spaces only; this file has tabs" : kSyntaxHint);
     }

@@ -4,8 +4,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
+
+#include <boost/asio/steady_timer.hpp>
 
 #include "dlaunch/process.h"
 #include "dlaunch/proto/channel.h"
@@ -17,12 +21,16 @@ class LocalLink final : public AgentLink {
  public:
   LocalLink(boost::asio::io_context& io, pid_t pid, int read_fd, int write_fd, LinkCallbacks cb)
       : pid_(pid),
+        on_close_(std::move(cb.on_close)),
+        wait_exit_(io),
         channel_(io, read_fd, write_fd,
-                 proto::PipeChannel::Callbacks{.on_message = std::move(cb.on_message),
-                                               .on_close = std::move(cb.on_close)}) {
+                 proto::PipeChannel::Callbacks{
+                     .on_message = std::move(cb.on_message),
+                     .on_close = [this](const std::string& why) { channel_closed(why, 0); }}) {
     channel_.start();
   }
   ~LocalLink() override {
+    *alive_ = false;
     if (!reaped_) {
       ::kill(pid_, SIGKILL);
       int st;
@@ -41,12 +49,40 @@ class LocalLink final : public AgentLink {
   void reap() override {
     if (reaped_) return;
     int st;
-    if (::waitpid(pid_, &st, WNOHANG) == pid_) reaped_ = true;
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+      reaped_ = true;
+      status_ = st;
+    }
   }
 
  private:
+  // The channel's end is usually the agent's: say how the agent ended (killed
+  // by a signal, an exit status). The pipe closes a moment before the process
+  // can be reaped, so look a few times, briefly, on a timer.
+  void channel_closed(const std::string& why, int tries) {
+    reap();
+    if (!reaped_ && tries < 5) {
+      wait_exit_.expires_after(std::chrono::milliseconds(10));
+      wait_exit_.async_wait([this, alive = alive_, why, tries](boost::system::error_code ec) {
+        if (!ec && *alive) channel_closed(why, tries + 1);
+      });
+      return;
+    }
+    std::string reason = why;
+    if (reaped_ && WIFSIGNALED(status_)) {
+      reason += " (the agent was killed by " + signal_name(WTERMSIG(status_)) + ")";
+    } else if (reaped_ && WIFEXITED(status_) && WEXITSTATUS(status_) != 0) {
+      reason += " (the agent exited with status " + std::to_string(WEXITSTATUS(status_)) + ")";
+    }
+    if (on_close_) on_close_(reason);
+  }
+
   pid_t pid_;
   bool reaped_ = false;
+  int status_ = 0;
+  std::function<void(const std::string&)> on_close_;
+  boost::asio::steady_timer wait_exit_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   proto::PipeChannel channel_;
 };
 

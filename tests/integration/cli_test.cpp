@@ -329,3 +329,18 @@ TEST(Cli, JobIdsThatArePathsOrTakenFoldersAreRefused) {
   EXPECT_EQ(line, "one") << "the first job's output must be kept";
   std::filesystem::remove_all(dir);
 }
+
+// Issue 15 item 13: control bytes from a hostfile, an env file or a program
+// name are escaped in dlaunch's messages.
+TEST(Cli, ControlBytesFromInputAreEscapedInMessages) {
+  const auto yaml = temp_file("hosts:\n  - host: \"a\\e[2Jb\"\n", ".yaml");
+  auto r = run(dlaunch_cmd({"-H", yaml, "true"}), 30);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unexpected byte 0x1b in host name"), std::string::npos) << r.err;
+  r = run(dlaunch_cmd({"-n", "1", "prog\x1b[31mred"}), 30);
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("program 'prog\\e[31mred' not found"), std::string::npos) << r.err;
+  r = run(dlaunch_cmd({"-n", "1", "--env-file", temp_file("\x1b[2J=3\n", ".env"), "true"}), 30);
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+}

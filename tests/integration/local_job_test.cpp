@@ -542,6 +542,8 @@ TEST(LocalJob, AgentKilledWithSigkillLeavesNoErrorFileFolder) {
   }
   auto r = p.finish(20);
   EXPECT_EQ(r.exit_code, 1) << r.err;
+  // Said as it happened (issue 15 item 14: it used to read "exit status 0").
+  EXPECT_NE(r.err.find("(the agent was killed by SIGKILL)"), std::string::npos) << r.err;
   EXPECT_EQ(wait_job_gone(job, 2), std::vector<pid_t>{});
   // The agents' guards remove them.
   for (int i = 0; i < 100 && !folders().empty(); ++i) ::usleep(20 * 1000);

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "dlaunch/process.h"
+#include "dlaunch/text.h"
 #include "hostfile/hostfile.h"
 #include "output/output_sink.h"
 
@@ -139,4 +140,12 @@ TEST(OutputSink, ColourWithoutAPrefixAddsNothingButTheDimTime) {
   EXPECT_TRUE(
       std::regex_match(text, std::regex("\033\\[2m\\d\\d:\\d\\d:\\d\\d\\.\\d\\d\\d\033\\[0m z\n")))
       << text;
+}
+
+// Issue 15 item 13: what came from input or another host reaches the terminal
+// with its control bytes written out.
+TEST(Printable, ControlBytesAreWrittenOut) {
+  EXPECT_EQ(dlaunch::printable("plain ascii, ünïcode"), "plain ascii, ünïcode");
+  EXPECT_EQ(dlaunch::printable("a\x1b[2Jb\r\n\t\x01\x7f"), "a\\e[2Jb\\r\\n\\t\\x01\\x7f");
+  EXPECT_EQ(dlaunch::printable(std::string("nul\0x", 5)), "nul\\x00x");
 }

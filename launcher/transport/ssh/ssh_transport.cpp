@@ -123,20 +123,36 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
     }
   }
 
+  // How the agent ended: sshd sends "exit-signal" (the agent was killed;
+  // the exit status then reads 0) or "exit-status".
+  std::string how_it_ended(int exit_status) const {
+    char* signal = nullptr;
+    std::size_t signal_len = 0;
+    if (channel &&
+        libssh2_channel_get_exit_signal(channel.get(), &signal, &signal_len, nullptr, nullptr,
+                                        nullptr, nullptr) == 0 &&
+        signal != nullptr) {
+      std::string name(signal, signal_len);
+      libssh2_free(conn->session.get(), signal);
+      return "the agent was killed by SIG" + name;
+    }
+    return fmt::format("the agent exited with status {}", exit_status);
+  }
+
   void finish(int exit_status) {
     if (closed) return;
     std::string tail;
     for (const auto& l : stderr_tail) tail += (tail.empty() ? "" : " / ") + l;
     std::string reason;
     if (hello_seen) {
-      reason = fmt::format("the agent's channel closed (exit status {})", exit_status);
+      reason = "the agent's channel closed (" + how_it_ended(exit_status) + ")";
     } else if (exit_status == 127) {
       reason = fmt::format(
           "dlaunch-agent not found at '{}' (give its path with --agent or `agent:` in the "
           "hostfile)",
           agent_path);
     } else {
-      reason = fmt::format("the agent exited with status {} before it started{}", exit_status,
+      reason = fmt::format("{} before it started{}", how_it_ended(exit_status),
                            tail.empty() ? "" : ": " + tail);
     }
     fail(reason);

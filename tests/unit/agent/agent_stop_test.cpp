@@ -95,3 +95,19 @@ TEST_F(AgentTest, ASpawnFailureIsReportedAsExit127WithTheReason) {
   EXPECT_EQ(got<proto::Exited>()[0].code, 127);
   EXPECT_EQ(got<proto::Exited>()[0].message, "No such file or directory");
 }
+
+// Issue 15 item 14: a worker is signalled once, through its group, not again
+// as one of the agent's descendants.
+TEST_F(AgentTest, EachWorkerGetsSigtermOnce) {
+  start_workers(2);
+  os_.ignore_sigterm = true;
+  os_.leftover = {7001};  // a daemonized child in a group of its own
+  send(proto::Abort{.reason = "--timeout"});
+  for (pid_t pid : {5000, 5001, 7001}) {
+    EXPECT_EQ(
+        std::count_if(os_.signals.begin(), os_.signals.end(),
+                      [&](const FakeOs::Signal& s) { return s.sig == SIGTERM && s.target == pid; }),
+        1)
+        << "pid " << pid;
+  }
+}

@@ -88,6 +88,11 @@ class FakeOs final : public dlaunch::agent::AgentOs {
     if (guard != nullptr) out.push_back(guard->pid());
     return out;
   }
+  pid_t process_group(pid_t pid) override {
+    for (const auto& p : procs)
+      if (p.pid == pid) return p.exited ? -1 : p.pid;  // workers lead their own group
+    return std::find(leftover.begin(), leftover.end(), pid) != leftover.end() ? pid : -1;
+  }
   std::vector<std::pair<pid_t, int>> reap() override { return std::exchange(zombies, {}); }
   char process_state(pid_t) override { return 'S'; }
   std::string make_private_dir(const std::string& prefix) override {

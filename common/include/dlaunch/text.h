@@ -1,0 +1,16 @@
+// Text from input or from another host, made safe for the terminal before it
+// is shown in a message: control bytes (a hostfile name with an escape
+// sequence, a program name with a carriage return) must not reach the
+// terminal raw, where they could rewrite or hide what the message says.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace dlaunch {
+
+// C0 control bytes and DEL written as \n, \r, \t, \e or \xNN; a backslash
+// stays as it is; everything else (UTF-8 too) passes.
+std::string printable(std::string_view text);
+
+}  // namespace dlaunch
