@@ -160,7 +160,7 @@ void Controller::start_agents() {
       nodes_[i].closed = nodes_[i].done = true;
       heartbeats_.forget(i);
       fail({.kind = CauseKind::kLaunch, .message = node_label(i) + ": " + e.what()});
-      return;
+      if (phase_ != Phase::kStarting) return;  // everything else is being stopped
     }
   }
 }
@@ -188,6 +188,7 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
   } else if (auto* ex = std::get_if<proto::Exited>(&msg)) {
     on_exited(i, *ex);
   } else if (auto* fatal = std::get_if<proto::Fatal>(&msg)) {
+    node.failed = true;
     fail({.kind = CauseKind::kNode, .message = node_label(i) + ": " + fatal->message});
   } else if (std::holds_alternative<proto::Done>(msg)) {
     node.done = true;
@@ -206,6 +207,7 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
 }
 
 void Controller::on_hello(std::size_t i, const proto::Hello& hello) {
+  nodes_[i].failed = hello.version != proto::kProtocolVersion || hello.agent_version != kVersion;
   if (hello.version != proto::kProtocolVersion) {
     fail({.kind = CauseKind::kLaunch,
           .message = fmt::format("{}: dlaunch-agent {} speaks protocol {}, dlaunch {} speaks {}",
@@ -234,10 +236,16 @@ void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
     master_port_ = ready.master_port;
     store_port_ = ready.store_port;
   }
+  if (phase_ != Phase::kStarting) return;
+  if (cause_.kind != CauseKind::kNone) {
+    // A node failed while starting: once the others have said how they are,
+    // stop them all.
+    if (start_settled()) abort_all("job failed", false);
+    return;
+  }
   for (const auto& n : nodes_) {
     if (!n.ready) return;
   }
-  if (phase_ != Phase::kStarting) return;
   milestones_.ready = env_.clock.now();
   phase_ = Phase::kRunning;
   start_sent_ = true;
@@ -353,7 +361,14 @@ void Controller::on_link_closed(std::size_t i, const std::string& reason) {
 
 // The first cause wins; everything after it is a consequence. While the job
 // is still starting, every host's problem is kept so the report names them all.
+//
+// While starting, a node's problem (its agent could not start, a missing
+// program or directory there) does not stop the others at once: every node
+// first finishes its own checks, so that the report names every host's
+// problem, not just the first one's. No worker runs yet, and the start
+// deadline bounds the wait.
 void Controller::fail(RootCause cause) {
+  const bool node_problem = cause.kind == CauseKind::kLaunch || cause.kind == CauseKind::kNode;
   if (cause_.kind == CauseKind::kNone) {
     cause_ = std::move(cause);
     for (std::size_t k = 0; k < ranks_.size(); ++k) {
@@ -364,7 +379,18 @@ void Controller::fail(RootCause cause) {
   } else if (!start_sent_ && (cause.kind == CauseKind::kLaunch || cause.kind == CauseKind::kNode)) {
     cause_.also.push_back(cause.message);
   }
+  if (phase_ == Phase::kStarting && node_problem && !start_deadline_passed_ && !start_settled()) {
+    return;
+  }
   abort_all(cause_.kind == CauseKind::kInterrupted ? "interrupted" : "job failed", false);
+}
+
+// Every node is ready, or failed its checks, or is gone.
+bool Controller::start_settled() const {
+  for (const auto& n : nodes_) {
+    if (!n.ready && !n.failed && !n.closed) return false;
+  }
+  return true;
 }
 
 void Controller::abort_all(const std::string& reason, bool immediate) {
@@ -506,6 +532,7 @@ void Controller::on_deadline(milliseconds after, const std::string& what) {
   if (phase_ == Phase::kFinished) return;
   const std::string msg = "gave up waiting " + seconds(after) + " for " + what;
   if (phase_ == Phase::kStarting) {
+    start_deadline_passed_ = true;
     std::string late;
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
       if (!nodes_[i].ready) late += (late.empty() ? "" : ", ") + node_label(i);

@@ -103,6 +103,7 @@ class Controller {
     bool ready = false;
     bool done = false;
     bool closed = false;
+    bool failed = false;  // said Fatal (a check before start failed there)
   };
 
   void start_agents();
@@ -114,6 +115,7 @@ class Controller {
   void on_worker_abort(const proto::WorkerAbort& ab);
   void on_fence(std::size_t node, proto::FenceUp&& up);
   void fail(RootCause cause);
+  bool start_settled() const;
   void abort_all(const std::string& reason, bool immediate);
   void maybe_shutdown();
   void maybe_finish();
@@ -140,6 +142,7 @@ class Controller {
   proto::HeartbeatMonitor heartbeats_;
   Phase phase_ = Phase::kStarting;
   bool start_sent_ = false;
+  bool start_deadline_passed_ = false;
   int interrupts_ = 0;
   int ranks_stopped_ = 0;
   std::uint16_t master_port_ = 0;

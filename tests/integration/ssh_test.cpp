@@ -380,3 +380,19 @@ TEST_F(Ssh, TorchTrainPyOverSshNodes) {
   EXPECT_NE(r.out.find("on 4 ranks (gloo, cpu)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[0] parameters identical on all 4 ranks"), std::string::npos) << r.out;
 }
+
+// Issue 15 item 14: a program missing on every host is reported for every
+// host, also those whose SSH login finished after the first report came in.
+TEST_F(Ssh, AMissingProgramIsReportedForEveryHost) {
+  const auto job = unique_job_id("noprog");
+  auto r = run(dlaunch_cmd({"-H", hostfile(3, 1), "--job-id", job, "/nonexistent/prog"}), 60,
+               env(home()));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  for (const char* node : {"node 0 (127.0.0.2)", "node 1 (127.0.0.3)", "node 2 (127.0.0.4)"}) {
+    EXPECT_NE(r.err.find(std::string(node) + ": program '/nonexistent/prog' not found"),
+              std::string::npos)
+        << node << "\n"
+        << r.err;
+  }
+  EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
+}

@@ -33,13 +33,42 @@ TEST_F(ControllerTest, ANodeLostAfterHelloIsANodeFailure) {
   EXPECT_EQ(controller_->cause().message, "lost contact with the agent on node 1 (host1): EOF");
 }
 
-TEST_F(ControllerTest, AnAgentThatCannotBeStartedFailsTheJobAtOnce) {
-  make(2, 1);
+TEST_F(ControllerTest, AnAgentThatCannotBeStartedIsReportedWithTheOtherNodesProblems) {
+  make(3, 1);
   links_.refuse_node = 1;
   controller_->start();
   EXPECT_EQ(controller_->cause().kind, dlaunch::CauseKind::kLaunch);
   EXPECT_EQ(controller_->cause().message, "node 1 (host1): cannot start it");
-  EXPECT_EQ(link(0).sent_of<proto::Abort>().size(), 1u);
+  // The other nodes still run their checks; nothing is stopped before they did.
+  EXPECT_TRUE(link(0).sent_of<proto::Abort>().empty());
+  for (std::size_t i : {0, 1}) {
+    link(i).deliver(proto::Hello{.agent_version = dlaunch::kVersion});
+    ASSERT_EQ(link(i).sent_of<proto::Setup>().size(), 1u);
+  }
+  link(0).deliver(proto::Fatal{"program 'prog' not found on host0"});
+  EXPECT_TRUE(link(1).sent_of<proto::Abort>().empty());
+  link(1).deliver(proto::Ready{});
+  // Every node has said how it is: now everything stops, and the report
+  // names both problems.
+  for (std::size_t i : {0, 1}) EXPECT_EQ(link(i).sent_of<proto::Abort>().size(), 1u);
+  ASSERT_EQ(controller_->cause().also.size(), 1u);
+  EXPECT_EQ(controller_->cause().also[0], "node 0 (host0): program 'prog' not found on host0");
+  EXPECT_TRUE(link(1).sent_of<proto::Start>().empty());
+}
+
+TEST_F(ControllerTest, ASlowNodeStillGetsItsChecksAfterAnotherFailedThem) {
+  make(3, 1);
+  controller_->start();
+  link(0).deliver(proto::Hello{.agent_version = dlaunch::kVersion});
+  link(0).deliver(proto::Fatal{"working directory '/x' does not exist on host0"});
+  // Node 2 connects only now (a slow SSH login): it gets its Setup all the same.
+  link(2).deliver(proto::Hello{.agent_version = dlaunch::kVersion});
+  ASSERT_EQ(link(2).sent_of<proto::Setup>().size(), 1u);
+  link(2).deliver(proto::Fatal{"working directory '/x' does not exist on host2"});
+  link(1).deliver(proto::Hello{.agent_version = dlaunch::kVersion});
+  link(1).deliver(proto::Fatal{"working directory '/x' does not exist on host1"});
+  EXPECT_EQ(controller_->cause().also.size(), 2u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(link(i).sent_of<proto::Abort>().size(), 1u);
 }
 
 TEST_F(ControllerTest, AnAgentOfAnotherVersionIsRefusedBeforeAnyWork) {
