@@ -5,7 +5,7 @@
 #include "comm/store.h"
 #include "store/connection.h"
 
-namespace comm {
+namespace dlaunch::comm {
 
 using detail::Answer;
 using detail::Clock;
@@ -207,4 +207,4 @@ void Store::barrier(const std::string& name, int world_size, milliseconds timeou
                       std::to_string(world_size) + " arrived");
 }
 
-}  // namespace comm
+}  // namespace dlaunch::comm

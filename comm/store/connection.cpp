@@ -5,7 +5,7 @@
 #include <random>
 #include <thread>
 
-namespace comm::detail {
+namespace dlaunch::comm::detail {
 
 using std::chrono::milliseconds;
 
@@ -210,4 +210,4 @@ void Connection::timed_out(const std::string& op, const Answer& a, milliseconds 
   fail(op, what);
 }
 
-}  // namespace comm::detail
+}  // namespace dlaunch::comm::detail

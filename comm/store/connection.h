@@ -13,7 +13,7 @@
 #include "store/socket.h"
 #include "store/wire.h"
 
-namespace comm::detail {
+namespace dlaunch::comm::detail {
 
 std::string quote(std::string_view s);
 std::string quote_list(const std::vector<std::string>& keys);
@@ -69,4 +69,4 @@ class Connection {
   Fd fd_;
 };
 
-}  // namespace comm::detail
+}  // namespace dlaunch::comm::detail

@@ -10,7 +10,7 @@
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 
-namespace comm::detail {
+namespace dlaunch::comm::detail {
 
 namespace asio = boost::asio;
 using boost::system::error_code;
@@ -300,4 +300,4 @@ void Session::flush() {
   });
 }
 
-}  // namespace comm::detail
+}  // namespace dlaunch::comm::detail

@@ -13,7 +13,7 @@
 
 #include "store/wire.h"
 
-namespace comm::detail {
+namespace dlaunch::comm::detail {
 
 namespace {
 
@@ -153,4 +153,4 @@ IoResult recv_frame(int fd, std::string& body, Clock::time_point deadline) {
   return recv_exact(fd, body.data() + (have - 4), len - (have - 4), deadline);
 }
 
-}  // namespace comm::detail
+}  // namespace dlaunch::comm::detail

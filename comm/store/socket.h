@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace comm::detail {
+namespace dlaunch::comm::detail {
 
 using Clock = std::chrono::steady_clock;
 
@@ -51,4 +51,4 @@ IoResult recv_exact(int fd, char* buf, size_t n, Clock::time_point deadline);
 // one frame arrived, which a strict request-answer exchange never does.
 IoResult recv_frame(int fd, std::string& body, Clock::time_point deadline);
 
-}  // namespace comm::detail
+}  // namespace dlaunch::comm::detail

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
-namespace comm::detail {
+namespace dlaunch::comm::detail {
 
 const std::string* Table::find(std::string_view key) const {
   auto it = data_.find(key);
@@ -118,4 +118,4 @@ void Table::created(std::string_view key) {
   }
 }
 
-}  // namespace comm::detail
+}  // namespace dlaunch::comm::detail

@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace comm::detail {
+namespace dlaunch::comm::detail {
 
 struct StringHash {
   using is_transparent = void;
@@ -64,4 +64,4 @@ class Table {
   StringMap<std::vector<Waiter*>> waiting_;
 };
 
-}  // namespace comm::detail
+}  // namespace dlaunch::comm::detail

@@ -6,7 +6,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-namespace comm::detail {
+namespace dlaunch::comm::detail {
 
 Mac auth_mac(std::string_view secret, const unsigned char* nonce) {
   std::array<unsigned char, kNonceBytes + kMacContext.size()> msg{};
@@ -98,4 +98,4 @@ uint32_t Reader::count() {
   return ok_ ? n : 0;
 }
 
-}  // namespace comm::detail
+}  // namespace dlaunch::comm::detail

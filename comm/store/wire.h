@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace comm::detail {
+namespace dlaunch::comm::detail {
 
 inline constexpr std::string_view kGreetingMagic = "DLSTORE1";
 inline constexpr size_t kNonceBytes = 32;
@@ -76,4 +76,4 @@ class Reader {
   bool ok_ = true;
 };
 
-}  // namespace comm::detail
+}  // namespace dlaunch::comm::detail

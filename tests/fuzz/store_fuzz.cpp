@@ -27,7 +27,7 @@
 #include "store/wire.h"
 
 namespace asio = boost::asio;
-namespace detail = comm::detail;
+namespace detail = dlaunch::comm::detail;
 
 namespace {
 
@@ -105,7 +105,7 @@ struct Client {
 // clients, so that one can wake a request the other has parked.
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   asio::io_context io;
-  comm::StoreServerOptions opts;
+  dlaunch::comm::StoreServerOptions opts;
   opts.secret = "fuzz-secret";
   // Small limits, so that inputs of a few KiB reach them.
   opts.max_key_bytes = 32;

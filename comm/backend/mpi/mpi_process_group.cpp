@@ -12,7 +12,7 @@
 
 #include "backend/call.h"
 
-namespace comm::mpi {
+namespace dlaunch::comm::mpi {
 namespace {
 
 // MPI is initialised once per process; every MpiProcessGroup shares it.
@@ -458,4 +458,4 @@ void MpiProcessGroup::recv(void* buf, std::size_t count, DataType type, int src,
   } while (off < count);
 }
 
-}  // namespace comm::mpi
+}  // namespace dlaunch::comm::mpi

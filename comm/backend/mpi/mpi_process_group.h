@@ -1,4 +1,4 @@
-// The MPI backend of comm::ProcessGroup (private to comm and its tests). The
+// The MPI backend of dlaunch::comm::ProcessGroup (private to comm and its tests). The
 // contract is the one of comm/process_group.h; this header adds what the
 // tests need to reach: the world check on its own and a lower per-call
 // element limit to exercise the split (> INT_MAX elements) paths with small
@@ -13,7 +13,7 @@
 
 #include "comm/process_group.h"
 
-namespace comm::mpi {
+namespace dlaunch::comm::mpi {
 
 // RANK (else OMPI_COMM_WORLD_RANK, under plain mpirun) from the environment
 // if it is a non-negative integer, else fallback: CommError::rank() before
@@ -77,4 +77,4 @@ class MpiProcessGroup final : public ProcessGroup {
   bool counted_ = false;  // included in the live-group count
 };
 
-}  // namespace comm::mpi
+}  // namespace dlaunch::comm::mpi

@@ -1,4 +1,4 @@
-// The backend-independent part of comm::ProcessGroup: names, CommError,
+// The backend-independent part of dlaunch::comm::ProcessGroup: names, CommError,
 // parse_backend, and create() choosing the backend.
 #include "comm/process_group.h"
 
@@ -12,7 +12,7 @@
 #include "backend/nccl/nccl_process_group.h"
 #endif
 
-namespace comm {
+namespace dlaunch::comm {
 namespace {
 
 std::string describe(int rank, const std::string& op, const std::string& reason) {
@@ -148,4 +148,4 @@ void ProcessGroup::check_span_sizes(const char* op, DataType type, std::size_t p
           part_name + " = " + std::to_string(n) + " * " + std::to_string(part));
 }
 
-}  // namespace comm
+}  // namespace dlaunch::comm

@@ -10,7 +10,7 @@
 #include "comm/store.h"
 #include "comm/worker_env.h"
 
-namespace comm::nccl {
+namespace dlaunch::comm::nccl {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -493,9 +493,9 @@ void NcclProcessGroup::recv(void* buf, std::size_t count, DataType type, int src
   wait(call);
 }
 
-}  // namespace comm::nccl
+}  // namespace dlaunch::comm::nccl
 
-namespace comm {
+namespace dlaunch::comm {
 namespace {
 
 nccl::NcclProcessGroup& as_nccl(ProcessGroup& pg, const char* what) {
@@ -519,4 +519,4 @@ void nccl_check(ProcessGroup& pg, ncclResult_t rc, const char* function) {
   as_nccl(pg, "nccl_check").check_direct(rc, function);
 }
 
-}  // namespace comm
+}  // namespace dlaunch::comm

@@ -1,12 +1,19 @@
-// comm::ProcessGroup: collectives and point-to-point messages between the
-// ranks of one job, over a backend chosen at run time.
+// dlaunch::comm::ProcessGroup: collectives and point-to-point messages between
+// the ranks of one job, over a backend chosen at run time.
 //
-//   auto pg = comm::ProcessGroup::create(comm::Backend::kMpi);
-//   pg->all_reduce(std::span<float>(grad), comm::ReduceOp::kAvg);
+//   namespace dc = dlaunch::comm;
+//   auto pg = dc::ProcessGroup::create(dc::Backend::kMpi);
+//   pg->all_reduce(std::span<float>(grad), dc::ReduceOp::kAvg);
+//
+// Namespace: everything of comm is in dlaunch::comm. The global alias
+// `comm` (namespace comm = dlaunch::comm) is deprecated and kept for this
+// release only, so that code written for `comm::` still compiles; it goes in
+// the next release. Define DLAUNCH_COMM_NO_ALIAS before including any comm
+// header to drop it now (e.g. when your program has a `comm` of its own).
 //
 // Contract:
 // - create() either returns a group whose rank()/size() are this process's
-//   place in the job, or throws comm::CommError saying what failed.
+//   place in the job, or throws CommError saying what failed.
 //   kMpi: calls MPI_Init_thread(MPI_THREAD_SERIALIZED) unless MPI is already
 //   initialised, and works on a duplicate of MPI_COMM_WORLD (the group's
 //   traffic never matches the program's own MPI messages) with
@@ -64,7 +71,7 @@
 #include <string>
 #include <type_traits>
 
-namespace comm {
+namespace dlaunch::comm {
 
 enum class Backend { kMpi, kNccl };
 enum class ReduceOp { kSum, kAvg, kMin, kMax };
@@ -207,4 +214,10 @@ class ProcessGroup {
                         bool part_is_recv) const;
 };
 
-}  // namespace comm
+}  // namespace dlaunch::comm
+
+// Deprecated (removed in the next release): `comm` for dlaunch::comm, so that
+// code written before the move still compiles. DLAUNCH_COMM_NO_ALIAS drops it.
+#ifndef DLAUNCH_COMM_NO_ALIAS
+namespace comm = dlaunch::comm;
+#endif

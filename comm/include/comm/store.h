@@ -1,6 +1,10 @@
-// comm::Store: the job's rendezvous key-value store. The node-0 agent hosts one
-// StoreServer for the whole job; every worker connects a Store client to it
-// (DLAUNCH_STORE_ADDR / DLAUNCH_STORE_PORT / DLAUNCH_STORE_SECRET).
+// dlaunch::comm::Store: the job's rendezvous key-value store. The node-0
+// agent hosts one StoreServer for the whole job; every worker connects a Store
+// client to it (DLAUNCH_STORE_ADDR / DLAUNCH_STORE_PORT / DLAUNCH_STORE_SECRET).
+//
+// Namespace: dlaunch::comm. The global alias `comm` for it is deprecated, kept
+// for this release only (removed in the next); define DLAUNCH_COMM_NO_ALIAS
+// before including to drop it now.
 //
 // Contract:
 //  - Every connection proves knowledge of the job secret by HMAC-SHA256
@@ -29,7 +33,7 @@
 
 #include <boost/asio/io_context.hpp>
 
-namespace comm {
+namespace dlaunch::comm {
 
 class StoreError : public std::runtime_error {
  public:
@@ -145,4 +149,10 @@ class ThreadedStoreServer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace comm
+}  // namespace dlaunch::comm
+
+// Deprecated (removed in the next release): `comm` for dlaunch::comm, so that
+// code written before the move still compiles. DLAUNCH_COMM_NO_ALIAS drops it.
+#ifndef DLAUNCH_COMM_NO_ALIAS
+namespace comm = dlaunch::comm;
+#endif

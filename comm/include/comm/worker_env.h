@@ -1,16 +1,20 @@
-// comm::WorkerEnv: who this process is in the job, read from the environment
-// that dlaunch (or torchrun, or any launcher setting the same variables)
-// gives every worker.
+// dlaunch::comm::WorkerEnv: who this process is in the job, read from the
+// environment that dlaunch (or torchrun, or any launcher setting the same
+// variables) gives every worker.
 //
 // Contract: from_env() either returns every field validated or throws
-// comm::EnvError naming the variable and what is wrong with it. Thread-safe as
-// long as nobody modifies the environment concurrently (getenv).
+// EnvError naming the variable and what is wrong with it. Thread-safe as long
+// as nobody modifies the environment concurrently (getenv).
+//
+// Namespace: dlaunch::comm. The global alias `comm` for it is deprecated, kept
+// for this release only (removed in the next); define DLAUNCH_COMM_NO_ALIAS
+// before including to drop it now.
 #pragma once
 
 #include <stdexcept>
 #include <string>
 
-namespace comm {
+namespace dlaunch::comm {
 
 class EnvError : public std::runtime_error {
  public:
@@ -38,4 +42,10 @@ struct WorkerEnv {
   static WorkerEnv from_env();
 };
 
-}  // namespace comm
+}  // namespace dlaunch::comm
+
+// Deprecated (removed in the next release): `comm` for dlaunch::comm, so that
+// code written before the move still compiles. DLAUNCH_COMM_NO_ALIAS drops it.
+#ifndef DLAUNCH_COMM_NO_ALIAS
+namespace comm = dlaunch::comm;
+#endif

@@ -11,8 +11,8 @@
 namespace {
 
 using namespace std::chrono_literals;
-using comm::detail::Op;
-using comm::detail::Writer;
+using dlaunch::comm::detail::Op;
+using dlaunch::comm::detail::Writer;
 using store_test::client_options;
 using store_test::RawClient;
 using store_test::server_options;
@@ -35,7 +35,7 @@ class StoreHostile : public ::testing::Test {
     }
     EXPECT_EQ(server.connections(), 1u);
   }
-  static comm::StoreServerOptions small_limits() {
+  static dlaunch::comm::StoreServerOptions small_limits() {
     auto o = server_options();
     o.max_key_bytes = 64;
     o.max_value_bytes = 1024;
@@ -43,8 +43,8 @@ class StoreHostile : public ::testing::Test {
     o.auth_timeout = 300ms;
     return o;
   }
-  comm::ThreadedStoreServer server{small_limits()};
-  comm::Store bystander{client_options(server.port())};
+  dlaunch::comm::ThreadedStoreServer server{small_limits()};
+  dlaunch::comm::Store bystander{client_options(server.port())};
 };
 
 }  // namespace
@@ -52,18 +52,18 @@ class StoreHostile : public ::testing::Test {
 TEST(StoreAuth, ServerRefusesToStartWithoutASecret) {
   auto o = server_options();
   o.secret.clear();
-  EXPECT_THROW(comm::ThreadedStoreServer{o}, std::invalid_argument);
+  EXPECT_THROW(dlaunch::comm::ThreadedStoreServer{o}, std::invalid_argument);
 }
 
 TEST(StoreAuth, ClientWithTheWrongSecretIsRejectedAtOnce) {
-  comm::ThreadedStoreServer server(server_options());
+  dlaunch::comm::ThreadedStoreServer server(server_options());
   auto o = client_options(server.port());
   o.secret = "not-the-secret";
   auto start = std::chrono::steady_clock::now();
   try {
-    comm::Store s(o);
+    dlaunch::comm::Store s(o);
     FAIL() << "connected with the wrong secret";
-  } catch (const comm::StoreError& e) {
+  } catch (const dlaunch::comm::StoreError& e) {
     EXPECT_NE(std::string(e.what()).find("authentication rejected"), std::string::npos) << e.what();
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);  // not retried until connect_timeout
@@ -72,11 +72,11 @@ TEST(StoreAuth, ClientWithTheWrongSecretIsRejectedAtOnce) {
 TEST(StoreAuth, ClientWithoutASecretFailsBeforeConnecting) {
   auto o = client_options(1);
   o.secret.clear();
-  EXPECT_THROW(comm::Store{o}, comm::StoreError);
+  EXPECT_THROW(dlaunch::comm::Store{o}, dlaunch::comm::StoreError);
 }
 
 TEST(StoreAuth, TheGreetingCarriesAFreshNonceAndNotTheSecret) {
-  comm::ThreadedStoreServer server(server_options());
+  dlaunch::comm::ThreadedStoreServer server(server_options());
   RawClient a(server.port()), b(server.port());
   std::string ga = a.greeting(), gb = b.greeting();
   EXPECT_EQ(ga.substr(0, 8), "DLSTORE1");
@@ -203,9 +203,9 @@ TEST_F(StoreHostile, FramesSplitIntoSingleBytesAreStillParsed) {
 }
 
 TEST_F(StoreHostile, TheClientReportsOversizedRequestsWithoutLosingItsConnection) {
-  EXPECT_THROW(bystander.set(std::string(65, 'k'), "v"), comm::StoreError);
-  EXPECT_THROW(bystander.set("k", std::string(1025, 'v')), comm::StoreError);
+  EXPECT_THROW(bystander.set(std::string(65, 'k'), "v"), dlaunch::comm::StoreError);
+  EXPECT_THROW(bystander.set("k", std::string(1025, 'v')), dlaunch::comm::StoreError);
   std::vector<std::string> keys(100, "key"), values(100, std::string(100, 'v'));
-  EXPECT_THROW(bystander.multi_set(keys, values), comm::StoreError);  // frame over 4096
+  EXPECT_THROW(bystander.multi_set(keys, values), dlaunch::comm::StoreError);  // frame over 4096
   expect_bystander_unharmed();
 }

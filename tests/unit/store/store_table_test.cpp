@@ -8,11 +8,11 @@
 
 namespace {
 
-using comm::detail::Reader;
-using comm::detail::Table;
-using comm::detail::Writer;
+using dlaunch::comm::detail::Reader;
+using dlaunch::comm::detail::Table;
+using dlaunch::comm::detail::Writer;
 
-struct CountingWaiter : comm::detail::Waiter {
+struct CountingWaiter : dlaunch::comm::detail::Waiter {
   explicit CountingWaiter(std::vector<std::string> k) { keys = std::move(k); }
   void on_ready() override { ++ready; }
   int ready = 0;
@@ -81,7 +81,7 @@ TEST(StoreTable, OverwritingAnExistingKeyWakesNobodyNew) {
 
 TEST(StoreWire, WriterAndReaderRoundTrip) {
   std::string frame = Writer(7).u32(1).u64(2).i64(-3).str("key").finish();
-  ASSERT_EQ(comm::detail::load_u32(frame.data()), frame.size() - 4);
+  ASSERT_EQ(dlaunch::comm::detail::load_u32(frame.data()), frame.size() - 4);
   Reader r(std::string_view(frame).substr(4));
   EXPECT_EQ(r.u8(), 7);
   EXPECT_EQ(r.u32(), 1u);
@@ -109,7 +109,7 @@ TEST(StoreWire, ReaderRefusesOverrunsAndImpossibleCounts) {
 TEST(StoreWire, AuthMacIsHmacSha256OfNonceAndContext) {
   unsigned char nonce[32];
   for (int i = 0; i < 32; ++i) nonce[i] = static_cast<unsigned char>(i);
-  auto mac = comm::detail::auth_mac("secret", nonce);
+  auto mac = dlaunch::comm::detail::auth_mac("secret", nonce);
   std::string hex;
   for (unsigned char c : mac) {
     char b[3];
