@@ -91,17 +91,19 @@ std::unique_lock<std::mutex> Connection::begin() {
   return lock;
 }
 
-Connection::Handshake Connection::handshake(const Fd& s, Clock::time_point deadline,
-                                            std::string& error) {
+auto Connection::handshake(const Fd& s, Clock::time_point deadline)
+    -> Result<Limits, HandshakeFailure> {
+  auto retry = [](std::string message) {
+    return failure(HandshakeFailure{true, std::move(message)});
+  };
+  auto fatal = [](std::string message) {
+    return failure(HandshakeFailure{false, std::move(message)});
+  };
   char greeting[kGreetingBytes];
   IoResult r = recv_exact(s.get(), greeting, sizeof greeting, deadline);
-  if (r.status != Io::ok) {
-    error = "no greeting from the store: " + r.describe();
-    return Handshake::retry;
-  }
+  if (r.status != Io::ok) return retry("no greeting from the store: " + r.describe());
   if (std::string_view(greeting, kGreetingMagic.size()) != kGreetingMagic) {
-    error = "failed: the peer is not a dlaunch store (unexpected greeting)";
-    return Handshake::fatal;
+    return fatal("failed: the peer is not a dlaunch store (unexpected greeting)");
   }
   auto mac = auth_mac(opts.secret,
                       reinterpret_cast<const unsigned char*>(greeting) + kGreetingMagic.size());
@@ -109,31 +111,22 @@ Connection::Handshake Connection::handshake(const Fd& s, Clock::time_point deadl
   char header[kFrameHeaderBytes];
   if (r.status == Io::ok) r = recv_exact(s.get(), header, sizeof header, deadline);
   if (r.status == Io::closed) {
-    error =
+    return fatal(
         "failed: authentication rejected, the store closed the connection "
-        "(is DLAUNCH_STORE_SECRET this job's secret?)";
-    return Handshake::fatal;
+        "(is DLAUNCH_STORE_SECRET this job's secret?)");
   }
-  if (r.status != Io::ok) {
-    error = "authentication unanswered: " + r.describe();
-    return Handshake::retry;
-  }
+  if (r.status != Io::ok) return retry("authentication unanswered: " + r.describe());
   std::string body(load_u32(header), '\0');
-  if (body.size() != 1 + 3 * 8) {
-    error = "failed: unexpected answer to authentication";
-    return Handshake::fatal;
-  }
+  if (body.size() != 1 + 3 * 8) return fatal("failed: unexpected answer to authentication");
   r = recv_exact(s.get(), body.data(), body.size(), deadline);
   Reader rd(body);
   bool accepted = r.status == Io::ok && rd.u8() == static_cast<uint8_t>(Status::ok);
-  max_key = rd.u64();
-  max_value = rd.u64();
-  max_frame = rd.u64();
-  if (!accepted || !rd.done()) {
-    error = "authentication unanswered: " + r.describe();
-    return Handshake::retry;
-  }
-  return Handshake::ok;
+  Limits limits;
+  limits.max_key = rd.u64();
+  limits.max_value = rd.u64();
+  limits.max_frame = rd.u64();
+  if (!accepted || !rd.done()) return retry("authentication unanswered: " + r.describe());
+  return limits;
 }
 
 void Connection::connect() {
@@ -142,16 +135,22 @@ void Connection::connect() {
   std::mt19937_64 rng(std::random_device{}());
   milliseconds backoff = kFirstBackoff;
   int attempts = 0;
-  std::string error;
+  std::string error;  // why the last attempt failed
   for (;;) {
     ++attempts;
-    if (Fd s = connect_tcp(opts.host, opts.port, deadline, error)) {
-      Handshake h = handshake(s, deadline, error);
-      if (h == Handshake::ok) {
-        fd_ = std::move(s);
+    if (auto s = connect_tcp(opts.host, opts.port, deadline)) {
+      auto accepted = handshake(*s, deadline);
+      if (accepted) {
+        max_key = accepted->max_key;
+        max_value = accepted->max_value;
+        max_frame = accepted->max_frame;
+        fd_ = std::move(*s);
         return;
       }
-      if (h == Handshake::fatal) fail("connect", error);
+      if (!accepted.error().retry) fail("connect", accepted.error().message);
+      error = std::move(accepted).error().message;
+    } else {
+      error = std::move(s).error();
     }
     auto now = Clock::now();
     if (now >= deadline) break;

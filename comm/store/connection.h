@@ -62,8 +62,18 @@ class Connection {
   uint64_t max_frame = 0;
 
  private:
-  enum class Handshake { ok, retry, fatal };
-  Handshake handshake(const Fd& s, Clock::time_point deadline, std::string& error);
+  // What the server announces once it has accepted us.
+  struct Limits {
+    uint64_t max_key = 0;
+    uint64_t max_value = 0;
+    uint64_t max_frame = 0;
+  };
+  struct HandshakeFailure {
+    bool retry = false;  // worth another connection (else connect() gives up)
+    std::string message;
+  };
+  // Greeting, answer, acceptance on a fresh connection.
+  Result<Limits, HandshakeFailure> handshake(const Fd& s, Clock::time_point deadline);
   [[noreturn]] void lost(const std::string& op, const IoResult& r, Clock::time_point since);
 
   Fd fd_;

@@ -171,11 +171,10 @@ bool Session::handle(std::string_view body) {
       auto key = r.str();
       int64_t delta = r.i64();
       if (!r.done() || !key_ok(key)) return false;
-      std::string error;
-      if (auto v = table.add(key, delta, error)) {
+      if (auto v = table.add(key, delta)) {
         send(Writer(static_cast<uint8_t>(Status::ok)).i64(*v).finish());
       } else {
-        send(Writer(static_cast<uint8_t>(Status::error)).str(error).finish());
+        send(Writer(static_cast<uint8_t>(Status::error)).str(v.error()).finish());
       }
       return true;
     }

@@ -1,5 +1,7 @@
 // White-box: the server's table and waiter bookkeeping, and the wire helpers.
+#include <cstdint>
 #include <cstdio>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -51,8 +53,7 @@ TEST(StoreTable, AKeyDeletedBehindTheWaiterKeepsItParked) {
   t.set("b", "2");
   EXPECT_EQ(w.ready, 0);
   EXPECT_EQ(t.parked(), 1u);
-  std::string error;
-  t.add("a", 1, error);
+  EXPECT_EQ(t.add("a", 1).value(), 1);
   EXPECT_EQ(w.ready, 1);
 }
 
@@ -77,6 +78,23 @@ TEST(StoreTable, OverwritingAnExistingKeyWakesNobodyNew) {
   t.set("a", "2");
   EXPECT_EQ(w.ready, 0);
   EXPECT_EQ(*t.find("a"), "2");
+}
+
+TEST(StoreTable, AddSaysWhyItCannotAdd) {
+  Table t;
+  t.set("text", "forty");
+  auto not_a_number = t.add("text", 1);
+  ASSERT_FALSE(not_a_number);
+  EXPECT_EQ(not_a_number.error(), "the stored value is not a decimal integer");
+  EXPECT_EQ(*t.find("text"), "forty");
+  t.set("big", std::to_string(INT64_MAX));
+  auto overflow = t.add("big", 1);
+  ASSERT_FALSE(overflow);
+  EXPECT_EQ(overflow.error(), "the counter would overflow int64");
+  auto fresh = t.add("new", -5);
+  ASSERT_TRUE(fresh);
+  EXPECT_EQ(*fresh, -5);
+  EXPECT_EQ(*t.find("new"), "-5");
 }
 
 TEST(StoreWire, WriterAndReaderRoundTrip) {
