@@ -17,18 +17,23 @@ using detail::Status;
 using detail::Writer;
 using std::chrono::milliseconds;
 
-StoreError::StoreError(std::string address, std::string operation, const std::string& message)
-    : std::runtime_error((address.empty() ? std::string("store: ") : "store " + address + ": ") +
-                         operation + (message.empty() ? "" : " " + message)),
+StoreError::StoreError(ErrorKind kind, std::string address, std::string operation,
+                       const std::string& message)
+    : Error(kind, (address.empty() ? std::string("store: ") : "store " + address + ": ") +
+                      operation + (message.empty() ? "" : " " + message)),
       address_(std::move(address)),
       operation_(std::move(operation)) {}
+
+StoreError::StoreError(std::string address, std::string operation, const std::string& message)
+    : StoreError(ErrorKind::kEnvironment, std::move(address), std::move(operation), message) {}
 
 struct Store::Impl : detail::Connection {
   using Connection::Connection;
 };
 
 Store::Store(StoreOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {
-  if (impl_->opts.secret.empty()) impl_->fail("connect", "failed: the secret is empty");
+  if (impl_->opts.secret.empty())
+    impl_->fail(ErrorKind::kUsage, "connect", "failed: the secret is empty");
   std::lock_guard lock(impl_->mu);
   impl_->connect();
 }
@@ -42,7 +47,7 @@ Store Store::from_env() {
     const char* v = std::getenv(name);
     if (v == nullptr || *v == '\0') {
       throw StoreError(
-          "", "from_env()",
+          ErrorKind::kUsage, "", "from_env()",
           std::string("failed: ") + name + " is not set (is this process started by dlaunch?)");
     }
     return v;
@@ -53,7 +58,7 @@ Store Store::from_env() {
   int value = 0;
   auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
   if (ec != std::errc() || end != port.data() + port.size() || value < 1 || value > 65535) {
-    throw StoreError("", "from_env()",
+    throw StoreError(ErrorKind::kUsage, "", "from_env()",
                      "failed: DLAUNCH_STORE_PORT='" + port + "' is not a port number (1-65535)");
   }
   opts.port = static_cast<uint16_t>(value);
@@ -169,8 +174,9 @@ void Store::multi_set(const std::vector<std::string>& keys,
   std::string op =
       keys.size() == 1 ? "set(" + quote(keys[0]) + ")" : "multi_set(" + quote_list(keys) + ")";
   if (keys.size() != values.size()) {
-    impl_->fail(op, "failed: " + std::to_string(keys.size()) + " keys but " +
-                        std::to_string(values.size()) + " values");
+    impl_->fail(ErrorKind::kUsage, op,
+                "failed: " + std::to_string(keys.size()) + " keys but " +
+                    std::to_string(values.size()) + " values");
   }
   auto lock = impl_->begin();
   Writer w(static_cast<uint8_t>(Op::multi_set));
@@ -186,7 +192,7 @@ void Store::multi_set(const std::vector<std::string>& keys,
 
 void Store::barrier(const std::string& name, int world_size, milliseconds timeout) {
   std::string op = "barrier(" + quote(name) + ", " + std::to_string(world_size) + ")";
-  if (world_size < 1) impl_->fail(op, "failed: world_size must be at least 1");
+  if (world_size < 1) impl_->fail(ErrorKind::kUsage, op, "failed: world_size must be at least 1");
   auto start = Clock::now();
   // One counter for all rounds; round g is arrivals g*world_size+1 .. (g+1)*world_size.
   std::string base = "/dlaunch/barrier/" + name + "/";
@@ -203,8 +209,9 @@ void Store::barrier(const std::string& name, int world_size, milliseconds timeou
   Answer a = impl_->await(op, Op::wait, {done}, std::max(left, milliseconds(0)));
   if (a.status == Status::ok) return;
   int64_t arrived = std::min<int64_t>(add(base + "count", 0) - round * world_size, world_size);
-  impl_->fail(op, "timed out after " + seconds(timeout) + ": " + std::to_string(arrived) + " of " +
-                      std::to_string(world_size) + " arrived");
+  impl_->fail(ErrorKind::kEnvironment, op,
+              "timed out after " + seconds(timeout) + ": " + std::to_string(arrived) + " of " +
+                  std::to_string(world_size) + " arrived");
 }
 
 }  // namespace dlaunch::comm

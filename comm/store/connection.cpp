@@ -66,22 +66,24 @@ Connection::Connection(StoreOptions options)
 
 void Connection::bad_answer(const std::string& op) {
   fd_.reset();
-  fail(op, "failed: malformed answer from the store");
+  fail(ErrorKind::kEnvironment, op, "failed: malformed answer from the store");
 }
 
 void Connection::lost(const std::string& op, const IoResult& r, Clock::time_point since) {
   // The connection's state is unknown after a failed exchange: start afresh next call.
   fd_.reset();
   if (r.status == Io::timeout) {
-    fail(op, "timed out after " + seconds(Clock::now() - since) + " with no answer from the store");
+    fail(ErrorKind::kEnvironment, op,
+         "timed out after " + seconds(Clock::now() - since) + " with no answer from the store");
   }
-  fail(op, "failed: connection lost: " + r.describe());
+  fail(ErrorKind::kEnvironment, op, "failed: connection lost: " + r.describe());
 }
 
 void Connection::limit(const std::string& op, const char* what, size_t size, uint64_t max) const {
   if (size > max) {
-    fail(op, std::string("failed: the ") + what + " is " + std::to_string(size) +
-                 " bytes, over the store's limit of " + std::to_string(max));
+    fail(ErrorKind::kUsage, op,
+         std::string("failed: the ") + what + " is " + std::to_string(size) +
+             " bytes, over the store's limit of " + std::to_string(max));
   }
 }
 
@@ -94,16 +96,17 @@ std::unique_lock<std::mutex> Connection::begin() {
 auto Connection::handshake(const Fd& s, Clock::time_point deadline)
     -> Result<Limits, HandshakeFailure> {
   auto retry = [](std::string message) {
-    return failure(HandshakeFailure{true, std::move(message)});
+    return failure(HandshakeFailure{true, ErrorKind::kEnvironment, std::move(message)});
   };
-  auto fatal = [](std::string message) {
-    return failure(HandshakeFailure{false, std::move(message)});
+  auto fatal = [](ErrorKind kind, std::string message) {
+    return failure(HandshakeFailure{false, kind, std::move(message)});
   };
   char greeting[kGreetingBytes];
   IoResult r = recv_exact(s.get(), greeting, sizeof greeting, deadline);
   if (r.status != Io::ok) return retry("no greeting from the store: " + r.describe());
   if (std::string_view(greeting, kGreetingMagic.size()) != kGreetingMagic) {
-    return fatal("failed: the peer is not a dlaunch store (unexpected greeting)");
+    return fatal(ErrorKind::kEnvironment,
+                 "failed: the peer is not a dlaunch store (unexpected greeting)");
   }
   auto mac = auth_mac(opts.secret,
                       reinterpret_cast<const unsigned char*>(greeting) + kGreetingMagic.size());
@@ -111,13 +114,14 @@ auto Connection::handshake(const Fd& s, Clock::time_point deadline)
   char header[kFrameHeaderBytes];
   if (r.status == Io::ok) r = recv_exact(s.get(), header, sizeof header, deadline);
   if (r.status == Io::closed) {
-    return fatal(
-        "failed: authentication rejected, the store closed the connection "
-        "(is DLAUNCH_STORE_SECRET this job's secret?)");
+    return fatal(ErrorKind::kUsage,
+                 "failed: authentication rejected, the store closed the connection "
+                 "(is DLAUNCH_STORE_SECRET this job's secret?)");
   }
   if (r.status != Io::ok) return retry("authentication unanswered: " + r.describe());
   std::string body(load_u32(header), '\0');
-  if (body.size() != 1 + 3 * 8) return fatal("failed: unexpected answer to authentication");
+  if (body.size() != 1 + 3 * 8)
+    return fatal(ErrorKind::kEnvironment, "failed: unexpected answer to authentication");
   r = recv_exact(s.get(), body.data(), body.size(), deadline);
   Reader rd(body);
   bool accepted = r.status == Io::ok && rd.u8() == static_cast<uint8_t>(Status::ok);
@@ -147,7 +151,7 @@ void Connection::connect() {
         fd_ = std::move(*s);
         return;
       }
-      if (!accepted.error().retry) fail("connect", accepted.error().message);
+      if (!accepted.error().retry) fail(accepted.error().kind, "connect", accepted.error().message);
       error = std::move(accepted).error().message;
     } else {
       error = std::move(s).error();
@@ -160,8 +164,9 @@ void Connection::connect() {
     backoff = std::min(backoff * 2, kMaxBackoff);
     if (Clock::now() >= deadline) break;
   }
-  fail("connect", "failed after " + std::to_string(attempts) + " attempts in " +
-                      seconds(Clock::now() - start) + ": " + error);
+  fail(ErrorKind::kEnvironment, "connect",
+       "failed after " + std::to_string(attempts) + " attempts in " +
+           seconds(Clock::now() - start) + ": " + error);
 }
 
 Answer Connection::call(const std::string& op, const std::string& frame,
@@ -178,7 +183,9 @@ Answer Connection::call(const std::string& op, const std::string& frame,
     auto rd = a.reader();
     std::string message(rd.str());
     if (!rd.done()) bad_answer(op);
-    fail(op, "failed: " + message);
+    // The store refused a well-formed request (add() on a value that is not a
+    // number, say): the request's fault, and the connection stays.
+    fail(ErrorKind::kUsage, op, "failed: " + message);
   }
   if (a.status != Status::ok && a.status != Status::timeout) bad_answer(op);
   return a;
@@ -206,7 +213,7 @@ void Connection::timed_out(const std::string& op, const Answer& a, milliseconds 
   if (!rd.done()) bad_answer(op);
   std::string what = "timed out after " + seconds(timeout);
   if (asked > 1) what += "; still missing: " + quote_list(missing);
-  fail(op, what);
+  fail(ErrorKind::kEnvironment, op, what);
 }
 
 }  // namespace dlaunch::comm::detail

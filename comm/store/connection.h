@@ -35,8 +35,8 @@ class Connection {
  public:
   explicit Connection(StoreOptions options);
 
-  [[noreturn]] void fail(const std::string& op, const std::string& message) const {
-    throw StoreError(address, op, message);
+  [[noreturn]] void fail(ErrorKind kind, const std::string& op, const std::string& message) const {
+    throw StoreError(kind, address, op, message);
   }
   [[noreturn]] void bad_answer(const std::string& op);
   // Refuses a key/value/request over the store's limits before it costs the connection.
@@ -69,7 +69,8 @@ class Connection {
     uint64_t max_frame = 0;
   };
   struct HandshakeFailure {
-    bool retry = false;  // worth another connection (else connect() gives up)
+    bool retry = false;                        // worth another connection (else connect() gives up)
+    ErrorKind kind = ErrorKind::kEnvironment;  // when connect() gives up at once
     std::string message;
   };
   // Greeting, answer, acceptance on a fresh connection.

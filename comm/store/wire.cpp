@@ -1,10 +1,10 @@
 #include "store/wire.h"
 
-#include <stdexcept>
-
 #include <climits>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+
+#include "comm/error.h"
 
 namespace dlaunch::comm::detail {
 
@@ -18,7 +18,7 @@ Mac auth_mac(std::string_view secret, const unsigned char* nonce) {
       HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), msg.data(), msg.size(),
            out.data(), &len) == nullptr ||
       len != out.size()) {
-    throw std::runtime_error("HMAC-SHA256 failed");
+    throw Error(ErrorKind::kInternal, "HMAC-SHA256 failed");
   }
   return out;
 }

@@ -47,6 +47,7 @@ TEST_F(WorkerEnvTest, MissingOrBadVariablesAreNamed) {
     FAIL();
   } catch (const dlaunch::comm::EnvError& err) {
     EXPECT_EQ(err.variable(), "MASTER_PORT");
+    EXPECT_EQ(err.kind(), dlaunch::comm::ErrorKind::kUsage);
   }
   ::setenv("MASTER_PORT", "29500", 1);
   ::setenv("RANK", "4", 1);
@@ -54,4 +55,6 @@ TEST_F(WorkerEnvTest, MissingOrBadVariablesAreNamed) {
                dlaunch::comm::EnvError);  // RANK >= WORLD_SIZE
   ::setenv("RANK", "x1", 1);
   EXPECT_THROW(dlaunch::comm::WorkerEnv::from_env(), dlaunch::comm::EnvError);
+  // One catch for every error of comm.
+  EXPECT_THROW(dlaunch::comm::WorkerEnv::from_env(), dlaunch::comm::Error);
 }

@@ -16,7 +16,8 @@
 // next NCCL call or the next kernel on the stream. nccl_check does that under
 // the group's collective timeout (the watchdog of comm's own calls).
 //
-// Each throws dlaunch::comm::CommError when pg is not an NCCL group.
+// Each throws dlaunch::comm::CommError (kind kUsage) when pg is not an NCCL
+// group.
 //
 // Namespace: dlaunch::comm. The global alias `comm` for it is deprecated, kept
 // for this release only (removed in the next); define DLAUNCH_COMM_NO_ALIAS

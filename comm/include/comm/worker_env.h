@@ -11,15 +11,23 @@
 // before including to drop it now.
 #pragma once
 
-#include <stdexcept>
 #include <string>
+#include <utility>
+
+#include "comm/error.h"
 
 namespace dlaunch::comm {
 
-class EnvError : public std::runtime_error {
+// EnvError: a variable that the launcher should have set is missing or has a
+// value that is not valid (not an integer, out of range, inconsistent with
+// another). what() is "<VARIABLE>: <what is wrong>". Always kind kUsage: the
+// environment is the caller's (or its launcher's) to fix, and reading it again
+// unchanged fails again. Recoverable in the sense that nothing else was done:
+// fix the environment and call from_env() again.
+class EnvError : public Error {
  public:
   EnvError(std::string variable, const std::string& message)
-      : std::runtime_error(variable + ": " + message), variable_(std::move(variable)) {}
+      : Error(ErrorKind::kUsage, variable + ": " + message), variable_(std::move(variable)) {}
   const std::string& variable() const { return variable_; }
 
  private:

@@ -1,11 +1,17 @@
 // Parts of comm that need no MPI world and no GPU: the collective timeout from
-// the environment, and (where comm has NCCL) the NCCL backend's pure helpers.
+// the environment, the error types, and (where comm has NCCL) the NCCL
+// backend's pure helpers.
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include <gtest/gtest.h>
 
+#include "comm/error.h"
 #include "comm/process_group.h"
+#include "comm/store.h"
+#include "comm/worker_env.h"
 #ifdef DLAUNCH_WITH_NCCL
 #include "backend/nccl/nccl_process_group.h"
 #endif
@@ -38,8 +44,51 @@ TEST_F(TimeoutEnv, NonsenseIsAnErrorNamingTheVariable) {
       EXPECT_NE(std::string(e.what()).find("DLAUNCH_COLLECTIVE_TIMEOUT='" + std::string(bad) + "'"),
                 std::string::npos)
           << e.what();
+      EXPECT_EQ(e.kind(), dlaunch::comm::ErrorKind::kUsage);
     }
   }
+}
+
+// One root for comm's errors, itself a std::runtime_error.
+static_assert(std::is_base_of_v<std::runtime_error, dlaunch::comm::Error>);
+static_assert(std::is_base_of_v<dlaunch::comm::Error, dlaunch::comm::CommError>);
+static_assert(std::is_base_of_v<dlaunch::comm::Error, dlaunch::comm::StoreError>);
+static_assert(std::is_base_of_v<dlaunch::comm::Error, dlaunch::comm::EnvError>);
+
+TEST(Errors, KindsHaveNamesAndTheMessagesAreUnchanged) {
+  using dlaunch::comm::ErrorKind;
+  EXPECT_STREQ(dlaunch::comm::to_string(ErrorKind::kUsage), "usage");
+  EXPECT_STREQ(dlaunch::comm::to_string(ErrorKind::kEnvironment), "environment");
+  EXPECT_STREQ(dlaunch::comm::to_string(ErrorKind::kInternal), "internal");
+
+  const dlaunch::comm::StoreError store(ErrorKind::kEnvironment, "10.0.0.1:29400", "get(\"k\")",
+                                        "timed out after 1.0 s");
+  EXPECT_STREQ(store.what(), "store 10.0.0.1:29400: get(\"k\") timed out after 1.0 s");
+  EXPECT_EQ(store.kind(), ErrorKind::kEnvironment);
+  const dlaunch::comm::EnvError env("RANK", "not set");
+  EXPECT_STREQ(env.what(), "RANK: not set");
+  EXPECT_EQ(env.kind(), ErrorKind::kUsage);
+
+  try {
+    dlaunch::comm::parse_backend("gloo");
+    ADD_FAILURE() << "gloo was accepted";
+  } catch (const dlaunch::comm::Error& e) {  // one catch for all of comm
+    EXPECT_EQ(e.kind(), ErrorKind::kUsage);
+    EXPECT_NE(dynamic_cast<const dlaunch::comm::CommError*>(&e), nullptr);
+  }
+}
+
+// The constructors without a kind still compile (deprecated) and say kEnvironment.
+TEST(Errors, DeprecatedConstructorsStillWork) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  const dlaunch::comm::CommError comm_error(2, "barrier()", "boom");
+  const dlaunch::comm::StoreError store_error("", "connect", "failed");
+#pragma GCC diagnostic pop
+  EXPECT_STREQ(comm_error.what(), "rank 2: barrier(): boom");
+  EXPECT_EQ(comm_error.kind(), dlaunch::comm::ErrorKind::kEnvironment);
+  EXPECT_STREQ(store_error.what(), "store: connect failed");
+  EXPECT_EQ(store_error.kind(), dlaunch::comm::ErrorKind::kEnvironment);
 }
 
 TEST(Backend, SixteenBitTypesHaveNamesAndSizes) {

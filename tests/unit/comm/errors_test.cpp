@@ -18,6 +18,7 @@ namespace {
 
 using dlaunch::comm::CommError;
 using dlaunch::comm::DataType;
+using dlaunch::comm::ErrorKind;
 using ::testing::HasSubstr;
 
 // Every test a fixture of MpiTest: rank 0 reports the other ranks' failures.
@@ -61,15 +62,16 @@ CommError catch_comm_error(F&& f) {
     return e;
   }
   ADD_FAILURE() << "no CommError thrown";
-  return CommError(-1, "none", "none");
+  return CommError(ErrorKind::kInternal, -1, "none", "none");
 }
 
 TEST_F(CommErrorTest, WhatNamesRankOperationAndReason) {
-  const CommError e(3, "all_reduce(float32, 1024 elements)", "boom");
+  const CommError e(ErrorKind::kEnvironment, 3, "all_reduce(float32, 1024 elements)", "boom");
   EXPECT_STREQ(e.what(), "rank 3: all_reduce(float32, 1024 elements): boom");
   EXPECT_EQ(e.rank(), 3);
   EXPECT_EQ(e.op(), "all_reduce(float32, 1024 elements)");
-  EXPECT_STREQ(CommError(-1, "create(nccl)", "no").what(), "create(nccl): no");
+  EXPECT_EQ(e.kind(), ErrorKind::kEnvironment);
+  EXPECT_STREQ(CommError(ErrorKind::kUsage, -1, "create(nccl)", "no").what(), "create(nccl): no");
 }
 
 TEST_F(CommErrorTest, Names) {
@@ -92,6 +94,7 @@ TEST_F(ParseBackendTest, KnowsMpiAndNccl) {
   EXPECT_EQ(dlaunch::comm::parse_backend("mpi"), dlaunch::comm::Backend::kMpi);
   EXPECT_EQ(dlaunch::comm::parse_backend("nccl"), dlaunch::comm::Backend::kNccl);
   const CommError e = catch_comm_error([] { dlaunch::comm::parse_backend("gloo"); });
+  EXPECT_EQ(e.kind(), ErrorKind::kUsage);
   EXPECT_THAT(e.what(), HasSubstr("'gloo'"));
   EXPECT_THAT(e.what(), HasSubstr("choices: mpi, nccl"));
 }
@@ -141,6 +144,7 @@ TEST_F(LauncherWorldTest, NotAnInteger) {
   ScopedEnv r("RANK", "zero");
   const CommError e = catch_comm_error([] { dlaunch::comm::mpi::check_launcher_world(0, 1); });
   EXPECT_THAT(e.what(), HasSubstr("RANK='zero' is not an integer"));
+  EXPECT_EQ(e.kind(), ErrorKind::kUsage);
 }
 
 TEST_F(LauncherWorldTest, LocalRank) {
@@ -168,6 +172,7 @@ TEST_F(Errors, BadArgumentsNameRankAndOperation) {
   EXPECT_EQ(e.op(), "broadcast(float32, 4 elements, root " + std::to_string(n) + ")");
   EXPECT_EQ(std::string(e.what()),
             rank + e.op() + ": root is not in [0, " + std::to_string(n) + ")");
+  EXPECT_EQ(e.kind(), ErrorKind::kUsage);
 
   e = catch_comm_error([&] { pg().send(buf.data(), 4, DataType::kFloat32, -1, 0); });
   EXPECT_THAT(e.what(), HasSubstr("send(float32, 4 elements, dst -1, tag 0): dst is not in"));
@@ -176,6 +181,7 @@ TEST_F(Errors, BadArgumentsNameRankAndOperation) {
   e = catch_comm_error(
       [&] { pg().all_reduce(nullptr, 3, DataType::kInt32, dlaunch::comm::ReduceOp::kMax); });
   EXPECT_EQ(std::string(e.what()), rank + "all_reduce(int32, 3 elements, max): buf is null");
+  EXPECT_EQ(e.kind(), ErrorKind::kUsage);
   e = catch_comm_error([&] {
     pg().all_reduce(buf.data(), 4, static_cast<DataType>(42), dlaunch::comm::ReduceOp::kSum);
   });
@@ -218,8 +224,10 @@ TEST_F(Errors, MpiErrorsCarryMpiText) {
     EXPECT_THAT(e.what(),
                 HasSubstr("rank 1: recv(int32, 5 elements, src 0, tag 11): MPI_Recv failed: "));
     EXPECT_THAT(e.what(), HasSubstr("MPI_ERR_TRUNCATE"));
+    EXPECT_EQ(e.kind(), ErrorKind::kUsage);  // the ranks' calls do not match
     e = catch_comm_error([&] { pg().recv(std::span<std::int32_t>(ten), 0, 12); });
     EXPECT_THAT(e.what(), HasSubstr("received 5 elements, expected 10"));
+    EXPECT_EQ(e.kind(), ErrorKind::kUsage);
     std::vector<std::int32_t> ok(5);
     pg().recv(std::span<std::int32_t>(ok), 0, 13);
     EXPECT_EQ(ok, std::vector<std::int32_t>(5));

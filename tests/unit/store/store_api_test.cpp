@@ -28,6 +28,17 @@ std::string error_of(const std::function<void()>& f) {
   return "(no StoreError)";
 }
 
+// The kind of the StoreError f throws (kInternal when it throws none).
+dlaunch::comm::ErrorKind kind_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const dlaunch::comm::StoreError& e) {
+    return e.kind();
+  }
+  ADD_FAILURE() << "no StoreError";
+  return dlaunch::comm::ErrorKind::kInternal;
+}
+
 }  // namespace
 
 TEST_F(StoreApi, SetThenGetReturnsTheValueIncludingBinaryAndEmpty) {
@@ -97,6 +108,21 @@ TEST_F(StoreApi, NumKeysCountsTheStoredKeys) {
   EXPECT_EQ(store.num_keys(), 4);
   store.delete_key("a");
   EXPECT_EQ(store.num_keys(), 3);
+}
+
+TEST_F(StoreApi, ErrorsSayWhoseProblemTheyAre) {
+  using dlaunch::comm::ErrorKind;
+  store.set("text", "hello");
+  EXPECT_EQ(kind_of([&] { store.add("text", 1); }), ErrorKind::kUsage);
+  EXPECT_EQ(kind_of([&] { store.multi_set({"a", "b"}, {"1"}); }), ErrorKind::kUsage);
+  EXPECT_EQ(kind_of([&] { store.set(std::string(5000, 'k'), "v"); }), ErrorKind::kUsage);
+  EXPECT_EQ(kind_of([&] { store.barrier("b", 0, 1s); }), ErrorKind::kUsage);
+  EXPECT_EQ(kind_of([&] { store.get("never", 10ms); }), ErrorKind::kEnvironment);
+  EXPECT_EQ(kind_of([&] { store.barrier("alone", 2, 10ms); }), ErrorKind::kEnvironment);
+  // Every one of them is a comm::Error, and the connection survived them all.
+  EXPECT_THROW(store.add("text", 1), dlaunch::comm::Error);
+  EXPECT_EQ(store.get("text"), "hello");
+  EXPECT_EQ(server.connections(), 1u);
 }
 
 TEST_F(StoreApi, MultiSetThenMultiGetKeepsTheOrderOfKeys) {

@@ -35,6 +35,8 @@ class StoreFromEnv : public ::testing::Test {
     try {
       dlaunch::comm::Store::from_env();
     } catch (const dlaunch::comm::StoreError& e) {
+      // What the launcher should have set: the caller's to fix.
+      EXPECT_EQ(e.kind(), dlaunch::comm::ErrorKind::kUsage) << e.what();
       return e.what();
     }
     return "(no StoreError)";
@@ -77,6 +79,7 @@ TEST(StoreConnect, GivingUpNamesTheAddressAndTheNumberOfAttempts) {
               std::string::npos)
         << what;
     EXPECT_NE(what.find(" attempts in 0.5 s: Connection refused"), std::string::npos) << what;
+    EXPECT_EQ(e.kind(), dlaunch::comm::ErrorKind::kEnvironment);
   }
   auto took = Clock::now() - start;
   EXPECT_GE(took, 450ms);
@@ -109,6 +112,7 @@ TEST(StoreConnect, ReconnectsOnTheNextCallAfterTheServerRestarts) {
     store.set("k2", "v2");
   } catch (const dlaunch::comm::StoreError& e) {
     EXPECT_NE(std::string(e.what()).find("connection lost"), std::string::npos) << e.what();
+    EXPECT_EQ(e.kind(), dlaunch::comm::ErrorKind::kEnvironment);
   }
   store.set("k3", "v3");
   EXPECT_EQ(store.get("k3"), "v3");

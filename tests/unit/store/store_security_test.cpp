@@ -65,6 +65,7 @@ TEST(StoreAuth, ClientWithTheWrongSecretIsRejectedAtOnce) {
     FAIL() << "connected with the wrong secret";
   } catch (const dlaunch::comm::StoreError& e) {
     EXPECT_NE(std::string(e.what()).find("authentication rejected"), std::string::npos) << e.what();
+    EXPECT_EQ(e.kind(), dlaunch::comm::ErrorKind::kUsage);  // the caller's secret
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);  // not retried until connect_timeout
 }
