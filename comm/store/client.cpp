@@ -77,8 +77,8 @@ std::string Store::get(const std::string& key, milliseconds timeout) {
   Answer a = impl_->await(op, Op::get, {key}, timeout);
   if (a.status == Status::timeout) impl_->timed_out(op, a, detail::clamp_wait(timeout), 1);
   auto rd = a.reader();
-  std::string value(rd.str());
-  if (!rd.done()) impl_->bad_answer(op);
+  std::string value(rd.bytes());
+  if (!rd.finish()) impl_->bad_answer(op);
   return value;
 }
 
@@ -90,7 +90,7 @@ int64_t Store::add(const std::string& key, int64_t delta) {
       impl_->call(op, Writer(uint8_t(Op::add)).str(key).i64(delta).finish(), impl_->io_deadline());
   auto rd = a.reader();
   int64_t v = rd.i64();
-  if (a.status != Status::ok || !rd.done()) impl_->bad_answer(op);
+  if (a.status != Status::ok || !rd.finish()) impl_->bad_answer(op);
   return v;
 }
 
@@ -105,8 +105,8 @@ std::string Store::compare_set(const std::string& key, const std::string& expect
       impl_->call(op, Writer(uint8_t(Op::compare_set)).str(key).str(expected).str(desired).finish(),
                   impl_->io_deadline());
   auto rd = a.reader();
-  std::string value(rd.str());
-  if (a.status != Status::ok || !rd.done()) impl_->bad_answer(op);
+  std::string value(rd.bytes());
+  if (a.status != Status::ok || !rd.finish()) impl_->bad_answer(op);
   return value;
 }
 
@@ -122,7 +122,7 @@ bool Store::check(const std::vector<std::string>& keys) {
   Answer a = impl_->call(op, w.finish(), impl_->io_deadline());
   auto rd = a.reader();
   bool all = rd.u8() != 0;
-  if (a.status != Status::ok || !rd.done()) impl_->bad_answer(op);
+  if (a.status != Status::ok || !rd.finish()) impl_->bad_answer(op);
   return all;
 }
 
@@ -133,7 +133,7 @@ void Store::wait(const std::vector<std::string>& keys, milliseconds timeout) {
   Answer a = impl_->await(op, Op::wait, keys, timeout);
   if (a.status == Status::timeout)
     impl_->timed_out(op, a, detail::clamp_wait(timeout), keys.size());
-  if (!a.reader().done()) impl_->bad_answer(op);
+  if (!a.reader().finish()) impl_->bad_answer(op);
 }
 
 bool Store::delete_key(const std::string& key) {
@@ -143,7 +143,7 @@ bool Store::delete_key(const std::string& key) {
   Answer a = impl_->call(op, Writer(uint8_t(Op::erase)).str(key).finish(), impl_->io_deadline());
   auto rd = a.reader();
   bool existed = rd.u8() != 0;
-  if (a.status != Status::ok || !rd.done()) impl_->bad_answer(op);
+  if (a.status != Status::ok || !rd.finish()) impl_->bad_answer(op);
   return existed;
 }
 
@@ -153,7 +153,7 @@ int64_t Store::num_keys() {
   Answer a = impl_->call(op, Writer(uint8_t(Op::num_keys)).finish(), impl_->io_deadline());
   auto rd = a.reader();
   int64_t n = rd.i64();
-  if (a.status != Status::ok || !rd.done()) impl_->bad_answer(op);
+  if (a.status != Status::ok || !rd.finish()) impl_->bad_answer(op);
   return n;
 }
 
@@ -164,8 +164,8 @@ std::vector<std::string> Store::multi_get(const std::vector<std::string>& keys) 
     impl_->timed_out(op, a, detail::clamp_wait(impl_->opts.timeout), keys.size());
   auto rd = a.reader();
   std::vector<std::string> values(keys.size());
-  for (auto& v : values) v = rd.str();
-  if (!rd.done()) impl_->bad_answer(op);
+  for (auto& v : values) v = rd.bytes();
+  if (!rd.finish()) impl_->bad_answer(op);
   return values;
 }
 
@@ -187,7 +187,7 @@ void Store::multi_set(const std::vector<std::string>& keys,
     w.str(keys[i]).str(values[i]);
   }
   Answer a = impl_->call(op, w.finish(), impl_->io_deadline());
-  if (a.status != Status::ok || !a.reader().done()) impl_->bad_answer(op);
+  if (a.status != Status::ok || !a.reader().finish()) impl_->bad_answer(op);
 }
 
 void Store::barrier(const std::string& name, int world_size, milliseconds timeout) {

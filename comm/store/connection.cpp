@@ -104,7 +104,17 @@ auto Connection::handshake(const Fd& s, Clock::time_point deadline)
   char greeting[kGreetingBytes];
   IoResult r = recv_exact(s.get(), greeting, sizeof greeting, deadline);
   if (r.status != Io::ok) return retry("no greeting from the store: " + r.describe());
-  if (std::string_view(greeting, kGreetingMagic.size()) != kGreetingMagic) {
+  const std::string_view magic(greeting, kGreetingMagic.size());
+  if (magic != kGreetingMagic) {
+    if (magic.substr(0, kGreetingPrefix.size()) == kGreetingPrefix) {
+      // A dlaunch store of another release: the installations do not match.
+      return fatal(ErrorKind::kUsage,
+                   "failed: the store speaks protocol version " +
+                       quote(magic.substr(kGreetingPrefix.size())) + ", this client version " +
+                       std::to_string(kProtocolVersion) +
+                       " (this program's comm library and the dlaunch that hosts the store "
+                       "are from different releases)");
+    }
     return fatal(ErrorKind::kEnvironment,
                  "failed: the peer is not a dlaunch store (unexpected greeting)");
   }
@@ -119,7 +129,7 @@ auto Connection::handshake(const Fd& s, Clock::time_point deadline)
                  "(is DLAUNCH_STORE_SECRET this job's secret?)");
   }
   if (r.status != Io::ok) return retry("authentication unanswered: " + r.describe());
-  std::string body(load_u32(header), '\0');
+  std::string body(frame_length(header), '\0');
   if (body.size() != 1 + 3 * 8)
     return fatal(ErrorKind::kEnvironment, "failed: unexpected answer to authentication");
   r = recv_exact(s.get(), body.data(), body.size(), deadline);
@@ -129,7 +139,7 @@ auto Connection::handshake(const Fd& s, Clock::time_point deadline)
   limits.max_key = rd.u64();
   limits.max_value = rd.u64();
   limits.max_frame = rd.u64();
-  if (!accepted || !rd.done()) return retry("authentication unanswered: " + r.describe());
+  if (!accepted || !rd.finish()) return retry("authentication unanswered: " + r.describe());
   return limits;
 }
 
@@ -181,8 +191,8 @@ Answer Connection::call(const std::string& op, const std::string& frame,
   a.status = static_cast<Status>(a.frame[0]);
   if (a.status == Status::error) {
     auto rd = a.reader();
-    std::string message(rd.str());
-    if (!rd.done()) bad_answer(op);
+    std::string message(rd.bytes());
+    if (!rd.finish()) bad_answer(op);
     // The store refused a well-formed request (add() on a value that is not a
     // number, say): the request's fault, and the connection stays.
     fail(ErrorKind::kUsage, op, "failed: " + message);
@@ -208,9 +218,9 @@ Answer Connection::await(const std::string& op, Op code, const std::vector<std::
 void Connection::timed_out(const std::string& op, const Answer& a, milliseconds timeout,
                            size_t asked) {
   auto rd = a.reader();
-  std::vector<std::string> missing(rd.count());
-  for (auto& k : missing) k = rd.str();
-  if (!rd.done()) bad_answer(op);
+  std::vector<std::string> missing(rd.count(kMinStringBytes));
+  for (auto& k : missing) k = rd.bytes();
+  if (!rd.finish()) bad_answer(op);
   std::string what = "timed out after " + seconds(timeout);
   if (asked > 1) what += "; still missing: " + quote_list(missing);
   fail(ErrorKind::kEnvironment, op, what);

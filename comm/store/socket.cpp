@@ -144,7 +144,7 @@ IoResult recv_frame(int fd, std::string& body, Clock::time_point deadline) {
     }
     if (got > 0) have += static_cast<size_t>(got);
   }
-  size_t len = load_u32(buf);
+  size_t len = frame_length(buf);
   if (have - 4 > len) return {Io::error, EPROTO};
   body.resize(len);
   std::memcpy(body.data(), buf + 4, have - 4);

@@ -203,7 +203,8 @@ TEST_F(StoreConcurrency, PipelinedRequestsWaitBehindAParkedOne) {
   c.set("first", "1");
   auto a = raw.read_frame();
   ASSERT_TRUE(a);
-  EXPECT_EQ(*a, std::string("\0\0\0\0\1"
+  EXPECT_EQ(*a, std::string("\0"        // ok
+                            "\1\0\0\0"  // u32 length, little-endian
                             "1",
                             6));
   auto b = raw.read_frame();

@@ -1,7 +1,13 @@
 // Authentication and hostile input: whatever a peer sends, only its own
 // connection suffers.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -19,8 +25,61 @@ using store_test::server_options;
 
 std::string frame_with_length(uint32_t length, const std::string& body) {
   std::string f(4, '\0');
-  for (int i = 0; i < 4; ++i) f[i] = static_cast<char>(length >> (24 - 8 * i));
+  for (int i = 0; i < 4; ++i) f[i] = static_cast<char>(length >> (8 * i));  // little-endian
   return f + body;
+}
+
+// A peer on a loopback port that greets its first client with `greeting` and
+// then only waits for it to hang up: a store of another release, or no store.
+class FakeStore {
+ public:
+  explicit FakeStore(std::string greeting) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a = store_test::loopback(0);
+    socklen_t len = sizeof a;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 1) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      throw std::runtime_error("FakeStore: cannot listen");
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this, greeting = std::move(greeting)] {
+      int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      (void)::send(c, greeting.data(), greeting.size(), MSG_NOSIGNAL);
+      char buf[64];
+      while (::recv(c, buf, sizeof buf, 0) > 0) {
+      }
+      ::close(c);
+    });
+  }
+  FakeStore(const FakeStore&) = delete;
+  FakeStore& operator=(const FakeStore&) = delete;
+  ~FakeStore() {
+    ::shutdown(fd_, SHUT_RDWR);  // wakes accept() if nobody came
+    thread_.join();
+    ::close(fd_);
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  int fd_;
+  uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+// What connecting to `greeting` throws (a StoreError, or a test failure).
+dlaunch::comm::StoreError connect_to_greeting(const std::string& greeting) {
+  FakeStore fake(greeting);
+  auto o = client_options(fake.port());
+  o.connect_timeout = 10s;
+  auto start = std::chrono::steady_clock::now();
+  try {
+    dlaunch::comm::Store s(o);
+  } catch (const dlaunch::comm::StoreError& e) {
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);  // given up at once, not retried
+    return e;
+  }
+  ADD_FAILURE() << "connected to a fake store";
+  return {dlaunch::comm::ErrorKind::kInternal, "", "none", ""};
 }
 
 // A server plus one well-behaved client that must keep working throughout.
@@ -76,11 +135,30 @@ TEST(StoreAuth, ClientWithoutASecretFailsBeforeConnecting) {
   EXPECT_THROW(dlaunch::comm::Store{o}, dlaunch::comm::StoreError);
 }
 
+TEST(StoreAuth, AStoreOfAnotherProtocolVersionIsToldApart) {
+  // Version 1 spoke big-endian: a client of version 2 must not misread it.
+  auto e = connect_to_greeting("DLSTORE1" + std::string(32, 'n'));
+  EXPECT_NE(std::string(e.what()).find("connect failed: the store speaks protocol version \"1\", "
+                                       "this client version 2"),
+            std::string::npos)
+      << e.what();
+  EXPECT_EQ(e.kind(), dlaunch::comm::ErrorKind::kUsage);  // mismatched installations
+}
+
+TEST(StoreAuth, APeerThatIsNoStoreIsRefusedAtOnce) {
+  auto e = connect_to_greeting("HTTP/1.1 400 Bad Request\r\n\r\n" + std::string(20, ' '));
+  EXPECT_NE(std::string(e.what()).find(
+                "connect failed: the peer is not a dlaunch store (unexpected greeting)"),
+            std::string::npos)
+      << e.what();
+  EXPECT_EQ(e.kind(), dlaunch::comm::ErrorKind::kEnvironment);
+}
+
 TEST(StoreAuth, TheGreetingCarriesAFreshNonceAndNotTheSecret) {
   dlaunch::comm::ThreadedStoreServer server(server_options());
   RawClient a(server.port()), b(server.port());
   std::string ga = a.greeting(), gb = b.greeting();
-  EXPECT_EQ(ga.substr(0, 8), "DLSTORE1");
+  EXPECT_EQ(ga.substr(0, 8), "DLSTORE2");  // protocol version 2
   EXPECT_NE(ga.substr(8), gb.substr(8));
   EXPECT_EQ(ga.find(store_test::kSecret), std::string::npos);
 }

@@ -99,28 +99,39 @@ TEST(StoreTable, AddSaysWhyItCannotAdd) {
 
 TEST(StoreWire, WriterAndReaderRoundTrip) {
   std::string frame = Writer(7).u32(1).u64(2).i64(-3).str("key").finish();
-  ASSERT_EQ(dlaunch::comm::detail::load_u32(frame.data()), frame.size() - 4);
+  ASSERT_EQ(dlaunch::comm::detail::frame_length(frame.data()), frame.size() - 4);
   Reader r(std::string_view(frame).substr(4));
   EXPECT_EQ(r.u8(), 7);
   EXPECT_EQ(r.u32(), 1u);
   EXPECT_EQ(r.u64(), 2u);
   EXPECT_EQ(r.i64(), -3);
-  EXPECT_EQ(r.str(), "key");
-  EXPECT_TRUE(r.done());
+  EXPECT_EQ(r.bytes(), "key");
+  EXPECT_TRUE(r.finish());
+}
+
+TEST(StoreWire, IntegersAreLittleEndian) {
+  std::string frame = Writer(7).u32(0x01020304).str("k").finish();
+  EXPECT_EQ(frame, std::string("\x0a\0\0\0"  // body length 10
+                               "\x07"
+                               "\x04\x03\x02\x01"
+                               "\x01\0\0\0"
+                               "k",
+                               14));
 }
 
 TEST(StoreWire, ReaderRefusesOverrunsAndImpossibleCounts) {
   Reader short_string(
-      std::string_view("\0\0\0\x09"
+      std::string_view("\x09\0\0\0"
                        "abc",
                        7));
-  EXPECT_EQ(short_string.str(), "");
+  EXPECT_EQ(short_string.bytes(), "");
   EXPECT_FALSE(short_string.ok());
   Reader big_count(
-      std::string_view("\0\0\0\x03"
+      std::string_view("\x03\0\0\0"
                        "abcdefgh",
                        12));
-  big_count.count();  // 3 strings need at least 12 more bytes; 8 remain
+  // 3 strings need at least 12 more bytes; 8 remain
+  big_count.count(dlaunch::comm::detail::kMinStringBytes);
   EXPECT_FALSE(big_count.ok());
 }
 

@@ -132,7 +132,7 @@ class RawClient {
       std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
     auto header = read(4, timeout);
     if (!header) return std::nullopt;
-    return read(dlaunch::comm::detail::load_u32(header->data()), timeout);
+    return read(dlaunch::comm::detail::frame_length(header->data()), timeout);
   }
 
  private:
