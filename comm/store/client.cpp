@@ -15,6 +15,7 @@ using detail::quote_list;
 using detail::seconds;
 using detail::Status;
 using detail::Writer;
+using dlaunch::MutexLock;
 using std::chrono::milliseconds;
 
 StoreError::StoreError(ErrorKind kind, std::string address, std::string operation,
@@ -34,7 +35,7 @@ struct Store::Impl : detail::Connection {
 Store::Store(StoreOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {
   if (impl_->opts.secret.empty())
     impl_->fail(ErrorKind::kUsage, "connect", "failed: the secret is empty");
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   impl_->connect();
 }
 
@@ -74,6 +75,10 @@ std::string Store::get(const std::string& key) { return get(key, impl_->opts.tim
 
 std::string Store::get(const std::string& key, milliseconds timeout) {
   std::string op = "get(" + quote(key) + ")";
+  // Held until the answer is decoded: a malformed one drops the connection,
+  // which another thread may be about to use.
+  MutexLock lock(impl_->mu);
+  impl_->ensure_connected();
   Answer a = impl_->await(op, Op::get, {key}, timeout);
   if (a.status == Status::timeout) impl_->timed_out(op, a, detail::clamp_wait(timeout), 1);
   auto rd = a.reader();
@@ -84,7 +89,8 @@ std::string Store::get(const std::string& key, milliseconds timeout) {
 
 int64_t Store::add(const std::string& key, int64_t delta) {
   std::string op = "add(" + quote(key) + ", " + std::to_string(delta) + ")";
-  auto lock = impl_->begin();
+  MutexLock lock(impl_->mu);
+  impl_->ensure_connected();
   impl_->limit(op, "key", key.size(), impl_->max_key);
   Answer a =
       impl_->call(op, Writer(uint8_t(Op::add)).str(key).i64(delta).finish(), impl_->io_deadline());
@@ -97,7 +103,8 @@ int64_t Store::add(const std::string& key, int64_t delta) {
 std::string Store::compare_set(const std::string& key, const std::string& expected,
                                const std::string& desired) {
   std::string op = "compare_set(" + quote(key) + ")";
-  auto lock = impl_->begin();
+  MutexLock lock(impl_->mu);
+  impl_->ensure_connected();
   impl_->limit(op, "key", key.size(), impl_->max_key);
   impl_->limit(op, "expected value", expected.size(), impl_->max_value);
   impl_->limit(op, "desired value", desired.size(), impl_->max_value);
@@ -112,7 +119,8 @@ std::string Store::compare_set(const std::string& key, const std::string& expect
 
 bool Store::check(const std::vector<std::string>& keys) {
   std::string op = "check(" + quote_list(keys) + ")";
-  auto lock = impl_->begin();
+  MutexLock lock(impl_->mu);
+  impl_->ensure_connected();
   Writer w(static_cast<uint8_t>(Op::check));
   w.u32(static_cast<uint32_t>(keys.size()));
   for (const auto& k : keys) {
@@ -130,6 +138,8 @@ void Store::wait(const std::vector<std::string>& keys) { wait(keys, impl_->opts.
 
 void Store::wait(const std::vector<std::string>& keys, milliseconds timeout) {
   std::string op = "wait(" + quote_list(keys) + ")";
+  MutexLock lock(impl_->mu);
+  impl_->ensure_connected();
   Answer a = impl_->await(op, Op::wait, keys, timeout);
   if (a.status == Status::timeout)
     impl_->timed_out(op, a, detail::clamp_wait(timeout), keys.size());
@@ -138,7 +148,8 @@ void Store::wait(const std::vector<std::string>& keys, milliseconds timeout) {
 
 bool Store::delete_key(const std::string& key) {
   std::string op = "delete_key(" + quote(key) + ")";
-  auto lock = impl_->begin();
+  MutexLock lock(impl_->mu);
+  impl_->ensure_connected();
   impl_->limit(op, "key", key.size(), impl_->max_key);
   Answer a = impl_->call(op, Writer(uint8_t(Op::erase)).str(key).finish(), impl_->io_deadline());
   auto rd = a.reader();
@@ -149,7 +160,8 @@ bool Store::delete_key(const std::string& key) {
 
 int64_t Store::num_keys() {
   const std::string op = "num_keys()";
-  auto lock = impl_->begin();
+  MutexLock lock(impl_->mu);
+  impl_->ensure_connected();
   Answer a = impl_->call(op, Writer(uint8_t(Op::num_keys)).finish(), impl_->io_deadline());
   auto rd = a.reader();
   int64_t n = rd.i64();
@@ -159,6 +171,8 @@ int64_t Store::num_keys() {
 
 std::vector<std::string> Store::multi_get(const std::vector<std::string>& keys) {
   std::string op = "multi_get(" + quote_list(keys) + ")";
+  MutexLock lock(impl_->mu);
+  impl_->ensure_connected();
   Answer a = impl_->await(op, Op::multi_get, keys, impl_->opts.timeout);
   if (a.status == Status::timeout)
     impl_->timed_out(op, a, detail::clamp_wait(impl_->opts.timeout), keys.size());
@@ -178,7 +192,8 @@ void Store::multi_set(const std::vector<std::string>& keys,
                 "failed: " + std::to_string(keys.size()) + " keys but " +
                     std::to_string(values.size()) + " values");
   }
-  auto lock = impl_->begin();
+  MutexLock lock(impl_->mu);
+  impl_->ensure_connected();
   Writer w(static_cast<uint8_t>(Op::multi_set));
   w.u32(static_cast<uint32_t>(keys.size()));
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -206,8 +221,14 @@ void Store::barrier(const std::string& name, int world_size, milliseconds timeou
     return;
   }
   auto left = std::chrono::duration_cast<milliseconds>(timeout - (Clock::now() - start));
-  Answer a = impl_->await(op, Op::wait, {done}, std::max(left, milliseconds(0)));
-  if (a.status == Status::ok) return;
+  bool released = false;
+  {
+    MutexLock lock(impl_->mu);  // not across add() below, which takes it itself
+    impl_->ensure_connected();
+    released =
+        impl_->await(op, Op::wait, {done}, std::max(left, milliseconds(0))).status == Status::ok;
+  }
+  if (released) return;
   int64_t arrived = std::min<int64_t>(add(base + "count", 0) - round * world_size, world_size);
   impl_->fail(ErrorKind::kEnvironment, op,
               "timed out after " + seconds(timeout) + ": " + std::to_string(arrived) + " of " +

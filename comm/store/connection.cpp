@@ -87,10 +87,8 @@ void Connection::limit(const std::string& op, const char* what, size_t size, uin
   }
 }
 
-std::unique_lock<std::mutex> Connection::begin() {
-  std::unique_lock lock(mu);
+void Connection::ensure_connected() {
   if (!fd_) connect();
-  return lock;
 }
 
 auto Connection::handshake(const Fd& s, Clock::time_point deadline)
@@ -204,7 +202,6 @@ Answer Connection::call(const std::string& op, const std::string& frame,
 Answer Connection::await(const std::string& op, Op code, const std::vector<std::string>& keys,
                          milliseconds timeout) {
   timeout = clamp_wait(timeout);
-  auto lock = begin();
   Writer w(static_cast<uint8_t>(code));
   w.u64(static_cast<uint64_t>(timeout.count()));
   if (code != Op::get) w.u32(static_cast<uint32_t>(keys.size()));

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <optional>
 #include <string>
 
@@ -14,11 +13,6 @@
 
 namespace dlaunch::comm::mpi {
 namespace {
-
-// MPI is initialised once per process; every MpiProcessGroup shares it.
-std::mutex g_mutex;
-int g_live_groups = 0;             // constructed and not yet destroyed
-bool g_initialised_by_us = false;  // a group called MPI_Init_thread
 
 using detail::Call;
 
@@ -173,6 +167,10 @@ std::string env_text(const char* name) {
 
 }  // namespace
 
+constinit Mutex MpiProcessGroup::mutex_;
+int MpiProcessGroup::live_groups_ = 0;
+bool MpiProcessGroup::initialised_by_us_ = false;
+
 int launcher_rank_or(int fallback) {
   for (const char* name : {"RANK", "OMPI_COMM_WORLD_RANK"}) {
     const char* v = std::getenv(name);
@@ -215,7 +213,7 @@ int local_rank_from_env(int mpi_rank, int mpi_size) {
 
 MpiProcessGroup::MpiProcessGroup() {
   const int env_rank = launcher_rank_or(-1);
-  std::lock_guard lock(g_mutex);
+  MutexLock lock(mutex_);
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized != 0) {
@@ -232,7 +230,7 @@ MpiProcessGroup::MpiProcessGroup() {
       throw CommError(ErrorKind::kEnvironment, env_rank, "create(mpi)",
                       "MPI_Init_thread failed: " + error_text(rc));
     }
-    g_initialised_by_us = true;
+    initialised_by_us_ = true;
   }
   auto step = [&](int rc, const char* what) {
     if (rc != MPI_SUCCESS) {
@@ -256,16 +254,15 @@ MpiProcessGroup::MpiProcessGroup() {
     release(/*may_finalize=*/size_ <= 1);
     throw;
   }
-  ++g_live_groups;
+  ++live_groups_;
   counted_ = true;
 }
 
 MpiProcessGroup::~MpiProcessGroup() {
-  std::lock_guard lock(g_mutex);
+  MutexLock lock(mutex_);
   release(/*may_finalize=*/true);
 }
 
-// Called with g_mutex held.
 void MpiProcessGroup::release(bool may_finalize) noexcept {
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -278,11 +275,11 @@ void MpiProcessGroup::release(bool may_finalize) noexcept {
   }
   comm_ = MPI_COMM_NULL;
   if (counted_) {
-    --g_live_groups;
+    --live_groups_;
     counted_ = false;
   }
-  if (may_finalize && finalized == 0 && g_live_groups == 0 && g_initialised_by_us) {
-    g_initialised_by_us = false;
+  if (may_finalize && finalized == 0 && live_groups_ == 0 && initialised_by_us_) {
+    initialised_by_us_ = false;
     const int rc = MPI_Finalize();
     if (rc != MPI_SUCCESS) {
       std::fprintf(stderr, "comm: rank %d: MPI_Finalize failed: %s\n", rank_,
