@@ -9,7 +9,7 @@
 
 int main() {
   try {
-    auto pg = comm::ProcessGroup::create(comm::Backend::kMpi);
+    auto pg = dlaunch::comm::ProcessGroup::create(dlaunch::comm::Backend::kMpi);
     pg->barrier();
     return 0;
   } catch (const std::exception& e) {

@@ -8,7 +8,7 @@
 
 #include "comm/process_group.h"
 
-namespace comm::detail {
+namespace dlaunch::comm::detail {
 
 struct Call {
   const char* name;
@@ -43,4 +43,4 @@ struct Call {
   }
 };
 
-}  // namespace comm::detail
+}  // namespace dlaunch::comm::detail

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <optional>
 
-namespace comm {
+namespace dlaunch::comm {
 namespace {
 
 std::optional<std::string> get(const char* name) {
@@ -62,4 +62,4 @@ WorkerEnv WorkerEnv::from_env() {
   return e;
 }
 
-}  // namespace comm
+}  // namespace dlaunch::comm

@@ -5,7 +5,7 @@
 #include <random>
 #include <thread>
 
-namespace comm::detail {
+namespace dlaunch::comm::detail {
 
 using std::chrono::milliseconds;
 
@@ -66,42 +66,55 @@ Connection::Connection(StoreOptions options)
 
 void Connection::bad_answer(const std::string& op) {
   fd_.reset();
-  fail(op, "failed: malformed answer from the store");
+  fail(ErrorKind::kEnvironment, op, "failed: malformed answer from the store");
 }
 
 void Connection::lost(const std::string& op, const IoResult& r, Clock::time_point since) {
   // The connection's state is unknown after a failed exchange: start afresh next call.
   fd_.reset();
   if (r.status == Io::timeout) {
-    fail(op, "timed out after " + seconds(Clock::now() - since) + " with no answer from the store");
+    fail(ErrorKind::kEnvironment, op,
+         "timed out after " + seconds(Clock::now() - since) + " with no answer from the store");
   }
-  fail(op, "failed: connection lost: " + r.describe());
+  fail(ErrorKind::kEnvironment, op, "failed: connection lost: " + r.describe());
 }
 
 void Connection::limit(const std::string& op, const char* what, size_t size, uint64_t max) const {
   if (size > max) {
-    fail(op, std::string("failed: the ") + what + " is " + std::to_string(size) +
-                 " bytes, over the store's limit of " + std::to_string(max));
+    fail(ErrorKind::kUsage, op,
+         std::string("failed: the ") + what + " is " + std::to_string(size) +
+             " bytes, over the store's limit of " + std::to_string(max));
   }
 }
 
-std::unique_lock<std::mutex> Connection::begin() {
-  std::unique_lock lock(mu);
+void Connection::ensure_connected() {
   if (!fd_) connect();
-  return lock;
 }
 
-Connection::Handshake Connection::handshake(const Fd& s, Clock::time_point deadline,
-                                            std::string& error) {
+auto Connection::handshake(const Fd& s, Clock::time_point deadline)
+    -> Result<Limits, HandshakeFailure> {
+  auto retry = [](std::string message) {
+    return failure(HandshakeFailure{true, ErrorKind::kEnvironment, std::move(message)});
+  };
+  auto fatal = [](ErrorKind kind, std::string message) {
+    return failure(HandshakeFailure{false, kind, std::move(message)});
+  };
   char greeting[kGreetingBytes];
   IoResult r = recv_exact(s.get(), greeting, sizeof greeting, deadline);
-  if (r.status != Io::ok) {
-    error = "no greeting from the store: " + r.describe();
-    return Handshake::retry;
-  }
-  if (std::string_view(greeting, kGreetingMagic.size()) != kGreetingMagic) {
-    error = "failed: the peer is not a dlaunch store (unexpected greeting)";
-    return Handshake::fatal;
+  if (r.status != Io::ok) return retry("no greeting from the store: " + r.describe());
+  const std::string_view magic(greeting, kGreetingMagic.size());
+  if (magic != kGreetingMagic) {
+    if (magic.substr(0, kGreetingPrefix.size()) == kGreetingPrefix) {
+      // A dlaunch store of another release: the installations do not match.
+      return fatal(ErrorKind::kUsage,
+                   "failed: the store speaks protocol version " +
+                       quote(magic.substr(kGreetingPrefix.size())) + ", this client version " +
+                       std::to_string(kProtocolVersion) +
+                       " (this program's comm library and the dlaunch that hosts the store "
+                       "are from different releases)");
+    }
+    return fatal(ErrorKind::kEnvironment,
+                 "failed: the peer is not a dlaunch store (unexpected greeting)");
   }
   auto mac = auth_mac(opts.secret,
                       reinterpret_cast<const unsigned char*>(greeting) + kGreetingMagic.size());
@@ -109,31 +122,23 @@ Connection::Handshake Connection::handshake(const Fd& s, Clock::time_point deadl
   char header[kFrameHeaderBytes];
   if (r.status == Io::ok) r = recv_exact(s.get(), header, sizeof header, deadline);
   if (r.status == Io::closed) {
-    error =
-        "failed: authentication rejected, the store closed the connection "
-        "(is DLAUNCH_STORE_SECRET this job's secret?)";
-    return Handshake::fatal;
+    return fatal(ErrorKind::kUsage,
+                 "failed: authentication rejected, the store closed the connection "
+                 "(is DLAUNCH_STORE_SECRET this job's secret?)");
   }
-  if (r.status != Io::ok) {
-    error = "authentication unanswered: " + r.describe();
-    return Handshake::retry;
-  }
-  std::string body(load_u32(header), '\0');
-  if (body.size() != 1 + 3 * 8) {
-    error = "failed: unexpected answer to authentication";
-    return Handshake::fatal;
-  }
+  if (r.status != Io::ok) return retry("authentication unanswered: " + r.describe());
+  std::string body(frame_length(header), '\0');
+  if (body.size() != 1 + 3 * 8)
+    return fatal(ErrorKind::kEnvironment, "failed: unexpected answer to authentication");
   r = recv_exact(s.get(), body.data(), body.size(), deadline);
   Reader rd(body);
   bool accepted = r.status == Io::ok && rd.u8() == static_cast<uint8_t>(Status::ok);
-  max_key = rd.u64();
-  max_value = rd.u64();
-  max_frame = rd.u64();
-  if (!accepted || !rd.done()) {
-    error = "authentication unanswered: " + r.describe();
-    return Handshake::retry;
-  }
-  return Handshake::ok;
+  Limits limits;
+  limits.max_key = rd.u64();
+  limits.max_value = rd.u64();
+  limits.max_frame = rd.u64();
+  if (!accepted || !rd.finish()) return retry("authentication unanswered: " + r.describe());
+  return limits;
 }
 
 void Connection::connect() {
@@ -142,16 +147,22 @@ void Connection::connect() {
   std::mt19937_64 rng(std::random_device{}());
   milliseconds backoff = kFirstBackoff;
   int attempts = 0;
-  std::string error;
+  std::string error;  // why the last attempt failed
   for (;;) {
     ++attempts;
-    if (Fd s = connect_tcp(opts.host, opts.port, deadline, error)) {
-      Handshake h = handshake(s, deadline, error);
-      if (h == Handshake::ok) {
-        fd_ = std::move(s);
+    if (auto s = connect_tcp(opts.host, opts.port, deadline)) {
+      auto accepted = handshake(*s, deadline);
+      if (accepted) {
+        max_key = accepted->max_key;
+        max_value = accepted->max_value;
+        max_frame = accepted->max_frame;
+        fd_ = std::move(*s);
         return;
       }
-      if (h == Handshake::fatal) fail("connect", error);
+      if (!accepted.error().retry) fail(accepted.error().kind, "connect", accepted.error().message);
+      error = std::move(accepted).error().message;
+    } else {
+      error = std::move(s).error();
     }
     auto now = Clock::now();
     if (now >= deadline) break;
@@ -161,8 +172,9 @@ void Connection::connect() {
     backoff = std::min(backoff * 2, kMaxBackoff);
     if (Clock::now() >= deadline) break;
   }
-  fail("connect", "failed after " + std::to_string(attempts) + " attempts in " +
-                      seconds(Clock::now() - start) + ": " + error);
+  fail(ErrorKind::kEnvironment, "connect",
+       "failed after " + std::to_string(attempts) + " attempts in " +
+           seconds(Clock::now() - start) + ": " + error);
 }
 
 Answer Connection::call(const std::string& op, const std::string& frame,
@@ -177,9 +189,11 @@ Answer Connection::call(const std::string& op, const std::string& frame,
   a.status = static_cast<Status>(a.frame[0]);
   if (a.status == Status::error) {
     auto rd = a.reader();
-    std::string message(rd.str());
-    if (!rd.done()) bad_answer(op);
-    fail(op, "failed: " + message);
+    std::string message(rd.bytes());
+    if (!rd.finish()) bad_answer(op);
+    // The store refused a well-formed request (add() on a value that is not a
+    // number, say): the request's fault, and the connection stays.
+    fail(ErrorKind::kUsage, op, "failed: " + message);
   }
   if (a.status != Status::ok && a.status != Status::timeout) bad_answer(op);
   return a;
@@ -188,7 +202,6 @@ Answer Connection::call(const std::string& op, const std::string& frame,
 Answer Connection::await(const std::string& op, Op code, const std::vector<std::string>& keys,
                          milliseconds timeout) {
   timeout = clamp_wait(timeout);
-  auto lock = begin();
   Writer w(static_cast<uint8_t>(code));
   w.u64(static_cast<uint64_t>(timeout.count()));
   if (code != Op::get) w.u32(static_cast<uint32_t>(keys.size()));
@@ -202,12 +215,12 @@ Answer Connection::await(const std::string& op, Op code, const std::vector<std::
 void Connection::timed_out(const std::string& op, const Answer& a, milliseconds timeout,
                            size_t asked) {
   auto rd = a.reader();
-  std::vector<std::string> missing(rd.count());
-  for (auto& k : missing) k = rd.str();
-  if (!rd.done()) bad_answer(op);
+  std::vector<std::string> missing(rd.count(kMinStringBytes));
+  for (auto& k : missing) k = rd.bytes();
+  if (!rd.finish()) bad_answer(op);
   std::string what = "timed out after " + seconds(timeout);
   if (asked > 1) what += "; still missing: " + quote_list(missing);
-  fail(op, what);
+  fail(ErrorKind::kEnvironment, op, what);
 }
 
-}  // namespace comm::detail
+}  // namespace dlaunch::comm::detail

@@ -1,19 +1,29 @@
 // The store client's one connection: connect with backoff, authenticate, and
-// exchange one request for one answer. Callers serialise through `mu`.
+// exchange one request for one answer. Callers serialise through `mu`, held
+// from before the request until the answer is decoded (clang's
+// -Wthread-safety checks it: dlaunch/thread_annotations.h):
+//
+//   dlaunch::MutexLock lock(c.mu);
+//   c.ensure_connected();
+//   Answer a = c.call(op, frame, c.io_deadline());
+//   ... decode a; c.bad_answer(op) if it is malformed ...
+//
+// opts and address are set by the constructor and never change: any thread
+// may read them without the lock.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "comm/store.h"
+#include "dlaunch/thread_annotations.h"
 #include "store/socket.h"
 #include "store/wire.h"
 
-namespace comm::detail {
+namespace dlaunch::comm::detail {
 
 std::string quote(std::string_view s);
 std::string quote_list(const std::vector<std::string>& keys);
@@ -35,38 +45,54 @@ class Connection {
  public:
   explicit Connection(StoreOptions options);
 
-  [[noreturn]] void fail(const std::string& op, const std::string& message) const {
-    throw StoreError(address, op, message);
+  [[noreturn]] void fail(ErrorKind kind, const std::string& op, const std::string& message) const {
+    throw StoreError(kind, address, op, message);
   }
-  [[noreturn]] void bad_answer(const std::string& op);
-  // Refuses a key/value/request over the store's limits before it costs the connection.
+  // Drops the connection (its state is unknown) and throws.
+  [[noreturn]] void bad_answer(const std::string& op) REQUIRES(mu);
+  // Refuses a key/value/request over the store's limits (max_key, max_value,
+  // max_frame, read under mu) before it costs the connection.
   void limit(const std::string& op, const char* what, size_t size, uint64_t max) const;
 
-  // Locks `mu` and reconnects if the last exchange broke the connection.
-  std::unique_lock<std::mutex> begin();
-  void connect();  // caller holds mu
-  // One request and its answer (ok or timeout; error answers throw). Caller holds mu.
-  Answer call(const std::string& op, const std::string& frame, Clock::time_point deadline);
+  // Reconnects if the last exchange broke the connection.
+  void ensure_connected() REQUIRES(mu);
+  void connect() REQUIRES(mu);
+  // One request and its answer (ok or timeout; error answers throw).
+  Answer call(const std::string& op, const std::string& frame, Clock::time_point deadline)
+      REQUIRES(mu);
   Clock::time_point io_deadline() const { return Clock::now() + clamp_wait(opts.timeout); }
   // get / wait / multi_get: the server parks the request until the keys exist or `timeout`.
   Answer await(const std::string& op, Op code, const std::vector<std::string>& keys,
-               std::chrono::milliseconds timeout);
+               std::chrono::milliseconds timeout) REQUIRES(mu);
   [[noreturn]] void timed_out(const std::string& op, const Answer& a,
-                              std::chrono::milliseconds timeout, size_t asked);
+                              std::chrono::milliseconds timeout, size_t asked) REQUIRES(mu);
 
-  StoreOptions opts;
-  std::string address;  // "host:port"
-  std::mutex mu;
-  uint64_t max_key = 0;
-  uint64_t max_value = 0;
-  uint64_t max_frame = 0;
+  const StoreOptions opts;
+  const std::string address;  // "host:port"
+  Mutex mu;
+  // The server's limits, from the handshake of the current connection.
+  uint64_t max_key GUARDED_BY(mu) = 0;
+  uint64_t max_value GUARDED_BY(mu) = 0;
+  uint64_t max_frame GUARDED_BY(mu) = 0;
 
  private:
-  enum class Handshake { ok, retry, fatal };
-  Handshake handshake(const Fd& s, Clock::time_point deadline, std::string& error);
-  [[noreturn]] void lost(const std::string& op, const IoResult& r, Clock::time_point since);
+  // What the server announces once it has accepted us.
+  struct Limits {
+    uint64_t max_key = 0;
+    uint64_t max_value = 0;
+    uint64_t max_frame = 0;
+  };
+  struct HandshakeFailure {
+    bool retry = false;                        // worth another connection (else connect() gives up)
+    ErrorKind kind = ErrorKind::kEnvironment;  // when connect() gives up at once
+    std::string message;
+  };
+  // Greeting, answer, acceptance on a fresh connection.
+  Result<Limits, HandshakeFailure> handshake(const Fd& s, Clock::time_point deadline);
+  [[noreturn]] void lost(const std::string& op, const IoResult& r, Clock::time_point since)
+      REQUIRES(mu);
 
-  Fd fd_;
+  Fd fd_ GUARDED_BY(mu);
 };
 
-}  // namespace comm::detail
+}  // namespace dlaunch::comm::detail

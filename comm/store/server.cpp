@@ -9,7 +9,7 @@
 #include "comm/store.h"
 #include "store/session.h"
 
-namespace comm {
+namespace dlaunch::comm {
 
 namespace asio = boost::asio;
 using boost::system::error_code;
@@ -110,4 +110,4 @@ size_t ThreadedStoreServer::connections() const {
   return result.get();
 }
 
-}  // namespace comm
+}  // namespace dlaunch::comm

@@ -10,7 +10,7 @@
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 
-namespace comm::detail {
+namespace dlaunch::comm::detail {
 
 namespace asio = boost::asio;
 using boost::system::error_code;
@@ -89,7 +89,7 @@ void Session::close() {
 void Session::pump() {
   if (closed_ || !authed_) return;
   while (!waiting_ && wq_bytes_ < kMaxQueuedBytes && rend_ - rpos_ >= kFrameHeaderBytes) {
-    uint32_t len = load_u32(rbuf_.data() + rpos_);
+    uint32_t len = frame_length(rbuf_.data() + rpos_);
     if (len == 0 || len > state_->opts.max_frame_bytes) return close();
     if (rend_ - rpos_ - kFrameHeaderBytes < len) break;
     std::string_view body(rbuf_.data() + rpos_ + kFrameHeaderBytes, len);
@@ -105,7 +105,7 @@ void Session::read_more() {
   size_t avail = rend_ - rpos_;
   size_t need = kFrameHeaderBytes;
   if (avail >= kFrameHeaderBytes) {
-    uint32_t len = load_u32(rbuf_.data() + rpos_);
+    uint32_t len = frame_length(rbuf_.data() + rpos_);
     // Checked from the header alone, before a byte of the body is buffered.
     if (len == 0 || len > state_->opts.max_frame_bytes) return close();
     need += len;
@@ -137,29 +137,29 @@ bool Session::handle(std::string_view body) {
   Table& table = state_->table;
   switch (op) {
     case Op::set: {
-      auto key = r.str();
-      auto value = r.str();
-      if (!r.done() || !key_ok(key) || !value_ok(value)) return false;
+      auto key = r.bytes();
+      auto value = r.bytes();
+      if (!r.finish() || !key_ok(key) || !value_ok(value)) return false;
       table.set(key, value);
       send(status_frame(Status::ok));
       return true;
     }
     case Op::get: {
       uint64_t timeout = r.u64();
-      auto key = r.str();
-      if (!r.done() || !key_ok(key)) return false;
+      auto key = r.bytes();
+      if (!r.finish() || !key_ok(key)) return false;
       return begin_wait(Reply::value, {std::string(key)}, timeout);
     }
     case Op::wait:
     case Op::multi_get:
     case Op::check: {
       uint64_t timeout = op == Op::check ? 0 : r.u64();
-      std::vector<std::string> wanted(r.count());
+      std::vector<std::string> wanted(r.count(kMinStringBytes));
       for (auto& k : wanted) {
-        k = r.str();
+        k = r.bytes();
         if (!key_ok(k)) return false;
       }
-      if (!r.done()) return false;
+      if (!r.finish()) return false;
       if (op == Op::check) {
         bool all = table.missing(wanted).empty();
         send(Writer(static_cast<uint8_t>(Status::ok)).u8(all ? 1 : 0).finish());
@@ -168,47 +168,46 @@ bool Session::handle(std::string_view body) {
       return begin_wait(op == Op::wait ? Reply::none : Reply::values, std::move(wanted), timeout);
     }
     case Op::add: {
-      auto key = r.str();
+      auto key = r.bytes();
       int64_t delta = r.i64();
-      if (!r.done() || !key_ok(key)) return false;
-      std::string error;
-      if (auto v = table.add(key, delta, error)) {
+      if (!r.finish() || !key_ok(key)) return false;
+      if (auto v = table.add(key, delta)) {
         send(Writer(static_cast<uint8_t>(Status::ok)).i64(*v).finish());
       } else {
-        send(Writer(static_cast<uint8_t>(Status::error)).str(error).finish());
+        send(Writer(static_cast<uint8_t>(Status::error)).str(v.error()).finish());
       }
       return true;
     }
     case Op::compare_set: {
-      auto key = r.str();
-      auto expected = r.str();
-      auto desired = r.str();
-      if (!r.done() || !key_ok(key) || !value_ok(expected) || !value_ok(desired)) return false;
+      auto key = r.bytes();
+      auto expected = r.bytes();
+      auto desired = r.bytes();
+      if (!r.finish() || !key_ok(key) || !value_ok(expected) || !value_ok(desired)) return false;
       send(Writer(static_cast<uint8_t>(Status::ok))
                .str(table.compare_set(key, expected, desired))
                .finish());
       return true;
     }
     case Op::erase: {
-      auto key = r.str();
-      if (!r.done() || !key_ok(key)) return false;
+      auto key = r.bytes();
+      if (!r.finish() || !key_ok(key)) return false;
       send(Writer(static_cast<uint8_t>(Status::ok)).u8(table.erase(key) ? 1 : 0).finish());
       return true;
     }
     case Op::num_keys: {
-      if (!r.done()) return false;
+      if (!r.finish()) return false;
       send(Writer(static_cast<uint8_t>(Status::ok)).i64(int64_t(table.size())).finish());
       return true;
     }
     case Op::multi_set: {
-      uint32_t n = r.count();
+      uint32_t n = r.count(kMinStringBytes);
       std::vector<std::pair<std::string_view, std::string_view>> kv(n);
       for (auto& [k, v] : kv) {
-        k = r.str();
-        v = r.str();
+        k = r.bytes();
+        v = r.bytes();
         if (!key_ok(k) || !value_ok(v)) return false;
       }
-      if (!r.done()) return false;
+      if (!r.finish()) return false;
       for (const auto& [k, v] : kv) table.set(k, v);
       send(status_frame(Status::ok));
       return true;
@@ -300,4 +299,4 @@ void Session::flush() {
   });
 }
 
-}  // namespace comm::detail
+}  // namespace dlaunch::comm::detail

@@ -18,7 +18,7 @@
 #include "store/table.h"
 #include "store/wire.h"
 
-namespace comm::detail {
+namespace dlaunch::comm::detail {
 
 class Session;
 
@@ -84,4 +84,4 @@ class Session final : public std::enable_shared_from_this<Session>, private Wait
   uint64_t wait_id_ = 0;
 };
 
-}  // namespace comm::detail
+}  // namespace dlaunch::comm::detail

@@ -13,7 +13,7 @@
 
 #include "store/wire.h"
 
-namespace comm::detail {
+namespace dlaunch::comm::detail {
 
 namespace {
 
@@ -59,18 +59,16 @@ std::string IoResult::describe() const {
   return std::strerror(err);
 }
 
-Fd connect_tcp(const std::string& host, uint16_t port, Clock::time_point deadline,
-               std::string& error) {
+Result<Fd> connect_tcp(const std::string& host, uint16_t port, Clock::time_point deadline) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* list = nullptr;
   std::string service = std::to_string(port);
   if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &list); rc != 0) {
-    error = std::string("cannot resolve host: ") + ::gai_strerror(rc);
-    return {};
+    return failure(std::string("cannot resolve host: ") + ::gai_strerror(rc));
   }
-  error = "no address";
+  std::string error = "no address";
   for (addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
     Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
     if (!fd) {
@@ -98,7 +96,7 @@ Fd connect_tcp(const std::string& host, uint16_t port, Clock::time_point deadlin
     error = r.describe();
   }
   ::freeaddrinfo(list);
-  return {};
+  return failure(std::move(error));
 }
 
 IoResult send_all(int fd, std::string_view data, Clock::time_point deadline) {
@@ -146,11 +144,11 @@ IoResult recv_frame(int fd, std::string& body, Clock::time_point deadline) {
     }
     if (got > 0) have += static_cast<size_t>(got);
   }
-  size_t len = load_u32(buf);
+  size_t len = frame_length(buf);
   if (have - 4 > len) return {Io::error, EPROTO};
   body.resize(len);
   std::memcpy(body.data(), buf + 4, have - 4);
   return recv_exact(fd, body.data() + (have - 4), len - (have - 4), deadline);
 }
 
-}  // namespace comm::detail
+}  // namespace dlaunch::comm::detail

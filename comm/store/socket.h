@@ -7,7 +7,9 @@
 #include <string>
 #include <string_view>
 
-namespace comm::detail {
+#include "src/result.h"
+
+namespace dlaunch::comm::detail {
 
 using Clock = std::chrono::steady_clock;
 
@@ -41,14 +43,13 @@ struct IoResult {
   std::string describe() const;
 };
 
-// Tries every address of host once, each until deadline at most; on failure
-// returns an empty Fd and sets `error`.
-Fd connect_tcp(const std::string& host, uint16_t port, Clock::time_point deadline,
-               std::string& error);
+// Tries every address of host once, each until deadline at most: the
+// connected socket, or why none could be had (the last address's reason).
+Result<Fd> connect_tcp(const std::string& host, uint16_t port, Clock::time_point deadline);
 IoResult send_all(int fd, std::string_view data, Clock::time_point deadline);
 IoResult recv_exact(int fd, char* buf, size_t n, Clock::time_point deadline);
 // One u32-length-prefixed frame into `body`; Io::error with EPROTO if more than
 // one frame arrived, which a strict request-answer exchange never does.
 IoResult recv_frame(int fd, std::string& body, Clock::time_point deadline);
 
-}  // namespace comm::detail
+}  // namespace dlaunch::comm::detail

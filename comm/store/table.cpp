@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
-namespace comm::detail {
+namespace dlaunch::comm::detail {
 
 const std::string* Table::find(std::string_view key) const {
   auto it = data_.find(key);
@@ -19,21 +19,19 @@ void Table::set(std::string_view key, std::string_view value) {
   created(key);
 }
 
-std::optional<int64_t> Table::add(std::string_view key, int64_t delta, std::string& error) {
+Result<int64_t> Table::add(std::string_view key, int64_t delta) {
   int64_t current = 0;
   auto it = data_.find(key);
   if (it != data_.end()) {
     const std::string& text = it->second;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), current);
     if (ec != std::errc() || end != text.data() + text.size()) {
-      error = "the stored value is not a decimal integer";
-      return std::nullopt;
+      return failure("the stored value is not a decimal integer");
     }
   }
   int64_t result = 0;
   if (__builtin_add_overflow(current, delta, &result)) {
-    error = "the counter would overflow int64";
-    return std::nullopt;
+    return failure("the counter would overflow int64");
   }
   if (it != data_.end()) {
     it->second = std::to_string(result);
@@ -118,4 +116,4 @@ void Table::created(std::string_view key) {
   }
 }
 
-}  // namespace comm::detail
+}  // namespace dlaunch::comm::detail

@@ -4,13 +4,14 @@
 
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
-namespace comm::detail {
+#include "src/result.h"
+
+namespace dlaunch::comm::detail {
 
 struct StringHash {
   using is_transparent = void;
@@ -41,9 +42,9 @@ class Table {
  public:
   const std::string* find(std::string_view key) const;
   void set(std::string_view key, std::string_view value);
-  // The new value, or nullopt with `error` set when the stored value is not an
-  // integer or the sum overflows.
-  std::optional<int64_t> add(std::string_view key, int64_t delta, std::string& error);
+  // The new value, or why there is none: the stored value is not an integer,
+  // or the sum overflows.
+  Result<int64_t> add(std::string_view key, int64_t delta);
   std::string compare_set(std::string_view key, std::string_view expected,
                           std::string_view desired);
   bool erase(std::string_view key);
@@ -64,4 +65,4 @@ class Table {
   StringMap<std::vector<Waiter*>> waiting_;
 };
 
-}  // namespace comm::detail
+}  // namespace dlaunch::comm::detail

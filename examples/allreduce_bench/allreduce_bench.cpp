@@ -1,5 +1,5 @@
 // allreduce_bench: float32 sum all_reduce bandwidth, in the table style of
-// nccl-tests (all_reduce_perf), through comm::ProcessGroup or, with --raw,
+// nccl-tests (all_reduce_perf), through dlaunch::comm::ProcessGroup or, with --raw,
 // directly (same world, same buffer, same loop: the difference is what comm
 // costs): MPI_Allreduce on MPI_COMM_WORLD for --backend mpi; for --backend
 // nccl, ncclAllReduce on the group's own communicator and stream followed by
@@ -146,8 +146,8 @@ void cuda_check(cudaError_t e, const char* what) {
 
 class Bench {
  public:
-  Bench(comm::ProcessGroup& pg, const Options& o)
-      : pg_(pg), o_(o), device_(pg.backend() == comm::Backend::kNccl) {}
+  Bench(dlaunch::comm::ProcessGroup& pg, const Options& o)
+      : pg_(pg), o_(o), device_(pg.backend() == dlaunch::comm::Backend::kNccl) {}
   ~Bench() {
 #ifdef DLAUNCH_WITH_NCCL
     if (dev_ != nullptr) cudaFree(dev_);
@@ -195,8 +195,8 @@ class Bench {
         wrong = 0;
         wrong += check(count, o_.raw);  // comm, or raw under --raw
         if (o_.compare) wrong += check(count, true);
-        wrong =
-            static_cast<long long>(reduce_scalar(static_cast<double>(wrong), comm::ReduceOp::kSum));
+        wrong = static_cast<long long>(
+            reduce_scalar(static_cast<double>(wrong), dlaunch::comm::ReduceOp::kSum));
         wrong_total += wrong;
       }
       busbw_sum += busbw(count, o_.raw ? raw_s : comm_s);
@@ -225,10 +225,10 @@ class Bench {
     if (pg_.rank() != 0) return;
     const std::string raw = device_ ? "direct ncclAllReduce on the group's communicator"
                                     : "raw MPI_Allreduce on MPI_COMM_WORLD";
-    const std::string what =
-        o_.compare ? "comm::ProcessGroup (" + o_.backend + " backend) and " + raw + ", interleaved"
-        : o_.raw   ? raw
-                   : "comm::ProcessGroup (" + o_.backend + " backend)";
+    const std::string what = o_.compare ? "dlaunch::comm::ProcessGroup (" + o_.backend +
+                                              " backend) and " + raw + ", interleaved"
+                             : o_.raw ? raw
+                                      : "dlaunch::comm::ProcessGroup (" + o_.backend + " backend)";
     std::printf("# dlaunch allreduce_bench: %s, world size %d, float32 sum, in place\n",
                 what.c_str(), pg_.size());
     if (o_.compare) {
@@ -275,18 +275,18 @@ class Bench {
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < o_.iters; ++i) op(count, raw);
     const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-    return reduce_scalar(dt.count() / o_.iters, comm::ReduceOp::kMax);
+    return reduce_scalar(dt.count() / o_.iters, dlaunch::comm::ReduceOp::kMax);
   }
 
   // One double reduced over the ranks (through device memory for nccl).
-  double reduce_scalar(double value, comm::ReduceOp how) {
+  double reduce_scalar(double value, dlaunch::comm::ReduceOp how) {
     if (!device_) {
       pg_.all_reduce(std::span<double>(&value, 1), how);
       return value;
     }
 #ifdef DLAUNCH_WITH_NCCL
     cuda_check(cudaMemcpy(scratch_, &value, sizeof value, cudaMemcpyHostToDevice), "cudaMemcpy");
-    pg_.all_reduce(scratch_, 1, comm::DataType::kFloat64, how);
+    pg_.all_reduce(scratch_, 1, dlaunch::comm::DataType::kFloat64, how);
     cuda_check(cudaMemcpy(&value, scratch_, sizeof value, cudaMemcpyDeviceToHost), "cudaMemcpy");
 #endif
     return value;
@@ -308,18 +308,20 @@ class Bench {
 
   void op(std::size_t count, bool raw) {
     if (!raw) {
-      pg_.all_reduce(data(), count, comm::DataType::kFloat32, comm::ReduceOp::kSum);
+      pg_.all_reduce(data(), count, dlaunch::comm::DataType::kFloat32,
+                     dlaunch::comm::ReduceOp::kSum);
       return;
     }
 #ifdef DLAUNCH_WITH_NCCL
     if (device_) {
       // The group's communicator is non-blocking: nccl_check waits out
       // ncclInProgress as NCCL requires (and returns at once on success).
-      comm::nccl_check(pg_,
-                       ncclAllReduce(dev_, dev_, count, ncclFloat, ncclSum,
-                                     comm::nccl_communicator(pg_), comm::nccl_stream(pg_)),
-                       "ncclAllReduce");
-      cuda_check(cudaStreamSynchronize(comm::nccl_stream(pg_)), "cudaStreamSynchronize");
+      dlaunch::comm::nccl_check(
+          pg_,
+          ncclAllReduce(dev_, dev_, count, ncclFloat, ncclSum,
+                        dlaunch::comm::nccl_communicator(pg_), dlaunch::comm::nccl_stream(pg_)),
+          "ncclAllReduce");
+      cuda_check(cudaStreamSynchronize(dlaunch::comm::nccl_stream(pg_)), "cudaStreamSynchronize");
       return;
     }
 #endif
@@ -360,7 +362,7 @@ class Bench {
     return wrong;
   }
 
-  comm::ProcessGroup& pg_;
+  dlaunch::comm::ProcessGroup& pg_;
   const Options& o_;
   const bool device_;  // nccl: the timed buffer lives on the GPU
   std::vector<float> buf_;
@@ -374,11 +376,11 @@ class Bench {
 
 int main(int argc, char** argv) {
   const Options options = parse(argc, argv);
-  std::unique_ptr<comm::ProcessGroup> pg;
+  std::unique_ptr<dlaunch::comm::ProcessGroup> pg;
   try {
-    const comm::Backend backend = comm::parse_backend(options.backend);
-    pg = comm::ProcessGroup::create(backend);
-  } catch (const comm::CommError& e) {
+    const dlaunch::comm::Backend backend = dlaunch::comm::parse_backend(options.backend);
+    pg = dlaunch::comm::ProcessGroup::create(backend);
+  } catch (const dlaunch::comm::CommError& e) {
     std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
     return 2;
   }

@@ -8,14 +8,14 @@
 
 int main() {
   try {
-    const auto e = comm::WorkerEnv::from_env();
+    const auto e = dlaunch::comm::WorkerEnv::from_env();
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
     std::printf("hello from rank %d/%d (local rank %d/%d, node %d/%d) on %s, master %s:%d\n",
                 e.rank, e.world_size, e.local_rank, e.local_world_size, e.node_rank, e.num_nodes,
                 host, e.master_addr.c_str(), e.master_port);
     return 0;
-  } catch (const comm::EnvError& err) {
+  } catch (const dlaunch::comm::EnvError& err) {
     std::fprintf(stderr, "hello: %s\n", err.what());
     return 1;
   }

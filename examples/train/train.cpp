@@ -1,5 +1,5 @@
 // train: data-parallel training of a tiny 2-layer MLP (tanh hidden layer) on
-// synthetic regression data, over comm::ProcessGroup.
+// synthetic regression data, over dlaunch::comm::ProcessGroup.
 //
 //   mpirun -np 4 build/release/bin/train [--backend mpi] [--epochs 10] [--lr 0.05] [--batch 64]
 //
@@ -39,7 +39,7 @@ namespace {
 // memory when the group's backend needs it.
 class Collectives {
  public:
-  explicit Collectives(comm::ProcessGroup& pg) : pg_(pg) {}
+  explicit Collectives(dlaunch::comm::ProcessGroup& pg) : pg_(pg) {}
   ~Collectives() {
 #ifdef DLAUNCH_WITH_NCCL
     if (dev_ != nullptr) cudaFree(dev_);
@@ -51,27 +51,27 @@ class Collectives {
   int rank() const { return pg_.rank(); }
   int size() const { return pg_.size(); }
 
-  template <comm::CommElement T>
-  void all_reduce(std::span<T> buf, comm::ReduceOp op) {
+  template <dlaunch::comm::CommElement T>
+  void all_reduce(std::span<T> buf, dlaunch::comm::ReduceOp op) {
     if (!on_device()) return pg_.all_reduce(buf, op);
     void* d = stage(buf.data(), buf.size_bytes(), buf.size_bytes());
-    pg_.all_reduce(d, buf.size(), comm::data_type_of<T>(), op);
+    pg_.all_reduce(d, buf.size(), dlaunch::comm::data_type_of<T>(), op);
     unstage(buf.data(), d, buf.size_bytes());
   }
 
-  template <comm::CommElement T>
+  template <dlaunch::comm::CommElement T>
   void all_gather(std::span<const T> send, std::span<T> recv) {
     if (!on_device()) return pg_.all_gather(send, recv);
     // recv's own block is the input: all_gather in place on the device.
     const std::size_t own = static_cast<std::size_t>(rank()) * send.size_bytes();
     char* d = static_cast<char*>(stage(nullptr, 0, recv.size_bytes()));
     copy(d + own, send.data(), send.size_bytes(), true);
-    pg_.all_gather(d + own, d, send.size(), comm::data_type_of<T>());
+    pg_.all_gather(d + own, d, send.size(), dlaunch::comm::data_type_of<T>());
     unstage(recv.data(), d, recv.size_bytes());
   }
 
  private:
-  bool on_device() const { return pg_.backend() == comm::Backend::kNccl; }
+  bool on_device() const { return pg_.backend() == dlaunch::comm::Backend::kNccl; }
 
 #ifdef DLAUNCH_WITH_NCCL
   static void copy(void* to, const void* from, std::size_t bytes, bool to_device) {
@@ -102,7 +102,7 @@ class Collectives {
   void unstage(void*, const void*, std::size_t) {}
 #endif
 
-  comm::ProcessGroup& pg_;
+  dlaunch::comm::ProcessGroup& pg_;
 };
 
 struct Options {
@@ -284,7 +284,7 @@ double full_loss(Collectives& pg, Mlp& model, const Data& d, int samples) {
     sum += model.loss(&d.x[static_cast<std::size_t>(i) * kInputs], d.y[static_cast<std::size_t>(i)],
                       nullptr, 0);
   }
-  pg.all_reduce(std::span<double>(&sum, 1), comm::ReduceOp::kSum);
+  pg.all_reduce(std::span<double>(&sum, 1), dlaunch::comm::ReduceOp::kSum);
   return sum / samples;
 }
 
@@ -328,7 +328,7 @@ int train(Collectives* pg, const Options& o) {
         const std::size_t i = order[static_cast<std::size_t>(step) * o.batch + b];
         model.loss(&data.x[i * kInputs], data.y[i], grad.data(), scale);
       }
-      pg->all_reduce(std::span<float>(grad), comm::ReduceOp::kAvg);
+      pg->all_reduce(std::span<float>(grad), dlaunch::comm::ReduceOp::kAvg);
       model.sgd(grad, o.lr);
     }
     loss = full_loss(*pg, model, data, o.samples);
@@ -372,10 +372,10 @@ int train(Collectives* pg, const Options& o) {
 
 int main(int argc, char** argv) {
   const Options options = parse(argc, argv);
-  std::unique_ptr<comm::ProcessGroup> pg;
+  std::unique_ptr<dlaunch::comm::ProcessGroup> pg;
   try {
-    pg = comm::ProcessGroup::create(comm::parse_backend(options.backend));
-  } catch (const comm::CommError& e) {
+    pg = dlaunch::comm::ProcessGroup::create(dlaunch::comm::parse_backend(options.backend));
+  } catch (const dlaunch::comm::CommError& e) {
     std::fprintf(stderr, "train: %s\n", e.what());
     return 2;
   }

@@ -1,69 +1,37 @@
 #include "dlaunch/proto/protocol.h"
 
-#include <cstring>
 #include <type_traits>
+
+#include "dlaunch/codec.h"
 
 namespace dlaunch::proto {
 namespace {
 
 // Message type on the wire = index in the Message variant + 1. Append new
 // messages at the end of the variant; never reorder.
-class Writer {
- public:
-  explicit Writer(std::string& out) : out_(out) {}
-  void u8(std::uint8_t v) { out_.push_back(static_cast<char>(v)); }
-  void u16(std::uint16_t v) { le(v); }
-  void u32(std::uint32_t v) { le(v); }
-  void i32(std::int32_t v) { le(static_cast<std::uint32_t>(v)); }
-  void u64(std::uint64_t v) { le(v); }
-  void boolean(bool v) { u8(v ? 1 : 0); }
-  void str(std::string_view s) {
-    u32(static_cast<std::uint32_t>(s.size()));
-    out_.append(s);
-  }
-  void env(const Env& e) {
-    u32(static_cast<std::uint32_t>(e.size()));
-    for (const auto& [k, v] : e) {
-      str(k);
-      str(v);
-    }
-  }
+//
+// Fields go through dlaunch/codec.h (little-endian, u32-length-prefixed
+// strings). Its Reader is sticky; this one throws ProtocolError at the first
+// read that fails, so that a decoder never acts on a value it did not get.
+using Writer = codec::Writer;
 
- private:
-  template <typename U>
-  void le(U v) {
-    for (std::size_t i = 0; i < sizeof(U); ++i)
-      out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-  }
-  std::string& out_;
-};
+void put_env(Writer& w, const Env& e) {
+  w.u32(static_cast<std::uint32_t>(e.size()));
+  for (const auto& [k, v] : e) w.bytes(k).bytes(v);
+}
 
 class Reader {
  public:
   explicit Reader(std::string_view in) : in_(in) {}
-  std::uint8_t u8() { return static_cast<std::uint8_t>(take(1)[0]); }
-  std::uint16_t u16() { return le<std::uint16_t>(); }
-  std::uint32_t u32() { return le<std::uint32_t>(); }
-  std::int32_t i32() { return static_cast<std::int32_t>(le<std::uint32_t>()); }
-  std::uint64_t u64() { return le<std::uint64_t>(); }
-  bool boolean() {
-    auto v = u8();
-    if (v > 1) throw ProtocolError("bad boolean in frame");
-    return v == 1;
-  }
-  std::string str() {
-    auto n = u32();
-    auto s = take(n);
-    return std::string(s);
-  }
+  std::uint8_t u8() { return checked(in_.u8()); }
+  std::uint16_t u16() { return checked(in_.u16()); }
+  std::uint32_t u32() { return checked(in_.u32()); }
+  std::int32_t i32() { return checked(in_.i32()); }
+  std::uint64_t u64() { return checked(in_.u64()); }
+  bool boolean() { return checked(in_.boolean()); }
+  std::string str() { return std::string(checked(in_.bytes())); }
   // A count of items that each take at least min_item_bytes: bounded by what is left.
-  std::uint32_t count(std::size_t min_item_bytes) {
-    auto n = u32();
-    if (static_cast<std::uint64_t>(n) * min_item_bytes > in_.size()) {
-      throw ProtocolError("item count exceeds frame size");
-    }
-    return n;
-  }
+  std::uint32_t count(std::size_t min_item_bytes) { return checked(in_.count(min_item_bytes)); }
   Env env() {
     Env e;
     auto n = count(8);
@@ -75,38 +43,40 @@ class Reader {
     }
     return e;
   }
-  void finish() const {
-    if (!in_.empty()) throw ProtocolError("trailing bytes in frame");
+  void finish() {
+    in_.finish();
+    checked(0);
   }
 
  private:
-  std::string_view take(std::size_t n) {
-    if (n > in_.size()) throw ProtocolError("truncated frame");
-    auto s = in_.substr(0, n);
-    in_.remove_prefix(n);
-    return s;
-  }
-  template <typename U>
-  U le() {
-    auto s = take(sizeof(U));
-    U v = 0;
-    for (std::size_t i = 0; i < sizeof(U); ++i) {
-      v = static_cast<U>(v | (static_cast<U>(static_cast<unsigned char>(s[i])) << (8 * i)));
+  template <typename T>
+  T checked(T value) {
+    switch (in_.failure()) {
+      case codec::Failure::kNone:
+        return value;
+      case codec::Failure::kTruncated:
+        throw ProtocolError("truncated frame");
+      case codec::Failure::kBadBool:
+        throw ProtocolError("bad boolean in frame");
+      case codec::Failure::kBadCount:
+        throw ProtocolError("item count exceeds frame size");
+      case codec::Failure::kTrailingBytes:
+        throw ProtocolError("trailing bytes in frame");
     }
-    return v;
+    throw ProtocolError("malformed frame");
   }
-  std::string_view in_;
+  codec::Reader in_;
 };
 
 void put(Writer& w, const Hello& m) {
   w.u32(m.magic);
   w.u16(m.version);
-  w.str(m.agent_version);
-  w.str(m.hostname);
+  w.bytes(m.agent_version);
+  w.bytes(m.hostname);
   w.i32(m.pid);
 }
 void put(Writer& w, const Setup& m) {
-  w.str(m.job_id);
+  w.bytes(m.job_id);
   w.i32(m.node_rank);
   w.boolean(m.reserve_master_port);
   w.u16(m.master_port);
@@ -114,20 +84,20 @@ void put(Writer& w, const Setup& m) {
   w.u32(m.heartbeat_interval_ms);
   w.u32(m.heartbeat_timeout_ms);
   w.u32(m.flush_ms);
-  w.str(m.workdir);
+  w.bytes(m.workdir);
   w.u32(static_cast<std::uint32_t>(m.workers.size()));
   for (const auto& ws : m.workers) {
     w.i32(ws.rank);
     w.i32(ws.local_rank);
     w.u32(static_cast<std::uint32_t>(ws.argv.size()));
-    for (const auto& a : ws.argv) w.str(a);
-    w.env(ws.env);
+    for (const auto& a : ws.argv) w.bytes(a);
+    put_env(w, ws.env);
   }
-  w.str(m.store_secret);
+  w.bytes(m.store_secret);
   w.u16(m.store_port);
   w.boolean(m.mpi);
   w.u32(static_cast<std::uint32_t>(m.node_names.size()));
-  for (const auto& n : m.node_names) w.str(n);
+  for (const auto& n : m.node_names) w.bytes(n);
   w.u32(static_cast<std::uint32_t>(m.ranks_per_node.size()));
   for (auto n : m.ranks_per_node) w.i32(n);
 }
@@ -135,7 +105,7 @@ void put(Writer& w, const Ready& m) {
   w.u16(m.master_port);
   w.u16(m.store_port);
 }
-void put(Writer& w, const Start& m) { w.env(m.env); }
+void put(Writer& w, const Start& m) { put_env(w, m.env); }
 void put(Writer& w, const Started& m) {
   w.i32(m.rank);
   w.i32(m.pid);
@@ -144,7 +114,7 @@ void put(Writer& w, const Output& m) {
   w.i32(m.rank);
   w.u8(static_cast<std::uint8_t>(m.stream));
   w.boolean(m.partial);
-  w.str(m.data);
+  w.bytes(m.data);
 }
 void put(Writer& w, const Exited& m) {
   w.i32(m.rank);
@@ -153,30 +123,30 @@ void put(Writer& w, const Exited& m) {
   w.i32(m.code);
   w.i32(m.signal);
   w.u64(m.runtime_ms);
-  w.str(m.message);
-  w.str(m.error_file);
-  w.str(m.error_file_data);
+  w.bytes(m.message);
+  w.bytes(m.error_file);
+  w.bytes(m.error_file_data);
 }
 void put(Writer& w, const Abort& m) {
-  w.str(m.reason);
+  w.bytes(m.reason);
   w.boolean(m.immediate);
 }
 void put(Writer&, const Heartbeat&) {}
 void put(Writer&, const Shutdown&) {}
-void put(Writer& w, const Fatal& m) { w.str(m.message); }
+void put(Writer& w, const Fatal& m) { w.bytes(m.message); }
 void put(Writer& w, const Done& m) { w.u32(m.leftovers_killed); }
 void put(Writer& w, const FenceUp& m) {
   w.u32(m.seq);
-  w.str(m.data);
+  w.bytes(m.data);
 }
 void put(Writer& w, const FenceDown& m) {
   w.u32(m.seq);
-  w.str(m.data);
+  w.bytes(m.data);
 }
 void put(Writer& w, const WorkerAbort& m) {
   w.i32(m.rank);
   w.i32(m.status);
-  w.str(m.message);
+  w.bytes(m.message);
 }
 
 void get(Reader& r, Hello& m) {
@@ -288,20 +258,17 @@ Message decode_by_index(std::size_t index, Reader& r) {
 
 void encode(const Message& msg, std::string& out) {
   const std::size_t start = out.size();
-  out.append(kHeaderBytes, '\0');
   Writer w(out);
+  w.u32(0);  // the payload's length, filled in below
+  w.u16(static_cast<std::uint16_t>(msg.index() + 1));
+  w.u16(0);
   std::visit([&](const auto& m) { put(w, m); }, msg);
   const std::size_t len = out.size() - start - kHeaderBytes;
   if (len > kMaxFrameBytes) {
     out.resize(start);
     throw ProtocolError("message too large for one frame: " + std::to_string(len) + " bytes");
   }
-  std::string header;
-  Writer h(header);
-  h.u32(static_cast<std::uint32_t>(len));
-  h.u16(static_cast<std::uint16_t>(msg.index() + 1));
-  h.u16(0);
-  std::memcpy(out.data() + start, header.data(), kHeaderBytes);
+  w.u32_at(start, static_cast<std::uint32_t>(len));
 }
 
 std::string encode(const Message& msg) {
@@ -329,7 +296,7 @@ void Decoder::feed(std::string_view bytes) {
 
 std::optional<Message> Decoder::next() {
   if (pending() < kHeaderBytes) return std::nullopt;
-  Reader h(std::string_view(buf_).substr(pos_, kHeaderBytes));
+  codec::Reader h(std::string_view(buf_).substr(pos_, kHeaderBytes));  // enough bytes: no failure
   const std::uint32_t len = h.u32();
   const std::uint16_t type = h.u16();
   const std::uint16_t flags = h.u16();

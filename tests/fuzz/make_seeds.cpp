@@ -13,8 +13,8 @@
 
 namespace fs = std::filesystem;
 namespace proto = dlaunch::proto;
-using comm::detail::Op;
-using comm::detail::Writer;
+using dlaunch::comm::detail::Op;
+using dlaunch::comm::detail::Writer;
 
 namespace {
 

@@ -1,6 +1,6 @@
 // Fuzzes the store server's request handling (comm/store/session.cpp over the
-// wire format of comm/store/wire.cpp): framing, every operation's decoding,
-// limits, parked waits and the table behind them.
+// wire format of comm/store/wire.h, dlaunch/codec.h underneath): framing, every operation's
+// decoding, limits, parked waits and the table behind them.
 //
 // Two real Sessions run on an io_context, each against one end of a
 // socketpair; the harness plays both clients on the other ends: each answers
@@ -27,7 +27,7 @@
 #include "store/wire.h"
 
 namespace asio = boost::asio;
-namespace detail = comm::detail;
+namespace detail = dlaunch::comm::detail;
 
 namespace {
 
@@ -61,7 +61,7 @@ void check_answers(std::string_view got) {
   got.remove_prefix(detail::kGreetingBytes);
   while (!got.empty()) {
     if (got.size() < detail::kFrameHeaderBytes) broken("truncated answer header");
-    const std::uint32_t len = detail::load_u32(got.data());
+    const std::uint32_t len = detail::frame_length(got.data());
     got.remove_prefix(detail::kFrameHeaderBytes);
     if (len == 0 || len > got.size()) broken("answer frame of a bad length");
     const auto status = static_cast<std::uint8_t>(got[0]);
@@ -105,7 +105,7 @@ struct Client {
 // clients, so that one can wake a request the other has parked.
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   asio::io_context io;
-  comm::StoreServerOptions opts;
+  dlaunch::comm::StoreServerOptions opts;
   opts.secret = "fuzz-secret";
   // Small limits, so that inputs of a few KiB reach them.
   opts.max_key_bytes = 32;

@@ -26,8 +26,8 @@
 
 namespace {
 
-using comm::DataType;
-using comm::ReduceOp;
+using dlaunch::comm::DataType;
+using dlaunch::comm::ReduceOp;
 
 int g_checks = 0;
 int g_failures = 0;
@@ -79,7 +79,7 @@ float from_bf16(std::uint16_t h) {
 
 // Host image of `values` in `type`.
 std::vector<unsigned char> encode(const std::vector<double>& values, DataType type) {
-  const std::size_t esz = comm::element_size(type);
+  const std::size_t esz = dlaunch::comm::element_size(type);
   std::vector<unsigned char> out(values.size() * esz);
   for (std::size_t i = 0; i < values.size(); ++i) {
     unsigned char* p = out.data() + i * esz;
@@ -119,7 +119,7 @@ std::vector<unsigned char> encode(const std::vector<double>& values, DataType ty
 }
 
 std::vector<double> decode(const std::vector<unsigned char>& bytes, DataType type) {
-  const std::size_t esz = comm::element_size(type);
+  const std::size_t esz = dlaunch::comm::element_size(type);
   std::vector<double> out(bytes.size() / esz);
   for (std::size_t i = 0; i < out.size(); ++i) {
     const unsigned char* p = bytes.data() + i * esz;
@@ -167,7 +167,8 @@ struct DeviceBuffer {
   void* p = nullptr;
   std::size_t bytes = 0;
   DataType type;
-  DeviceBuffer(std::size_t count, DataType t) : bytes(count * comm::element_size(t)), type(t) {
+  DeviceBuffer(std::size_t count, DataType t)
+      : bytes(count * dlaunch::comm::element_size(t)), type(t) {
     cuda_ok(cudaMalloc(&p, bytes == 0 ? 1 : bytes), "cudaMalloc");
   }
   ~DeviceBuffer() { cudaFree(p); }
@@ -202,7 +203,7 @@ bool is_integer(DataType t) { return t == DataType::kInt32 || t == DataType::kIn
 // The value rank r contributes at index i: small integers, exact in every type.
 double value(int r, std::size_t i) { return static_cast<double>((r + 1) * (1 + i % 7)); }
 
-void collectives(comm::ProcessGroup& pg) {
+void collectives(dlaunch::comm::ProcessGroup& pg) {
   const int n = pg.size();
   const int me = pg.rank();
   const DataType types[] = {DataType::kFloat32, DataType::kFloat64, DataType::kInt32,
@@ -211,7 +212,7 @@ void collectives(comm::ProcessGroup& pg) {
   // 1027 elements: not a multiple of anything NCCL likes; 1<<20: several chunks.
   for (const std::size_t count : {std::size_t{1027}, std::size_t{1} << 20}) {
     for (DataType type : types) {
-      const std::string tname = comm::to_string(type);
+      const std::string tname = dlaunch::comm::to_string(type);
       for (ReduceOp op : ops) {
         std::vector<double> mine(count), want(count);
         for (std::size_t i = 0; i < count; ++i) {
@@ -245,9 +246,9 @@ void collectives(comm::ProcessGroup& pg) {
                            : type == DataType::kBFloat16 ? 0.3 * n
                            : is_integer(type)            ? 0
                                                          : 1e-3;
-        expect_values(
-            "all_reduce(" + tname + ", " + std::to_string(count) + ", " + comm::to_string(op) + ")",
-            buf.get(), want, tol);
+        expect_values("all_reduce(" + tname + ", " + std::to_string(count) + ", " +
+                          dlaunch::comm::to_string(op) + ")",
+                      buf.get(), want, tol);
       }
       // broadcast from the last rank
       {
@@ -271,7 +272,7 @@ void collectives(comm::ProcessGroup& pg) {
             want[static_cast<std::size_t>(r) * count + i] = value(r, i);
         DeviceBuffer recv(count * static_cast<std::size_t>(n), type);
         DeviceBuffer send(count, type);
-        const std::size_t esz = comm::element_size(type);
+        const std::size_t esz = dlaunch::comm::element_size(type);
         void* own = static_cast<char*>(recv.p) + static_cast<std::size_t>(me) * count * esz;
         if (in_place) {
           const auto host = encode(mine, type);
@@ -331,7 +332,7 @@ void collectives(comm::ProcessGroup& pg) {
     pg.all_reduce(host.data(), host.size(), DataType::kFloat32, ReduceOp::kSum);
     ++g_failures;
     std::fprintf(stderr, "nccl_worker: rank %d: all_reduce on host memory did not throw\n", me);
-  } catch (const comm::CommError& e) {
+  } catch (const dlaunch::comm::CommError& e) {
     if (std::strstr(e.what(), "host memory") == nullptr) {
       ++g_failures;
       std::fprintf(stderr, "nccl_worker: rank %d: unexpected message: %s\n", me, e.what());
@@ -339,7 +340,8 @@ void collectives(comm::ProcessGroup& pg) {
   }
   // The direct-NCCL escape hatch is the group's own communicator and stream.
   ++g_checks;
-  if (comm::nccl_communicator(pg) == nullptr || comm::cuda_device(pg) != pg.local_rank()) {
+  if (dlaunch::comm::nccl_communicator(pg) == nullptr ||
+      dlaunch::comm::cuda_device(pg) != pg.local_rank()) {
     ++g_failures;
     std::fprintf(stderr, "nccl_worker: rank %d: nccl_communicator/cuda_device wrong\n", me);
   }
@@ -356,11 +358,12 @@ void collectives(comm::ProcessGroup& pg) {
     }
     DeviceBuffer buf(count, DataType::kFloat32);
     buf.put(mine);
-    comm::nccl_check(pg,
-                     ncclAllReduce(buf.p, buf.p, count, ncclFloat32, ncclSum,
-                                   comm::nccl_communicator(pg), comm::nccl_stream(pg)),
-                     "ncclAllReduce");
-    cuda_ok(cudaStreamSynchronize(comm::nccl_stream(pg)), "cudaStreamSynchronize");
+    dlaunch::comm::nccl_check(
+        pg,
+        ncclAllReduce(buf.p, buf.p, count, ncclFloat32, ncclSum,
+                      dlaunch::comm::nccl_communicator(pg), dlaunch::comm::nccl_stream(pg)),
+        "ncclAllReduce");
+    cuda_ok(cudaStreamSynchronize(dlaunch::comm::nccl_stream(pg)), "cudaStreamSynchronize");
     expect_values("direct ncclAllReduce through nccl_check", buf.get(), want, 0);
     pg.barrier();
   }
@@ -391,7 +394,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    auto pg = comm::ProcessGroup::create(comm::Backend::kNccl);
+    auto pg = dlaunch::comm::ProcessGroup::create(dlaunch::comm::Backend::kNccl);
     if (mode == "collectives") {
       collectives(*pg);
       if (g_failures != 0) {
@@ -400,7 +403,7 @@ int main(int argc, char** argv) {
         return 1;
       }
       std::printf("nccl_worker: rank %d: %d checks passed on device %d of a world of %d\n", g_rank,
-                  g_checks, comm::cuda_device(*pg), pg->size());
+                  g_checks, dlaunch::comm::cuda_device(*pg), pg->size());
       return 0;
     }
     if (mode == "stuck-collective") {
@@ -416,7 +419,7 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "nccl_worker: rank %d: set-up returned without the other ranks\n", g_rank);
     return 1;
-  } catch (const comm::CommError& e) {
+  } catch (const dlaunch::comm::CommError& e) {
     std::fprintf(stderr, "nccl_worker: %s\n", e.what());
     std::fflush(stderr);
     return 3;

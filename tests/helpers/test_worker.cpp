@@ -197,7 +197,7 @@ int main(int argc, char** argv) {
   }
   if (mode == "store-exchange") {
     try {
-      auto store = comm::Store::from_env();
+      auto store = dlaunch::comm::Store::from_env();
       const int n = std::atoi(std::getenv("WORLD_SIZE"));
       store.set("rank/" + std::to_string(rank()), "hello from " + std::to_string(rank()));
       store.barrier("exchange", n, std::chrono::seconds(30));

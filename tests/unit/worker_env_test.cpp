@@ -29,7 +29,7 @@ TEST_F(WorkerEnvTest, ReadsTheTorchrunVariables) {
   ::setenv("GROUP_RANK", "1", 1);
   ::setenv("GROUP_WORLD_SIZE", "2", 1);
   ::setenv("TORCHELASTIC_RUN_ID", "run", 1);
-  auto e = comm::WorkerEnv::from_env();
+  auto e = dlaunch::comm::WorkerEnv::from_env();
   EXPECT_EQ(e.rank, 3);
   EXPECT_EQ(e.world_size, 4);
   EXPECT_EQ(e.local_rank, 1);
@@ -43,14 +43,18 @@ TEST_F(WorkerEnvTest, ReadsTheTorchrunVariables) {
 TEST_F(WorkerEnvTest, MissingOrBadVariablesAreNamed) {
   ::unsetenv("MASTER_PORT");
   try {
-    comm::WorkerEnv::from_env();
+    dlaunch::comm::WorkerEnv::from_env();
     FAIL();
-  } catch (const comm::EnvError& err) {
+  } catch (const dlaunch::comm::EnvError& err) {
     EXPECT_EQ(err.variable(), "MASTER_PORT");
+    EXPECT_EQ(err.kind(), dlaunch::comm::ErrorKind::kUsage);
   }
   ::setenv("MASTER_PORT", "29500", 1);
   ::setenv("RANK", "4", 1);
-  EXPECT_THROW(comm::WorkerEnv::from_env(), comm::EnvError);  // RANK >= WORLD_SIZE
+  EXPECT_THROW(dlaunch::comm::WorkerEnv::from_env(),
+               dlaunch::comm::EnvError);  // RANK >= WORLD_SIZE
   ::setenv("RANK", "x1", 1);
-  EXPECT_THROW(comm::WorkerEnv::from_env(), comm::EnvError);
+  EXPECT_THROW(dlaunch::comm::WorkerEnv::from_env(), dlaunch::comm::EnvError);
+  // One catch for every error of comm.
+  EXPECT_THROW(dlaunch::comm::WorkerEnv::from_env(), dlaunch::comm::Error);
 }

@@ -6,19 +6,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "backend/call.h"
 
-namespace comm::mpi {
+namespace dlaunch::comm::mpi {
 namespace {
-
-// MPI is initialised once per process; every MpiProcessGroup shares it.
-std::mutex g_mutex;
-int g_live_groups = 0;             // constructed and not yet destroyed
-bool g_initialised_by_us = false;  // a group called MPI_Init_thread
 
 using detail::Call;
 
@@ -31,14 +25,43 @@ std::string error_text(int rc) {
   return std::string(text, static_cast<std::size_t>(len));
 }
 
+// A call's arguments refused before MPI saw them (kUsage).
 [[noreturn, gnu::cold, gnu::noinline]] void fail(int rank, const Call& call,
                                                  const std::string& reason) {
-  throw CommError(rank, call.str(), reason);
+  throw CommError(ErrorKind::kUsage, rank, call.str(), reason);
 }
 
+// Whose problem an MPI error is, by its class: arguments MPI refused, or a
+// message that does not match the receive (ranks calling with different
+// counts), are the caller's; an invalid communicator is comm's own (it owns
+// the group's); anything else (the network, a peer, MPI itself) is the
+// environment's.
+ErrorKind mpi_error_kind(int rc) {
+  int error_class = MPI_ERR_OTHER;
+  if (MPI_Error_class(rc, &error_class) != MPI_SUCCESS) return ErrorKind::kEnvironment;
+  switch (error_class) {
+    case MPI_ERR_BUFFER:
+    case MPI_ERR_COUNT:
+    case MPI_ERR_TYPE:
+    case MPI_ERR_TAG:
+    case MPI_ERR_RANK:
+    case MPI_ERR_ROOT:
+    case MPI_ERR_OP:
+    case MPI_ERR_ARG:
+    case MPI_ERR_TRUNCATE:
+      return ErrorKind::kUsage;
+    case MPI_ERR_COMM:
+      return ErrorKind::kInternal;
+    default:
+      return ErrorKind::kEnvironment;
+  }
+}
+
+// MPI itself failed.
 [[noreturn, gnu::cold, gnu::noinline]] void fail_mpi(int rc, int rank, const Call& call,
                                                      const char* function) {
-  fail(rank, call, std::string(function) + " failed: " + error_text(rc));
+  throw CommError(mpi_error_kind(rc), rank, call.str(),
+                  std::string(function) + " failed: " + error_text(rc));
 }
 
 inline void check(int rc, int rank, const Call& call, const char* function) {
@@ -131,7 +154,7 @@ std::optional<long long> env_integer(const char* name) {
   const char* end = v + std::strlen(v);
   auto [ptr, ec] = std::from_chars(v, end, value);
   if (ec != std::errc() || ptr != end || ptr == v) {
-    throw CommError(launcher_rank_or(-1), "create(mpi)",
+    throw CommError(ErrorKind::kUsage, launcher_rank_or(-1), "create(mpi)",
                     std::string(name) + "='" + v + "' is not an integer");
   }
   return value;
@@ -143,6 +166,10 @@ std::string env_text(const char* name) {
 }
 
 }  // namespace
+
+constinit Mutex MpiProcessGroup::mutex_;
+int MpiProcessGroup::live_groups_ = 0;
+bool MpiProcessGroup::initialised_by_us_ = false;
 
 int launcher_rank_or(int fallback) {
   for (const char* name : {"RANK", "OMPI_COMM_WORLD_RANK"}) {
@@ -162,7 +189,7 @@ void check_launcher_world(int mpi_rank, int mpi_size) {
   const auto world = env_integer("WORLD_SIZE");
   if ((!rank || *rank == mpi_rank) && (!world || *world == mpi_size)) return;
   throw CommError(
-      launcher_rank_or(mpi_rank), "create(mpi)",
+      ErrorKind::kUsage, launcher_rank_or(mpi_rank), "create(mpi)",
       "the launcher says RANK=" + env_text("RANK") + " WORLD_SIZE=" + env_text("WORLD_SIZE") +
           " but MPI_COMM_WORLD says rank " + std::to_string(mpi_rank) + " of size " +
           std::to_string(mpi_size) +
@@ -175,7 +202,7 @@ int local_rank_from_env(int mpi_rank, int mpi_size) {
     const auto v = env_integer(name);
     if (!v) continue;
     if (*v < 0 || *v >= mpi_size) {
-      throw CommError(launcher_rank_or(mpi_rank), "create(mpi)",
+      throw CommError(ErrorKind::kUsage, launcher_rank_or(mpi_rank), "create(mpi)",
                       std::string(name) + "=" + std::to_string(*v) + " is out of range [0, " +
                           std::to_string(mpi_size) + ")");
     }
@@ -186,11 +213,11 @@ int local_rank_from_env(int mpi_rank, int mpi_size) {
 
 MpiProcessGroup::MpiProcessGroup() {
   const int env_rank = launcher_rank_or(-1);
-  std::lock_guard lock(g_mutex);
+  MutexLock lock(mutex_);
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized != 0) {
-    throw CommError(env_rank, "create(mpi)",
+    throw CommError(ErrorKind::kUsage, env_rank, "create(mpi)",
                     "MPI is already finalised in this process and cannot be initialised again "
                     "(create the ProcessGroup once and keep it until the end of main)");
   }
@@ -200,13 +227,14 @@ MpiProcessGroup::MpiProcessGroup() {
     int provided = 0;
     const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
     if (rc != MPI_SUCCESS) {
-      throw CommError(env_rank, "create(mpi)", "MPI_Init_thread failed: " + error_text(rc));
+      throw CommError(ErrorKind::kEnvironment, env_rank, "create(mpi)",
+                      "MPI_Init_thread failed: " + error_text(rc));
     }
-    g_initialised_by_us = true;
+    initialised_by_us_ = true;
   }
   auto step = [&](int rc, const char* what) {
     if (rc != MPI_SUCCESS) {
-      throw CommError(rank_ >= 0 ? rank_ : env_rank, "create(mpi)",
+      throw CommError(ErrorKind::kEnvironment, rank_ >= 0 ? rank_ : env_rank, "create(mpi)",
                       std::string(what) + " failed: " + error_text(rc));
     }
   };
@@ -226,16 +254,15 @@ MpiProcessGroup::MpiProcessGroup() {
     release(/*may_finalize=*/size_ <= 1);
     throw;
   }
-  ++g_live_groups;
+  ++live_groups_;
   counted_ = true;
 }
 
 MpiProcessGroup::~MpiProcessGroup() {
-  std::lock_guard lock(g_mutex);
+  MutexLock lock(mutex_);
   release(/*may_finalize=*/true);
 }
 
-// Called with g_mutex held.
 void MpiProcessGroup::release(bool may_finalize) noexcept {
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -248,11 +275,11 @@ void MpiProcessGroup::release(bool may_finalize) noexcept {
   }
   comm_ = MPI_COMM_NULL;
   if (counted_) {
-    --g_live_groups;
+    --live_groups_;
     counted_ = false;
   }
-  if (may_finalize && finalized == 0 && g_live_groups == 0 && g_initialised_by_us) {
-    g_initialised_by_us = false;
+  if (may_finalize && finalized == 0 && live_groups_ == 0 && initialised_by_us_) {
+    initialised_by_us_ = false;
     const int rc = MPI_Finalize();
     if (rc != MPI_SUCCESS) {
       std::fprintf(stderr, "comm: rank %d: MPI_Finalize failed: %s\n", rank_,
@@ -458,4 +485,4 @@ void MpiProcessGroup::recv(void* buf, std::size_t count, DataType type, int src,
   } while (off < count);
 }
 
-}  // namespace comm::mpi
+}  // namespace dlaunch::comm::mpi

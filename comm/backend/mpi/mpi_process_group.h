@@ -1,4 +1,4 @@
-// The MPI backend of comm::ProcessGroup (private to comm and its tests). The
+// The MPI backend of dlaunch::comm::ProcessGroup (private to comm and its tests). The
 // contract is the one of comm/process_group.h; this header adds what the
 // tests need to reach: the world check on its own and a lower per-call
 // element limit to exercise the split (> INT_MAX elements) paths with small
@@ -12,8 +12,9 @@
 #include <mpi.h>
 
 #include "comm/process_group.h"
+#include "dlaunch/thread_annotations.h"
 
-namespace comm::mpi {
+namespace dlaunch::comm::mpi {
 
 // RANK (else OMPI_COMM_WORLD_RANK, under plain mpirun) from the environment
 // if it is a non-negative integer, else fallback: CommError::rank() before
@@ -64,9 +65,16 @@ class MpiProcessGroup final : public ProcessGroup {
   void set_max_count_per_call_for_testing(std::size_t n);
 
  private:
+  // MPI is initialised once per process: every group shares this, and any
+  // thread may create or destroy a group (one at a time, but comm does not
+  // rely on that for its own bookkeeping).
+  static Mutex mutex_;
+  static int live_groups_ GUARDED_BY(mutex_);         // constructed and not yet destroyed
+  static bool initialised_by_us_ GUARDED_BY(mutex_);  // a group called MPI_Init_thread
+
   // Frees comm_ and, if may_finalize, finalises MPI when this was the last
-  // group alive and a group initialised MPI. Called with the global lock held.
-  void release(bool may_finalize) noexcept;
+  // group alive and a group initialised MPI.
+  void release(bool may_finalize) noexcept REQUIRES(mutex_);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = -1;
@@ -77,4 +85,4 @@ class MpiProcessGroup final : public ProcessGroup {
   bool counted_ = false;  // included in the live-group count
 };
 
-}  // namespace comm::mpi
+}  // namespace dlaunch::comm::mpi

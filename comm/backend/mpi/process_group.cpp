@@ -1,4 +1,4 @@
-// The backend-independent part of comm::ProcessGroup: names, CommError,
+// The backend-independent part of dlaunch::comm::ProcessGroup: names, CommError,
 // parse_backend, and create() choosing the backend.
 #include "comm/process_group.h"
 
@@ -12,7 +12,7 @@
 #include "backend/nccl/nccl_process_group.h"
 #endif
 
-namespace comm {
+namespace dlaunch::comm {
 namespace {
 
 std::string describe(int rank, const std::string& op, const std::string& reason) {
@@ -80,13 +80,17 @@ std::size_t element_size(DataType type) {
   return 0;
 }
 
+CommError::CommError(ErrorKind kind, int rank, std::string op, const std::string& reason)
+    : Error(kind, describe(rank, op, reason)), rank_(rank), op_(std::move(op)) {}
+
 CommError::CommError(int rank, std::string op, const std::string& reason)
-    : std::runtime_error(describe(rank, op, reason)), rank_(rank), op_(std::move(op)) {}
+    : CommError(ErrorKind::kEnvironment, rank, std::move(op), reason) {}
 
 Backend parse_backend(const std::string& name) {
   if (name == "mpi") return Backend::kMpi;
   if (name == "nccl") return Backend::kNccl;
-  throw CommError(-1, "parse_backend", "unknown backend '" + name + "' (choices: mpi, nccl)");
+  throw CommError(ErrorKind::kUsage, -1, "parse_backend",
+                  "unknown backend '" + name + "' (choices: mpi, nccl)");
 }
 
 bool nccl_available() {
@@ -105,7 +109,7 @@ std::chrono::milliseconds collective_timeout_from_env() {
   const char* end = v + std::strlen(v);
   auto [ptr, ec] = std::from_chars(v, end, seconds);
   if (ec != std::errc() || ptr != end || !(seconds >= 0) || seconds > 1e9) {
-    throw CommError(mpi::launcher_rank_or(-1), "create",
+    throw CommError(ErrorKind::kUsage, mpi::launcher_rank_or(-1), "create",
                     std::string(kName) + "='" + v +
                         "' is not a number of seconds (0 or more; 0 turns the timeout off)");
   }
@@ -125,12 +129,12 @@ std::unique_ptr<ProcessGroup> ProcessGroup::create(Backend backend,
 #ifdef DLAUNCH_WITH_NCCL
       return nccl::make_nccl_process_group(options);
 #else
-      throw CommError(mpi::launcher_rank_or(-1), "create(nccl)",
+      throw CommError(ErrorKind::kUsage, mpi::launcher_rank_or(-1), "create(nccl)",
                       "this build has no NCCL backend (comm was built without CUDA/NCCL: "
                       "CMake found no CUDA toolkit with nccl.h and libnccl); use the mpi backend");
 #endif
   }
-  throw CommError(mpi::launcher_rank_or(-1), "create",
+  throw CommError(ErrorKind::kUsage, mpi::launcher_rank_or(-1), "create",
                   "unknown backend value " + std::to_string(static_cast<int>(backend)));
 }
 
@@ -143,9 +147,10 @@ void ProcessGroup::check_span_sizes(const char* op, DataType type, std::size_t p
   const char* part_name = part_is_recv ? "recv" : "send";
   const char* whole_name = part_is_recv ? "send" : "recv";
   throw CommError(
-      rank(), std::string(op) + "(" + to_string(type) + ", " + std::to_string(part) + " elements)",
+      ErrorKind::kUsage, rank(),
+      std::string(op) + "(" + to_string(type) + ", " + std::to_string(part) + " elements)",
       std::string(whole_name) + " has " + std::to_string(whole) + " elements, expected size() * " +
           part_name + " = " + std::to_string(n) + " * " + std::to_string(part));
 }
 
-}  // namespace comm
+}  // namespace dlaunch::comm

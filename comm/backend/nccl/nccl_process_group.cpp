@@ -10,7 +10,7 @@
 #include "comm/store.h"
 #include "comm/worker_env.h"
 
-namespace comm::nccl {
+namespace dlaunch::comm::nccl {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -19,20 +19,30 @@ using Clock = std::chrono::steady_clock;
 // rank meets under the n-th key.
 std::atomic<int> g_sequence{0};
 
+// These helpers build their text by appending to one string. GCC 12 at -O3
+// reported a bogus -Wrestrict (a memcpy of some 2^63 bytes "overlapping")
+// inside libstdc++ for `"'" + std::string(v) + "'"`, where
+// operator+(const char*, std::string&&) inserts at the front of the
+// temporary. Appending never inserts; the text is the same.
 std::string cuda_text(cudaError_t e) {
-  return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
+  std::string text = cudaGetErrorName(e);
+  text.append(" (").append(cudaGetErrorString(e)).append(")");
+  return text;
 }
 
 std::string nccl_text(ncclResult_t rc, ncclComm_t comm) {
   std::string text = ncclGetErrorString(rc);
   const char* last = ncclGetLastError(comm);
-  if (last != nullptr && *last != '\0') text += std::string(": ") + last;
+  if (last != nullptr && *last != '\0') text.append(": ").append(last);
   return text;
 }
 
 std::string visible_devices() {
   const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
-  return v == nullptr ? "unset" : "'" + std::string(v) + "'";
+  if (v == nullptr) return "unset";
+  std::string text = "'";
+  text.append(v).append("'");
+  return text;
 }
 
 std::string seconds_text(std::chrono::milliseconds ms) {
@@ -137,14 +147,14 @@ void NcclProcessGroup::select_device() {
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
     cudaGetLastError();
-    throw CommError(rank_, "create(nccl)",
+    throw CommError(ErrorKind::kEnvironment, rank_, "create(nccl)",
                     "no CUDA device visible to this process (" +
                         (e != cudaSuccess ? cuda_text(e) : std::string("0 devices")) +
                         ", CUDA_VISIBLE_DEVICES " + visible_devices() +
                         "): the nccl backend needs a GPU per rank; use the mpi backend on CPUs");
   }
   if (local_rank_ >= count) {
-    throw CommError(rank_, "create(nccl)",
+    throw CommError(ErrorKind::kUsage, rank_, "create(nccl)",
                     "LOCAL_RANK " + std::to_string(local_rank_) + " but only " +
                         std::to_string(count) + " CUDA device(s) visible (CUDA_VISIBLE_DEVICES " +
                         visible_devices() +
@@ -153,7 +163,7 @@ void NcclProcessGroup::select_device() {
   device_ = local_rank_;
   const cudaError_t s = cudaSetDevice(device_);
   if (s != cudaSuccess) {
-    throw CommError(rank_, "create(nccl)",
+    throw CommError(ErrorKind::kEnvironment, rank_, "create(nccl)",
                     "cudaSetDevice(" + std::to_string(device_) + ") failed: " + cuda_text(s));
   }
 }
@@ -167,7 +177,7 @@ NcclProcessGroup::NcclProcessGroup(const GroupOptions& options) {
       size_ = env.world_size;
       local_rank_ = env.local_rank;
     } catch (const EnvError& e) {
-      throw CommError(-1, "create(nccl)", e.what());
+      throw CommError(e.kind(), -1, "create(nccl)", e.what());
     }
   } else {
     rank_ = 0;
@@ -181,7 +191,8 @@ NcclProcessGroup::NcclProcessGroup(const GroupOptions& options) {
     select_device();
     auto cuda = [&](cudaError_t e, const char* what) {
       if (e != cudaSuccess)
-        throw CommError(rank_, call.str(), std::string(what) + ": " + cuda_text(e));
+        throw CommError(ErrorKind::kEnvironment, rank_, call.str(),
+                        std::string(what) + ": " + cuda_text(e));
     };
     if (options.stream != nullptr) {
       stream_ = static_cast<cudaStream_t>(options.stream);
@@ -193,35 +204,35 @@ NcclProcessGroup::NcclProcessGroup(const GroupOptions& options) {
     cuda(cudaMalloc(reinterpret_cast<void**>(&scratch_), sizeof(int)), "cudaMalloc");
 
     ncclUniqueId id{};
-    if (size_ == 1) {
+    if (size_ == 1 || rank_ == 0) {
       if (const ncclResult_t rc = ncclGetUniqueId(&id); rc != ncclSuccess)
-        throw CommError(rank_, call.str(),
+        throw CommError(ErrorKind::kEnvironment, rank_, call.str(),
                         std::string("ncclGetUniqueId: ") + ncclGetErrorString(rc));
-    } else {
+    }
+    if (size_ > 1) {
+      // Rank 0 publishes its id in the job's store, the others wait for it.
       const char* restart = std::getenv("DLAUNCH_RESTART_COUNT");
       const std::string key = unique_id_key(sequence, restart == nullptr ? "" : restart);
+      std::string hex;
       try {
         Store store = Store::from_env();
         if (rank_ == 0) {
-          if (const ncclResult_t rc = ncclGetUniqueId(&id); rc != ncclSuccess)
-            throw CommError(rank_, call.str(),
-                            std::string("ncclGetUniqueId: ") + ncclGetErrorString(rc));
           store.set(key, to_hex(id));
         } else {
           // Rank 0 may be slow to start: wait as long as the collective timeout allows.
           const auto wait_for = timeout_.count() > 0 ? timeout_ : std::chrono::hours(24);
-          if (!from_hex(store.get(key, wait_for), id))
-            throw CommError(rank_, call.str(),
-                            "the store's value of '" + key + "' is not a hex ncclUniqueId");
+          hex = store.get(key, wait_for);
         }
-      } catch (const StoreError& e) {
+      } catch (const Error& e) {
+        // Whatever the store says (a StoreError: no DLAUNCH_STORE_* outside
+        // dlaunch, unreachable, timed out ...), with its kind.
         throw CommError(
-            rank_, call.str(),
+            e.kind(), rank_, call.str(),
             std::string("exchanging the NCCL unique id through the job's store: ") + e.what());
-      } catch (const EnvError& e) {
-        throw CommError(
-            rank_, call.str(),
-            std::string("the nccl backend needs the job's store (run under dlaunch): ") + e.what());
+      }
+      if (rank_ != 0 && !from_hex(hex, id)) {
+        throw CommError(ErrorKind::kEnvironment, rank_, call.str(),
+                        "the store's value of '" + key + "' is not a hex ncclUniqueId");
       }
     }
 
@@ -261,7 +272,8 @@ NcclProcessGroup::~NcclProcessGroup() {
 
 void NcclProcessGroup::refuse_if_aborted(const Call& call) const {
   if (aborted_)
-    throw CommError(rank_, call.str(), "the communicator was aborted by an earlier failure");
+    throw CommError(ErrorKind::kUsage, rank_, call.str(),
+                    "the communicator was aborted by an earlier failure");
 }
 
 void NcclProcessGroup::abort_and_throw(const Call& call, const std::string& reason) {
@@ -269,7 +281,8 @@ void NcclProcessGroup::abort_and_throw(const Call& call, const std::string& reas
     ncclCommAbort(comm_);
     aborted_ = true;
   }
-  throw CommError(rank_, call.str(), reason + "; the NCCL communicator was aborted");
+  throw CommError(ErrorKind::kEnvironment, rank_, call.str(),
+                  reason + "; the NCCL communicator was aborted");
 }
 
 void NcclProcessGroup::check_nccl(ncclResult_t rc, const Call& call, const char* function) {
@@ -277,7 +290,8 @@ void NcclProcessGroup::check_nccl(ncclResult_t rc, const Call& call, const char*
     return;
   if (rc == ncclInvalidArgument || rc == ncclInvalidUsage) {
     // Refused before anything was enqueued: the communicator is still good.
-    throw CommError(rank_, call.str(), std::string(function) + ": " + nccl_text(rc, comm_));
+    throw CommError(ErrorKind::kUsage, rank_, call.str(),
+                    std::string(function) + ": " + nccl_text(rc, comm_));
   }
   if (rc != ncclInProgress)
     abort_and_throw(call, std::string(function) + ": " + nccl_text(rc, comm_));
@@ -349,16 +363,16 @@ void NcclProcessGroup::check_device_pointer(const Call& call, const void* p,
   const cudaError_t e = cudaPointerGetAttributes(&attr, p);
   if (e != cudaSuccess) {
     cudaGetLastError();  // not sticky, but keep the next call's error clean
-    throw CommError(rank_, call.str(),
+    throw CommError(ErrorKind::kUsage, rank_, call.str(),
                     std::string(name) + " is not a CUDA pointer (" + cuda_text(e) + ")");
   }
   if (attr.type == cudaMemoryTypeUnregistered || attr.type == cudaMemoryTypeHost) {
     throw CommError(
-        rank_, call.str(),
+        ErrorKind::kUsage, rank_, call.str(),
         std::string(name) + " is host memory: the nccl backend takes device buffers (cudaMalloc)");
   }
   if (attr.type == cudaMemoryTypeDevice && attr.device != device_) {
-    throw CommError(rank_, call.str(),
+    throw CommError(ErrorKind::kUsage, rank_, call.str(),
                     std::string(name) + " is on CUDA device " + std::to_string(attr.device) +
                         ", the group's device is " + std::to_string(device_));
   }
@@ -369,13 +383,15 @@ namespace {
 // Type and op of a call, or CommError.
 ncclDataType_t checked_type(int rank, const detail::Call& call) {
   ncclDataType_t t{};
-  if (!nccl_type(call.type, t)) throw CommError(rank, call.str(), "invalid data type");
+  if (!nccl_type(call.type, t))
+    throw CommError(ErrorKind::kUsage, rank, call.str(), "invalid data type");
   return t;
 }
 
 ncclRedOp_t checked_op(int rank, const detail::Call& call) {
   ncclRedOp_t o{};
-  if (!nccl_op(call.op, o)) throw CommError(rank, call.str(), "invalid reduce op");
+  if (!nccl_op(call.op, o))
+    throw CommError(ErrorKind::kUsage, rank, call.str(), "invalid reduce op");
   return o;
 }
 
@@ -387,7 +403,7 @@ void NcclProcessGroup::all_reduce(void* buf, std::size_t count, DataType type, R
   const ncclRedOp_t o = checked_op(rank_, call);
   refuse_if_aborted(call);
   if (count == 0) return;
-  if (buf == nullptr) throw CommError(rank_, call.str(), "buf is null");
+  if (buf == nullptr) throw CommError(ErrorKind::kUsage, rank_, call.str(), "buf is null");
   check_device_pointer(call, buf, "buf");
   check_nccl(ncclAllReduce(buf, buf, count, t, o, comm_, stream_), call, "ncclAllReduce");
   wait(call);
@@ -398,10 +414,11 @@ void NcclProcessGroup::broadcast(void* buf, std::size_t count, DataType type, in
       .name = "broadcast", .type = type, .count = count, .peer_label = "root", .peer = root};
   const ncclDataType_t t = checked_type(rank_, call);
   if (root < 0 || root >= size_)
-    throw CommError(rank_, call.str(), "root is not in [0, " + std::to_string(size_) + ")");
+    throw CommError(ErrorKind::kUsage, rank_, call.str(),
+                    "root is not in [0, " + std::to_string(size_) + ")");
   refuse_if_aborted(call);
   if (count == 0) return;
-  if (buf == nullptr) throw CommError(rank_, call.str(), "buf is null");
+  if (buf == nullptr) throw CommError(ErrorKind::kUsage, rank_, call.str(), "buf is null");
   check_device_pointer(call, buf, "buf");
   check_nccl(ncclBroadcast(buf, buf, count, t, root, comm_, stream_), call, "ncclBroadcast");
   wait(call);
@@ -413,11 +430,12 @@ void NcclProcessGroup::all_gather(const void* send, void* recv, std::size_t coun
   refuse_if_aborted(call);
   if (count == 0) return;
   if (send == nullptr || recv == nullptr)
-    throw CommError(rank_, call.str(), send == nullptr ? "send is null" : "recv is null");
+    throw CommError(ErrorKind::kUsage, rank_, call.str(),
+                    send == nullptr ? "send is null" : "recv is null");
   const std::size_t block = count * element_size(type);
   const auto* own = static_cast<const char*>(recv) + static_cast<std::size_t>(rank_) * block;
   if (send != own && overlap(send, block, recv, block * static_cast<std::size_t>(size_))) {
-    throw CommError(rank_, call.str(),
+    throw CommError(ErrorKind::kUsage, rank_, call.str(),
                     "send overlaps recv (in place, send must be exactly recv + rank() * count)");
   }
   check_device_pointer(call, send, "send");
@@ -434,10 +452,11 @@ void NcclProcessGroup::reduce_scatter(const void* send, void* recv, std::size_t 
   refuse_if_aborted(call);
   if (count == 0) return;
   if (send == nullptr || recv == nullptr)
-    throw CommError(rank_, call.str(), send == nullptr ? "send is null" : "recv is null");
+    throw CommError(ErrorKind::kUsage, rank_, call.str(),
+                    send == nullptr ? "send is null" : "recv is null");
   const std::size_t block = count * element_size(type);
   if (overlap(send, block * static_cast<std::size_t>(size_), recv, block))
-    throw CommError(rank_, call.str(), "send and recv overlap");
+    throw CommError(ErrorKind::kUsage, rank_, call.str(), "send and recv overlap");
   check_device_pointer(call, send, "send");
   check_device_pointer(call, recv, "recv");
   check_nccl(ncclReduceScatter(send, recv, count, t, o, comm_, stream_), call, "ncclReduceScatter");
@@ -455,12 +474,12 @@ void NcclProcessGroup::barrier() {
 // Checks shared by send and recv; false when there is nothing to move.
 bool NcclProcessGroup::check_point_to_point(const Call& call, const void* buf, int peer) const {
   if (peer < 0 || peer >= size_)
-    throw CommError(rank_, call.str(),
+    throw CommError(ErrorKind::kUsage, rank_, call.str(),
                     std::string(call.peer_label) + " is not in [0, " + std::to_string(size_) + ")");
-  if (call.tag < 0) throw CommError(rank_, call.str(), "tag is negative");
+  if (call.tag < 0) throw CommError(ErrorKind::kUsage, rank_, call.str(), "tag is negative");
   refuse_if_aborted(call);
   if (call.count == 0) return false;
-  if (buf == nullptr) throw CommError(rank_, call.str(), "buf is null");
+  if (buf == nullptr) throw CommError(ErrorKind::kUsage, rank_, call.str(), "buf is null");
   check_device_pointer(call, buf, "buf");
   return true;
 }
@@ -493,16 +512,16 @@ void NcclProcessGroup::recv(void* buf, std::size_t count, DataType type, int src
   wait(call);
 }
 
-}  // namespace comm::nccl
+}  // namespace dlaunch::comm::nccl
 
-namespace comm {
+namespace dlaunch::comm {
 namespace {
 
 nccl::NcclProcessGroup& as_nccl(ProcessGroup& pg, const char* what) {
   auto* g = dynamic_cast<nccl::NcclProcessGroup*>(&pg);
   if (g == nullptr) {
     throw CommError(
-        pg.rank(), what,
+        ErrorKind::kUsage, pg.rank(), what,
         std::string("the group's backend is ") + to_string(pg.backend()) + ", not nccl");
   }
   return *g;
@@ -519,4 +538,4 @@ void nccl_check(ProcessGroup& pg, ncclResult_t rc, const char* function) {
   as_nccl(pg, "nccl_check").check_direct(rc, function);
 }
 
-}  // namespace comm
+}  // namespace dlaunch::comm

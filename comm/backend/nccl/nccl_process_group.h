@@ -1,4 +1,4 @@
-// The NCCL backend of comm::ProcessGroup (private to comm and its tests). The
+// The NCCL backend of dlaunch::comm::ProcessGroup (private to comm and its tests). The
 // contract is the one of comm/process_group.h (kNccl); this header adds the
 // pieces the tests reach on their own.
 #pragma once
@@ -13,7 +13,7 @@
 #include "backend/call.h"
 #include "comm/process_group.h"
 
-namespace comm::nccl {
+namespace dlaunch::comm::nccl {
 
 std::unique_ptr<ProcessGroup> make_nccl_process_group(const GroupOptions& options);
 
@@ -61,7 +61,7 @@ class NcclProcessGroup final : public ProcessGroup {
   int device() const { return device_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   bool aborted() const { return aborted_; }
-  // comm::nccl_check: a direct call's result, under the watchdog.
+  // dlaunch::comm::nccl_check: a direct call's result, under the watchdog.
   void check_direct(ncclResult_t rc, const char* function);
 
  private:
@@ -93,4 +93,4 @@ class NcclProcessGroup final : public ProcessGroup {
   bool aborted_ = false;
 };
 
-}  // namespace comm::nccl
+}  // namespace dlaunch::comm::nccl

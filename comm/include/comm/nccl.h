@@ -1,14 +1,14 @@
-// Direct NCCL access for a group made with comm::Backend::kNccl: mix comm's
-// calls with your own NCCL and CUDA calls on the same communicator and
-// stream. Only in builds where comm::nccl_available() is true (this header
-// needs CUDA's and NCCL's headers).
+// Direct NCCL access for a group made with dlaunch::comm::Backend::kNccl: mix
+// comm's calls with your own NCCL and CUDA calls on the same communicator and
+// stream. Only in builds where dlaunch::comm::nccl_available() is true (this
+// header needs CUDA's and NCCL's headers).
 //
-//   auto pg = comm::ProcessGroup::create(comm::Backend::kNccl);
-//   comm::nccl_check(*pg, ncclAllReduce(d, d, n, ncclFloat, ncclSum,
-//                                       comm::nccl_communicator(*pg),
-//                                       comm::nccl_stream(*pg)),
-//                    "ncclAllReduce");
-//   cudaStreamSynchronize(comm::nccl_stream(*pg));
+//   namespace dc = dlaunch::comm;
+//   auto pg = dc::ProcessGroup::create(dc::Backend::kNccl);
+//   dc::nccl_check(*pg, ncclAllReduce(d, d, n, ncclFloat, ncclSum,
+//                                     dc::nccl_communicator(*pg), dc::nccl_stream(*pg)),
+//                  "ncclAllReduce");
+//   cudaStreamSynchronize(dc::nccl_stream(*pg));
 //
 // The communicator is non-blocking (NCCL >= 2.14, config.blocking = 0): any
 // NCCL call on it may return ncclInProgress, and NCCL requires the caller to
@@ -16,7 +16,12 @@
 // next NCCL call or the next kernel on the stream. nccl_check does that under
 // the group's collective timeout (the watchdog of comm's own calls).
 //
-// Each throws comm::CommError when pg is not an NCCL group.
+// Each throws dlaunch::comm::CommError (kind kUsage) when pg is not an NCCL
+// group.
+//
+// Namespace: dlaunch::comm. The global alias `comm` for it is deprecated, kept
+// for this release only (removed in the next); define DLAUNCH_COMM_NO_ALIAS
+// before including to drop it now.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -24,7 +29,7 @@
 
 #include "comm/process_group.h"
 
-namespace comm {
+namespace dlaunch::comm {
 
 ncclComm_t nccl_communicator(ProcessGroup& pg);
 cudaStream_t nccl_stream(ProcessGroup& pg);
@@ -39,4 +44,10 @@ int cuda_device(ProcessGroup& pg);
 // was enqueued).
 void nccl_check(ProcessGroup& pg, ncclResult_t rc, const char* function);
 
-}  // namespace comm
+}  // namespace dlaunch::comm
+
+// Deprecated (removed in the next release): `comm` for dlaunch::comm, so that
+// code written before the move still compiles. DLAUNCH_COMM_NO_ALIAS drops it.
+#ifndef DLAUNCH_COMM_NO_ALIAS
+namespace comm = dlaunch::comm;
+#endif

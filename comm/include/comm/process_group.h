@@ -1,12 +1,19 @@
-// comm::ProcessGroup: collectives and point-to-point messages between the
-// ranks of one job, over a backend chosen at run time.
+// dlaunch::comm::ProcessGroup: collectives and point-to-point messages between
+// the ranks of one job, over a backend chosen at run time.
 //
-//   auto pg = comm::ProcessGroup::create(comm::Backend::kMpi);
-//   pg->all_reduce(std::span<float>(grad), comm::ReduceOp::kAvg);
+//   namespace dc = dlaunch::comm;
+//   auto pg = dc::ProcessGroup::create(dc::Backend::kMpi);
+//   pg->all_reduce(std::span<float>(grad), dc::ReduceOp::kAvg);
+//
+// Namespace: everything of comm is in dlaunch::comm. The global alias
+// `comm` (namespace comm = dlaunch::comm) is deprecated and kept for this
+// release only, so that code written for `comm::` still compiles; it goes in
+// the next release. Define DLAUNCH_COMM_NO_ALIAS before including any comm
+// header to drop it now (e.g. when your program has a `comm` of its own).
 //
 // Contract:
 // - create() either returns a group whose rank()/size() are this process's
-//   place in the job, or throws comm::CommError saying what failed.
+//   place in the job, or throws CommError saying what failed.
 //   kMpi: calls MPI_Init_thread(MPI_THREAD_SERIALIZED) unless MPI is already
 //   initialised, and works on a duplicate of MPI_COMM_WORLD (the group's
 //   traffic never matches the program's own MPI messages) with
@@ -64,7 +71,9 @@
 #include <string>
 #include <type_traits>
 
-namespace comm {
+#include "comm/error.h"
+
+namespace dlaunch::comm {
 
 enum class Backend { kMpi, kNccl };
 enum class ReduceOp { kSum, kAvg, kMin, kMax };
@@ -79,11 +88,36 @@ const char* to_string(ReduceOp op);
 const char* to_string(DataType type);
 std::size_t element_size(DataType type);
 
-class CommError : public std::runtime_error {
+// CommError: a ProcessGroup operation, create() or one of the helpers here
+// (parse_backend, collective_timeout_from_env, comm/nccl.h) failed. what()
+// names the rank, the operation and the reason. Kinds (Error::kind()):
+// - kUsage: an argument was refused before anything was sent (null buffer,
+//   root/peer/tag out of range, overlapping buffers, a type or op the backend
+//   has not, host memory for nccl), the ranks' calls did not match (a
+//   message longer or shorter than the receive: MPI_ERR_TRUNCATE and the
+//   like, or NCCL's invalid-argument/usage results), a call on an NCCL group
+//   aborted earlier, or create() found the job misconfigured (a bad RANK /
+//   WORLD_SIZE / LOCAL_RANK or DLAUNCH_COLLECTIVE_TIMEOUT, MPI not joined to
+//   the launcher's world, more ranks on a node than GPUs, a backend this
+//   build has not). Recoverable when the group refused the arguments itself:
+//   it is untouched and may be used again with correct ones. A mismatch
+//   between ranks is a bug in the program, best treated as fatal.
+// - kEnvironment: MPI, CUDA or NCCL failed underneath, a peer failed, the
+//   job's store could not be used (create(nccl)), or a call outlived the
+//   collective timeout. Not recoverable for the group: an NCCL group is
+//   aborted and refuses every further call; after an MPI failure the state of
+//   the communicator is undefined. Destroy the group; ending the process (and
+//   letting dlaunch restart the job) is the usual answer.
+// - kInternal: MPI says the group's own communicator is invalid
+//   (MPI_ERR_COMM): a bug in comm. Not recoverable.
+class CommError : public Error {
  public:
   // rank < 0: not known yet (before the backend knows it); what() then omits it.
   // what(): "rank 3: all_reduce(float32, 1024 elements, sum): <reason>".
-  CommError(int rank, std::string op, const std::string& reason);
+  CommError(ErrorKind kind, int rank, std::string op, const std::string& reason);
+  // Kind kEnvironment.
+  [[deprecated("say whose problem it is: CommError(ErrorKind, rank, op, reason)")]] CommError(
+      int rank, std::string op, const std::string& reason);
   int rank() const { return rank_; }
   // The operation as it appears in what(), e.g. "all_reduce(float32, 1024 elements, sum)".
   const std::string& op() const { return op_; }
@@ -207,4 +241,10 @@ class ProcessGroup {
                         bool part_is_recv) const;
 };
 
-}  // namespace comm
+}  // namespace dlaunch::comm
+
+// Deprecated (removed in the next release): `comm` for dlaunch::comm, so that
+// code written before the move still compiles. DLAUNCH_COMM_NO_ALIAS drops it.
+#ifndef DLAUNCH_COMM_NO_ALIAS
+namespace comm = dlaunch::comm;
+#endif

@@ -1,6 +1,10 @@
-// comm::Store: the job's rendezvous key-value store. The node-0 agent hosts one
-// StoreServer for the whole job; every worker connects a Store client to it
-// (DLAUNCH_STORE_ADDR / DLAUNCH_STORE_PORT / DLAUNCH_STORE_SECRET).
+// dlaunch::comm::Store: the job's rendezvous key-value store. The node-0
+// agent hosts one StoreServer for the whole job; every worker connects a Store
+// client to it (DLAUNCH_STORE_ADDR / DLAUNCH_STORE_PORT / DLAUNCH_STORE_SECRET).
+//
+// Namespace: dlaunch::comm. The global alias `comm` for it is deprecated, kept
+// for this release only (removed in the next); define DLAUNCH_COMM_NO_ALIAS
+// before including to drop it now.
 //
 // Contract:
 //  - Every connection proves knowledge of the job secret by HMAC-SHA256
@@ -9,15 +13,18 @@
 //  - Store is thread-safe: requests on its one connection are serialised by an
 //    internal mutex, so a thread parked in get() holds up the others; give each
 //    thread its own Store when that matters.
-//  - Every failure is a StoreError whose what() names the store address, the
-//    operation and what was awaited, e.g.
-//    `store 10.0.0.1:29400: get("rank3/addr") timed out after 30.0 s`.
+//  - Every failure is a StoreError (a comm::Error, comm/error.h) whose what()
+//    names the store address, the operation and what was awaited, e.g.
+//    `store 10.0.0.1:29400: get("rank3/addr") timed out after 30.0 s`. The
+//    one exception: OpenSSL failing to compute an HMAC, a comm::Error of kind
+//    kInternal ("HMAC-SHA256 failed").
 //  - After a lost connection the next call reconnects (within connect_timeout);
 //    the call that saw the loss fails rather than being retried, since add()
 //    and friends are not idempotent.
 //  - StoreServer is single-threaded: it lives on the caller's io_context and
 //    touches its state only from that loop. A malformed or oversized frame
-//    closes that connection only.
+//    closes that connection only. Its constructor throws std::invalid_argument
+//    or std::system_error (below), not comm::Error.
 #pragma once
 
 #include <chrono>
@@ -29,12 +36,40 @@
 
 #include <boost/asio/io_context.hpp>
 
-namespace comm {
+#include "comm/error.h"
 
-class StoreError : public std::runtime_error {
+namespace dlaunch::comm {
+
+// StoreError: a Store call (or its construction) failed. Kinds
+// (Error::kind()):
+// - kUsage: the caller's request or configuration: a key, value or request
+//   over the store's limits, multi_set with as many keys as values,
+//   barrier() with world_size < 1, add() on a value that is not an integer or
+//   that would overflow, an empty secret, a missing or invalid
+//   DLAUNCH_STORE_* variable (from_env()), or the store rejecting the secret.
+//   Recoverable: nothing reached the store, or it refused the request and kept
+//   the connection; a Store that exists stays usable.
+// - kEnvironment: the store or the way to it: no connection within
+//   connect_timeout, a peer that is not a dlaunch store, a connection lost, no
+//   answer in time, a malformed answer, or a get/wait/multi_get/barrier whose
+//   keys did not come in time. Recoverable: the Store reconnects on its next
+//   call; the failed call may or may not have taken effect on the store (add()
+//   is not idempotent). A timed-out barrier name is spent (docs/store.md).
+// - kInternal: not thrown as a StoreError today (see the contract above).
+class StoreError : public Error {
  public:
   // address: "host:port" (empty when not known yet); operation: e.g. `get("k")`.
-  StoreError(std::string address, std::string operation, const std::string& message);
+  StoreError(ErrorKind kind, std::string address, std::string operation,
+             const std::string& message);
+  // Kind kEnvironment.
+  [[deprecated(
+      "say whose problem it is: StoreError(ErrorKind, address, operation, message)")]] StoreError(std::string
+                                                                                                      address,
+                                                                                                  std::string
+                                                                                                      operation,
+                                                                                                  const std::
+                                                                                                      string&
+                                                                                                          message);
   const std::string& address() const { return address_; }
   const std::string& operation() const { return operation_; }
 
@@ -145,4 +180,10 @@ class ThreadedStoreServer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace comm
+}  // namespace dlaunch::comm
+
+// Deprecated (removed in the next release): `comm` for dlaunch::comm, so that
+// code written before the move still compiles. DLAUNCH_COMM_NO_ALIAS drops it.
+#ifndef DLAUNCH_COMM_NO_ALIAS
+namespace comm = dlaunch::comm;
+#endif

@@ -1,21 +1,33 @@
-// comm::WorkerEnv: who this process is in the job, read from the environment
-// that dlaunch (or torchrun, or any launcher setting the same variables)
-// gives every worker.
+// dlaunch::comm::WorkerEnv: who this process is in the job, read from the
+// environment that dlaunch (or torchrun, or any launcher setting the same
+// variables) gives every worker.
 //
 // Contract: from_env() either returns every field validated or throws
-// comm::EnvError naming the variable and what is wrong with it. Thread-safe as
-// long as nobody modifies the environment concurrently (getenv).
+// EnvError naming the variable and what is wrong with it. Thread-safe as long
+// as nobody modifies the environment concurrently (getenv).
+//
+// Namespace: dlaunch::comm. The global alias `comm` for it is deprecated, kept
+// for this release only (removed in the next); define DLAUNCH_COMM_NO_ALIAS
+// before including to drop it now.
 #pragma once
 
-#include <stdexcept>
 #include <string>
+#include <utility>
 
-namespace comm {
+#include "comm/error.h"
 
-class EnvError : public std::runtime_error {
+namespace dlaunch::comm {
+
+// EnvError: a variable that the launcher should have set is missing or has a
+// value that is not valid (not an integer, out of range, inconsistent with
+// another). what() is "<VARIABLE>: <what is wrong>". Always kind kUsage: the
+// environment is the caller's (or its launcher's) to fix, and reading it again
+// unchanged fails again. Recoverable in the sense that nothing else was done:
+// fix the environment and call from_env() again.
+class EnvError : public Error {
  public:
   EnvError(std::string variable, const std::string& message)
-      : std::runtime_error(variable + ": " + message), variable_(std::move(variable)) {}
+      : Error(ErrorKind::kUsage, variable + ": " + message), variable_(std::move(variable)) {}
   const std::string& variable() const { return variable_; }
 
  private:
@@ -38,4 +50,10 @@ struct WorkerEnv {
   static WorkerEnv from_env();
 };
 
-}  // namespace comm
+}  // namespace dlaunch::comm
+
+// Deprecated (removed in the next release): `comm` for dlaunch::comm, so that
+// code written before the move still compiles. DLAUNCH_COMM_NO_ALIAS drops it.
+#ifndef DLAUNCH_COMM_NO_ALIAS
+namespace comm = dlaunch::comm;
+#endif

@@ -9,10 +9,10 @@
 
 int main() {
   try {
-    const auto env = comm::WorkerEnv::from_env();
-    auto pg = comm::ProcessGroup::create(comm::Backend::kMpi);
+    const auto env = dlaunch::comm::WorkerEnv::from_env();
+    auto pg = dlaunch::comm::ProcessGroup::create(dlaunch::comm::Backend::kMpi);
     std::vector<int> v{pg->rank()};
-    pg->all_reduce(std::span<int>(v), comm::ReduceOp::kSum);
+    pg->all_reduce(std::span<int>(v), dlaunch::comm::ReduceOp::kSum);
     std::printf("consumer rank %d/%d (env rank %d) sum %d\n", pg->rank(), pg->size(), env.rank,
                 v[0]);
     pg.reset();

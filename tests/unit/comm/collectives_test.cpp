@@ -15,8 +15,8 @@
 namespace comm_test {
 namespace {
 
-using comm::DataType;
-using comm::ReduceOp;
+using dlaunch::comm::DataType;
+using dlaunch::comm::ReduceOp;
 
 const std::size_t kCounts[] = {0, 1, 7, 1000, 65537};
 
@@ -76,8 +76,8 @@ TEST_P(ReduceScatter, EachRankGetsItsBlockOfTheReduction) {
 }
 
 std::string param_name(const ::testing::TestParamInfo<std::tuple<DataType, ReduceOp>>& info) {
-  return std::string(comm::to_string(std::get<0>(info.param))) + "_" +
-         comm::to_string(std::get<1>(info.param));
+  return std::string(dlaunch::comm::to_string(std::get<0>(info.param))) + "_" +
+         dlaunch::comm::to_string(std::get<1>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, AllReduce,
@@ -192,7 +192,7 @@ TEST_P(Typed, SendRecvRing) {
 }
 
 std::string type_name(const ::testing::TestParamInfo<DataType>& info) {
-  return comm::to_string(info.param);
+  return dlaunch::comm::to_string(info.param);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, Typed, ::testing::ValuesIn(kAllTypes), type_name);
@@ -242,7 +242,7 @@ TEST_F(Collectives, LargeAllReduceAbove16MiB) {
 }
 
 TEST_F(Collectives, SecondGroupWhileTheFirstLives) {
-  auto other = comm::ProcessGroup::create(comm::Backend::kMpi);
+  auto other = dlaunch::comm::ProcessGroup::create(dlaunch::comm::Backend::kMpi);
   EXPECT_EQ(other->rank(), pg().rank());
   EXPECT_EQ(other->size(), pg().size());
   int x = pg().rank() + 1;
@@ -255,7 +255,7 @@ TEST_F(Collectives, SecondGroupWhileTheFirstLives) {
 }
 
 TEST_F(Collectives, IdentityMatchesMpirun) {
-  EXPECT_EQ(pg().backend(), comm::Backend::kMpi);
+  EXPECT_EQ(pg().backend(), dlaunch::comm::Backend::kMpi);
   if (const char* r = std::getenv("OMPI_COMM_WORLD_RANK")) {
     EXPECT_EQ(pg().rank(), std::atoi(r));
   }
@@ -273,7 +273,7 @@ class Split : public MpiTest {
  protected:
   static constexpr std::size_t kLimit = 1000;
   void SetUp() override {
-    mpi_ = dynamic_cast<comm::mpi::MpiProcessGroup*>(&pg());
+    mpi_ = dynamic_cast<dlaunch::comm::mpi::MpiProcessGroup*>(&pg());
     ASSERT_NE(mpi_, nullptr);
     saved_ = mpi_->max_count_per_call();
     mpi_->set_max_count_per_call_for_testing(kLimit);
@@ -282,7 +282,7 @@ class Split : public MpiTest {
     if (mpi_ != nullptr) mpi_->set_max_count_per_call_for_testing(saved_);
     MpiTest::TearDown();
   }
-  comm::mpi::MpiProcessGroup* mpi_ = nullptr;
+  dlaunch::comm::mpi::MpiProcessGroup* mpi_ = nullptr;
   std::size_t saved_ = 0;
 };
 
@@ -296,7 +296,7 @@ TEST_F(Split, AllReduceInPieces) {
     std::size_t wrong = 0;
     for (std::size_t i = 0; i < f.size(); ++i) wrong += f[i] != expected<float>(op, n, i);
     for (std::size_t i = 0; i < l.size(); ++i) wrong += l[i] != expected<std::int64_t>(op, n, i);
-    EXPECT_EQ(wrong, 0u) << comm::to_string(op);
+    EXPECT_EQ(wrong, 0u) << dlaunch::comm::to_string(op);
   }
 }
 
@@ -343,7 +343,7 @@ TEST_F(Split, ReduceScatterInPieces) {
       for (std::size_t j = 0; j < count; ++j) {
         wrong += recv[j] != expected<float>(op, n, static_cast<std::size_t>(me) * count + j);
       }
-      EXPECT_EQ(wrong, 0u) << count << " elements, " << comm::to_string(op);
+      EXPECT_EQ(wrong, 0u) << count << " elements, " << dlaunch::comm::to_string(op);
     }
   }
 }

@@ -16,8 +16,9 @@
 namespace comm_test {
 namespace {
 
-using comm::CommError;
-using comm::DataType;
+using dlaunch::comm::CommError;
+using dlaunch::comm::DataType;
+using dlaunch::comm::ErrorKind;
 using ::testing::HasSubstr;
 
 // Every test a fixture of MpiTest: rank 0 reports the other ranks' failures.
@@ -61,45 +62,48 @@ CommError catch_comm_error(F&& f) {
     return e;
   }
   ADD_FAILURE() << "no CommError thrown";
-  return CommError(-1, "none", "none");
+  return CommError(ErrorKind::kInternal, -1, "none", "none");
 }
 
 TEST_F(CommErrorTest, WhatNamesRankOperationAndReason) {
-  const CommError e(3, "all_reduce(float32, 1024 elements)", "boom");
+  const CommError e(ErrorKind::kEnvironment, 3, "all_reduce(float32, 1024 elements)", "boom");
   EXPECT_STREQ(e.what(), "rank 3: all_reduce(float32, 1024 elements): boom");
   EXPECT_EQ(e.rank(), 3);
   EXPECT_EQ(e.op(), "all_reduce(float32, 1024 elements)");
-  EXPECT_STREQ(CommError(-1, "create(nccl)", "no").what(), "create(nccl): no");
+  EXPECT_EQ(e.kind(), ErrorKind::kEnvironment);
+  EXPECT_STREQ(CommError(ErrorKind::kUsage, -1, "create(nccl)", "no").what(), "create(nccl): no");
 }
 
 TEST_F(CommErrorTest, Names) {
-  EXPECT_STREQ(comm::to_string(DataType::kFloat32), "float32");
-  EXPECT_STREQ(comm::to_string(DataType::kInt64), "int64");
-  EXPECT_STREQ(comm::to_string(comm::ReduceOp::kAvg), "avg");
-  EXPECT_STREQ(comm::to_string(comm::Backend::kNccl), "nccl");
-  EXPECT_EQ(comm::element_size(DataType::kFloat64), 8u);
-  EXPECT_EQ(comm::element_size(DataType::kInt32), 4u);
-  static_assert(comm::data_type_of<float>() == DataType::kFloat32);
-  static_assert(comm::data_type_of<const double>() == DataType::kFloat64);
-  static_assert(comm::data_type_of<int>() == DataType::kInt32);
-  static_assert(comm::data_type_of<long long>() == DataType::kInt64);
-  static_assert(comm::data_type_of<std::int64_t>() == DataType::kInt64);
-  static_assert(!comm::CommElement<unsigned>);
-  static_assert(!comm::CommElement<short>);
+  EXPECT_STREQ(dlaunch::comm::to_string(DataType::kFloat32), "float32");
+  EXPECT_STREQ(dlaunch::comm::to_string(DataType::kInt64), "int64");
+  EXPECT_STREQ(dlaunch::comm::to_string(dlaunch::comm::ReduceOp::kAvg), "avg");
+  EXPECT_STREQ(dlaunch::comm::to_string(dlaunch::comm::Backend::kNccl), "nccl");
+  EXPECT_EQ(dlaunch::comm::element_size(DataType::kFloat64), 8u);
+  EXPECT_EQ(dlaunch::comm::element_size(DataType::kInt32), 4u);
+  static_assert(dlaunch::comm::data_type_of<float>() == DataType::kFloat32);
+  static_assert(dlaunch::comm::data_type_of<const double>() == DataType::kFloat64);
+  static_assert(dlaunch::comm::data_type_of<int>() == DataType::kInt32);
+  static_assert(dlaunch::comm::data_type_of<long long>() == DataType::kInt64);
+  static_assert(dlaunch::comm::data_type_of<std::int64_t>() == DataType::kInt64);
+  static_assert(!dlaunch::comm::CommElement<unsigned>);
+  static_assert(!dlaunch::comm::CommElement<short>);
 }
 
 TEST_F(ParseBackendTest, KnowsMpiAndNccl) {
-  EXPECT_EQ(comm::parse_backend("mpi"), comm::Backend::kMpi);
-  EXPECT_EQ(comm::parse_backend("nccl"), comm::Backend::kNccl);
-  const CommError e = catch_comm_error([] { comm::parse_backend("gloo"); });
+  EXPECT_EQ(dlaunch::comm::parse_backend("mpi"), dlaunch::comm::Backend::kMpi);
+  EXPECT_EQ(dlaunch::comm::parse_backend("nccl"), dlaunch::comm::Backend::kNccl);
+  const CommError e = catch_comm_error([] { dlaunch::comm::parse_backend("gloo"); });
+  EXPECT_EQ(e.kind(), ErrorKind::kUsage);
   EXPECT_THAT(e.what(), HasSubstr("'gloo'"));
   EXPECT_THAT(e.what(), HasSubstr("choices: mpi, nccl"));
 }
 
 TEST_F(CreateTest, NcclWithoutTheBackendSaysSo) {
-  if (comm::nccl_available())
+  if (dlaunch::comm::nccl_available())
     GTEST_SKIP() << "this build has the NCCL backend (tests/integration/nccl_test.cpp)";
-  const CommError e = catch_comm_error([] { comm::ProcessGroup::create(comm::Backend::kNccl); });
+  const CommError e =
+      catch_comm_error([] { dlaunch::comm::ProcessGroup::create(dlaunch::comm::Backend::kNccl); });
   EXPECT_THAT(e.what(), HasSubstr("no NCCL backend"));
   EXPECT_EQ(e.op(), "create(nccl)");
 }
@@ -110,16 +114,16 @@ TEST_F(LauncherWorldTest, MatchingOrUnsetValuesPass) {
   const int me = pg().rank(), n = pg().size();
   {
     ScopedEnv r("RANK", std::nullopt), w("WORLD_SIZE", std::nullopt);
-    EXPECT_NO_THROW(comm::mpi::check_launcher_world(me, n));
+    EXPECT_NO_THROW(dlaunch::comm::mpi::check_launcher_world(me, n));
   }
   ScopedEnv r("RANK", std::to_string(me)), w("WORLD_SIZE", std::to_string(n));
-  EXPECT_NO_THROW(comm::mpi::check_launcher_world(me, n));
+  EXPECT_NO_THROW(dlaunch::comm::mpi::check_launcher_world(me, n));
 }
 
 TEST_F(LauncherWorldTest, WrongRankNamesBothValues) {
   const int me = pg().rank(), n = pg().size();
   ScopedEnv r("RANK", std::to_string((me + 1) % (n + 1))), w("WORLD_SIZE", std::to_string(n));
-  const CommError e = catch_comm_error([&] { comm::mpi::check_launcher_world(me, n); });
+  const CommError e = catch_comm_error([&] { dlaunch::comm::mpi::check_launcher_world(me, n); });
   const std::string env =
       "RANK=" + std::to_string((me + 1) % (n + 1)) + " WORLD_SIZE=" + std::to_string(n);
   EXPECT_THAT(e.what(), HasSubstr(env));
@@ -131,28 +135,29 @@ TEST_F(LauncherWorldTest, WrongRankNamesBothValues) {
 TEST_F(LauncherWorldTest, WrongWorldSize) {
   const int me = pg().rank(), n = pg().size();
   ScopedEnv r("RANK", std::nullopt), w("WORLD_SIZE", std::to_string(n + 3));
-  const CommError e = catch_comm_error([&] { comm::mpi::check_launcher_world(me, n); });
+  const CommError e = catch_comm_error([&] { dlaunch::comm::mpi::check_launcher_world(me, n); });
   EXPECT_THAT(e.what(), HasSubstr("WORLD_SIZE=" + std::to_string(n + 3)));
   EXPECT_THAT(e.what(), HasSubstr("of size " + std::to_string(n)));
 }
 
 TEST_F(LauncherWorldTest, NotAnInteger) {
   ScopedEnv r("RANK", "zero");
-  const CommError e = catch_comm_error([] { comm::mpi::check_launcher_world(0, 1); });
+  const CommError e = catch_comm_error([] { dlaunch::comm::mpi::check_launcher_world(0, 1); });
   EXPECT_THAT(e.what(), HasSubstr("RANK='zero' is not an integer"));
+  EXPECT_EQ(e.kind(), ErrorKind::kUsage);
 }
 
 TEST_F(LauncherWorldTest, LocalRank) {
   ScopedEnv l("LOCAL_RANK", "2"), o("OMPI_COMM_WORLD_LOCAL_RANK", "1");
-  EXPECT_EQ(comm::mpi::local_rank_from_env(0, 4), 2);
+  EXPECT_EQ(dlaunch::comm::mpi::local_rank_from_env(0, 4), 2);
   {
     ScopedEnv none("LOCAL_RANK", std::nullopt);
-    EXPECT_EQ(comm::mpi::local_rank_from_env(0, 4), 1);
+    EXPECT_EQ(dlaunch::comm::mpi::local_rank_from_env(0, 4), 1);
     ScopedEnv none2("OMPI_COMM_WORLD_LOCAL_RANK", std::nullopt);
-    EXPECT_EQ(comm::mpi::local_rank_from_env(0, 4), 0);
+    EXPECT_EQ(dlaunch::comm::mpi::local_rank_from_env(0, 4), 0);
   }
   ScopedEnv bad("LOCAL_RANK", "4");
-  const CommError e = catch_comm_error([] { comm::mpi::local_rank_from_env(0, 4); });
+  const CommError e = catch_comm_error([] { dlaunch::comm::mpi::local_rank_from_env(0, 4); });
   EXPECT_THAT(e.what(), HasSubstr("LOCAL_RANK=4 is out of range [0, 4)"));
 }
 
@@ -167,22 +172,26 @@ TEST_F(Errors, BadArgumentsNameRankAndOperation) {
   EXPECT_EQ(e.op(), "broadcast(float32, 4 elements, root " + std::to_string(n) + ")");
   EXPECT_EQ(std::string(e.what()),
             rank + e.op() + ": root is not in [0, " + std::to_string(n) + ")");
+  EXPECT_EQ(e.kind(), ErrorKind::kUsage);
 
   e = catch_comm_error([&] { pg().send(buf.data(), 4, DataType::kFloat32, -1, 0); });
   EXPECT_THAT(e.what(), HasSubstr("send(float32, 4 elements, dst -1, tag 0): dst is not in"));
   e = catch_comm_error([&] { pg().recv(buf.data(), 4, DataType::kFloat32, 0, -5); });
   EXPECT_THAT(e.what(), HasSubstr("tag is not in"));
   e = catch_comm_error(
-      [&] { pg().all_reduce(nullptr, 3, DataType::kInt32, comm::ReduceOp::kMax); });
+      [&] { pg().all_reduce(nullptr, 3, DataType::kInt32, dlaunch::comm::ReduceOp::kMax); });
   EXPECT_EQ(std::string(e.what()), rank + "all_reduce(int32, 3 elements, max): buf is null");
-  e = catch_comm_error(
-      [&] { pg().all_reduce(buf.data(), 4, static_cast<DataType>(42), comm::ReduceOp::kSum); });
+  EXPECT_EQ(e.kind(), ErrorKind::kUsage);
+  e = catch_comm_error([&] {
+    pg().all_reduce(buf.data(), 4, static_cast<DataType>(42), dlaunch::comm::ReduceOp::kSum);
+  });
   EXPECT_THAT(e.what(), HasSubstr("invalid data type"));
   e = catch_comm_error(
-      [&] { pg().all_reduce(buf.data(), 4, DataType::kBFloat16, comm::ReduceOp::kSum); });
+      [&] { pg().all_reduce(buf.data(), 4, DataType::kBFloat16, dlaunch::comm::ReduceOp::kSum); });
   EXPECT_THAT(e.what(), HasSubstr("bfloat16 is not supported by the mpi backend"));
-  e = catch_comm_error(
-      [&] { pg().all_reduce(buf.data(), 4, DataType::kFloat32, static_cast<comm::ReduceOp>(9)); });
+  e = catch_comm_error([&] {
+    pg().all_reduce(buf.data(), 4, DataType::kFloat32, static_cast<dlaunch::comm::ReduceOp>(9));
+  });
   EXPECT_THAT(e.what(), HasSubstr("invalid reduce op"));
 
   std::vector<float> wrong(4 * static_cast<std::size_t>(n) + 1);
@@ -190,13 +199,15 @@ TEST_F(Errors, BadArgumentsNameRankAndOperation) {
       [&] { pg().all_gather(std::span<const float>(buf), std::span<float>(wrong)); });
   EXPECT_THAT(e.what(), HasSubstr("all_gather(float32, 4 elements): recv has"));
   e = catch_comm_error([&] {
-    pg().reduce_scatter(std::span<const float>(wrong), std::span<float>(buf), comm::ReduceOp::kSum);
+    pg().reduce_scatter(std::span<const float>(wrong), std::span<float>(buf),
+                        dlaunch::comm::ReduceOp::kSum);
   });
   EXPECT_THAT(e.what(), HasSubstr("reduce_scatter(float32, 4 elements): send has"));
   // Overlapping reduce_scatter buffers.
   std::vector<float> big(4 * static_cast<std::size_t>(n));
   e = catch_comm_error([&] {
-    pg().reduce_scatter(big.data(), big.data() + 1, 4, DataType::kFloat32, comm::ReduceOp::kSum);
+    pg().reduce_scatter(big.data(), big.data() + 1, 4, DataType::kFloat32,
+                        dlaunch::comm::ReduceOp::kSum);
   });
   EXPECT_THAT(e.what(), HasSubstr("overlap"));
 }
@@ -213,8 +224,10 @@ TEST_F(Errors, MpiErrorsCarryMpiText) {
     EXPECT_THAT(e.what(),
                 HasSubstr("rank 1: recv(int32, 5 elements, src 0, tag 11): MPI_Recv failed: "));
     EXPECT_THAT(e.what(), HasSubstr("MPI_ERR_TRUNCATE"));
+    EXPECT_EQ(e.kind(), ErrorKind::kUsage);  // the ranks' calls do not match
     e = catch_comm_error([&] { pg().recv(std::span<std::int32_t>(ten), 0, 12); });
     EXPECT_THAT(e.what(), HasSubstr("received 5 elements, expected 10"));
+    EXPECT_EQ(e.kind(), ErrorKind::kUsage);
     std::vector<std::int32_t> ok(5);
     pg().recv(std::span<std::int32_t>(ok), 0, 13);
     EXPECT_EQ(ok, std::vector<std::int32_t>(5));
@@ -225,14 +238,14 @@ TEST_F(Errors, MpiErrorsCarryMpiText) {
 // comm/nccl.h's accessors on a group of another backend: a CommError naming
 // the call and the group's backend, before anything touches CUDA or NCCL.
 TEST_F(CommErrorTest, NcclAccessorsRefuseAnMpiGroup) {
-  CommError e = catch_comm_error([&] { comm::nccl_communicator(pg()); });
+  CommError e = catch_comm_error([&] { dlaunch::comm::nccl_communicator(pg()); });
   EXPECT_THAT(e.what(), HasSubstr("nccl_communicator"));
   EXPECT_THAT(e.what(), HasSubstr("the group's backend is mpi, not nccl"));
-  e = catch_comm_error([&] { comm::nccl_stream(pg()); });
+  e = catch_comm_error([&] { dlaunch::comm::nccl_stream(pg()); });
   EXPECT_THAT(e.what(), HasSubstr("nccl_stream"));
-  e = catch_comm_error([&] { comm::cuda_device(pg()); });
+  e = catch_comm_error([&] { dlaunch::comm::cuda_device(pg()); });
   EXPECT_THAT(e.what(), HasSubstr("cuda_device"));
-  e = catch_comm_error([&] { comm::nccl_check(pg(), ncclSuccess, "ncclAllReduce"); });
+  e = catch_comm_error([&] { dlaunch::comm::nccl_check(pg(), ncclSuccess, "ncclAllReduce"); });
   EXPECT_THAT(e.what(), HasSubstr("nccl_check"));
   EXPECT_THAT(e.what(), HasSubstr("not nccl"));
 }

@@ -16,7 +16,7 @@
 namespace comm_test {
 namespace {
 
-comm::ProcessGroup* g_pg = nullptr;
+dlaunch::comm::ProcessGroup* g_pg = nullptr;
 
 // For ranks other than 0: failures only, one line each, with the rank.
 class RankFailurePrinter : public ::testing::EmptyTestEventListener {
@@ -42,7 +42,7 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 
 }  // namespace
 
-comm::ProcessGroup& pg() { return *g_pg; }
+dlaunch::comm::ProcessGroup& pg() { return *g_pg; }
 
 void MpiTest::TearDown() {
   int failed = HasFailure() ? 1 : 0;
@@ -61,10 +61,10 @@ void MpiTest::TearDown() {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  std::unique_ptr<comm::ProcessGroup> group;
+  std::unique_ptr<dlaunch::comm::ProcessGroup> group;
   try {
-    group = comm::ProcessGroup::create(comm::Backend::kMpi);
-  } catch (const comm::CommError& e) {
+    group = dlaunch::comm::ProcessGroup::create(dlaunch::comm::Backend::kMpi);
+  } catch (const dlaunch::comm::CommError& e) {
     std::fprintf(stderr, "comm_mpi_tests: %s\n", e.what());
     return 1;
   }
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     listeners.Append(new comm_test::RankFailurePrinter(rank));
   }
   int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
-  group->all_reduce(std::span<int>(&failed, 1), comm::ReduceOp::kMax);
+  group->all_reduce(std::span<int>(&failed, 1), dlaunch::comm::ReduceOp::kMax);
   if (rank == 0) {
     std::printf("comm_mpi_tests: %d ranks, %s\n", group->size(),
                 failed ? "FAILED on at least one rank" : "passed on every rank");

@@ -17,7 +17,7 @@
 namespace comm_test {
 
 // The group main() created for the whole run.
-comm::ProcessGroup& pg();
+dlaunch::comm::ProcessGroup& pg();
 
 // After each test every rank learns which ranks failed it; rank 0 (the one
 // that prints) adds a failure naming the others.
@@ -42,7 +42,7 @@ std::vector<T> values(int r, std::size_t count, std::size_t first = 0) {
 
 // What op over every rank's value(r, i) must give, in T.
 template <typename T>
-T expected(comm::ReduceOp op, int size, std::size_t i) {
+T expected(dlaunch::comm::ReduceOp op, int size, std::size_t i) {
   std::int64_t sum = 0, lo = value(0, i), hi = value(0, i);
   for (int r = 0; r < size; ++r) {
     sum += value(r, i);
@@ -50,18 +50,18 @@ T expected(comm::ReduceOp op, int size, std::size_t i) {
     hi = std::max(hi, value(r, i));
   }
   switch (op) {
-    case comm::ReduceOp::kSum:
+    case dlaunch::comm::ReduceOp::kSum:
       return static_cast<T>(sum);
-    case comm::ReduceOp::kAvg:
+    case dlaunch::comm::ReduceOp::kAvg:
       if constexpr (std::is_floating_point_v<T>) {
         // In double then T: double rounding is harmless for one division.
         return static_cast<T>(static_cast<double>(sum) / size);
       } else {
         return static_cast<T>(sum / size);  // truncates toward zero
       }
-    case comm::ReduceOp::kMin:
+    case dlaunch::comm::ReduceOp::kMin:
       return static_cast<T>(lo);
-    case comm::ReduceOp::kMax:
+    case dlaunch::comm::ReduceOp::kMax:
       return static_cast<T>(hi);
   }
   return T{};
@@ -69,25 +69,27 @@ T expected(comm::ReduceOp op, int size, std::size_t i) {
 
 // Calls f.template operator()<T>() with the C++ type of `type`.
 template <typename F>
-void with_type(comm::DataType type, F&& f) {
+void with_type(dlaunch::comm::DataType type, F&& f) {
   switch (type) {
-    case comm::DataType::kFloat32:
+    case dlaunch::comm::DataType::kFloat32:
       return f.template operator()<float>();
-    case comm::DataType::kFloat64:
+    case dlaunch::comm::DataType::kFloat64:
       return f.template operator()<double>();
-    case comm::DataType::kInt32:
+    case dlaunch::comm::DataType::kInt32:
       return f.template operator()<std::int32_t>();
-    case comm::DataType::kInt64:
+    case dlaunch::comm::DataType::kInt64:
       return f.template operator()<std::int64_t>();
-    case comm::DataType::kFloat16:
-    case comm::DataType::kBFloat16:
+    case dlaunch::comm::DataType::kFloat16:
+    case dlaunch::comm::DataType::kBFloat16:
       break;  // not an MPI type: the mpi backend refuses them (errors_test)
   }
 }
 
-inline const comm::DataType kAllTypes[] = {comm::DataType::kFloat32, comm::DataType::kFloat64,
-                                           comm::DataType::kInt32, comm::DataType::kInt64};
-inline const comm::ReduceOp kAllOps[] = {comm::ReduceOp::kSum, comm::ReduceOp::kAvg,
-                                         comm::ReduceOp::kMin, comm::ReduceOp::kMax};
+inline const dlaunch::comm::DataType kAllTypes[] = {
+    dlaunch::comm::DataType::kFloat32, dlaunch::comm::DataType::kFloat64,
+    dlaunch::comm::DataType::kInt32, dlaunch::comm::DataType::kInt64};
+inline const dlaunch::comm::ReduceOp kAllOps[] = {
+    dlaunch::comm::ReduceOp::kSum, dlaunch::comm::ReduceOp::kAvg, dlaunch::comm::ReduceOp::kMin,
+    dlaunch::comm::ReduceOp::kMax};
 
 }  // namespace comm_test

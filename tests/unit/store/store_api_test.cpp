@@ -15,17 +15,28 @@ using store_test::server_options;
 
 class StoreApi : public ::testing::Test {
  protected:
-  comm::ThreadedStoreServer server{server_options()};
-  comm::Store store{client_options(server.port())};
+  dlaunch::comm::ThreadedStoreServer server{server_options()};
+  dlaunch::comm::Store store{client_options(server.port())};
 };
 
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
-  } catch (const comm::StoreError& e) {
+  } catch (const dlaunch::comm::StoreError& e) {
     return e.what();
   }
   return "(no StoreError)";
+}
+
+// The kind of the StoreError f throws (kInternal when it throws none).
+dlaunch::comm::ErrorKind kind_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const dlaunch::comm::StoreError& e) {
+    return e.kind();
+  }
+  ADD_FAILURE() << "no StoreError";
+  return dlaunch::comm::ErrorKind::kInternal;
 }
 
 }  // namespace
@@ -59,7 +70,7 @@ TEST_F(StoreApi, AddOnANonIntegerValueFailsAndTheConnectionStaysUsable) {
 
 TEST_F(StoreApi, AddThatWouldOverflowFails) {
   store.add("big", std::numeric_limits<int64_t>::max());
-  EXPECT_THROW(store.add("big", 1), comm::StoreError);
+  EXPECT_THROW(store.add("big", 1), dlaunch::comm::StoreError);
   EXPECT_EQ(store.add("big", -1), std::numeric_limits<int64_t>::max() - 1);
 }
 
@@ -99,11 +110,26 @@ TEST_F(StoreApi, NumKeysCountsTheStoredKeys) {
   EXPECT_EQ(store.num_keys(), 3);
 }
 
+TEST_F(StoreApi, ErrorsSayWhoseProblemTheyAre) {
+  using dlaunch::comm::ErrorKind;
+  store.set("text", "hello");
+  EXPECT_EQ(kind_of([&] { store.add("text", 1); }), ErrorKind::kUsage);
+  EXPECT_EQ(kind_of([&] { store.multi_set({"a", "b"}, {"1"}); }), ErrorKind::kUsage);
+  EXPECT_EQ(kind_of([&] { store.set(std::string(5000, 'k'), "v"); }), ErrorKind::kUsage);
+  EXPECT_EQ(kind_of([&] { store.barrier("b", 0, 1s); }), ErrorKind::kUsage);
+  EXPECT_EQ(kind_of([&] { store.get("never", 10ms); }), ErrorKind::kEnvironment);
+  EXPECT_EQ(kind_of([&] { store.barrier("alone", 2, 10ms); }), ErrorKind::kEnvironment);
+  // Every one of them is a comm::Error, and the connection survived them all.
+  EXPECT_THROW(store.add("text", 1), dlaunch::comm::Error);
+  EXPECT_EQ(store.get("text"), "hello");
+  EXPECT_EQ(server.connections(), 1u);
+}
+
 TEST_F(StoreApi, MultiSetThenMultiGetKeepsTheOrderOfKeys) {
   store.multi_set({"x", "y", "z"}, {"1", "2", "3"});
   EXPECT_EQ(store.multi_get({"z", "x", "y"}), (std::vector<std::string>{"3", "1", "2"}));
   EXPECT_TRUE(store.multi_get({}).empty());
-  EXPECT_THROW(store.multi_set({"a", "b"}, {"1"}), comm::StoreError);
+  EXPECT_THROW(store.multi_set({"a", "b"}, {"1"}), dlaunch::comm::StoreError);
 }
 
 TEST_F(StoreApi, GetTimesOutWithAnErrorNamingTheKeyAndTheAddress) {
@@ -130,13 +156,13 @@ TEST_F(StoreApi, WaitTimesOutNamingTheKeysStillMissing) {
 TEST_F(StoreApi, MultiGetTimesOutUsingTheDefaultTimeout) {
   auto opts = client_options(server.port());
   opts.timeout = 100ms;
-  comm::Store impatient(opts);
+  dlaunch::comm::Store impatient(opts);
   std::string what = error_of([&] { impatient.multi_get({"nope"}); });
   EXPECT_NE(what.find("multi_get([\"nope\"]) timed out after 0.1 s"), std::string::npos) << what;
 }
 
 TEST_F(StoreApi, TheConnectionStaysUsableAfterATimeout) {
-  EXPECT_THROW(store.get("late", 50ms), comm::StoreError);
+  EXPECT_THROW(store.get("late", 50ms), dlaunch::comm::StoreError);
   store.set("late", "now");
   EXPECT_EQ(store.get("late", 50ms), "now");
 }
@@ -144,7 +170,7 @@ TEST_F(StoreApi, TheConnectionStaysUsableAfterATimeout) {
 TEST_F(StoreApi, ZeroTimeoutReturnsExistingKeysAndFailsOnMissingOnes) {
   store.set("a", "1");
   EXPECT_EQ(store.get("a", 0ms), "1");
-  EXPECT_THROW(store.get("b", 0ms), comm::StoreError);
+  EXPECT_THROW(store.get("b", 0ms), dlaunch::comm::StoreError);
   EXPECT_NO_THROW(store.wait({}, 0ms));
 }
 
@@ -160,17 +186,17 @@ TEST_F(StoreApi, OversizedKeyIsRefusedByTheClientAndTheConnectionSurvives) {
 TEST(StoreLimits, OversizedValueIsRefusedByTheClient) {
   auto so = server_options();
   so.max_value_bytes = 1000;
-  comm::ThreadedStoreServer server(so);
-  comm::Store store(client_options(server.port()));
-  EXPECT_THROW(store.set("k", std::string(1001, 'v')), comm::StoreError);
-  EXPECT_THROW(store.compare_set("k", "", std::string(1001, 'v')), comm::StoreError);
+  dlaunch::comm::ThreadedStoreServer server(so);
+  dlaunch::comm::Store store(client_options(server.port()));
+  EXPECT_THROW(store.set("k", std::string(1001, 'v')), dlaunch::comm::StoreError);
+  EXPECT_THROW(store.compare_set("k", "", std::string(1001, 'v')), dlaunch::comm::StoreError);
   store.set("k", std::string(1000, 'v'));
   EXPECT_EQ(store.get("k").size(), 1000u);
 }
 
 TEST(StoreLimits, LargeValuesRoundTrip) {
-  comm::ThreadedStoreServer server(server_options());
-  comm::Store store(client_options(server.port()));
+  dlaunch::comm::ThreadedStoreServer server(server_options());
+  dlaunch::comm::Store store(client_options(server.port()));
   std::string big(8 << 20, '\0');
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 131);
   store.set("big", big);

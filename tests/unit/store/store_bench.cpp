@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   int threads = 64;
   int ops = 2000;
   size_t value_bytes = 32;
-  comm::StoreOptions opts;
+  dlaunch::comm::StoreOptions opts;
   opts.host = "127.0.0.1";
   opts.secret = "bench-secret";
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -48,12 +48,12 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  std::unique_ptr<comm::ThreadedStoreServer> server;
+  std::unique_ptr<dlaunch::comm::ThreadedStoreServer> server;
   if (opts.port == 0) {
-    comm::StoreServerOptions so;
+    dlaunch::comm::StoreServerOptions so;
     so.bind_address = "127.0.0.1";
     so.secret = opts.secret;
-    server = std::make_unique<comm::ThreadedStoreServer>(so);
+    server = std::make_unique<dlaunch::comm::ThreadedStoreServer>(so);
     opts.port = server->port();
   }
 
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   std::vector<int> bad(static_cast<size_t>(threads), 0);
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
-      comm::Store store(opts);
+      dlaunch::comm::Store store(opts);
       std::string prefix = "bench/" + std::to_string(t) + "/";
       connected.count_down();
       go.wait();

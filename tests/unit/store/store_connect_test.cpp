@@ -33,8 +33,10 @@ class StoreFromEnv : public ::testing::Test {
 
   static std::string error() {
     try {
-      comm::Store::from_env();
-    } catch (const comm::StoreError& e) {
+      dlaunch::comm::Store::from_env();
+    } catch (const dlaunch::comm::StoreError& e) {
+      // What the launcher should have set: the caller's to fix.
+      EXPECT_EQ(e.kind(), dlaunch::comm::ErrorKind::kUsage) << e.what();
       return e.what();
     }
     return "(no StoreError)";
@@ -45,7 +47,7 @@ class StoreFromEnv : public ::testing::Test {
 
 TEST(StoreConnect, ClientStartedBeforeTheServerConnectsOnceItComesUp) {
   uint16_t port = free_port();
-  std::optional<comm::ThreadedStoreServer> server;
+  std::optional<dlaunch::comm::ThreadedStoreServer> server;
   std::thread starter([&] {
     std::this_thread::sleep_for(300ms);
     auto o = server_options();
@@ -55,7 +57,7 @@ TEST(StoreConnect, ClientStartedBeforeTheServerConnectsOnceItComesUp) {
   auto start = Clock::now();
   auto o = client_options(port);
   o.connect_timeout = 10s;
-  comm::Store store(o);
+  dlaunch::comm::Store store(o);
   EXPECT_GE(Clock::now() - start, 250ms);
   starter.join();
   store.set("k", "v");
@@ -68,15 +70,16 @@ TEST(StoreConnect, GivingUpNamesTheAddressAndTheNumberOfAttempts) {
   o.connect_timeout = 500ms;
   auto start = Clock::now();
   try {
-    comm::Store store(o);
+    dlaunch::comm::Store store(o);
     FAIL() << "connected to nothing";
-  } catch (const comm::StoreError& e) {
+  } catch (const dlaunch::comm::StoreError& e) {
     std::string what = e.what();
     EXPECT_EQ(e.address(), "127.0.0.1:" + std::to_string(port));
     EXPECT_NE(what.find("store 127.0.0.1:" + std::to_string(port) + ": connect failed after "),
               std::string::npos)
         << what;
     EXPECT_NE(what.find(" attempts in 0.5 s: Connection refused"), std::string::npos) << what;
+    EXPECT_EQ(e.kind(), dlaunch::comm::ErrorKind::kEnvironment);
   }
   auto took = Clock::now() - start;
   EXPECT_GE(took, 450ms);
@@ -86,11 +89,11 @@ TEST(StoreConnect, GivingUpNamesTheAddressAndTheNumberOfAttempts) {
 TEST(StoreConnect, AServerAtItsConnectionLimitMakesNewClientsRetry) {
   auto so = server_options();
   so.max_connections = 1;
-  comm::ThreadedStoreServer server(so);
-  comm::Store first(client_options(server.port()));
+  dlaunch::comm::ThreadedStoreServer server(so);
+  dlaunch::comm::Store first(client_options(server.port()));
   auto o = client_options(server.port());
   o.connect_timeout = 300ms;
-  EXPECT_THROW(comm::Store{o}, comm::StoreError);
+  EXPECT_THROW(dlaunch::comm::Store{o}, dlaunch::comm::StoreError);
   first.set("k", "v");
 }
 
@@ -98,17 +101,18 @@ TEST(StoreConnect, ReconnectsOnTheNextCallAfterTheServerRestarts) {
   uint16_t port = free_port();
   auto so = server_options();
   so.port = port;
-  auto server = std::make_unique<comm::ThreadedStoreServer>(so);
-  comm::Store store(client_options(port));
+  auto server = std::make_unique<dlaunch::comm::ThreadedStoreServer>(so);
+  dlaunch::comm::Store store(client_options(port));
   store.set("k", "v");
   server.reset();
-  server = std::make_unique<comm::ThreadedStoreServer>(so);
+  server = std::make_unique<dlaunch::comm::ThreadedStoreServer>(so);
   // The call that meets the dead connection fails (it may not be safe to repeat);
   // the next one reconnects to the new server, whose table is empty.
   try {
     store.set("k2", "v2");
-  } catch (const comm::StoreError& e) {
+  } catch (const dlaunch::comm::StoreError& e) {
     EXPECT_NE(std::string(e.what()).find("connection lost"), std::string::npos) << e.what();
+    EXPECT_EQ(e.kind(), dlaunch::comm::ErrorKind::kEnvironment);
   }
   store.set("k3", "v3");
   EXPECT_EQ(store.get("k3"), "v3");
@@ -117,10 +121,10 @@ TEST(StoreConnect, ReconnectsOnTheNextCallAfterTheServerRestarts) {
 
 TEST(StoreServerLoop, RunsOnTheCallersIoContextAndCloseDropsConnections) {
   boost::asio::io_context io;
-  comm::StoreServer server(io, server_options());
+  dlaunch::comm::StoreServer server(io, server_options());
   std::thread loop([&] { io.run(); });
   {
-    comm::Store a(client_options(server.port())), b(client_options(server.port()));
+    dlaunch::comm::Store a(client_options(server.port())), b(client_options(server.port()));
     a.set("k", "v");
     EXPECT_EQ(b.get("k"), "v");
     std::promise<size_t> count;
@@ -128,19 +132,19 @@ TEST(StoreServerLoop, RunsOnTheCallersIoContextAndCloseDropsConnections) {
     EXPECT_EQ(count.get_future().get(), 2u);
     boost::asio::post(io, [&] { server.close(); });
     loop.join();  // nothing left to do once closed
-    EXPECT_THROW(a.set("k", "w"), comm::StoreError);
+    EXPECT_THROW(a.set("k", "w"), dlaunch::comm::StoreError);
   }
   EXPECT_EQ(server.connections(), 0u);
 }
 
 TEST(StoreServerLoop, BindingABusyPortNamesThePort) {
-  comm::ThreadedStoreServer first(server_options());
+  dlaunch::comm::ThreadedStoreServer first(server_options());
   boost::asio::io_context io;
   auto o = server_options();
   o.port = first.port();
   o.bind_address = "127.0.0.1";
   try {
-    comm::StoreServer second(io, o);
+    dlaunch::comm::StoreServer second(io, o);
     // SO_REUSEADDR does not allow two listeners; reaching here means it did.
     FAIL() << "bound a port already listened on";
   } catch (const std::system_error& e) {
@@ -163,11 +167,11 @@ TEST_F(StoreFromEnv, NamesEachMissingVariable) {
 }
 
 TEST_F(StoreFromEnv, ConnectsWithTheEnvironmentsAddressAndSecret) {
-  comm::ThreadedStoreServer server(server_options());
+  dlaunch::comm::ThreadedStoreServer server(server_options());
   ::setenv("DLAUNCH_STORE_ADDR", "127.0.0.1", 1);
   ::setenv("DLAUNCH_STORE_PORT", std::to_string(server.port()).c_str(), 1);
   ::setenv("DLAUNCH_STORE_SECRET", store_test::kSecret, 1);
-  auto store = comm::Store::from_env();
+  auto store = dlaunch::comm::Store::from_env();
   EXPECT_EQ(store.address(), "127.0.0.1:" + std::to_string(server.port()));
   store.set("k", "v");
   EXPECT_EQ(store.get("k"), "v");

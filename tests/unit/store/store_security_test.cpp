@@ -1,7 +1,13 @@
 // Authentication and hostile input: whatever a peer sends, only its own
 // connection suffers.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -11,16 +17,69 @@
 namespace {
 
 using namespace std::chrono_literals;
-using comm::detail::Op;
-using comm::detail::Writer;
+using dlaunch::comm::detail::Op;
+using dlaunch::comm::detail::Writer;
 using store_test::client_options;
 using store_test::RawClient;
 using store_test::server_options;
 
 std::string frame_with_length(uint32_t length, const std::string& body) {
   std::string f(4, '\0');
-  for (int i = 0; i < 4; ++i) f[i] = static_cast<char>(length >> (24 - 8 * i));
+  for (int i = 0; i < 4; ++i) f[i] = static_cast<char>(length >> (8 * i));  // little-endian
   return f + body;
+}
+
+// A peer on a loopback port that greets its first client with `greeting` and
+// then only waits for it to hang up: a store of another release, or no store.
+class FakeStore {
+ public:
+  explicit FakeStore(std::string greeting) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a = store_test::loopback(0);
+    socklen_t len = sizeof a;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 1) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      throw std::runtime_error("FakeStore: cannot listen");
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this, greeting = std::move(greeting)] {
+      int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      (void)::send(c, greeting.data(), greeting.size(), MSG_NOSIGNAL);
+      char buf[64];
+      while (::recv(c, buf, sizeof buf, 0) > 0) {
+      }
+      ::close(c);
+    });
+  }
+  FakeStore(const FakeStore&) = delete;
+  FakeStore& operator=(const FakeStore&) = delete;
+  ~FakeStore() {
+    ::shutdown(fd_, SHUT_RDWR);  // wakes accept() if nobody came
+    thread_.join();
+    ::close(fd_);
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  int fd_;
+  uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+// What connecting to `greeting` throws (a StoreError, or a test failure).
+dlaunch::comm::StoreError connect_to_greeting(const std::string& greeting) {
+  FakeStore fake(greeting);
+  auto o = client_options(fake.port());
+  o.connect_timeout = 10s;
+  auto start = std::chrono::steady_clock::now();
+  try {
+    dlaunch::comm::Store s(o);
+  } catch (const dlaunch::comm::StoreError& e) {
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);  // given up at once, not retried
+    return e;
+  }
+  ADD_FAILURE() << "connected to a fake store";
+  return {dlaunch::comm::ErrorKind::kInternal, "", "none", ""};
 }
 
 // A server plus one well-behaved client that must keep working throughout.
@@ -35,7 +94,7 @@ class StoreHostile : public ::testing::Test {
     }
     EXPECT_EQ(server.connections(), 1u);
   }
-  static comm::StoreServerOptions small_limits() {
+  static dlaunch::comm::StoreServerOptions small_limits() {
     auto o = server_options();
     o.max_key_bytes = 64;
     o.max_value_bytes = 1024;
@@ -43,8 +102,8 @@ class StoreHostile : public ::testing::Test {
     o.auth_timeout = 300ms;
     return o;
   }
-  comm::ThreadedStoreServer server{small_limits()};
-  comm::Store bystander{client_options(server.port())};
+  dlaunch::comm::ThreadedStoreServer server{small_limits()};
+  dlaunch::comm::Store bystander{client_options(server.port())};
 };
 
 }  // namespace
@@ -52,19 +111,20 @@ class StoreHostile : public ::testing::Test {
 TEST(StoreAuth, ServerRefusesToStartWithoutASecret) {
   auto o = server_options();
   o.secret.clear();
-  EXPECT_THROW(comm::ThreadedStoreServer{o}, std::invalid_argument);
+  EXPECT_THROW(dlaunch::comm::ThreadedStoreServer{o}, std::invalid_argument);
 }
 
 TEST(StoreAuth, ClientWithTheWrongSecretIsRejectedAtOnce) {
-  comm::ThreadedStoreServer server(server_options());
+  dlaunch::comm::ThreadedStoreServer server(server_options());
   auto o = client_options(server.port());
   o.secret = "not-the-secret";
   auto start = std::chrono::steady_clock::now();
   try {
-    comm::Store s(o);
+    dlaunch::comm::Store s(o);
     FAIL() << "connected with the wrong secret";
-  } catch (const comm::StoreError& e) {
+  } catch (const dlaunch::comm::StoreError& e) {
     EXPECT_NE(std::string(e.what()).find("authentication rejected"), std::string::npos) << e.what();
+    EXPECT_EQ(e.kind(), dlaunch::comm::ErrorKind::kUsage);  // the caller's secret
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);  // not retried until connect_timeout
 }
@@ -72,14 +132,33 @@ TEST(StoreAuth, ClientWithTheWrongSecretIsRejectedAtOnce) {
 TEST(StoreAuth, ClientWithoutASecretFailsBeforeConnecting) {
   auto o = client_options(1);
   o.secret.clear();
-  EXPECT_THROW(comm::Store{o}, comm::StoreError);
+  EXPECT_THROW(dlaunch::comm::Store{o}, dlaunch::comm::StoreError);
+}
+
+TEST(StoreAuth, AStoreOfAnotherProtocolVersionIsToldApart) {
+  // Version 1 spoke big-endian: a client of version 2 must not misread it.
+  auto e = connect_to_greeting("DLSTORE1" + std::string(32, 'n'));
+  EXPECT_NE(std::string(e.what()).find("connect failed: the store speaks protocol version \"1\", "
+                                       "this client version 2"),
+            std::string::npos)
+      << e.what();
+  EXPECT_EQ(e.kind(), dlaunch::comm::ErrorKind::kUsage);  // mismatched installations
+}
+
+TEST(StoreAuth, APeerThatIsNoStoreIsRefusedAtOnce) {
+  auto e = connect_to_greeting("HTTP/1.1 400 Bad Request\r\n\r\n" + std::string(20, ' '));
+  EXPECT_NE(std::string(e.what()).find(
+                "connect failed: the peer is not a dlaunch store (unexpected greeting)"),
+            std::string::npos)
+      << e.what();
+  EXPECT_EQ(e.kind(), dlaunch::comm::ErrorKind::kEnvironment);
 }
 
 TEST(StoreAuth, TheGreetingCarriesAFreshNonceAndNotTheSecret) {
-  comm::ThreadedStoreServer server(server_options());
+  dlaunch::comm::ThreadedStoreServer server(server_options());
   RawClient a(server.port()), b(server.port());
   std::string ga = a.greeting(), gb = b.greeting();
-  EXPECT_EQ(ga.substr(0, 8), "DLSTORE1");
+  EXPECT_EQ(ga.substr(0, 8), "DLSTORE2");  // protocol version 2
   EXPECT_NE(ga.substr(8), gb.substr(8));
   EXPECT_EQ(ga.find(store_test::kSecret), std::string::npos);
 }
@@ -203,9 +282,9 @@ TEST_F(StoreHostile, FramesSplitIntoSingleBytesAreStillParsed) {
 }
 
 TEST_F(StoreHostile, TheClientReportsOversizedRequestsWithoutLosingItsConnection) {
-  EXPECT_THROW(bystander.set(std::string(65, 'k'), "v"), comm::StoreError);
-  EXPECT_THROW(bystander.set("k", std::string(1025, 'v')), comm::StoreError);
+  EXPECT_THROW(bystander.set(std::string(65, 'k'), "v"), dlaunch::comm::StoreError);
+  EXPECT_THROW(bystander.set("k", std::string(1025, 'v')), dlaunch::comm::StoreError);
   std::vector<std::string> keys(100, "key"), values(100, std::string(100, 'v'));
-  EXPECT_THROW(bystander.multi_set(keys, values), comm::StoreError);  // frame over 4096
+  EXPECT_THROW(bystander.multi_set(keys, values), dlaunch::comm::StoreError);  // frame over 4096
   expect_bystander_unharmed();
 }

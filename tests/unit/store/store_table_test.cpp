@@ -1,5 +1,7 @@
 // White-box: the server's table and waiter bookkeeping, and the wire helpers.
+#include <cstdint>
 #include <cstdio>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -8,11 +10,11 @@
 
 namespace {
 
-using comm::detail::Reader;
-using comm::detail::Table;
-using comm::detail::Writer;
+using dlaunch::comm::detail::Reader;
+using dlaunch::comm::detail::Table;
+using dlaunch::comm::detail::Writer;
 
-struct CountingWaiter : comm::detail::Waiter {
+struct CountingWaiter : dlaunch::comm::detail::Waiter {
   explicit CountingWaiter(std::vector<std::string> k) { keys = std::move(k); }
   void on_ready() override { ++ready; }
   int ready = 0;
@@ -51,8 +53,7 @@ TEST(StoreTable, AKeyDeletedBehindTheWaiterKeepsItParked) {
   t.set("b", "2");
   EXPECT_EQ(w.ready, 0);
   EXPECT_EQ(t.parked(), 1u);
-  std::string error;
-  t.add("a", 1, error);
+  EXPECT_EQ(t.add("a", 1).value(), 1);
   EXPECT_EQ(w.ready, 1);
 }
 
@@ -79,37 +80,65 @@ TEST(StoreTable, OverwritingAnExistingKeyWakesNobodyNew) {
   EXPECT_EQ(*t.find("a"), "2");
 }
 
+TEST(StoreTable, AddSaysWhyItCannotAdd) {
+  Table t;
+  t.set("text", "forty");
+  auto not_a_number = t.add("text", 1);
+  ASSERT_FALSE(not_a_number);
+  EXPECT_EQ(not_a_number.error(), "the stored value is not a decimal integer");
+  EXPECT_EQ(*t.find("text"), "forty");
+  t.set("big", std::to_string(INT64_MAX));
+  auto overflow = t.add("big", 1);
+  ASSERT_FALSE(overflow);
+  EXPECT_EQ(overflow.error(), "the counter would overflow int64");
+  auto fresh = t.add("new", -5);
+  ASSERT_TRUE(fresh);
+  EXPECT_EQ(*fresh, -5);
+  EXPECT_EQ(*t.find("new"), "-5");
+}
+
 TEST(StoreWire, WriterAndReaderRoundTrip) {
   std::string frame = Writer(7).u32(1).u64(2).i64(-3).str("key").finish();
-  ASSERT_EQ(comm::detail::load_u32(frame.data()), frame.size() - 4);
+  ASSERT_EQ(dlaunch::comm::detail::frame_length(frame.data()), frame.size() - 4);
   Reader r(std::string_view(frame).substr(4));
   EXPECT_EQ(r.u8(), 7);
   EXPECT_EQ(r.u32(), 1u);
   EXPECT_EQ(r.u64(), 2u);
   EXPECT_EQ(r.i64(), -3);
-  EXPECT_EQ(r.str(), "key");
-  EXPECT_TRUE(r.done());
+  EXPECT_EQ(r.bytes(), "key");
+  EXPECT_TRUE(r.finish());
+}
+
+TEST(StoreWire, IntegersAreLittleEndian) {
+  std::string frame = Writer(7).u32(0x01020304).str("k").finish();
+  EXPECT_EQ(frame, std::string("\x0a\0\0\0"  // body length 10
+                               "\x07"
+                               "\x04\x03\x02\x01"
+                               "\x01\0\0\0"
+                               "k",
+                               14));
 }
 
 TEST(StoreWire, ReaderRefusesOverrunsAndImpossibleCounts) {
   Reader short_string(
-      std::string_view("\0\0\0\x09"
+      std::string_view("\x09\0\0\0"
                        "abc",
                        7));
-  EXPECT_EQ(short_string.str(), "");
+  EXPECT_EQ(short_string.bytes(), "");
   EXPECT_FALSE(short_string.ok());
   Reader big_count(
-      std::string_view("\0\0\0\x03"
+      std::string_view("\x03\0\0\0"
                        "abcdefgh",
                        12));
-  big_count.count();  // 3 strings need at least 12 more bytes; 8 remain
+  // 3 strings need at least 12 more bytes; 8 remain
+  big_count.count(dlaunch::comm::detail::kMinStringBytes);
   EXPECT_FALSE(big_count.ok());
 }
 
 TEST(StoreWire, AuthMacIsHmacSha256OfNonceAndContext) {
   unsigned char nonce[32];
   for (int i = 0; i < 32; ++i) nonce[i] = static_cast<unsigned char>(i);
-  auto mac = comm::detail::auth_mac("secret", nonce);
+  auto mac = dlaunch::comm::detail::auth_mac("secret", nonce);
   std::string hex;
   for (unsigned char c : mac) {
     char b[3];

@@ -20,15 +20,15 @@ namespace store_test {
 
 inline constexpr const char* kSecret = "test-secret";
 
-inline comm::StoreServerOptions server_options() {
-  comm::StoreServerOptions o;
+inline dlaunch::comm::StoreServerOptions server_options() {
+  dlaunch::comm::StoreServerOptions o;
   o.bind_address = "127.0.0.1";
   o.secret = kSecret;
   return o;
 }
 
-inline comm::StoreOptions client_options(uint16_t port) {
-  comm::StoreOptions o;
+inline dlaunch::comm::StoreOptions client_options(uint16_t port) {
+  dlaunch::comm::StoreOptions o;
   o.host = "127.0.0.1";
   o.port = port;
   o.secret = kSecret;
@@ -109,14 +109,14 @@ class RawClient {
   }
 
   std::string greeting() {
-    auto g = read(comm::detail::kGreetingBytes);
+    auto g = read(dlaunch::comm::detail::kGreetingBytes);
     if (!g) throw std::runtime_error("RawClient: no greeting");
     return *g;
   }
 
   void answer(const std::string& greeting, const std::string& secret) {
-    auto mac =
-        comm::detail::auth_mac(secret, reinterpret_cast<const unsigned char*>(greeting.data()) + 8);
+    auto mac = dlaunch::comm::detail::auth_mac(
+        secret, reinterpret_cast<const unsigned char*>(greeting.data()) + 8);
     send(std::string(reinterpret_cast<const char*>(mac.data()), mac.size()));
   }
 
@@ -132,7 +132,7 @@ class RawClient {
       std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
     auto header = read(4, timeout);
     if (!header) return std::nullopt;
-    return read(comm::detail::load_u32(header->data()), timeout);
+    return read(dlaunch::comm::detail::frame_length(header->data()), timeout);
   }
 
  private:
