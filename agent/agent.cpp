@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -270,6 +271,23 @@ bool Agent::start_pmix() {
   return true;
 }
 
+// More ranks on this machine than CPUs this agent may use: MPI ranks must
+// yield when idle (as mpirun tells them when it oversubscribes), or they
+// busy-poll each other off the CPUs. Unless the user decided (the worker's
+// variables from the head, or the agent's own environment).
+bool Agent::mpi_must_yield(const proto::Env& worker_env) const {
+  constexpr const char* kVar = "OMPI_MCA_mpi_yield_when_idle";
+  if (std::getenv(kVar) != nullptr) return false;
+  for (const auto& [k, v] : worker_env) {
+    if (k == kVar) return false;
+  }
+  cpu_set_t cpus;
+  const int ncpu = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  const int here =
+      setup_.ranks_on_host > 0 ? setup_.ranks_on_host : static_cast<int>(setup_.workers.size());
+  return here > ncpu;
+}
+
 void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   proto::Env job_env = start_env;
   if (pmix_) {
@@ -287,6 +305,8 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
       return;
     }
   }
+  if (pmix_ && mpi_must_yield(w.spec.env))
+    job_env.emplace_back("OMPI_MCA_mpi_yield_when_idle", "1");
   auto [out_r, out_w] = make_pipe();
   auto [err_r, err_w] = make_pipe();
   SpawnOptions opts;

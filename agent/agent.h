@@ -81,6 +81,7 @@ class Agent {
   void make_error_dir();
 
   void spawn_worker(Worker& w, const proto::Env& start_env);
+  bool mpi_must_yield(const proto::Env& worker_env) const;
   void read_stream(Worker& w, OutputStream& s);
   void forward(Worker& w, OutputStream& s, std::string_view data);
   void arm_flush(Worker& w, OutputStream& s);

@@ -4,13 +4,16 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "dlaunch/codec.h"
 #include "dlaunch/error.h"
 #include "dlaunch/process.h"
 #include "dlaunch/tunables.h"
@@ -18,23 +21,45 @@
 namespace dlaunch::agent {
 namespace {
 
+// What the agent tells its guard, one frame each (dlaunch/codec.h):
+//   u32 length of the rest | u8 kind | payload
+// kWatch: i32 process group; kRemove: bytes path; kDisarm: nothing.
+enum class GuardMessage : std::uint8_t { kWatch = 1, kRemove = 2, kDisarm = 3 };
+
+std::string guard_frame(GuardMessage kind, const std::function<void(codec::Writer&)>& payload) {
+  std::string out;
+  codec::Writer w(out);
+  w.u32(0).u8(static_cast<std::uint8_t>(kind));
+  payload(w);
+  w.u32_at(0, static_cast<std::uint32_t>(out.size() - 4));
+  return out;
+}
+
 [[noreturn]] void guard_main(int from_agent, const std::string& token_entry) {
   std::vector<pid_t> groups;
   std::vector<std::string> dirs;
   std::string buf;
-  char chunk[256];
+  char chunk[4096];
   for (;;) {
     ssize_t n = ::read(from_agent, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     buf.append(chunk, static_cast<std::size_t>(n));
-    std::size_t nl;
-    while ((nl = buf.find('\n')) != std::string::npos) {
-      std::string line = buf.substr(0, nl);
-      buf.erase(0, nl + 1);
-      if (line == "D") ::_exit(0);
-      if (line.size() > 2 && line[0] == 'P') groups.push_back(std::atoi(line.c_str() + 2));
-      if (line.size() > 2 && line[0] == 'R') dirs.push_back(line.substr(2));
+    for (;;) {
+      codec::Reader header(buf);
+      const std::uint32_t len = header.u32();
+      if (!header.ok() || header.remaining() < len) break;  // the rest is on its way
+      codec::Reader r(std::string_view(buf).substr(4, len));
+      const auto kind = static_cast<GuardMessage>(r.u8());
+      if (kind == GuardMessage::kDisarm) ::_exit(0);
+      if (kind == GuardMessage::kWatch) {
+        const std::int32_t pgid = r.i32();
+        if (r.finish() && pgid > 1) groups.push_back(pgid);
+      } else if (kind == GuardMessage::kRemove) {
+        std::string dir(r.bytes());
+        if (r.finish() && !dir.empty()) dirs.push_back(std::move(dir));
+      }
+      buf.erase(0, 4 + std::size_t{len});
     }
   }
   // The agent is gone without disarming: take everything of its down.
@@ -84,15 +109,17 @@ Guard::Guard(const std::string& token_entry) {
 Guard::~Guard() = default;  // closing the pipe without "D" arms the guard
 
 void Guard::watch_process_group(pid_t pgid) {
-  write_all(to_guard_.get(), "P " + std::to_string(pgid) + "\n");
+  write_all(to_guard_.get(),
+            guard_frame(GuardMessage::kWatch, [&](codec::Writer& w) { w.i32(pgid); }));
 }
 
 void Guard::remove_on_death(const std::string& dir) {
-  if (dir.find('\n') == std::string::npos) write_all(to_guard_.get(), "R " + dir + "\n");
+  write_all(to_guard_.get(),
+            guard_frame(GuardMessage::kRemove, [&](codec::Writer& w) { w.bytes(dir); }));
 }
 
 void Guard::disarm() {
-  write_all(to_guard_.get(), "D\n");
+  write_all(to_guard_.get(), guard_frame(GuardMessage::kDisarm, [](codec::Writer&) {}));
   to_guard_.reset();
 }
 

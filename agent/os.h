@@ -24,7 +24,7 @@ class GuardLink {
  public:
   virtual ~GuardLink() = default;
   virtual void watch_process_group(pid_t pgid) = 0;
-  // A folder of the agent's to remove if the agent dies (a path without '\n').
+  // A folder of the agent's to remove if the agent dies.
   virtual void remove_on_death(const std::string& dir) = 0;
   // The agent cleaned up itself: the guard exits without killing anything.
   virtual void disarm() = 0;

@@ -223,13 +223,6 @@ std::vector<std::string> PmixHost::client_environment(int rank) {
   // that Open MPI takes as it finds it when it is writable) inside the
   // private one as well.
   out.emplace_back("OMPI_MCA_orte_tmpdir_base=" + impl_->job.tmpdir);
-  // More ranks than CPUs here: MPI must yield when idle, as mpirun would tell it.
-  cpu_set_t cpus;
-  const int ncpu = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  if (impl_->job.ranks_per_node.at(static_cast<std::size_t>(impl_->job.node_rank)) > ncpu &&
-      std::getenv("OMPI_MCA_mpi_yield_when_idle") == nullptr) {
-    out.emplace_back("OMPI_MCA_mpi_yield_when_idle=1");
-  }
   return out;
 }
 

@@ -1,8 +1,6 @@
 #include "controller/setup.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -30,18 +28,20 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
   s.flush_ms = ms(cfg.flush);
   s.workdir = cfg.workdir;
   s.mpi = cfg.mpi;
-  bool oversubscribed_here = false;
   if (cfg.mpi) {
-    std::size_t local_ranks = 0;
     for (const auto& n : plan.nodes) {
       s.node_names.push_back(n.host.name);
       s.ranks_per_node.push_back(static_cast<std::int32_t>(n.ranks.size()));
-      if (n.host.transport == Transport::kLocal) local_ranks += n.ranks.size();
     }
-    // Logical nodes share this machine's cores; MPI must know when they are
-    // oversubscribed or its ranks busy-poll each other off the CPU.
-    oversubscribed_here =
-        np.host.transport == Transport::kLocal && local_ranks > std::thread::hardware_concurrency();
+  }
+  // Logical nodes of one machine (this one's, or the same host name) share
+  // its cores: the agent decides from this what MPI must be told.
+  const bool local = np.host.transport == Transport::kLocal;
+  for (const auto& n : plan.nodes) {
+    const bool same_machine =
+        local ? n.host.transport == Transport::kLocal
+              : n.host.transport != Transport::kLocal && n.host.host == np.host.host;
+    if (same_machine) s.ranks_on_host += static_cast<std::int32_t>(n.ranks.size());
   }
   for (const auto& r : np.ranks) {
     proto::WorkerSpec w;
@@ -49,9 +49,6 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
     w.local_rank = r.local_rank;
     w.argv = plan.command;
     w.env = np.env;
-    if (oversubscribed_here && std::getenv("OMPI_MCA_mpi_yield_when_idle") == nullptr) {
-      w.env.emplace_back("OMPI_MCA_mpi_yield_when_idle", "1");
-    }
     w.env.insert(w.env.end(), r.env.begin(), r.env.end());
     s.workers.push_back(std::move(w));
   }

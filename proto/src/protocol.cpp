@@ -100,6 +100,7 @@ void put(Writer& w, const Setup& m) {
   for (const auto& n : m.node_names) w.bytes(n);
   w.u32(static_cast<std::uint32_t>(m.ranks_per_node.size()));
   for (auto n : m.ranks_per_node) w.i32(n);
+  w.i32(m.ranks_on_host);
 }
 void put(Writer& w, const Ready& m) {
   w.u16(m.master_port);
@@ -186,6 +187,7 @@ void get(Reader& r, Setup& m) {
   auto nr = r.count(4);
   m.ranks_per_node.reserve(nr);
   for (std::uint32_t i = 0; i < nr; ++i) m.ranks_per_node.push_back(r.i32());
+  m.ranks_on_host = r.i32();
 }
 void get(Reader& r, Ready& m) {
   m.master_port = r.u16();

@@ -41,6 +41,7 @@ TEST(Protocol, SetupRoundTripsWithWorkersAndEnvironment) {
   s.mpi = true;
   s.node_names = {"n0", "n1"};
   s.ranks_per_node = {2, 3};
+  s.ranks_on_host = 5;
   auto back = std::get<proto::Setup>(round_trip(s));
   EXPECT_EQ(back.job_id, "job-1");
   EXPECT_EQ(back.node_rank, 3);
@@ -57,6 +58,7 @@ TEST(Protocol, SetupRoundTripsWithWorkersAndEnvironment) {
   EXPECT_TRUE(back.mpi);
   EXPECT_EQ(back.node_names, (std::vector<std::string>{"n0", "n1"}));
   EXPECT_EQ(back.ranks_per_node, (std::vector<std::int32_t>{2, 3}));
+  EXPECT_EQ(back.ranks_on_host, 5);
 }
 
 TEST(Protocol, EveryMessageRoundTrips) {
@@ -146,9 +148,10 @@ TEST(Protocol, UnknownTypeAndBadMagicAreRejected) {
 }
 
 TEST(Protocol, HugeCountsCannotAllocateBeyondTheFrame) {
-  // Setup with a worker count of 2^32-1 in a tiny frame.
+  // Setup whose last count (ranks_per_node, followed by ranks_on_host) says
+  // 2^32-1 in a tiny frame.
   std::string wire = encode(proto::Setup{});
-  const std::size_t count_at = wire.size() - 4;
+  const std::size_t count_at = wire.size() - 8;
   for (std::size_t i = 0; i < 4; ++i) wire[count_at + i] = static_cast<char>(0xff);
   Decoder d;
   d.feed(wire);

@@ -43,7 +43,7 @@
 namespace dlaunch::proto {
 
 inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
-inline constexpr std::uint16_t kProtocolVersion = 3;
+inline constexpr std::uint16_t kProtocolVersion = 4;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
@@ -97,6 +97,9 @@ struct Setup {
   bool mpi = false;
   std::vector<std::string> node_names;       // logical node names, node order
   std::vector<std::int32_t> ranks_per_node;  // ranks are contiguous in node order
+  // Ranks of the whole job on this node's machine (its logical nodes
+  // together): the agent tells MPI to yield when they outnumber its CPUs.
+  std::int32_t ranks_on_host = 0;
 };
 
 struct Ready {
