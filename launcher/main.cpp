@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -106,9 +107,22 @@ void check_identity_files(const dl::Hostfile& hosts) {
   }
 }
 
-std::string join_env(const dl::EnvList& env) {
+// Whether a variable's name says it holds a secret: --dry-run shows its value
+// only with --show-secrets (what it prints lands in logs and CI output).
+bool looks_secret(std::string_view name) {
+  std::string upper(name);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (const char* word : {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL"}) {
+    if (upper.find(word) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string join_env(const dl::EnvList& env, bool show_secrets) {
   std::string out;
-  for (const auto& [k, v] : env) out += k + "=" + dl::shell_quote(v) + " ";
+  for (const auto& [k, v] : env) {
+    out += k + "=" + (show_secrets || !looks_secret(k) ? dl::shell_quote(v) : "<hidden>") + " ";
+  }
   return out;
 }
 
@@ -136,10 +150,10 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
                : slurm ? "dlaunch's whole environment (srun exports it), "
                          "then the node env below"
                        : "what sshd gives a command on " + h.host + ", then the node env below");
-    if (!n.env.empty()) fmt::print("  node env: {}\n", join_env(n.env));
+    if (!n.env.empty()) fmt::print("  node env: {}\n", join_env(n.env, o.show_secrets));
     for (const auto& r : n.ranks) {
-      fmt::print("  rank {}: {}MASTER_ADDR={} MASTER_PORT={} {}\n", r.rank, join_env(r.env),
-                 plan.master_addr, dl::shell_quote(port), cmd);
+      fmt::print("  rank {}: {}MASTER_ADDR={} MASTER_PORT={} {}\n", r.rank,
+                 join_env(r.env, o.show_secrets), plan.master_addr, dl::shell_quote(port), cmd);
     }
   }
 }

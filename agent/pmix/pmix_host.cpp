@@ -20,6 +20,7 @@
 #include <pmix_server.h>
 
 #include "dlaunch/error.h"
+#include "dlaunch/thread_annotations.h"
 #include "dlaunch/tunables.h"
 
 namespace dlaunch::agent {
@@ -45,11 +46,11 @@ namespace {
 // g_impl_mu, which an upcall holds until it has posted its work to the loop,
 // so that after stop() cleared it (a finalize that hung leaves PMIx's thread
 // running) no upcall can reach a server that is gone.
-std::mutex g_impl_mu;
-PmixHost::Impl* g_impl = nullptr;
+Mutex g_impl_mu;
+PmixHost::Impl* g_impl GUARDED_BY(g_impl_mu) = nullptr;
 
 void set_impl(PmixHost::Impl* impl) {
-  std::lock_guard<std::mutex> lock(g_impl_mu);
+  MutexLock lock(g_impl_mu);
   g_impl = impl;
 }
 
@@ -84,7 +85,7 @@ void release_blob(void* blob) { delete static_cast<std::string*>(blob); }
 pmix_status_t on_fence(const pmix_proc_t[], size_t, const pmix_info_t[], size_t, char* data,
                        size_t ndata, pmix_modex_cbfunc_t cbfunc, void* cbdata) {
   std::string blob(data != nullptr ? data : "", data != nullptr ? ndata : 0);
-  std::lock_guard<std::mutex> lock(g_impl_mu);
+  MutexLock lock(g_impl_mu);
   if (g_impl == nullptr) return PMIX_ERR_INIT;
   asio::post(g_impl->io, [impl = g_impl, blob = std::move(blob), cbfunc, cbdata]() mutable {
     const std::uint32_t seq = impl->next_seq++;
@@ -99,7 +100,7 @@ pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char ms
   const int rank = static_cast<int>(proc->rank);
   std::string message = msg != nullptr ? msg : "";
   {
-    std::lock_guard<std::mutex> lock(g_impl_mu);
+    MutexLock lock(g_impl_mu);
     if (g_impl == nullptr) return PMIX_ERR_INIT;
     asio::post(g_impl->io, [impl = g_impl, rank, status, message = std::move(message)] {
       impl->cb.abort(rank, status, message);
@@ -133,7 +134,7 @@ PmixHost::~PmixHost() { stop(); }
 
 void PmixHost::start(const PmixJob& job) {
   {
-    std::lock_guard<std::mutex> lock(g_impl_mu);
+    MutexLock lock(g_impl_mu);
     if (g_impl != nullptr) throw Error(ErrorKind::kInternal, "only one PMIx server per process");
   }
   impl_->job = job;

@@ -220,6 +220,9 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                   "job id (TORCHELASTIC_RUN_ID, DLAUNCH_JOB_ID); default random");
   job->add_option("--agent", o.agent_path, "path of dlaunch-agent (default: next to dlaunch)");
   job->add_flag("--dry-run", o.dry_run, "print what would run on every node, run nothing");
+  job->add_flag("--show-secrets", o.show_secrets,
+                "with --dry-run, also show the values of variables whose names say TOKEN, "
+                "SECRET, PASSWORD, KEY or CREDENTIAL (hidden otherwise)");
   job->add_flag("--mpi", o.mpi,
                 "direct-launch Open MPI programs: every agent is a PMIx server, so MPI_Init joins "
                 "the dlaunch world (no mpirun)");

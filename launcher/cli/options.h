@@ -31,7 +31,8 @@ struct Options {
   int max_restarts = static_cast<int>(tunables::kMaxRestarts.value);
   double collective_timeout_s = -1;  // DLAUNCH_COLLECTIVE_TIMEOUT for comm; < 0: comm's default
   bool dry_run = false;
-  bool mpi = false;  // agents serve PMIx: Open MPI programs run without mpirun
+  bool show_secrets = false;  // --dry-run shows values of variables named like secrets
+  bool mpi = false;           // agents serve PMIx: Open MPI programs run without mpirun
   std::string master_addr;
   int master_port = 0;  // 0: node 0 reserves a free one
   int store_port = 0;   // 0: node 0's store listens on any free port

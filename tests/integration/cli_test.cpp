@@ -344,3 +344,19 @@ TEST(Cli, ControlBytesFromInputAreEscapedInMessages) {
   r = run(dlaunch_cmd({"-n", "1", "--env-file", temp_file("\x1b[2J=3\n", ".env"), "true"}), 30);
   EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
 }
+
+// Issue 15 item 4: --dry-run output lands in logs; secrets stay out of it.
+TEST(Cli, DryRunHidesValuesOfVariablesNamedLikeSecrets) {
+  auto r =
+      run(dlaunch_cmd({"-n", "1", "-x", "HF_TOKEN=hf_abc", "-x", "DB_PASSWORD=pw", "-x",
+                       "AWS_SECRET_ACCESS_KEY=s3", "-x", "PLAIN=visible", "--dry-run", "true"}),
+          30);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* value : {"hf_abc", "=pw", "s3"})
+    EXPECT_EQ(r.out.find(value), std::string::npos) << value << "\n" << r.out;
+  EXPECT_NE(r.out.find("HF_TOKEN=<hidden>"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PLAIN=visible"), std::string::npos) << r.out;
+  r = run(dlaunch_cmd({"-n", "1", "-x", "HF_TOKEN=hf_abc", "--show-secrets", "--dry-run", "true"}),
+          30);
+  EXPECT_NE(r.out.find("HF_TOKEN=hf_abc"), std::string::npos) << r.out;
+}
