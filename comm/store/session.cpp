@@ -1,5 +1,7 @@
 #include "store/session.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -9,6 +11,8 @@
 #include <boost/asio/write.hpp>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
+
+#include "store/peer_uid.h"
 
 namespace dlaunch::comm::detail {
 
@@ -42,6 +46,31 @@ Session::~Session() {
 void Session::start() {
   error_code ignored;
   socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+  source_ = socket_.remote_endpoint(ignored).address().to_string();
+  if (state_->opts.refuse_other_local_users) {
+    if (const auto uid = local_peer_uid(socket_); uid && *uid != ::geteuid()) {
+      ++state_->refused_other_users;
+      return close();
+    }
+  }
+  // Room for this one among those still in the challenge: the oldest from
+  // the same address first, then the oldest of all.
+  auto& from = state_->unauthenticated_from[source_];
+  if (from >= state_->opts.max_unauthenticated_per_source) {
+    for (Session* s : state_->unauthenticated) {
+      if (s->source_ == source_) {
+        s->close();
+        break;
+      }
+    }
+  }
+  if (state_->unauthenticated.size() >= state_->opts.max_unauthenticated &&
+      !state_->unauthenticated.empty()) {
+    state_->unauthenticated.front()->close();
+  }
+  unauthenticated_it_ = state_->unauthenticated.insert(state_->unauthenticated.end(), this);
+  in_unauthenticated_ = true;
+  ++state_->unauthenticated_from[source_];
   if (RAND_bytes(nonce_.data(), static_cast<int>(nonce_.size())) != 1) return close();
   std::string greeting(kGreetingMagic);
   greeting.append(reinterpret_cast<const char*>(nonce_.data()), nonce_.size());
@@ -61,6 +90,7 @@ void Session::on_answer(const error_code& ec) {
   Mac expected = auth_mac(state_->opts.secret, nonce_.data());
   if (CRYPTO_memcmp(expected.data(), answer_.data(), expected.size()) != 0) return close();
   authed_ = true;
+  leave_unauthenticated();
   auth_timer_.cancel();
   // The limits let clients refuse oversized requests themselves, keeping the connection.
   send(Writer(static_cast<uint8_t>(Status::ok))
@@ -71,9 +101,20 @@ void Session::on_answer(const error_code& ec) {
   pump();
 }
 
+void Session::leave_unauthenticated() {
+  if (!in_unauthenticated_) return;
+  in_unauthenticated_ = false;
+  state_->unauthenticated.erase(unauthenticated_it_);
+  auto it = state_->unauthenticated_from.find(source_);
+  if (it != state_->unauthenticated_from.end() && --it->second == 0) {
+    state_->unauthenticated_from.erase(it);
+  }
+}
+
 void Session::close() {
   if (closed_) return;
   closed_ = true;
+  if (!authed_) leave_unauthenticated();
   auto self = shared_from_this();  // the sessions map may hold the last reference
   if (waiting_) {
     state_->table.cancel(*this);

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <deque>
+#include <list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -34,6 +35,10 @@ struct ServerState {
   // Owning: a session leaves this map when it closes (and so breaks the cycle
   // session -> state -> session).
   std::unordered_map<Session*, std::shared_ptr<Session>> sessions;
+  // Sessions still in the challenge, oldest first, and how many per source.
+  std::list<Session*> unauthenticated;
+  std::unordered_map<std::string, size_t> unauthenticated_from;
+  size_t refused_other_users = 0;  // connections of other local users closed at once
   bool closed = false;
 };
 
@@ -43,6 +48,7 @@ class Session final : public std::enable_shared_from_this<Session>, private Wait
   ~Session() override;
   void start();  // sends the challenge
   void close();
+  const std::string& source() const { return source_; }
 
  private:
   enum class Reply : uint8_t { none, value, values };
@@ -68,6 +74,10 @@ class Session final : public std::enable_shared_from_this<Session>, private Wait
   std::array<unsigned char, kMacBytes> answer_{};
   bool authed_ = false;
   bool closed_ = false;
+  std::string source_;                                // the peer's address
+  std::list<Session*>::iterator unauthenticated_it_;  // valid while in_unauthenticated_
+  bool in_unauthenticated_ = false;
+  void leave_unauthenticated();
 
   // Frames arrive into rbuf_[0, rend_); rbuf_[rpos_, rend_) is not yet handled.
   std::vector<char> rbuf_;

@@ -2,6 +2,7 @@
 set(comm_sources
   client.cpp
   connection.cpp
+  peer_uid.cpp
   server.cpp
   session.cpp
   socket.cpp

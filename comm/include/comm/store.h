@@ -138,8 +138,22 @@ struct StoreServerOptions {
   size_t max_value_bytes = 64 << 20;
   size_t max_frame_bytes = (64 << 20) + 8192;
   size_t max_connections = 65536;
-  // A connection that has not authenticated by then is dropped.
-  std::chrono::milliseconds auth_timeout{10000};
+  // A connection that has not authenticated by then is dropped. A client of
+  // the job answers the challenge within milliseconds.
+  std::chrono::milliseconds auth_timeout{5000};
+  // Connections still in the challenge, in all and from one address: past
+  // either limit the oldest such connection is dropped for the new one. A
+  // flood of connections that never authenticate (another user on the
+  // machine, a port scan) then cannot hold the descriptors and the queue the
+  // job's own clients need: they authenticate long before a flood has made
+  // this many new ones after them.
+  size_t max_unauthenticated = 256;
+  size_t max_unauthenticated_per_source = 64;
+  // Connections from this machine whose socket belongs to another user are
+  // closed at once, before the challenge: workers run as the agent's user,
+  // so nothing of the job is theirs, and their connections cannot crowd out
+  // the job's own (a loopback flood would share their source address).
+  bool refuse_other_local_users = true;
 };
 
 namespace detail {

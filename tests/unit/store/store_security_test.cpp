@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -287,4 +289,34 @@ TEST_F(StoreHostile, TheClientReportsOversizedRequestsWithoutLosingItsConnection
   std::vector<std::string> keys(100, "key"), values(100, std::string(100, 'v'));
   EXPECT_THROW(bystander.multi_set(keys, values), dlaunch::comm::StoreError);  // frame over 4096
   expect_bystander_unharmed();
+}
+
+// Issue 15 item 2: a flood of connections that never authenticate (another
+// user of the machine, a scan) is capped: the oldest are dropped for new
+// ones, so the job's own clients still get in, at once.
+TEST(StoreFlood, ConnectionsThatNeverAuthenticateCannotStarveTheJobsClients) {
+  auto o = server_options();
+  o.max_unauthenticated = 32;
+  o.max_unauthenticated_per_source = 16;
+  o.auth_timeout = 60s;  // the cap, not the timeout, must do the work
+  dlaunch::comm::ThreadedStoreServer server{o};
+  std::vector<std::unique_ptr<RawClient>> flood;
+  for (int i = 0; i < 400; ++i) flood.push_back(std::make_unique<RawClient>(server.port()));
+  // Every connection was taken and then, but for the newest 16, dropped.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (server.connections() > 16 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_LE(server.connections(), 16u);
+  // The oldest got its challenge, then was dropped.
+  flood.front()->greeting();
+  EXPECT_TRUE(flood.front()->hung_up_silently(5s));
+  // A client of the job, in the middle of the flood, is served.
+  for (int round = 0; round < 5; ++round) {
+    for (int i = 0; i < 40; ++i) flood.push_back(std::make_unique<RawClient>(server.port()));
+    const auto start = std::chrono::steady_clock::now();
+    dlaunch::comm::Store client(client_options(server.port()));
+    client.set("k" + std::to_string(round), "v");
+    EXPECT_EQ(client.get("k" + std::to_string(round)), "v");
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  }
 }

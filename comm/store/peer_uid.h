@@ -1,0 +1,24 @@
+// Who is at the other end of a TCP connection that comes from this machine.
+//
+// The store refuses connections from other users of the machine at once:
+// nothing of a job is theirs, and a flood of their connections must not hold
+// the descriptors and the queue the job's own clients need. A loopback TCP
+// connection carries no credentials (unlike a Unix socket's SO_PEERCRED),
+// but the kernel knows the owner of the peer's socket: the sock_diag netlink
+// interface answers for one exact 4-tuple.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+
+#include <boost/asio/ip/tcp.hpp>
+
+namespace dlaunch::comm::detail {
+
+// The uid owning the peer's socket when the peer is on this machine (its
+// address is a loopback address or the address it connected to, i.e. one of
+// ours); nullopt for a remote peer or when the kernel does not say.
+std::optional<uid_t> local_peer_uid(const boost::asio::ip::tcp::socket& socket);
+
+}  // namespace dlaunch::comm::detail
