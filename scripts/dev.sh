@@ -81,7 +81,7 @@ lint_format() {
     echo "lint: not formatted as .clang-format says:" >&2
     sed 's/^/  /' <<<"$bad" >&2
     echo "lint: fix with:" >&2
-    echo "  clang-format -i $(tr '\n' ' ' <<<"$bad")" >&2
+    echo "  clang-format -i ${bad//$'\n'/ }" >&2
     return 1
   fi
   echo "clang-format: $(cxx_files | tr -cd '\0' | wc -c) files ok, $((SECONDS - start)) s" >&2
