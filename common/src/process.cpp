@@ -3,7 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX sigprocmask, kill, NSIG
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -66,8 +66,9 @@ std::vector<std::string> exec_candidates(const std::string& argv0,
 std::string find_program(const std::string& prog, const std::vector<std::string>& env,
                          const std::string& workdir) {
   for (const auto& c : exec_candidates(prog, env)) {
-    std::string p = c;
-    if (!p.empty() && p[0] != '/' && !workdir.empty()) p = workdir + "/" + p;
+    std::string p;
+    if (!c.empty() && c[0] != '/' && !workdir.empty()) p.append(workdir).append("/");
+    p.append(c);
     struct stat st {};
     if (::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0)
       return c;
@@ -144,7 +145,7 @@ SpawnResult spawn(const SpawnOptions& opts) {
 }
 
 std::pair<UniqueFd, UniqueFd> make_pipe() {
-  int fds[2];
+  int fds[2] = {-1, -1};
   if (::pipe2(fds, O_CLOEXEC) != 0)
     throw std::system_error(errno, std::generic_category(), "pipe2");
   return {UniqueFd(fds[0]), UniqueFd(fds[1])};
