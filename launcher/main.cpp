@@ -130,7 +130,10 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
   const std::string port =
       o.master_port > 0 ? std::to_string(o.master_port) : "<reserved by node 0>";
   std::string cmd;
-  for (const auto& a : plan.command) cmd += (cmd.empty() ? "" : " ") + dl::shell_quote(a);
+  for (const auto& a : plan.command) {
+    if (!cmd.empty()) cmd += ' ';
+    cmd += dl::shell_quote(a);
+  }
   fmt::print(
       "job {}: {} rank(s) on {} node(s), MASTER_ADDR={} MASTER_PORT={}; comm store on node 0 "
       "(DLAUNCH_STORE_ADDR/PORT/SECRET set at start)\n",

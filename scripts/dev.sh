@@ -2,13 +2,16 @@
 # One entry point for the README's two commands:
 #   scripts/dev.sh hello   install what is missing, build, run examples/hello on
 #                          hostfiles/localhost.yaml (2 logical nodes x 2 ranks)
-#   scripts/dev.sh test    install what is missing, build, run the whole suite:
-#                          release build, then again under ASan+UBSan (dev preset),
-#                          then the fuzzers (scripts/fuzz.sh) and the agent and
-#                          store tests under ThreadSanitizer (tsan preset)
+#   scripts/dev.sh test    install what is missing, lint, build, run the whole
+#                          suite: release build, then again under ASan+UBSan (dev
+#                          preset), then the fuzzers (scripts/fuzz.sh) and the agent
+#                          and store tests under ThreadSanitizer (tsan preset)
+#   scripts/dev.sh lint [format|tidy|tsa]   the first step of `test` alone, or
+#                          one of its three parts (see lint_format, lint_tidy, lint_tsa)
 #   scripts/dev.sh build [PRESET]   just configure and build (default: release)
 #   scripts/dev.sh fuzz [SECONDS] | tsan   one of those two steps alone
-# DLAUNCH_JOBS sets the parallel compile jobs (default: all cores).
+# DLAUNCH_JOBS sets the parallel compile jobs (default: all cores);
+# DLAUNCH_TIDY_ALL=1 makes clang-tidy check every file, not only changed ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -57,6 +60,193 @@ tsan_tests() {
   return $rc
 }
 
+# Every tracked C and C++ source and header.
+cxx_files() {
+  git ls-files -z -- '*.c' '*.h' '*.cc' '*.cpp' '*.cxx' '*.hh' '*.hpp' '*.cu' '*.cuh'
+}
+
+# clang-format --dry-run --Werror over every tracked C/C++ file (.clang-format).
+lint_format() {
+  echo "== lint: clang-format ==" >&2
+  local start=$SECONDS out rc=0 bad
+  out=$(cxx_files | xargs -0 clang-format --dry-run --Werror 2>&1) || rc=$?
+  if [[ $rc -ne 0 ]]; then
+    bad=$(sed -n 's/^\(.*\):[0-9]*:[0-9]*: error: code should be clang-formatted.*/\1/p' <<<"$out" |
+      sed "s|^$PWD/||" | sort -u)
+    if [[ -z "$bad" ]]; then
+      echo "$out" >&2
+      echo "lint: clang-format failed (exit $rc), see above" >&2
+      return 1
+    fi
+    echo "lint: not formatted as .clang-format says:" >&2
+    sed 's/^/  /' <<<"$bad" >&2
+    echo "lint: fix with:" >&2
+    echo "  clang-format -i ${bad//$'\n'/ }" >&2
+    return 1
+  fi
+  echo "clang-format: $(cxx_files | tr -cd '\0' | wc -c) files ok, $((SECONDS - start)) s" >&2
+}
+
+# The release build's C++ translation units (its compile_commands.json), as
+# paths relative to the repository; generated files are left out.
+tidy_units() {
+  sed -n 's/^ *"file": "\(.*\)",\{0,1\}$/\1/p' build/release/compile_commands.json |
+    sed -n "s|^$PWD/||p" | grep -E '\.(cc|cpp|cxx)$' | grep -v '^build/' | sort -u
+}
+
+# The units to check for a list of changed files: the changed C++ files the
+# build compiles, and for a changed header the files that include it directly.
+tidy_units_for() {
+  local changed=$1 units h
+  units=$(tidy_units)
+  {
+    comm -12 <(echo "$units") <(echo "$changed")
+    for h in $(grep -E '\.(h|hh|hpp)$' <<<"$changed"); do
+      # shellcheck disable=SC2046  # the units are paths without spaces
+      grep -lE "^#include [\"<]([^\">]*/)?$(basename "$h")[\">]" $(echo "$units") || true
+    done
+  } | sort -u
+}
+
+# clang-tidy with the repository's .clang-tidy, through the release preset's
+# compile_commands.json (it configures build/release, builds nothing).
+# On a branch: the C++ files changed since the merge base with main,
+# committed or not, and for a changed header the files that include it; only
+# findings on changed lines count (what was there before is not this change's
+# to fix). With no merge base with main, or with DLAUNCH_TIDY_ALL=1: every
+# file the build compiles, every finding. Any finding that counts fails.
+lint_tidy() {
+  echo "== lint: clang-tidy ==" >&2
+  local start=$SECONDS base="" ref all="" changed="" units logs
+  # `|| return`: the parts run as `lint_x || rc=1`, where set -e does not act.
+  cmake --preset release >/dev/null || return 1
+  logs=$(mktemp -d) || return 1
+  local ranges_file=$logs/ranges
+  for ref in main origin/main; do
+    base=$(git merge-base HEAD "$ref" 2>/dev/null) && break
+    base=""
+  done
+  if [[ "${DLAUNCH_TIDY_ALL:-0}" == 1 ]]; then
+    all="DLAUNCH_TIDY_ALL=1"
+  elif [[ -z "$base" ]]; then
+    all="no merge base with main"
+  fi
+  if [[ -n "$all" ]]; then
+    units=$(tidy_units)
+    echo "clang-tidy: all $(wc -l <<<"$units") files ($all)" >&2
+  else
+    changed=$({ git diff --name-only "$base" --; git ls-files --others --exclude-standard; } |
+      grep -E '\.(h|hh|hpp|cc|cpp|cxx)$' | sort -u || true)
+    units=$(tidy_units_for "$changed")
+    # "FILE FIRST LAST" for every range of lines added or changed since the base.
+    git diff -U0 --no-color "$base" -- | awk '
+      /^\+\+\+ / { f = substr($2, 3) }
+      /^@@ / {
+        split($3, r, ","); first = substr(r[1], 2); n = (r[2] == "" ? 1 : r[2])
+        if (n > 0) print f, first, first + n - 1
+      }' >"$ranges_file"
+    git ls-files --others --exclude-standard | sed 's/$/ 1 999999999/' >>"$ranges_file"
+    if [[ -z "$units" ]]; then
+      echo "clang-tidy: no C++ file changed since the merge base with main" \
+        "($(git rev-parse --short "$base")); DLAUNCH_TIDY_ALL=1 checks all" >&2
+      rm -rf "$logs"
+      return 0
+    fi
+    echo "clang-tidy: $(wc -l <<<"$units") files for the $(wc -l <<<"$changed") C++ files" \
+      "changed since the merge base with main, findings on changed lines;" \
+      "DLAUNCH_TIDY_ALL=1 checks all" >&2
+  fi
+  # One clang-tidy per file, $jobs at a time, each with its own log; a file
+  # whose clang-tidy exits non-zero (a finding: warnings are errors here, or
+  # a failure) is named in failed.
+  tr '\n' '\0' <<<"$units" | xargs -0 -P "$jobs" -n 1 sh -c '
+    log="$0/tidy-$(printf %s "$1" | tr / _).log"
+    clang-tidy -p build/release --quiet --warnings-as-errors="*" "$1" >"$log" 2>&1 ||
+      echo "$1" >>"$0/failed"' "$logs"
+  local f log found counted="" with=() broken=()
+  for f in $(sort "$logs/failed" 2>/dev/null); do
+    log="$logs/tidy-$(printf %s "$f" | tr / _).log"
+    found=$(sed -n 's|^\(/[^:]*:[0-9]*:[0-9]*\): error: \(.*\)|\1: \2|p' "$log" |
+      sed -e "s|^$PWD/||" -e 's/,-warnings-as-errors\]$/]/')
+    if [[ -z "$found" ]]; then
+      # No finding to name: clang-tidy itself failed.
+      echo "---- clang-tidy $f failed:" >&2
+      cat "$log" >&2
+      broken+=("$f")
+      continue
+    fi
+    # On a branch, a finding counts only on a changed line.
+    [[ -z "$all" ]] && found=$(awk -F: '
+      NR == FNR {
+        split($0, r, " "); k = ++count[r[1]]; first[r[1], k] = r[2]; last[r[1], k] = r[3]; next
+      }
+      {
+        for (i = 1; i <= count[$1]; i++)
+          if ($2 >= first[$1, i] && $2 <= last[$1, i]) { print; break }
+      }' "$ranges_file" - <<<"$found")
+    if [[ -n "$found" ]]; then
+      with+=("$f")
+      counted+="$found"$'\n'
+    fi
+  done
+  rm -rf "$logs"
+  if [[ ${#broken[@]} -gt 0 || ${#with[@]} -gt 0 ]]; then
+    if [[ ${#with[@]} -gt 0 ]]; then
+      # Each finding once: a header's shows up in every file that includes it.
+      counted=$(sort -u <<<"${counted%$'\n'}")
+      echo "lint: clang-tidy findings ($(wc -l <<<"$counted")):" >&2
+      sed 's/^/  /' <<<"$counted" >&2
+      echo "lint: see them in context with:" >&2
+      echo "  clang-tidy -p build/release ${with[*]}" >&2
+      echo "lint: add --fix to apply the fixes the checks offer; a finding that is wrong" \
+        "where it is takes a // NOLINT(check-name) comment that says why" >&2
+    fi
+    [[ ${#broken[@]} -gt 0 ]] &&
+      echo "lint: clang-tidy failed on ${broken[*]} (output above); rerun:" \
+        "clang-tidy -p build/release ${broken[*]}" >&2
+    return 1
+  fi
+  echo "clang-tidy: $(wc -l <<<"$units") files ok, $((SECONDS - start)) s" >&2
+}
+
+# Clang's thread-safety analysis (-Wthread-safety, as errors) over the library
+# targets where the annotations live: the clang-tsa preset builds only those.
+lint_tsa() {
+  echo "== lint: clang thread-safety analysis (clang-tsa) ==" >&2
+  local start=$SECONDS
+  if ! { cmake --preset clang-tsa >/dev/null && cmake --build --preset clang-tsa -j"$jobs"; }; then
+    echo "lint: the clang-tsa build failed (errors above; -Wthread-safety findings are" \
+      "errors there); rebuild with: cmake --preset clang-tsa && cmake --build --preset clang-tsa" >&2
+    return 1
+  fi
+  echo "clang-tsa: $((SECONDS - start)) s (configure and build)" >&2
+}
+
+lint() {
+  local part
+  for tool in clang-format clang-tidy clang clang++; do
+    if ! command -v "$tool" >/dev/null; then
+      echo "lint: $tool not found (scripts/install-deps.sh installs it)" >&2
+      return 1
+    fi
+  done
+  case "${1:-all}" in
+    format) lint_format ;;
+    tidy) lint_tidy ;;
+    tsa) lint_tsa ;;
+    all)
+      # All three run; the step fails if any did.
+      local rc=0
+      for part in lint_format lint_tidy lint_tsa; do $part || rc=1; done
+      return $rc
+      ;;
+    *)
+      echo "usage: scripts/dev.sh lint [format|tidy|tsa]" >&2
+      return 2
+      ;;
+  esac
+}
+
 cmd=${1:-}
 case "$cmd" in
   hello)
@@ -66,6 +256,7 @@ case "$cmd" in
     ;;
   test)
     scripts/install-deps.sh
+    lint
     build release
     run_tests release
     build dev
@@ -81,12 +272,16 @@ case "$cmd" in
     scripts/install-deps.sh
     tsan_tests
     ;;
+  lint)
+    scripts/install-deps.sh
+    lint "${2:-all}"
+    ;;
   build)
     scripts/install-deps.sh
     build "${2:-release}"
     ;;
   *)
-    echo "usage: scripts/dev.sh hello|test|build [PRESET]|fuzz [SECONDS]|tsan" >&2
+    echo "usage: scripts/dev.sh hello|test|lint [format|tidy|tsa]|build [PRESET]|fuzz [SECONDS]|tsan" >&2
     exit 2
     ;;
 esac

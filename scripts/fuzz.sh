@@ -27,7 +27,7 @@ for tool in clang clang++; do
 done
 
 # -O1 -g with asserts on: libFuzzer's recommended build; tests are not needed here.
-CC=clang CXX=clang++ cmake -S . -B "$build_dir" -G Ninja -DDLAUNCH_FUZZ=ON \
+CC=clang CXX=clang++ cmake -S . -B "$build_dir" -G Ninja -DDLAUNCH_FUZZ=ON -DDLAUNCH_WERROR=ON \
   -DDLAUNCH_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" >/dev/null
 cmake --build "$build_dir" --target fuzz_targets -j"$jobs"

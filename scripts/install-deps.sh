@@ -13,6 +13,7 @@ packages=(
   # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes (only a
   # Recommends of clang-14, so named here), llvm-symbolizer for its reports
   clang libclang-rt-14-dev llvm
+  clang-format clang-tidy  # scripts/dev.sh lint
   slurm-wlm munge  # scripts/testbed/slurm.sh: single-node Slurm for the slurm tests
   groff-base man-db dpkg-dev  # man page check (groff, man -l), cpack -G DEB (dpkg-shlibdeps)
   python3-torch  # examples/train.py and the PyTorch tests (run with /usr/bin/python3)

@@ -46,7 +46,9 @@ long peak_rss_kib() {
 std::string self_usage() {
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
-  auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  auto secs = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
   char buf[128];
   std::snprintf(buf, sizeof buf, "cpu_user_s=%.3f cpu_sys_s=%.3f maxrss_kib=%ld", secs(ru.ru_utime),
                 secs(ru.ru_stime), peak_rss_kib());

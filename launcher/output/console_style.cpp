@@ -23,7 +23,7 @@ int parse_rank(std::string_view spec, std::string_view text) {
   int v = -1;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < 0) {
-    bad_ranks(spec, "'" + std::string(text) + "' is not a rank");
+    bad_ranks(spec, std::string("'").append(text).append("' is not a rank"));
   }
   return v;
 }

@@ -57,7 +57,7 @@ std::string OutputSink::prefix(int rank) const {
     case PrefixMode::kRank:
       break;
   }
-  return "[" + std::to_string(rank) + "] ";
+  return std::string("[").append(std::to_string(rank)).append("] ");
 }
 
 void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bool partial) {

@@ -181,7 +181,12 @@ std::vector<std::string> mpi_worker_env() {
 
 std::string unique_job_id(const std::string& tag) {
   static std::atomic<int> counter{0};
-  return "t" + std::to_string(::getpid()) + "-" + tag + "-" + std::to_string(counter++);
+  return std::string("t")
+      .append(std::to_string(::getpid()))
+      .append("-")
+      .append(tag)
+      .append("-")
+      .append(std::to_string(counter++));
 }
 
 std::string temp_file(const std::string& text, const std::string& suffix) {

@@ -20,8 +20,8 @@ class UniqueFd {
   UniqueFd& operator=(const UniqueFd&) = delete;
   ~UniqueFd() { reset(); }
 
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
+  [[nodiscard]] int get() const { return fd_; }
+  [[nodiscard]] bool valid() const { return fd_ >= 0; }
   explicit operator bool() const { return valid(); }
   // Gives up ownership without closing.
   int release() { return std::exchange(fd_, -1); }

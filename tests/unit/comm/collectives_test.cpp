@@ -24,7 +24,9 @@ class AllReduce : public MpiTest,
                   public ::testing::WithParamInterface<std::tuple<DataType, ReduceOp>> {};
 
 TEST_P(AllReduce, EveryRankGetsTheReduction) {
-  const auto [type, op] = GetParam();
+  // Not a structured binding: clang 14 cannot capture one in the lambda below.
+  const auto type = std::get<0>(GetParam());
+  const auto op = std::get<1>(GetParam());
   const int n = pg().size();
   with_type(type, [&]<typename T>() {
     for (const std::size_t count : kCounts) {
@@ -39,7 +41,8 @@ TEST_P(AllReduce, EveryRankGetsTheReduction) {
 }
 
 TEST_P(AllReduce, TypedSpanOverload) {
-  const auto [type, op] = GetParam();
+  const auto type = std::get<0>(GetParam());
+  const auto op = std::get<1>(GetParam());
   with_type(type, [&]<typename T>() {
     auto buf = values<T>(pg().rank(), 33);
     pg().all_reduce(std::span<T>(buf), op);
@@ -51,7 +54,8 @@ class ReduceScatter : public MpiTest,
                       public ::testing::WithParamInterface<std::tuple<DataType, ReduceOp>> {};
 
 TEST_P(ReduceScatter, EachRankGetsItsBlockOfTheReduction) {
-  const auto [type, op] = GetParam();
+  const auto type = std::get<0>(GetParam());
+  const auto op = std::get<1>(GetParam());
   const int n = pg().size();
   const int me = pg().rank();
   with_type(type, [&]<typename T>() {

@@ -96,11 +96,15 @@ TEST_F(StoreConcurrency, SixtyFourClientsAddSetAndGetConcurrently) {
       auto c = client();
       for (int r = 0; r < kRounds; ++r) {
         c.add("counter", 1);
-        std::string key = "t" + std::to_string(i) + "/" + std::to_string(r);
+        const std::string key =
+            std::string("t").append(std::to_string(i)).append("/").append(std::to_string(r));
         c.set(key, std::to_string(i * r));
         if (c.get(key) != std::to_string(i * r)) ++failures;
         // Another thread's key: blocks until that thread gets there.
-        std::string other = "t" + std::to_string((i + 1) % kThreads) + "/" + std::to_string(r);
+        const std::string other = std::string("t")
+                                      .append(std::to_string((i + 1) % kThreads))
+                                      .append("/")
+                                      .append(std::to_string(r));
         if (c.get(other, 30s) != std::to_string(((i + 1) % kThreads) * r)) ++failures;
       }
     });
@@ -117,7 +121,7 @@ TEST_F(StoreConcurrency, OneStoreSharedByManyThreadsSerialisesRequests) {
     threads.emplace_back([&, i] {
       for (int r = 0; r < 200; ++r) {
         shared.add("n", 1);
-        shared.set("k" + std::to_string(i), std::to_string(r));
+        shared.set(std::string("k").append(std::to_string(i)), std::to_string(r));
       }
     });
   }
