@@ -68,8 +68,7 @@ void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bo
     auto it = files_.find(key);
     if (it == files_.end()) {
       auto path = dir_ + "/rank." + std::to_string(rank) + (is_err ? ".err" : ".out");
-      UniqueFd fd(
-          ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+      UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
       it = files_.emplace(key, std::move(fd)).first;
     }
     if (it->second) write_all(it->second.get(), data);
