@@ -13,6 +13,7 @@
 #include "agent.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/debug.h"
+#include "dlaunch/process.h"
 #include "dlaunch/version.h"
 #include "os.h"
 #include "pmix/pmix_host.h"
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   ::signal(SIGPIPE, SIG_IGN);
+  dlaunch::raise_descriptor_limit();
   // Keep the channel on private fds; stray writes to stdout then go to stderr
   // instead of corrupting the protocol stream, and stdin reads see /dev/null.
   const int control_in = ::fcntl(0, F_DUPFD_CLOEXEC, 3);

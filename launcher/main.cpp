@@ -295,6 +295,7 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
+  dl::raise_descriptor_limit();
   try {
     return run(argc, argv);
   } catch (const dl::Error& e) {

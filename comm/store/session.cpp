@@ -47,16 +47,18 @@ void Session::start() {
   error_code ignored;
   socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
   source_ = socket_.remote_endpoint(ignored).address().to_string();
-  if (state_->opts.refuse_other_local_users) {
-    if (const auto uid = local_peer_uid(socket_); uid && *uid != ::geteuid()) {
-      ++state_->refused_other_users;
-      return close();
-    }
+  // A process of this machine: the job's own ranks when it is this user's,
+  // nothing of the job's when it is another user's.
+  const auto uid = local_peer_uid(socket_);
+  if (uid && *uid != ::geteuid() && state_->opts.refuse_other_local_users) {
+    ++state_->refused_other_users;
+    return close();
   }
   // Room for this one among those still in the challenge: the oldest from
-  // the same address first, then the oldest of all.
+  // the same remote address first (this user's local processes share an
+  // address, and a burst of them is the job starting), then the oldest of all.
   auto& from = state_->unauthenticated_from[source_];
-  if (from >= state_->opts.max_unauthenticated_per_source) {
+  if (!uid && from >= state_->opts.max_unauthenticated_per_source) {
     for (Session* s : state_->unauthenticated) {
       if (s->source_ == source_) {
         s->close();

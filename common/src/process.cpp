@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX sigprocmask, kill, NSIG
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -314,6 +315,17 @@ std::vector<pid_t> pids_with_env_entry(std::string_view entry) {
     }
   });
   return out;
+}
+
+unsigned long raise_descriptor_limit() {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rlimit raised = rl;
+    raised.rlim_cur = rl.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
+  }
+  return static_cast<unsigned long>(rl.rlim_cur);
 }
 
 std::vector<std::string> current_environment() {

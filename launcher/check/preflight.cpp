@@ -107,7 +107,7 @@ asio::awaitable<void> check_ssh(asio::io_context& io, Row& row, const HostEntry&
   try {
     auto conn = co_await ssh::connect(io, ssh::connect_options(host, o.ssh));
     row.connect = row.hostkey = row.auth = "ok";
-    auto ch = co_await ssh::exec(*conn, script, Clock::now() + o.ssh.connect_timeout);
+    auto ch = co_await ssh::exec(*conn, script, nullptr, Clock::now() + o.ssh.connect_timeout);
     std::string out;
     char buf[4096];
     for (;;) {

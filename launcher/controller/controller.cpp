@@ -113,6 +113,7 @@ int Controller::run() {
 void Controller::start() {
   milestones_.begin = env_.clock.now();
   heartbeats_.start();
+  arm_job_timeout();  // from dlaunch's start: a start that hangs counts too
   start_agents();
   if (phase_ == Phase::kStarting) arm_deadline(cfg_.start_timeout, "every agent to become ready");
 }
@@ -259,7 +260,6 @@ void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
                                        {"DLAUNCH_STORE_SECRET", cfg_.store_secret}});
   }
   for (auto& n : nodes_) n.link->send(start);
-  arm_job_timeout();
 }
 
 // A rank called MPI_Abort: it is the root cause, unless one came first.
@@ -417,6 +417,18 @@ void Controller::abort_all(const std::string& reason, bool immediate) {
   }
   const bool first = phase_ != Phase::kAborting;
   phase_ = Phase::kAborting;
+  // A node whose agent has not said Hello yet (an SSH login in progress, a
+  // host that accepts TCP and never answers) is dropped now: its connection
+  // attempt is cancelled rather than waited out, and no agent of it has
+  // started anything.
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    Node& n = nodes_[i];
+    if (!n.link || !n.link->is_open() || n.hello) continue;
+    n.link->kill_agent();
+    n.link->close();
+    n.closed = true;
+    heartbeats_.forget(i);
+  }
   for (auto& n : nodes_) {
     if (n.link && n.link->is_open()) n.link->send(proto::Abort{reason, immediate});
   }
@@ -497,6 +509,17 @@ void Controller::interrupt(int sig) {
 void Controller::arm_job_timeout() {
   if (cfg_.timeout.count() <= 0) return;
   env_.clock.after(*job_timer_, cfg_.timeout, [this] {
+    if (phase_ == Phase::kStarting) {
+      std::string late;
+      for (std::size_t i = 0; i < nodes_.size(); ++i) {
+        if (!nodes_[i].ready) late += (late.empty() ? "" : ", ") + node_label(i);
+      }
+      fail({.kind = CauseKind::kTimeout,
+            .message = fmt::format("--timeout of {} expired while the job was starting; not "
+                                   "ready: {}",
+                                   seconds(cfg_.timeout), late)});
+      return;
+    }
     if (phase_ != Phase::kRunning) return;
     std::string running;
     int n = 0;

@@ -1,5 +1,9 @@
 // dlaunch's command line as a user meets it: bad input is refused before
 // anything starts, with the place and a hint.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -359,4 +363,66 @@ TEST(Cli, DryRunHidesValuesOfVariablesNamedLikeSecrets) {
   r = run(dlaunch_cmd({"-n", "1", "-x", "HF_TOKEN=hf_abc", "--show-secrets", "--dry-run", "true"}),
           30);
   EXPECT_NE(r.out.find("HF_TOKEN=hf_abc"), std::string::npos) << r.out;
+}
+
+namespace {
+std::vector<std::string> concat_args(std::vector<std::string> a,
+                                     const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+}  // namespace
+
+namespace {
+// A "host" that accepts TCP connections (the kernel completes them) and never
+// says a word of SSH. Returns its port; the socket lives as long as `fd`.
+int silent_listener(int& fd) {
+  fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 16) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    return -1;
+  }
+  return ntohs(a.sin_port);
+}
+}  // namespace
+
+// Issue 15 item 15: SIGINT, the start deadline and --timeout do not wait out
+// a connection attempt to a host that never answers (10 s here).
+TEST(Cli, AHostThatNeverAnswersDoesNotDelayInterruptsOrDeadlines) {
+  int fd = -1;
+  const int port = silent_listener(fd);
+  ASSERT_GT(port, 0);
+  const std::string hosts = temp_file(
+      "hosts:\n  - {host: 127.0.0.1, port: " + std::to_string(port) + ", transport: ssh}\n",
+      ".yaml");
+  const std::vector<std::string> base = {"-H", hosts, "--connect-timeout", "10"};
+  {
+    Process p(dlaunch_cmd(concat_args(base, {"true"})));
+    ::usleep(1500 * 1000);
+    p.signal(SIGINT);
+    auto r = p.finish(20);
+    EXPECT_EQ(r.exit_code, 130) << r.err;
+    EXPECT_LT(r.seconds, 3.0) << r.err;
+  }
+  {
+    auto r = run(dlaunch_cmd(concat_args(base, {"--start-timeout", "2", "true"})), 30);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_LT(r.seconds, 3.5) << r.err;
+    EXPECT_NE(r.err.find("gave up waiting 2.0 s for every agent to become ready"),
+              std::string::npos)
+        << r.err;
+  }
+  {
+    auto r = run(dlaunch_cmd(concat_args(base, {"--timeout", "2", "true"})), 30);
+    EXPECT_EQ(r.exit_code, 124) << r.err;
+    EXPECT_LT(r.seconds, 3.5) << r.err;
+    EXPECT_NE(r.err.find("--timeout of 2.0 s expired while the job was starting"),
+              std::string::npos)
+        << r.err;
+  }
+  ::close(fd);
 }

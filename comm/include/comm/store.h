@@ -141,14 +141,15 @@ struct StoreServerOptions {
   // A connection that has not authenticated by then is dropped. A client of
   // the job answers the challenge within milliseconds.
   std::chrono::milliseconds auth_timeout{5000};
-  // Connections still in the challenge, in all and from one address: past
-  // either limit the oldest such connection is dropped for the new one. A
-  // flood of connections that never authenticate (another user on the
-  // machine, a port scan) then cannot hold the descriptors and the queue the
-  // job's own clients need: they authenticate long before a flood has made
-  // this many new ones after them.
-  size_t max_unauthenticated = 256;
-  size_t max_unauthenticated_per_source = 64;
+  // Connections still in the challenge, in all and from one remote address:
+  // past either limit the oldest such connection is dropped for the new one.
+  // A flood of connections that never authenticate (a scan, a hostile host)
+  // then cannot hold the descriptors the job's own clients need: they
+  // authenticate long before a flood has made this many new ones after them.
+  // This user's own processes on this machine (the job's local ranks, which
+  // may all connect at once) are not held to the per-address limit.
+  size_t max_unauthenticated = 4096;
+  size_t max_unauthenticated_per_source = 1024;
   // Connections from this machine whose socket belongs to another user are
   // closed at once, before the challenge: workers run as the agent's user,
   // so nothing of the job is theirs, and their connections cannot crowd out

@@ -62,6 +62,11 @@ std::vector<pid_t> descendants_of(pid_t root);
 // Every process whose environment holds the exact entry "NAME=VALUE".
 std::vector<pid_t> pids_with_env_entry(std::string_view entry);
 
+// Raises the soft RLIMIT_NOFILE to the hard limit (1024 soft is common; a
+// head with a thousand SSH nodes, or node 0's store under a flood of
+// connections, needs more). Returns the soft limit in force afterwards.
+unsigned long raise_descriptor_limit();
+
 // Copy of this process's environment as "NAME=VALUE" strings.
 std::vector<std::string> current_environment();
 // Quotes s for a POSIX shell when needed: abc stays, a b -> 'a b'.

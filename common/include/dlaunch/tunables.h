@@ -36,8 +36,9 @@ inline constexpr Tunable kHeartbeatTimeout{
 inline constexpr Tunable kStartTimeout{"--start-timeout", nullptr, 30.0, "s",
                                        "seconds for every agent to become ready"};
 inline constexpr Tunable kTimeout{"--timeout", nullptr, 0.0, "s",
-                                  "stop the job if it runs longer than this many seconds (exit "
-                                  "124, report names the ranks still running); 0: no limit"};
+                                  "stop the job if it runs longer than this many seconds, counted "
+                                  "from dlaunch's start (exit 124, report names the ranks still "
+                                  "running, or the nodes not ready); 0: no limit"};
 inline constexpr Tunable kMaxRestarts{
     "--max-restarts", "TORCHELASTIC_MAX_RESTARTS", 0.0, "",
     "after a rank or node fails, stop everything and start the whole job again, up to N times "

@@ -46,6 +46,29 @@ class Deadline {
   std::shared_ptr<bool> expired_ = std::make_shared<bool>(false);
 };
 
+// While alive: a cancel() closes the socket (what connect or exec waits on
+// then fails at once). Nothing after it is gone.
+class CancelWatch {
+ public:
+  CancelWatch(const std::shared_ptr<ConnectCancel>& cancel, asio::ip::tcp::socket& sock)
+      : cancel_(cancel) {
+    if (!cancel_) return;
+    cancel_->watch([&sock] {
+      boost::system::error_code ignored;
+      sock.close(ignored);
+    });
+  }
+  ~CancelWatch() {
+    if (cancel_) cancel_->watch(nullptr);
+  }
+  CancelWatch(const CancelWatch&) = delete;
+  CancelWatch& operator=(const CancelWatch&) = delete;
+  bool cancelled() const { return cancel_ && cancel_->cancelled(); }
+
+ private:
+  std::shared_ptr<ConnectCancel> cancel_;
+};
+
 std::chrono::milliseconds backoff(int attempt) {
   static thread_local std::mt19937 rng{std::random_device{}()};
   std::uniform_real_distribution<double> jitter(0.5, 1.5);
@@ -206,6 +229,8 @@ asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io,
   c->user = o.user.empty() ? current_user() : o.user;
   std::string stage = "connect";
   Deadline guard(c->socket, deadline);
+  CancelWatch watch(o.cancel, c->socket);
+  if (watch.cancelled()) throw ConnectError("cancelled", "cancelled before connecting");
   try {
     asio::ip::tcp::resolver resolver(io);
     auto endpoints = co_await resolver.async_resolve(o.host, std::to_string(o.port), use_awaitable);
@@ -258,10 +283,13 @@ asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io,
         throw ConnectError(stage, fmt::format("cannot connect to {}: {} ({} attempt{})", where(o),
                                               ec.message(), attempt + 1, attempt == 0 ? "" : "s"));
       }
+      if (watch.cancelled()) break;
       asio::steady_timer pause(io);
       pause.expires_after(backoff(attempt));
       co_await pause.async_wait(use_awaitable);
+      if (watch.cancelled()) break;
     }
+    if (watch.cancelled()) throw boost::system::system_error(asio::error::operation_aborted);
     if (guard.expired()) throw boost::system::system_error(asio::error::timed_out);
 
     stage = "hostkey";
@@ -277,6 +305,7 @@ asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io,
     if (o.keepalive_s > 0)
       libssh2_keepalive_config(c->session.get(), 1, static_cast<unsigned>(o.keepalive_s));
   } catch (const boost::system::system_error& e) {
+    if (watch.cancelled()) throw ConnectError("cancelled", "cancelled (at " + stage + ")");
     if (guard.expired()) {
       throw ConnectError(stage, fmt::format("timed out after {:.1f} s ({} with {})",
                                             static_cast<double>(o.timeout.count()) / 1000.0,
@@ -289,8 +318,10 @@ asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io,
 }
 
 asio::awaitable<Channel> exec(Connection& c, const std::string& command,
+                              const std::shared_ptr<ConnectCancel>& cancel,
                               Clock::time_point deadline) {
   Deadline guard(c.socket, deadline);
+  CancelWatch watch(cancel, c.socket);
   try {
     Channel ch;
     for (;;) {
@@ -307,6 +338,7 @@ asio::awaitable<Channel> exec(Connection& c, const std::string& command,
     if (rc != 0) throw ConnectError("exec", "cannot run the agent: " + last_error(c.session.get()));
     co_return ch;
   } catch (const boost::system::system_error& e) {
+    if (watch.cancelled()) throw ConnectError("cancelled", "cancelled while starting the agent");
     throw ConnectError("exec",
                        guard.expired() ? "timed out starting the agent" : e.code().message());
   }

@@ -11,6 +11,8 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>  // boost 1.74 awaitable.hpp uses std::exchange without it
@@ -26,6 +28,24 @@
 
 namespace dlaunch::ssh {
 
+// Cancels a connect() or exec() in progress, at once: what it waits on is
+// closed and it throws ConnectError (stage "cancelled"). Shared by the link
+// that started the connection and the coroutine that makes it.
+class ConnectCancel {
+ public:
+  void cancel() {
+    cancelled_ = true;
+    if (interrupt_) interrupt_();
+  }
+  bool cancelled() const { return cancelled_; }
+  // What cancel() closes while a step waits (nothing when empty).
+  void watch(std::function<void()> interrupt) { interrupt_ = std::move(interrupt); }
+
+ private:
+  bool cancelled_ = false;
+  std::function<void()> interrupt_;
+};
+
 struct ConnectOptions {
   std::string host;
   int port = 22;
@@ -33,9 +53,10 @@ struct ConnectOptions {
   std::string identity;  // hostfile `identity`; empty: none
   std::chrono::milliseconds timeout = default_ms(tunables::kConnectTimeout);
   HostKeyPolicy host_key_policy = HostKeyPolicy::kStrict;
-  std::string known_hosts;  // empty: ~/.ssh/known_hosts
-  int attempts = 3;         // for refused or reset connections
-  int keepalive_s = 0;      // SSH keepalive interval; 0: off
+  std::string known_hosts;                // empty: ~/.ssh/known_hosts
+  int attempts = 3;                       // for refused or reset connections
+  int keepalive_s = 0;                    // SSH keepalive interval; 0: off
+  std::shared_ptr<ConnectCancel> cancel;  // optional
 };
 
 // A host that could not be reached, or refused us (ErrorKind::kEnvironment).
@@ -68,6 +89,7 @@ boost::asio::awaitable<std::unique_ptr<Connection>> connect(boost::asio::io_cont
 
 // Opens a session channel and runs command on it (an exec request).
 boost::asio::awaitable<Channel> exec(Connection& conn, const std::string& command,
+                                     const std::shared_ptr<ConnectCancel>& cancel,
                                      std::chrono::steady_clock::time_point deadline);
 
 std::string current_user();

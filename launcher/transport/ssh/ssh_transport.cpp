@@ -81,6 +81,10 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
   bool pump_posted = false;
   bool eof = false;
   bool hello_seen = false;
+  // Set while run_link connects and starts the agent: closing the link then
+  // cancels that (the coroutine owns what it waits on) instead of freeing it.
+  bool connecting = false;
+  std::shared_ptr<ConnectCancel> cancel = std::make_shared<ConnectCancel>();
   std::deque<std::string> stderr_tail;
   std::string stderr_partial;
   std::string peer_address;   // what we connected to (MASTER_ADDR candidate)
@@ -282,7 +286,8 @@ class SshLink final : public AgentLink {
   bool is_open() const override { return !s_->closed; }
   void close() override {
     s_->closed = true;
-    s_->drop_connection();
+    s_->cancel->cancel();
+    if (!s_->connecting) s_->drop_connection();
   }
   // pump() reads what libssh2 holds and what the socket has, without
   // blocking (the session is non-blocking), and re-arms the socket waits.
@@ -323,24 +328,38 @@ asio::awaitable<void> run_link(std::shared_ptr<LinkState> s, std::shared_ptr<Lim
   co_await limiter->acquire();
   slot.held = true;
   if (s->closed) co_return;
+  opts.cancel = s->cancel;
+  s->connecting = true;
   try {
     const auto deadline = Clock::now() + opts.timeout;
     auto conn = co_await connect(s->io, opts);
-    if (s->closed) co_return;
+    if (s->closed) {
+      s->connecting = false;
+      co_return;
+    }
     s->conn = std::move(conn);
     s->peer_address = s->conn->peer_address;
     s->local_address = s->conn->local_address;
-    auto ch = co_await exec(*s->conn, "exec " + shell_quote(s->agent_path), deadline);
+    auto ch = co_await exec(*s->conn, "exec " + shell_quote(s->agent_path), s->cancel, deadline);
+    s->connecting = false;
     if (debug_ssh()) {
       write_all(2, fmt::format("dlaunch: ssh {}: exec started at {:.1f} ms\n", opts.host,
                                std::chrono::duration<double, std::milli>(Clock::now() -
                                                                          (deadline - opts.timeout))
                                    .count()));
     }
-    if (s->closed) co_return;
+    if (s->closed) {
+      s->drop_connection();
+      co_return;
+    }
     s->channel = std::move(ch);
   } catch (const ConnectError& e) {
+    s->connecting = false;
     slot.release();
+    if (s->closed) {
+      s->drop_connection();
+      co_return;
+    }
     s->fail(e.what());
     co_return;
   }

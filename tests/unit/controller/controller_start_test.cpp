@@ -1,5 +1,7 @@
 // Starting a job: nodes lost before they are ready, agents of another
 // version, the start deadline. No processes.
+#include <signal.h>
+
 #include "controller_test_support.h"
 
 using namespace dltest;
@@ -112,4 +114,39 @@ TEST_F(ControllerTest, StartCarriesNodeZerosPortsToEveryNode) {
   // Only node 0 reserves the master port and hosts the store.
   EXPECT_TRUE(link(0).sent_of<proto::Setup>().at(0).reserve_master_port);
   EXPECT_FALSE(link(1).sent_of<proto::Setup>().at(0).reserve_master_port);
+}
+
+// Issue 15 item 15: an interrupt, the start deadline or --timeout does not
+// wait for a node that is still connecting: its attempt is cancelled at once.
+TEST_F(ControllerTest, AnInterruptWhileStartingDropsNodesStillConnecting) {
+  make(2, 1);
+  controller_->start();
+  link(0).deliver(proto::Hello{.agent_version = dlaunch::kVersion});
+  // Node 1's host accepted TCP and never answered SSH.
+  controller_->interrupt(SIGINT);
+  EXPECT_TRUE(link(1).killed);
+  EXPECT_FALSE(link(1).is_open());
+  EXPECT_EQ(link(0).sent_of<proto::Abort>().size(), 1u);
+  link(0).deliver(proto::Done{});
+  link(0).drop("EOF");
+  EXPECT_TRUE(controller_->finished());
+  EXPECT_EQ(controller_->exit_status(), 128 + SIGINT);
+}
+
+TEST_F(ControllerTest, TheJobTimeoutCountsFromStartAndEndsAHangingStartWith124) {
+  make(2, 1, {.timeout = milliseconds(2000)});
+  controller_->start();
+  link(0).deliver(proto::Hello{.agent_version = dlaunch::kVersion});
+  link(0).deliver(proto::Ready{});
+  clock_.advance(milliseconds(1999));
+  EXPECT_EQ(controller_->cause().kind, dlaunch::CauseKind::kNone);
+  clock_.advance(milliseconds(1));
+  ASSERT_EQ(controller_->cause().kind, dlaunch::CauseKind::kTimeout);
+  EXPECT_EQ(controller_->cause().message,
+            "--timeout of 2.0 s expired while the job was starting; not ready: node 1 (host1)");
+  EXPECT_TRUE(link(1).killed);
+  link(0).deliver(proto::Done{});
+  link(0).drop("EOF");
+  EXPECT_TRUE(controller_->finished());
+  EXPECT_EQ(controller_->exit_status(), 124);
 }

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -291,22 +292,19 @@ TEST_F(StoreHostile, TheClientReportsOversizedRequestsWithoutLosingItsConnection
   expect_bystander_unharmed();
 }
 
-// Issue 15 item 2: a flood of connections that never authenticate (another
-// user of the machine, a scan) is capped: the oldest are dropped for new
-// ones, so the job's own clients still get in, at once.
+// Issue 15 item 2: a flood of connections that never authenticate is capped:
+// the oldest are dropped for new ones, so the job's own clients still get in.
 TEST(StoreFlood, ConnectionsThatNeverAuthenticateCannotStarveTheJobsClients) {
   auto o = server_options();
   o.max_unauthenticated = 32;
-  o.max_unauthenticated_per_source = 16;
   o.auth_timeout = 60s;  // the cap, not the timeout, must do the work
   dlaunch::comm::ThreadedStoreServer server{o};
   std::vector<std::unique_ptr<RawClient>> flood;
   for (int i = 0; i < 400; ++i) flood.push_back(std::make_unique<RawClient>(server.port()));
-  // Every connection was taken and then, but for the newest 16, dropped.
   const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (server.connections() > 16 && std::chrono::steady_clock::now() < deadline)
+  while (server.connections() > 32 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(10ms);
-  EXPECT_LE(server.connections(), 16u);
+  EXPECT_LE(server.connections(), 32u);
   // The oldest got its challenge, then was dropped.
   flood.front()->greeting();
   EXPECT_TRUE(flood.front()->hung_up_silently(5s));
@@ -319,4 +317,23 @@ TEST(StoreFlood, ConnectionsThatNeverAuthenticateCannotStarveTheJobsClients) {
     EXPECT_EQ(client.get("k" + std::to_string(round)), "v");
     EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
   }
+}
+
+// Another user of the machine gets not even the challenge: the connection is
+// closed at once, whatever the caps.
+TEST(StoreFlood, AnotherLocalUsersConnectionIsClosedAtOnce) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to connect as another user";
+  dlaunch::comm::ThreadedStoreServer server{server_options()};
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) ::_exit(3);
+    RawClient raw(server.port());
+    ::_exit(raw.hung_up_silently(5s) ? 0 : 1);  // EOF before a single byte
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  // This user's own connection gets its challenge.
+  RawClient mine(server.port());
+  EXPECT_EQ(mine.greeting().substr(0, 8), "DLSTORE2");
 }
