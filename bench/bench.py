@@ -16,6 +16,7 @@ import os
 import platform
 import re
 import shlex
+import signal
 import shutil
 import statistics
 import subprocess
@@ -105,9 +106,23 @@ def cpu_jiffies():
         return [int(x) for x in f.readline().split()[1:]]
 
 
-def count_procs(pattern):
-    r = subprocess.run(["pgrep", "-fc", pattern], capture_output=True, text=True)
-    return int(r.stdout.strip() or 0)
+def left_behind(d):
+    """Processes a teardown run's ranks recorded in d (pid.RANK: "PID STARTTIME")
+    that still exist: the same pid with the same start time, so a pid reused
+    by someone else's process is never counted, let alone killed."""
+    alive = []
+    for name in os.listdir(d):
+        if not name.startswith("pid."):
+            continue
+        try:
+            pid, start = open(os.path.join(d, name)).read().split()
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if fields[19] == start and fields[0] != "Z":
+                alive.append(int(pid))
+        except (OSError, ValueError, IndexError):
+            pass
+    return alive
 
 
 def first_line(cmd):
@@ -327,8 +342,13 @@ def bench_teardown(tb, n, runs, tmp):
             except (OSError, ValueError):
                 sys.exit(f"bench: teardown {name}: the failing rank left no time stamp\n{res.err[-2000:]}")
             samples[name].append(res.end - failed_at)
-            left[name].append(count_procs("^sleep 3599$"))
-            subprocess.run(["pkill", "-KILL", "-f", "^sleep 3599$"])
+            leftovers = left_behind(d)
+            left[name].append(len(leftovers))
+            for pid in leftovers:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
     for name in cmds:
         out["tools"][name] = {"exit_after_failure_s": median(samples[name]), "samples": samples[name],
                               "left_behind_max": max(left[name])}

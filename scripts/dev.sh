@@ -87,6 +87,22 @@ lint_format() {
   echo "clang-format: $(cxx_files | tr -cd '\0' | wc -c) files ok, $((SECONDS - start)) s" >&2
 }
 
+# The project's own scripts follow the rule they enforce: processes are ended
+# by the ids that were started (or a job's own clean-up), never by a name or a
+# pattern, which can hit another user's processes (DeepSpeed #6807).
+lint_kill_patterns() {
+  echo "== lint: no killing by name ==" >&2
+  local hits
+  hits=$(git grep -nE '(^|[^[:alnum:]_-])(pkill|killall|pgrep)([^[:alnum:]_-]|$)' -- \
+    scripts bench tests .ci ':!scripts/dev.sh' || true)
+  if [[ -n "$hits" ]]; then
+    echo "lint: processes found or ended by name (use the ids you started):" >&2
+    sed 's/^/  /' <<<"$hits" >&2
+    return 1
+  fi
+  echo "no killing by name: ok" >&2
+}
+
 # The release build's C++ translation units (its compile_commands.json), as
 # paths relative to the repository; generated files are left out.
 tidy_units() {
@@ -234,14 +250,15 @@ lint() {
     format) lint_format ;;
     tidy) lint_tidy ;;
     tsa) lint_tsa ;;
+    kill) lint_kill_patterns ;;
     all)
-      # All three run; the step fails if any did.
+      # All of them run; the step fails if any did.
       local rc=0
-      for part in lint_format lint_tidy lint_tsa; do $part || rc=1; done
+      for part in lint_format lint_kill_patterns lint_tidy lint_tsa; do $part || rc=1; done
       return $rc
       ;;
     *)
-      echo "usage: scripts/dev.sh lint [format|tidy|tsa]" >&2
+      echo "usage: scripts/dev.sh lint [format|tidy|tsa|kill]" >&2
       return 2
       ;;
   esac
