@@ -76,6 +76,14 @@ void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bo
 
   const bool shown =
       cfg_.ranks.empty() || std::binary_search(cfg_.ranks.begin(), cfg_.ranks.end(), rank);
+  // --no-prefix: the console gets a rank's bytes as it wrote them (a line
+  // longer than the agent's 64 KiB piece stays one line; no newline is added
+  // at the end), like the per-rank files.
+  if (cfg_.prefix == PrefixMode::kNone && !cfg_.timestamps) {
+    if (shown) write_all(is_err ? cfg_.stderr_fd : cfg_.stdout_fd, data);
+    if (is_err) remember_tail(rank, data, partial);
+    return;
+  }
   const bool color = is_err ? cfg_.color_stderr : cfg_.color_stdout;
   // One prefixed line per '\n'; a partial piece is ended with a newline so the
   // next line from another rank starts clean.
@@ -114,6 +122,29 @@ void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bo
   }
   (void)partial;
   if (!batch_.empty()) write_all(is_err ? cfg_.stderr_fd : cfg_.stdout_fd, batch_);
+}
+
+// The report's last lines of a rank's stderr, for data that was passed
+// through unprefixed: a piece without a newline continues the last line.
+void OutputSink::remember_tail(int rank, std::string_view data, bool partial) {
+  auto& tail = tails_[rank];
+  bool& open = tail_open_[rank];
+  std::size_t pos = 0;
+  while (pos < data.size()) {
+    const auto nl = data.find('\n', pos);
+    const auto piece =
+        data.substr(pos, nl == std::string_view::npos ? data.size() - pos : nl - pos);
+    if (open && !tail.empty()) {
+      auto& last = tail.back();
+      last.append(piece.substr(0, kMaxTailLine - std::min(kMaxTailLine, last.size())));
+    } else {
+      tail.emplace_back(piece.substr(0, kMaxTailLine));
+      if (tail.size() > cfg_.tail_lines) tail.pop_front();
+    }
+    open = nl == std::string_view::npos;
+    pos = nl == std::string_view::npos ? data.size() : nl + 1;
+  }
+  (void)partial;
 }
 
 std::vector<std::string> OutputSink::stderr_tail(int rank) const {

@@ -38,7 +38,12 @@ class OutputSink {
   // Creates DIR/<job-id>/ when output_dir is set; throws dlaunch::Error.
   explicit OutputSink(Config cfg);
 
-  // data: whole lines ending in '\n', or (partial) a piece of one.
+  // data: whole lines ending in '\n', or (partial) a piece of one. With a
+  // prefix (or timestamps) every line gets one, and a piece without its
+  // newline (a line longer than the agent's 64 KiB, a last line without one)
+  // is ended with one, so that the next line, perhaps another rank's, starts
+  // clean. With PrefixMode::kNone and no timestamps the console gets the
+  // bytes unchanged. The per-rank files always get them unchanged.
   void write(int rank, proto::Stream stream, std::string_view data, bool partial);
   // The last lines a rank wrote to stderr, oldest first.
   std::vector<std::string> stderr_tail(int rank) const;
@@ -49,6 +54,8 @@ class OutputSink {
   std::string dir_;
   std::map<std::pair<int, int>, UniqueFd> files_;
   std::map<int, std::deque<std::string>> tails_;
+  std::map<int, bool> tail_open_;  // the last tail line of a rank awaits its newline
+  void remember_tail(int rank, std::string_view data, bool partial);
   std::string batch_;
 };
 

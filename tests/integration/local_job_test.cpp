@@ -549,3 +549,24 @@ TEST(LocalJob, AgentKilledWithSigkillLeavesNoErrorFileFolder) {
   for (int i = 0; i < 100 && !folders().empty(); ++i) ::usleep(20 * 1000);
   EXPECT_EQ(folders(), std::vector<std::string>{});
 }
+
+// Issue 15 ("Also"): --no-prefix passes a rank's bytes through unchanged: a
+// line longer than the agent's 64 KiB pieces stays one line, and nothing is
+// added at the end.
+TEST(LocalJob, NoPrefixIsByteTransparent) {
+  auto r = run(dlaunch_cmd({"-n", "1", "--no-prefix", "sh", "-c",
+                            "head -c 300000 /dev/zero | tr '\\0' x; printf 'end'"}),
+               60);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, std::string(300000, 'x') + "end");
+  // With a prefix: 64 KiB pieces on lines of their own, and a final newline.
+  r = run(dlaunch_cmd({"-n", "1", "sh", "-c", "head -c 300000 /dev/zero | tr '\\0' x"}), 60);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::size_t x = 0;
+  for (const auto& line : lines_of(r.out)) {
+    ASSERT_EQ(line.rfind("[0] ", 0), 0u) << line.substr(0, 40);
+    x += line.size() - 4;
+  }
+  EXPECT_EQ(x, 300000u);
+  EXPECT_EQ(r.out.back(), '\n');
+}
