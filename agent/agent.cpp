@@ -182,20 +182,29 @@ void Agent::handle(proto::Setup&& m) {
     reserved_port_ = std::move(reserved->fd);
     ready.master_port = reserved->port;
   }
+  make_error_dir();
   if (!setup_.store_secret.empty()) {
-    // The store lives as long as the job, not the workers: it survives their crashes.
+    // The store lives as long as the job, not the workers: it survives their
+    // crashes. Besides TCP (on the address the head chose: loopback when every
+    // node is on its machine) it listens on a Unix socket in this node's
+    // private folder, for the workers of this machine: out of reach of other
+    // users and of any flood of theirs at the TCP port.
+    comm::StoreServerOptions so{.bind_address = setup_.store_bind,
+                                .port = setup_.store_port,
+                                .secret = setup_.store_secret};
+    if (!error_dir_.empty() && error_dir_.size() + 12 < 100)
+      so.unix_path = error_dir_ + "/store.sock";
     try {
-      store_ = std::make_unique<comm::StoreServer>(
-          env_.io,
-          comm::StoreServerOptions{.port = setup_.store_port, .secret = setup_.store_secret});
+      store_ = std::make_unique<comm::StoreServer>(env_.io, so);
       ready.store_port = store_->port();
+      ready.store_path = so.unix_path;
+      store_path_ = so.unix_path;
     } catch (const std::exception& e) {
       channel_->send(proto::Fatal{std::string("cannot start the comm store: ") + e.what()});
       return;
     }
   }
   for (const auto& ws : setup_.workers) workers_[ws.rank].spec = ws;
-  make_error_dir();
   if (setup_.mpi && !start_pmix()) return;
   channel_->send(ready);
   start_heartbeats();

@@ -115,7 +115,8 @@ class Agent {
   std::map<int, Worker> workers_;  // by rank
   std::map<pid_t, int> rank_of_pid_;
   UniqueFd reserved_port_;
-  std::string error_dir_;  // workers' TORCHELASTIC_ERROR_FILEs; removed at the end
+  std::string error_dir_;   // workers' TORCHELASTIC_ERROR_FILEs; removed at the end
+  std::string store_path_;  // node 0: the store's Unix socket (in error_dir_), if any
   Phase phase_ = Phase::kHello;
   bool aborting_ = false;
   bool shutdown_requested_ = false;

@@ -64,6 +64,7 @@ Store Store::from_env() {
   }
   opts.port = static_cast<uint16_t>(value);
   opts.secret = var("DLAUNCH_STORE_SECRET");
+  if (const char* path = std::getenv("DLAUNCH_STORE_PATH"); path != nullptr) opts.unix_path = path;
   return Store(std::move(opts));
 }
 

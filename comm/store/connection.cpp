@@ -150,7 +150,11 @@ void Connection::connect() {
   std::string error;  // why the last attempt failed
   for (;;) {
     ++attempts;
-    if (auto s = connect_tcp(opts.host, opts.port, deadline)) {
+    // The Unix socket first (a process on the store's machine), else TCP.
+    Result<Fd> unix_socket = failure(std::string());
+    if (!opts.unix_path.empty()) unix_socket = connect_unix(opts.unix_path, deadline);
+    if (auto s =
+            unix_socket ? std::move(unix_socket) : connect_tcp(opts.host, opts.port, deadline)) {
       auto accepted = handshake(*s, deadline);
       if (accepted) {
         max_key = accepted->max_key;

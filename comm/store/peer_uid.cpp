@@ -79,4 +79,11 @@ std::optional<uid_t> local_peer_uid(const boost::asio::ip::tcp::socket& socket) 
   return uid;
 }
 
+std::optional<uid_t> unix_peer_uid(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return std::nullopt;
+  return cred.uid;
+}
+
 }  // namespace dlaunch::comm::detail

@@ -21,4 +21,7 @@ namespace dlaunch::comm::detail {
 // ours); nullopt for a remote peer or when the kernel does not say.
 std::optional<uid_t> local_peer_uid(const boost::asio::ip::tcp::socket& socket);
 
+// The peer's uid on a Unix socket (SO_PEERCRED); nullopt when unknown.
+std::optional<uid_t> unix_peer_uid(int fd);
+
 }  // namespace dlaunch::comm::detail

@@ -1,3 +1,6 @@
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <future>
 #include <stdexcept>
 #include <system_error>
@@ -7,6 +10,7 @@
 #include <boost/asio/post.hpp>
 
 #include "comm/store.h"
+#include "store/peer_uid.h"
 #include "store/session.h"
 
 namespace dlaunch::comm {
@@ -18,24 +22,53 @@ namespace {
 
 std::error_code to_std(const error_code& ec) { return {ec.value(), std::system_category()}; }
 
+void start_session(const std::shared_ptr<detail::ServerState>& state,
+                   asio::generic::stream_protocol::socket socket, std::string source,
+                   std::optional<uid_t> uid) {
+  if (state->sessions.size() >= state->opts.max_connections) return;
+  auto session =
+      std::make_shared<detail::Session>(state, std::move(socket), std::move(source), uid);
+  state->sessions.emplace(session.get(), session);
+  session->start();
+}
+
+// After an error (out of descriptors and the like): back off instead of
+// spinning on it.
+template <typename Again>
+void retry_later(const std::shared_ptr<detail::ServerState>& state, Again again) {
+  state->accept_retry.expires_after(std::chrono::milliseconds(100));
+  state->accept_retry.async_wait([state, again](const error_code& wait_ec) {
+    if (!wait_ec && !state->closed) again(state);
+  });
+}
+
 void accept_next(const std::shared_ptr<detail::ServerState>& state) {
   state->acceptor.async_accept([state](const error_code& ec, asio::ip::tcp::socket socket) {
     if (state->closed) return;
-    if (ec) {
-      // Out of descriptors and the like: back off instead of spinning on the error.
-      state->accept_retry.expires_after(std::chrono::milliseconds(100));
-      state->accept_retry.async_wait([state](const error_code& wait_ec) {
-        if (!wait_ec && !state->closed) accept_next(state);
-      });
-      return;
-    }
-    if (state->sessions.size() < state->opts.max_connections) {
-      auto session = std::make_shared<detail::Session>(state, std::move(socket));
-      state->sessions.emplace(session.get(), session);
-      session->start();
-    }
+    if (ec) return retry_later(state, accept_next);
+    error_code ignored;
+    std::string source = socket.remote_endpoint(ignored).address().to_string();
+    const auto uid = detail::local_peer_uid(socket);
+    const auto protocol = socket.local_endpoint(ignored).protocol();
+    asio::generic::stream_protocol::socket generic(
+        state->io, asio::generic::stream_protocol(protocol.family(), protocol.protocol()),
+        socket.release());
+    start_session(state, std::move(generic), std::move(source), uid);
     accept_next(state);
   });
+}
+
+void accept_next_unix(const std::shared_ptr<detail::ServerState>& state) {
+  state->unix_acceptor.async_accept(
+      [state](const error_code& ec, asio::local::stream_protocol::socket socket) {
+        if (state->closed) return;
+        if (ec) return retry_later(state, accept_next_unix);
+        const auto uid = detail::unix_peer_uid(socket.native_handle());
+        asio::generic::stream_protocol::socket generic(
+            state->io, asio::generic::stream_protocol(AF_UNIX, 0), socket.release());
+        start_session(state, std::move(generic), "unix", uid);
+        accept_next_unix(state);
+      });
 }
 
 }  // namespace
@@ -63,6 +96,18 @@ StoreServer::StoreServer(asio::io_context& io, StoreServerOptions opts) {
   if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (!ec) port_ = acceptor.local_endpoint(ec).port();
   if (ec) throw std::system_error(to_std(ec), "store server: cannot listen on " + where);
+  if (!state_->opts.unix_path.empty()) {
+    const asio::local::stream_protocol::endpoint unix_endpoint(state_->opts.unix_path);
+    auto& ua = state_->unix_acceptor;
+    ua.open(unix_endpoint.protocol(), ec);
+    if (!ec) ua.bind(unix_endpoint, ec);
+    if (!ec) ua.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      throw std::system_error(to_std(ec),
+                              "store server: cannot listen on " + state_->opts.unix_path);
+    }
+    accept_next_unix(state_);
+  }
   accept_next(state_);
 }
 
@@ -77,6 +122,10 @@ void StoreServer::close() {
   state_->closed = true;
   error_code ignored;
   state_->acceptor.close(ignored);
+  if (state_->unix_acceptor.is_open()) {
+    state_->unix_acceptor.close(ignored);
+    ::unlink(state_->opts.unix_path.c_str());
+  }
   state_->accept_retry.cancel();
   std::vector<std::shared_ptr<detail::Session>> sessions;
   for (auto& [raw, session] : state_->sessions) sessions.push_back(session);

@@ -33,11 +33,15 @@ std::string status_frame(Status s) { return Writer(static_cast<uint8_t>(s)).fini
 
 }  // namespace
 
-Session::Session(std::shared_ptr<ServerState> state, asio::ip::tcp::socket socket)
+Session::Session(std::shared_ptr<ServerState> state, asio::generic::stream_protocol::socket socket,
+                 std::string source, std::optional<uid_t> local_uid)
     : state_(std::move(state)),
       socket_(std::move(socket)),
+      local_uid_(local_uid),
       auth_timer_(state_->io),
-      wait_timer_(state_->io) {}
+      wait_timer_(state_->io) {
+  source_ = std::move(source);
+}
 
 Session::~Session() {
   if (waiting_) state_->table.cancel(*this);
@@ -46,10 +50,9 @@ Session::~Session() {
 void Session::start() {
   error_code ignored;
   socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
-  source_ = socket_.remote_endpoint(ignored).address().to_string();
   // A process of this machine: the job's own ranks when it is this user's,
   // nothing of the job's when it is another user's.
-  const auto uid = local_peer_uid(socket_);
+  const auto& uid = local_uid_;
   if (uid && *uid != ::geteuid() && state_->opts.refuse_other_local_users) {
     ++state_->refused_other_users;
     return close();

@@ -7,12 +7,15 @@
 #include <deque>
 #include <list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "comm/store.h"
@@ -25,11 +28,19 @@ class Session;
 
 struct ServerState {
   ServerState(boost::asio::io_context& io_context, StoreServerOptions options)
-      : io(io_context), opts(std::move(options)), acceptor(io_context), accept_retry(io_context) {}
+      : io(io_context),
+        opts(std::move(options)),
+        acceptor(io_context),
+        unix_acceptor(io_context),
+        accept_retry(io_context) {}
 
   boost::asio::io_context& io;
   StoreServerOptions opts;
   boost::asio::ip::tcp::acceptor acceptor;
+  // Processes of this user on this machine may use a Unix socket in a
+  // private folder instead (opts.unix_path): other users cannot reach it,
+  // so a flood of theirs at the TCP port does not queue in front of them.
+  boost::asio::local::stream_protocol::acceptor unix_acceptor;
   boost::asio::steady_timer accept_retry;
   Table table;
   // Owning: a session leaves this map when it closes (and so breaks the cycle
@@ -44,7 +55,10 @@ struct ServerState {
 
 class Session final : public std::enable_shared_from_this<Session>, private Waiter {
  public:
-  Session(std::shared_ptr<ServerState> state, boost::asio::ip::tcp::socket socket);
+  // `source`: the peer's address, "unix" on the Unix socket; `local_uid`:
+  // the peer's uid when it is a process of this machine.
+  Session(std::shared_ptr<ServerState> state, boost::asio::generic::stream_protocol::socket socket,
+          std::string source, std::optional<uid_t> local_uid);
   ~Session() override;
   void start();  // sends the challenge
   void close();
@@ -67,7 +81,8 @@ class Session final : public std::enable_shared_from_this<Session>, private Wait
   void flush();
 
   std::shared_ptr<ServerState> state_;
-  boost::asio::ip::tcp::socket socket_;
+  boost::asio::generic::stream_protocol::socket socket_;
+  std::optional<uid_t> local_uid_;
   boost::asio::steady_timer auth_timer_;
   boost::asio::steady_timer wait_timer_;
   std::array<unsigned char, kNonceBytes> nonce_{};

@@ -5,6 +5,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -97,6 +98,28 @@ Result<Fd> connect_tcp(const std::string& host, uint16_t port, Clock::time_point
   }
   ::freeaddrinfo(list);
   return failure(std::move(error));
+}
+
+Result<Fd> connect_unix(const std::string& path, Clock::time_point deadline) {
+  sockaddr_un a{};
+  if (path.size() >= sizeof a.sun_path) return failure("socket path too long: " + path);
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) return failure(std::strerror(errno));
+  IoResult r;
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    if (errno != EINPROGRESS && errno != EAGAIN) {
+      r = {Io::error, errno};
+    } else if (r = wait_for(fd.get(), POLLOUT, deadline); r.status == Io::ok) {
+      int so_error = 0;
+      socklen_t len = sizeof so_error;
+      ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so_error, &len);
+      if (so_error != 0) r = {Io::error, so_error};
+    }
+  }
+  if (r.status != Io::ok) return failure(path + ": " + r.describe());
+  return fd;
 }
 
 IoResult send_all(int fd, std::string_view data, Clock::time_point deadline) {

@@ -46,6 +46,8 @@ struct IoResult {
 // Tries every address of host once, each until deadline at most: the
 // connected socket, or why none could be had (the last address's reason).
 Result<Fd> connect_tcp(const std::string& host, uint16_t port, Clock::time_point deadline);
+// A Unix socket at `path`, or why not.
+Result<Fd> connect_unix(const std::string& path, Clock::time_point deadline);
 IoResult send_all(int fd, std::string_view data, Clock::time_point deadline);
 IoResult recv_exact(int fd, char* buf, size_t n, Clock::time_point deadline);
 // One u32-length-prefixed frame into `body`; Io::error with EPROTO if more than

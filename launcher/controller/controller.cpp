@@ -236,6 +236,7 @@ void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
   if (i == 0) {
     master_port_ = ready.master_port;
     store_port_ = ready.store_port;
+    store_path_ = ready.store_path;
   }
   if (phase_ != Phase::kStarting) return;
   if (cause_.kind != CauseKind::kNone) {
@@ -259,7 +260,20 @@ void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
                                        {"DLAUNCH_STORE_PORT", std::to_string(store_port_)},
                                        {"DLAUNCH_STORE_SECRET", cfg_.store_secret}});
   }
-  for (auto& n : nodes_) n.link->send(start);
+  // Nodes on node 0's machine (node 0, and every local node when it is
+  // local) reach the store through its Unix socket too.
+  const bool node0_local = nodes_.front().plan->host.transport == Transport::kLocal;
+  for (std::size_t k = 0; k < nodes_.size(); ++k) {
+    const bool with_node0 =
+        k == 0 || (node0_local && nodes_[k].plan->host.transport == Transport::kLocal);
+    if (store_port_ != 0 && !store_path_.empty() && with_node0) {
+      proto::Start local = start;
+      local.env.emplace_back("DLAUNCH_STORE_PATH", store_path_);
+      nodes_[k].link->send(local);
+    } else {
+      nodes_[k].link->send(start);
+    }
+  }
 }
 
 // A rank called MPI_Abort: it is the root cause, unless one came first.

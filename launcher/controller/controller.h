@@ -147,6 +147,7 @@ class Controller {
   int ranks_stopped_ = 0;
   std::uint16_t master_port_ = 0;
   std::uint16_t store_port_ = 0;
+  std::string store_path_;  // node 0's store's Unix socket
   RootCause cause_;
   Progress progress_;
   int hellos_ = 0;

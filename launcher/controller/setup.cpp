@@ -19,6 +19,10 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
   if (i == 0) {
     s.store_secret = cfg.store_secret;
     s.store_port = cfg.store_port;
+    // Every node on this machine: no other host needs to reach the store.
+    bool all_local = true;
+    for (const auto& n : plan.nodes) all_local = all_local && n.host.transport == Transport::kLocal;
+    s.store_bind = all_local ? "127.0.0.1" : "0.0.0.0";
   }
   s.master_port = cfg.master_port;
   using proto::ms;

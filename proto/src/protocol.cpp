@@ -95,6 +95,7 @@ void put(Writer& w, const Setup& m) {
   }
   w.bytes(m.store_secret);
   w.u16(m.store_port);
+  w.bytes(m.store_bind);
   w.boolean(m.mpi);
   w.u32(static_cast<std::uint32_t>(m.node_names.size()));
   for (const auto& n : m.node_names) w.bytes(n);
@@ -105,6 +106,7 @@ void put(Writer& w, const Setup& m) {
 void put(Writer& w, const Ready& m) {
   w.u16(m.master_port);
   w.u16(m.store_port);
+  w.bytes(m.store_path);
 }
 void put(Writer& w, const Start& m) { put_env(w, m.env); }
 void put(Writer& w, const Started& m) {
@@ -180,6 +182,7 @@ void get(Reader& r, Setup& m) {
   }
   m.store_secret = r.str();
   m.store_port = r.u16();
+  m.store_bind = r.str();
   m.mpi = r.boolean();
   auto nn = r.count(4);
   m.node_names.reserve(nn);
@@ -192,6 +195,7 @@ void get(Reader& r, Setup& m) {
 void get(Reader& r, Ready& m) {
   m.master_port = r.u16();
   m.store_port = r.u16();
+  m.store_path = r.str();
 }
 void get(Reader& r, Start& m) { m.env = r.env(); }
 void get(Reader& r, Started& m) {

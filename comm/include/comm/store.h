@@ -82,6 +82,9 @@ struct StoreOptions {
   std::string host;
   uint16_t port = 0;
   std::string secret;
+  // The store's Unix socket, tried first when set (a process on the store's
+  // machine; DLAUNCH_STORE_PATH): host and port are the way when it fails.
+  std::string unix_path;
   // Connect with retry and jittered exponential backoff until this deadline.
   std::chrono::milliseconds connect_timeout{60000};
   // Default deadline for get/wait/multi_get, and the I/O deadline of every request.
@@ -155,6 +158,11 @@ struct StoreServerOptions {
   // so nothing of the job is theirs, and their connections cannot crowd out
   // the job's own (a loopback flood would share their source address).
   bool refuse_other_local_users = true;
+  // Also listen on a Unix socket at this path (its folder must be private to
+  // this user): processes of this user on this machine connect there
+  // (StoreOptions::unix_path, DLAUNCH_STORE_PATH), out of reach of other
+  // users and of any flood at the TCP port. Removed by close().
+  std::string unix_path;
 };
 
 namespace detail {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -336,4 +337,32 @@ TEST(StoreFlood, AnotherLocalUsersConnectionIsClosedAtOnce) {
   // This user's own connection gets its challenge.
   RawClient mine(server.port());
   EXPECT_EQ(mine.greeting().substr(0, 8), "DLSTORE2");
+}
+
+// Issue 15 item 2: this user's processes on the store's machine connect over
+// a Unix socket in a private folder; a flood at the TCP port is not in front
+// of them, and other users cannot reach it at all.
+TEST(StoreFlood, TheUnixSocketIsOutOfTheFloodsWay) {
+  std::string dir = "/tmp/store-unix-test.XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  auto o = server_options();
+  o.unix_path = dir + "/store.sock";
+  o.refuse_other_local_users = false;  // the flood below is this user's: let it in
+  dlaunch::comm::ThreadedStoreServer server{o};
+  std::vector<std::unique_ptr<RawClient>> flood;
+  for (int i = 0; i < 300; ++i) flood.push_back(std::make_unique<RawClient>(server.port()));
+  auto co = client_options(server.port());
+  co.unix_path = o.unix_path;
+  co.port = 1;  // nothing there: only the Unix socket can serve
+  co.connect_timeout = 3s;
+  dlaunch::comm::Store client(co);
+  client.set("via", "unix");
+  EXPECT_EQ(client.get("via"), "unix");
+  // A path that is not there: the client goes on to TCP.
+  auto fallback = client_options(server.port());
+  fallback.unix_path = dir + "/missing.sock";
+  dlaunch::comm::Store tcp(fallback);
+  EXPECT_EQ(tcp.get("via"), "unix");
+  flood.clear();
+  std::filesystem::remove_all(dir);
 }

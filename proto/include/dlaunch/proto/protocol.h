@@ -93,6 +93,9 @@ struct Setup {
   // Node 0 hosts the job's comm store when a secret is given.
   std::string store_secret;
   std::uint16_t store_port = 0;  // 0: any free port
+  // The address node 0's store listens on: loopback when every node is on
+  // the head's machine (other hosts have nothing to reach), else every one.
+  std::string store_bind = "0.0.0.0";
   // MPI mode: the whole job's layout, for the PMIx namespace.
   bool mpi = false;
   std::vector<std::string> node_names;       // logical node names, node order
@@ -105,6 +108,9 @@ struct Setup {
 struct Ready {
   std::uint16_t master_port = 0;  // the reserved port, 0 when none
   std::uint16_t store_port = 0;   // the comm store's port, 0 when none
+  // The store's Unix socket (in a folder private to the job's user), for
+  // workers on node 0's machine; empty when none.
+  std::string store_path;
 };
 
 struct Start {
