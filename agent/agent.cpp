@@ -183,6 +183,17 @@ void Agent::handle(proto::Setup&& m) {
     ready.master_port = reserved->port;
   }
   make_error_dir();
+  // A cgroup of the job's own on this node, where the system lets us make
+  // one: nothing the workers start can leave it, so nothing escapes the
+  // clean-up. Else the process groups, the tree and the token, as ever.
+  auto cgroup = env_.os.make_cgroup("dlaunch-" + setup_.job_id + "-node" +
+                                    std::to_string(setup_.node_rank) + "-" + random_hex(4));
+  if (cgroup) {
+    cgroup_ = *cgroup;
+    guard_->kill_cgroup_on_death(cgroup_);
+  } else {
+    ready.no_cgroup = cgroup.error();
+  }
   if (!setup_.store_secret.empty()) {
     // The store lives as long as the job, not the workers: it survives their
     // crashes. Besides TCP (on the address the head chose: loopback when every
@@ -328,7 +339,7 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   opts.stderr_fd = err_w.get();
   w.started = env_.clock.now();
   w.started_wall = std::chrono::system_clock::now();
-  SpawnResult r = env_.os.spawn(opts);
+  SpawnResult r = env_.os.spawn_in(opts, cgroup_);
   if (!r) {
     w.state = WorkerState::kFailed;
     channel_->send(proto::Exited{.rank = w.spec.rank,
@@ -552,9 +563,15 @@ void Agent::signal_everything(int sig) {
   }
 }
 
-// Descendants other than the guard.
+// Descendants other than the guard, and whatever is in the job's cgroup
+// (there, also what left the tree: a double fork whose parent exited, setsid).
 std::vector<pid_t> Agent::leftovers() {
   std::vector<pid_t> out = env_.os.descendants();
+  if (!cgroup_.empty()) {
+    for (pid_t p : env_.os.cgroup_members(cgroup_)) {
+      if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+    }
+  }
   if (guard_) std::erase(out, guard_->pid());
   return out;
 }
@@ -572,7 +589,7 @@ void Agent::maybe_finish() {
 void Agent::finish() {
   if (phase_ == Phase::kDone || sweeping_) return;
   const auto first = leftovers();
-  if (first.empty()) {
+  if (first.empty() && cgroup_removed()) {
     complete();
     return;
   }
@@ -591,13 +608,31 @@ void Agent::sweep() {
     return;
   }
   for (pid_t p : left) env_.os.signal(p, SIGKILL);
+  if (!cgroup_removed()) {
+    // What is left in the cgroup goes now, whatever it is; once it is gone
+    // (cgroup.kill is not synchronous) the cgroup can be removed.
+    env_.os.kill_cgroup(cgroup_);
+    if (env_.clock.now() < sweep_deadline_ + timing::kReportMargin) {
+      env_.clock.after(*sweep_timer_, timing::kLeftoverPoll, [this] { sweep(); });
+      return;
+    }
+  }
   complete();
+}
+
+// Removes the job's cgroup once it is empty; true when there is none (left).
+bool Agent::cgroup_removed() {
+  if (cgroup_.empty()) return true;
+  if (!env_.os.remove_cgroup(cgroup_)) return false;
+  cgroup_.clear();
+  return true;
 }
 
 void Agent::complete() {
   phase_ = Phase::kDone;
   sweeping_ = false;
   if (!error_dir_.empty()) env_.os.remove_dir(error_dir_);
+  if (!cgroup_removed()) log("the job's cgroup " + cgroup_ + " is still in use; left behind");
   if (pmix_) pmix_->stop();
   if (store_) store_->close();
   grace_timer_->cancel();

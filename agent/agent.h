@@ -97,6 +97,7 @@ class Agent {
   void finish();
   void sweep();
   void complete();
+  bool cgroup_removed();
   void start_heartbeats();
   std::size_t live_workers() const;
 
@@ -117,6 +118,7 @@ class Agent {
   UniqueFd reserved_port_;
   std::string error_dir_;   // workers' TORCHELASTIC_ERROR_FILEs; removed at the end
   std::string store_path_;  // node 0: the store's Unix socket (in error_dir_), if any
+  std::string cgroup_;      // the job's cgroup on this node; empty: none could be made
   Phase phase_ = Phase::kHello;
   bool aborting_ = false;
   bool shutdown_requested_ = false;

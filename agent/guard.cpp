@@ -24,7 +24,8 @@ namespace {
 // What the agent tells its guard, one frame each (dlaunch/codec.h):
 //   u32 length of the rest | u8 kind | payload
 // kWatch: i32 process group; kRemove: bytes path; kDisarm: nothing.
-enum class GuardMessage : std::uint8_t { kWatch = 1, kRemove = 2, kDisarm = 3 };
+// kCgroup: bytes path of the job's cgroup.
+enum class GuardMessage : std::uint8_t { kWatch = 1, kRemove = 2, kDisarm = 3, kCgroup = 4 };
 
 std::string guard_frame(GuardMessage kind, const std::function<void(codec::Writer&)>& payload) {
   std::string out;
@@ -38,6 +39,7 @@ std::string guard_frame(GuardMessage kind, const std::function<void(codec::Write
 [[noreturn]] void guard_main(int from_agent, const std::string& token_entry) {
   std::vector<pid_t> groups;
   std::vector<std::string> dirs;
+  std::vector<std::string> cgroups;
   std::string buf;
   char chunk[4096];
   for (;;) {
@@ -58,11 +60,23 @@ std::string guard_frame(GuardMessage kind, const std::function<void(codec::Write
       } else if (kind == GuardMessage::kRemove) {
         std::string dir(r.bytes());
         if (r.finish() && !dir.empty()) dirs.push_back(std::move(dir));
+      } else if (kind == GuardMessage::kCgroup) {
+        std::string cg(r.bytes());
+        if (r.finish() && !cg.empty()) cgroups.push_back(std::move(cg));
       }
       buf.erase(0, 4 + std::size_t{len});
     }
   }
-  // The agent is gone without disarming: take everything of its down.
+  // The agent is gone without disarming: take everything of its down. The
+  // cgroup first: nothing in it escapes, whatever group, session or
+  // environment it took.
+  for (const auto& cg : cgroups) {
+    const int fd = ::open((cg + "/cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      (void)!::write(fd, "1", 1);
+      ::close(fd);
+    }
+  }
   for (int round = 0; round < timing::kGuardKillRounds; ++round) {
     bool any = false;
     for (pid_t g : groups) {
@@ -77,6 +91,11 @@ std::string guard_frame(GuardMessage kind, const std::function<void(codec::Write
   for (const auto& d : dirs) {
     std::error_code ignored;
     std::filesystem::remove_all(d, ignored);
+  }
+  for (const auto& cg : cgroups) {
+    // Empty once its processes are gone (cgroup.kill is not synchronous).
+    for (int round = 0; round < timing::kGuardKillRounds && ::rmdir(cg.c_str()) != 0; ++round)
+      ::usleep(static_cast<useconds_t>(timing::kGuardKillRound.count()) * 1000);
   }
   ::_exit(0);
 }
@@ -116,6 +135,11 @@ void Guard::watch_process_group(pid_t pgid) {
 void Guard::remove_on_death(const std::string& dir) {
   write_all(to_guard_.get(),
             guard_frame(GuardMessage::kRemove, [&](codec::Writer& w) { w.bytes(dir); }));
+}
+
+void Guard::kill_cgroup_on_death(const std::string& cgroup) {
+  write_all(to_guard_.get(),
+            guard_frame(GuardMessage::kCgroup, [&](codec::Writer& w) { w.bytes(cgroup); }));
 }
 
 void Guard::disarm() {

@@ -27,6 +27,7 @@ class Guard final : public GuardLink {
 
   void watch_process_group(pid_t pgid) override;
   void remove_on_death(const std::string& dir) override;
+  void kill_cgroup_on_death(const std::string& cgroup) override;
   void disarm() override;
   pid_t pid() const override { return pid_; }
 

@@ -26,6 +26,9 @@ class GuardLink {
   virtual void watch_process_group(pid_t pgid) = 0;
   // A folder of the agent's to remove if the agent dies.
   virtual void remove_on_death(const std::string& dir) = 0;
+  // The job's cgroup (AgentOs::make_cgroup): killed whole and removed if the
+  // agent dies.
+  virtual void kill_cgroup_on_death(const std::string& cgroup) = 0;
   // The agent cleaned up itself: the guard exits without killing anything.
   virtual void disarm() = 0;
   virtual pid_t pid() const = 0;
@@ -57,6 +60,21 @@ class AgentOs {
   virtual std::string make_private_dir(const std::string& prefix) = 0;
   // Removes a directory of ours and what is in it; errors ignored.
   virtual void remove_dir(const std::string& dir) = 0;
+
+  // A cgroup (v2) of this node's share of the job, `name` under the agent's
+  // own: its path, or why there is none (no cgroup v2, no right to make one
+  // there, no cgroup.kill, processes cannot be moved into it). Workers
+  // spawned with SpawnOptions::cgroup (PosixOs) join it, and so does all they
+  // start, whatever process group, session or environment it takes.
+  virtual Result<std::string> make_cgroup(const std::string& name) = 0;
+  // The processes in it.
+  virtual std::vector<pid_t> cgroup_members(const std::string& cgroup) = 0;
+  // cgroup.kill: SIGKILL to every process in it, at once.
+  virtual void kill_cgroup(const std::string& cgroup) = 0;
+  // rmdir; false while processes are still in it.
+  virtual bool remove_cgroup(const std::string& cgroup) = 0;
+  // spawn() into a cgroup from make_cgroup (empty: none).
+  virtual Result<pid_t> spawn_in(const SpawnOptions& opts, const std::string& cgroup) = 0;
 };
 
 // The real one.
@@ -73,6 +91,16 @@ class PosixOs final : public AgentOs {
   char process_state(pid_t pid) override;
   std::string make_private_dir(const std::string& prefix) override;
   void remove_dir(const std::string& dir) override;
+  Result<std::string> make_cgroup(const std::string& name) override;
+  std::vector<pid_t> cgroup_members(const std::string& cgroup) override;
+  void kill_cgroup(const std::string& cgroup) override;
+  bool remove_cgroup(const std::string& cgroup) override;
+  Result<pid_t> spawn_in(const SpawnOptions& opts, const std::string& cgroup) override;
 };
+
+// Where this process's cgroup (v2) is in the file system: the cgroup2 mount
+// (from /proc/self/mountinfo) joined with its path (the "0::" line of
+// /proc/self/cgroup); empty when there is no cgroup2 hierarchy.
+std::string own_cgroup_dir();
 
 }  // namespace dlaunch::agent

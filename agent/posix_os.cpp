@@ -1,11 +1,18 @@
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "dlaunch/private_dir.h"
+#include "dlaunch/unique_fd.h"
 #include "guard.h"
 #include "os.h"
 
@@ -44,6 +51,92 @@ std::string PosixOs::make_private_dir(const std::string& prefix) {
 void PosixOs::remove_dir(const std::string& dir) {
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);
+}
+
+}  // namespace dlaunch::agent
+
+namespace dlaunch::agent {
+
+std::string own_cgroup_dir() {
+  std::string path;
+  {
+    std::ifstream in("/proc/self/cgroup");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("0::", 0) == 0) path = line.substr(3);
+    }
+  }
+  if (path.empty()) return {};
+  // mountinfo: id parent major:minor root mountpoint options ... - fstype source super
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto dash = line.find(" - ");
+    if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0) continue;
+    std::istringstream fields(line.substr(0, dash));
+    std::string id, parent, dev, root, mount;
+    fields >> id >> parent >> dev >> root >> mount;
+    if (root != "/") continue;  // a bind mount of a subtree: not where our path starts
+    return mount + (path == "/" ? "" : path);
+  }
+  return {};
+}
+
+Result<std::string> PosixOs::make_cgroup(const std::string& name) {
+  const std::string own = own_cgroup_dir();
+  if (own.empty()) return Result<std::string>::failure("no cgroup v2 hierarchy is mounted");
+  const std::string dir = own + "/" + name;
+  if (::mkdir(dir.c_str(), 0755) != 0) {
+    return Result<std::string>::failure("cannot create " + dir + ": " + std::strerror(errno));
+  }
+  const auto give_up = [&](const std::string& why) {
+    ::rmdir(dir.c_str());
+    return Result<std::string>::failure(why);
+  };
+  if (::access((dir + "/cgroup.kill").c_str(), W_OK) != 0) {
+    return give_up("the kernel has no cgroup.kill (Linux 5.14 or later) at " + dir);
+  }
+  // Moving a process needs write access up to the common ancestor: try it
+  // with a child that exits at once.
+  UniqueFd procs(::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+  if (!procs) return give_up("cannot open " + dir + "/cgroup.procs: " + std::strerror(errno));
+  const pid_t probe = ::fork();
+  if (probe == 0) ::_exit(::write(procs.get(), "0", 1) == 1 ? 0 : 1);
+  int status = 0;
+  ::waitpid(probe, &status, 0);
+  if (probe < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return give_up("processes cannot be moved into " + dir);
+  }
+  return dir;
+}
+
+std::vector<pid_t> PosixOs::cgroup_members(const std::string& cgroup) {
+  std::vector<pid_t> out;
+  std::ifstream in(cgroup + "/cgroup.procs");
+  pid_t pid = 0;
+  while (in >> pid) out.push_back(pid);
+  return out;
+}
+
+void PosixOs::kill_cgroup(const std::string& cgroup) {
+  UniqueFd kill(::open((cgroup + "/cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC));
+  if (kill) (void)!::write(kill.get(), "1", 1);
+}
+
+bool PosixOs::remove_cgroup(const std::string& cgroup) {
+  return ::rmdir(cgroup.c_str()) == 0 || errno == ENOENT;
+}
+
+Result<pid_t> PosixOs::spawn_in(const SpawnOptions& opts, const std::string& cgroup) {
+  if (cgroup.empty()) return dlaunch::spawn(opts);
+  UniqueFd procs(::open((cgroup + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+  if (!procs) {
+    return Result<pid_t>::failure("cannot open " + cgroup +
+                                  "/cgroup.procs: " + std::strerror(errno));
+  }
+  SpawnOptions with = opts;
+  with.cgroup_procs_fd = procs.get();
+  return dlaunch::spawn(with);
 }
 
 }  // namespace dlaunch::agent

@@ -28,7 +28,8 @@ struct ChildFailure {
   int stage;  // index into kStages
   int err;
 };
-constexpr const char* kStages[] = {"setpgid", "prctl", "dup2", "chdir", "exec"};
+constexpr const char* kStages[] = {"setpgid", "prctl", "dup2",
+                                   "chdir",   "exec",  "joining the job's cgroup"};
 
 [[noreturn]] void child_fail(int errfd, int stage, int err) {
   ChildFailure f{stage, err};
@@ -98,6 +99,9 @@ SpawnResult spawn(const SpawnOptions& opts) {
     sigprocmask(SIG_SETMASK, &all, nullptr);
     for (int s = 1; s < NSIG; ++s) {
       if (s != SIGKILL && s != SIGSTOP) ::signal(s, SIG_DFL);
+    }
+    if (opts.cgroup_procs_fd >= 0 && ::write(opts.cgroup_procs_fd, "0", 1) != 1) {
+      child_fail(errfd, 5, errno);
     }
     if (opts.new_process_group && ::setpgid(0, 0) != 0) child_fail(errfd, 0, errno);
     if (opts.parent_death_signal != 0) {

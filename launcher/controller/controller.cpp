@@ -104,6 +104,19 @@ int Controller::run() {
   env_.io.restart();
   env_.io.poll();
 
+  // Where no cgroup held the job together, the clean-up found what stayed in
+  // a process group, the process tree or the environment token; say so when
+  // the job failed (a failed job is where strays are looked for).
+  if (cause_.kind != CauseKind::kNone) {
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i].ready && !nodes_[i].no_cgroup.empty()) {
+        cause_.notes.push_back(node_label(i) + " had no cgroup for the job (" +
+                               nodes_[i].no_cgroup +
+                               "): a process that left its process group and cleared its "
+                               "environment could have escaped the clean-up there");
+      }
+    }
+  }
   std::string report = format_report(plan_.job_id, cause_, ranks_stopped_);
   if (!report.empty()) write_all(2, report);
   if (debug_enabled("stats")) print_stats();
@@ -231,6 +244,7 @@ void Controller::on_hello(std::size_t i, const proto::Hello& hello) {
 
 void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
   nodes_[i].ready = true;
+  nodes_[i].no_cgroup = ready.no_cgroup;
   ++readies_;
   show_progress();
   if (i == 0) {

@@ -103,7 +103,8 @@ class Controller {
     bool ready = false;
     bool done = false;
     bool closed = false;
-    bool failed = false;  // said Fatal (a check before start failed there)
+    bool failed = false;    // said Fatal (a check before start failed there)
+    std::string no_cgroup;  // why its agent has no cgroup for the job (Ready)
   };
 
   void start_agents();

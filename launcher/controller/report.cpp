@@ -138,6 +138,7 @@ std::string format_report(const std::string& job_id, const RootCause& c, int ran
       break;
   }
   for (const auto& a : c.also) out += "  also: " + printable(a) + "\n";
+  for (const auto& n : c.notes) out += "  note: " + printable(n) + "\n";
   if (ranks_stopped > 0) {
     out += fmt::format("  {} {}rank(s) were stopped by dlaunch\n", ranks_stopped,
                        c.kind == CauseKind::kWorker ? "other " : "");

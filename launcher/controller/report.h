@@ -23,6 +23,8 @@ struct RootCause {
   int signal = 0;
   // kLaunch/kNode: problems of other hosts found while starting
   std::vector<std::string> also;
+  // Printed last, one "note:" line each (what the report cannot vouch for).
+  std::vector<std::string> notes;
 };
 
 // Whether --max-restarts may start the job again after this cause: a failed

@@ -107,6 +107,7 @@ void put(Writer& w, const Ready& m) {
   w.u16(m.master_port);
   w.u16(m.store_port);
   w.bytes(m.store_path);
+  w.bytes(m.no_cgroup);
 }
 void put(Writer& w, const Start& m) { put_env(w, m.env); }
 void put(Writer& w, const Started& m) {
@@ -196,6 +197,7 @@ void get(Reader& r, Ready& m) {
   m.master_port = r.u16();
   m.store_port = r.u16();
   m.store_path = r.str();
+  m.no_cgroup = r.str();
 }
 void get(Reader& r, Start& m) { m.env = r.env(); }
 void get(Reader& r, Started& m) {

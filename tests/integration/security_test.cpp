@@ -6,6 +6,7 @@
 // runs a root job next to it. Elsewhere the tests skip, saying why.
 #include <grp.h>
 #include <pwd.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dlaunch/process.h"
 #include "support.h"
 
 using namespace dltest;
@@ -221,4 +223,58 @@ TEST(Security, PlantedErrorFileFoldersAreNeverUsed) {
     EXPECT_TRUE(fs::is_empty(d, ec)) << d;
     fs::remove_all(d);
   }
+}
+
+namespace {
+// Pids whose command line is exactly `argv` (the test's own marker process).
+std::vector<pid_t> pids_running(const std::vector<std::string>& argv) {
+  std::string want;
+  for (const auto& a : argv) want += a + '\0';
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const auto name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (read_all(e.path().string() + "/cmdline") == want) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+}  // namespace
+
+// Issue 15, item 3. A worker's child that leaves its process group and the
+// process tree and clears its environment (setsid env -i ... &) used to
+// survive an agent killed by SIGKILL (the OOM killer): the guard finds
+// leftovers by the environment token. Now every worker starts in a cgroup of
+// the job's, and the guard kills the whole cgroup.
+TEST(Security, AProcessThatEscapesGroupTreeAndTokenDiesWithItsAgent) {
+  auto probe = run(dlaunch_cmd({"-n", "1", "sh", "-c", "grep '^0::' /proc/self/cgroup"}), 60);
+  if (probe.out.find("/dlaunch-") == std::string::npos) {
+    GTEST_SKIP() << "no cgroup v2 the agent may create cgroups in here (" << probe.out << probe.err
+                 << ")";
+  }
+  const std::string marker = "4000." + std::to_string(::getpid());
+  const auto job = unique_job_id("escape");
+  Process p(dlaunch_cmd(
+      {"-n", "1", "--job-id", job, "sh", "-c",
+       "setsid env -i sh -c 'exec sleep " + marker + "' & echo started; exec sleep 60"}));
+  ASSERT_TRUE(p.wait_for_lines(1, 20));
+  std::vector<pid_t> escaped;
+  for (int i = 0; i < 100 && escaped.empty(); ++i) {
+    escaped = pids_running({"sleep", marker});
+    ::usleep(20 * 1000);
+  }
+  ASSERT_EQ(escaped.size(), 1u) << "the escaping process did not start";
+  // Kill the agent (dlaunch's child), as the OOM killer would.
+  for (pid_t c : dlaunch::descendants_of(p.pid())) {
+    if (read_all("/proc/" + std::to_string(c) + "/comm") == "dlaunch-agent\n" &&
+        read_all("/proc/" + std::to_string(c) + "/stat").find(") S " + std::to_string(p.pid())) !=
+            std::string::npos) {
+      ::kill(c, SIGKILL);
+    }
+  }
+  auto r = p.finish(20);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  for (int i = 0; i < 100 && !pids_running({"sleep", marker}).empty(); ++i) ::usleep(20 * 1000);
+  const auto left = pids_running({"sleep", marker});
+  EXPECT_TRUE(left.empty()) << "the escaped process outlived its agent";
+  for (pid_t pid : left) ::kill(pid, SIGKILL);  // by pid: ours, just found
 }

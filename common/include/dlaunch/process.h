@@ -30,6 +30,9 @@ struct SpawnOptions {
   int stdin_fd = -1;              // -1: /dev/null
   int stdout_fd = -1;             // -1: inherit
   int stderr_fd = -1;             // -1: inherit
+  // An open cgroup.procs of a cgroup (v2) the child moves itself into first
+  // thing, so that all it ever starts is in there too; -1: stay.
+  int cgroup_procs_fd = -1;
 };
 
 // The child's pid (> 0), or what failed in the child.

@@ -32,6 +32,8 @@ class FakeGuard final : public dlaunch::agent::GuardLink {
  public:
   void watch_process_group(pid_t pgid) override { groups.push_back(pgid); }
   void remove_on_death(const std::string& dir) override { dirs.push_back(dir); }
+  void kill_cgroup_on_death(const std::string& cg) override { cgroups.push_back(cg); }
+  std::vector<std::string> cgroups;
   void disarm() override { disarmed = true; }
   pid_t pid() const override { return 4242; }
   std::vector<pid_t> groups;
@@ -79,7 +81,10 @@ class FakeOs final : public dlaunch::agent::AgentOs {
   }
   void signal(pid_t pid, int sig) override {
     signals.push_back({pid, sig, false});
-    if (sig == SIGKILL || (sig == SIGTERM && !leftovers_ignore_sigterm)) std::erase(leftover, pid);
+    if (sig == SIGKILL || (sig == SIGTERM && !leftovers_ignore_sigterm)) {
+      std::erase(leftover, pid);
+      std::erase(in_cgroup, pid);
+    }
   }
   std::vector<pid_t> descendants() override {
     std::vector<pid_t> out = leftover;
@@ -99,6 +104,29 @@ class FakeOs final : public dlaunch::agent::AgentOs {
     return "/nonexistent/" + prefix + "XXXXXX";
   }
   void remove_dir(const std::string& dir) override { removed.push_back(dir); }
+  // No cgroup unless a test gives one: then `in_cgroup` are its members.
+  dlaunch::Result<std::string> make_cgroup(const std::string& name) override {
+    if (!cgroups_work) return dlaunch::Result<std::string>::failure("no cgroups in this test");
+    return "/fake/cgroup/" + name;
+  }
+  std::vector<pid_t> cgroup_members(const std::string&) override { return in_cgroup; }
+  void kill_cgroup(const std::string& cg) override {
+    cgroup_killed.push_back(cg);
+    in_cgroup.clear();
+  }
+  bool remove_cgroup(const std::string& cg) override {
+    if (!in_cgroup.empty()) return false;
+    cgroup_removed.push_back(cg);
+    return true;
+  }
+  dlaunch::Result<pid_t> spawn_in(const dlaunch::SpawnOptions& opts,
+                                  const std::string& cg) override {
+    spawned_in.push_back(cg);
+    return spawn(opts);
+  }
+  bool cgroups_work = false;
+  std::vector<pid_t> in_cgroup;
+  std::vector<std::string> cgroup_killed, cgroup_removed, spawned_in;
 
   // Worker `pid` ends: by signal `sig` (signaled) or with exit code `sig`.
   void exit(pid_t pid, int code_or_sig, bool signaled) {

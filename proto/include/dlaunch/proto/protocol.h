@@ -111,6 +111,10 @@ struct Ready {
   // The store's Unix socket (in a folder private to the job's user), for
   // workers on node 0's machine; empty when none.
   std::string store_path;
+  // How this node keeps the job's processes together: empty when in a cgroup
+  // of its own, else why there is none (then a process that leaves both its
+  // process group and the environment token can escape the clean-up).
+  std::string no_cgroup;
 };
 
 struct Start {
