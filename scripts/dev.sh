@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 
 jobs=${DLAUNCH_JOBS:-$(nproc 2>/dev/null || echo 2)}
 export DLAUNCH_JOBS=$jobs  # for scripts/fuzz.sh
-# Seconds per fuzz target in `test`: 3 targets, so about 3 minutes of CI.
+# Seconds per fuzz target in `test`: 4 targets, so about 4 minutes of CI.
 fuzz_seconds=${DLAUNCH_FUZZ_SECONDS:-60}
 
 build() {

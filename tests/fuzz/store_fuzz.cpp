@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -124,9 +125,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) broken("socketpair failed");
     c.fd = sv[1];
     ::fcntl(c.fd, F_SETFL, ::fcntl(c.fd, F_GETFL) | O_NONBLOCK);
-    asio::ip::tcp::socket socket(io);
-    socket.assign(asio::ip::tcp::v4(), sv[0]);  // any stream socket will do for asio
-    auto session = std::make_shared<detail::Session>(state, std::move(socket));
+    asio::generic::stream_protocol::socket socket(io);
+    socket.assign(asio::generic::stream_protocol(AF_UNIX, 0), sv[0]);
+    auto session =
+        std::make_shared<detail::Session>(state, std::move(socket), "fuzz", std::nullopt);
     state->sessions.emplace(session.get(), session);
     session->start();
   }
