@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "dlaunch/error.h"
+#include "dlaunch/private_dir.h"
 #include "dlaunch/process.h"
 #include "hostfile/hostfile.h"
 #include "output/console_style.h"
@@ -30,6 +31,13 @@ OutputSink::OutputSink(Config cfg) : cfg_(std::move(cfg)) {
       throw Error(ErrorKind::kEnvironment,
                   "cannot create output directory '" + cfg_.output_dir + "': " + ec.message());
     }
+    // A folder others may write to (a shared /tmp/out) only if it is sticky:
+    // else they could put something of theirs in the job folder's place.
+    try {
+      check_shared_base(cfg_.output_dir);
+    } catch (const PrivateDirError& unsafe) {
+      throw InputError({"--output-dir"}, "", unsafe.what(), "give a folder of your own");
+    }
     // The job's own folder is new: a job with the same id and --output-dir
     // (or a folder someone else put there) is never written into.
     if (::mkdir(dir_.c_str(), 0755) != 0) {
@@ -41,6 +49,14 @@ OutputSink::OutputSink(Config cfg) : cfg_(std::move(cfg)) {
       }
       throw Error(ErrorKind::kEnvironment,
                   "cannot create output directory '" + dir_ + "': " + std::strerror(e));
+    }
+    // Files are made relative to the folder just made (no path is looked up
+    // again later), which must be ours.
+    dir_fd_.reset(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st {};
+    if (!dir_fd_ || ::fstat(dir_fd_.get(), &st) != 0 || st.st_uid != ::geteuid()) {
+      throw Error(ErrorKind::kEnvironment,
+                  "the output directory '" + dir_ + "' is not the one dlaunch just made");
     }
   }
 }
@@ -67,8 +83,9 @@ void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bo
     auto key = std::make_pair(rank, is_err ? 2 : 1);
     auto it = files_.find(key);
     if (it == files_.end()) {
-      auto path = dir_ + "/rank." + std::to_string(rank) + (is_err ? ".err" : ".out");
-      UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+      const std::string name = "rank." + std::to_string(rank) + (is_err ? ".err" : ".out");
+      UniqueFd fd(::openat(dir_fd_.get(), name.c_str(),
+                           O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
       it = files_.emplace(key, std::move(fd)).first;
     }
     if (it->second) write_all(it->second.get(), data);

@@ -52,6 +52,7 @@ class OutputSink {
  private:
   Config cfg_;
   std::string dir_;
+  UniqueFd dir_fd_;  // the job's output folder, opened when made
   std::map<std::pair<int, int>, UniqueFd> files_;
   std::map<int, std::deque<std::string>> tails_;
   std::map<int, bool> tail_open_;  // the last tail line of a rank awaits its newline

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -425,4 +426,21 @@ TEST(Cli, AHostThatNeverAnswersDoesNotDelayInterruptsOrDeadlines) {
         << r.err;
   }
   ::close(fd);
+}
+
+// Issue 15 item 1 (the audit): an --output-dir others may write to, and that
+// is not sticky, could have the job's folder swapped for theirs: refused.
+TEST(Cli, AnOutputDirOthersMayReplaceThingsInIsRefused) {
+  std::string dir = (std::filesystem::temp_directory_path() / "dlaunch-out-shared.XXXXXX").string();
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  ::chmod(dir.c_str(), 0777);
+  auto r = run(dlaunch_cmd({"-n", "1", "--output-dir", dir, "true"}), 30);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("others may write to it (mode 0777) and it is not sticky"),
+            std::string::npos)
+      << r.err;
+  ::chmod(dir.c_str(), 01777);  // sticky, like /tmp: fine
+  r = run(dlaunch_cmd({"-n", "1", "--output-dir", dir, "true"}), 30);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::filesystem::remove_all(dir);
 }
