@@ -581,7 +581,7 @@ TEST_F(FaultMatrix, F10_PortTakenOnNodeZero) {
                         Case{"store-port-taken", "--store-port",
                              "node 0 (node0, localhost): cannot start the comm store: store "
                              "server: cannot listen on "
-                             "0.0.0.0:" +
+                             "127.0.0.1:" +
                                  port}}) {
     const auto job = unique_job_id("f10");
     const auto t0 = Clock::now();
