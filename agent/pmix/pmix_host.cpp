@@ -162,6 +162,7 @@ void PmixHost::start(const PmixJob& job) {
   int next = 0;
   for (int n : job.ranks_per_node) {
     std::vector<std::string> ranks;
+    ranks.reserve(n);
     for (int i = 0; i < n; ++i) ranks.push_back(std::to_string(next++));
     per_node.push_back(join(ranks, ','));
   }

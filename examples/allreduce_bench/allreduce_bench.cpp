@@ -340,7 +340,7 @@ class Bench {
   // small integer, exact in float32. Leaves zeros behind for the timing.
   long long check(std::size_t count, bool raw) {
     const int n = pg_.size();
-    const float mine = static_cast<float>(pg_.rank() + 1);
+    const auto mine = static_cast<float>(pg_.rank() + 1);
     for (std::size_t i = 0; i < count; ++i) buf_[i] = mine * static_cast<float>(i % 13 + 1);
 #ifdef DLAUNCH_WITH_NCCL
     if (device_)

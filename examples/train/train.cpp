@@ -192,8 +192,8 @@ struct Data {
 Data make_data(int samples, std::uint64_t seed) {
   Rng rng(seed);
   float a[kInputs], b[kInputs];
-  for (int j = 0; j < kInputs; ++j) a[j] = static_cast<float>(rng.normal() * 0.5);
-  for (int j = 0; j < kInputs; ++j) b[j] = static_cast<float>(rng.normal() * 0.5);
+  for (float& j : a) j = static_cast<float>(rng.normal() * 0.5);
+  for (float& j : b) j = static_cast<float>(rng.normal() * 0.5);
   Data d;
   d.x.resize(static_cast<std::size_t>(samples) * kInputs);
   d.y.resize(static_cast<std::size_t>(samples));
@@ -346,10 +346,13 @@ int train(Collectives* pg, const Options& o) {
   int differing = 0;
   for (int r = 1; r < world; ++r) {
     const float* theirs = &all[params.size() * static_cast<std::size_t>(r)];
+    // Bit for bit on purpose: replicas must agree exactly, NaNs included.
+    // NOLINTNEXTLINE(bugprone-suspicious-memory-comparison)
     if (std::memcmp(theirs, all.data(), params.size() * sizeof(float)) != 0) {
       ++differing;
       if (rank == 0 || rank == r) {
         std::size_t i = 0;
+        // NOLINTNEXTLINE(bugprone-suspicious-memory-comparison)
         while (std::memcmp(&theirs[i], &all[i], sizeof(float)) == 0) ++i;
         std::fprintf(stderr,
                      "train: rank %d: parameters of rank %d differ from rank 0's (first at index "

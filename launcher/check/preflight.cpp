@@ -126,7 +126,7 @@ asio::awaitable<void> check_ssh(asio::io_context& io, Row& row, const HostEntry&
     row.connect = (st == "connect" || st == "handshake") ? "FAIL" : "ok";
     row.hostkey = st == "hostkey" ? "FAIL" : (row.connect == "ok" ? "ok" : "-");
     row.auth = st == "auth" ? "FAIL" : (st == "exec" ? "ok" : "-");
-    row.problems.push_back(e.what());
+    row.problems.emplace_back(e.what());
   }
 }
 

@@ -44,21 +44,20 @@ class HelpFormatter : public CLI::Formatter {
 // expected, and what was given.
 CLI::Validator integer_in(long long lo, long long hi, const std::string& expected,
                           const std::string& type) {
-  return CLI::Validator(
-      [=](std::string& v) -> std::string {
-        char* end = nullptr;
-        errno = 0;
-        const long long x = std::strtoll(v.c_str(), &end, 10);
-        if (v.empty() || *end != '\0' || errno == ERANGE || x < lo || x > hi) {
-          return "expected " + expected + ", got '" + v + "'";
-        }
-        return {};
-      },
-      type);
+  return {[=](std::string& v) -> std::string {
+            char* end = nullptr;
+            errno = 0;
+            const long long x = std::strtoll(v.c_str(), &end, 10);
+            if (v.empty() || *end != '\0' || errno == ERANGE || x < lo || x > hi) {
+              return "expected " + expected + ", got '" + v + "'";
+            }
+            return {};
+          },
+          type};
 }
 
 CLI::Validator seconds(bool zero_allowed) {
-  return CLI::Validator(
+  return {
       [=](std::string& v) -> std::string {
         char* end = nullptr;
         const double x = std::strtod(v.c_str(), &end);
@@ -68,7 +67,7 @@ CLI::Validator seconds(bool zero_allowed) {
         }
         return {};
       },
-      zero_allowed ? "SECONDS>=0" : "SECONDS>0");
+      zero_allowed ? "SECONDS>=0" : "SECONDS>0"};
 }
 
 const CLI::Validator kPositive = integer_in(1, INT_MAX, "a positive integer", "INT>0");

@@ -107,7 +107,7 @@ NameProblem host_name_problem(std::string_view host) {
   }
   if (host.front() == '-') return {"host name starts with '-'", 0};
   if (const auto bad = find_bad_host_char(host); bad != std::string_view::npos) {
-    const unsigned char c = static_cast<unsigned char>(host[bad]);
+    const auto c = static_cast<unsigned char>(host[bad]);
     return {c < 0x20 || c == 0x7f || c >= 0x80
                 ? "unexpected byte 0x" + std::string(1, "0123456789abcdef"[c >> 4]) +
                       std::string(1, "0123456789abcdef"[c & 15]) + " in host name"
@@ -124,7 +124,7 @@ NameProblem user_name_problem(std::string_view user) {
   }
   if (user.front() == '-') return {"user name starts with '-'", 0};
   if (const auto bad = find_bad_user_char(user); bad != std::string_view::npos) {
-    const unsigned char c = static_cast<unsigned char>(user[bad]);
+    const auto c = static_cast<unsigned char>(user[bad]);
     return {c < 0x20 || c == 0x7f || c >= 0x80
                 ? "unexpected byte in user name"
                 : "unexpected character '" + std::string(1, user[bad]) + "' in user name",

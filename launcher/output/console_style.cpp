@@ -86,7 +86,7 @@ std::string_view rank_color(int rank) {
 
 std::string format_timestamp(std::chrono::system_clock::time_point t) {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch());
-  const std::time_t secs = static_cast<std::time_t>(ms.count() / 1000);
+  const auto secs = static_cast<std::time_t>(ms.count() / 1000);
   std::tm tm{};
   ::localtime_r(&secs, &tm);
   return fmt::format("{:02}:{:02}:{:02}.{:03} ", tm.tm_hour, tm.tm_min, tm.tm_sec,

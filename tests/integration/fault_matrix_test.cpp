@@ -67,7 +67,7 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
+  return {std::istreambuf_iterator<char>(in), {}};
 }
 
 std::string comm_of(pid_t p) {
@@ -229,7 +229,7 @@ class FaultMatrix : public ::testing::Test {
     std::vector<std::string> e = {"DLTEST_FAULT_TAG=" + job};
     if (bed()) {
       e.push_back("HOME=" + *dir_ + "/home");
-      e.push_back("SSH_AUTH_SOCK=");
+      e.emplace_back("SSH_AUTH_SOCK=");
     }
     return e;
   }

@@ -495,7 +495,7 @@ TEST(LocalJob, PrefixesAreColouredOnATerminalUnlessNoColor) {
     std::erase_if(o.env, [](const std::string& e) {
       return e.rfind("NO_COLOR=", 0) == 0 || e.rfind("TERM=", 0) == 0;
     });
-    o.env.push_back("TERM=xterm");
+    o.env.emplace_back("TERM=xterm");
     for (const auto& e : extra_env) o.env.push_back(e);
     o.new_process_group = false;
     o.stdout_fd = slave.get();

@@ -68,7 +68,7 @@ class Ssh : public ::testing::Test {
   }
   static std::string known_hosts_text() {
     std::ifstream in(home() + "/.ssh/known_hosts");
-    return std::string((std::istreambuf_iterator<char>(in)), {});
+    return {std::istreambuf_iterator<char>(in), {}};
   }
 
   static std::string* dir_;

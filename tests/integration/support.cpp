@@ -24,10 +24,11 @@ Process::Process(const std::vector<std::string>& argv, const std::vector<std::st
   dlaunch::SpawnOptions o;
   o.argv = argv;
   o.env = dlaunch::current_environment();
-  for (const auto& e : env) o.env.push_back(e);  // later entries win in getenv? no: dedupe
+  for (const auto& e : env) o.env.push_back(e);
   // Deduplicate: the last NAME= wins.
   std::vector<std::string> dedup;
-  for (auto it = o.env.rbegin(); it != o.env.rend(); ++it) {
+  // Backwards by iterator: clang 14 cannot read libstdc++ 12's reverse_view.
+  for (auto it = o.env.rbegin(); it != o.env.rend(); ++it) {  // NOLINT(modernize-loop-convert)
     auto name = it->substr(0, it->find('='));
     bool seen = false;
     for (const auto& d : dedup) seen |= d.compare(0, name.size() + 1, name + "=") == 0;

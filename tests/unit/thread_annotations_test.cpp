@@ -38,6 +38,7 @@ class Counter {
 TEST(ThreadAnnotations, MutexLockSerialisesWriters) {
   Counter c;
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&c] {
       for (int i = 0; i < 10000; ++i) c.add();

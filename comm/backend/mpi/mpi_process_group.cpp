@@ -22,7 +22,7 @@ std::string error_text(int rc) {
   if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS || len <= 0) {
     return "MPI error code " + std::to_string(rc);
   }
-  return std::string(text, static_cast<std::size_t>(len));
+  return {text, static_cast<std::size_t>(len)};
 }
 
 // A call's arguments refused before MPI saw them (kUsage).

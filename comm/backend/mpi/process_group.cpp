@@ -3,6 +3,7 @@
 #include "comm/process_group.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -113,7 +114,7 @@ std::chrono::milliseconds collective_timeout_from_env() {
                     std::string(kName) + "='" + v +
                         "' is not a number of seconds (0 or more; 0 turns the timeout off)");
   }
-  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0 + 0.5));
+  return std::chrono::milliseconds(std::llround(seconds * 1000.0));
 }
 
 std::unique_ptr<ProcessGroup> ProcessGroup::create(Backend backend) {

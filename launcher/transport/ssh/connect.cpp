@@ -50,8 +50,8 @@ class Deadline {
 // then fails at once). Nothing after it is gone.
 class CancelWatch {
  public:
-  CancelWatch(const std::shared_ptr<ConnectCancel>& cancel, asio::ip::tcp::socket& sock)
-      : cancel_(cancel) {
+  CancelWatch(std::shared_ptr<ConnectCancel> cancel, asio::ip::tcp::socket& sock)
+      : cancel_(std::move(cancel)) {
     if (!cancel_) return;
     cancel_->watch([&sock] {
       boost::system::error_code ignored;

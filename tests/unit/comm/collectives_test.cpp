@@ -225,7 +225,7 @@ TEST_F(Collectives, LargeAllReduceAbove16MiB) {
     std::vector<float> buf(count);
     for (std::size_t i = 0; i < count; ++i) buf[i] = static_cast<float>((me + 1) * (i % 1024));
     pg().all_reduce(std::span<float>(buf), ReduceOp::kSum);
-    const float ranks = static_cast<float>(n * (n + 1) / 2);
+    const auto ranks = static_cast<float>(n) * static_cast<float>(n + 1) / 2.0F;
     std::size_t wrong = 0;
     for (std::size_t i = 0; i < count; ++i) wrong += buf[i] != ranks * static_cast<float>(i % 1024);
     EXPECT_EQ(wrong, 0u);

@@ -62,7 +62,7 @@ CommError catch_comm_error(F&& f) {
     return e;
   }
   ADD_FAILURE() << "no CommError thrown";
-  return CommError(ErrorKind::kInternal, -1, "none", "none");
+  return {ErrorKind::kInternal, -1, "none", "none"};
 }
 
 TEST_F(CommErrorTest, WhatNamesRankOperationAndReason) {

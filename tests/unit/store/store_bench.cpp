@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   std::latch go(1);
   std::vector<std::thread> workers;
   std::vector<int> bad(static_cast<size_t>(threads), 0);
+  workers.reserve(threads);
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
       dlaunch::comm::Store store(opts);

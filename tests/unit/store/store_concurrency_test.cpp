@@ -74,6 +74,7 @@ TEST_F(StoreConcurrency, ManyParkedGettersAllWakeOnOneSet) {
   constexpr int kThreads = 32;
   std::vector<std::thread> threads;
   std::atomic<int> woke{0};
+  threads.reserve(kThreads);
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&] {
       auto c = client();
@@ -91,6 +92,7 @@ TEST_F(StoreConcurrency, SixtyFourClientsAddSetAndGetConcurrently) {
   constexpr int kRounds = 50;
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
+  threads.reserve(kThreads);
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&, i] {
       auto c = client();
@@ -117,6 +119,7 @@ TEST_F(StoreConcurrency, SixtyFourClientsAddSetAndGetConcurrently) {
 TEST_F(StoreConcurrency, OneStoreSharedByManyThreadsSerialisesRequests) {
   auto shared = client();
   std::vector<std::thread> threads;
+  threads.reserve(8);
   for (int i = 0; i < 8; ++i) {
     threads.emplace_back([&, i] {
       for (int r = 0; r < 200; ++r) {
@@ -136,6 +139,7 @@ TEST_F(StoreConcurrency, BarrierOfSixteenThreadsHoldsEveryRoundAndIsReusable) {
   std::atomic<int> arrived[kRounds] = {};
   std::atomic<int> early{0};
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&, i] {
       auto c = client();
@@ -157,6 +161,7 @@ TEST_F(StoreConcurrency, BarrierOfSixteenThreadsHoldsEveryRoundAndIsReusable) {
 TEST_F(StoreConcurrency, BarrierTimesOutNamingHowManyArrived) {
   std::vector<std::thread> threads;
   std::vector<std::string> errors(3);
+  threads.reserve(3);
   for (int i = 0; i < 3; ++i) {
     threads.emplace_back([&, i] {
       auto c = client();

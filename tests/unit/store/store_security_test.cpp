@@ -301,6 +301,7 @@ TEST(StoreFlood, ConnectionsThatNeverAuthenticateCannotStarveTheJobsClients) {
   o.auth_timeout = 60s;  // the cap, not the timeout, must do the work
   dlaunch::comm::ThreadedStoreServer server{o};
   std::vector<std::unique_ptr<RawClient>> flood;
+  flood.reserve(400);
   for (int i = 0; i < 400; ++i) flood.push_back(std::make_unique<RawClient>(server.port()));
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   while (server.connections() > 32 && std::chrono::steady_clock::now() < deadline)
@@ -350,6 +351,7 @@ TEST(StoreFlood, TheUnixSocketIsOutOfTheFloodsWay) {
   o.refuse_other_local_users = false;  // the flood below is this user's: let it in
   dlaunch::comm::ThreadedStoreServer server{o};
   std::vector<std::unique_ptr<RawClient>> flood;
+  flood.reserve(300);
   for (int i = 0; i < 300; ++i) flood.push_back(std::make_unique<RawClient>(server.port()));
   auto co = client_options(server.port());
   co.unix_path = o.unix_path;
