@@ -2,12 +2,12 @@
 // (ssh_config.h). resolve() is in ssh_config_resolve.cpp.
 #include "transport/ssh/ssh_config.h"
 
-
 #include <algorithm>
 #include <cctype>
-#include <climits>
 #include <string_view>
 #include <utility>
+
+#include <climits>
 
 #include "transport/ssh/ssh_config_internal.h"
 
@@ -227,14 +227,12 @@ void check_expansions(std::string_view s, std::string_view tokens, bool dollar, 
     }
     if (dollar && s[i] == '$' && i + 1 < s.size() && s[i + 1] == '{') {
       const std::size_t end = s.find('}', i + 2);
-      if (end == std::string_view::npos)
-        where.fail("\"" + std::string(s) + "\": ${ without its }");
+      if (end == std::string_view::npos) where.fail("\"" + std::string(s) + "\": ${ without its }");
       const std::string_view name = s.substr(i + 2, end - i - 2);
-      const bool valid =
-          !name.empty() && std::isdigit(static_cast<unsigned char>(name[0])) == 0 &&
-          std::all_of(name.begin(), name.end(), [](char c) {
-            return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
-          });
+      const bool valid = !name.empty() && std::isdigit(static_cast<unsigned char>(name[0])) == 0 &&
+                         std::all_of(name.begin(), name.end(), [](char c) {
+                           return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+                         });
       if (!valid) where.fail("\"" + std::string(s) + "\": bad variable name in ${...}");
       i = end;
     }
@@ -277,17 +275,16 @@ std::optional<ProxyHop> parse_hop(std::string_view s) {
     if (!p) return std::nullopt;
     hop.port = *p;
   }
-  const auto bad = [](char c) {
-    return is_space(c) || c == ',' || c == '@' || static_cast<unsigned char>(c) < 0x20;
+  const auto bad = [](const std::string& part) {
+    return has_control(part) || part.find_first_of(" \t,@") != std::string::npos;
   };
-  if (std::any_of(hop.host.begin(), hop.host.end(), bad)) return std::nullopt;
-  if (std::any_of(hop.user.begin(), hop.user.end(), bad)) return std::nullopt;
+  if (bad(hop.host) || bad(hop.user)) return std::nullopt;
   return hop;
 }
 
 std::string trim_right(std::string_view s) {
-  while (!s.empty() && (is_space(s.back()) || s.back() == '\r' || s.back() == '\n' ||
-                        s.back() == '\f')) {
+  while (!s.empty() &&
+         (is_space(s.back()) || s.back() == '\r' || s.back() == '\n' || s.back() == '\f')) {
     s.remove_suffix(1);
   }
   return std::string(s);
@@ -314,9 +311,9 @@ class Loader {
     }
     total_bytes_ += text->size();
     if (total_bytes_ > kMaxConfigBytes) {
-      throw InputError({path, 0, 0}, kField,
-                       "the ssh configuration is over " + std::to_string(kMaxConfigBytes >> 20) +
-                           " MiB in all");
+      throw InputError(
+          {path, 0, 0}, kField,
+          "the ssh configuration is over " + std::to_string(kMaxConfigBytes >> 20) + " MiB in all");
     }
     const std::size_t index = parsed_.files.size();
     parsed_.files.push_back({path, {}});
@@ -339,9 +336,9 @@ class Loader {
       text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
       ++line_no;
       if (++total_lines_ > kMaxConfigLines) {
-        throw InputError({path, line_no, 0}, kField,
-                         "the ssh configuration has over " + std::to_string(kMaxConfigLines) +
-                             " lines in all");
+        throw InputError(
+            {path, line_no, 0}, kField,
+            "the ssh configuration has over " + std::to_string(kMaxConfigLines) + " lines in all");
       }
       const Where line_at{path, line_no, kField};
       if (raw.size() > kMaxConfigLineBytes) {

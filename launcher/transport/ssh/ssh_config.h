@@ -78,9 +78,10 @@ class FileSource {
   // The file's text; nullopt when there is no such file (a directory counts
   // as none, since OpenSSH reads it as empty). `private_file`: OpenSSH's
   // permission check for the user's files. Throws InputError otherwise.
-  virtual std::optional<std::string> read(const std::string& path, bool private_file) const = 0;
+  [[nodiscard]] virtual std::optional<std::string> read(const std::string& path,
+                                                        bool private_file) const = 0;
   // The existing paths that match a glob(3) pattern, sorted; none: empty.
-  virtual std::vector<std::string> glob(const std::string& pattern) const = 0;
+  [[nodiscard]] virtual std::vector<std::string> glob(const std::string& pattern) const = 0;
 };
 
 // The real filesystem: read_input_file's limits, glob(3).
@@ -90,8 +91,9 @@ const FileSource& real_files();
 class MemoryFiles : public FileSource {
  public:
   std::map<std::string, std::string> files;  // path -> text
-  std::optional<std::string> read(const std::string& path, bool private_file) const override;
-  std::vector<std::string> glob(const std::string& pattern) const override;
+  [[nodiscard]] std::optional<std::string> read(const std::string& path,
+                                                bool private_file) const override;
+  [[nodiscard]] std::vector<std::string> glob(const std::string& pattern) const override;
 };
 
 enum class StrictHostKeyChecking { kYes, kAsk, kAcceptNew, kOff };
@@ -130,10 +132,10 @@ struct HostConfig {
 
 // Who asks, and what the hostfile or the command line already decided.
 struct ResolveContext {
-  std::string local_user;  // %u, Match localuser, default remote user
-  std::string home;        // %d and ~
-  std::string local_host;  // %l; %L is its part before the first dot
-  unsigned uid = 0;        // %i
+  std::string local_user;           // %u, Match localuser, default remote user
+  std::string home;                 // %d and ~
+  std::string local_host;           // %l; %L is its part before the first dot
+  unsigned uid = 0;                 // %i
   std::optional<std::string> user;  // given by the hostfile or command line
   std::optional<int> port;
   // ${VAR}; nullopt: unset (an error where it is used). Empty function: none set.
@@ -158,13 +160,13 @@ class SshConfig {
  public:
   // Reads and checks every file (see above). A missing user or system file
   // is no error; a missing -F file is.
-  static SshConfig load(const LoadOptions& options);
+  [[nodiscard]] static SshConfig load(const LoadOptions& options);
 
   // The configuration for `alias`, the host name as the user gave it.
-  HostConfig resolve(const std::string& alias, const ResolveContext& ctx) const;
+  [[nodiscard]] HostConfig resolve(const std::string& alias, const ResolveContext& ctx) const;
 
   // Every file read, in order (top files first, then includes as met).
-  std::vector<std::string> files() const;
+  [[nodiscard]] std::vector<std::string> files() const;
 
  private:
   explicit SshConfig(std::shared_ptr<const detail::Parsed> parsed) : parsed_(std::move(parsed)) {}
@@ -172,6 +174,6 @@ class SshConfig {
 };
 
 // OpenSSH's wildcard match: `*` any run, `?` one character, case-sensitive.
-bool wildcard_match(std::string_view text, std::string_view pattern);
+[[nodiscard]] bool wildcard_match(std::string_view text, std::string_view pattern);
 
 }  // namespace dlaunch::ssh

@@ -13,8 +13,7 @@
 
 namespace dlaunch::ssh {
 
-std::optional<std::string> MemoryFiles::read(const std::string& path,
-                                             bool /*private_file*/) const {
+std::optional<std::string> MemoryFiles::read(const std::string& path, bool /*private_file*/) const {
   const auto it = files.find(path);
   if (it == files.end()) return std::nullopt;
   return it->second;
@@ -33,7 +32,8 @@ namespace {
 
 class RealFiles : public FileSource {
  public:
-  std::optional<std::string> read(const std::string& path, bool private_file) const override {
+  [[nodiscard]] std::optional<std::string> read(const std::string& path,
+                                                bool private_file) const override {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
       if (errno == ENOENT || errno == ENOTDIR) return std::nullopt;
@@ -50,7 +50,7 @@ class RealFiles : public FileSource {
     return read_input_file(path, "ssh config");
   }
 
-  std::vector<std::string> glob(const std::string& pattern) const override {
+  [[nodiscard]] std::vector<std::string> glob(const std::string& pattern) const override {
     glob_t gl{};
     const int rc = ::glob(pattern.c_str(), 0, nullptr, &gl);
     std::vector<std::string> out;

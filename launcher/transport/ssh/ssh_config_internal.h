@@ -46,10 +46,10 @@ struct Statement {
   std::size_t file = 0;  // index into Parsed::files
   int line = 0;
   std::vector<std::string> args;  // Host patterns, file lists, the value
-  int number = 0;       // Port, times (-1: none), counts, flags (0/1), StrictHostKeyChecking
-  bool none = false;    // ProxyJump/ProxyCommand `none`
-  std::vector<ProxyHop> hops;       // ProxyJump
-  std::vector<MatchTerm> terms;     // Match
+  int number = 0;              // Port, times (-1: none), counts, flags (0/1), StrictHostKeyChecking
+  bool none = false;           // ProxyJump/ProxyCommand `none`
+  std::vector<ProxyHop> hops;  // ProxyJump
+  std::vector<MatchTerm> terms;       // Match
   std::vector<std::size_t> included;  // Include: indices into Parsed::files
 };
 

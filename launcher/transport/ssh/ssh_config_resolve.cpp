@@ -6,9 +6,10 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <climits>
 #include <cstdlib>
 #include <string_view>
+
+#include <climits>
 
 #include "transport/ssh/ssh_config.h"
 #include "transport/ssh/ssh_config_internal.h"
@@ -103,9 +104,8 @@ std::string expand(std::string_view s, const std::array<std::string, 128>& vars,
 // An address keeps its case in %h (as ssh's is_addr).
 bool looks_like_address(std::string_view host) {
   if (host.find(':') != std::string_view::npos) return true;
-  return !host.empty() && std::all_of(host.begin(), host.end(), [](char c) {
-    return (c >= '0' && c <= '9') || c == '.';
-  });
+  return !host.empty() && std::all_of(host.begin(), host.end(),
+                                      [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
 }
 
 class Resolver {
@@ -122,7 +122,9 @@ class Resolver {
   }
 
  private:
-  const std::string& path_of(const Statement& st) const { return parsed_.files[st.file].path; }
+  [[nodiscard]] const std::string& path_of(const Statement& st) const {
+    return parsed_.files[st.file].path;
+  }
 
   void walk(std::size_t file, bool& active, bool never_match) {
     for (const Statement& st : parsed_.files[file].statements) {
@@ -149,7 +151,7 @@ class Resolver {
     }
   }
 
-  bool host_matches(const Statement& st) const {
+  [[nodiscard]] bool host_matches(const Statement& st) const {
     bool matched = false;
     for (const std::string& arg : st.args) {
       const bool negated = arg[0] == '!';
@@ -161,7 +163,7 @@ class Resolver {
     return matched;
   }
 
-  bool match_matches(const Statement& st) const {
+  [[nodiscard]] bool match_matches(const Statement& st) const {
     bool result = true;
     for (const detail::MatchTerm& term : st.terms) {
       bool r = true;
@@ -188,12 +190,12 @@ class Resolver {
   }
 
   // As readconf.c's match_cfg_line: HostName so far, its %h the alias.
-  std::string host_so_far() const {
+  [[nodiscard]] std::string host_so_far() const {
     if (got_.hostname == nullptr) return alias_;
     return expand_hostname();
   }
 
-  std::string expand_hostname() const {
+  [[nodiscard]] std::string expand_hostname() const {
     std::array<std::string, 128> vars;
     vars['%'] = "%";
     vars['h'] = alias_;
@@ -201,7 +203,7 @@ class Resolver {
                   *got_.hostname);
   }
 
-  std::string user_so_far() const {
+  [[nodiscard]] std::string user_so_far() const {
     if (ctx_.user) return *ctx_.user;
     if (got_.user != nullptr) return got_.user->args[0];
     return ctx_.local_user;
@@ -275,7 +277,7 @@ class Resolver {
     }
   }
 
-  HostConfig finish() const {
+  [[nodiscard]] HostConfig finish() const {
     HostConfig out;
     std::string host = alias_;
     if (got_.hostname != nullptr) {
@@ -310,8 +312,12 @@ class Resolver {
     if (ctx_.user) {
       user = *ctx_.user;
     } else if (got_.user != nullptr) {
-      out.user = expand(got_.user->args[0], vars, true, false, ctx_, path_of(*got_.user),
-                        *got_.user);
+      out.user =
+          expand(got_.user->args[0], vars, true, false, ctx_, path_of(*got_.user), *got_.user);
+      if (out.user->empty()) {
+        throw InputError({path_of(*got_.user), got_.user->line, 0}, "User",
+                         "\"" + got_.user->args[0] + "\" expands to nothing");
+      }
       user = *out.user;
     }
     vars['r'] = user;
@@ -333,9 +339,8 @@ class Resolver {
       out.user_known_hosts_files.emplace();
       for (const std::string& f : got_.user_known_hosts->args) {
         if (lower(f) == "none") continue;
-        out.user_known_hosts_files->push_back(
-            expand(f, vars, true, true, ctx_, path_of(*got_.user_known_hosts),
-                   *got_.user_known_hosts));
+        out.user_known_hosts_files->push_back(expand(
+            f, vars, true, true, ctx_, path_of(*got_.user_known_hosts), *got_.user_known_hosts));
       }
     }
     if (got_.global_known_hosts != nullptr) {
@@ -358,10 +363,10 @@ class Resolver {
       } else {
         for (const ProxyHop& hop : got_.jump->hops) {
           ProxyHop h;
-          h.user = expand(hop.user, proxy_vars, false, false, ctx_, path_of(*got_.jump),
-                          *got_.jump);
-          h.host = expand(hop.host, proxy_vars, false, false, ctx_, path_of(*got_.jump),
-                          *got_.jump);
+          h.user =
+              expand(hop.user, proxy_vars, false, false, ctx_, path_of(*got_.jump), *got_.jump);
+          h.host =
+              expand(hop.host, proxy_vars, false, false, ctx_, path_of(*got_.jump), *got_.jump);
           h.port = hop.port;
           out.proxy_jump.push_back(std::move(h));
         }
