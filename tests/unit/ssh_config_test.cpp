@@ -504,17 +504,18 @@ TEST(SshConfig, ControlBytesInMessagesAreEscaped) {
 }
 
 TEST(SshConfig, LineAndTotalCaps) {
-  EXPECT_NE(error_of("# " + std::string(kMaxConfigLineBytes, 'x') + "\n").find("config:1: "),
-            std::string::npos);
+  EXPECT_NE(
+      error_of("# " + std::string(limits::kMaxSshConfigLineBytes, 'x') + "\n").find("config:1: "),
+      std::string::npos);
   EXPECT_NE(error_of(std::string("Port 2\0 3\n", 10)).find("NUL"), std::string::npos);
 
   std::string many;
-  for (std::size_t i = 0; i <= kMaxConfigLines; ++i) many += "\n";
+  for (std::size_t i = 0; i <= limits::kMaxSshConfigLines; ++i) many += "\n";
   EXPECT_NE(error_of(many).find("lines in all"), std::string::npos);
 
   MemoryFiles files;
   files.files[kUserFile] = "Include d/*\n";
-  for (std::size_t i = 0; i < kMaxConfigFiles; ++i)
+  for (std::size_t i = 0; i < limits::kMaxSshConfigFiles; ++i)
     files.files["/home/me/.ssh/d/" + std::to_string(i)] = "\n";
   EXPECT_NE(error_of(files).find("config:1: Include: more than"), std::string::npos);
 }

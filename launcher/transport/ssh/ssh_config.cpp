@@ -304,16 +304,17 @@ class Loader {
     }
     std::optional<std::string> text = fs_.read(path, private_file);
     if (!text) return std::nullopt;
-    if (parsed_.files.size() >= kMaxConfigFiles) {
-      const std::string why = "more than " + std::to_string(kMaxConfigFiles) + " files to read";
+    if (parsed_.files.size() >= limits::kMaxSshConfigFiles) {
+      const std::string why =
+          "more than " + std::to_string(limits::kMaxSshConfigFiles) + " files to read";
       if (from != nullptr) from->fail(why);
       throw InputError({path, 0, 0}, kField, why);
     }
     total_bytes_ += text->size();
-    if (total_bytes_ > kMaxConfigBytes) {
-      throw InputError(
-          {path, 0, 0}, kField,
-          "the ssh configuration is over " + std::to_string(kMaxConfigBytes >> 20) + " MiB in all");
+    if (total_bytes_ > limits::kMaxSshConfigBytes) {
+      throw InputError({path, 0, 0}, kField,
+                       "the ssh configuration is over " +
+                           std::to_string(limits::kMaxSshConfigBytes >> 20) + " MiB in all");
     }
     const std::size_t index = parsed_.files.size();
     parsed_.files.push_back({path, {}});
@@ -335,14 +336,15 @@ class Loader {
       const std::string_view raw = text.substr(0, end);
       text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
       ++line_no;
-      if (++total_lines_ > kMaxConfigLines) {
-        throw InputError(
-            {path, line_no, 0}, kField,
-            "the ssh configuration has over " + std::to_string(kMaxConfigLines) + " lines in all");
+      if (++total_lines_ > limits::kMaxSshConfigLines) {
+        throw InputError({path, line_no, 0}, kField,
+                         "the ssh configuration has over " +
+                             std::to_string(limits::kMaxSshConfigLines) + " lines in all");
       }
       const Where line_at{path, line_no, kField};
-      if (raw.size() > kMaxConfigLineBytes) {
-        line_at.fail("line longer than " + std::to_string(kMaxConfigLineBytes) + " bytes");
+      if (raw.size() > limits::kMaxSshConfigLineBytes) {
+        line_at.fail("line longer than " + std::to_string(limits::kMaxSshConfigLineBytes) +
+                     " bytes");
       }
       if (raw.find('\0') != std::string_view::npos) line_at.fail("NUL byte in the line");
       parse_line(index, path, line_no, trim_right(raw), user_conf, depth, out);

@@ -16,7 +16,8 @@
 //
 // Semantics (readconf.c, ssh.c):
 // - The first value obtained for a keyword wins. IdentityFile and
-//   CertificateFile accumulate over every matching line (duplicates dropped);
+//   CertificateFile accumulate over every matching line (duplicates and
+//   `none` dropped);
 //   UserKnownHostsFile and GlobalKnownHostsFile take their first line, which
 //   may list several files. ProxyJump and ProxyCommand share one slot: the
 //   first of the two wins (`ProxyJump none` only blocks later ProxyJumps).
@@ -45,6 +46,7 @@
 //   sessiontype` and no CanonicalizeHostname pass; %C and ~otheruser are
 //   errors (use `--ssh openssh`), as are %tokens and ${VAR} in Include paths
 //   (Includes are expanded once, at load, not per host).
+// - Times (ConnectTimeout, ServerAliveInterval) take whole numbers only.
 // - Port takes numbers only (no service names). `Match host` compares
 //   without regard to case on both sides.
 #pragma once
@@ -61,15 +63,22 @@
 
 #include "hostfile/hostfile.h"
 
+namespace dlaunch::limits {
+
+// Caps on hostile input, beside dlaunch/tunables.h's (kept here so that a
+// change does not rebuild everything): over all the files of one load; a real
+// config is a few hundred short lines in a few files.
+inline constexpr std::size_t kMaxSshConfigLineBytes = std::size_t{16} << 10;
+inline constexpr std::size_t kMaxSshConfigLines = 200000;
+inline constexpr std::size_t kMaxSshConfigBytes = std::size_t{64} << 20;
+inline constexpr std::size_t kMaxSshConfigFiles = 512;  // the top files and every included one
+
+}  // namespace dlaunch::limits
+
 namespace dlaunch::ssh {
 
-// What OpenSSH allows; beyond these, load() throws.
+// OpenSSH's limit on nested Includes; deeper is an error.
 inline constexpr int kMaxIncludeDepth = 16;
-// Hostile-input caps (per load, over all files).
-inline constexpr std::size_t kMaxConfigLineBytes = std::size_t{16} << 10;
-inline constexpr std::size_t kMaxConfigLines = 200000;
-inline constexpr std::size_t kMaxConfigBytes = std::size_t{64} << 20;
-inline constexpr std::size_t kMaxConfigFiles = 512;  // the top files and every included one
 
 // How load() reaches the files: the real filesystem, or memory in tests.
 class FileSource {
@@ -141,7 +150,8 @@ struct ResolveContext {
   // ${VAR}; nullopt: unset (an error where it is used). Empty function: none set.
   std::function<std::optional<std::string>(const std::string&)> getenv;
 
-  // This process: the password database, $HOME, gethostname, getenv.
+  // This process: the password database, $HOME, gethostname, getenv. Not
+  // thread-safe (getpwuid): call it once, before starting threads.
   static ResolveContext current();
 };
 
