@@ -17,8 +17,8 @@ cd "$(dirname "$0")/.."
 
 jobs=${DLAUNCH_JOBS:-$(nproc 2>/dev/null || echo 2)}
 export DLAUNCH_JOBS=$jobs  # for scripts/fuzz.sh
-# Seconds per fuzz target in `test`: 4 targets, so about 4 minutes of CI.
-fuzz_seconds=${DLAUNCH_FUZZ_SECONDS:-60}
+# Seconds per fuzz target in `test`: 5 targets, so about 4 minutes of CI.
+fuzz_seconds=${DLAUNCH_FUZZ_SECONDS:-48}
 
 build() {
   local preset=$1

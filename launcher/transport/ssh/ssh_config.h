@@ -1,0 +1,189 @@
+// OpenSSH client configuration (~/.ssh/config, /etc/ssh/ssh_config), read the
+// way ssh(1) reads it, for the keywords dlaunch uses: HostName, User, Port,
+// IdentityFile, IdentitiesOnly, CertificateFile, ProxyJump, ProxyCommand,
+// UserKnownHostsFile, GlobalKnownHostsFile, StrictHostKeyChecking,
+// HostKeyAlias, ConnectTimeout, ServerAliveInterval, ServerAliveCountMax and
+// BatchMode. Every other keyword is split into arguments (bad quotes are
+// still an error, as in OpenSSH) and ignored.
+//
+// Contract: SshConfig::load reads the files (user file then system file, or
+// the -F file alone), follows Includes and checks every line of every file,
+// whether or not a host will match it, as OpenSSH does; SshConfig::resolve
+// then applies the blocks that match one host. Both throw InputError
+// (ErrorKind::kInput) naming the file, the line and the keyword, with control
+// bytes escaped. A loaded SshConfig is immutable: resolve() may be called
+// from any thread.
+//
+// Semantics (readconf.c, ssh.c):
+// - The first value obtained for a keyword wins. IdentityFile and
+//   CertificateFile accumulate over every matching line (duplicates and
+//   `none` dropped);
+//   UserKnownHostsFile and GlobalKnownHostsFile take their first line, which
+//   may list several files. ProxyJump and ProxyCommand share one slot: the
+//   first of the two wins (`ProxyJump none` only blocks later ProxyJumps).
+// - `Host` patterns (`*`, `?`, `!`) match the alias as given, case-sensitively;
+//   a negated match makes the line not match. `Match host` matches the
+//   HostName chosen so far (its %h expanded to the alias), `originalhost` the
+//   alias, `user` the remote user so far, `localuser` the local user; pattern
+//   lists are comma-separated with `!` per pattern, `!` before a criterion
+//   negates it. Other criteria are an error (use `--ssh openssh`).
+// - Include: globbed paths, relative to ~/.ssh (user file, -F file) or
+//   /etc/ssh (system file); `~` only in user files; no match is not an error;
+//   nesting deeper than 16 is. An Include in a block that does not match is
+//   read and checked but applies nothing; a Host or Match line inside an
+//   included file does not change the including file's block.
+// - Tokens: HostName %h %%; User the path tokens but %r; IdentityFile,
+//   CertificateFile, UserKnownHostsFile %% %d %h %i %j %k %L %l %n %p %r %u,
+//   ${VAR} and a leading ~; ProxyCommand %% %h %k %n %p %r; ProxyJump
+//   %% %h %n %p %r; GlobalKnownHostsFile a leading ~ only. %h is the final
+//   host (HostName, else the alias; lowercased unless an address), %n the
+//   alias, %p the final port, %r the final user.
+// - The user file and the files it includes must be owned by the user or
+//   root and not writable by group or others (real filesystem only).
+//
+// Simplified, compared with OpenSSH:
+// - No `Match canonical|final|exec|localnetwork|tagged|command|version|
+//   sessiontype` and no CanonicalizeHostname pass; %C and ~otheruser are
+//   errors (use `--ssh openssh`), as are %tokens and ${VAR} in Include paths
+//   (Includes are expanded once, at load, not per host).
+// - Times (ConnectTimeout, ServerAliveInterval) take whole numbers only.
+// - Port takes numbers only (no service names). `Match host` compares
+//   without regard to case on both sides.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "hostfile/hostfile.h"
+
+namespace dlaunch::limits {
+
+// Caps on hostile input, beside dlaunch/tunables.h's (kept here so that a
+// change does not rebuild everything): over all the files of one load; a real
+// config is a few hundred short lines in a few files.
+inline constexpr std::size_t kMaxSshConfigLineBytes = std::size_t{16} << 10;
+inline constexpr std::size_t kMaxSshConfigLines = 200000;
+inline constexpr std::size_t kMaxSshConfigBytes = std::size_t{64} << 20;
+inline constexpr std::size_t kMaxSshConfigFiles = 512;  // the top files and every included one
+
+}  // namespace dlaunch::limits
+
+namespace dlaunch::ssh {
+
+// OpenSSH's limit on nested Includes; deeper is an error.
+inline constexpr int kMaxIncludeDepth = 16;
+
+// How load() reaches the files: the real filesystem, or memory in tests.
+class FileSource {
+ public:
+  virtual ~FileSource() = default;
+  // The file's text; nullopt when there is no such file (a directory counts
+  // as none, since OpenSSH reads it as empty). `private_file`: OpenSSH's
+  // permission check for the user's files. Throws InputError otherwise.
+  [[nodiscard]] virtual std::optional<std::string> read(const std::string& path,
+                                                        bool private_file) const = 0;
+  // The existing paths that match a glob(3) pattern, sorted; none: empty.
+  [[nodiscard]] virtual std::vector<std::string> glob(const std::string& pattern) const = 0;
+};
+
+// The real filesystem: read_input_file's limits, glob(3).
+const FileSource& real_files();
+
+// Files held in memory (tests, the fuzzer); glob is fnmatch(3) over the paths.
+class MemoryFiles : public FileSource {
+ public:
+  std::map<std::string, std::string> files;  // path -> text
+  [[nodiscard]] std::optional<std::string> read(const std::string& path,
+                                                bool private_file) const override;
+  [[nodiscard]] std::vector<std::string> glob(const std::string& pattern) const override;
+};
+
+enum class StrictHostKeyChecking { kYes, kAsk, kAcceptNew, kOff };
+
+struct ProxyHop {
+  std::string user;  // empty: unset
+  std::string host;
+  int port = 0;  // 0: unset
+};
+
+// What the configuration says for one host. A field that is unset (nullopt,
+// empty, false) was not set by the configuration: the caller applies
+// "hostfile and command line beat the configuration, the configuration beats
+// dlaunch's defaults". Values are fully expanded.
+struct HostConfig {
+  std::optional<std::string> hostname;
+  std::optional<std::string> user;  // unset when ResolveContext::user was given
+  std::optional<int> port;          // unset when ResolveContext::port was given
+  std::vector<std::string> identity_files;
+  std::optional<bool> identities_only;
+  std::vector<std::string> certificate_files;
+  std::vector<ProxyHop> proxy_jump;  // first hop first
+  bool proxy_jump_none = false;      // `ProxyJump none`
+  std::optional<std::string> proxy_command;
+  bool proxy_command_none = false;  // `ProxyCommand none`
+  // Set and empty: `none`.
+  std::optional<std::vector<std::string>> user_known_hosts_files;
+  std::optional<std::vector<std::string>> global_known_hosts_files;
+  std::optional<StrictHostKeyChecking> strict_host_key_checking;
+  std::optional<std::string> host_key_alias;
+  std::optional<int> connect_timeout_s;
+  std::optional<int> server_alive_interval_s;
+  std::optional<int> server_alive_count_max;
+  std::optional<bool> batch_mode;
+};
+
+// Who asks, and what the hostfile or the command line already decided.
+struct ResolveContext {
+  std::string local_user;           // %u, Match localuser, default remote user
+  std::string home;                 // %d and ~
+  std::string local_host;           // %l; %L is its part before the first dot
+  unsigned uid = 0;                 // %i
+  std::optional<std::string> user;  // given by the hostfile or command line
+  std::optional<int> port;
+  // ${VAR}; nullopt: unset (an error where it is used). Empty function: none set.
+  std::function<std::optional<std::string>(const std::string&)> getenv;
+
+  // This process: the password database, $HOME, gethostname, getenv. Not
+  // thread-safe (getpwuid): call it once, before starting threads.
+  static ResolveContext current();
+};
+
+struct LoadOptions {
+  std::optional<std::string> config_file;  // -F FILE, in place of both; "none": no file
+  std::string home;                        // empty: $HOME, else the password database
+  std::string system_file = "/etc/ssh/ssh_config";
+  const FileSource* files = nullptr;  // nullptr: real_files()
+};
+
+namespace detail {
+struct Parsed;
+}
+
+class SshConfig {
+ public:
+  // Reads and checks every file (see above). A missing user or system file
+  // is no error; a missing -F file is.
+  [[nodiscard]] static SshConfig load(const LoadOptions& options);
+
+  // The configuration for `alias`, the host name as the user gave it.
+  [[nodiscard]] HostConfig resolve(const std::string& alias, const ResolveContext& ctx) const;
+
+  // Every file read, in order (top files first, then includes as met).
+  [[nodiscard]] std::vector<std::string> files() const;
+
+ private:
+  explicit SshConfig(std::shared_ptr<const detail::Parsed> parsed) : parsed_(std::move(parsed)) {}
+  std::shared_ptr<const detail::Parsed> parsed_;
+};
+
+// OpenSSH's wildcard match: `*` any run, `?` one character, case-sensitive.
+[[nodiscard]] bool wildcard_match(std::string_view text, std::string_view pattern);
+
+}  // namespace dlaunch::ssh

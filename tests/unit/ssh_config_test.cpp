@@ -1,0 +1,575 @@
+// The OpenSSH client-config reader (launcher/transport/ssh/ssh_config.h):
+// precedence, Host/Match, Include, tokens, errors and caps, from memory
+// through MemoryFiles, and once from real files.
+#include "transport/ssh/ssh_config.h"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace dlaunch::ssh {
+namespace {
+
+const std::string kHome = "/home/me";
+const std::string kUserFile = "/home/me/.ssh/config";
+const std::string kSystemFile = "/etc/ssh/ssh_config";
+
+ResolveContext test_ctx() {
+  ResolveContext ctx;
+  ctx.local_user = "me";
+  ctx.home = kHome;
+  ctx.local_host = "head.example.com";
+  ctx.uid = 1000;
+  ctx.getenv = [](const std::string& name) -> std::optional<std::string> {
+    if (name == "KEYDIR") return "/keys";
+    return std::nullopt;
+  };
+  return ctx;
+}
+
+SshConfig load(const MemoryFiles& files) {
+  LoadOptions options;
+  options.home = kHome;
+  options.files = &files;
+  return SshConfig::load(options);
+}
+
+MemoryFiles user_file(const std::string& text) {
+  MemoryFiles files;
+  files.files[kUserFile] = text;
+  return files;
+}
+
+HostConfig resolve(const std::string& text, const std::string& alias,
+                   const ResolveContext& ctx = test_ctx()) {
+  return load(user_file(text)).resolve(alias, ctx);
+}
+
+// The message of the InputError that loading (and resolving) `files` throws.
+std::string error_of(const MemoryFiles& files, const std::string& alias = "h") {
+  try {
+    (void)load(files).resolve(alias, test_ctx());
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+std::string error_of(const std::string& text) { return error_of(user_file(text)); }
+
+TEST(SshConfig, FirstValueWinsAcrossBlocks) {
+  const std::string text =
+      "Host a\n"
+      "  User alice\n"
+      "  Port 2201\n"
+      "Host *\n"
+      "  User everyone\n"
+      "  Port 2202\n"
+      "  HostName fallback\n";
+  const HostConfig a = resolve(text, "a");
+  EXPECT_EQ(a.user, "alice");
+  EXPECT_EQ(a.port, 2201);
+  EXPECT_EQ(a.hostname, "fallback");
+  const HostConfig b = resolve(text, "b");
+  EXPECT_EQ(b.user, "everyone");
+  EXPECT_EQ(b.port, 2202);
+  EXPECT_FALSE(b.identities_only.has_value());
+}
+
+TEST(SshConfig, UserFileBeatsSystemFile) {
+  MemoryFiles files;
+  files.files[kUserFile] = "Port 2200\n";
+  files.files[kSystemFile] = "Port 2300\nUser sys\n";
+  const HostConfig c = load(files).resolve("x", test_ctx());
+  EXPECT_EQ(c.port, 2200);
+  EXPECT_EQ(c.user, "sys");
+  EXPECT_EQ(load(files).files(), (std::vector<std::string>{kUserFile, kSystemFile}));
+}
+
+TEST(SshConfig, EqualsSyntaxQuotesCaseAndComments) {
+  const HostConfig c = resolve(
+      "# a comment\n"
+      "\n"
+      "   \t\n"
+      "hOsTnAmE=real.example\n"
+      "PORT = 2200   # trailing comment\n"
+      "User \"bob\"\r\n"
+      "IdentityFile \"~/my keys/id\"\n"
+      "IdentityFile '/k/with \"dq\"'\n"
+      "BatchMode=yes\n"
+      "Ciphers aes128-ctr,aes256-ctr\n",
+      "x");
+  EXPECT_EQ(c.hostname, "real.example");
+  EXPECT_EQ(c.port, 2200);
+  EXPECT_EQ(c.user, "bob");
+  EXPECT_EQ(c.identity_files, (std::vector<std::string>{"/home/me/my keys/id", "/k/with \"dq\""}));
+  EXPECT_EQ(c.batch_mode, true);
+}
+
+TEST(SshConfig, HostWildcards) {
+  const std::string text =
+      "Host node?? *.example.com\n"
+      "  User pat\n";
+  EXPECT_EQ(resolve(text, "node07").user, "pat");
+  EXPECT_EQ(resolve(text, "gpu.example.com").user, "pat");
+  EXPECT_FALSE(resolve(text, "node7").user.has_value());
+  EXPECT_FALSE(resolve(text, "node123").user.has_value());
+  EXPECT_FALSE(resolve(text, "example.com").user.has_value());
+}
+
+TEST(SshConfig, HostNegationBeatsAnyOtherPattern) {
+  const std::string text =
+      "Host * !bastion\n"
+      "  ProxyJump bastion\n"
+      "Host !gpu* gpu1\n"
+      "  User never\n";
+  EXPECT_EQ(resolve(text, "node1").proxy_jump.size(), 1U);
+  EXPECT_TRUE(resolve(text, "bastion").proxy_jump.empty());
+  EXPECT_FALSE(resolve(text, "gpu1").user.has_value());
+  EXPECT_FALSE(resolve(text, "node1").user.has_value());  // only negated patterns matched nothing
+}
+
+TEST(SshConfig, HostIsCaseSensitiveAndMatchesTheAliasNotTheHostName) {
+  const std::string text =
+      "Host short\n"
+      "  HostName long.example.com\n"
+      "Host long.example.com\n"
+      "  User by-hostname\n"
+      "Host SHORT\n"
+      "  Port 2222\n";
+  const HostConfig c = resolve(text, "short");
+  EXPECT_EQ(c.hostname, "long.example.com");
+  EXPECT_FALSE(c.user.has_value());
+  EXPECT_FALSE(c.port.has_value());
+}
+
+TEST(SshConfig, MatchHostUsesTheHostNameSoFarAndOriginalHostTheAlias) {
+  const std::string text =
+      "Host n*\n"
+      "  HostName %h.cluster.example\n"
+      "Match host *.CLUSTER.example\n"
+      "  User clusteruser\n"
+      "Match originalhost n1\n"
+      "  Port 2001\n"
+      "Match host n1\n"
+      "  IdentitiesOnly yes\n";
+  const HostConfig c = resolve(text, "n1");
+  EXPECT_EQ(c.hostname, "n1.cluster.example");
+  EXPECT_EQ(c.user, "clusteruser");
+  EXPECT_EQ(c.port, 2001);
+  EXPECT_FALSE(c.identities_only.has_value());
+}
+
+TEST(SshConfig, MatchUserLocalUserAllAndNegation) {
+  const std::string text =
+      "Match user root\n"
+      "  Port 1\n"
+      "Match !user root localuser me\n"
+      "  Port 2\n"
+      "Match host a,!b*\n"
+      "  User matched-list\n"
+      "Match all\n"
+      "  BatchMode yes\n"
+      "Match !all\n"
+      "  IdentitiesOnly yes\n";
+  const HostConfig c = resolve(text, "a");
+  EXPECT_EQ(c.port, 2);
+  EXPECT_EQ(c.user, "matched-list");
+  EXPECT_EQ(c.batch_mode, true);
+  EXPECT_FALSE(c.identities_only.has_value());
+  EXPECT_FALSE(resolve(text, "bx").user.has_value());
+
+  ResolveContext as_root = test_ctx();
+  as_root.user = "root";
+  const HostConfig r = resolve(text, "a", as_root);
+  EXPECT_EQ(r.port, 1);
+  EXPECT_FALSE(r.user.has_value());  // the command line's user wins: the config's is not reported
+}
+
+TEST(SshConfig, MatchUserSeesTheConfiguredUserSoFar) {
+  const HostConfig c = resolve(
+      "User deploy\n"
+      "Match user deploy\n"
+      "  Port 2022\n",
+      "x");
+  EXPECT_EQ(c.port, 2022);
+}
+
+TEST(SshConfig, MatchAllCannotBeCombined) {
+  EXPECT_NE(error_of("Match all host x\n").find("config:1: Match"), std::string::npos);
+}
+
+TEST(SshConfig, UnsupportedMatchCriteriaNameFileLineAndTheWayOut) {
+  for (const std::string crit : {"exec \"true\"", "canonical", "final", "localnetwork 10.0.0.0/8",
+                                 "tagged x", "!exec=true"}) {
+    const std::string err = error_of("# first\nHost *\nMatch " + crit + "\n");
+    EXPECT_NE(err.find("/home/me/.ssh/config:3: Match: criterion"), std::string::npos) << err;
+    EXPECT_NE(err.find("--ssh openssh"), std::string::npos) << err;
+  }
+  EXPECT_NE(error_of("Match frobnicate x\n").find("unknown criterion"), std::string::npos);
+  EXPECT_NE(error_of("Match host\n").find("needs a value"), std::string::npos);
+}
+
+TEST(SshConfig, IncludeIsRelativeToDotSshAndGlobbedInOrder) {
+  MemoryFiles files;
+  files.files[kUserFile] = "Include conf.d/*.conf other\nUser late\n";
+  files.files["/home/me/.ssh/conf.d/20-b.conf"] = "IdentityFile ~/b\n";
+  files.files["/home/me/.ssh/conf.d/10-a.conf"] = "IdentityFile ~/a\nUser from-a\n";
+  files.files["/home/me/.ssh/conf.d/.hidden.conf"] = "IdentityFile ~/hidden\n";
+  files.files["/home/me/.ssh/conf.d/x.txt"] = "IdentityFile ~/txt\n";
+  files.files["/home/me/.ssh/other"] = "IdentityFile ~/other\n";
+  const HostConfig c = load(files).resolve("h", test_ctx());
+  EXPECT_EQ(c.identity_files,
+            (std::vector<std::string>{"/home/me/a", "/home/me/b", "/home/me/other"}));
+  EXPECT_EQ(c.user, "from-a");
+}
+
+TEST(SshConfig, SystemIncludeIsRelativeToEtcSshAndRefusesTilde) {
+  MemoryFiles files;
+  files.files[kSystemFile] = "Include ssh_config.d/*.conf\n";
+  files.files["/etc/ssh/ssh_config.d/50-site.conf"] = "Port 2345\n";
+  EXPECT_EQ(load(files).resolve("h", test_ctx()).port, 2345);
+
+  files.files[kSystemFile] = "Include ~/x\n";
+  EXPECT_NE(error_of(files).find("/etc/ssh/ssh_config:1: Include"), std::string::npos);
+}
+
+TEST(SshConfig, IncludeInsideABlockAppliesOnlyWhenTheBlockMatches) {
+  MemoryFiles files;
+  files.files[kUserFile] =
+      "Host gpu*\n"
+      "  Include gpu.conf\n"
+      "  Port 2001\n"
+      "Host *\n"
+      "  BatchMode yes\n";
+  // The included file's own Host block ends with the file: the including
+  // block is active again after it (Port 2001 applies).
+  files.files["/home/me/.ssh/gpu.conf"] =
+      "User gpuuser\n"
+      "Host nothing-matches-this\n"
+      "  IdentitiesOnly yes\n";
+  const SshConfig config = load(files);
+  const HostConfig gpu = config.resolve("gpu3", test_ctx());
+  EXPECT_EQ(gpu.user, "gpuuser");
+  EXPECT_EQ(gpu.port, 2001);
+  EXPECT_FALSE(gpu.identities_only.has_value());
+  EXPECT_EQ(gpu.batch_mode, true);
+  const HostConfig cpu = config.resolve("cpu3", test_ctx());
+  EXPECT_FALSE(cpu.user.has_value());
+  EXPECT_FALSE(cpu.port.has_value());
+}
+
+TEST(SshConfig, HostBlocksInAnIncludeUnderANonMatchingBlockNeverMatch) {
+  MemoryFiles files;
+  files.files[kUserFile] = "Host other\n  Include inc\n";
+  files.files["/home/me/.ssh/inc"] = "Host *\n  User leaked\n";
+  EXPECT_FALSE(load(files).resolve("h", test_ctx()).user.has_value());
+}
+
+TEST(SshConfig, IncludeOfAMissingFileIsNoError) {
+  const HostConfig c = resolve("Include nothing-here /etc/none/* ~/.ssh/gone\nPort 7\n", "h");
+  EXPECT_EQ(c.port, 7);
+}
+
+TEST(SshConfig, AFileThatIncludesItselfEndsWithTheDepthError) {
+  MemoryFiles files;
+  files.files[kUserFile] = "Include config\n";
+  const std::string err = error_of(files);
+  EXPECT_NE(err.find("/home/me/.ssh/config:1: Include: Include nested deeper than 16"),
+            std::string::npos)
+      << err;
+}
+
+TEST(SshConfig, IncludeDepthLimitIsSixteen) {
+  const auto chain = [](int levels) {
+    MemoryFiles files;
+    files.files[kUserFile] = "Include f1\n";
+    for (int i = 1; i <= levels; ++i) {
+      files.files["/home/me/.ssh/f" + std::to_string(i)] =
+          i < levels ? "Include f" + std::to_string(i + 1) + "\n" : "Port 1616\n";
+    }
+    return files;
+  };
+  EXPECT_EQ(load(chain(16)).resolve("h", test_ctx()).port, 1616);
+  EXPECT_NE(error_of(chain(17)).find("/home/me/.ssh/f16:1: Include: Include nested deeper"),
+            std::string::npos);
+}
+
+TEST(SshConfig, TokensInEachKeyword) {
+  const HostConfig c = resolve(
+      "Host n*\n"
+      "  HostName %h.Example.com\n"
+      "  Port 2200\n"
+      "  User %u-remote\n"
+      "  IdentityFile %d/.ssh/%h_%r_%p_%u_%n_%i_%l_%L_%k%%\n"
+      "  CertificateFile ${KEYDIR}/%r-cert.pub\n"
+      "  UserKnownHostsFile ~/.ssh/kh_%n %d/kh2\n"
+      "  GlobalKnownHostsFile ~/g%h\n"
+      "  ProxyCommand nc -X connect %h %p # %r\n",
+      "n1");
+  EXPECT_EQ(c.hostname, "n1.Example.com");
+  EXPECT_EQ(c.user, "me-remote");
+  EXPECT_EQ(c.identity_files,
+            (std::vector<std::string>{"/home/me/.ssh/n1.example.com_me-remote_2200_me_n1_1000_"
+                                      "head.example.com_head_n1%"}));
+  EXPECT_EQ(c.certificate_files, (std::vector<std::string>{"/keys/me-remote-cert.pub"}));
+  EXPECT_EQ(c.user_known_hosts_files,
+            (std::vector<std::string>{"/home/me/.ssh/kh_n1", "/home/me/kh2"}));
+  EXPECT_EQ(c.global_known_hosts_files, (std::vector<std::string>{"/home/me/g%h"}));
+  EXPECT_EQ(c.proxy_command, "nc -X connect n1.example.com 2200 # me-remote");
+}
+
+TEST(SshConfig, TokensUseTheCommandLineUserAndPort) {
+  ResolveContext ctx = test_ctx();
+  ctx.user = "cli";
+  ctx.port = 2999;
+  const HostConfig c = resolve("User cfg\nPort 22\nIdentityFile ~/%r@%p\n", "h", ctx);
+  EXPECT_FALSE(c.user.has_value());
+  EXPECT_FALSE(c.port.has_value());
+  EXPECT_EQ(c.identity_files, (std::vector<std::string>{"/home/me/cli@2999"}));
+}
+
+TEST(SshConfig, BadTokensNameFileAndLine) {
+  EXPECT_NE(error_of("Port 22\nIdentityFile ~/%Z\n")
+                .find("config:2: IdentityFile: "
+                      "\"~/%Z\": unknown token %Z"),
+            std::string::npos);
+  EXPECT_NE(error_of("HostName %p.x\n").find("config:1: HostName: \"%p.x\": unknown token %p"),
+            std::string::npos);
+  EXPECT_NE(error_of("IdentityFile ~/%C\n").find("--ssh openssh"), std::string::npos);
+  EXPECT_NE(error_of("IdentityFile ~/x%\n").find("lone %"), std::string::npos);
+  EXPECT_NE(error_of("IdentityFile ~bob/id\n").find("~user"), std::string::npos);
+  EXPECT_NE(error_of("ProxyCommand ssh -W %h:%p %u\n").find("unknown token %u"), std::string::npos);
+  EXPECT_NE(error_of("IdentityFile ${1X}/id\n").find("bad variable name"), std::string::npos);
+  EXPECT_NE(
+      error_of("IdentityFile ${NOPE}/id\n").find("config:1: IdentityFile: ${NOPE} is not set"),
+      std::string::npos);
+}
+
+TEST(SshConfig, ProxyJumpChains) {
+  const HostConfig c =
+      resolve("ProxyJump alice@jump1:2222,jump2,[fe80::1]:23,bob@[::1],ssh://carol@j5:99/\n", "h");
+  ASSERT_EQ(c.proxy_jump.size(), 5U);
+  EXPECT_EQ(c.proxy_jump[0].user, "alice");
+  EXPECT_EQ(c.proxy_jump[0].host, "jump1");
+  EXPECT_EQ(c.proxy_jump[0].port, 2222);
+  EXPECT_EQ(c.proxy_jump[1].user, "");
+  EXPECT_EQ(c.proxy_jump[1].host, "jump2");
+  EXPECT_EQ(c.proxy_jump[1].port, 0);
+  EXPECT_EQ(c.proxy_jump[2].host, "fe80::1");
+  EXPECT_EQ(c.proxy_jump[2].port, 23);
+  EXPECT_EQ(c.proxy_jump[3].user, "bob");
+  EXPECT_EQ(c.proxy_jump[3].host, "::1");
+  EXPECT_EQ(c.proxy_jump[4].user, "carol");
+  EXPECT_EQ(c.proxy_jump[4].port, 99);
+  EXPECT_FALSE(c.proxy_command.has_value());
+
+  const HostConfig tokens = resolve("ProxyJump %r@gw-%h\n", "n1");
+  EXPECT_EQ(tokens.proxy_jump.at(0).user, "me");
+  EXPECT_EQ(tokens.proxy_jump.at(0).host, "gw-n1");
+}
+
+TEST(SshConfig, ProxyJumpAndProxyCommandShareOneSlot) {
+  const HostConfig none = resolve("Host b\n  ProxyJump none\nHost *\n  ProxyJump gw\n", "b");
+  EXPECT_TRUE(none.proxy_jump_none);
+  EXPECT_TRUE(none.proxy_jump.empty());
+
+  const HostConfig jump_first = resolve("ProxyJump gw\nProxyCommand nc %h %p\n", "h");
+  EXPECT_EQ(jump_first.proxy_jump.size(), 1U);
+  EXPECT_FALSE(jump_first.proxy_command.has_value());
+
+  const HostConfig command_first = resolve("ProxyCommand nc %h %p\nProxyJump gw\n", "h");
+  EXPECT_TRUE(command_first.proxy_jump.empty());
+  EXPECT_EQ(command_first.proxy_command, "nc h 22");
+
+  const HostConfig command_none = resolve("ProxyCommand NONE\nProxyJump gw\n", "h");
+  EXPECT_TRUE(command_none.proxy_command_none);
+  EXPECT_TRUE(command_none.proxy_jump.empty());
+
+  // ProxyJump none blocks later ProxyJumps only.
+  const HostConfig then_command = resolve("ProxyJump none\nProxyCommand nc %h %p\n", "h");
+  EXPECT_TRUE(then_command.proxy_jump_none);
+  EXPECT_EQ(then_command.proxy_command, "nc h 22");
+}
+
+TEST(SshConfig, BadProxyJumpNamesTheHop) {
+  for (const std::string bad :
+       {"gw:0", "gw:70000", "@gw", "a@", ",gw", "gw,", "[::1", "gw:x", "j\x7f", "a b"}) {
+    const std::string err = error_of("ProxyJump " + bad + "\n");
+    EXPECT_NE(err.find("config:1: ProxyJump: "), std::string::npos) << bad << ": " << err;
+  }
+}
+
+TEST(SshConfig, IdentityFilesAccumulateInOrderWithoutDuplicates) {
+  const HostConfig c = resolve(
+      "Host h\n"
+      "  IdentityFile ~/.ssh/h_key\n"
+      "  IdentitiesOnly yes\n"
+      "Host *\n"
+      "  IdentityFile ~/.ssh/id_ed25519\n"
+      "  IdentityFile ~/.ssh/h_key\n"
+      "  IdentityFile none\n"
+      "  IdentitiesOnly no\n"
+      "  CertificateFile ~/c1\n"
+      "  CertificateFile ~/c2\n",
+      "h");
+  EXPECT_EQ(c.identity_files,
+            (std::vector<std::string>{"/home/me/.ssh/h_key", "/home/me/.ssh/id_ed25519"}));
+  EXPECT_EQ(c.identities_only, true);
+  EXPECT_EQ(c.certificate_files, (std::vector<std::string>{"/home/me/c1", "/home/me/c2"}));
+}
+
+TEST(SshConfig, KnownHostsFilesTakeTheirFirstLine) {
+  const HostConfig c = resolve(
+      "UserKnownHostsFile ~/a ~/b\n"
+      "UserKnownHostsFile ~/c\n"
+      "GlobalKnownHostsFile none\n"
+      "GlobalKnownHostsFile /etc/x\n",
+      "h");
+  EXPECT_EQ(c.user_known_hosts_files, (std::vector<std::string>{"/home/me/a", "/home/me/b"}));
+  ASSERT_TRUE(c.global_known_hosts_files.has_value());
+  EXPECT_TRUE(c.global_known_hosts_files->empty());
+  EXPECT_NE(error_of("UserKnownHostsFile none ~/a\n").find("must be the only value"),
+            std::string::npos);
+}
+
+TEST(SshConfig, TimesFlagsAndPolicies) {
+  const HostConfig c = resolve(
+      "ConnectTimeout none\n"
+      "ConnectTimeout 1m30s\n"
+      "ServerAliveInterval 15\n"
+      "ServerAliveCountMax 0\n"
+      "StrictHostKeyChecking accept-new\n"
+      "HostKeyAlias cluster-key\n",
+      "h");
+  EXPECT_EQ(c.connect_timeout_s, 90);
+  EXPECT_EQ(c.server_alive_interval_s, 15);
+  EXPECT_EQ(c.server_alive_count_max, 0);
+  EXPECT_EQ(c.strict_host_key_checking, StrictHostKeyChecking::kAcceptNew);
+  EXPECT_EQ(c.host_key_alias, "cluster-key");
+  EXPECT_EQ(resolve("StrictHostKeyChecking no\n", "h").strict_host_key_checking,
+            StrictHostKeyChecking::kOff);
+  EXPECT_EQ(resolve("StrictHostKeyChecking ASK\n", "h").strict_host_key_checking,
+            StrictHostKeyChecking::kAsk);
+}
+
+TEST(SshConfig, BadValuesNameFileLineAndKeyword) {
+  const std::map<std::string, std::string> cases = {
+      {"Port 0", "Port"},
+      {"Port 70000", "Port"},
+      {"Port abc", "Port"},
+      {"Port 22 23", "Port"},
+      {"ConnectTimeout x", "ConnectTimeout"},
+      {"ConnectTimeout 5x", "ConnectTimeout"},
+      {"ServerAliveInterval 1s2s", "ServerAliveInterval"},
+      {"ServerAliveCountMax -1", "ServerAliveCountMax"},
+      {"StrictHostKeyChecking maybe", "StrictHostKeyChecking"},
+      {"BatchMode sometimes", "BatchMode"},
+      {"IdentitiesOnly 1", "IdentitiesOnly"},
+      {"HostName \"\"", "HostName"},
+      {"HostName", "HostName"},
+      {"HostName \"a b\"", "HostName"},
+      {"User \"\"", "User"},
+      {"Host \"\"", "Host"},
+      {"IdentityFile \"\"", "IdentityFile"},
+      {"UserKnownHostsFile ~/a \"\"", "UserKnownHostsFile"},
+      {"Include \"\"", "Include"},
+      {"Include %h.conf", "Include"},
+  };
+  for (const auto& [line, keyword] : cases) {
+    // Checked even in a block that does not match, as OpenSSH does.
+    const std::string err = error_of("Host never-this-one\n  " + line + "\n");
+    EXPECT_NE(err.find("/home/me/.ssh/config:2: " + keyword + ": "), std::string::npos)
+        << line << " -> " << err;
+  }
+}
+
+TEST(SshConfig, UnknownKeywordsAreTokenisedAndIgnored) {
+  EXPECT_EQ(resolve("SendEnv LANG LC_*\nForwardAgent yes\nPort 2\n", "h").port, 2);
+  EXPECT_NE(error_of("SendEnv \"LANG\n").find("config:1: SendEnv: unterminated quote"),
+            std::string::npos);
+  EXPECT_NE(error_of("ForwardAgent\n").find("no value"), std::string::npos);
+}
+
+TEST(SshConfig, ControlBytesInMessagesAreEscaped) {
+  const std::string err = error_of("Port \x1b[31mred\n");
+  EXPECT_EQ(err.find('\x1b'), std::string::npos);
+  EXPECT_NE(err.find("\\e[31mred"), std::string::npos);
+}
+
+TEST(SshConfig, LineAndTotalCaps) {
+  EXPECT_NE(
+      error_of("# " + std::string(limits::kMaxSshConfigLineBytes, 'x') + "\n").find("config:1: "),
+      std::string::npos);
+  EXPECT_NE(error_of(std::string("Port 2\0 3\n", 10)).find("NUL"), std::string::npos);
+
+  std::string many;
+  for (std::size_t i = 0; i <= limits::kMaxSshConfigLines; ++i) many += "\n";
+  EXPECT_NE(error_of(many).find("lines in all"), std::string::npos);
+
+  MemoryFiles files;
+  files.files[kUserFile] = "Include d/*\n";
+  for (std::size_t i = 0; i < limits::kMaxSshConfigFiles; ++i)
+    files.files["/home/me/.ssh/d/" + std::to_string(i)] = "\n";
+  EXPECT_NE(error_of(files).find("config:1: Include: more than"), std::string::npos);
+}
+
+TEST(SshConfig, DashFReplacesBothFilesAndMustExist) {
+  MemoryFiles files;
+  files.files[kUserFile] = "Port 1\n";
+  files.files[kSystemFile] = "Port 2\n";
+  files.files["/tmp/alt"] = "User alt\nInclude inc\n";
+  files.files["/home/me/.ssh/inc"] = "Port 3\n";
+  LoadOptions options;
+  options.home = kHome;
+  options.files = &files;
+  options.config_file = "/tmp/alt";
+  const HostConfig c = SshConfig::load(options).resolve("h", test_ctx());
+  EXPECT_EQ(c.user, "alt");
+  EXPECT_EQ(c.port, 3);
+
+  options.config_file = "none";
+  EXPECT_FALSE(SshConfig::load(options).resolve("h", test_ctx()).port.has_value());
+  options.config_file = "/tmp/missing";
+  EXPECT_THROW((void)SshConfig::load(options), InputError);
+}
+
+// The real filesystem: glob(3), read_input_file and the permission check.
+TEST(SshConfig, RealFilesFromATemporaryHome) {
+  char templ[] = "/tmp/ssh_config_test.XXXXXX";
+  ASSERT_NE(::mkdtemp(templ), nullptr);
+  const std::string home = templ;
+  std::filesystem::create_directories(home + "/.ssh/conf.d");
+  std::ofstream(home + "/.ssh/config") << "Include conf.d/*\nHost web\n  User www\n";
+  std::ofstream(home + "/.ssh/conf.d/a") << "Host web\n  Port 8022\n  IdentityFile ~/k\n";
+  std::filesystem::create_directories(home + "/.ssh/conf.d/subdir");  // read as no file
+  ::chmod((home + "/.ssh/config").c_str(), 0600);
+  ::chmod((home + "/.ssh/conf.d/a").c_str(), 0644);
+  LoadOptions options;
+  options.home = home;
+  options.system_file = home + "/no-system-file";
+  ResolveContext ctx = test_ctx();
+  ctx.home = home;
+  const HostConfig c = SshConfig::load(options).resolve("web", ctx);
+  EXPECT_EQ(c.user, "www");
+  EXPECT_EQ(c.port, 8022);
+  EXPECT_EQ(c.identity_files, (std::vector<std::string>{home + "/k"}));
+
+  ::chmod((home + "/.ssh/conf.d/a").c_str(), 0666);
+  try {
+    (void)SshConfig::load(options);
+    ADD_FAILURE() << "a group-writable include was read";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad owner or permissions"), std::string::npos);
+  }
+  std::filesystem::remove_all(home);
+}
+
+}  // namespace
+}  // namespace dlaunch::ssh
