@@ -17,7 +17,7 @@ seconds=${1:-60}
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "usage: scripts/fuzz.sh [SECONDS]" >&2; exit 2; }
 build_dir=${DLAUNCH_FUZZ_BUILD_DIR:-build/fuzz}
 jobs=${DLAUNCH_JOBS:-$(nproc 2>/dev/null || echo 2)}
-targets=(hostfile_fuzz envfile_fuzz protocol_fuzz store_fuzz)
+targets=(hostfile_fuzz envfile_fuzz ssh_config_fuzz protocol_fuzz store_fuzz)
 
 for tool in clang clang++; do
   if ! command -v "$tool" >/dev/null; then
