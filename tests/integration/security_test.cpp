@@ -82,6 +82,21 @@ int read_int(const std::string& path) {
   return v;
 }
 
+// The next `count` pids the kernel will hand out in this pid namespace, each
+// once: after the last one given, up to pid_max - 1, then from 300 on (the
+// kernel skips the low pids when it wraps around).
+std::vector<int> next_pids(int count) {
+  constexpr int kFirstAfterWrap = 300;
+  const int pid_max = read_int("/proc/sys/kernel/pid_max");
+  int pid = read_int("/proc/sys/kernel/ns_last_pid");
+  std::vector<int> out;
+  for (int i = 0; i < count && i < pid_max - kFirstAfterWrap; ++i) {
+    pid = pid + 1 >= pid_max ? kFirstAfterWrap : std::max(pid + 1, kFirstAfterWrap);
+    out.push_back(pid);
+  }
+  return out;
+}
+
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;
@@ -130,13 +145,8 @@ TEST(Security, PlantedPmixDirectoriesAreNeverUsed) {
   // would have used for node 0, each holding links to the victim named like
   // the segments, and open to everyone.
   const std::string tmp = "/tmp";
-  const int pid_max = read_int("/proc/sys/kernel/pid_max");
-  const int last = read_int("/proc/sys/kernel/ns_last_pid");
-  constexpr int kPids = 3000;
   std::vector<std::string> planted;
-  for (int i = 1; i <= kPids; ++i) {
-    int pid = (last + i) % pid_max;
-    if (pid < 300) pid += 300;  // the kernel skips low pids on wrap-around
+  for (const int pid : next_pids(3000)) {
     planted.push_back(tmp + "/dlaunch-pmix-" + job + "-node0-" + std::to_string(pid));
   }
   // And Open MPI's own session directory for root, /tmp/ompi.<host>.0, which
@@ -198,12 +208,8 @@ TEST(Security, PlantedErrorFileFoldersAreNeverUsed) {
   std::string why;
   if (!attacker_ids(uid, gid, why)) GTEST_SKIP() << why;
   const auto job = unique_job_id("errdir-hijack");
-  const int pid_max = read_int("/proc/sys/kernel/pid_max");
-  const int last = read_int("/proc/sys/kernel/ns_last_pid");
   std::vector<std::string> planted;
-  for (int i = 1; i <= 1000; ++i) {
-    int pid = (last + i) % pid_max;
-    if (pid < 300) pid += 300;
+  for (const int pid : next_pids(1000)) {
     planted.push_back("/tmp/dlaunch-" + job + "-node0-" + std::to_string(pid));
   }
   ASSERT_TRUE(as_attacker(uid, gid, [&] {
