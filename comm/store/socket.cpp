@@ -31,6 +31,22 @@ IoResult wait_for(int fd, short events, Clock::time_point deadline) {
   }
 }
 
+// A non-blocking connect, finished within the deadline. A Unix socket whose
+// listener's backlog is full answers EAGAIN: wait as for EINPROGRESS (for TCP,
+// EAGAIN means no local port is left, an error).
+IoResult connect_by(int fd, const sockaddr* addr, socklen_t len, Clock::time_point deadline) {
+  if (::connect(fd, addr, len) == 0) return {Io::ok};
+  if (errno != EINPROGRESS && !(errno == EAGAIN && addr->sa_family == AF_UNIX))
+    return {Io::error, errno};
+  IoResult r = wait_for(fd, POLLOUT, deadline);
+  if (r.status != Io::ok) return r;
+  int so_error = 0;
+  socklen_t so_len = sizeof so_error;
+  ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &so_len);
+  if (so_error != 0) return {Io::error, so_error};
+  return r;
+}
+
 }  // namespace
 
 Fd& Fd::operator=(Fd&& o) noexcept {
@@ -76,17 +92,7 @@ Result<Fd> connect_tcp(const std::string& host, uint16_t port, Clock::time_point
       error = std::strerror(errno);
       continue;
     }
-    IoResult r;
-    if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
-      if (errno != EINPROGRESS) {
-        r = {Io::error, errno};
-      } else if (r = wait_for(fd.get(), POLLOUT, deadline); r.status == Io::ok) {
-        int so_error = 0;
-        socklen_t len = sizeof so_error;
-        ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so_error, &len);
-        if (so_error != 0) r = {Io::error, so_error};
-      }
-    }
+    const IoResult r = connect_by(fd.get(), ai->ai_addr, ai->ai_addrlen, deadline);
     if (r.status == Io::ok) {
       // Requests are small and synchronous: Nagle would add a delay to each.
       int one = 1;
@@ -107,17 +113,7 @@ Result<Fd> connect_unix(const std::string& path, Clock::time_point deadline) {
   std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
   Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) return failure(std::strerror(errno));
-  IoResult r;
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    if (errno != EINPROGRESS && errno != EAGAIN) {
-      r = {Io::error, errno};
-    } else if (r = wait_for(fd.get(), POLLOUT, deadline); r.status == Io::ok) {
-      int so_error = 0;
-      socklen_t len = sizeof so_error;
-      ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so_error, &len);
-      if (so_error != 0) r = {Io::error, so_error};
-    }
-  }
+  const IoResult r = connect_by(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a, deadline);
   if (r.status != Io::ok) return failure(path + ": " + r.describe());
   return fd;
 }
