@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # Shared parts of the SSH test beds (sshd.sh: loopback addresses; netns.sh:
-# network namespaces). Source it; every function works inside one test-bed
-# directory DIR and changes nothing outside it except /run/sshd (which sshd
-# requires, created when root).
+# network namespaces; bastion.sh: a cluster behind a bastion). Source it;
+# every function works inside one test-bed directory DIR and changes nothing
+# outside it except /run/sshd (which sshd requires, created when root).
 
 tb_sshd_bin() {
   local b
@@ -28,14 +28,16 @@ tb_keys() {
 tb_host_key() { cut -d' ' -f1,2 "$1/host_key.pub"; }
 
 # tb_sshd_config DIR CONF PORT PIDFILE [LISTEN_ADDRESS...]: an sshd config of
-# the bed (its keys, no PAM, root by key only, many parallel logins).
+# the bed (its keys, no PAM, root by key only, many parallel logins). The host
+# key is DIR/host_key unless TB_HOST_KEY names another (a bed whose hosts each
+# have their own).
 tb_sshd_config() {
   local dir=$1 conf=$2 port=$3 pidfile=$4
   shift 4
   {
     echo "Port $port"
     for a in "$@"; do echo "ListenAddress $a"; done
-    echo "HostKey $dir/host_key"
+    echo "HostKey ${TB_HOST_KEY:-$dir/host_key}"
     echo "AuthorizedKeysFile $dir/authorized_keys"
     echo "PidFile $pidfile"
     echo "UsePAM no"
