@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
@@ -27,6 +28,7 @@
 #include "transport/link_factory.h"
 #include "transport/local_transport.h"
 #include "transport/slurm_transport.h"
+#include "transport/ssh/host_options.h"
 
 namespace dl = dlaunch;
 namespace fs = std::filesystem;
@@ -126,7 +128,8 @@ std::string join_env(const dl::EnvList& env, bool show_secrets) {
   return out;
 }
 
-void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::string& agent) {
+void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::string& agent,
+                   const dl::ssh::HostSettings& ssh) {
   const std::string port =
       o.master_port > 0 ? std::to_string(o.master_port) : "<reserved by node 0>";
   std::string cmd;
@@ -147,6 +150,10 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
                : slurm ? "slurm"
                        : "ssh",
                n.ranks.front().rank, n.ranks.back().rank);
+    if (h.transport == dl::Transport::kSsh) {
+      for (const auto& line : dl::ssh::describe(dl::ssh::resolve_host(h, ssh)))
+        fmt::print("  {}\n", line);
+    }
     fmt::print("  agent: {}\n", dl::shell_quote(h.agent.empty() ? agent : h.agent));
     fmt::print("  inherits: {}\n",
                local   ? "dlaunch's whole environment"
@@ -190,11 +197,35 @@ int run(int argc, char** argv) {
   const std::string agent = o.agent_path.empty() ? dl::default_agent_path() : o.agent_path;
   dl::ssh::TransportOptions ssh_opts;
   ssh_opts.concurrency = o.ssh_concurrency;
-  ssh_opts.connect_timeout = to_ms(o.connect_timeout_s);
-  ssh_opts.host_key_policy = o.host_key_check == "off"          ? dl::ssh::HostKeyPolicy::kOff
-                             : o.host_key_check == "accept-new" ? dl::ssh::HostKeyPolicy::kAcceptNew
-                                                                : dl::ssh::HostKeyPolicy::kStrict;
-  ssh_opts.keepalive_s = std::max(1, static_cast<int>(o.heartbeat_timeout_s / 3));
+  auto& hs = ssh_opts.hosts;
+  hs.connect_timeout = to_ms(o.connect_timeout_s);
+  hs.connect_timeout_given = o.connect_timeout_given;
+  hs.host_key_policy = o.host_key_check == "off"          ? dl::ssh::HostKeyPolicy::kOff
+                       : o.host_key_check == "accept-new" ? dl::ssh::HostKeyPolicy::kAcceptNew
+                                                          : dl::ssh::HostKeyPolicy::kStrict;
+  hs.host_key_policy_given = o.host_key_check_given;
+  hs.keepalive_s = std::max(1, static_cast<int>(o.heartbeat_timeout_s / 3));
+  // Nodes without an agent at the expected path get a copy of this one,
+  // unless the path is forced or the user said no.
+  if (o.agent_path.empty() && !o.no_agent_upload) ssh_opts.agent_image = agent;
+  // The OpenSSH configuration, read (and checked) once, only when a node is
+  // reached over SSH; every SSH node's options are resolved now, so that a
+  // mistake in them stops the job before anything starts.
+  const bool any_ssh = std::any_of(plan.nodes.begin(), plan.nodes.end(), [](const auto& n) {
+    return n.host.transport == dl::Transport::kSsh;
+  });
+  if (any_ssh) {
+    hs.context = dl::ssh::ResolveContext::current();
+    dl::ssh::LoadOptions lo;
+    if (!o.ssh_config.empty()) lo.config_file = o.ssh_config;
+    lo.home = hs.context.home;
+    hs.config = std::make_shared<const dl::ssh::SshConfig>(dl::ssh::SshConfig::load(lo));
+    for (const auto& n : plan.nodes) {
+      if (n.host.transport == dl::Transport::kSsh) (void)dl::ssh::resolve_host(n.host, hs);
+    }
+  } else if (!o.ssh_config.empty() && o.ssh_config != "none") {
+    (void)dl::ssh::SshConfig::load({.config_file = o.ssh_config});  // still checked
+  }
   if (o.check) {
     const char* path = std::getenv("PATH");
     return dl::run_preflight(plan, {.agent_path = agent,
@@ -204,7 +235,7 @@ int run(int argc, char** argv) {
                                     .ssh = ssh_opts});
   }
   if (o.dry_run) {
-    print_dry_run(plan, o, agent);
+    print_dry_run(plan, o, agent, hs);
     return 0;
   }
   // What can be checked on this machine is checked before anything starts;

@@ -96,18 +96,20 @@ std::string run_local(const std::string& script, std::vector<std::string> prefix
   return out;
 }
 
-asio::awaitable<void> check_ssh(asio::io_context& io, Row& row, const HostEntry& host,
-                                std::string script, std::string agent, const PreflightOptions& o,
-                                std::shared_ptr<ssh::Limiter> limiter) {
+asio::awaitable<void> check_ssh(Row& row, const HostEntry& host, std::string script,
+                                std::string agent, const PreflightOptions& o,
+                                std::shared_ptr<ssh::Limiter> limiter,
+                                std::shared_ptr<ssh::Connector> connector) {
   co_await limiter->acquire();
   struct Release {
     std::shared_ptr<ssh::Limiter> l;
     ~Release() { l->release(); }
   } release{limiter};
   try {
-    auto conn = co_await ssh::connect(io, ssh::connect_options(host, o.ssh));
+    const auto opts = ssh::connect_options(host, o.ssh);
+    auto conn = co_await connector->connect(opts);
     row.connect = row.hostkey = row.auth = "ok";
-    auto ch = co_await ssh::exec(*conn, script, nullptr, Clock::now() + o.ssh.connect_timeout);
+    auto ch = co_await ssh::exec(*conn, script, nullptr, Clock::now() + opts.timeout);
     std::string out;
     char buf[4096];
     for (;;) {
@@ -156,6 +158,7 @@ std::string preflight_script(const std::string& agent, const std::string& workdi
 int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
   asio::io_context io;
   auto limiter = std::make_shared<ssh::Limiter>(io, std::max(1, o.ssh.concurrency));
+  auto connector = std::make_shared<ssh::Connector>(io);
   std::vector<Row> rows(plan.nodes.size());
   for (std::size_t i = 0; i < plan.nodes.size(); ++i) {
     const auto& host = plan.nodes[i].host;
@@ -185,7 +188,8 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
         judge(row, host, out, agent, o);
       }
     } else {
-      asio::co_spawn(io, check_ssh(io, row, host, script, agent, o, limiter), asio::detached);
+      asio::co_spawn(io, check_ssh(row, host, script, agent, o, limiter, connector),
+                     asio::detached);
     }
   }
   io.run();

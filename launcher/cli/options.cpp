@@ -217,7 +217,11 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
       ->check(kPort);
   job->add_option("--job-id", o.job_id,
                   "job id (TORCHELASTIC_RUN_ID, DLAUNCH_JOB_ID); default random");
-  job->add_option("--agent", o.agent_path, "path of dlaunch-agent (default: next to dlaunch)");
+  job->add_option("--agent", o.agent_path,
+                  "path of dlaunch-agent on every node (default: next to dlaunch; an SSH node "
+                  "without it gets a copy in ~/.cache/dlaunch)");
+  job->add_flag("--no-agent-upload", o.no_agent_upload,
+                "never copy dlaunch-agent to an SSH node that lacks it (or has another version)");
   job->add_flag("--dry-run", o.dry_run, "print what would run on every node, run nothing");
   job->add_flag("--show-secrets", o.show_secrets,
                 "with --dry-run, also show the values of variables whose names say TOKEN, "
@@ -235,16 +239,22 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
       ->capture_default_str()
       ->check(seconds(false));
   ssh->add_option("--host-key-check", o.host_key_check,
-                  "check host keys against ~/.ssh/known_hosts: strict, accept-new (record unknown "
-                  "keys) or off")
+                  "check host keys against the known_hosts files: strict, accept-new (record "
+                  "unknown keys) or off (default: the ssh config's StrictHostKeyChecking, else "
+                  "strict)")
       ->capture_default_str()
       ->check(CLI::IsMember({"strict", "accept-new", "off"}));
+  ssh->add_option("-F,--ssh-config", o.ssh_config,
+                  "OpenSSH client configuration to read in place of ~/.ssh/config and "
+                  "/etc/ssh/ssh_config (as ssh -F; `none`: no configuration)");
   ssh->add_flag("--check", o.check,
                 "preflight every host (connect, auth, host key, agent, working directory, program, "
                 "GPUs) and print a table; exit 0 only if all pass");
 
   try {
     app.parse(argc, argv);
+    o.connect_timeout_given = app.count(tunables::kConnectTimeout.option) > 0;
+    o.host_key_check_given = app.count("--host-key-check") > 0;
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; anything else is a usage error (exit 2),
     // said the way every other error of dlaunch is.

@@ -37,8 +37,9 @@ struct Options {
   int master_port = 0;  // 0: node 0 reserves a free one
   int store_port = 0;   // 0: node 0's store listens on any free port
   std::string agent_path;
-  std::string job_id;   // empty: random
-  std::string workdir;  // empty: the current directory
+  bool no_agent_upload = false;  // never copy dlaunch-agent to a node that lacks it
+  std::string job_id;            // empty: random
+  std::string workdir;           // empty: the current directory
 
   // Environment for every worker (launcher/plan/user_env.h)
   std::vector<std::string> exports;    // -x NAME or NAME=VALUE, in order
@@ -51,7 +52,10 @@ struct Options {
   // SSH
   int ssh_concurrency = static_cast<int>(tunables::kSshConcurrency.value);
   double connect_timeout_s = tunables::kConnectTimeout.value;
+  bool connect_timeout_given = false;     // beats the ssh config's ConnectTimeout
   std::string host_key_check = "strict";  // strict | accept-new | off
+  bool host_key_check_given = false;      // beats the ssh config's StrictHostKeyChecking
+  std::string ssh_config;                 // -F: in place of ~/.ssh/config and /etc/ssh/ssh_config
   bool check = false;                     // preflight only
 };
 

@@ -55,6 +55,7 @@ struct HostEntry {
   int slots = 1;                          // ranks on this node (> 0)
   std::string user;                       // empty: the current user
   int port = 22;                          // SSH port
+  bool port_given = false;                // port set by the hostfile (beats ssh_config's Port)
   std::string address;                    // how other nodes reach this one; empty: same as host
   std::vector<int> gpus;                  // device ids for CUDA_VISIBLE_DEVICES; empty: not set
   EnvList env;                            // per-host environment, in file order

@@ -542,6 +542,7 @@ class YamlParser {
     h.slots = own.slots.value_or(defaults.slots.value_or(1));
     h.user = own.user.value_or(defaults.user.value_or(""));
     h.port = own.port.value_or(defaults.port.value_or(22));
+    h.port_given = own.port.has_value() || defaults.port.has_value();
     h.gpus = own.gpus.value_or(defaults.gpus.value_or(std::vector<int>{}));
     if (!h.gpus.empty() && static_cast<std::size_t>(h.slots) > h.gpus.size()) {
       fail(item, "gpus",

@@ -31,7 +31,8 @@
 # Each host has its own sshd on port 22 (all addresses), its own host key and
 # its own UTS namespace (hostname gpu-K, bastion). A node's sshd runs in a
 # mount namespace of its own where BUILD_DIR, if given, is an empty tmpfs: its
-# sessions see no dlaunch (the rest of the file system is shared). exec runs
+# sessions see no dlaunch (the rest of the file system is shared); the login
+# user's ~/.cache is a tmpfs of that node's own. exec runs
 # in the network namespace only (the build folder visible, the machine's
 # hostname). Needs root, iproute2, unshare (util-linux), OpenSSH client and
 # server.
@@ -263,7 +264,7 @@ ssh_config "$dir/ssh_config.proxycommand" \
 
 # sshd, one per host. `ip netns exec` execs unshare, unshare sh, sh sshd: $!
 # is sshd's pid, and its command line names DIR (tb_kill_pids).
-start_sshd() {  # HOST NS [BUILD_DIR]
+start_sshd() {  # HOST NS [BUILD_DIR [CACHE_DIR]]
   local conf="$dir/sshd_config.$1"
   TB_HOST_KEY="$dir/hostkeys/$1" tb_sshd_config "$dir" "$conf" 22 "$dir/sshd.$1.pid"
   # Like a fresh host, the bed runs no shell startup file of the user (see
@@ -273,8 +274,9 @@ start_sshd() {  # HOST NS [BUILD_DIR]
   # shellcheck disable=SC2016,SC2094  # $1.. expanded by that sh; both append
   ip netns exec "$2" unshare -m -u --propagation private sh -c \
     'hostname "$1" && { [ -z "$2" ] || mount -t tmpfs -o size=1m,mode=755 none "$2"; } &&
+     { [ -z "$6" ] || mount -t tmpfs -o size=128m,mode=700 none "$6"; } &&
      exec "$3" -D -f "$4" -E "$5"' \
-    sh "$1" "${3:-}" "$sshd_bin" "$conf" "$dir/sshd.$1.log" \
+    sh "$1" "${3:-}" "$sshd_bin" "$conf" "$dir/sshd.$1.log" "${4:-}" \
     </dev/null >/dev/null 2>>"$dir/sshd.$1.log" &
   sshd_pid[$1]=$!
   echo $! >> "$dir/sshd.pids"
@@ -282,7 +284,11 @@ start_sshd() {  # HOST NS [BUILD_DIR]
 declare -A sshd_pid
 rm -f "$dir"/sshd.*.log
 start_sshd bastion "$bns"
-while read -r k ns a alias; do start_sshd "$alias" "$ns" "$build"; done < "$dir/nodes"
+# Each node's login user gets a ~/.cache of its own (empty at start, gone at
+# stop), as on separate machines: what dlaunch copies there stays per node.
+login_home=$(getent passwd "$(id -un)" | cut -d: -f6)
+mkdir -p "$login_home/.cache"
+while read -r k ns a alias; do start_sshd "$alias" "$ns" "$build" "$login_home/.cache"; done < "$dir/nodes"
 
 # Up when each has written its pid file (after it listens).
 for h in "${hosts[@]}"; do

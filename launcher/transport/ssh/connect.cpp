@@ -3,6 +3,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -85,7 +86,7 @@ bool retriable(const boost::system::error_code& ec) {
 class StageLog {
  public:
   explicit StageLog(const ConnectOptions& o)
-      : on_(debug_ssh()), host_(o.host), start_(Clock::now()) {}
+      : on_(debug_ssh()), host_(o.display()), start_(Clock::now()) {}
   void operator()(const char* stage) const {
     if (!on_) return;
     std::fprintf(stderr, "dlaunch: ssh %s: %s at %.1f ms\n", host_.c_str(), stage,
@@ -97,10 +98,6 @@ class StageLog {
   std::string host_;
   Clock::time_point start_;
 };
-
-std::string where(const ConnectOptions& o) {
-  return o.port == 22 ? o.host : fmt::format("{}:{}", o.host, o.port);
-}
 
 bool file_exists(const std::string& p) { return ::access(p.c_str(), R_OK) == 0; }
 
@@ -170,23 +167,28 @@ asio::awaitable<void> authenticate(Connection& c, const ConnectOptions& o,
   if (offered.find("publickey") != std::string::npos) {
     const auto budget =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (try_agent(c, budget, tried)) {
+    if (!o.identities_only && try_agent(c, budget, tried)) {
       c.auth_method = "ssh-agent";
       co_return;
     }
     std::vector<std::string> files;
-    if (!o.identity.empty()) {
-      if (!file_exists(o.identity)) {
-        throw ConnectError(
-            "auth",
-            fmt::format("identity file '{}' (from the hostfile) cannot be read", o.identity));
+    for (const auto& f : o.identity_files) {
+      if (file_exists(f)) {
+        files.push_back(f);
+      } else if (f == o.hostfile_identity) {
+        throw ConnectError("auth",
+                           fmt::format("identity file '{}' (from the hostfile) cannot be read", f));
+      } else {
+        tried += (tried.empty() ? "" : ", ") + f + " (cannot be read)";
       }
-      files.push_back(o.identity);
     }
-    const std::string home = home_directory();
-    for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"}) {
-      const std::string p = home + "/.ssh/" + name;
-      if (file_exists(p)) files.push_back(p);
+    if (o.default_identities) {
+      const std::string home = home_directory();
+      for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"}) {
+        const std::string p = home + "/.ssh/" + name;
+        if (file_exists(p) && std::find(files.begin(), files.end(), p) == files.end())
+          files.push_back(p);
+      }
     }
     for (const auto& f : files) {
       tried += (tried.empty() ? "" : ", ") + f;
@@ -197,8 +199,12 @@ asio::awaitable<void> authenticate(Connection& c, const ConnectOptions& o,
     }
   }
   throw ConnectError(
-      "auth", fmt::format("authentication failed for {}@{}: the server offers [{}]; tried [{}]",
-                          c.user, where(o), offered, tried.empty() ? "no keys found" : tried));
+      "auth", fmt::format("authentication failed for {}@{}: the server offers [{}]; tried [{}]{}",
+                          c.user, o.display(), offered, tried.empty() ? "no keys found" : tried,
+                          o.certificate_files.empty()
+                              ? ""
+                              : " (the ssh config's CertificateFile cannot be offered by libssh2: "
+                                "try --ssh openssh)"));
 }
 
 }  // namespace
@@ -220,8 +226,44 @@ asio::awaitable<void> Connection::wait() {
   }
 }
 
-asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io,
-                                                     const ConnectOptions& o) {
+namespace {
+
+// The SSH handshake on a connected socket: 0, or libssh2's error.
+asio::awaitable<int> handshake(Connection& c, const ConnectOptions& o, const StageLog& log) {
+  c.session.reset(libssh2_session_init_ex(nullptr, nullptr, nullptr, nullptr));
+  libssh2_session_set_blocking(c.session.get(), 0);
+  int rc;
+  while ((rc = libssh2_session_handshake(c.session.get(), c.socket.native_handle())) ==
+         LIBSSH2_ERROR_EAGAIN) {
+    co_await c.wait();
+  }
+  if (rc == 0) {
+    log("handshake done");
+    if (debug_ssh()) {
+      const char* cipher = libssh2_session_methods(c.session.get(), LIBSSH2_METHOD_CRYPT_SC);
+      const char* mac = libssh2_session_methods(c.session.get(), LIBSSH2_METHOD_MAC_SC);
+      std::fprintf(stderr, "dlaunch: ssh %s: cipher=%s mac=%s\n", o.display().c_str(),
+                   cipher != nullptr ? cipher : "?", mac != nullptr ? mac : "?");
+    }
+  }
+  co_return rc;
+}
+
+}  // namespace
+
+std::string ConnectOptions::display() const {
+  const std::string& name = alias.empty() ? host : alias;
+  if (name == host) return port == 22 ? host : fmt::format("{}:{}", host, port);
+  return fmt::format("{} ({}:{})", name, host, port);
+}
+
+std::string ConnectOptions::where() const {
+  return fmt::format("{}@{}:{}", user.empty() ? current_user() : user, host, port);
+}
+
+asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io, const ConnectOptions& o,
+                                                     KnownHostsCache& known_hosts,
+                                                     StreamOpener opener) {
   init_library();
   const auto deadline = Clock::now() + o.timeout;
   StageLog log(o);
@@ -232,70 +274,76 @@ asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io,
   CancelWatch watch(o.cancel, c->socket);
   if (watch.cancelled()) throw ConnectError("cancelled", "cancelled before connecting");
   try {
-    asio::ip::tcp::resolver resolver(io);
-    auto endpoints = co_await resolver.async_resolve(o.host, std::to_string(o.port), use_awaitable);
-    for (int attempt = 0;; ++attempt) {
-      stage = "connect";
-      boost::system::error_code ec;
-      c->socket = asio::ip::tcp::socket(io);
-      for (const auto& ep : endpoints) {
-        boost::system::error_code ignored;
-        c->socket.close(ignored);
-        co_await c->socket.async_connect(ep.endpoint(), asio::redirect_error(use_awaitable, ec));
-        if (!ec) break;
+    if (opener) {
+      // Through a jump host or a ProxyCommand: one attempt, the proxy's own
+      // connection made its retries.
+      co_await opener(*c, deadline);
+      if (watch.cancelled()) throw ConnectError("cancelled", "cancelled while connecting");
+      log("stream open");
+      c->socket.non_blocking(true);
+      stage = "handshake";
+      const int rc = co_await handshake(*c, o, log);
+      if (rc != 0) {
+        throw ConnectError("handshake", fmt::format("SSH handshake with {} failed: {}", o.display(),
+                                                    last_error(c->session.get())));
+      }
+    } else {
+      asio::ip::tcp::resolver resolver(io);
+      auto endpoints =
+          co_await resolver.async_resolve(o.host, std::to_string(o.port), use_awaitable);
+      for (int attempt = 0;; ++attempt) {
+        stage = "connect";
+        boost::system::error_code ec;
+        c->socket = asio::ip::tcp::socket(io);
+        for (const auto& ep : endpoints) {
+          boost::system::error_code ignored;
+          c->socket.close(ignored);
+          co_await c->socket.async_connect(ep.endpoint(), asio::redirect_error(use_awaitable, ec));
+          if (!ec) break;
+          if (guard.expired()) break;
+        }
+        if (!ec) {
+          log("tcp connected");
+          c->socket.set_option(asio::ip::tcp::no_delay(true));
+          c->socket.non_blocking(true);
+          c->peer_address = c->socket.remote_endpoint().address().to_string();
+          c->local_address = c->socket.local_endpoint().address().to_string();
+          stage = "handshake";
+          const int rc = co_await handshake(*c, o, log);
+          if (rc == 0) break;
+          // sshd drops connections past MaxStartups with a reset or a closed banner.
+          ec = (rc == LIBSSH2_ERROR_SOCKET_DISCONNECT || rc == LIBSSH2_ERROR_SOCKET_RECV)
+                   ? asio::error::connection_reset
+                   : boost::system::error_code();
+          if (!ec)
+            throw ConnectError("handshake", fmt::format("SSH handshake with {} failed: {}",
+                                                        o.display(), last_error(c->session.get())));
+          c->session.reset();
+        }
         if (guard.expired()) break;
-      }
-      if (!ec) {
-        log("tcp connected");
-        c->socket.set_option(asio::ip::tcp::no_delay(true));
-        c->socket.non_blocking(true);
-        c->peer_address = c->socket.remote_endpoint().address().to_string();
-        c->local_address = c->socket.local_endpoint().address().to_string();
-        stage = "handshake";
-        c->session.reset(libssh2_session_init_ex(nullptr, nullptr, nullptr, nullptr));
-        libssh2_session_set_blocking(c->session.get(), 0);
-        int rc;
-        while ((rc = libssh2_session_handshake(c->session.get(), c->socket.native_handle())) ==
-               LIBSSH2_ERROR_EAGAIN) {
-          co_await c->wait();
+        if (!retriable(ec) || attempt + 1 >= o.attempts) {
+          throw ConnectError(stage,
+                             fmt::format("cannot connect to {}: {} ({} attempt{})", o.display(),
+                                         ec.message(), attempt + 1, attempt == 0 ? "" : "s"));
         }
-        if (rc == 0) {
-          log("handshake done");
-          if (debug_ssh()) {
-            const char* cipher = libssh2_session_methods(c->session.get(), LIBSSH2_METHOD_CRYPT_SC);
-            const char* mac = libssh2_session_methods(c->session.get(), LIBSSH2_METHOD_MAC_SC);
-            std::fprintf(stderr, "dlaunch: ssh %s: cipher=%s mac=%s\n", o.host.c_str(),
-                         cipher != nullptr ? cipher : "?", mac != nullptr ? mac : "?");
-          }
-          break;
-        }
-        // sshd drops connections past MaxStartups with a reset or a closed banner.
-        ec = (rc == LIBSSH2_ERROR_SOCKET_DISCONNECT || rc == LIBSSH2_ERROR_SOCKET_RECV)
-                 ? asio::error::connection_reset
-                 : boost::system::error_code();
-        if (!ec)
-          throw ConnectError("handshake", fmt::format("SSH handshake with {} failed: {}", where(o),
-                                                      last_error(c->session.get())));
-        c->session.reset();
+        if (watch.cancelled()) break;
+        asio::steady_timer pause(io);
+        pause.expires_after(backoff(attempt));
+        co_await pause.async_wait(use_awaitable);
+        if (watch.cancelled()) break;
       }
-      if (guard.expired()) break;
-      if (!retriable(ec) || attempt + 1 >= o.attempts) {
-        throw ConnectError(stage, fmt::format("cannot connect to {}: {} ({} attempt{})", where(o),
-                                              ec.message(), attempt + 1, attempt == 0 ? "" : "s"));
-      }
-      if (watch.cancelled()) break;
-      asio::steady_timer pause(io);
-      pause.expires_after(backoff(attempt));
-      co_await pause.async_wait(use_awaitable);
-      if (watch.cancelled()) break;
+      if (watch.cancelled()) throw boost::system::system_error(asio::error::operation_aborted);
+      if (guard.expired()) throw boost::system::system_error(asio::error::timed_out);
     }
-    if (watch.cancelled()) throw boost::system::system_error(asio::error::operation_aborted);
-    if (guard.expired()) throw boost::system::system_error(asio::error::timed_out);
 
     stage = "hostkey";
-    auto verdict = verify_host_key(
-        c->session.get(), o.host, o.port,
-        o.known_hosts.empty() ? default_known_hosts_path() : o.known_hosts, o.host_key_policy);
+    // As ssh: the key is looked up under HostKeyAlias when given (without a
+    // port), else under the host connected to (HostName), [host]:port off 22.
+    const HostKeyQuery query{.name = o.host_key_alias.empty() ? o.host : o.host_key_alias,
+                             .port = o.host_key_alias.empty() ? o.port : 22,
+                             .user_files = o.known_hosts,
+                             .global_files = o.global_known_hosts};
+    auto verdict = known_hosts.verify(c->session.get(), query, o.host_key_policy);
     if (!verdict.ok) throw ConnectError("hostkey", verdict.message);
     if (verdict.added) c->host_key_note = verdict.message;
 
@@ -307,12 +355,13 @@ asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io,
   } catch (const boost::system::system_error& e) {
     if (watch.cancelled()) throw ConnectError("cancelled", "cancelled (at " + stage + ")");
     if (guard.expired()) {
-      throw ConnectError(stage, fmt::format("timed out after {:.1f} s ({} with {})",
-                                            static_cast<double>(o.timeout.count()) / 1000.0,
-                                            stage == "connect" ? "connecting" : stage, where(o)));
+      throw ConnectError(stage,
+                         fmt::format("timed out after {:.1f} s ({} with {})",
+                                     static_cast<double>(o.timeout.count()) / 1000.0,
+                                     stage == "connect" ? "connecting" : stage, o.display()));
     }
-    throw ConnectError(stage,
-                       fmt::format("{} with {} failed: {}", stage, where(o), e.code().message()));
+    throw ConnectError(
+        stage, fmt::format("{} with {} failed: {}", stage, o.display(), e.code().message()));
   }
   co_return c;
 }
@@ -342,6 +391,72 @@ asio::awaitable<Channel> exec(Connection& c, const std::string& command,
     throw ConnectError("exec",
                        guard.expired() ? "timed out starting the agent" : e.code().message());
   }
+}
+
+asio::awaitable<void> send_all(Connection& c, LIBSSH2_CHANNEL* ch, std::string_view data,
+                               const std::shared_ptr<ConnectCancel>& cancel,
+                               Clock::time_point deadline) {
+  Deadline guard(c.socket, deadline);
+  CancelWatch watch(cancel, c.socket);
+  try {
+    std::size_t off = 0;
+    while (off < data.size()) {
+      const auto n = libssh2_channel_write(ch, data.data() + off,
+                                           std::min<std::size_t>(data.size() - off, 1 << 16));
+      if (n > 0) {
+        off += static_cast<std::size_t>(n);
+      } else if (n == LIBSSH2_ERROR_EAGAIN || n == 0) {
+        co_await c.wait();
+      } else {
+        throw ConnectError("exec", "sending failed: " + last_error(c.session.get()));
+      }
+    }
+    int rc;
+    while ((rc = libssh2_channel_send_eof(ch)) == LIBSSH2_ERROR_EAGAIN) co_await c.wait();
+    if (rc != 0) throw ConnectError("exec", "sending EOF failed: " + last_error(c.session.get()));
+  } catch (const boost::system::system_error& e) {
+    if (watch.cancelled()) throw ConnectError("cancelled", "cancelled while sending");
+    throw ConnectError("exec", guard.expired() ? "timed out sending" : e.code().message());
+  }
+}
+
+asio::awaitable<CommandResult> wait_command(Connection& c, LIBSSH2_CHANNEL* ch,
+                                            const std::shared_ptr<ConnectCancel>& cancel,
+                                            Clock::time_point deadline) {
+  Deadline guard(c.socket, deadline);
+  CancelWatch watch(cancel, c.socket);
+  CommandResult r;
+  try {
+    char buf[4096];
+    for (;;) {
+      bool progress = false;
+      bool again = false;
+      for (int stream : {0, SSH_EXTENDED_DATA_STDERR}) {
+        const auto n = libssh2_channel_read_ex(ch, stream, buf, sizeof buf);
+        if (n > 0) {
+          if (r.output.size() < 4096) r.output.append(buf, static_cast<std::size_t>(n));
+          progress = true;
+        } else if (n == LIBSSH2_ERROR_EAGAIN) {
+          again = true;
+        } else if (n < 0) {
+          throw ConnectError("exec", "reading failed: " + last_error(c.session.get()));
+        }
+      }
+      if (progress) continue;
+      if (!again && libssh2_channel_eof(ch) != 0) break;
+      co_await c.wait();
+    }
+    int rc;
+    while ((rc = libssh2_channel_wait_closed(ch)) == LIBSSH2_ERROR_EAGAIN) co_await c.wait();
+    r.exit_status = libssh2_channel_get_exit_status(ch);
+  } catch (const boost::system::system_error& e) {
+    if (watch.cancelled()) throw ConnectError("cancelled", "cancelled while waiting");
+    throw ConnectError(
+        "exec", guard.expired() ? "timed out waiting for the command to end" : e.code().message());
+  }
+  while (!r.output.empty() && (r.output.back() == '\n' || r.output.back() == '\r'))
+    r.output.pop_back();
+  co_return r;
 }
 
 }  // namespace dlaunch::ssh

@@ -15,7 +15,9 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>  // boost 1.74 awaitable.hpp uses std::exchange without it
+#include <vector>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
@@ -46,17 +48,43 @@ class ConnectCancel {
   std::function<void()> interrupt_;
 };
 
+// Everything needed to reach one host, resolved from the hostfile, the
+// command line and the OpenSSH configuration (transport/ssh/host_options.h).
 struct ConnectOptions {
-  std::string host;
+  std::string alias;  // the name the user gave (messages, %n); empty: same as host
+  std::string host;   // what to connect to (HostName)
   int port = 22;
-  std::string user;      // empty: the current user
-  std::string identity;  // hostfile `identity`; empty: none
+  std::string user;  // empty: the current user
+  // Key files to offer, in order: the hostfile's `identity`, then the ssh
+  // config's IdentityFile lines. When the config names none, the default
+  // keys (~/.ssh/id_ed25519, id_ecdsa, id_rsa) follow.
+  std::vector<std::string> identity_files;
+  std::string hostfile_identity;  // the one of them the hostfile named (its errors say so)
+  bool default_identities = true;
+  bool identities_only = false;  // IdentitiesOnly: no ssh-agent keys
+  // CertificateFile: libssh2 cannot offer OpenSSH certificates; kept to say
+  // so (--dry-run, an authentication failure) and for --ssh openssh.
+  std::vector<std::string> certificate_files;
   std::chrono::milliseconds timeout = default_ms(tunables::kConnectTimeout);
   HostKeyPolicy host_key_policy = HostKeyPolicy::kStrict;
-  std::string known_hosts;                // empty: ~/.ssh/known_hosts
-  int attempts = 3;                       // for refused or reset connections
-  int keepalive_s = 0;                    // SSH keepalive interval; 0: off
+  // known_hosts files to check, user files first; an accepted new key goes to
+  // the first user file. Empty: ~/.ssh/known_hosts.
+  std::vector<std::string> known_hosts;
+  std::vector<std::string> global_known_hosts;  // checked after the user files
+  std::string host_key_alias;                   // HostKeyAlias: look the key up by this name
+  int attempts = 3;                             // for refused or reset connections
+  int keepalive_s = 0;                          // SSH keepalive interval; 0: off
+  // How the TCP stream is reached: a chain of jump hosts (first hop first,
+  // each resolved like a host), or a command whose stdin/stdout is the stream
+  // (ProxyCommand, already expanded). At most one of the two.
+  std::vector<ConnectOptions> jumps;
+  std::string proxy_command;
   std::shared_ptr<ConnectCancel> cancel;  // optional
+
+  // How messages name this host: "alias" or "alias (host:port)".
+  std::string display() const;
+  // user@host:port for messages.
+  std::string where() const;
 };
 
 // A host that could not be reached, or refused us (ErrorKind::kEnvironment).
@@ -72,6 +100,9 @@ class ConnectError : public Error {
 
 struct Connection {
   explicit Connection(boost::asio::io_context& io) : socket(io) {}
+  // What carries the stream when it is no TCP connection of ours (a jump
+  // host's channel, a ProxyCommand): released after the session and socket.
+  std::shared_ptr<void> tunnel;
   boost::asio::ip::tcp::socket socket;
   Session session;
   std::string user;
@@ -84,13 +115,39 @@ struct Connection {
   boost::asio::awaitable<void> wait();
 };
 
+// Makes conn.socket a connected stream to the SSH server some other way than
+// a TCP connect of ours (it may assign any stream socket's descriptor), and
+// sets conn.tunnel to what keeps that stream alive. Throws ConnectError.
+using StreamOpener = std::function<boost::asio::awaitable<void>(
+    Connection& conn, std::chrono::steady_clock::time_point deadline)>;
+
+// Connects (TCP, with retries, or through `opener` once), does the SSH
+// handshake, checks the host key against `known_hosts`, authenticates.
 boost::asio::awaitable<std::unique_ptr<Connection>> connect(boost::asio::io_context& io,
-                                                            const ConnectOptions& opts);
+                                                            const ConnectOptions& opts,
+                                                            KnownHostsCache& known_hosts,
+                                                            StreamOpener opener = {});
 
 // Opens a session channel and runs command on it (an exec request).
 boost::asio::awaitable<Channel> exec(Connection& conn, const std::string& command,
                                      const std::shared_ptr<ConnectCancel>& cancel,
                                      std::chrono::steady_clock::time_point deadline);
+
+// Sends all of data on the channel, then EOF.
+boost::asio::awaitable<void> send_all(Connection& conn, LIBSSH2_CHANNEL* channel,
+                                      std::string_view data,
+                                      const std::shared_ptr<ConnectCancel>& cancel,
+                                      std::chrono::steady_clock::time_point deadline);
+
+// Reads the channel to its end; its exit status, with at most 4 KiB of what
+// it wrote to stderr (and stdout, which such commands do not use).
+struct CommandResult {
+  int exit_status = -1;
+  std::string output;
+};
+boost::asio::awaitable<CommandResult> wait_command(Connection& conn, LIBSSH2_CHANNEL* channel,
+                                                   const std::shared_ptr<ConnectCancel>& cancel,
+                                                   std::chrono::steady_clock::time_point deadline);
 
 std::string current_user();
 

@@ -10,6 +10,9 @@
 #include <fmt/format.h>
 
 #include "dlaunch/process.h"
+#include "dlaunch/text.h"
+#include "dlaunch/version.h"
+#include "transport/ssh/agent_install.h"
 
 namespace dlaunch::ssh {
 
@@ -35,19 +38,6 @@ void Limiter::release() {
   } else if (active_ > 0) {
     --active_;
   }
-}
-
-ConnectOptions connect_options(const HostEntry& host, const TransportOptions& opts) {
-  ConnectOptions c;
-  c.host = host.host;
-  c.port = host.port;
-  c.user = host.user;
-  c.identity = host.identity;
-  c.timeout = opts.connect_timeout;
-  c.host_key_policy = opts.host_key_policy;
-  c.known_hosts = opts.known_hosts;
-  c.keepalive_s = opts.keepalive_s;
-  return c;
 }
 
 namespace {
@@ -91,6 +81,12 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
   std::string local_address;  // our side of that route
   asio::steady_timer keepalive;
   asio::steady_timer close_timer;
+  // Agent upload (agent_install.h): the head's agent, when this node may get
+  // it; set while it is being copied; done once per link.
+  std::shared_ptr<const AgentImage> image;
+  std::string host_name;  // for messages
+  bool uploading = false;
+  bool uploaded = false;
 
   void drop_connection() {
     keepalive.cancel();
@@ -143,8 +139,13 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
     return fmt::format("the agent exited with status {}", exit_status);
   }
 
+  void begin_upload(const std::string& why);
+
   void finish(int exit_status) {
     if (closed) return;
+    if (!hello_seen && image && !uploaded && exit_status == kNoAgentStatus) {
+      return begin_upload(fmt::format("none at '{}'", agent_path));
+    }
     std::string tail;
     for (const auto& l : stderr_tail) tail += (tail.empty() ? "" : " / ") + l;
     std::string reason;
@@ -194,6 +195,14 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
       decoder.feed(std::string_view(buf, static_cast<std::size_t>(n)));
       try {
         while (auto msg = decoder.next()) {
+          if (!hello_seen && image && !uploaded) {
+            const auto* hello = std::get_if<proto::Hello>(&*msg);
+            if (hello != nullptr &&
+                (hello->version != proto::kProtocolVersion || hello->agent_version != kVersion)) {
+              return begin_upload(fmt::format("the one there is version {} (protocol {})",
+                                              printable(hello->agent_version), hello->version));
+            }
+          }
           if (!hello_seen && debug_ssh()) {
             write_all(2, fmt::format("dlaunch: ssh {}: the agent said hello\n", label));
           }
@@ -266,6 +275,7 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
     keepalive.expires_after(timing::kSshKeepalivePoll);
     keepalive.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (ec || self->closed || !self->conn) return;
+      if (self->uploading) return self->arm_keepalive();  // its writes must not interleave
       int next = 0;
       libssh2_keepalive_send(self->conn->session.get(), &next);
       self->pump();
@@ -273,6 +283,65 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
     });
   }
 };
+
+// Copies the head's agent to the node (agent_install.h), then starts it from
+// the node's cache on a new channel of the same connection.
+asio::awaitable<void> upload_agent(std::shared_ptr<LinkState> s, std::string why) {
+  const auto deadline = Clock::now() + kAgentUploadTimeout;
+  s->connecting = true;  // close() now cancels this
+  try {
+    const AgentImage& image = *s->image;
+    auto ch = co_await exec(*s->conn, upload_command(image), s->cancel, deadline);
+    co_await send_all(*s->conn, ch.get(), image.bytes, s->cancel, deadline);
+    const auto result = co_await wait_command(*s->conn, ch.get(), s->cancel, deadline);
+    ch.reset();
+    if (result.exit_status != 0) {
+      s->connecting = false;
+      const std::string what =
+          result.exit_status == kUploadNoRunStatus
+              ? "it does not run there"
+              : fmt::format("writing it failed (status {})", result.exit_status);
+      s->fail(
+          fmt::format("no usable dlaunch-agent ({}), and the copy of this one to {} failed: "
+                      "{}{} (give an agent's path with --agent, or install dlaunch there)",
+                      why, cache_path_for_messages(image), what,
+                      result.output.empty() ? "" : ": " + printable(result.output)));
+      co_return;
+    }
+    auto agent = co_await exec(*s->conn, start_command(s->agent_path, &image), s->cancel, deadline);
+    s->connecting = false;
+    if (s->closed) {
+      s->drop_connection();
+      co_return;
+    }
+    write_all(2, fmt::format("dlaunch: {}: no usable dlaunch-agent ({}); copied this one ({}) to "
+                             "{}\n",
+                             s->label, why, image.version_line, cache_path_for_messages(image)));
+    s->uploaded = true;
+    s->uploading = false;
+    s->channel = std::move(agent);
+    s->decoder = proto::Decoder();
+    s->eof = false;
+    s->stderr_tail.clear();
+    s->pump();
+  } catch (const ConnectError& e) {
+    s->connecting = false;
+    if (s->closed) {
+      s->drop_connection();
+      co_return;
+    }
+    s->fail(fmt::format("no usable dlaunch-agent ({}), and copying this one failed: {}", why,
+                        e.what()));
+  }
+}
+
+void LinkState::begin_upload(const std::string& why) {
+  if (uploading || closed) return;
+  uploading = true;
+  close_timer.cancel();
+  channel.reset();  // an agent of another version reads EOF and ends
+  asio::co_spawn(io, upload_agent(shared_from_this(), why), asio::detached);
+}
 
 class SshLink final : public AgentLink {
  public:
@@ -323,7 +392,7 @@ struct SlotGuard {
 };
 
 asio::awaitable<void> run_link(std::shared_ptr<LinkState> s, std::shared_ptr<Limiter> limiter,
-                               ConnectOptions opts) {
+                               std::shared_ptr<Connector> connector, ConnectOptions opts) {
   SlotGuard slot{limiter};
   co_await limiter->acquire();
   slot.held = true;
@@ -332,7 +401,7 @@ asio::awaitable<void> run_link(std::shared_ptr<LinkState> s, std::shared_ptr<Lim
   s->connecting = true;
   try {
     const auto deadline = Clock::now() + opts.timeout;
-    auto conn = co_await connect(s->io, opts);
+    auto conn = co_await connector->connect(opts);
     if (s->closed) {
       s->connecting = false;
       co_return;
@@ -340,10 +409,11 @@ asio::awaitable<void> run_link(std::shared_ptr<LinkState> s, std::shared_ptr<Lim
     s->conn = std::move(conn);
     s->peer_address = s->conn->peer_address;
     s->local_address = s->conn->local_address;
-    auto ch = co_await exec(*s->conn, "exec " + shell_quote(s->agent_path), s->cancel, deadline);
+    auto ch =
+        co_await exec(*s->conn, start_command(s->agent_path, s->image.get()), s->cancel, deadline);
     s->connecting = false;
     if (debug_ssh()) {
-      write_all(2, fmt::format("dlaunch: ssh {}: exec started at {:.1f} ms\n", opts.host,
+      write_all(2, fmt::format("dlaunch: ssh {}: exec started at {:.1f} ms\n", opts.display(),
                                std::chrono::duration<double, std::milli>(Clock::now() -
                                                                          (deadline - opts.timeout))
                                    .count()));
@@ -374,12 +444,20 @@ asio::awaitable<void> run_link(std::shared_ptr<LinkState> s, std::shared_ptr<Lim
 Transport::Transport(asio::io_context& io, TransportOptions opts)
     : io_(io),
       opts_(std::move(opts)),
-      limiter_(std::make_shared<Limiter>(io, std::max(1, opts_.concurrency))) {}
+      limiter_(std::make_shared<Limiter>(io, std::max(1, opts_.concurrency))),
+      connector_(std::make_shared<Connector>(io)) {}
 
 std::unique_ptr<AgentLink> Transport::start(const HostEntry& host, const std::string& agent_path,
                                             const std::string& label, LinkCallbacks cb) {
   auto state = std::make_shared<LinkState>(io_, label, agent_path, std::move(cb));
-  asio::co_spawn(io_, run_link(state, limiter_, connect_options(host, opts_)), asio::detached);
+  // The head's agent may be copied to a node whose agent path is not forced
+  // (by --agent, which leaves agent_image empty, or the hostfile's `agent:`).
+  if (!opts_.agent_image.empty() && host.agent.empty()) {
+    if (!image_) image_ = AgentImage::load(opts_.agent_image);
+    state->image = image_;
+  }
+  asio::co_spawn(io_, run_link(state, limiter_, connector_, connect_options(host, opts_)),
+                 asio::detached);
   return std::make_unique<SshLink>(state);
 }
 

@@ -17,17 +17,21 @@
 
 #include "dlaunch/tunables.h"
 #include "hostfile/hostfile.h"
+#include "transport/ssh/agent_install.h"
 #include "transport/ssh/connect.h"
+#include "transport/ssh/host_options.h"
+#include "transport/ssh/proxy.h"
 #include "transport/transport.h"
 
 namespace dlaunch::ssh {
 
 struct TransportOptions {
   int concurrency = static_cast<int>(tunables::kSshConcurrency.value);
-  std::chrono::milliseconds connect_timeout = default_ms(tunables::kConnectTimeout);
-  HostKeyPolicy host_key_policy = HostKeyPolicy::kStrict;
-  std::string known_hosts;  // empty: ~/.ssh/known_hosts
-  int keepalive_s = 10;
+  HostSettings hosts;  // the ssh config and the command line's SSH options
+  // The head's own agent, copied to nodes that have none (or another
+  // version) at the expected path; empty: never copy (--no-agent-upload,
+  // --agent).
+  std::string agent_image;
 };
 
 // At most N connections in their connect/handshake/auth phase at once.
@@ -45,7 +49,9 @@ class Limiter {
 };
 
 // Options for one host, from the hostfile entry and the transport options.
-ConnectOptions connect_options(const HostEntry& host, const TransportOptions& opts);
+inline ConnectOptions connect_options(const HostEntry& host, const TransportOptions& opts) {
+  return resolve_host(host, opts.hosts);
+}
 
 class Transport {
  public:
@@ -60,6 +66,8 @@ class Transport {
   boost::asio::io_context& io_;
   TransportOptions opts_;
   std::shared_ptr<Limiter> limiter_;
+  std::shared_ptr<Connector> connector_;     // shared with the links' coroutines
+  std::shared_ptr<const AgentImage> image_;  // read for the first node that may need it
 };
 
 }  // namespace dlaunch::ssh

@@ -1,0 +1,219 @@
+// How one SSH host's connection options come together
+// (launcher/transport/ssh/host_options.h): hostfile and command line beat
+// the ssh config, the config beats dlaunch's defaults; jump host chains;
+// the agent-upload commands (agent_install.h).
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "transport/ssh/agent_install.h"
+#include "transport/ssh/host_options.h"
+
+namespace dlaunch::ssh {
+namespace {
+
+const std::string kHome = "/home/me";
+
+HostSettings settings(const std::string& config_text) {
+  MemoryFiles files;
+  files.files[kHome + "/.ssh/config"] = config_text;
+  LoadOptions lo;
+  lo.home = kHome;
+  lo.files = &files;
+  HostSettings s;
+  s.config = std::make_shared<const SshConfig>(SshConfig::load(lo));
+  s.context.local_user = "me";
+  s.context.home = kHome;
+  s.context.local_host = "head";
+  s.context.getenv = [](const std::string&) { return std::nullopt; };
+  return s;
+}
+
+HostEntry host(const std::string& name) {
+  HostEntry h;
+  h.name = h.host = name;
+  h.pos = {"hosts.yaml", 3, 5};
+  return h;
+}
+
+TEST(SshHostOptions, WithoutAConfigTheHostfileAndDefaultsDecide) {
+  HostSettings s;
+  s.context.home = kHome;
+  auto h = host("node7");
+  h.user = "alice";
+  h.port = 2222;
+  h.port_given = true;
+  const auto o = resolve_host(h, s);
+  EXPECT_EQ(o.host, "node7");
+  EXPECT_EQ(o.user, "alice");
+  EXPECT_EQ(o.port, 2222);
+  EXPECT_TRUE(o.identity_files.empty());
+  EXPECT_TRUE(o.default_identities);
+  EXPECT_FALSE(o.identities_only);
+  EXPECT_EQ(o.known_hosts,
+            (std::vector<std::string>{kHome + "/.ssh/known_hosts", kHome + "/.ssh/known_hosts2"}));
+  EXPECT_EQ(o.host_key_policy, HostKeyPolicy::kStrict);
+  EXPECT_TRUE(o.jumps.empty());
+  EXPECT_TRUE(o.proxy_command.empty());
+}
+
+TEST(SshHostOptions, TheConfigFillsWhatTheHostfileLeavesOpen) {
+  const auto s = settings(
+      "Host gpu-*\n  HostName %h.cluster.internal\n  User trainer\n  Port 2200\n"
+      "  IdentityFile ~/.ssh/cluster_key\n  IdentitiesOnly yes\n"
+      "  UserKnownHostsFile ~/.ssh/cluster_hosts\n  HostKeyAlias gpu-alias\n"
+      "  ConnectTimeout 7\n  ServerAliveInterval 4\n  StrictHostKeyChecking accept-new\n");
+  const auto o = resolve_host(host("gpu-1"), s);
+  EXPECT_EQ(o.alias, "gpu-1");
+  EXPECT_EQ(o.host, "gpu-1.cluster.internal");
+  EXPECT_EQ(o.user, "trainer");
+  EXPECT_EQ(o.port, 2200);
+  EXPECT_EQ(o.identity_files, std::vector<std::string>{kHome + "/.ssh/cluster_key"});
+  EXPECT_FALSE(o.default_identities);
+  EXPECT_TRUE(o.identities_only);
+  EXPECT_EQ(o.known_hosts, std::vector<std::string>{kHome + "/.ssh/cluster_hosts"});
+  EXPECT_EQ(o.host_key_alias, "gpu-alias");
+  EXPECT_EQ(o.timeout, std::chrono::seconds(7));
+  EXPECT_EQ(o.keepalive_s, 4);
+  EXPECT_EQ(o.host_key_policy, HostKeyPolicy::kAcceptNew);
+  EXPECT_EQ(o.display(), "gpu-1 (gpu-1.cluster.internal:2200)");
+  EXPECT_EQ(o.where(), "trainer@gpu-1.cluster.internal:2200");
+}
+
+TEST(SshHostOptions, HostfileAndCommandLineBeatTheConfig) {
+  auto s = settings(
+      "Host *\n  User cfguser\n  Port 2200\n  IdentityFile /keys/cfg\n  ConnectTimeout 7\n"
+      "  StrictHostKeyChecking no\n");
+  s.host_key_policy = HostKeyPolicy::kStrict;
+  s.host_key_policy_given = true;
+  s.connect_timeout = std::chrono::milliseconds(1500);
+  s.connect_timeout_given = true;
+  auto h = host("n1");
+  h.user = "fileuser";
+  h.port = 2022;
+  h.port_given = true;
+  h.identity = "/keys/from-hostfile";
+  const auto o = resolve_host(h, s);
+  EXPECT_EQ(o.user, "fileuser");
+  EXPECT_EQ(o.port, 2022);
+  // The hostfile's key first, then the config's.
+  EXPECT_EQ(o.identity_files, (std::vector<std::string>{"/keys/from-hostfile", "/keys/cfg"}));
+  EXPECT_EQ(o.hostfile_identity, "/keys/from-hostfile");
+  EXPECT_EQ(o.timeout, std::chrono::milliseconds(1500));
+  EXPECT_EQ(o.host_key_policy, HostKeyPolicy::kStrict);
+}
+
+TEST(SshHostOptions, StrictHostKeyCheckingMapsToThePolicies) {
+  EXPECT_EQ(resolve_host(host("a"), settings("StrictHostKeyChecking ask\n")).host_key_policy,
+            HostKeyPolicy::kStrict);
+  EXPECT_EQ(resolve_host(host("a"), settings("StrictHostKeyChecking no\n")).host_key_policy,
+            HostKeyPolicy::kOff);
+  EXPECT_EQ(resolve_host(host("a"), settings("StrictHostKeyChecking yes\n")).host_key_policy,
+            HostKeyPolicy::kStrict);
+}
+
+TEST(SshHostOptions, ProxyJumpHopsAreResolvedThroughTheConfigToo) {
+  const auto s2 = settings(
+      "Host bastion\n  HostName 203.0.113.5\n  User jump\n  IdentityFile /keys/bastion\n"
+      "Host gpu-1\n  HostName 10.0.0.11\n  ProxyJump bastion\n");
+  const auto o = resolve_host(host("gpu-1"), s2);
+  ASSERT_EQ(o.jumps.size(), 1u);
+  EXPECT_EQ(o.host, "10.0.0.11");
+  EXPECT_EQ(o.jumps[0].alias, "bastion");
+  EXPECT_EQ(o.jumps[0].host, "203.0.113.5");
+  EXPECT_EQ(o.jumps[0].user, "jump");
+  EXPECT_EQ(o.jumps[0].identity_files, std::vector<std::string>{"/keys/bastion"});
+}
+
+TEST(SshHostOptions, AChainListsEveryHopFirstHopFirstWithItsOwnJumpBeforeIt) {
+  const auto s = settings(
+      "Host outer\n  HostName 198.51.100.1\n"
+      "Host inner\n  HostName 10.1.0.1\n  ProxyJump outer\n"
+      "Host mid\n  HostName 10.2.0.1\n"
+      "Host n1\n  HostName 10.3.0.1\n  ProxyJump inner,admin@mid:2022\n");
+  const auto o = resolve_host(host("n1"), s);
+  ASSERT_EQ(o.jumps.size(), 3u);
+  EXPECT_EQ(o.jumps[0].host, "198.51.100.1");  // inner's own jump host
+  EXPECT_EQ(o.jumps[1].host, "10.1.0.1");
+  EXPECT_EQ(o.jumps[2].host, "10.2.0.1");
+  EXPECT_EQ(o.jumps[2].user, "admin");
+  EXPECT_EQ(o.jumps[2].port, 2022);
+  for (const auto& j : o.jumps) EXPECT_TRUE(j.jumps.empty());
+}
+
+TEST(SshHostOptions, AJumpHostMatchedByItsOwnProxyJumpLineDoesNotLoop) {
+  // `Host *` gives the bastion a ProxyJump to itself: ssh ignores it there.
+  const auto s = settings("Host bastion\n  HostName 203.0.113.5\nHost *\n  ProxyJump bastion\n");
+  const auto o = resolve_host(host("gpu-1"), s);
+  ASSERT_EQ(o.jumps.size(), 1u);
+  EXPECT_EQ(o.jumps[0].host, "203.0.113.5");
+}
+
+TEST(SshHostOptions, JumpHostsThatJumpThroughEachOtherAreAnInputErrorNamingTheHostEntry) {
+  try {
+    (void)resolve_host(host("x"), settings("Host x\n  ProxyJump a\nHost a\n  ProxyJump b\n"
+                                           "Host b\n  ProxyJump a\n"));
+    SUCCEED();  // a -> b -> a: b names a, already on the way: not followed
+  } catch (const InputError& e) {
+    ADD_FAILURE() << e.what();
+  }
+  // A chain deeper than the limit is refused.
+  std::string deep;
+  for (int i = 0; i < 12; ++i) {
+    deep += "Host h" + std::to_string(i) + "\n  ProxyJump h" + std::to_string(i + 1) + "\n";
+  }
+  try {
+    (void)resolve_host(host("h0"), settings(deep));
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("hosts.yaml:3:5"), std::string::npos) << what;
+    EXPECT_NE(what.find("nest deeper than 8"), std::string::npos) << what;
+    EXPECT_NE(what.find("h0 -> h1"), std::string::npos) << what;
+  }
+}
+
+TEST(SshHostOptions, ProxyCommandIsExpandedAndKeptWhenNoProxyJumpCameFirst) {
+  const auto s =
+      settings("Host gpu-1\n  HostName 10.0.0.11\n  ProxyCommand ssh -W %h:%p bastion\n");
+  const auto o = resolve_host(host("gpu-1"), s);
+  EXPECT_TRUE(o.jumps.empty());
+  EXPECT_EQ(o.proxy_command, "ssh -W 10.0.0.11:22 bastion");
+}
+
+TEST(SshHostOptions, DescribeShowsUserAddressKeysKnownHostsAndTheChain) {
+  const auto s = settings(
+      "Host bastion\n  HostName 203.0.113.5\nHost gpu-1\n  HostName 10.0.0.11\n  User u\n"
+      "  ProxyJump bastion\n  IdentityFile /k/one\n  IdentitiesOnly yes\n"
+      "  CertificateFile /k/one-cert.pub\n");
+  const auto lines = describe(resolve_host(host("gpu-1"), s));
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  EXPECT_NE(all.find("ssh: u@10.0.0.11:22\n"), std::string::npos) << all;
+  EXPECT_NE(all.find("keys: /k/one\n"), std::string::npos) << all;  // no agent: IdentitiesOnly
+  EXPECT_NE(all.find("certificates: /k/one-cert.pub (not offered"), std::string::npos) << all;
+  EXPECT_NE(all.find("via: " + current_user() + "@203.0.113.5:22"), std::string::npos) << all;
+}
+
+TEST(SshAgentInstall, StartCommandPrefersTheCacheThenThePathThenSaysNone) {
+  AgentImage image;
+  image.key = "1.2.3-00000000deadbeef";
+  const std::string cmd = start_command("/opt/dl/bin/dlaunch-agent", &image);
+  EXPECT_EQ(cmd.rfind("exec /bin/sh -c '", 0), 0u) << cmd;
+  EXPECT_NE(cmd.find("exit 97"), std::string::npos) << cmd;
+  EXPECT_NE(cmd.find("dlaunch-start 1.2.3-00000000deadbeef /opt/dl/bin/dlaunch-agent"),
+            std::string::npos)
+      << cmd;
+  EXPECT_LT(cmd.find("$1/dlaunch-agent"), cmd.find("exec \"$2\"")) << cmd;
+  // A forced path is run as it is.
+  EXPECT_EQ(start_command("/x y/agent", nullptr), "exec '/x y/agent'");
+}
+
+TEST(SshAgentInstall, TheHashSeparatesBuildsAndTheKeyCarriesTheVersion) {
+  EXPECT_NE(content_hash("a"), content_hash("b"));
+  EXPECT_EQ(content_hash("").size(), 16u);
+  EXPECT_EQ(content_hash("abc"), content_hash("abc"));
+}
+
+}  // namespace
+}  // namespace dlaunch::ssh
