@@ -427,6 +427,111 @@ TEST_F(BastionBed, AChangedHostKeyBehindTheBastionIsRefused) {
   EXPECT_EQ(u.out, "reached\n");
 }
 
+// dlaunch on the bed: with the default options, the user's ssh config is all
+// it needs; no node has dlaunch installed.
+
+std::vector<std::string> count_lines(const std::string& text, const std::string& needle,
+                                     std::size_t& n) {
+  n = 0;
+  std::vector<std::string> hits;
+  for (const auto& l : lines_of(text)) {
+    if (l.find(needle) != std::string::npos) {
+      ++n;
+      hits.push_back(l);
+    }
+  }
+  return hits;
+}
+
+std::string hosts_arg() { return "gpu-1:2,gpu-2:2,gpu-3:2"; }
+
+TEST_F(BastionBed, DlaunchRunsAJobOnEveryNodeThroughTheBastionCopyingItsAgentOnce) {
+  auto env = ssh_env(bed());
+  env.push_back("DLAUNCH_DEBUG=ssh");
+  const auto r =
+      run(dlaunch_cmd({"-H", hosts_arg(), "sh", "-c", "echo R=$RANK M=$MASTER_ADDR H=$(hostname)"}),
+          120, env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto& gpu1 = bed().nodes.at(0);
+  for (int rank = 0; rank < 6; ++rank) {
+    const std::string host = "gpu-" + std::to_string(rank / 2 + 1);
+    EXPECT_NE(r.out.find("R=" + std::to_string(rank) + " M=" + gpu1.addr + " H=" + host + "\n"),
+              std::string::npos)
+        << "rank " << rank << ":\n"
+        << r.out;
+  }
+  std::size_t n = 0;
+  count_lines(r.err, "no usable dlaunch-agent (none at", n);
+  EXPECT_EQ(n, 3u) << "each node gets the agent copied once:\n" << r.err;
+  count_lines(r.err, "jump host connected", n);
+  EXPECT_EQ(n, 1u) << "one connection to the bastion carries every node:\n" << r.err;
+  count_lines(r.err, "cluster_known_hosts: read", n);
+  EXPECT_EQ(n, 1u) << "the known_hosts file is read once per job:\n" << r.err;
+
+  // The next job uses the copies.
+  const auto again = run(dlaunch_cmd({"-H", hosts_arg(), "true"}), 120, ssh_env(bed()));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.err.find("no usable dlaunch-agent"), std::string::npos) << again.err;
+}
+
+TEST_F(BastionBed, DlaunchDryRunShowsEachHostsResolvedUserAddressKeyAndJumpHost) {
+  const auto r = run(dlaunch_cmd({"-H", hosts_arg(), "--dry-run", "true"}), 60, ssh_env(bed()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& node : bed().nodes) {
+    EXPECT_NE(r.out.find("  ssh: root@" + node.addr + ":22\n"), std::string::npos) << r.out;
+  }
+  EXPECT_NE(r.out.find("  keys: " + bed().dir + "/home/.ssh/cluster_key\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("  via: root@" + bed().at("BED_BASTION") + ":22\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("known_hosts: " + bed().dir + "/home/.ssh/cluster_known_hosts"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST_F(BastionBed, DlaunchReachesTheNodesThroughAProxyCommandToo) {
+  const auto r = run(dlaunch_cmd({"-F", bed().dir + "/ssh_config.proxycommand", "-H", hosts_arg(),
+                                  "sh", "-c", "echo R=$RANK H=$(hostname)"}),
+                     120, ssh_env(bed()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("R=5 H=gpu-3\n"), std::string::npos) << r.out;
+}
+
+TEST_F(BastionBed, DlaunchRefusesAChangedHostKeyBehindTheBastionAndStartsNothing) {
+  const fs::path dir = fs::path(bed().dir) / "dlaunch-changed-key";
+  fs::create_directories(dir);
+  const auto other = dir / "other_key";
+  ASSERT_EQ(run({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", other.string()}).exit_code,
+            0);
+  const auto other_key = words(slurp(other.string() + ".pub"));
+  const auto& gpu2 = bed().nodes.at(1);
+  std::string known;
+  std::istringstream in(slurp(bed().dir + "/home/.ssh/cluster_known_hosts"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(gpu2.addr + " ", 0) == 0)
+      line = gpu2.addr + " " + other_key.at(0) + " " + other_key.at(1);
+    known += line + "\n";
+  }
+  std::ofstream(dir / "known_hosts") << known;
+  auto config = slurp(bed().config());
+  const std::string good = bed().dir + "/home/.ssh/cluster_known_hosts";
+  config.replace(config.find(good), good.size(), (dir / "known_hosts").string());
+  std::ofstream(dir / "config") << config;
+  const auto r = run(dlaunch_cmd({"-F", (dir / "config").string(), "-H", hosts_arg(), "sh", "-c",
+                                  "echo STARTED $RANK"}),
+                     120, ssh_env(bed()));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.out.find("STARTED"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("host key for " + gpu2.addr + " has CHANGED"), std::string::npos) << r.err;
+}
+
+TEST_F(BastionBed, DlaunchWithoutAgentUploadSaysTheAgentIsMissingOnEachNode) {
+  const auto r =
+      run(dlaunch_cmd({"--no-agent-upload", "-H", hosts_arg(), "true"}), 120, ssh_env(bed()));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("dlaunch-agent not found at"), std::string::npos) << r.err;
+}
+
 // Beds of their own: two at once, then stopped.
 TEST(BastionBedLifecycle, TwoBedsCoexistAndStopLeavesNothingBehind) {
   const auto why = why_no_bed();
