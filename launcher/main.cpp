@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -129,7 +130,7 @@ std::string join_env(const dl::EnvList& env, bool show_secrets) {
 }
 
 void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::string& agent,
-                   const dl::ssh::HostSettings& ssh) {
+                   const dl::ssh::HostSettings& ssh, const dl::ssh::OpensshOptions& ssh_openssh) {
   const std::string port =
       o.master_port > 0 ? std::to_string(o.master_port) : "<reserved by node 0>";
   std::string cmd;
@@ -150,7 +151,11 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
                : slurm ? "slurm"
                        : "ssh",
                n.ranks.front().rank, n.ranks.back().rank);
-    if (h.transport == dl::Transport::kSsh) {
+    if (h.transport == dl::Transport::kSsh && h.ssh_client == dl::SshClient::kOpenssh) {
+      std::string argv;
+      for (const auto& a : dl::ssh::openssh_argv(h, ssh_openssh)) argv += dl::shell_quote(a) + " ";
+      fmt::print("  ssh: {}(OpenSSH reads its own configuration)\n", argv);
+    } else if (h.transport == dl::Transport::kSsh) {
       for (const auto& line : dl::ssh::describe(dl::ssh::resolve_host(h, ssh)))
         fmt::print("  {}\n", line);
     }
@@ -178,6 +183,11 @@ int run(int argc, char** argv) {
 
   dl::Hostfile hosts = dl::apply_node_filter(load_hosts(o), o.filter);
   apply_transport(hosts, o.transport);
+  if (!o.ssh_client.empty()) {
+    for (auto& h : hosts.hosts) {
+      h.ssh_client = o.ssh_client == "openssh" ? dl::SshClient::kOpenssh : dl::SshClient::kLibssh2;
+    }
+  }
   check_job_size(hosts, o);
   check_identity_files(hosts);
   dl::PlanOptions po;
@@ -208,11 +218,18 @@ int run(int argc, char** argv) {
   // Nodes without an agent at the expected path get a copy of this one,
   // unless the path is forced or the user said no.
   if (o.agent_path.empty() && !o.no_agent_upload) ssh_opts.agent_image = agent;
+  ssh_opts.openssh = {.config_file = o.ssh_config,
+                      .host_key_policy = hs.host_key_policy,
+                      .host_key_policy_given = hs.host_key_policy_given,
+                      .connect_timeout_s = o.connect_timeout_given
+                                               ? static_cast<int>(std::ceil(o.connect_timeout_s))
+                                               : 0,
+                      .known_hosts = {}};
   // The OpenSSH configuration, read (and checked) once, only when a node is
   // reached over SSH; every SSH node's options are resolved now, so that a
   // mistake in them stops the job before anything starts.
   const bool any_ssh = std::any_of(plan.nodes.begin(), plan.nodes.end(), [](const auto& n) {
-    return n.host.transport == dl::Transport::kSsh;
+    return n.host.transport == dl::Transport::kSsh && n.host.ssh_client == dl::SshClient::kLibssh2;
   });
   if (any_ssh) {
     hs.context = dl::ssh::ResolveContext::current();
@@ -221,7 +238,8 @@ int run(int argc, char** argv) {
     lo.home = hs.context.home;
     hs.config = std::make_shared<const dl::ssh::SshConfig>(dl::ssh::SshConfig::load(lo));
     for (const auto& n : plan.nodes) {
-      if (n.host.transport == dl::Transport::kSsh) (void)dl::ssh::resolve_host(n.host, hs);
+      if (n.host.transport == dl::Transport::kSsh && n.host.ssh_client == dl::SshClient::kLibssh2)
+        (void)dl::ssh::resolve_host(n.host, hs);
     }
   } else if (!o.ssh_config.empty() && o.ssh_config != "none") {
     (void)dl::ssh::SshConfig::load({.config_file = o.ssh_config});  // still checked
@@ -235,7 +253,7 @@ int run(int argc, char** argv) {
                                     .ssh = ssh_opts});
   }
   if (o.dry_run) {
-    print_dry_run(plan, o, agent, hs);
+    print_dry_run(plan, o, agent, hs, ssh_opts.openssh);
     return 0;
   }
   // What can be checked on this machine is checked before anything starts;

@@ -48,8 +48,15 @@ void judge(Row& row, const HostEntry& host, const std::string& output, const std
   const std::string want =
       fmt::format("dlaunch-agent {} (protocol {})", kVersion, proto::kProtocolVersion);
   const std::string got = kv.count("agent") ? kv["agent"] : "missing";
+  // An SSH node that may get the head's agent copied (agent_install.h).
+  const bool may_copy =
+      host.transport == Transport::kSsh && host.agent.empty() && !o.ssh.agent_image.empty();
   if (got == want) {
     row.agent = "ok";
+  } else if (may_copy && kv["agent_cache"] == want) {
+    row.agent = "cached";  // copied there by an earlier job
+  } else if (may_copy) {
+    row.agent = "copy";  // none usable: the job copies this one there
   } else if (got == "missing") {
     row.agent = "MISSING";
     row.problems.push_back(fmt::format("dlaunch-agent not found or not executable at '{}'", agent));
@@ -77,11 +84,18 @@ void judge(Row& row, const HostEntry& host, const std::string& output, const std
   }
 }
 
-std::string run_local(const std::string& script, std::vector<std::string> prefix = {}) {
+// Runs script under /bin/sh, after `prefix` (srun ...), or on the far side
+// of `ssh ... HOST` (remote: one command string, as ssh sends it).
+std::string run_local(const std::string& script, std::vector<std::string> prefix = {},
+                      bool remote = false) {
   auto [r, w] = make_pipe();
   SpawnOptions so;
   so.argv = std::move(prefix);
-  so.argv.insert(so.argv.end(), {"/bin/sh", "-c", script});
+  if (remote) {
+    so.argv.push_back("exec /bin/sh -c " + shell_quote(script));
+  } else {
+    so.argv.insert(so.argv.end(), {"/bin/sh", "-c", script});
+  }
   so.env = current_environment();
   so.stdout_fd = w.get();
   auto res = spawn(so);
@@ -135,11 +149,17 @@ asio::awaitable<void> check_ssh(Row& row, const HostEntry& host, std::string scr
 }  // namespace
 
 std::string preflight_script(const std::string& agent, const std::string& workdir,
-                             const std::string& program, const std::string& path, bool count_gpus) {
+                             const std::string& program, const std::string& path, bool count_gpus,
+                             const std::string& cache_key) {
   std::string s;
   s += "cd " + shell_quote(workdir) + " 2>/dev/null && echo wdir=ok || echo wdir=missing\n";
   s += "if [ -x " + shell_quote(agent) + " ] && v=$(" + shell_quote(agent) +
        " --version 2>/dev/null); then echo \"agent=$v\"; else echo agent=missing; fi\n";
+  if (!cache_key.empty()) {
+    s += "c=\"$HOME/.cache/dlaunch/\"" + shell_quote(cache_key) +
+         "/dlaunch-agent; if [ -x \"$c\" ] && v=$(\"$c\" --version 2>/dev/null); then echo "
+         "\"agent_cache=$v\"; fi\n";
+  }
   if (!path.empty()) s += "PATH=" + shell_quote(path) + "; export PATH\n";
   if (!program.empty()) {
     const std::string p = shell_quote(program);
@@ -159,6 +179,7 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
   asio::io_context io;
   auto limiter = std::make_shared<ssh::Limiter>(io, std::max(1, o.ssh.concurrency));
   auto connector = std::make_shared<ssh::Connector>(io);
+  std::shared_ptr<const ssh::AgentImage> image;  // read once, when a node may need a copy
   std::vector<Row> rows(plan.nodes.size());
   for (std::size_t i = 0; i < plan.nodes.size(); ++i) {
     const auto& host = plan.nodes[i].host;
@@ -171,9 +192,12 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
                    : (host.user.empty() ? "" : host.user + "@") + host.host +
                          (host.port == 22 ? "" : ":" + std::to_string(host.port));
     const std::string agent = host.agent.empty() ? o.agent_path : host.agent;
-    const std::string script =
-        preflight_script(agent, o.workdir, o.program,
-                         host.transport == Transport::kSsh ? o.path : "", !host.gpus.empty());
+    const bool may_copy =
+        host.transport == Transport::kSsh && host.agent.empty() && !o.ssh.agent_image.empty();
+    if (may_copy && !image) image = ssh::AgentImage::load(o.ssh.agent_image);
+    const std::string script = preflight_script(
+        agent, o.workdir, o.program, host.transport == Transport::kSsh ? o.path : "",
+        !host.gpus.empty(), may_copy ? image->key : std::string());
     if (host.transport == Transport::kLocal) {
       row.connect = row.hostkey = row.auth = "local";
       judge(row, host, run_local(script), agent, o);
@@ -184,6 +208,17 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
       row.connect = out.empty() ? "FAILED" : "srun";
       if (out.empty()) {
         row.problems.push_back("srun could not run a step on " + host.host);
+      } else {
+        judge(row, host, out, agent, o);
+      }
+    } else if (host.ssh_client == SshClient::kOpenssh) {
+      // ssh prints its own errors; no output at all means it did not get in.
+      row.hostkey = row.auth = "ssh";
+      const std::string out = run_local(script, ssh::openssh_argv(host, o.ssh.openssh), true);
+      row.connect = out.empty() ? "FAILED" : "openssh";
+      if (out.empty()) {
+        row.problems.push_back("ssh could not run a command on " + host.host +
+                               " (its message is above)");
       } else {
         judge(row, host, out, agent, o);
       }

@@ -22,7 +22,10 @@ struct PreflightOptions {
 int run_preflight(const JobPlan& plan, const PreflightOptions& opts);
 
 // The shell script one node runs; prints key=value lines. Exposed for tests.
+// `cache_key`: also report the agent copied to the node's cache under that
+// key (agent_install.h); empty: not looked for.
 std::string preflight_script(const std::string& agent, const std::string& workdir,
-                             const std::string& program, const std::string& path, bool count_gpus);
+                             const std::string& program, const std::string& path, bool count_gpus,
+                             const std::string& cache_key = {});
 
 }  // namespace dlaunch

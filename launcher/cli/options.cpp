@@ -247,6 +247,10 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   ssh->add_option("-F,--ssh-config", o.ssh_config,
                   "OpenSSH client configuration to read in place of ~/.ssh/config and "
                   "/etc/ssh/ssh_config (as ssh -F; `none`: no configuration)");
+  ssh->add_option("--ssh", o.ssh_client,
+                  "SSH client for every SSH node: libssh2 (dlaunch's own, the default) or openssh "
+                  "(the system's ssh: GSSAPI, FIDO keys, certificates, ControlMaster, Match exec)")
+      ->check(CLI::IsMember({"libssh2", "openssh"}));
   ssh->add_flag("--check", o.check,
                 "preflight every host (connect, auth, host key, agent, working directory, program, "
                 "GPUs) and print a table; exit 0 only if all pass");

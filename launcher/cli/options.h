@@ -56,6 +56,7 @@ struct Options {
   std::string host_key_check = "strict";  // strict | accept-new | off
   bool host_key_check_given = false;      // beats the ssh config's StrictHostKeyChecking
   std::string ssh_config;                 // -F: in place of ~/.ssh/config and /etc/ssh/ssh_config
+  std::string ssh_client;                 // --ssh libssh2|openssh; empty: what each host says
   bool check = false;                     // preflight only
 };
 

@@ -148,9 +148,19 @@ void Controller::reap_children() {
   for (;;) {
     siginfo_t si{};
     if (::waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0) return;
-    const auto it = agent_pids_.find(si.si_pid);
+    auto it = agent_pids_.find(si.si_pid);
+    if (it == agent_pids_.end()) {
+      // A link may start another process later (the OpenSSH transport's
+      // copy of the agent, and the agent after it): ask the links, rarely.
+      for (std::size_t i = 0; i < nodes_.size(); ++i) {
+        if (nodes_[i].link && nodes_[i].link->agent_pid() == si.si_pid) {
+          it = agent_pids_.emplace(si.si_pid, i).first;
+          break;
+        }
+      }
+    }
     if (it == agent_pids_.end() || !nodes_[it->second].link) {
-      int status;  // not an agent's: the controller starts no other child
+      int status;  // nobody's: a ProxyCommand (its owner copes with that)
       ::waitpid(si.si_pid, &status, WNOHANG);
       continue;
     }

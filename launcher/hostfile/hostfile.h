@@ -49,6 +49,10 @@ enum class Transport { kLocal, kSsh, kSlurm };
 
 using EnvList = std::vector<std::pair<std::string, std::string>>;  // ordered NAME=VALUE
 
+// How an SSH node is reached: dlaunch's own libssh2 client, or the system's
+// OpenSSH client (`ssh`), for what libssh2 cannot do.
+enum class SshClient { kLibssh2, kOpenssh };
+
 struct HostEntry {
   std::string name;                       // unique label of the node: `name:` if given, else `host`
   std::string host;                       // what to connect to (a DNS name or an address)
@@ -62,7 +66,8 @@ struct HostEntry {
   Transport transport = Transport::kSsh;  // resolved (never "auto")
   std::string agent;                      // path of dlaunch-agent on that node; empty: default
   std::string identity;                   // SSH private key file for this host; empty: none
-  SourcePos pos;                          // where the entry was defined
+  SshClient ssh_client = SshClient::kLibssh2;  // hostfile `ssh:` / --ssh
+  SourcePos pos;                               // where the entry was defined
 };
 
 struct Hostfile {

@@ -24,10 +24,12 @@ using hostfile_detail::suggestion_hint;
 using hostfile_detail::too_many_hosts;
 
 const std::vector<std::string> kTopKeys{"hosts", "defaults", "env"};
-const std::vector<std::string> kDefaultKeys{"slots", "user",      "port",  "gpus",
-                                            "env",   "transport", "agent", "identity"};
-const std::vector<std::string> kHostKeys{"host", "name", "slots",     "user",  "port",    "address",
-                                         "gpus", "env",  "transport", "agent", "identity"};
+const std::vector<std::string> kDefaultKeys{"slots",     "user",  "port",     "gpus", "env",
+                                            "transport", "agent", "identity", "ssh"};
+const std::vector<std::string> kHostKeys{"host",      "name",    "slots",    "user",
+                                         "port",      "address", "gpus",     "env",
+                                         "transport", "agent",   "identity", "ssh"};
+const std::vector<std::string> kSshClients{"libssh2", "openssh"};
 const std::vector<std::string> kHostOnlyKeys{"host", "name", "address"};
 const std::vector<std::string> kTransports{"local", "ssh", "slurm"};
 
@@ -98,6 +100,7 @@ struct Settings {
   std::optional<Transport> transport;
   std::optional<std::string> agent;
   std::optional<std::string> identity;
+  std::optional<SshClient> ssh;
 };
 
 struct Entry {
@@ -484,6 +487,16 @@ class YamlParser {
       s.env = read_env(e);
     } else if (e.key == "transport") {
       s.transport = read_transport(e);
+    } else if (e.key == "ssh") {
+      const std::string value = read_string(e);
+      if (value == "libssh2") {
+        s.ssh = SshClient::kLibssh2;
+      } else if (value == "openssh") {
+        s.ssh = SshClient::kOpenssh;
+      } else {
+        fail(e.value, "ssh", "unknown SSH client '" + value + "'",
+             suggestion_hint(value, kSshClients, "valid SSH clients"));
+      }
     } else {
       return false;
     }
@@ -563,6 +576,7 @@ class YamlParser {
         own.transport ? own.transport : defaults.transport, h.host);
     h.agent = own.agent.value_or(defaults.agent.value_or(""));
     h.identity = own.identity.value_or(defaults.identity.value_or(""));
+    h.ssh_client = own.ssh.value_or(defaults.ssh.value_or(SshClient::kLibssh2));
     return parsed;
   }
 };

@@ -532,6 +532,57 @@ TEST_F(BastionBed, DlaunchWithoutAgentUploadSaysTheAgentIsMissingOnEachNode) {
   EXPECT_NE(r.err.find("dlaunch-agent not found at"), std::string::npos) << r.err;
 }
 
+TEST_F(BastionBed, DlaunchCheckSaysWhichNodesGetTheAgentCopied) {
+  const auto r = run(dlaunch_cmd({"-H", hosts_arg(), "--check", "true"}), 120, ssh_env(bed()));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  int rows = 0;
+  for (const auto& l : lines_of(r.out)) {
+    const auto w = words(l);
+    if (w.size() < 7 || w[1].rfind("gpu-", 0) != 0) continue;
+    ++rows;
+    // AGENT: none installed there; "copy" before the first job, "cached" after.
+    EXPECT_TRUE(w[6] == "copy" || w[6] == "cached") << l;
+  }
+  EXPECT_EQ(rows, 3) << r.out;
+}
+
+TEST_F(BastionBed, DlaunchWithTheSystemSshClientRunsTheJobToo) {
+  const auto r = run(dlaunch_cmd({"--ssh", "openssh", "-F", bed().config(), "-H", hosts_arg(), "sh",
+                                  "-c", "echo R=$RANK H=$(hostname)"}),
+                     120, ssh_env(bed()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int rank = 0; rank < 6; ++rank) {
+    EXPECT_NE(r.out.find("R=" + std::to_string(rank) + " H=gpu-" + std::to_string(rank / 2 + 1)),
+              std::string::npos)
+        << r.out;
+  }
+  const auto check = run(
+      dlaunch_cmd({"--ssh", "openssh", "-F", bed().config(), "-H", hosts_arg(), "--check", "true"}),
+      120, ssh_env(bed()));
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  EXPECT_NE(check.out.find("openssh"), std::string::npos) << check.out;
+}
+
+// The lifeline through the bastion, with either client: dlaunch killed, every
+// node's agent sees its channel end and stops the workers.
+void expect_no_orphans(const Bed& b, const std::vector<std::string>& client) {
+  const auto job = unique_job_id("bastionkill");
+  std::vector<std::string> args = client;
+  args.insert(args.end(), {"-H", hosts_arg(), "--job-id", job, "--kill-grace", "1", "sh", "-c",
+                           "echo up; exec sleep 120"});
+  Process p(dlaunch_cmd(args), ssh_env(b));
+  ASSERT_TRUE(p.wait_for_lines(6, 60)) << "the six ranks did not start";
+  EXPECT_GE(job_processes(job).size(), 6u);
+  p.signal(SIGKILL);
+  p.finish(10);
+  EXPECT_EQ(wait_job_gone(job, 15), std::vector<pid_t>{});
+}
+
+TEST_F(BastionBed, KillingDlaunchLeavesNoWorkerBehindTheBastion) {
+  expect_no_orphans(bed(), {});
+  expect_no_orphans(bed(), {"--ssh", "openssh", "-F", bed().config()});
+}
+
 // Beds of their own: two at once, then stopped.
 TEST(BastionBedLifecycle, TwoBedsCoexistAndStopLeavesNothingBehind) {
   const auto why = why_no_bed();

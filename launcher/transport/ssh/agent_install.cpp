@@ -60,18 +60,21 @@ std::string start_command(const std::string& agent_path, const AgentImage* image
             "dlaunch-start", {image->key, agent_path});
 }
 
-std::string upload_command(const AgentImage& image) {
-  return sh(fmt::format("umask 077; d=\"$HOME/.cache/dlaunch/$1\"; "
-                        "mkdir -p \"$d\" || exit {0}; t=\"$d/.upload.$$\"; "
-                        "if cat > \"$t\"; then :; else rm -f \"$t\"; exit {0}; fi; "
-                        "s=$(wc -c < \"$t\"); "
-                        "if [ \"$s\" -ne \"$2\" ]; then rm -f \"$t\"; "
-                        "echo \"received $s of $2 bytes\" >&2; exit {0}; fi; "
-                        "chmod 700 \"$t\"; v=$(\"$t\" --version 2>&1); "
-                        "if [ \"$v\" = \"$3\" ]; then mv -f \"$t\" \"$d/dlaunch-agent\"; "
-                        "else rm -f \"$t\"; echo \"$v\" >&2; exit {1}; fi",
-                        kUploadBrokenStatus, kUploadNoRunStatus),
-            "dlaunch-upload", {image.key, std::to_string(image.bytes.size()), image.version_line});
+std::string upload_command(const AgentImage& image, const std::string& ok_marker) {
+  return sh(
+      fmt::format("umask 077; d=\"$HOME/.cache/dlaunch/$1\"; "
+                  "mkdir -p \"$d\" || exit {0}; t=\"$d/.upload.$$\"; "
+                  "if cat > \"$t\"; then :; else rm -f \"$t\"; exit {0}; fi; "
+                  "s=$(wc -c < \"$t\"); "
+                  "if [ \"$s\" -ne \"$2\" ]; then rm -f \"$t\"; "
+                  "echo \"received $s of $2 bytes\" >&2; exit {0}; fi; "
+                  "chmod 700 \"$t\"; v=$(\"$t\" --version 2>&1); "
+                  "if [ \"$v\" = \"$3\" ]; then mv -f \"$t\" \"$d/dlaunch-agent\" || exit {0}; "
+                  "else rm -f \"$t\"; echo \"$v\" >&2; exit {1}; fi; "
+                  "if [ -n \"$4\" ]; then echo \"$4\"; fi",
+                  kUploadBrokenStatus, kUploadNoRunStatus),
+      "dlaunch-upload",
+      {image.key, std::to_string(image.bytes.size()), image.version_line, ok_marker});
 }
 
 std::string cache_path_for_messages(const AgentImage& image) {

@@ -55,8 +55,9 @@ std::string content_hash(const std::string& data);
 // `agent_path`, else exit kNoAgentStatus.
 std::string start_command(const std::string& agent_path, const AgentImage* image);
 
-// The command that receives the image on stdin and installs it.
-std::string upload_command(const AgentImage& image);
+// The command that receives the image on stdin and installs it; it prints
+// `ok_marker` (when not empty) on stdout once the copy is in place.
+std::string upload_command(const AgentImage& image, const std::string& ok_marker = {});
 
 // Where the cached copy lives on the node, for messages.
 std::string cache_path_for_messages(const AgentImage& image);

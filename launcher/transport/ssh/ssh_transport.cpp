@@ -447,15 +447,22 @@ Transport::Transport(asio::io_context& io, TransportOptions opts)
       limiter_(std::make_shared<Limiter>(io, std::max(1, opts_.concurrency))),
       connector_(std::make_shared<Connector>(io)) {}
 
+std::shared_ptr<const AgentImage> Transport::image_for(const HostEntry& host) {
+  if (opts_.agent_image.empty() || !host.agent.empty()) return nullptr;
+  if (!image_) image_ = AgentImage::load(opts_.agent_image);
+  return image_;
+}
+
 std::unique_ptr<AgentLink> Transport::start(const HostEntry& host, const std::string& agent_path,
                                             const std::string& label, LinkCallbacks cb) {
+  if (host.ssh_client == SshClient::kOpenssh) {
+    return start_openssh_agent(io_, host, opts_.openssh, agent_path, image_for(host), label,
+                               std::move(cb));
+  }
   auto state = std::make_shared<LinkState>(io_, label, agent_path, std::move(cb));
   // The head's agent may be copied to a node whose agent path is not forced
   // (by --agent, which leaves agent_image empty, or the hostfile's `agent:`).
-  if (!opts_.agent_image.empty() && host.agent.empty()) {
-    if (!image_) image_ = AgentImage::load(opts_.agent_image);
-    state->image = image_;
-  }
+  state->image = image_for(host);
   asio::co_spawn(io_, run_link(state, limiter_, connector_, connect_options(host, opts_)),
                  asio::detached);
   return std::make_unique<SshLink>(state);

@@ -20,6 +20,7 @@
 #include "transport/ssh/agent_install.h"
 #include "transport/ssh/connect.h"
 #include "transport/ssh/host_options.h"
+#include "transport/ssh/openssh_transport.h"
 #include "transport/ssh/proxy.h"
 #include "transport/transport.h"
 
@@ -32,6 +33,7 @@ struct TransportOptions {
   // version) at the expected path; empty: never copy (--no-agent-upload,
   // --agent).
   std::string agent_image;
+  OpensshOptions openssh;  // for nodes reached with the system's ssh
 };
 
 // At most N connections in their connect/handshake/auth phase at once.
@@ -60,6 +62,8 @@ class Transport {
   std::unique_ptr<AgentLink> start(const HostEntry& host, const std::string& agent_path,
                                    const std::string& label, LinkCallbacks cb);
   const TransportOptions& options() const { return opts_; }
+  // The head's agent to copy to a node with none, or null (never read twice).
+  std::shared_ptr<const AgentImage> image_for(const HostEntry& host);
   std::shared_ptr<Limiter> limiter() const { return limiter_; }
 
  private:

@@ -184,7 +184,8 @@ TEST(YamlHostfile, UnknownKeyWithoutCloseMatchListsValidKeys) {
   expect_pos(e, 3, 5);
   EXPECT_EQ(
       e.hint(),
-      "valid keys: host, name, slots, user, port, address, gpus, env, transport, agent, identity");
+      "valid keys: host, name, slots, user, port, address, gpus, env, transport, agent, identity, "
+      "ssh");
 }
 
 TEST(YamlHostfile, UnknownTopLevelKeySuggestsClosest) {
@@ -412,6 +413,24 @@ TEST(YamlHostfile, IdentityComesFromDefaultsUnlessTheHostSetsIt) {
   ASSERT_EQ(hf.hosts.size(), 2u);
   EXPECT_EQ(hf.hosts[0].identity, "/keys/cluster");
   EXPECT_EQ(hf.hosts[1].identity, "/keys/b");
+}
+
+TEST(YamlHostfile, SshClientComesFromDefaultsUnlessTheHostSetsIt) {
+  const Hostfile hf = parse(
+      "defaults: {ssh: openssh}\n"
+      "hosts:\n"
+      "  - a\n"
+      "  - {host: b, ssh: libssh2, port: 2222}\n");
+  ASSERT_EQ(hf.hosts.size(), 2u);
+  EXPECT_EQ(hf.hosts[0].ssh_client, SshClient::kOpenssh);
+  EXPECT_EQ(hf.hosts[1].ssh_client, SshClient::kLibssh2);
+  // Only a port the hostfile gives beats the ssh config's Port.
+  EXPECT_FALSE(hf.hosts[0].port_given);
+  EXPECT_TRUE(hf.hosts[1].port_given);
+  const InputError e = parse_error("hosts:\n  - {host: a, ssh: opensssh}\n");
+  expect_pos(e, 2, 20);
+  EXPECT_EQ(e.field(), "ssh");
+  EXPECT_NE(e.hint().find("openssh"), std::string::npos) << e.hint();
 }
 
 }  // namespace
