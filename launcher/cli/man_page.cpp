@@ -91,12 +91,18 @@ constexpr const char* kTail = R"(.SH FILES
 .TP
 .I dlaunch\-agent
 The per-node agent, looked for next to dlaunch (\fB\-\-agent\fR, or a host's
-\fBagent:\fR in the hostfile, to change it).
+\fBagent:\fR in the hostfile, to change it). An SSH node without it gets a copy in
+.IR ~/.cache/dlaunch/ VERSION\- HASH /dlaunch\-agent
+(\fB\-\-no\-agent\-upload\fR turns this off).
+.TP
+.I ~/.ssh/config, /etc/ssh/ssh_config
+Read as \fBssh\fR(1) reads them (\fB\-F\fR \fIFILE\fR in their place): host
+aliases, HostName, User, Port, IdentityFile, ProxyJump, ProxyCommand, known_hosts files.
 .TP
 .I share/dlaunch/hostfiles/
 Example hostfiles.
 .SH SEE ALSO
-\fBmpirun\fR(1), \fBsrun\fR(1), \fBsalloc\fR(1), \fBssh\fR(1)
+\fBmpirun\fR(1), \fBsrun\fR(1), \fBsalloc\fR(1), \fBssh\fR(1), \fBssh_config\fR(5)
 )";
 
 }  // namespace
