@@ -1,5 +1,6 @@
 #include "transport/ssh/connect.h"
 
+#include <poll.h>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -210,6 +211,15 @@ asio::awaitable<void> authenticate(Connection& c, const ConnectOptions& o,
 }  // namespace
 
 bool debug_ssh() { return debug_enabled("ssh"); }
+
+bool send_keepalive(LIBSSH2_SESSION* session, int fd) {
+  if ((libssh2_session_block_directions(session) & LIBSSH2_SESSION_BLOCK_OUTBOUND) != 0)
+    return false;
+  pollfd p{.fd = fd, .events = POLLOUT, .revents = 0};
+  if (::poll(&p, 1, 0) != 1 || (p.revents & POLLOUT) == 0) return false;
+  int next = 0;
+  return libssh2_keepalive_send(session, &next) == 0;
+}
 
 std::string current_user() {
   if (const passwd* pw = ::getpwuid(::getuid())) return pw->pw_name;

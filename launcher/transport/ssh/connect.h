@@ -149,6 +149,13 @@ boost::asio::awaitable<CommandResult> wait_command(Connection& conn, LIBSSH2_CHA
                                                    const std::shared_ptr<ConnectCancel>& cancel,
                                                    std::chrono::steady_clock::time_point deadline);
 
+// Sends an SSH keepalive when one is due, but only when the socket has room
+// for it: libssh2 ignores EAGAIN inside libssh2_keepalive_send, so a
+// keepalive it could only half send stays pending, and the next, different
+// packet (a channel write) then fails with LIBSSH2_ERROR_BAD_USE. Returns
+// whether it sent one (or none was due).
+bool send_keepalive(LIBSSH2_SESSION* session, int fd);
+
 std::string current_user();
 
 // DLAUNCH_DEBUG=ssh: log each connection's stages with their times to stderr.

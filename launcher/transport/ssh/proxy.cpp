@@ -76,7 +76,7 @@ struct Tunnel;
 
 // Which call on a jump session last stopped half-way through a send, and
 // must therefore be repeated before any other call that sends.
-enum class Owner { kNone, kTunnel, kOpener, kKeepalive };
+enum class Owner { kNone, kTunnel, kOpener };
 
 struct JumpSession : std::enable_shared_from_this<JumpSession> {
   JumpSession(asio::io_context& io_, std::string name_)
@@ -331,14 +331,6 @@ void JumpSession::service() {
   if (!conn || dead()) return;
   waiters.notify();  // the opener, if waiting, looks again
   if (owner == Owner::kOpener) return arm();
-  if (owner == Owner::kKeepalive) {
-    owner = Owner::kNone;
-    int next = 0;
-    if (libssh2_keepalive_send(session(), &next) == LIBSSH2_ERROR_EAGAIN && outbound_blocked()) {
-      owner = Owner::kKeepalive;
-      return arm();
-    }
-  }
   if (owner == Owner::kTunnel) {
     if (auto t = owner_tunnel.lock(); t && !t->closed) {
       t->pump_session(false);
@@ -451,11 +443,7 @@ void JumpSession::arm_keepalive() {
     self->keepalive_armed = false;
     if (ec || self->dead() || !self->conn) return;
     if (self->owner == Owner::kNone && !self->opening) {
-      int next = 0;
-      if (libssh2_keepalive_send(self->session(), &next) == LIBSSH2_ERROR_EAGAIN &&
-          self->outbound_blocked()) {
-        self->owner = Owner::kKeepalive;
-      }
+      send_keepalive(self->session(), self->conn->socket.native_handle());
       self->service();
     }
     self->arm_keepalive();

@@ -11,9 +11,10 @@
 //
 // A jump host's session is shared by many channels. libssh2 requires that a
 // call that returned EAGAIN with a packet half-sent be repeated before any
-// other call sends on that session (otherwise the half-sent packet is
-// completed in place of the new one, which is then lost); the jump session
-// lets the one call that blocked go first, and nobody else send until it has.
+// other call sends on that session (any other fails with
+// LIBSSH2_ERROR_BAD_USE, which would fail that channel's node); the jump
+// session lets the one call that blocked go first, and nobody else send
+// until it has.
 //
 // Thread safety: none; everything runs on the io_context's one thread.
 #pragma once

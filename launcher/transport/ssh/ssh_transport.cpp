@@ -276,8 +276,7 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
     keepalive.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (ec || self->closed || !self->conn) return;
       if (self->uploading) return self->arm_keepalive();  // its writes must not interleave
-      int next = 0;
-      libssh2_keepalive_send(self->conn->session.get(), &next);
+      send_keepalive(self->conn->session.get(), self->conn->socket.native_handle());
       self->pump();
       self->arm_keepalive();
     });
