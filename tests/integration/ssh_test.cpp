@@ -396,3 +396,53 @@ TEST_F(Ssh, AMissingProgramIsReportedForEveryHost) {
   }
   EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
 }
+
+// The user's ssh config on the loopback bed: a chain of two jump hosts
+// (hop2 is itself reached through hop1) in front of two nodes; each jump
+// host is connected once for every node behind it.
+TEST_F(Ssh, AChainOfJumpHostsFromTheSshConfigCarriesEveryNode) {
+  const auto dir = fs::path(*dir_) / ("chain-" + std::to_string(counter_++));
+  fs::create_directories(dir);
+  fs::copy_file(fs::path(home()) / ".ssh/id_ed25519", dir / "cluster_key");
+  const std::string config = (dir / "config").string();
+  std::ofstream(config) << "Host hop1\n  HostName 127.0.0.2\n"
+                        << "Host hop2\n  HostName 127.0.0.3\n  ProxyJump hop1\n"
+                        << "Host n1\n  HostName 127.0.0.4\n  ProxyJump hop2\n"
+                        << "Host n2\n  HostName 127.0.0.5\n  ProxyJump hop2\n"
+                        << "Host *\n  Port " << port_ << "\n  IdentityFile "
+                        << (dir / "cluster_key").string()
+                        << "\n  IdentitiesOnly yes\n  UserKnownHostsFile " << home()
+                        << "/.ssh/known_hosts\n";
+  auto e = env(home());
+  e.push_back("DLAUNCH_DEBUG=ssh");
+  auto r = run(dlaunch_cmd({"-F", config, "-H", "n1:2,n2:1", "sh", "-c", "echo R=$RANK"}), 60, e);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int rank = 0; rank < 3; ++rank)
+    EXPECT_NE(r.out.find("R=" + std::to_string(rank) + "\n"), std::string::npos) << r.out;
+  std::size_t hop1 = 0, hop2 = 0;
+  for (const auto& l : lines_of(r.err)) {
+    if (l.find("ssh hop1 (127.0.0.2:") != std::string::npos &&
+        l.find("jump host connected") != std::string::npos)
+      ++hop1;
+    if (l.find("ssh hop2 (127.0.0.3:") != std::string::npos &&
+        l.find("jump host connected") != std::string::npos)
+      ++hop2;
+  }
+  EXPECT_EQ(hop1, 1u) << r.err;
+  EXPECT_EQ(hop2, 1u) << r.err;
+}
+
+TEST_F(Ssh, AJumpHostThatCannotBeReachedFailsEveryNodeBehindItNamingIt) {
+  const auto dir = fs::path(*dir_) / ("deadjump-" + std::to_string(counter_++));
+  fs::create_directories(dir);
+  const std::string config = (dir / "config").string();
+  std::ofstream(config) << "Host gate\n  HostName 127.0.0.9\n  Port 1\n"
+                        << "Host n*\n  ProxyJump gate\n  Port " << port_ << "\n";
+  auto r = run(dlaunch_cmd({"-F", config, "-H", "n1,n2", "true"}), 60, env(home()));
+  EXPECT_EQ(r.exit_code, 1);
+  for (const char* node : {"node 0 (n1)", "node 1 (n2)"}) {
+    EXPECT_NE(r.err.find(std::string(node) + ": jump host gate (127.0.0.9:1): cannot connect"),
+              std::string::npos)
+        << r.err;
+  }
+}
