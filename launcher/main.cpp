@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "check/descriptors.h"
 #include "check/preflight.h"
 #include "cli/options.h"
 #include "controller/controller.h"
@@ -195,6 +196,9 @@ int run(int argc, char** argv) {
                              : o.host_key_check == "accept-new" ? dl::ssh::HostKeyPolicy::kAcceptNew
                                                                 : dl::ssh::HostKeyPolicy::kStrict;
   ssh_opts.keepalive_s = std::max(1, static_cast<int>(o.heartbeat_timeout_s / 3));
+  // One descriptor per SSH node, two per local node: a job over the limit
+  // would fail part-way, with some agents started (EMFILE on a connection).
+  if (!o.dry_run) dl::check_descriptors(plan, !o.output_dir.empty());
   if (o.check) {
     const char* path = std::getenv("PATH");
     return dl::run_preflight(plan, {.agent_path = agent,
