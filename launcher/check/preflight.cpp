@@ -99,11 +99,12 @@ std::string run_local(const std::string& script, std::vector<std::string> prefix
 asio::awaitable<void> check_ssh(asio::io_context& io, Row& row, const HostEntry& host,
                                 std::string script, std::string agent, const PreflightOptions& o,
                                 std::shared_ptr<ssh::Limiter> limiter) {
-  co_await limiter->acquire();
+  // The check teaches the limiter nothing: its window stays where it starts.
   struct Release {
     std::shared_ptr<ssh::Limiter> l;
-    ~Release() { l->release(); }
-  } release{limiter};
+    ssh::Limiter::Ticket t;
+    ~Release() { l->release(t, ssh::SlotOutcome::kNeutral); }
+  } release{limiter, co_await limiter->acquire()};
   try {
     auto conn = co_await ssh::connect(io, ssh::connect_options(host, o.ssh));
     row.connect = row.hostkey = row.auth = "ok";
@@ -155,7 +156,8 @@ std::string preflight_script(const std::string& agent, const std::string& workdi
 
 int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
   asio::io_context io;
-  auto limiter = std::make_shared<ssh::Limiter>(io, std::max(1, o.ssh.concurrency));
+  auto limiter = std::make_shared<ssh::Limiter>(
+      io, ssh::LimiterConfig::for_timeout(o.ssh.connect_timeout, std::max(0, o.ssh.concurrency)));
   std::vector<Row> rows(plan.nodes.size());
   for (std::size_t i = 0; i < plan.nodes.size(); ++i) {
     const auto& host = plan.nodes[i].host;

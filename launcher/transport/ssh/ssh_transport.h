@@ -18,30 +18,19 @@
 #include "dlaunch/tunables.h"
 #include "hostfile/hostfile.h"
 #include "transport/ssh/connect.h"
+#include "transport/ssh/limiter.h"
 #include "transport/transport.h"
 
 namespace dlaunch::ssh {
 
 struct TransportOptions {
+  // Connections in their connect/handshake/auth/exec phase at once; 0: adapt
+  // (limiter.h).
   int concurrency = static_cast<int>(tunables::kSshConcurrency.value);
   std::chrono::milliseconds connect_timeout = default_ms(tunables::kConnectTimeout);
   HostKeyPolicy host_key_policy = HostKeyPolicy::kStrict;
   std::string known_hosts;  // empty: ~/.ssh/known_hosts
   int keepalive_s = 10;
-};
-
-// At most N connections in their connect/handshake/auth phase at once.
-class Limiter {
- public:
-  Limiter(boost::asio::io_context& io, int limit) : io_(io), limit_(limit) {}
-  boost::asio::awaitable<void> acquire();
-  void release();
-
- private:
-  boost::asio::io_context& io_;
-  int limit_;
-  int active_ = 0;
-  std::deque<std::shared_ptr<boost::asio::steady_timer>> waiting_;
 };
 
 // Options for one host, from the hostfile entry and the transport options.
