@@ -13,7 +13,9 @@ sshd, shell, agent and `true`), the CPU floor = (head CPU + sshd side CPU) / cor
 and the CPU others used on the machine meanwhile (busy time of /proc/stat less
 ours: a shared machine's noise, which the floor does not include), the CPU
 left idle, and the busy floor = (ours + others') / cores: how close the run
-came to keeping the whole machine busy. dlaunch
+came to keeping the whole machine busy. Between runs, and before the sshd
+side's CPU is read, every login of the bed has ended and been reaped
+(dlaunch's agents stop a moment after dlaunch exits: that time is reported). dlaunch
 runs with DLAUNCH_DEBUG=stats: its peak RSS (VmHWM) per node.
 """
 import argparse
@@ -49,6 +51,25 @@ def sshd_cpu(pid):
 
 
 NICE = 0
+
+
+def sessions_left(pid):
+    """Children of the sshd listener: logins not yet ended and reaped."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return len(f.read().split())
+    except OSError:
+        return 0
+
+
+def wait_sessions_gone(pid, timeout=120):
+    """Seconds until every login has ended and been reaped (the agents of a
+    launcher that has exited may still be stopping)."""
+    start = time.perf_counter()
+    while sessions_left(pid) > 0 and time.perf_counter() - start < timeout:
+        time.sleep(0.02)
+    time.sleep(0.05)  # the listener's last waitpid
+    return time.perf_counter() - start
 
 
 def soft_limit():
@@ -142,17 +163,22 @@ def main():
             order = tools[r % len(tools):] + tools[:r % len(tools)]
             for t in order:
                 cmd, env = tool_cmd(t, n)
-                time.sleep(0.5)  # the previous run's sessions end and are reaped
+                wait_sessions_gone(sshd_pid)  # nothing of the previous run left
                 sshd0, busy0 = sshd_cpu(sshd_pid), busy_jiffies()
                 wall, head, code, err = run(cmd, env)
-                time.sleep(0.5)
+                busy_run = (busy_jiffies() - busy0) / CLK_TCK
+                # The sshd side's CPU counts every login to its end: a
+                # launcher's agents may still be stopping after it exits.
+                linger = wait_sessions_gone(sshd_pid)
                 sshd = sshd_cpu(sshd_pid) - sshd0
                 busy = (busy_jiffies() - busy0) / CLK_TCK
                 s = {"wall_s": wall, "head_cpu_s": head, "sshd_cpu_s": sshd,
                      "floor_s": (head + sshd) / cores, "others_cpu_s": max(0.0, busy - head - sshd),
-                     "idle_cpu_s": max(0.0, (wall + 0.5) * cores - busy), "exit": code}
-                # The floor of a machine shared with others: what ran on it, ours and theirs.
-                s["busy_floor_s"] = max(busy, head + sshd) / cores
+                     "idle_cpu_s": max(0.0, wall * cores - busy_run), "sessions_end_s": linger,
+                     "exit": code}
+                # The floor of a machine shared with others: the CPU that was
+                # busy during the run, ours and theirs (1.00: never idle).
+                s["busy_floor_s"] = busy_run / cores
                 if code != 0:
                     # Counted, not fatal: a fixed limit too high for the machine fails this way.
                     s["failed_nodes"] = len({m for m in re.findall(r"on node (\d+) ", err)})
@@ -168,7 +194,8 @@ def main():
                 samples[t].append(s)
                 log(f"{n} nodes, {t}: {wall:.2f} s wall, head {head:.2f} s, sshd side {sshd:.2f} s CPU, "
                     f"floor {s['floor_s']:.2f} s, x{s['ratio']:.2f}, others {s['others_cpu_s']:.1f} s CPU, "
-                    f"idle {s['idle_cpu_s']:.1f} s, x{s['busy_ratio']:.2f} of the busy floor"
+                    f"idle {s['idle_cpu_s']:.1f} s, x{s['busy_ratio']:.2f} of the busy floor, "
+                    f"sessions ended {linger:.2f} s after"
                     + (f", peak RSS {s['maxrss_kib'] / 1024:.1f} MiB" if "maxrss_kib" in s else ""))
         row = {"nodes": n}
         for t, ss in samples.items():
@@ -184,16 +211,16 @@ def main():
     # succeeded; KiB/node = peak RSS / nodes, and the marginal KiB/node
     # between the node counts.
     print(f"| nodes | tool | wall s | head CPU s | sshd side CPU s | floor s | wall / floor "
-          f"| vs pdsh | others' CPU s | idle CPU s | wall / busy floor "
+          f"| vs pdsh | others' CPU s | idle CPU s | wall / busy floor | sessions end s "
           f"| peak RSS MiB | KiB/node | marginal KiB/node | failed runs |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     prev = {}
     for row in results["rows"]:
         n = row["nodes"]
         for t in tools:
             m = row[t]
             if "wall_s" not in m:
-                print(f"| {n} | {t} |" + " - |" * 12 + f" {m['failed_runs']} of {a.runs} |")
+                print(f"| {n} | {t} |" + " - |" * 13 + f" {m['failed_runs']} of {a.runs} |")
                 continue
             rss = m.get("maxrss_kib")
             vs = f"{m['wall_s'] / row['pdsh']['wall_s']:.2f}" if "wall_s" in row.get("pdsh", {}) else "-"
@@ -204,7 +231,7 @@ def main():
                 prev[t] = (n, rss)
             print(f"| {n} | {t} | {m['wall_s']:.2f} | {m['head_cpu_s']:.2f} | {m['sshd_cpu_s']:.2f} | "
                   f"{m['floor_s']:.2f} | {m['ratio']:.2f} | {vs} | {m['others_cpu_s']:.1f} | "
-                  f"{m['idle_cpu_s']:.1f} | {m['busy_ratio']:.2f} | "
+                  f"{m['idle_cpu_s']:.1f} | {m['busy_ratio']:.2f} | {m['sessions_end_s']:.2f} | "
                   + (f"{rss / 1024:.1f} | {rss / n:.1f} | {marg} |" if rss else "- | - | - |")
                   + f" {m['failed_runs']} of {a.runs} |")
 

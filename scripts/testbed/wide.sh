@@ -72,9 +72,15 @@ conf="$dir/sshd_config"
 # Every login of the bed may be in its handshake at once: no early drops.
 TB_SSHD_MAX_STARTUPS="$((n + 64)):100:$((n + 128))" tb_sshd_config "$dir" "$conf" "$port" "$dir/sshd.pid" 0.0.0.0
 echo "AllowUsers *@127.*" >> "$conf"
-# The listener holds a pipe per login in progress: give it room.
+# The listener holds a pipe per login in progress: give it room. It is made a
+# child subreaper (prctl PR_SET_CHILD_SUBREAPER, kept across exec): what a
+# login leaves running after its session ended (an agent still stopping) is
+# reparented to it and reaped by it, so the listener's children's CPU times
+# (/proc/PID/stat cutime, cstime) count every process the logins ran.
 (ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
- exec "$sshd_bin" -D -f "$conf" -E "$dir/sshd.log" </dev/null >/dev/null 2>&1) &
+ exec python3 -c 'import ctypes, os, sys
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+os.execv(sys.argv[1], sys.argv[1:])' "$sshd_bin" -D -f "$conf" -E "$dir/sshd.log" </dev/null >/dev/null 2>&1) &
 echo $! > "$dir/sshd.pids"
 
 # Ready when the first and the last host accept connections, and the pid file
