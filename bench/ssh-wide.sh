@@ -62,4 +62,7 @@ mkdir -p "$(dirname "$out")"
 echo
 echo "libssh2 alone, 64 connections held open (bench/programs/ssh_session_memory.cpp):"
 build/release/bin/ssh_session_memory "$tb/hosts.list" "$(cat "$tb/port")" "$(cat "$tb/user")" \
-  "$tb/home/.ssh/id_ed25519" "$((max < 64 ? max : 64))"
+  "$tb/home/.ssh/id_ed25519" "$((max < 64 ? max : 64))" | tee "$out.memory"
+# The section of docs/BENCHMARKS.md (bench/report.py includes bench/ssh-wide.md).
+/usr/bin/python3 bench/ssh_wide.py report "$out" "$out.memory" bench/ssh-wide.md
+echo "ssh-wide.sh: bench/ssh-wide.md written; copy it into docs/BENCHMARKS.md or run bench/run --report-only" >&2
