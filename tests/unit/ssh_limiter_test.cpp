@@ -34,6 +34,7 @@ ssh::LimiterConfig adaptive(int initial, int min = 4, int max = 1024) {
 void round_of(ssh::ConcurrencyPolicy& p, dltest::ManualClock& clock, int count, milliseconds took,
               Outcome outcome) {
   std::vector<ssh::ConcurrencyPolicy::Ticket> tickets;
+  tickets.reserve(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) tickets.push_back(ssh::ConcurrencyPolicy::started(clock.now()));
   clock.advance(took);
   for (const auto& t : tickets) p.finished(t, clock.now(), outcome);
@@ -117,6 +118,7 @@ TEST(SshLimiterPolicy, ATimeoutOrResetHalvesOncePerRound) {
   // 64 under way when the first of them times out: the window halves once;
   // the others started before that cut and do not cut it again.
   std::vector<ssh::ConcurrencyPolicy::Ticket> under_way;
+  under_way.reserve(64);
   for (int i = 0; i < 64; ++i) under_way.push_back(ssh::ConcurrencyPolicy::started(clock.now()));
   clock.advance(milliseconds(10000));
   for (const auto& t : under_way) p.finished(t, clock.now(), Outcome::kCongested);
