@@ -369,6 +369,13 @@ def write(results_path, md_path, png_path):
           "anyone.")
         w("")
 
+    # ---- 1000+ SSH nodes: measured apart by bench/ssh-wide.sh, which writes this section
+    wide = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ssh-wide.md")
+    if os.path.exists(wide):
+        with open(wide) as f:
+            w(f.read().rstrip())
+        w("")
+
     # ---- commands
     w("## Exact commands")
     w("")

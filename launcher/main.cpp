@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "check/descriptors.h"
 #include "check/preflight.h"
 #include "cli/options.h"
 #include "controller/controller.h"
@@ -231,6 +232,7 @@ int run(int argc, char** argv) {
   const bool any_ssh = std::any_of(plan.nodes.begin(), plan.nodes.end(), [](const auto& n) {
     return n.host.transport == dl::Transport::kSsh && n.host.ssh_client == dl::SshClient::kLibssh2;
   });
+  long long proxied = 0;  // SSH nodes behind a jump host or ProxyCommand
   if (any_ssh) {
     hs.context = dl::ssh::ResolveContext::current();
     dl::ssh::LoadOptions lo;
@@ -238,12 +240,17 @@ int run(int argc, char** argv) {
     lo.home = hs.context.home;
     hs.config = std::make_shared<const dl::ssh::SshConfig>(dl::ssh::SshConfig::load(lo));
     for (const auto& n : plan.nodes) {
-      if (n.host.transport == dl::Transport::kSsh && n.host.ssh_client == dl::SshClient::kLibssh2)
-        (void)dl::ssh::resolve_host(n.host, hs);
+      if (n.host.transport != dl::Transport::kSsh || n.host.ssh_client != dl::SshClient::kLibssh2)
+        continue;
+      const auto c = dl::ssh::resolve_host(n.host, hs);
+      if (!c.jumps.empty() || !c.proxy_command.empty()) ++proxied;
     }
   } else if (!o.ssh_config.empty() && o.ssh_config != "none") {
     (void)dl::ssh::SshConfig::load({.config_file = o.ssh_config});  // still checked
   }
+  // One descriptor per SSH node, two per local node: a job over the limit
+  // would fail part-way, with some agents started (EMFILE on a connection).
+  if (!o.dry_run) dl::check_descriptors(plan, !o.output_dir.empty(), proxied);
   if (o.check) {
     const char* path = std::getenv("PATH");
     return dl::run_preflight(plan, {.agent_path = agent,

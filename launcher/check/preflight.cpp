@@ -114,11 +114,12 @@ asio::awaitable<void> check_ssh(Row& row, const HostEntry& host, std::string scr
                                 std::string agent, const PreflightOptions& o,
                                 std::shared_ptr<ssh::Limiter> limiter,
                                 std::shared_ptr<ssh::Connector> connector) {
-  co_await limiter->acquire();
+  // The check teaches the limiter nothing: its window stays where it starts.
   struct Release {
     std::shared_ptr<ssh::Limiter> l;
-    ~Release() { l->release(); }
-  } release{limiter};
+    ssh::Limiter::Ticket t;
+    ~Release() { l->release(t, ssh::SlotOutcome::kNeutral); }
+  } release{limiter, co_await limiter->acquire()};
   try {
     const auto opts = ssh::connect_options(host, o.ssh);
     auto conn = co_await connector->connect(opts);
@@ -177,7 +178,9 @@ std::string preflight_script(const std::string& agent, const std::string& workdi
 
 int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
   asio::io_context io;
-  auto limiter = std::make_shared<ssh::Limiter>(io, std::max(1, o.ssh.concurrency));
+  auto limiter = std::make_shared<ssh::Limiter>(
+      io,
+      ssh::LimiterConfig::for_timeout(o.ssh.hosts.connect_timeout, std::max(0, o.ssh.concurrency)));
   auto connector = std::make_shared<ssh::Connector>(io);
   std::shared_ptr<const ssh::AgentImage> image;  // read once, when a node may need a copy
   std::vector<Row> rows(plan.nodes.size());

@@ -233,7 +233,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   ssh->add_option(tunables::kSshConcurrency.option, o.ssh_concurrency,
                   tunables::kSshConcurrency.help)
       ->capture_default_str()
-      ->check(integer_in(1, 4096, "an integer from 1 to 4096", "1..4096"));
+      ->check(integer_in(0, 4096, "an integer from 0 (adapt) to 4096", "0..4096"));
   ssh->add_option(tunables::kConnectTimeout.option, o.connect_timeout_s,
                   tunables::kConnectTimeout.help)
       ->capture_default_str()

@@ -28,9 +28,9 @@ tb_keys() {
 tb_host_key() { cut -d' ' -f1,2 "$1/host_key.pub"; }
 
 # tb_sshd_config DIR CONF PORT PIDFILE [LISTEN_ADDRESS...]: an sshd config of
-# the bed (its keys, no PAM, root by key only, many parallel logins). The host
-# key is DIR/host_key unless TB_HOST_KEY names another (a bed whose hosts each
-# have their own).
+# the bed (its keys, no PAM, root by key only, many parallel logins:
+# TB_SSHD_MAX_STARTUPS, default 500:30:1000). The host key is DIR/host_key
+# unless TB_HOST_KEY names another (a bed whose hosts each have their own).
 tb_sshd_config() {
   local dir=$1 conf=$2 port=$3 pidfile=$4
   shift 4
@@ -45,7 +45,7 @@ tb_sshd_config() {
     echo "PermitRootLogin prohibit-password"
     echo "PasswordAuthentication no"
     echo "KbdInteractiveAuthentication no"
-    echo "MaxStartups 500:30:1000"
+    echo "MaxStartups ${TB_SSHD_MAX_STARTUPS:-500:30:1000}"
     echo "MaxSessions 100"
     echo "LogLevel ERROR"
   } > "$conf"

@@ -50,8 +50,10 @@ inline constexpr Tunable kCollectiveTimeout{
     "--collective-timeout", "DLAUNCH_COLLECTIVE_TIMEOUT", 600.0, "s",
     "seconds one comm collective may wait before the NCCL watchdog aborts it and the rank "
     "fails (0: never)"};
-inline constexpr Tunable kSshConcurrency{"--ssh-concurrency", nullptr, 64.0, "",
-                                         "SSH connections in progress at once"};
+inline constexpr Tunable kSshConcurrency{
+    "--ssh-concurrency", nullptr, 0.0, "",
+    "SSH connections in progress at once (connect to exec); 0: adapt to how fast the hosts "
+    "answer, from 64 up to 1024, halved when they time out or drop connections"};
 inline constexpr Tunable kConnectTimeout{
     "--connect-timeout", nullptr, 10.0, "s",
     "seconds to connect, handshake and authenticate, per host"};

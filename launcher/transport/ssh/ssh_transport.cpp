@@ -19,27 +19,6 @@ namespace dlaunch::ssh {
 namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 
-asio::awaitable<void> Limiter::acquire() {
-  if (active_ < limit_) {
-    ++active_;
-    co_return;
-  }
-  auto t = std::make_shared<asio::steady_timer>(io_, asio::steady_timer::time_point::max());
-  waiting_.push_back(t);
-  boost::system::error_code ec;
-  co_await t->async_wait(asio::redirect_error(asio::use_awaitable, ec));  // cancelled = our turn
-}
-
-void Limiter::release() {
-  if (!waiting_.empty()) {
-    auto t = waiting_.front();
-    waiting_.pop_front();
-    t->cancel();  // the slot passes to the next waiter
-  } else if (active_ > 0) {
-    --active_;
-  }
-}
-
 namespace {
 
 // Bytes of each stream one wake-up of a link reads at most.
@@ -380,20 +359,23 @@ class SshLink final : public AgentLink {
   std::shared_ptr<LinkState> s_;
 };
 
+// A slot of the limiter, given back once with how the connection went;
+// kNeutral when the link was closed or cancelled meanwhile.
 struct SlotGuard {
   std::shared_ptr<Limiter> limiter;
+  Limiter::Ticket ticket{};
   bool held = false;
-  void release() {
-    if (held) limiter->release();
+  void release(SlotOutcome outcome) {
+    if (held) limiter->release(ticket, outcome);
     held = false;
   }
-  ~SlotGuard() { release(); }
+  ~SlotGuard() { release(SlotOutcome::kNeutral); }
 };
 
 asio::awaitable<void> run_link(std::shared_ptr<LinkState> s, std::shared_ptr<Limiter> limiter,
                                std::shared_ptr<Connector> connector, ConnectOptions opts) {
   SlotGuard slot{limiter};
-  co_await limiter->acquire();
+  slot.ticket = co_await limiter->acquire();
   slot.held = true;
   if (s->closed) co_return;
   opts.cancel = s->cancel;
@@ -424,7 +406,7 @@ asio::awaitable<void> run_link(std::shared_ptr<LinkState> s, std::shared_ptr<Lim
     s->channel = std::move(ch);
   } catch (const ConnectError& e) {
     s->connecting = false;
-    slot.release();
+    slot.release(slot_outcome(e));
     if (s->closed) {
       s->drop_connection();
       co_return;
@@ -432,7 +414,7 @@ asio::awaitable<void> run_link(std::shared_ptr<LinkState> s, std::shared_ptr<Lim
     s->fail(e.what());
     co_return;
   }
-  slot.release();
+  slot.release(SlotOutcome::kDone);
   if (!s->conn->host_key_note.empty()) write_all(2, "dlaunch: " + s->conn->host_key_note + "\n");
   s->arm_keepalive();
   s->pump();
@@ -443,7 +425,9 @@ asio::awaitable<void> run_link(std::shared_ptr<LinkState> s, std::shared_ptr<Lim
 Transport::Transport(asio::io_context& io, TransportOptions opts)
     : io_(io),
       opts_(std::move(opts)),
-      limiter_(std::make_shared<Limiter>(io, std::max(1, opts_.concurrency))),
+      limiter_(std::make_shared<Limiter>(
+          io,
+          LimiterConfig::for_timeout(opts_.hosts.connect_timeout, std::max(0, opts_.concurrency)))),
       connector_(std::make_shared<Connector>(io)) {}
 
 std::shared_ptr<const AgentImage> Transport::image_for(const HostEntry& host) {

@@ -20,6 +20,7 @@
 #include "transport/ssh/agent_install.h"
 #include "transport/ssh/connect.h"
 #include "transport/ssh/host_options.h"
+#include "transport/ssh/limiter.h"
 #include "transport/ssh/openssh_transport.h"
 #include "transport/ssh/proxy.h"
 #include "transport/transport.h"
@@ -27,6 +28,8 @@
 namespace dlaunch::ssh {
 
 struct TransportOptions {
+  // Connections in their connect/handshake/auth/exec phase at once; 0: adapt
+  // (limiter.h).
   int concurrency = static_cast<int>(tunables::kSshConcurrency.value);
   HostSettings hosts;  // the ssh config and the command line's SSH options
   // The head's own agent, copied to nodes that have none (or another
@@ -34,20 +37,6 @@ struct TransportOptions {
   // --agent).
   std::string agent_image;
   OpensshOptions openssh;  // for nodes reached with the system's ssh
-};
-
-// At most N connections in their connect/handshake/auth phase at once.
-class Limiter {
- public:
-  Limiter(boost::asio::io_context& io, int limit) : io_(io), limit_(limit) {}
-  boost::asio::awaitable<void> acquire();
-  void release();
-
- private:
-  boost::asio::io_context& io_;
-  int limit_;
-  int active_ = 0;
-  std::deque<std::shared_ptr<boost::asio::steady_timer>> waiting_;
 };
 
 // Options for one host, from the hostfile entry and the transport options.
