@@ -33,19 +33,26 @@ class Deadline {
  public:
   Deadline(asio::ip::tcp::socket& sock, Clock::time_point at) : timer_(sock.get_executor()) {
     timer_.expires_at(at);
-    timer_.async_wait([&sock, expired = expired_](boost::system::error_code ec) {
-      if (ec) return;
+    timer_.async_wait([&sock, expired = expired_, active = active_](boost::system::error_code ec) {
+      // A step that ended just as the deadline passed: the expiry may
+      // already be queued when cancel() comes; it must not close the
+      // socket of a connection that is done (or gone).
+      if (ec || !*active) return;
       *expired = true;
       boost::system::error_code ignored;
       sock.close(ignored);
     });
   }
-  ~Deadline() { timer_.cancel(); }
+  ~Deadline() {
+    *active_ = false;
+    timer_.cancel();
+  }
   bool expired() const { return *expired_; }
 
  private:
   asio::steady_timer timer_;
   std::shared_ptr<bool> expired_ = std::make_shared<bool>(false);
+  std::shared_ptr<bool> active_ = std::make_shared<bool>(true);
 };
 
 // While alive: a cancel() closes the socket (what connect or exec waits on
