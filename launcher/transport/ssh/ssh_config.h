@@ -61,19 +61,8 @@
 #include <utility>
 #include <vector>
 
+#include "dlaunch/tunables.h"
 #include "hostfile/hostfile.h"
-
-namespace dlaunch::limits {
-
-// Caps on hostile input, beside dlaunch/tunables.h's (kept here so that a
-// change does not rebuild everything): over all the files of one load; a real
-// config is a few hundred short lines in a few files.
-inline constexpr std::size_t kMaxSshConfigLineBytes = std::size_t{16} << 10;
-inline constexpr std::size_t kMaxSshConfigLines = 200000;
-inline constexpr std::size_t kMaxSshConfigBytes = std::size_t{64} << 20;
-inline constexpr std::size_t kMaxSshConfigFiles = 512;  // the top files and every included one
-
-}  // namespace dlaunch::limits
 
 namespace dlaunch::ssh {
 
