@@ -15,6 +15,7 @@
 #include "dlaunch/debug.h"
 #include "dlaunch/process.h"
 #include "dlaunch/version.h"
+#include "net/job_network.h"
 
 namespace dlaunch {
 
@@ -214,6 +215,8 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     on_fence(i, std::move(*up));
   } else if (auto* ab = std::get_if<proto::WorkerAbort>(&msg)) {
     on_worker_abort(*ab);
+  } else if (auto* pr = std::get_if<proto::ProbeResult>(&msg)) {
+    on_probe_result(i, std::move(*pr));
   } else {
     fail({.kind = CauseKind::kNode,
           .message = node_label(i) + ": unexpected message " + proto::message_name(msg)});
@@ -245,6 +248,7 @@ void Controller::on_hello(std::size_t i, const proto::Hello& hello) {
 void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
   nodes_[i].ready = true;
   nodes_[i].no_cgroup = ready.no_cgroup;
+  nodes_[i].interfaces = ready.interfaces;
   ++readies_;
   show_progress();
   if (i == 0) {
@@ -263,6 +267,12 @@ void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
     if (!n.ready) return;
   }
   milestones_.ready = env_.clock.now();
+  deadline_->cancel();
+  if (begin_network_choice()) return;  // Start waits for the other nodes' tests
+  send_start();
+}
+
+void Controller::send_start() {
   phase_ = Phase::kRunning;
   start_sent_ = true;
   deadline_->cancel();
@@ -274,6 +284,9 @@ void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
                                        {"DLAUNCH_STORE_PORT", std::to_string(store_port_)},
                                        {"DLAUNCH_STORE_SECRET", cfg_.store_secret}});
   }
+  // Each agent finds its interface toward it, for gloo, NCCL and Open MPI;
+  // a job on this machine alone keeps to loopback and sets none.
+  if (!net::all_local(plan_) && net::is_ip_address(addr)) start.net_address = addr;
   // Nodes on node 0's machine (node 0, and every local node when it is
   // local) reach the store through its Unix socket too.
   const bool node0_local = nodes_.front().plan->host.transport == Transport::kLocal;
@@ -288,6 +301,141 @@ void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
       nodes_[k].link->send(start);
     }
   }
+}
+
+namespace {
+
+std::string describe_candidate(const net::Candidate& c) {
+  std::string what = c.interface;
+  const std::string note = net::tier_note(c.tier);
+  if (!note.empty()) what += (what.empty() ? "" : ", ") + note;
+  return what.empty() ? c.address : fmt::format("{} ({})", c.address, what);
+}
+
+}  // namespace
+
+// Every node is ready. Decides how MASTER_ADDR is found: given, this
+// machine's loopback, or one of node 0's addresses that every other node
+// reaches, which they test now (Probe). True when Start must wait for their
+// answers (or the job ended here).
+bool Controller::begin_network_choice() {
+  const bool debug = debug_enabled("net");
+  const auto given = net::given_master_addr(plan_, cfg_.master_addr_explicit);
+  const auto not_probed = [&](const std::string& why) {
+    if (debug) log("net: " + why);
+    if (!cfg_.probe_only) return false;
+    end_probe_only();
+    return true;
+  };
+  if (given) network_.given = *given;
+  if (net::all_local(plan_)) {
+    return not_probed(fmt::format(
+        "every node is on this machine: MASTER_ADDR={}, no address to test", plan_.master_addr));
+  }
+  if (given && !net::probe_wanted(plan_, cfg_.master_addr_explicit, cfg_.probe_only)) {
+    return not_probed(fmt::format(
+        "MASTER_ADDR={} is given ({}): not tested", *given,
+        cfg_.master_addr_explicit ? "--master-addr" : "node 0's address in the hostfile"));
+  }
+  if (given) {
+    network_.candidates = {net::Candidate{.address = *given}};
+  } else if (nodes_.front().interfaces.empty()) {
+    return not_probed(node_label(0) + " reported no interfaces: MASTER_ADDR=" + master_addr() +
+                      " (the address the head reached it at)");
+  } else {
+    network_.candidates = net::master_candidates(nodes_.front().interfaces);
+  }
+  if (debug) {
+    std::string list;
+    for (const auto& c : network_.candidates)
+      list += (list.empty() ? "" : ", ") + describe_candidate(c);
+    log(fmt::format("net: {} addresses to try, in order: {}", node_label(0),
+                    list.empty() ? "none" : list));
+  }
+  if (network_.candidates.empty() || nodes_.size() == 1) {
+    // Nothing to test: one node reaches its own addresses.
+    finish_probe();
+    return true;
+  }
+  probing_ = true;
+  proto::Probe probe{.port = master_port_, .timeout_ms = proto::ms(timing::kProbeConnect)};
+  for (const auto& c : network_.candidates) probe.addresses.push_back(c.address);
+  for (std::size_t k = 1; k < nodes_.size(); ++k) {
+    network_.reach.push_back({.node = k, .label = node_label(k), .outcomes = {}});
+    nodes_[k].link->send(probe);
+  }
+  arm_deadline(timing::kProbeConnect + timing::kReportMargin,
+               "every node to test which of node 0's addresses it reaches");
+  return true;
+}
+
+void Controller::on_probe_result(std::size_t i, proto::ProbeResult&& result) {
+  if (!probing_ || i == 0 || nodes_[i].probe_answered) return;
+  nodes_[i].probe_answered = true;
+  network_.reach.at(i - 1).outcomes = std::move(result.outcomes);
+  if (phase_ != Phase::kStarting || cause_.kind != CauseKind::kNone) return;
+  for (std::size_t k = 1; k < nodes_.size(); ++k) {
+    if (!nodes_[k].probe_answered) return;
+  }
+  finish_probe();
+}
+
+// Every other node has answered (or there is none): the first of node 0's
+// addresses that all reached is the job's. None: the job fails before any
+// worker starts, naming the nodes and what they tried.
+void Controller::finish_probe() {
+  probing_ = false;
+  deadline_->cancel();
+  const auto choice =
+      net::choose_master_address(network_.candidates, network_.reach, node_label(0), master_port_);
+  if (debug_enabled("net")) {
+    for (const auto& n : network_.reach) {
+      std::string each;
+      for (std::size_t c = 0; c < network_.candidates.size(); ++c) {
+        const proto::ProbeOutcome none;
+        const auto& o = c < n.outcomes.size() ? n.outcomes[c] : none;
+        each += fmt::format("{}{} {}", each.empty() ? "" : "; ", network_.candidates[c].address,
+                            o.reached ? "reached" : "not reached (" + o.error + ")");
+        if (!o.interface.empty()) each += " via " + o.interface;
+      }
+      log(fmt::format("net: {}: {}", n.label, each));
+    }
+    if (choice.chosen) {
+      const auto& c = network_.candidates[*choice.chosen];
+      log(fmt::format("net: MASTER_ADDR={}{}, reached by every node (TCP port {})", c.address,
+                      c.interface.empty() ? "" : " (" + c.interface + " on node 0)", master_port_));
+    } else {
+      for (const auto& p : choice.problems) log("net: " + p);
+    }
+  }
+  if (!choice.chosen) {
+    network_.problems = choice.problems;
+    if (cfg_.probe_only) {
+      end_probe_only();
+      return;
+    }
+    RootCause cause{.kind = CauseKind::kLaunch, .message = choice.problems.front()};
+    cause.also.assign(choice.problems.begin() + 1, choice.problems.end());
+    fail(std::move(cause));
+    return;
+  }
+  network_.chosen = network_.candidates[*choice.chosen].address;
+  if (cfg_.probe_only) {
+    end_probe_only();
+    return;
+  }
+  send_start();
+}
+
+// --check's network test is over: every agent goes, nothing was started.
+void Controller::end_probe_only() {
+  probing_ = false;
+  phase_ = Phase::kShuttingDown;
+  for (auto& n : nodes_) {
+    if (n.link && n.link->is_open()) n.link->send(proto::Shutdown{});
+  }
+  arm_deadline(cfg_.kill_grace + timing::kReportMargin, "every agent to exit");
+  maybe_finish();
 }
 
 // A rank called MPI_Abort: it is the root cause, unless one came first.
@@ -496,12 +644,15 @@ void Controller::maybe_finish() {
   env_.io.stop();
 }
 
-// MASTER_ADDR: --master-addr, or node 0's `address`, or the address the head
-// actually reached node 0 at over SSH; for a local node 0 in a job with SSH
-// nodes, the head's own address on the route to them (never 127.0.0.1).
+// MASTER_ADDR: --master-addr, or node 0's `address`, or the address chosen
+// at start (every node reached it); without one (an agent that reported no
+// interfaces), the address the head actually reached node 0 at over SSH (a
+// jump host's, through one), and for a local node 0 in a job with SSH nodes,
+// the head's own address on the route to them (never 127.0.0.1).
 std::string Controller::master_addr() const {
   const auto& node0 = nodes_.front();
   if (cfg_.master_addr_explicit || !node0.plan->host.address.empty()) return plan_.master_addr;
+  if (!network_.chosen.empty()) return network_.chosen;
   if (node0.link && !node0.link->peer_address().empty()) return node0.link->peer_address();
   for (const auto& n : nodes_) {
     if (n.link && !n.link->local_address().empty()) return n.link->local_address();
@@ -586,9 +737,11 @@ void Controller::on_deadline(milliseconds after, const std::string& what) {
     start_deadline_passed_ = true;
     std::string late;
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      if (!nodes_[i].ready) late += (late.empty() ? "" : ", ") + node_label(i);
+      const bool waiting = probing_ ? i > 0 && !nodes_[i].probe_answered : !nodes_[i].ready;
+      if (waiting) late += (late.empty() ? "" : ", ") + node_label(i);
     }
-    fail({.kind = CauseKind::kLaunch, .message = msg + "; not ready: " + late});
+    fail({.kind = CauseKind::kLaunch,
+          .message = msg + (probing_ ? "; no answer from: " : "; not ready: ") + late});
     return;
   }
   log(msg + "; killing the agents");
