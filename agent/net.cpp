@@ -61,7 +61,9 @@ std::vector<proto::Interface> list_interfaces() {
     e.address = numeric(i->ifa_addr);
     e.prefix_len = prefix_length(i->ifa_netmask);
     e.family = family == AF_INET ? proto::AddressFamily::kIpv4 : proto::AddressFamily::kIpv6;
-    e.up = (i->ifa_flags & IFF_UP) != 0 && (i->ifa_flags & IFF_RUNNING) != 0;
+    // Administratively up: a bridge without ports has no carrier, yet its
+    // address is the machine's and answers through any other interface.
+    e.up = (i->ifa_flags & IFF_UP) != 0;
     e.loopback = (i->ifa_flags & IFF_LOOPBACK) != 0;
     if (!e.address.empty()) out.push_back(std::move(e));
   }
@@ -299,7 +301,11 @@ ReachProbe::ReachProbe(asio::io_context& io, Clock& clock, const proto::Probe& p
     const tcp::endpoint endpoint(asio::ip::make_address(probe.addresses[i]), probe.port);
     st.sockets[i]->async_connect(endpoint, [state = state_, i](boost::system::error_code ec) {
       if (ec == asio::error::operation_aborted) return;
-      state->answer(i, !ec, ec ? ec.message() : "");
+      // Reset: node 0 accepted (the handshake completed) and reset the
+      // connection before this side looked; it was reached all the same.
+      // (A refused connect is ECONNREFUSED.)
+      const bool reached = !ec || ec == asio::error::connection_reset;
+      state->answer(i, reached, reached ? "" : ec.message());
     });
   }
 }

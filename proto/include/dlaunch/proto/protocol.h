@@ -129,7 +129,7 @@ struct Interface {
   std::string address;  // numeric, without a scope: "10.1.2.3", "fd00::2"
   std::uint8_t prefix_len = 0;
   AddressFamily family = AddressFamily::kIpv4;
-  bool up = false;
+  bool up = false;  // IFF_UP: configured up (with or without a carrier)
   bool loopback = false;
 };
 
