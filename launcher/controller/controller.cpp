@@ -358,6 +358,7 @@ bool Controller::begin_network_choice() {
     return true;
   }
   probing_ = true;
+  network_.port = master_port_;
   proto::Probe probe{.port = master_port_, .timeout_ms = proto::ms(timing::kProbeConnect)};
   for (const auto& c : network_.candidates) probe.addresses.push_back(c.address);
   for (std::size_t k = 1; k < nodes_.size(); ++k) {
@@ -394,9 +395,11 @@ void Controller::finish_probe() {
       for (std::size_t c = 0; c < network_.candidates.size(); ++c) {
         const proto::ProbeOutcome none;
         const auto& o = c < n.outcomes.size() ? n.outcomes[c] : none;
-        each += fmt::format("{}{} {}", each.empty() ? "" : "; ", network_.candidates[c].address,
-                            o.reached ? "reached" : "not reached (" + o.error + ")");
-        if (!o.interface.empty()) each += " via " + o.interface;
+        const std::string how = o.reached
+                                    ? "reached" + (o.interface.empty() ? "" : " via " + o.interface)
+                                    : "not reached (" + o.error + ")";
+        each +=
+            fmt::format("{}{} {}", each.empty() ? "" : "; ", network_.candidates[c].address, how);
       }
       log(fmt::format("net: {}: {}", n.label, each));
     }

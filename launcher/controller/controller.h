@@ -95,6 +95,7 @@ class Controller {
   // the job spans machines; the other nodes test their reach first.
   struct Network {
     std::string given;                       // --master-addr or node 0's address:, if given
+    std::uint16_t port = 0;                  // where node 0 was tested (its reserved port)
     std::vector<net::Candidate> candidates;  // node 0's addresses, in the order tried
     std::vector<net::NodeReach> reach;       // what each other node found (when tested)
     std::string chosen;                      // empty: none (yet), or not chosen here

@@ -29,4 +29,14 @@ std::string dry_run_master_addr(const JobPlan& plan, bool master_addr_explicit) 
   return "<chosen at start: node 0's first address every node reaches>";
 }
 
+std::string dry_run_interface_note(const JobPlan& plan, bool master_addr_explicit, bool mpi) {
+  if (all_local(plan)) return {};
+  const auto given = given_master_addr(plan, master_addr_explicit);
+  if (given && !is_ip_address(*given)) return {};
+  return std::string("each node's workers get GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME") +
+         (mpi ? ", OMPI_MCA_btl_tcp_if_include, OMPI_MCA_oob_tcp_if_include" : "") +
+         " at start: the node's interface toward MASTER_ADDR, unless set (hostfile env, -x, "
+         "--env-file, the agent's environment)";
+}
+
 }  // namespace dlaunch::net

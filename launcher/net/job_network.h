@@ -28,4 +28,9 @@ bool probe_wanted(const JobPlan& plan, bool master_addr_explicit, bool probe_onl
 // start, else a note that it is chosen then.
 std::string dry_run_master_addr(const JobPlan& plan, bool master_addr_explicit);
 
+// --dry-run's line about the interface variables the workers get at start;
+// empty when they get none (a job on this machine alone, or MASTER_ADDR
+// given as a name).
+std::string dry_run_interface_note(const JobPlan& plan, bool master_addr_explicit, bool mpi);
+
 }  // namespace dlaunch::net
