@@ -1,14 +1,11 @@
 #include "net.h"
 
 #include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <bitset>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -34,42 +31,7 @@ std::string numeric(const sockaddr* sa) {
   return buf;
 }
 
-std::uint8_t prefix_length(const sockaddr* mask) {
-  if (mask == nullptr) return 0;
-  std::size_t bits = 0;
-  if (mask->sa_family == AF_INET) {
-    bits = std::bitset<32>(reinterpret_cast<const sockaddr_in*>(mask)->sin_addr.s_addr).count();
-  } else if (mask->sa_family == AF_INET6) {
-    const auto& a = reinterpret_cast<const sockaddr_in6*>(mask)->sin6_addr;
-    for (unsigned char byte : a.s6_addr) bits += std::bitset<8>(byte).count();
-  }
-  return static_cast<std::uint8_t>(bits);
-}
-
 }  // namespace
-
-std::vector<proto::Interface> list_interfaces() {
-  std::vector<proto::Interface> out;
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return out;
-  for (const ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr) continue;
-    const int family = i->ifa_addr->sa_family;
-    if (family != AF_INET && family != AF_INET6) continue;
-    proto::Interface e;
-    e.name = i->ifa_name != nullptr ? i->ifa_name : "";
-    e.address = numeric(i->ifa_addr);
-    e.prefix_len = prefix_length(i->ifa_netmask);
-    e.family = family == AF_INET ? proto::AddressFamily::kIpv4 : proto::AddressFamily::kIpv6;
-    // Administratively up: a bridge without ports has no carrier, yet its
-    // address is the machine's and answers through any other interface.
-    e.up = (i->ifa_flags & IFF_UP) != 0;
-    e.loopback = (i->ifa_flags & IFF_LOOPBACK) != 0;
-    if (!e.address.empty()) out.push_back(std::move(e));
-  }
-  ::freeifaddrs(list);
-  return out;
-}
 
 std::string interface_toward(const std::string& address,
                              const std::vector<proto::Interface>& interfaces) {

@@ -1,6 +1,6 @@
-// The agent's side of choosing the job's network (proto/protocol.h: Probe):
-// this machine's interface addresses, the interface its traffic to an
-// address takes, node 0's listener that the other nodes test their reach
+// The agent's side of choosing the job's network (proto/protocol.h: Probe;
+// this machine's addresses: dlaunch/proto/interfaces.h): the interface its
+// traffic to an address takes, node 0's listener that the other nodes test their reach
 // against, and the test itself (connects to node 0's candidate addresses,
 // all at once, on the agent's event loop).
 //
@@ -15,15 +15,11 @@
 #include <boost/asio/io_context.hpp>
 
 #include "dlaunch/clock.h"
+#include "dlaunch/proto/interfaces.h"
 #include "dlaunch/proto/protocol.h"
 #include "dlaunch/unique_fd.h"
 
 namespace dlaunch::agent {
-
-// Every address of every interface (getifaddrs), IPv4 and IPv6, in the order
-// the system lists them; IPv6 addresses without their scope. Empty when the
-// system will not say.
-std::vector<proto::Interface> list_interfaces();
 
 // The interface this machine's traffic to `address` leaves by: the one that
 // owns the source address the kernel picks for it (a UDP socket connected

@@ -77,7 +77,7 @@ class AgentOs {
   // spawn() into a cgroup from make_cgroup (empty: none).
   virtual Result<pid_t> spawn_in(const SpawnOptions& opts, const std::string& cgroup) = 0;
 
-  // This machine's interface addresses (net.h list_interfaces).
+  // This machine's interface addresses (dlaunch/proto/interfaces.h).
   virtual std::vector<proto::Interface> interfaces() = 0;
   // The interface its traffic to `address` takes (net.h interface_toward);
   // empty when unknown.

@@ -140,10 +140,10 @@ Result<pid_t> PosixOs::spawn_in(const SpawnOptions& opts, const std::string& cgr
   return dlaunch::spawn(with);
 }
 
-std::vector<proto::Interface> PosixOs::interfaces() { return list_interfaces(); }
+std::vector<proto::Interface> PosixOs::interfaces() { return proto::list_interfaces(); }
 
 std::string PosixOs::route_interface(const std::string& address) {
-  return interface_toward(address, list_interfaces());
+  return interface_toward(address, proto::list_interfaces());
 }
 
 }  // namespace dlaunch::agent

@@ -165,6 +165,7 @@ std::pair<std::string, bool> check_network(const JobPlan& plan, const PreflightO
     return {"network: not tested (the agents could not be started)", false};
   const auto& net = controller.network();
   const auto& node0 = plan.nodes.front().host.name;
+  if (!net.untested.empty()) return {"network: not tested: " + net.untested, true};
   rows.front().reach = "self";
   bool all_reach_some = true;
   for (const auto& n : net.reach) {

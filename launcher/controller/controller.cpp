@@ -14,6 +14,7 @@
 #include "controller/setup.h"
 #include "dlaunch/debug.h"
 #include "dlaunch/process.h"
+#include "dlaunch/proto/interfaces.h"
 #include "dlaunch/version.h"
 #include "net/job_network.h"
 
@@ -286,7 +287,7 @@ void Controller::send_start() {
   }
   // Each agent finds its interface toward it, for gloo, NCCL and Open MPI;
   // a job on this machine alone keeps to loopback and sets none.
-  if (!net::all_local(plan_) && net::is_ip_address(addr)) start.net_address = addr;
+  if (!on_this_machine_ && net::is_ip_address(addr)) start.net_address = addr;
   // Nodes on node 0's machine (node 0, and every local node when it is
   // local) reach the store through its Unix socket too.
   const bool node0_local = nodes_.front().plan->host.transport == Transport::kLocal;
@@ -314,23 +315,40 @@ std::string describe_candidate(const net::Candidate& c) {
 
 }  // namespace
 
-// Every node is ready. Decides how MASTER_ADDR is found: given, this
-// machine's loopback, or one of node 0's addresses that every other node
-// reaches, which they test now (Probe). True when Start must wait for their
-// answers (or the job ended here).
+// Every node runs on this machine: the local ones, and those whose agent
+// lists exactly this machine's interfaces (an SSH host on a loopback address,
+// say). A tunnel to another machine does not fool it, as the peer's address
+// would.
+bool Controller::on_this_machine_only() const {
+  if (net::all_local(plan_)) return true;
+  const auto own = cfg_.head_interfaces ? *cfg_.head_interfaces : proto::list_interfaces();
+  if (own.empty()) return false;
+  for (const auto& n : nodes_) {
+    if (n.plan->host.transport != Transport::kLocal && !proto::same_interfaces(n.interfaces, own))
+      return false;
+  }
+  return true;
+}
+
+// Every node is ready. Decides how MASTER_ADDR is found: given, as ever on
+// one machine, or one of node 0's addresses that every other node reaches,
+// which they test now (Probe). True when Start must wait for their answers
+// (or the job ended here).
 bool Controller::begin_network_choice() {
   const bool debug = debug_enabled("net");
   const auto given = net::given_master_addr(plan_, cfg_.master_addr_explicit);
   const auto not_probed = [&](const std::string& why) {
+    network_.untested = why;
     if (debug) log("net: " + why);
     if (!cfg_.probe_only) return false;
     end_probe_only();
     return true;
   };
   if (given) network_.given = *given;
-  if (net::all_local(plan_)) {
+  on_this_machine_ = on_this_machine_only();
+  if (on_this_machine_) {
     return not_probed(fmt::format(
-        "every node is on this machine: MASTER_ADDR={}, no address to test", plan_.master_addr));
+        "every node is on this machine: MASTER_ADDR={}, no address to test", master_addr()));
   }
   if (given && !net::probe_wanted(plan_, cfg_.master_addr_explicit, cfg_.probe_only)) {
     return not_probed(fmt::format(

@@ -61,6 +61,9 @@ struct ControllerConfig {
   // have tested which of node 0's addresses they reach (network()), every
   // agent is shut down and nothing is started.
   bool probe_only = false;
+  // This machine's interfaces, to tell which agents run on it (they list the
+  // same); unset: the system's (dlaunch/proto/interfaces.h). For tests.
+  std::optional<std::vector<proto::Interface>> head_interfaces;
 };
 
 // What a controller runs on.
@@ -100,6 +103,7 @@ class Controller {
     std::vector<net::NodeReach> reach;       // what each other node found (when tested)
     std::string chosen;                      // empty: none (yet), or not chosen here
     std::vector<std::string> problems;       // why none could be chosen
+    std::string untested;                    // why the addresses were not tested, if not
   };
   const Network& network() const { return network_; }
 
@@ -135,6 +139,7 @@ class Controller {
   void on_exited(std::size_t node, const proto::Exited& ex);
   void on_worker_abort(const proto::WorkerAbort& ab);
   void on_fence(std::size_t node, proto::FenceUp&& up);
+  bool on_this_machine_only() const;
   bool begin_network_choice();
   void on_probe_result(std::size_t node, proto::ProbeResult&& result);
   void finish_probe();
@@ -175,7 +180,8 @@ class Controller {
   std::uint16_t store_port_ = 0;
   std::string store_path_;  // node 0's store's Unix socket
   Network network_;
-  bool probing_ = false;  // Probe sent, waiting for the answers
+  bool probing_ = false;          // Probe sent, waiting for the answers
+  bool on_this_machine_ = false;  // every agent runs on the head's machine
   RootCause cause_;
   Progress progress_;
   int hellos_ = 0;

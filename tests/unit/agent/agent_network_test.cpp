@@ -194,7 +194,7 @@ TEST_F(AgentTest, AProbeThatGetsNoAnswerTimesOut) {
 }
 
 TEST(AgentNet, TheMachinesOwnAddressesAndTheWayToThem) {
-  const auto list = dlaunch::agent::list_interfaces();
+  const auto list = dlaunch::proto::list_interfaces();
   const auto lo = std::find_if(list.begin(), list.end(), [](const proto::Interface& i) {
     return i.loopback && i.address == "127.0.0.1";
   });
@@ -204,4 +204,10 @@ TEST(AgentNet, TheMachinesOwnAddressesAndTheWayToThem) {
   // Toward an address of its own the route is the interface that owns it.
   EXPECT_EQ(dlaunch::agent::interface_toward("127.0.0.1", list), lo->name);
   EXPECT_EQ(dlaunch::agent::interface_toward("not-an-address", list), "");
+  // The same list in another order is the same machine; one address more is not.
+  auto reversed = list;
+  std::reverse(reversed.begin(), reversed.end());
+  EXPECT_TRUE(dlaunch::proto::same_interfaces(list, reversed));
+  reversed.push_back({.name = "eth9", .address = "10.99.0.1"});
+  EXPECT_FALSE(dlaunch::proto::same_interfaces(list, reversed));
 }

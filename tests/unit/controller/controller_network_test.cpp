@@ -37,14 +37,18 @@ proto::ProbeResult answer(const proto::Probe& probe, const std::vector<std::stri
 
 class ControllerNetworkTest : public ControllerTest {
  protected:
-  // Every agent says Hello and Ready; node 0 lists its interfaces.
-  void all_ready(std::vector<proto::Interface> interfaces = node0_interfaces()) {
+  // Every agent says Hello and Ready; node 0 lists its interfaces (every
+  // node, with `everywhere`).
+  void all_ready(std::vector<proto::Interface> interfaces = node0_interfaces(),
+                 bool everywhere = false, const std::string& peer = "") {
     controller_->start();
-    for (std::size_t i = 0; i < nodes(); ++i)
+    for (std::size_t i = 0; i < nodes(); ++i) {
+      link(i).peer = peer;
       link(i).deliver(proto::Hello{.agent_version = dlaunch::kVersion});
+    }
     for (std::size_t i = 0; i < nodes(); ++i) {
       proto::Ready r{.master_port = 29500, .store_port = 29400};
-      if (i == 0) r.interfaces = interfaces;
+      if (i == 0 || everywhere) r.interfaces = interfaces;
       link(i).deliver(r);
     }
   }
@@ -157,9 +161,31 @@ TEST_F(ControllerNetworkTest, AJobOnThisMachineAloneKeepsItsAddressAndSetsNoInte
   EXPECT_EQ(start.net_address, "");
 }
 
+TEST_F(ControllerNetworkTest, SshNodesOnThisMachineKeepTheAddressTheHeadReachedNodeZeroAt) {
+  // SSH to 127.0.0.2 and 127.0.0.3: both agents list this machine's interfaces.
+  make(2, 1, {.head_interfaces = node0_interfaces()});
+  all_ready(node0_interfaces(), true, "127.0.0.2");
+  EXPECT_TRUE(link(1).sent_of<proto::Probe>().empty());
+  EXPECT_EQ(controller_->network().untested,
+            "every node is on this machine: MASTER_ADDR=127.0.0.2, no address to test");
+  const auto start = link(1).sent_of<proto::Start>().at(0);
+  EXPECT_EQ(env_value(start.env, "MASTER_ADDR"), "127.0.0.2");
+  EXPECT_EQ(start.net_address, "") << "one machine: no interface is set";
+}
+
+TEST_F(ControllerNetworkTest, ATunnelToAnotherMachineIsNotTakenForThisOne) {
+  // The head reaches the nodes through a port forwarded on its loopback: the
+  // agents list other interfaces than the head's, so they are tested.
+  make(2, 1, {.head_interfaces = std::vector<proto::Interface>{node0_interfaces().front()}});
+  all_ready(node0_interfaces(), true, "127.0.0.1");
+  ASSERT_EQ(link(1).sent_of<proto::Probe>().size(), 1u);
+  link(1).deliver(answer(probe_of(1), {"10.0.0.2"}));
+  EXPECT_EQ(env_value(link(1).sent_of<proto::Start>().at(0).env, "MASTER_ADDR"), "10.0.0.2");
+}
+
 TEST_F(ControllerNetworkTest, ASingleRemoteNodeTakesItsFirstAddressNotTheOneTheHeadUsed) {
   make(1, 2);
-  all_ready();
+  all_ready(node0_interfaces(), false, "192.0.2.99");  // through a jump host at .99
   EXPECT_TRUE(link(0).sent_of<proto::Probe>().empty());
   const auto start = link(0).sent_of<proto::Start>().at(0);
   EXPECT_EQ(env_value(start.env, "MASTER_ADDR"), "10.0.0.2");
