@@ -313,6 +313,24 @@ TEST_F(Network, CheckNamesANodeThatCannotReachNodeZero) {
   EXPECT_NE(bad.out.find("2 of 3 node(s) passed"), std::string::npos) << bad.out;
 }
 
+TEST_F(Network, UnderMpiOpenMpiIsToldTheInterfaceToo) {
+  auto r = run(job({"--mpi", "sh", "-c",
+                    "echo $OMPI_MCA_btl_tcp_if_include $OMPI_MCA_oob_tcp_if_include "
+                    "$GLOO_SOCKET_IFNAME"}),
+               60, env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = lines_by_rank(r.out);
+  ASSERT_EQ(lines.size(), static_cast<std::size_t>(kNodes * kSlots)) << r.out;
+  for (const auto& [rank, line] : lines) EXPECT_EQ(line, "eth0 eth0 eth0") << "rank " << rank;
+  // And an Open MPI program runs across the three hosts with them.
+  r = run(job({"--mpi", MPI_HELLO_BIN}), 120, env());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const auto& [rank, line] : lines_by_rank(r.out)) {
+    EXPECT_NE(line.find("allreduce(rank)=15"), std::string::npos)
+        << "rank " << rank << ": " << line;
+  }
+}
+
 TEST_F(Network, TrainPyRunsAcrossTheThreeNodes) {
   if (run({kPython, "-c", "import torch, torch.distributed"}, 60).exit_code != 0)
     GTEST_SKIP() << "no python3-torch (`" << kPython << " -c 'import torch'` failed)";
