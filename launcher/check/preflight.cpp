@@ -143,7 +143,8 @@ asio::awaitable<void> check_ssh(asio::io_context& io, Row& row, const HostEntry&
 // The network test: the agents once more, with no workers (Controller in
 // probe_only); the other nodes try node 0's addresses. Fills the REACH column
 // and the problems of the nodes that reached none; returns the summary line
-// ("network: ...") and whether the network is fine.
+// ("network: ...", empty when those say it all) and whether the network is
+// fine.
 std::pair<std::string, bool> check_network(const JobPlan& plan, const PreflightOptions& o,
                                            bool master_addr_explicit, std::vector<Row>& rows) {
   asio::io_context io;
@@ -190,7 +191,7 @@ std::pair<std::string, bool> check_network(const JobPlan& plan, const PreflightO
         true};
   }
   if (all_reach_some && !net.problems.empty()) return {"network: " + net.problems.front(), false};
-  return {"network: a node cannot reach node 0 (see below)", false};
+  return {"", false};  // the nodes that reach none say so in their own lines
 }
 
 }  // namespace
