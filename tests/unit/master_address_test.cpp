@@ -27,6 +27,7 @@ proto::Interface iface(const std::string& name, const std::string& address, bool
 
 std::vector<std::string> addresses(const std::vector<net::Candidate>& cs) {
   std::vector<std::string> out;
+  out.reserve(cs.size());
   for (const auto& c : cs) out.push_back(c.address);
   return out;
 }
@@ -99,6 +100,7 @@ TEST(MasterCandidates, IPv6WorksWhereThereIsNoIPv4) {
 
 TEST(MasterCandidates, AtMostTheLimit) {
   std::vector<proto::Interface> many;
+  many.reserve(100);
   for (int i = 0; i < 100; ++i)
     many.push_back(iface("eth" + std::to_string(i), "10.0.0." + std::to_string(i)));
   EXPECT_EQ(net::master_candidates(many).size(), proto::kMaxProbeAddresses);

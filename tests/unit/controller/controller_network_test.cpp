@@ -39,7 +39,7 @@ class ControllerNetworkTest : public ControllerTest {
  protected:
   // Every agent says Hello and Ready; node 0 lists its interfaces (every
   // node, with `everywhere`).
-  void all_ready(std::vector<proto::Interface> interfaces = node0_interfaces(),
+  void all_ready(const std::vector<proto::Interface>& interfaces = node0_interfaces(),
                  bool everywhere = false, const std::string& peer = "") {
     controller_->start();
     for (std::size_t i = 0; i < nodes(); ++i) {
