@@ -15,7 +15,6 @@
 #include "dlaunch/debug.h"
 #include "dlaunch/process.h"
 #include "dlaunch/version.h"
-#include "net/job_network.h"
 
 namespace dlaunch {
 
