@@ -1,11 +1,9 @@
 #include "agent.h"
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -344,15 +342,15 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   }
   if (pmix_ && mpi_must_yield(w.spec.env))
     job_env.emplace_back("OMPI_MCA_mpi_yield_when_idle", "1");
-  for (auto& kv :
-       network_interface_env(net_interface_, setup_.mpi, current_environment(), w.spec.env)) {
+  const std::vector<std::string> base = current_environment();
+  for (auto& kv : network_interface_env(net_interface_, setup_.mpi, base, w.spec.env)) {
     job_env.push_back(std::move(kv));
   }
   auto [out_r, out_w] = make_pipe();
   auto [err_r, err_w] = make_pipe();
   SpawnOptions opts;
   opts.argv = w.spec.argv;
-  opts.env = worker_environment(current_environment(), w.spec.env, job_env, token_entry_);
+  opts.env = worker_environment(base, w.spec.env, job_env, token_entry_);
   w.error_file = ensure_error_file(opts.env, error_dir_, w.spec.rank);
   opts.workdir = setup_.workdir;
   opts.parent_death_signal = SIGKILL;
