@@ -106,6 +106,19 @@ class Network : public ::testing::Test {
     std::error_code ignored;
     fs::remove_all(dir_, ignored);
   }
+  // Whatever a test changed in a host's network, undone (last first) even
+  // when the test failed half-way.
+  void TearDown() override {
+    for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) ip(it->first, it->second);
+    undo_.clear();
+  }
+  // `ip -n NS ARGS` on host k now, and `undo` there at the end of the test.
+  RunResult change(int k, const std::string& args, const std::string& undo) {
+    undo_.emplace_back(k, undo);
+    return ip(k, args);
+  }
+  std::vector<std::pair<int, std::string>> undo_;
+
   void SetUp() override {
     if (!skip_.empty()) GTEST_SKIP() << skip_;
     for (const char* v : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) {
@@ -206,9 +219,14 @@ TEST_F(Network, AnAddressTheOthersCannotReachIsPassedOver) {
   // leaves the namespace while extra0 takes its place, and comes back after.
   const std::string net = "10.250." + bed_index_;
   root_route(net + ".0/24");
-  for (int k : {1, 2}) ASSERT_EQ(ip(k, "route add unreachable " + net + ".0/24").exit_code, 0);
+  for (int k : {1, 2}) {
+    ASSERT_EQ(
+        change(k, "route add unreachable " + net + ".0/24", "route del " + net + ".0/24").exit_code,
+        0);
+  }
   const std::string park = namespaces_[0] + "-park";
   ASSERT_EQ(run({"ip", "netns", "add", park}, 30).exit_code, 0);
+  undo_.emplace_back(0, "link del extra0");
   for (const auto& cmd : std::vector<std::string>{
            "link set eth0 netns " + park, "link add extra0 index 2 type bridge",
            "addr add " + net + ".1/24 dev extra0", "link set extra0 up"}) {
@@ -224,7 +242,6 @@ TEST_F(Network, AnAddressTheOthersCannotReachIsPassedOver) {
   ASSERT_EQ(back.exit_code, 0) << back.err;
 
   auto r = run(job({"sh", "-c", kShowNet}), 60, env({"DLAUNCH_DEBUG=net"}));
-  ip(0, "link del extra0");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const auto& [rank, line] : lines_by_rank(r.out)) {
     EXPECT_EQ(line, addr(0) + " " + addr(0) + " eth0 =eth0") << "rank " << rank;
@@ -239,6 +256,36 @@ TEST_F(Network, AnAddressTheOthersCannotReachIsPassedOver) {
               std::string::npos)
         << r.err;
   }
+}
+
+TEST_F(Network, IPv6IsChosenWhereOnlyIPv6Reaches) {
+  // Every host gets an IPv6 address on eth0 (a private fd00::/8 one, on the
+  // bed's bridge only); nodes 1 and 2 lose their IPv4 route to node 0.
+  const std::string net6 = "fd0a:" + bed_index_ + "::";
+  for (int k = 0; k < kNodes; ++k) {
+    const std::string a = net6 + std::to_string(k + 2) + "/64 dev eth0";
+    ASSERT_EQ(change(k, "addr add " + a + " nodad", "addr del " + a).exit_code, 0);
+  }
+  for (int k : {1, 2}) {
+    ASSERT_EQ(change(k, "route add unreachable " + addr(0) + "/32", "route del " + addr(0) + "/32")
+                  .exit_code,
+              0);
+  }
+  const std::string node0 = net6 + "2";
+  auto r = run(job({"sh", "-c", kShowNet}), 60, env({"DLAUNCH_DEBUG=net"}));
+  // The store over IPv6 from nodes 1 and 2 (node 0's store listens on both).
+  auto store = run(job({kWorker, "store-exchange"}), 60, env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = lines_by_rank(r.out);
+  ASSERT_EQ(lines.size(), static_cast<std::size_t>(kNodes * kSlots)) << r.out;
+  for (const auto& [rank, line] : lines) {
+    EXPECT_EQ(line, node0 + " " + node0 + " eth0 =eth0") << "rank " << rank;
+  }
+  EXPECT_NE(r.err.find("net: node 1 (" + addr(1) + "): " + addr(0) +
+                       " not reached (No route to host); " + node0 + " reached via eth0"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(store.exit_code, 0) << store.out << store.err;
 }
 
 TEST_F(Network, AnInterfaceTheUserSetIsKept) {
@@ -265,12 +312,13 @@ TEST_F(Network, AGivenMasterAddrIsNotTestedAndStillGivesTheInterface) {
 
 TEST_F(Network, ANodeThatReachesNothingFailsTheJobBeforeAnyWorkerStarts) {
   // Node 2 can still be reached by the head (SSH), but has no way to node 0.
-  ASSERT_EQ(ip(2, "route add unreachable " + addr(0) + "/32").exit_code, 0);
+  ASSERT_EQ(change(2, "route add unreachable " + addr(0) + "/32", "route del " + addr(0) + "/32")
+                .exit_code,
+            0);
   const auto marker = fs::temp_directory_path() / ("dlaunch-net-ran-" + std::to_string(::getpid()));
   fs::remove_all(marker);
   const auto id = unique_job_id("unreach");
   auto r = run(job({"--job-id", id, "sh", "-c", "touch " + marker.string() + "-$RANK"}), 60, env());
-  ip(2, "route del " + addr(0) + "/32");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   std::smatch m;
   EXPECT_TRUE(std::regex_search(
@@ -299,9 +347,10 @@ TEST_F(Network, CheckNamesANodeThatCannotReachNodeZero) {
       std::string::npos)
       << ok.out;
 
-  ASSERT_EQ(ip(1, "route add unreachable " + addr(0) + "/32").exit_code, 0);
+  ASSERT_EQ(change(1, "route add unreachable " + addr(0) + "/32", "route del " + addr(0) + "/32")
+                .exit_code,
+            0);
   auto bad = run(job({"--check", "true"}), 90, env());
-  ip(1, "route del " + addr(0) + "/32");
   EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
   EXPECT_NE(bad.out.find("node 1 (" + addr(1) + "): cannot reach node 0 (" + addr(0) +
                          ") at any of its addresses (TCP port "),
