@@ -1,11 +1,9 @@
 #include "agent.h"
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <system_error>
 
 #include <boost/asio/signal_set.hpp>
 
@@ -25,6 +24,7 @@
 #include "dlaunch/tunables.h"
 #include "dlaunch/version.h"
 #include "guard.h"
+#include "net.h"
 
 namespace dlaunch::agent {
 
@@ -46,32 +46,6 @@ std::string hostname() {
 }
 
 void log(const std::string& msg) { std::fprintf(stderr, "dlaunch-agent: %s\n", msg.c_str()); }
-
-// A port bound (not listening) on every address, and its number.
-struct ReservedPort {
-  UniqueFd fd;
-  std::uint16_t port = 0;
-};
-
-// Binds (without listening) a TCP port on all addresses so nothing else takes
-// it until the workers start. SO_REUSEADDR lets rank 0 bind it right after.
-Result<ReservedPort> reserve_port(std::uint16_t wanted) {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) return Result<ReservedPort>::failure(std::string("socket: ") + std::strerror(errno));
-  int one = 1;
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = htons(wanted);
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    return Result<ReservedPort>::failure("MASTER_PORT " + std::to_string(wanted) +
-                                         " is not free on node 0: " + std::strerror(errno));
-  }
-  socklen_t len = sizeof addr;
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
-  return ReservedPort{std::move(fd), ntohs(addr.sin_port)};
-}
 
 }  // namespace
 
@@ -145,6 +119,8 @@ void Agent::on_message(proto::Message&& msg) {
     // heard() above is all a heartbeat is for
   } else if (auto* fence = std::get_if<proto::FenceDown>(&msg)) {
     if (pmix_) pmix_->complete_fence(fence->seq, fence->data);
+  } else if (auto* probe = std::get_if<proto::Probe>(&msg)) {
+    handle(*probe);
   } else {
     channel_->send(
         proto::Fatal{std::string("unexpected message from head: ") + proto::message_name(msg)});
@@ -179,9 +155,20 @@ void Agent::handle(proto::Setup&& m) {
       channel_->send(proto::Fatal{reserved.error()});
       return;
     }
-    reserved_port_ = std::move(reserved->fd);
     ready.master_port = reserved->port;
+    if (setup_.accept_probes) {
+      // The other nodes test their reach of this node's addresses here.
+      try {
+        probe_listener_ = std::make_unique<ProbeListener>(env_.io, std::move(*reserved));
+      } catch (const Error& e) {
+        channel_->send(proto::Fatal{e.what()});
+        return;
+      }
+    } else {
+      reserved_port_ = std::move(reserved->fd);
+    }
   }
+  ready.interfaces = env_.os.interfaces();
   make_error_dir();
   // A cgroup of the job's own on this node, where the system lets us make
   // one: nothing the workers start can leave it, so nothing escapes the
@@ -206,7 +193,18 @@ void Agent::handle(proto::Setup&& m) {
     if (!error_dir_.empty() && error_dir_.size() + 12 < 100)
       so.unix_path = error_dir_ + "/store.sock";
     try {
-      store_ = std::make_unique<comm::StoreServer>(env_.io, so);
+      if (so.bind_address == "::") {
+        // IPv6 with IPv4 mapped in; where the system has no IPv6, IPv4 alone.
+        try {
+          store_ = std::make_unique<comm::StoreServer>(env_.io, so);
+        } catch (const std::system_error& e) {
+          if (e.code() != std::errc::address_family_not_supported &&
+              e.code() != std::errc::address_not_available)
+            throw;
+          so.bind_address = "0.0.0.0";
+        }
+      }
+      if (!store_) store_ = std::make_unique<comm::StoreServer>(env_.io, so);
       ready.store_port = store_->port();
       ready.store_path = so.unix_path;
       store_path_ = so.unix_path;
@@ -224,9 +222,26 @@ void Agent::handle(proto::Setup&& m) {
 void Agent::handle(proto::Start&& m) {
   if (phase_ != Phase::kSetup || aborting_) return;
   phase_ = Phase::kRunning;
+  probe_.reset();
+  if (probe_listener_) probe_listener_->close();
+  probe_listener_.reset();
   reserved_port_.reset();  // rank 0 binds it now
+  // The interface toward the job's address, for the workers' gloo, NCCL and
+  // Open MPI (node 0: the one that owns it).
+  if (!m.net_address.empty()) net_interface_ = env_.os.route_interface(m.net_address);
   for (auto& [rank, w] : workers_) spawn_worker(w, m.env);
   maybe_finish();
+}
+
+// Which of node 0's addresses this node reaches (the head chooses from the
+// answers of every node); the answer goes back whatever happens meanwhile.
+void Agent::handle(const proto::Probe& m) {
+  if (phase_ != Phase::kSetup || aborting_) return;
+  probe_ = std::make_unique<ReachProbe>(
+      env_.io, env_.clock, m, [this](const std::string& a) { return env_.os.route_interface(a); },
+      [this](proto::ProbeResult r) {
+        if (channel_->is_open()) channel_->send(std::move(r));
+      });
 }
 
 // A private folder for the workers' TORCHELASTIC_ERROR_FILEs. Without it
@@ -327,11 +342,15 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   }
   if (pmix_ && mpi_must_yield(w.spec.env))
     job_env.emplace_back("OMPI_MCA_mpi_yield_when_idle", "1");
+  const std::vector<std::string> base = current_environment();
+  for (auto& kv : network_interface_env(net_interface_, setup_.mpi, base, w.spec.env)) {
+    job_env.push_back(std::move(kv));
+  }
   auto [out_r, out_w] = make_pipe();
   auto [err_r, err_w] = make_pipe();
   SpawnOptions opts;
   opts.argv = w.spec.argv;
-  opts.env = worker_environment(current_environment(), w.spec.env, job_env, token_entry_);
+  opts.env = worker_environment(base, w.spec.env, job_env, token_entry_);
   w.error_file = ensure_error_file(opts.env, error_dir_, w.spec.rank);
   opts.workdir = setup_.workdir;
   opts.parent_death_signal = SIGKILL;
@@ -635,6 +654,8 @@ void Agent::complete() {
   if (!cgroup_removed()) log("the job's cgroup " + cgroup_ + " is still in use; left behind");
   if (pmix_) pmix_->stop();
   if (store_) store_->close();
+  probe_.reset();
+  if (probe_listener_) probe_listener_->close();
   grace_timer_->cancel();
   orphan_deadline_->cancel();
   sweep_timer_->cancel();

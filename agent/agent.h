@@ -34,6 +34,7 @@
 #include "dlaunch/proto/channel.h"
 #include "dlaunch/proto/heartbeat.h"
 #include "dlaunch/unique_fd.h"
+#include "net.h"
 #include "os.h"
 #include "pmix/pmix_host.h"
 #include "worker.h"
@@ -76,6 +77,7 @@ class Agent {
   void handle(proto::Setup&& m);
   void handle(proto::Start&& m);
   void handle(const proto::Abort& m);
+  void handle(const proto::Probe& m);
   void handle_shutdown();
   bool start_pmix();
   void make_error_dir();
@@ -116,6 +118,9 @@ class Agent {
   std::map<int, Worker> workers_;  // by rank
   std::map<pid_t, int> rank_of_pid_;
   UniqueFd reserved_port_;
+  std::unique_ptr<ProbeListener> probe_listener_;  // node 0, from Setup to Start
+  std::unique_ptr<ReachProbe> probe_;              // the other nodes: the head's Probe
+  std::string net_interface_;                      // toward Start.net_address; empty: none known
   std::string error_dir_;   // workers' TORCHELASTIC_ERROR_FILEs; removed at the end
   std::string store_path_;  // node 0: the store's Unix socket (in error_dir_), if any
   std::string cgroup_;      // the job's cgroup on this node; empty: none could be made

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dlaunch/process.h"
+#include "dlaunch/proto/protocol.h"
 
 namespace dlaunch::agent {
 
@@ -75,6 +76,12 @@ class AgentOs {
   virtual bool remove_cgroup(const std::string& cgroup) = 0;
   // spawn() into a cgroup from make_cgroup (empty: none).
   virtual Result<pid_t> spawn_in(const SpawnOptions& opts, const std::string& cgroup) = 0;
+
+  // This machine's interface addresses (dlaunch/proto/interfaces.h).
+  virtual std::vector<proto::Interface> interfaces() = 0;
+  // The interface its traffic to `address` takes (net.h interface_toward);
+  // empty when unknown.
+  virtual std::string route_interface(const std::string& address) = 0;
 };
 
 // The real one.
@@ -96,6 +103,8 @@ class PosixOs final : public AgentOs {
   void kill_cgroup(const std::string& cgroup) override;
   bool remove_cgroup(const std::string& cgroup) override;
   Result<pid_t> spawn_in(const SpawnOptions& opts, const std::string& cgroup) override;
+  std::vector<proto::Interface> interfaces() override;
+  std::string route_interface(const std::string& address) override;
 };
 
 // Where this process's cgroup (v2) is in the file system: the cgroup2 mount

@@ -14,6 +14,7 @@
 #include "dlaunch/private_dir.h"
 #include "dlaunch/unique_fd.h"
 #include "guard.h"
+#include "net.h"
 #include "os.h"
 
 namespace dlaunch::agent {
@@ -137,6 +138,12 @@ Result<pid_t> PosixOs::spawn_in(const SpawnOptions& opts, const std::string& cgr
   SpawnOptions with = opts;
   with.cgroup_procs_fd = procs.get();
   return dlaunch::spawn(with);
+}
+
+std::vector<proto::Interface> PosixOs::interfaces() { return proto::list_interfaces(); }
+
+std::string PosixOs::route_interface(const std::string& address) {
+  return interface_toward(address, proto::list_interfaces());
 }
 
 }  // namespace dlaunch::agent

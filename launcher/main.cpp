@@ -23,6 +23,7 @@
 #include "dlaunch/random.h"
 #include "dlaunch/text.h"
 #include "hostfile/slurm.h"
+#include "net/job_network.h"
 #include "output/console_style.h"
 #include "output/output_sink.h"
 #include "plan/plan.h"
@@ -139,10 +140,13 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
     if (!cmd.empty()) cmd += ' ';
     cmd += dl::shell_quote(a);
   }
+  const std::string master_addr = dl::net::dry_run_master_addr(plan, !o.master_addr.empty());
   fmt::print(
       "job {}: {} rank(s) on {} node(s), MASTER_ADDR={} MASTER_PORT={}; comm store on node 0 "
       "(DLAUNCH_STORE_ADDR/PORT/SECRET set at start)\n",
-      plan.job_id, plan.world_size, plan.nodes.size(), plan.master_addr, port);
+      plan.job_id, plan.world_size, plan.nodes.size(), master_addr, port);
+  const auto ifnames = dl::net::dry_run_interface_note(plan, !o.master_addr.empty(), o.mpi);
+  if (!ifnames.empty()) fmt::print("network: {}\n", ifnames);
   for (const auto& n : plan.nodes) {
     const auto& h = n.host;
     const bool local = h.transport == dl::Transport::kLocal;
@@ -169,7 +173,8 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
     if (!n.env.empty()) fmt::print("  node env: {}\n", join_env(n.env, o.show_secrets));
     for (const auto& r : n.ranks) {
       fmt::print("  rank {}: {}MASTER_ADDR={} MASTER_PORT={} {}\n", r.rank,
-                 join_env(r.env, o.show_secrets), plan.master_addr, dl::shell_quote(port), cmd);
+                 join_env(r.env, o.show_secrets), dl::shell_quote(master_addr),
+                 dl::shell_quote(port), cmd);
     }
   }
 }

@@ -1,10 +1,13 @@
 #include "check/preflight.h"
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <sstream>
+#include <tuple>
 #include <utility>  // boost 1.74 awaitable.hpp uses std::exchange without it
 
 #include <boost/asio/co_spawn.hpp>
@@ -12,21 +15,27 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
+#include "controller/controller.h"
+#include "dlaunch/clock.h"
 #include "dlaunch/process.h"
+#include "dlaunch/unique_fd.h"
 #include "dlaunch/version.h"
+#include "net/job_network.h"
+#include "output/output_sink.h"
+#include "transport/link_factory.h"
 #include "transport/slurm_transport.h"
 
 namespace dlaunch {
 
 namespace asio = boost::asio;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
 struct Row {
   std::string node, name, host;
   std::string connect = "-", hostkey = "-", auth = "-", agent = "-", wdir = "-", program = "-",
-              gpus = "-";
+              gpus = "-", reach = "-";
   std::vector<std::string> problems;
 };
 
@@ -124,7 +133,7 @@ asio::awaitable<void> check_ssh(Row& row, const HostEntry& host, std::string scr
     const auto opts = ssh::connect_options(host, o.ssh);
     auto conn = co_await connector->connect(opts);
     row.connect = row.hostkey = row.auth = "ok";
-    auto ch = co_await ssh::exec(*conn, script, nullptr, Clock::now() + opts.timeout);
+    auto ch = co_await ssh::exec(*conn, script, nullptr, SteadyClock::now() + opts.timeout);
     std::string out;
     char buf[4096];
     for (;;) {
@@ -145,6 +154,60 @@ asio::awaitable<void> check_ssh(Row& row, const HostEntry& host, std::string scr
     row.auth = st == "auth" ? "FAIL" : (st == "exec" ? "ok" : "-");
     row.problems.emplace_back(e.what());
   }
+}
+
+// The network test: the agents once more, with no workers (Controller in
+// probe_only); the other nodes try node 0's addresses. Fills the REACH column
+// and the problems of the nodes that reached none; returns the summary line
+// ("network: ...", empty when those say it all) and whether the network is
+// fine.
+std::pair<std::string, bool> check_network(const JobPlan& plan, const PreflightOptions& o,
+                                           bool master_addr_explicit, std::vector<Row>& rows) {
+  asio::io_context io;
+  AsioClock clock(io);
+  TransportLinks links(io, o.ssh);
+  const UniqueFd null_fd(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+  OutputSink sink({.job_id = plan.job_id,
+                   .node_of_rank = std::vector<std::string>(
+                       static_cast<std::size_t>(std::max(plan.world_size, 1)), ""),
+                   .stdout_fd = null_fd.get(),
+                   .stderr_fd = null_fd.get()});
+  Controller controller(plan,
+                        {.agent_path = o.agent_path,
+                         .workdir = o.workdir,
+                         .master_addr_explicit = master_addr_explicit,
+                         .probe_only = true},
+                        sink, {.io = io, .links = links, .clock = clock});
+  if (controller.run() != 0)
+    return {"network: not tested (the agents could not be started)", false};
+  const auto& net = controller.network();
+  const auto& node0 = plan.nodes.front().host.name;
+  if (!net.untested.empty()) return {"network: not tested: " + net.untested, true};
+  rows.front().reach = "self";
+  bool all_reach_some = true;
+  for (const auto& n : net.reach) {
+    bool any = false;
+    for (const auto& outcome : n.outcomes) any = any || outcome.reached;
+    Row& row = rows.at(n.node);
+    row.reach = any ? "ok" : "FAIL";
+    all_reach_some = all_reach_some && any;
+    if (!any) {
+      row.problems.push_back(
+          fmt::format("cannot reach node 0 ({}) at any of its addresses (TCP port {}): {}", node0,
+                      net.port, net::describe_attempts(net.candidates, n)));
+    }
+  }
+  if (!net.chosen.empty()) {
+    std::string iface;
+    for (const auto& c : net.candidates) {
+      if (c.address == net.chosen && !c.interface.empty()) iface = " (" + c.interface + ")";
+    }
+    return {
+        fmt::format("network: every node reaches node 0 ({}) at {}{}", node0, net.chosen, iface),
+        true};
+  }
+  if (all_reach_some && !net.problems.empty()) return {"network: " + net.problems.front(), false};
+  return {"", false};  // the nodes that reach none say so in their own lines
 }
 
 }  // namespace
@@ -232,15 +295,31 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
   }
   io.run();
 
-  const std::vector<std::string> head = {"NODE",  "NAME", "HOST",    "CONNECT", "HOSTKEY", "AUTH",
-                                         "AGENT", "WDIR", "PROGRAM", "GPUS",    "RESULT"};
+  // The network, as a job would test it at start: once the rest passed.
+  std::string network;
+  bool network_ok = true;
+  const bool master_addr_explicit =
+      !plan.nodes.empty() && plan.master_addr != default_master_addr(plan.nodes.front().host);
+  if (net::probe_wanted(plan, master_addr_explicit, true)) {
+    const bool passed =
+        std::all_of(rows.begin(), rows.end(), [](const Row& r) { return r.problems.empty(); });
+    if (passed) {
+      std::tie(network, network_ok) = check_network(plan, o, master_addr_explicit, rows);
+    } else {
+      network = "network: not tested (fix the problems above first)";
+    }
+  }
+
+  const std::vector<std::string> head = {"NODE",    "NAME", "HOST",  "CONNECT",
+                                         "HOSTKEY", "AUTH", "AGENT", "WDIR",
+                                         "PROGRAM", "GPUS", "REACH", "RESULT"};
   std::vector<std::vector<std::string>> table;
   int failed = 0;
   for (const auto& r : rows) {
     const bool ok = r.problems.empty();
     failed += ok ? 0 : 1;
     table.push_back({r.node, r.name, r.host, r.connect, r.hostkey, r.auth, r.agent, r.wdir,
-                     r.program, r.gpus, ok ? "ok" : "FAILED"});
+                     r.program, r.gpus, r.reach, ok ? "ok" : "FAILED"});
   }
   std::vector<std::size_t> width(head.size());
   for (std::size_t c = 0; c < head.size(); ++c) {
@@ -260,9 +339,10 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
   for (const auto& r : rows) {
     for (const auto& p : r.problems) fmt::print("node {} ({}): {}\n", r.node, r.name, p);
   }
+  if (!network.empty()) fmt::print("{}\n", network);
   fmt::print("{} of {} node(s) passed\n", rows.size() - static_cast<std::size_t>(failed),
              rows.size());
-  return failed == 0 ? 0 : 1;
+  return failed == 0 && network_ok ? 0 : 1;
 }
 
 }  // namespace dlaunch

@@ -2,6 +2,10 @@
 // starting anything (connect, host key, authentication, agent present and of
 // the same version, working directory, the program on PATH, GPU count when the
 // hostfile lists `gpus`) and prints one table. Exit status 0 only if all pass.
+// When those pass and the job spans machines, the agents are started once
+// more, without workers, and the other nodes test node 0's addresses as a
+// job would at start (column REACH); a node that reaches none is named with
+// the addresses it tried.
 #pragma once
 
 #include <string>

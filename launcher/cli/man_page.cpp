@@ -85,6 +85,18 @@ GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR,
 MASTER_PORT, NODE_RANK, NNODES, TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT,
 TORCHELASTIC_MAX_RESTARTS, DLAUNCH_JOB_ID and DLAUNCH_STORE_ADDR, _PORT and
 _SECRET (the job's comm store).
+For a job on more than one machine, unless \fB\-\-master\-addr\fR or node 0's
+\fBaddress:\fR gives it, MASTER_ADDR is the first of node 0's addresses that
+every other node could connect to at start (container bridges such as docker0,
+link\-local and loopback addresses last), and each node's workers get
+GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME (under \fB\-\-mpi\fR also
+OMPI_MCA_btl_tcp_if_include and OMPI_MCA_oob_tcp_if_include) naming its
+interface toward it, where the user did not set them.
+.TP
+.B DLAUNCH_DEBUG
+Comma\-separated topics printed to stderr: \fBssh\fR (each connection's
+stages), \fBstats\fR (start\-up milestones and resource use), \fBnet\fR
+(node 0's addresses in the order tried, what each node reached, the choice).
 )";
 
 constexpr const char* kTail = R"(.SH FILES

@@ -224,6 +224,8 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     on_fence(i, std::move(*up));
   } else if (auto* ab = std::get_if<proto::WorkerAbort>(&msg)) {
     on_worker_abort(*ab);
+  } else if (auto* pr = std::get_if<proto::ProbeResult>(&msg)) {
+    on_probe_result(i, std::move(*pr));
   } else {
     fail({.kind = CauseKind::kNode,
           .message = node_label(i) + ": unexpected message " + proto::message_name(msg)});
@@ -255,6 +257,7 @@ void Controller::on_hello(std::size_t i, const proto::Hello& hello) {
 void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
   nodes_[i].ready = true;
   nodes_[i].no_cgroup = ready.no_cgroup;
+  nodes_[i].interfaces = ready.interfaces;
   ++readies_;
   show_progress();
   if (i == 0) {
@@ -273,6 +276,12 @@ void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
     if (!n.ready) return;
   }
   milestones_.ready = env_.clock.now();
+  deadline_->cancel();
+  if (begin_network_choice()) return;  // Start waits for the other nodes' tests
+  send_start();
+}
+
+void Controller::send_start() {
   phase_ = Phase::kRunning;
   start_sent_ = true;
   deadline_->cancel();
@@ -284,6 +293,9 @@ void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
                                        {"DLAUNCH_STORE_PORT", std::to_string(store_port_)},
                                        {"DLAUNCH_STORE_SECRET", cfg_.store_secret}});
   }
+  // Each agent finds its interface toward it, for gloo, NCCL and Open MPI;
+  // a job on this machine alone keeps to loopback and sets none.
+  if (!on_this_machine_ && net::is_ip_address(addr)) start.net_address = addr;
   // Nodes on node 0's machine (node 0, and every local node when it is
   // local) reach the store through its Unix socket too.
   const bool node0_local = nodes_.front().plan->host.transport == Transport::kLocal;
@@ -506,12 +518,15 @@ void Controller::maybe_finish() {
   env_.io.stop();
 }
 
-// MASTER_ADDR: --master-addr, or node 0's `address`, or the address the head
-// actually reached node 0 at over SSH; for a local node 0 in a job with SSH
-// nodes, the head's own address on the route to them (never 127.0.0.1).
+// MASTER_ADDR: --master-addr, or node 0's `address`, or the address chosen
+// at start (every node reached it); without one (an agent that reported no
+// interfaces), the address the head actually reached node 0 at over SSH (a
+// jump host's, through one), and for a local node 0 in a job with SSH nodes,
+// the head's own address on the route to them (never 127.0.0.1).
 std::string Controller::master_addr() const {
   const auto& node0 = nodes_.front();
   if (cfg_.master_addr_explicit || !node0.plan->host.address.empty()) return plan_.master_addr;
+  if (!network_.chosen.empty()) return network_.chosen;
   if (node0.link && !node0.link->peer_address().empty()) return node0.link->peer_address();
   for (const auto& n : nodes_) {
     if (n.link && !n.link->local_address().empty()) return n.link->local_address();
@@ -596,9 +611,11 @@ void Controller::on_deadline(milliseconds after, const std::string& what) {
     start_deadline_passed_ = true;
     std::string late;
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      if (!nodes_[i].ready) late += (late.empty() ? "" : ", ") + node_label(i);
+      const bool waiting = probing_ ? i > 0 && !nodes_[i].probe_answered : !nodes_[i].ready;
+      if (waiting) late += (late.empty() ? "" : ", ") + node_label(i);
     }
-    fail({.kind = CauseKind::kLaunch, .message = msg + "; not ready: " + late});
+    fail({.kind = CauseKind::kLaunch,
+          .message = msg + (probing_ ? "; no answer from: " : "; not ready: ") + late});
     return;
   }
   log(msg + "; killing the agents");

@@ -35,6 +35,7 @@
 #include "dlaunch/clock.h"
 #include "dlaunch/proto/heartbeat.h"
 #include "dlaunch/tunables.h"
+#include "net/master_address.h"
 #include "output/output_sink.h"
 #include "plan/plan.h"
 #include "transport/link_factory.h"
@@ -56,6 +57,13 @@ struct ControllerConfig {
   bool mpi = false;                   // agents serve PMIx; fences cross nodes through us
   std::string store_secret;           // the job's comm store secret (node 0 hosts it)
   std::uint16_t store_port = 0;       // 0: any free port
+  // --check's network test: the agents get no workers; once the other nodes
+  // have tested which of node 0's addresses they reach (network()), every
+  // agent is shut down and nothing is started.
+  bool probe_only = false;
+  // This machine's interfaces, to tell which agents run on it (they list the
+  // same); unset: the system's (dlaunch/proto/interfaces.h). For tests.
+  std::optional<std::vector<proto::Interface>> head_interfaces;
 };
 
 // What a controller runs on.
@@ -85,6 +93,20 @@ class Controller {
   const RootCause& cause() const { return cause_; }
   int ranks_stopped() const { return ranks_stopped_; }
 
+  // The job's network: MASTER_ADDR and the comm store's address. Chosen at
+  // start from node 0's addresses (net/master_address.h) when not given and
+  // the job spans machines; the other nodes test their reach first.
+  struct Network {
+    std::string given;                       // --master-addr or node 0's address:, if given
+    std::uint16_t port = 0;                  // where node 0 was tested (its reserved port)
+    std::vector<net::Candidate> candidates;  // node 0's addresses, in the order tried
+    std::vector<net::NodeReach> reach;       // what each other node found (when tested)
+    std::string chosen;                      // empty: none (yet), or not chosen here
+    std::vector<std::string> problems;       // why none could be chosen
+    std::string untested;                    // why the addresses were not tested, if not
+  };
+  const Network& network() const { return network_; }
+
  private:
   enum class Phase { kStarting, kRunning, kAborting, kShuttingDown, kFinished };
   struct RankState {
@@ -103,8 +125,10 @@ class Controller {
     bool ready = false;
     bool done = false;
     bool closed = false;
-    bool failed = false;    // said Fatal (a check before start failed there)
-    std::string no_cgroup;  // why its agent has no cgroup for the job (Ready)
+    bool failed = false;                       // said Fatal (a check before start failed there)
+    std::string no_cgroup;                     // why its agent has no cgroup for the job (Ready)
+    std::vector<proto::Interface> interfaces;  // its agent's machine's (Ready)
+    bool probe_answered = false;
   };
 
   void start_agents();
@@ -115,6 +139,12 @@ class Controller {
   void on_exited(std::size_t node, const proto::Exited& ex);
   void on_worker_abort(const proto::WorkerAbort& ab);
   void on_fence(std::size_t node, proto::FenceUp&& up);
+  bool on_this_machine_only() const;
+  bool begin_network_choice();
+  void on_probe_result(std::size_t node, proto::ProbeResult&& result);
+  void finish_probe();
+  void end_probe_only();
+  void send_start();
   void fail(RootCause cause);
   bool start_settled() const;
   void abort_all(const std::string& reason, bool immediate);
@@ -149,6 +179,9 @@ class Controller {
   std::uint16_t master_port_ = 0;
   std::uint16_t store_port_ = 0;
   std::string store_path_;  // node 0's store's Unix socket
+  Network network_;
+  bool probing_ = false;          // Probe sent, waiting for the answers
+  bool on_this_machine_ = false;  // every agent runs on the head's machine
   RootCause cause_;
   Progress progress_;
   int hellos_ = 0;

@@ -7,6 +7,7 @@
 #include "dlaunch/proto/heartbeat.h"
 #include "dlaunch/tunables.h"
 #include "hostfile/hostfile.h"
+#include "net/job_network.h"
 
 namespace dlaunch {
 
@@ -20,9 +21,9 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
     s.store_secret = cfg.store_secret;
     s.store_port = cfg.store_port;
     // Every node on this machine: no other host needs to reach the store.
-    bool all_local = true;
-    for (const auto& n : plan.nodes) all_local = all_local && n.host.transport == Transport::kLocal;
-    s.store_bind = all_local ? "127.0.0.1" : "0.0.0.0";
+    // Else every address, IPv6 too (the address chosen at start may be one).
+    s.store_bind = net::all_local(plan) ? "127.0.0.1" : "::";
+    s.accept_probes = net::probe_wanted(plan, cfg.master_addr_explicit, cfg.probe_only);
   }
   s.master_port = cfg.master_port;
   using proto::ms;
@@ -48,6 +49,7 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
     if (same_machine) s.ranks_on_host += static_cast<std::int32_t>(n.ranks.size());
   }
   for (const auto& r : np.ranks) {
+    if (cfg.probe_only) break;  // --check: nothing to start
     proto::WorkerSpec w;
     w.rank = r.rank;
     w.local_rank = r.local_rank;

@@ -80,6 +80,7 @@ void put(Writer& w, const Setup& m) {
   w.i32(m.node_rank);
   w.boolean(m.reserve_master_port);
   w.u16(m.master_port);
+  w.boolean(m.accept_probes);
   w.u32(m.kill_grace_ms);
   w.u32(m.heartbeat_interval_ms);
   w.u32(m.heartbeat_timeout_ms);
@@ -108,8 +109,19 @@ void put(Writer& w, const Ready& m) {
   w.u16(m.store_port);
   w.bytes(m.store_path);
   w.bytes(m.no_cgroup);
+  w.u32(static_cast<std::uint32_t>(m.interfaces.size()));
+  for (const auto& i : m.interfaces) {
+    w.bytes(i.name).bytes(i.address);
+    w.u8(i.prefix_len);
+    w.u8(static_cast<std::uint8_t>(i.family));
+    w.boolean(i.up);
+    w.boolean(i.loopback);
+  }
 }
-void put(Writer& w, const Start& m) { put_env(w, m.env); }
+void put(Writer& w, const Start& m) {
+  put_env(w, m.env);
+  w.bytes(m.net_address);
+}
 void put(Writer& w, const Started& m) {
   w.i32(m.rank);
   w.i32(m.pid);
@@ -152,6 +164,20 @@ void put(Writer& w, const WorkerAbort& m) {
   w.i32(m.status);
   w.bytes(m.message);
 }
+void put(Writer& w, const Probe& m) {
+  w.u16(m.port);
+  w.u32(m.timeout_ms);
+  w.u32(static_cast<std::uint32_t>(m.addresses.size()));
+  for (const auto& a : m.addresses) w.bytes(a);
+}
+void put(Writer& w, const ProbeResult& m) {
+  w.u32(static_cast<std::uint32_t>(m.outcomes.size()));
+  for (const auto& o : m.outcomes) {
+    w.bytes(o.address);
+    w.boolean(o.reached);
+    w.bytes(o.error).bytes(o.interface);
+  }
+}
 
 void get(Reader& r, Hello& m) {
   m.magic = r.u32();
@@ -166,6 +192,7 @@ void get(Reader& r, Setup& m) {
   m.node_rank = r.i32();
   m.reserve_master_port = r.boolean();
   m.master_port = r.u16();
+  m.accept_probes = r.boolean();
   m.kill_grace_ms = r.u32();
   m.heartbeat_interval_ms = r.u32();
   m.heartbeat_timeout_ms = r.u32();
@@ -198,8 +225,23 @@ void get(Reader& r, Ready& m) {
   m.store_port = r.u16();
   m.store_path = r.str();
   m.no_cgroup = r.str();
+  const auto n = r.count(12);
+  m.interfaces.resize(n);
+  for (auto& i : m.interfaces) {
+    i.name = r.str();
+    i.address = r.str();
+    i.prefix_len = r.u8();
+    const auto family = r.u8();
+    if (family != 4 && family != 6) throw ProtocolError("bad address family in Ready");
+    i.family = static_cast<AddressFamily>(family);
+    i.up = r.boolean();
+    i.loopback = r.boolean();
+  }
 }
-void get(Reader& r, Start& m) { m.env = r.env(); }
+void get(Reader& r, Start& m) {
+  m.env = r.env();
+  m.net_address = r.str();
+}
 void get(Reader& r, Started& m) {
   m.rank = r.i32();
   m.pid = r.i32();
@@ -245,6 +287,23 @@ void get(Reader& r, WorkerAbort& m) {
   m.rank = r.i32();
   m.status = r.i32();
   m.message = r.str();
+}
+void get(Reader& r, Probe& m) {
+  m.port = r.u16();
+  m.timeout_ms = r.u32();
+  const auto n = r.count(4);
+  m.addresses.reserve(n);
+  for (std::uint32_t i = 0; i < n; ++i) m.addresses.push_back(r.str());
+}
+void get(Reader& r, ProbeResult& m) {
+  const auto n = r.count(13);
+  m.outcomes.resize(n);
+  for (auto& o : m.outcomes) {
+    o.address = r.str();
+    o.reached = r.boolean();
+    o.error = r.str();
+    o.interface = r.str();
+  }
 }
 
 template <std::size_t I = 0>
@@ -322,8 +381,9 @@ std::optional<Message> Decoder::next() {
 
 const char* message_name(const Message& msg) {
   static constexpr const char* kNames[] = {
-      "Hello",     "Setup",    "Ready", "Start", "Started", "Output",    "Exited",     "Abort",
-      "Heartbeat", "Shutdown", "Fatal", "Done",  "FenceUp", "FenceDown", "WorkerAbort"};
+      "Hello",   "Setup",     "Ready",       "Start",    "Started",    "Output",
+      "Exited",  "Abort",     "Heartbeat",   "Shutdown", "Fatal",      "Done",
+      "FenceUp", "FenceDown", "WorkerAbort", "Probe",    "ProbeResult"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[msg.index()];
 }

@@ -18,7 +18,9 @@
 # DIR gets what scripts/testbed/sshd.sh writes (home/.ssh/{id_ed25519,
 # known_hosts}: point HOME there; hosts.yaml with transport ssh and, if given,
 # the agent path; hostfile.plain; hosts.list; ssh_config), plus nodes (one line
-# per host: "K NAMESPACE ADDRESS ROOT_VETH") and netns.state (what stop removes).
+# per host: "K NAMESPACE ADDRESS ROOT_VETH") and netns.state (what stop removes;
+# a test that adds a route to the root namespace appends "route PREFIX" there,
+# so that stop removes it too, even after the test was killed).
 set -euo pipefail
 
 cmd=${1:-}; dir=${2:-}
@@ -48,6 +50,7 @@ stop() {
     case "$kind" in
       ns) ip netns del "$name" 2>/dev/null || true ;;
       veth) ip link del "$name" 2>/dev/null || true ;;
+      route) ip route del "$name" 2>/dev/null || true ;;
     esac
   done < "$dir/netns.state"
   while read -r kind name; do

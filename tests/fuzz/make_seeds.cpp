@@ -35,11 +35,21 @@ void protocol_seeds(const fs::path& dir) {
   setup.mpi = true;
   setup.node_names = {"node0", "node1"};
   setup.ranks_per_node = {2, 2};
+  setup.accept_probes = true;
+  proto::Ready ready{.master_port = 29500, .store_port = 29501};
+  ready.interfaces = {
+      {.name = "lo", .address = "127.0.0.1", .prefix_len = 8, .up = true, .loopback = true},
+      {.name = "eth0",
+       .address = "fd00::2",
+       .prefix_len = 64,
+       .family = proto::AddressFamily::kIpv6,
+       .up = true}};
   const std::vector<std::pair<std::string, proto::Message>> messages = {
       {"hello", proto::Hello{.agent_version = "0.1.0", .hostname = "node0", .pid = 4242}},
       {"setup", setup},
-      {"ready", proto::Ready{.master_port = 29500, .store_port = 29501}},
-      {"start", proto::Start{.env = {{"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}}}},
+      {"ready", ready},
+      {"start", proto::Start{.env = {{"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}},
+                             .net_address = "10.0.0.1"}},
       {"started", proto::Started{.rank = 2, .pid = 777}},
       {"output", proto::Output{.rank = 2, .stream = proto::Stream::kStderr, .data = "line\n"}},
       {"exited", proto::Exited{.rank = 2,
@@ -56,6 +66,13 @@ void protocol_seeds(const fs::path& dir) {
       {"fence_up", proto::FenceUp{.seq = 0, .data = std::string("\x01\x02\x00\x03", 4)}},
       {"fence_down", proto::FenceDown{.seq = 0, .data = std::string("\x01\x02\x00\x03", 4)}},
       {"worker_abort", proto::WorkerAbort{.rank = 1, .status = 3, .message = "MPI_Abort"}},
+      {"probe",
+       proto::Probe{
+           .port = 29500, .timeout_ms = 2000, .addresses = {"10.0.0.1", "fd00::1", "172.17.0.1"}}},
+      {"probe_result",
+       proto::ProbeResult{
+           .outcomes = {{.address = "10.0.0.1", .reached = true, .interface = "eth0"},
+                        {.address = "fd00::1", .error = "Network is unreachable"}}}},
   };
   std::string session;
   for (const auto& [name, m] : messages) {

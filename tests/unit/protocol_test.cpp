@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 
+#include "dlaunch/codec.h"
 #include "dlaunch/process.h"
 #include "dlaunch/proto/channel.h"
 #include "dlaunch/unique_fd.h"
@@ -79,6 +80,9 @@ TEST(Protocol, EveryMessageRoundTrips) {
       FenceUp{.seq = 2, .data = std::string("\0blob", 5)},
       FenceDown{.seq = 2, .data = "all blobs"},
       WorkerAbort{.rank = 3, .status = 7, .message = "bye"},
+      Probe{.port = 29500, .timeout_ms = 2000, .addresses = {"10.0.0.1", "fd00::1"}},
+      ProbeResult{.outcomes = {{.address = "10.0.0.1", .reached = true, .interface = "eth0"},
+                               {.address = "fd00::1", .error = "Network is unreachable"}}},
   };
   for (const auto& m : all) {
     auto back = round_trip(m);
@@ -172,6 +176,120 @@ TEST(Protocol, ExitedCarriesTheWorkersErrorFile) {
   auto plain = std::get<Exited>(round_trip(Exited{.rank = 1}));
   EXPECT_EQ(plain.error_file, "");
   EXPECT_EQ(plain.error_file_data, "");
+}
+
+TEST(Protocol, ReadyCarriesTheNodesInterfaces) {
+  // Version 5 added the interfaces, the probe and Start's address.
+  static_assert(kProtocolVersion >= 5);
+  Ready r{.master_port = 29500};
+  r.interfaces = {{.name = "lo",
+                   .address = "127.0.0.1",
+                   .prefix_len = 8,
+                   .family = AddressFamily::kIpv4,
+                   .up = true,
+                   .loopback = true},
+                  {.name = "eth0",
+                   .address = "fd00::2",
+                   .prefix_len = 64,
+                   .family = AddressFamily::kIpv6,
+                   .up = true},
+                  {.name = "docker0", .address = "172.17.0.1", .prefix_len = 16}};
+  auto back = std::get<Ready>(round_trip(r));
+  ASSERT_EQ(back.interfaces.size(), 3u);
+  EXPECT_EQ(back.interfaces[0].name, "lo");
+  EXPECT_TRUE(back.interfaces[0].loopback);
+  EXPECT_EQ(back.interfaces[0].prefix_len, 8);
+  EXPECT_EQ(back.interfaces[1].address, "fd00::2");
+  EXPECT_EQ(back.interfaces[1].family, AddressFamily::kIpv6);
+  EXPECT_TRUE(back.interfaces[1].up);
+  EXPECT_FALSE(back.interfaces[1].loopback);
+  EXPECT_EQ(back.interfaces[2].name, "docker0");
+  EXPECT_FALSE(back.interfaces[2].up);
+  EXPECT_EQ(encode(back), encode(r));
+}
+
+TEST(Protocol, SetupStartProbeAndItsResultRoundTrip) {
+  proto::Setup s;
+  s.accept_probes = true;
+  EXPECT_TRUE(std::get<proto::Setup>(round_trip(s)).accept_probes);
+  EXPECT_FALSE(std::get<proto::Setup>(round_trip(proto::Setup{})).accept_probes);
+
+  auto start = std::get<Start>(round_trip(Start{.env = {{"A", "1"}}, .net_address = "fd00::2"}));
+  EXPECT_EQ(start.net_address, "fd00::2");
+  EXPECT_EQ(start.env, (Env{{"A", "1"}}));
+
+  auto probe =
+      std::get<Probe>(round_trip(Probe{.port = 1234, .timeout_ms = 1500, .addresses = {"a", "b"}}));
+  EXPECT_EQ(probe.port, 1234);
+  EXPECT_EQ(probe.timeout_ms, 1500u);
+  EXPECT_EQ(probe.addresses, (std::vector<std::string>{"a", "b"}));
+
+  auto result = std::get<ProbeResult>(round_trip(ProbeResult{
+      .outcomes = {
+          {.address = "10.0.0.1", .reached = true, .interface = "eth0"},
+          {.address = "172.17.0.1", .error = "Connection refused", .interface = "docker0"}}}));
+  ASSERT_EQ(result.outcomes.size(), 2u);
+  EXPECT_TRUE(result.outcomes[0].reached);
+  EXPECT_EQ(result.outcomes[0].interface, "eth0");
+  EXPECT_FALSE(result.outcomes[1].reached);
+  EXPECT_EQ(result.outcomes[1].error, "Connection refused");
+  EXPECT_STREQ(message_name(Probe{}), "Probe");
+  EXPECT_STREQ(message_name(ProbeResult{}), "ProbeResult");
+}
+
+namespace {
+
+// A frame whose payload is `payload`, of message type `type` (no checks).
+std::string frame(std::uint16_t type, const std::string& payload) {
+  std::string out;
+  dlaunch::codec::Writer w(out);
+  w.u32(static_cast<std::uint32_t>(payload.size())).u16(type).u16(0);
+  out += payload;
+  return out;
+}
+
+std::uint16_t type_of(const Message& m) { return static_cast<std::uint16_t>(m.index() + 1); }
+
+}  // namespace
+
+TEST(Protocol, MalformedNetworkMessagesAreRejected) {
+  const auto decodes = [](const std::string& wire) {
+    Decoder d;
+    d.feed(wire);
+    return d.next().has_value();
+  };
+  // An address family other than 4 or 6.
+  Ready r;
+  r.interfaces = {{.name = "eth0", .address = "10.0.0.1", .family = AddressFamily::kIpv4}};
+  std::string wire = encode(r);
+  ASSERT_TRUE(decodes(wire));
+  // Fields from the end: loopback, up, family.
+  wire[wire.size() - 3] = 5;
+  EXPECT_THROW(decodes(wire), ProtocolError);
+  // A boolean that is neither 0 nor 1 (loopback).
+  wire = encode(r);
+  wire.back() = 2;
+  EXPECT_THROW(decodes(wire), ProtocolError);
+  // Counts beyond what the frame holds.
+  for (const Message& m : {Message{Ready{}}, Message{Probe{}}, Message{ProbeResult{}}}) {
+    std::string bytes = encode(m);
+    for (std::size_t i = bytes.size() - 4; i < bytes.size(); ++i)
+      bytes[i] = static_cast<char>(0xff);
+    EXPECT_THROW(decodes(bytes), ProtocolError) << message_name(m);
+  }
+  // Truncated: a ProbeResult whose outcome lacks its interface; a Start
+  // without its address (a version 4 Start).
+  std::string payload;
+  dlaunch::codec::Writer w(payload);
+  w.u32(1).bytes("10.0.0.1").boolean(true).bytes("");
+  EXPECT_THROW(decodes(frame(type_of(ProbeResult{}), payload)), ProtocolError);
+  std::string old_start;
+  dlaunch::codec::Writer(old_start).u32(0);
+  EXPECT_THROW(decodes(frame(type_of(Start{}), old_start)), ProtocolError);
+  // Trailing bytes after a Probe's addresses.
+  payload.clear();
+  dlaunch::codec::Writer(payload).u16(1).u32(2).u32(1).bytes("a").u8(0);
+  EXPECT_THROW(decodes(frame(type_of(Probe{}), payload)), ProtocolError);
 }
 
 // PipeChannel::read_pending: what a heartbeat timer calls before it declares

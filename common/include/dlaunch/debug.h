@@ -3,6 +3,9 @@
 //   ssh    each SSH connection's stages with their times (launcher)
 //   stats  one line of resource use at exit: dlaunch (start-up milestones,
 //          CPU time, peak RSS) and each local agent; read by bench/
+//   net    how MASTER_ADDR was found: node 0's addresses in the order tried,
+//          which of them each other node reached (and by which interface),
+//          the choice (launcher)
 #include <string>
 #include <string_view>
 

@@ -101,6 +101,10 @@ inline constexpr int kGuardKillRounds = 5;
 inline constexpr milliseconds kSshCloseWait{2000};
 // How often an SSH link asks libssh2 whether a keepalive is due.
 inline constexpr milliseconds kSshKeepalivePoll{1000};
+// Each other node's test of node 0's addresses at start: how long one
+// connect may take (a SYN and a retransmission; refused and unreachable
+// answer at once).
+inline constexpr milliseconds kProbeConnect{2000};
 // File times come from a coarse clock: an error file this much older than
 // its worker still counts as written by it.
 inline constexpr milliseconds kErrorFileSlack{1000};

@@ -124,6 +124,15 @@ class FakeOs final : public dlaunch::agent::AgentOs {
     spawned_in.push_back(cg);
     return spawn(opts);
   }
+  std::vector<proto::Interface> interfaces() override { return ifaces; }
+  std::string route_interface(const std::string& address) override {
+    routed.push_back(address);
+    return route;
+  }
+  std::vector<proto::Interface> ifaces;  // what the machine has
+  std::string route;                     // the interface toward any address
+  std::vector<std::string> routed;       // the addresses asked about
+
   bool cgroups_work = false;
   std::vector<pid_t> in_cgroup;
   std::vector<std::string> cgroup_killed, cgroup_removed, spawned_in;

@@ -46,6 +46,7 @@ class FakeLink final : public dlaunch::AgentLink {
   void kill_agent() override { killed = true; }
   bool agent_gone() const override { return !open_; }
   void reap() override {}
+  std::string peer_address() const override { return peer; }
 
   // The agent says something.
   void deliver(proto::Message msg) { cb_.on_message(std::move(msg)); }
@@ -65,6 +66,7 @@ class FakeLink final : public dlaunch::AgentLink {
   }
 
   std::vector<proto::Message> sent;
+  std::string peer;  // the node's address as the head reached it
   bool killed = false;
   int read_pending_calls = 0;
   std::function<void()> on_read_pending;

@@ -11,16 +11,25 @@
 // kProtocolVersion; the head refuses any other version before sending work.
 //
 //   agent -> head: Hello, Ready, Started, Output, Exited, Heartbeat, Fatal, Done,
-//                  FenceUp, WorkerAbort
-//   head -> agent: Setup, Start, Abort, Heartbeat, Shutdown, FenceDown
+//                  FenceUp, WorkerAbort, ProbeResult
+//   head -> agent: Setup, Start, Abort, Heartbeat, Shutdown, FenceDown, Probe
 //
 // MPI mode (Setup.mpi): every agent is a PMIx server; a fence spanning nodes
 // sends each node's blob up (FenceUp, numbered per node in call order), and
 // the head answers every node with all blobs concatenated (FenceDown).
 //
-// Sequence: Hello, Setup, Ready, Start, (Started | Output | Exited)*,
-// [Abort], Shutdown, Done, then the agent exits. The agent treats EOF on its
-// stdin as Abort{immediate=false} followed by Shutdown.
+// Choosing the network (docs/troubleshooting.md): every agent lists its
+// interfaces in Ready. Unless the address is given (or every node is on the
+// head's machine), node 0 accepts connections on its reserved port from
+// Setup until Start (Setup.accept_probes), and every other node is asked to
+// connect to node 0's candidate addresses (Probe); it answers with one
+// outcome per address (ProbeResult). The head chooses, and Start carries the
+// address (Start.net_address) from which each agent finds the interface its
+// workers' traffic takes.
+//
+// Sequence: Hello, Setup, Ready, [Probe, ProbeResult], Start,
+// (Started | Output | Exited)*, [Abort], Shutdown, Done, then the agent exits. The agent treats EOF
+// on its stdin as Abort{immediate=false} followed by Shutdown.
 //
 // Decoding never trusts lengths: a frame over kMaxFrameBytes, a truncated
 // payload or trailing bytes throw ProtocolError. Thread safety: none needed,
@@ -43,11 +52,14 @@
 namespace dlaunch::proto {
 
 inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
-inline constexpr std::uint16_t kProtocolVersion = 4;
+inline constexpr std::uint16_t kProtocolVersion = 5;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
 inline constexpr std::size_t kMaxErrorFileBytes = 64u << 10;
+// The most addresses one Probe asks an agent to try at once (more are
+// answered "not tried").
+inline constexpr std::size_t kMaxProbeAddresses = 64;
 
 // A peer broke the protocol: a malformed, oversized or unknown frame
 // (ErrorKind::kProtocol: version skew or a bug on the other side).
@@ -83,6 +95,10 @@ struct Setup {
   std::int32_t node_rank = 0;
   bool reserve_master_port = false;  // node 0: find a free port and hold it
   std::uint16_t master_port = 0;     // 0: any free port; otherwise this one
+  // Node 0: listen on the reserved port until Start, accepting connections
+  // and dropping them at once, so that the other nodes can test which of its
+  // addresses they reach (Probe).
+  bool accept_probes = false;
   // Defaults: dlaunch/tunables.h.
   std::uint32_t kill_grace_ms = ms(default_ms(tunables::kKillGrace));
   std::uint32_t heartbeat_interval_ms = ms(timing::kMaxHeartbeatInterval);
@@ -105,6 +121,18 @@ struct Setup {
   std::int32_t ranks_on_host = 0;
 };
 
+enum class AddressFamily : std::uint8_t { kIpv4 = 4, kIpv6 = 6 };
+
+// One address of one of a node's network interfaces (getifaddrs).
+struct Interface {
+  std::string name;     // "eth0"
+  std::string address;  // numeric, without a scope: "10.1.2.3", "fd00::2"
+  std::uint8_t prefix_len = 0;
+  AddressFamily family = AddressFamily::kIpv4;
+  bool up = false;  // IFF_UP: configured up (with or without a carrier)
+  bool loopback = false;
+};
+
 struct Ready {
   std::uint16_t master_port = 0;  // the reserved port, 0 when none
   std::uint16_t store_port = 0;   // the comm store's port, 0 when none
@@ -115,10 +143,17 @@ struct Ready {
   // of its own, else why there is none (then a process that leaves both its
   // process group and the environment token can escape the clean-up).
   std::string no_cgroup;
+  // The node's interface addresses, in the order the system lists them.
+  std::vector<Interface> interfaces;
 };
 
 struct Start {
   Env env;  // common to every worker (MASTER_ADDR, MASTER_PORT, ...)
+  // The IP address MASTER_ADDR names, when dlaunch chose or knows it: the
+  // agent sets its workers' GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME (and under
+  // MPI, Open MPI's TCP interface lists) to its interface toward it, where
+  // the user did not set them. Empty: none are set.
+  std::string net_address;
 };
 
 struct Started {
@@ -180,8 +215,27 @@ struct WorkerAbort {
   std::string message;
 };
 
-using Message = std::variant<Hello, Setup, Ready, Start, Started, Output, Exited, Abort, Heartbeat,
-                             Shutdown, Fatal, Done, FenceUp, FenceDown, WorkerAbort>;
+// Connect to each of node 0's candidate addresses at `port` (all at once,
+// each within timeout_ms) and say which answered.
+struct Probe {
+  std::uint16_t port = 0;
+  std::uint32_t timeout_ms = 0;
+  std::vector<std::string> addresses;  // numeric IP addresses
+};
+struct ProbeOutcome {
+  std::string address;
+  bool reached = false;
+  std::string error;      // why not, when not reached
+  std::string interface;  // this node's interface toward the address; empty: unknown
+};
+// One outcome per address of the Probe, in its order.
+struct ProbeResult {
+  std::vector<ProbeOutcome> outcomes;
+};
+
+using Message =
+    std::variant<Hello, Setup, Ready, Start, Started, Output, Exited, Abort, Heartbeat, Shutdown,
+                 Fatal, Done, FenceUp, FenceDown, WorkerAbort, Probe, ProbeResult>;
 
 // Appends one complete frame for msg to out.
 void encode(const Message& msg, std::string& out);

@@ -1,0 +1,407 @@
+// Which network the workers use, on real network stacks: scripts/testbed/netns.sh
+// gives three hosts, each a network namespace with its own eth0 (10.201.X.k)
+// and sshd, joined by a bridge to this (the head's) namespace. Each host also
+// gets a decoy docker0 bridge with the same 172.17.0.1/16 on every one, as a
+// machine with Docker has. Jobs must get node 0's 10.201 address as
+// MASTER_ADDR and the store's address, and eth0 as the interface for gloo
+// and NCCL; an address of node 0 that the others cannot reach is passed
+// over; a node that reaches nothing fails the job before any worker starts.
+//
+// Needs root (network namespaces) and `ip`; skips and says why without them.
+// No traffic leaves the machine: the bed's addresses are its own, and the
+// extra network of one test is made unreachable in every namespace, the
+// head's included (removed in teardown by netns.sh stop).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "support.h"
+
+using namespace dltest;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kNetns = std::string(SOURCE_DIR) + "/scripts/testbed/netns.sh";
+const std::string kWorker = TEST_WORKER_BIN;
+const std::string kPython = "/usr/bin/python3";
+constexpr int kNodes = 3;
+constexpr int kSlots = 2;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+class Network : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (::geteuid() != 0) {
+      skip_ = "needs root: the multi-host test bed is network namespaces";
+      return;
+    }
+    if (run({"sh", "-c", "command -v ip"}, 10).exit_code != 0) {
+      skip_ = "needs `ip` (iproute2) for the network-namespace test bed";
+      return;
+    }
+    // A bed left by a run that never reached its tear-down (same naming as
+    // the fault matrix's: whichever suite starts next removes it).
+    for (const auto& e : fs::directory_iterator(fs::temp_directory_path())) {
+      const auto name = e.path().filename().string();
+      const std::string prefix = "dlaunch-netns-";
+      if (name.rfind(prefix, 0) != 0) continue;
+      const auto pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+      if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) {
+        run({kNetns, "stop", e.path().string()}, 60);
+        std::error_code ec;
+        fs::remove_all(e.path(), ec);
+      }
+    }
+    dir_ = (fs::temp_directory_path() / ("dlaunch-netns-" + std::to_string(::getpid()))).string();
+    auto r = run(
+        {kNetns, "start", dir_, std::to_string(kNodes), std::to_string(kSlots), DLAUNCH_AGENT_BIN},
+        60);
+    if (r.exit_code != 0) {
+      skip_ =
+          "cannot start the netns test bed (exit " + std::to_string(r.exit_code) + "): " + r.err;
+      return;
+    }
+    std::istringstream nodes(slurp(dir_ + "/nodes"));
+    int k;
+    std::string ns, addr, veth;
+    while (nodes >> k >> ns >> addr >> veth) {
+      namespaces_.push_back(ns);
+      addrs_.push_back(addr);
+    }
+    if (static_cast<int>(addrs_.size()) != kNodes) {
+      skip_ = "the netns test bed did not list its hosts";
+      return;
+    }
+    // 10.201.X.k: X is the bed's own, so the extra network is 10.250.X.0/24.
+    bed_index_ = addrs_[0].substr(7, addrs_[0].rfind('.') - 7);
+    for (int i = 0; i < kNodes; ++i) {
+      for (const auto& cmd : {"link add docker0 type bridge", "addr add 172.17.0.1/16 dev docker0",
+                              "link set docker0 up"}) {
+        auto d = ip(i, cmd);
+        if (d.exit_code != 0) {
+          skip_ = "cannot add the decoy docker0: " + d.err;
+          return;
+        }
+      }
+    }
+  }
+  static void TearDownTestSuite() {
+    if (dir_.empty()) return;
+    run({kNetns, "stop", dir_}, 60);
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+  // Whatever a test changed in a host's network, undone (last first) even
+  // when the test failed half-way.
+  void TearDown() override {
+    for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) ip(it->first, it->second);
+    undo_.clear();
+  }
+  // `ip -n NS ARGS` on host k now, and `undo` there at the end of the test.
+  RunResult change(int k, const std::string& args, const std::string& undo) {
+    undo_.emplace_back(k, undo);
+    return ip(k, args);
+  }
+  std::vector<std::pair<int, std::string>> undo_;
+
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    for (const char* v : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) {
+      if (std::getenv(v) != nullptr) GTEST_SKIP() << v << " is set here and would be forwarded";
+    }
+  }
+
+  // `ip -n NS ARGS...` in host k's namespace.
+  static RunResult ip(int k, const std::string& args) {
+    return run({"sh", "-c", "ip -n " + namespaces_.at(static_cast<std::size_t>(k)) + " " + args},
+               30);
+  }
+  // A route in the head's namespace, removed by netns.sh stop whatever happens.
+  static void root_route(const std::string& prefix) {
+    std::ofstream(dir_ + "/netns.state", std::ios::app) << "route " << prefix << "\n";
+    ASSERT_EQ(run({"ip", "route", "replace", "unreachable", prefix}, 30).exit_code, 0);
+  }
+
+  static std::vector<std::string> job(std::vector<std::string> args) {
+    args.insert(args.begin(), {"-H", dir_ + "/hosts.yaml"});
+    return dlaunch_cmd(args);
+  }
+  static std::vector<std::string> env(std::vector<std::string> more = {}) {
+    more.push_back("HOME=" + dir_ + "/home");
+    more.emplace_back("SSH_AUTH_SOCK=");
+    return more;
+  }
+  static const std::string& addr(int k) { return addrs_.at(static_cast<std::size_t>(k)); }
+
+  static std::string skip_;
+  static std::string dir_;
+  static std::string bed_index_;
+  static std::vector<std::string> namespaces_;
+  static std::vector<std::string> addrs_;
+};
+
+std::string Network::skip_;
+std::string Network::dir_;
+std::string Network::bed_index_;
+std::vector<std::string> Network::namespaces_;
+std::vector<std::string> Network::addrs_;
+
+const std::string kShowNet =
+    "echo $MASTER_ADDR $DLAUNCH_STORE_ADDR $GLOO_SOCKET_IFNAME $NCCL_SOCKET_IFNAME";
+
+// Every rank's line of `kShowNet`, by rank, without the "[r] " prefix.
+std::map<int, std::string> lines_by_rank(const std::string& out) {
+  std::map<int, std::string> by_rank;
+  std::regex line(R"(^\[(\d+)\] (.*)$)");
+  for (const auto& l : lines_of(out)) {
+    std::smatch m;
+    if (std::regex_match(l, m, line)) by_rank[std::stoi(m[1])] = m[2];
+  }
+  return by_rank;
+}
+
+}  // namespace
+
+TEST_F(Network, MasterAddrIsNodeZerosRealAddressAndWorkersUseTheirEth0) {
+  auto r = run(job({"sh", "-c", kShowNet}), 60, env({"DLAUNCH_DEBUG=net"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = lines_by_rank(r.out);
+  ASSERT_EQ(lines.size(), static_cast<std::size_t>(kNodes * kSlots)) << r.out;
+  for (const auto& [rank, line] : lines) {
+    EXPECT_EQ(line, addr(0) + " " + addr(0) + " eth0 =eth0") << "rank " << rank;
+  }
+  // The decoy was a candidate, after eth0's address, and said to be a bridge.
+  EXPECT_NE(r.err.find("net: node 0 (" + addr(0) + ") addresses to try, in order: " + addr(0) +
+                       " (eth0), 172.17.0.1 (docker0, container bridge)"),
+            std::string::npos)
+      << r.err;
+  for (int k : {1, 2}) {
+    EXPECT_NE(r.err.find("net: node " + std::to_string(k) + " (" + addr(k) + "): " + addr(0) +
+                         " reached via eth0; 172.17.0.1 not reached (Connection refused)"),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_NE(r.err.find("net: MASTER_ADDR=" + addr(0) + " (eth0 on node 0), reached by every node"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(Network, TheStoreAndTheMasterPortWorkAtTheChosenAddress) {
+  // Ranks of nodes 1 and 2 reach the store over TCP at the chosen address.
+  auto r = run(job({kWorker, "store-exchange"}), 60, env());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(lines_of(r.out).size(), static_cast<std::size_t>(kNodes * kSlots)) << r.out;
+  // Node 0 listened on MASTER_PORT for the test connections until Start:
+  // rank 0 can bind it all the same.
+  r = run(job({kWorker, "bind-master-port"}), 60, env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[0] bound\n");
+}
+
+TEST_F(Network, AnAddressTheOthersCannotReachIsPassedOver) {
+  // Node 0 gets a second network that nobody else has a route to. It is made
+  // to come first in the system's order (and so in the order tried): eth0
+  // leaves the namespace while extra0 takes its place, and comes back after.
+  const std::string net = "10.250." + bed_index_;
+  root_route(net + ".0/24");
+  for (int k : {1, 2}) {
+    ASSERT_EQ(
+        change(k, "route add unreachable " + net + ".0/24", "route del " + net + ".0/24").exit_code,
+        0);
+  }
+  const std::string park = namespaces_[0] + "-park";
+  ASSERT_EQ(run({"ip", "netns", "add", park}, 30).exit_code, 0);
+  undo_.emplace_back(0, "link del extra0");
+  for (const auto& cmd : std::vector<std::string>{
+           "link set eth0 netns " + park, "link add extra0 index 2 type bridge",
+           "addr add " + net + ".1/24 dev extra0", "link set extra0 up"}) {
+    auto d = ip(0, cmd);
+    ASSERT_EQ(d.exit_code, 0) << cmd << ": " << d.err;
+  }
+  auto back = run({"sh", "-c",
+                   "ip -n " + park + " link set eth0 netns " + namespaces_[0] + " && ip -n " +
+                       namespaces_[0] + " addr add " + addr(0) + "/24 dev eth0 && ip -n " +
+                       namespaces_[0] + " link set eth0 up"},
+                  30);
+  run({"ip", "netns", "del", park}, 30);
+  ASSERT_EQ(back.exit_code, 0) << back.err;
+
+  auto r = run(job({"sh", "-c", kShowNet}), 60, env({"DLAUNCH_DEBUG=net"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& [rank, line] : lines_by_rank(r.out)) {
+    EXPECT_EQ(line, addr(0) + " " + addr(0) + " eth0 =eth0") << "rank " << rank;
+  }
+  EXPECT_NE(
+      r.err.find("addresses to try, in order: " + net + ".1 (extra0), " + addr(0) + " (eth0)"),
+      std::string::npos)
+      << r.err;
+  for (int k : {1, 2}) {
+    EXPECT_NE(r.err.find("net: node " + std::to_string(k) + " (" + addr(k) + "): " + net +
+                         ".1 not reached (No route to host); " + addr(0) + " reached via eth0"),
+              std::string::npos)
+        << r.err;
+  }
+}
+
+TEST_F(Network, IPv6IsChosenWhereOnlyIPv6Reaches) {
+  // Every host gets an IPv6 address on eth0 (a private fd00::/8 one, on the
+  // bed's bridge only); nodes 1 and 2 lose their IPv4 route to node 0.
+  const std::string net6 = "fd0a:" + bed_index_ + "::";
+  for (int k = 0; k < kNodes; ++k) {
+    const std::string a = net6 + std::to_string(k + 2) + "/64 dev eth0";
+    ASSERT_EQ(change(k, "addr add " + a + " nodad", "addr del " + a).exit_code, 0);
+  }
+  for (int k : {1, 2}) {
+    ASSERT_EQ(change(k, "route add unreachable " + addr(0) + "/32", "route del " + addr(0) + "/32")
+                  .exit_code,
+              0);
+  }
+  const std::string node0 = net6 + "2";
+  auto r = run(job({"sh", "-c", kShowNet}), 60, env({"DLAUNCH_DEBUG=net"}));
+  // The store over IPv6 from nodes 1 and 2 (node 0's store listens on both).
+  auto store = run(job({kWorker, "store-exchange"}), 60, env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = lines_by_rank(r.out);
+  ASSERT_EQ(lines.size(), static_cast<std::size_t>(kNodes * kSlots)) << r.out;
+  for (const auto& [rank, line] : lines) {
+    EXPECT_EQ(line, node0 + " " + node0 + " eth0 =eth0") << "rank " << rank;
+  }
+  EXPECT_NE(r.err.find("net: node 1 (" + addr(1) + "): " + addr(0) +
+                       " not reached (No route to host); " + node0 + " reached via eth0"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(store.exit_code, 0) << store.out << store.err;
+}
+
+TEST_F(Network, AnInterfaceTheUserSetIsKept) {
+  auto r = run(job({"-x", "GLOO_SOCKET_IFNAME=lo", "sh", "-c", kShowNet}), 60, env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = lines_by_rank(r.out);
+  ASSERT_EQ(lines.size(), static_cast<std::size_t>(kNodes * kSlots)) << r.out;
+  for (const auto& [rank, line] : lines) {
+    EXPECT_EQ(line, addr(0) + " " + addr(0) + " lo =eth0") << "rank " << rank;
+  }
+}
+
+TEST_F(Network, AGivenMasterAddrIsNotTestedAndStillGivesTheInterface) {
+  auto r =
+      run(job({"--master-addr", addr(0), "sh", "-c", kShowNet}), 60, env({"DLAUNCH_DEBUG=net"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& [rank, line] : lines_by_rank(r.out)) {
+    EXPECT_EQ(line, addr(0) + " " + addr(0) + " eth0 =eth0") << "rank " << rank;
+  }
+  EXPECT_NE(r.err.find("net: MASTER_ADDR=" + addr(0) + " is given (--master-addr): not tested"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(Network, ANodeThatReachesNothingFailsTheJobBeforeAnyWorkerStarts) {
+  // Node 2 can still be reached by the head (SSH), but has no way to node 0.
+  ASSERT_EQ(change(2, "route add unreachable " + addr(0) + "/32", "route del " + addr(0) + "/32")
+                .exit_code,
+            0);
+  const auto marker = fs::temp_directory_path() / ("dlaunch-net-ran-" + std::to_string(::getpid()));
+  fs::remove_all(marker);
+  const auto id = unique_job_id("unreach");
+  auto r = run(job({"--job-id", id, "sh", "-c", "touch " + marker.string() + "-$RANK"}), 60, env());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(
+      r.err, m,
+      std::regex("dlaunch: job " + id + " could not start: node 2 \\(" + addr(2) +
+                 "\\) cannot reach node 0 \\(" + addr(0) +
+                 "\\) at any of its addresses \\(TCP port \\d+\\): " + addr(0) +
+                 " \\(No route to host\\), 172\\.17\\.0\\.1 \\(Connection refused\\), "
+                 "127\\.0\\.0\\.1 \\(Connection refused\\)")))
+      << r.err;
+  // One root cause: nodes 0 and 1 are fine and not named.
+  EXPECT_EQ(r.err.find("node 1 (" + addr(1) + ") cannot reach"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("also:"), std::string::npos) << r.err;
+  for (int rank = 0; rank < kNodes * kSlots; ++rank) {
+    EXPECT_FALSE(fs::exists(marker.string() + "-" + std::to_string(rank))) << "rank " << rank;
+  }
+  EXPECT_EQ(wait_job_gone(id, 10), std::vector<pid_t>{});
+}
+
+TEST_F(Network, CheckNamesANodeThatCannotReachNodeZero) {
+  auto ok = run(job({"--check", "true"}), 90, env());
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("REACH"), std::string::npos) << ok.out;
+  EXPECT_NE(
+      ok.out.find("network: every node reaches node 0 (" + addr(0) + ") at " + addr(0) + " (eth0)"),
+      std::string::npos)
+      << ok.out;
+
+  ASSERT_EQ(change(1, "route add unreachable " + addr(0) + "/32", "route del " + addr(0) + "/32")
+                .exit_code,
+            0);
+  auto bad = run(job({"--check", "true"}), 90, env());
+  EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
+  EXPECT_NE(bad.out.find("node 1 (" + addr(1) + "): cannot reach node 0 (" + addr(0) +
+                         ") at any of its addresses (TCP port "),
+            std::string::npos)
+      << bad.out;
+  EXPECT_NE(bad.out.find(addr(0) + " (No route to host), 172.17.0.1 (Connection refused)"),
+            std::string::npos)
+      << bad.out;
+  EXPECT_NE(bad.out.find("2 of 3 node(s) passed"), std::string::npos) << bad.out;
+}
+
+TEST_F(Network, UnderMpiOpenMpiIsToldTheInterfaceToo) {
+  auto r = run(job({"--mpi", "sh", "-c",
+                    "echo $OMPI_MCA_btl_tcp_if_include $OMPI_MCA_oob_tcp_if_include "
+                    "$GLOO_SOCKET_IFNAME"}),
+               60, env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = lines_by_rank(r.out);
+  ASSERT_EQ(lines.size(), static_cast<std::size_t>(kNodes * kSlots)) << r.out;
+  for (const auto& [rank, line] : lines) EXPECT_EQ(line, "eth0 eth0 eth0") << "rank " << rank;
+  // And an Open MPI program runs across the three hosts with them.
+  r = run(job({"--mpi", MPI_HELLO_BIN}), 120, env());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const auto& [rank, line] : lines_by_rank(r.out)) {
+    EXPECT_NE(line.find("allreduce(rank)=15"), std::string::npos)
+        << "rank " << rank << ": " << line;
+  }
+}
+
+TEST_F(Network, TrainPyRunsAcrossTheThreeNodes) {
+  if (run({kPython, "-c", "import torch, torch.distributed"}, 60).exit_code != 0)
+    GTEST_SKIP() << "no python3-torch (`" << kPython << " -c 'import torch'` failed)";
+  auto r = run(job({kPython, std::string(SOURCE_DIR) + "/examples/train.py"}), 110, env());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("over "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("on 6 ranks (gloo, cpu)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[0] parameters identical on all 6 ranks"), std::string::npos) << r.out;
+}
+
+// Without a bed: what --dry-run says about MASTER_ADDR.
+TEST(NetworkDryRun, SaysTheAddressIsChosenAtStartUnlessGiven) {
+  const auto hosts =
+      temp_file("defaults: {transport: ssh}\nhosts:\n  - 10.9.0.1\n  - 10.9.0.2\n", ".yaml");
+  auto r = run(dlaunch_cmd({"-H", hosts, "--dry-run", "true"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("MASTER_ADDR=<chosen at start: node 0's first address every node reaches>"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("GLOO_SOCKET_IFNAME"), std::string::npos) << r.out;
+  r = run(dlaunch_cmd({"-H", hosts, "--master-addr", "10.9.0.7", "--dry-run", "true"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("MASTER_ADDR=10.9.0.7 MASTER_PORT"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("<chosen at start"), std::string::npos) << r.out;
+}
