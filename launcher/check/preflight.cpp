@@ -124,11 +124,15 @@ asio::awaitable<void> check_ssh(Row& row, const HostEntry& host, std::string scr
                                 std::shared_ptr<ssh::Limiter> limiter,
                                 std::shared_ptr<ssh::Connector> connector) {
   // The check teaches the limiter nothing: its window stays where it starts.
+  // (The ticket is awaited on its own line: GCC 12 mishandles a co_await
+  // inside the braced initialiser of a local with a destructor, and freed
+  // the limiter twice.)
+  const ssh::Limiter::Ticket ticket = co_await limiter->acquire();
   struct Release {
     std::shared_ptr<ssh::Limiter> l;
     ssh::Limiter::Ticket t;
     ~Release() { l->release(t, ssh::SlotOutcome::kNeutral); }
-  } release{limiter, co_await limiter->acquire()};
+  } release{limiter, ticket};
   try {
     const auto opts = ssh::connect_options(host, o.ssh);
     auto conn = co_await connector->connect(opts);

@@ -583,6 +583,46 @@ TEST_F(BastionBed, KillingDlaunchLeavesNoWorkerBehindTheBastion) {
   expect_no_orphans(bed(), {"--ssh", "openssh", "-F", bed().config()});
 }
 
+// The jobs users run: PyTorch over gloo and a plain Open MPI program under
+// --mpi, with each SSH client. The programs live outside the build folder
+// (which the nodes do not see): train.py in the source tree, mpi_hello
+// copied into the bed's folder.
+std::vector<std::vector<std::string>> both_clients(const Bed& b) {
+  return {{}, {"--ssh", "openssh", "-F", b.config()}};
+}
+
+TEST_F(BastionBed, TorchTrainingRunsOnThreeNodesBehindTheBastion) {
+  if (run({"/usr/bin/python3", "-c", "import torch"}, 60).exit_code != 0)
+    GTEST_SKIP() << "/usr/bin/python3 -c 'import torch' failed: install python3-torch";
+  auto env = ssh_env(bed());
+  env.push_back("PATH=/usr/bin:/bin:/usr/sbin:/sbin");  // Debian's python3, with torch
+  for (const auto& client : both_clients(bed())) {
+    std::vector<std::string> args = client;
+    args.insert(args.end(),
+                {"-H", hosts_arg(), "python3", std::string(SOURCE_DIR) + "/examples/train.py"});
+    const auto r = run(dlaunch_cmd(args), 300, env);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("parameters identical on all 6 ranks"), std::string::npos) << r.out;
+  }
+}
+
+TEST_F(BastionBed, AnOpenMpiProgramRunsUnderMpiOnThreeNodesBehindTheBastion) {
+  const std::string program = bed().dir + "/mpi_hello";
+  fs::copy_file(MPI_HELLO_BIN, program, fs::copy_options::overwrite_existing);
+  for (const auto& client : both_clients(bed())) {
+    std::vector<std::string> args = client;
+    args.insert(args.end(), {"--mpi", "-H", hosts_arg(), program});
+    const auto r = run(dlaunch_cmd(args), 300, ssh_env(bed()));
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    for (int rank = 0; rank < 6; ++rank) {
+      EXPECT_NE(r.out.find("mpi rank " + std::to_string(rank) + "/6, RANK=" + std::to_string(rank) +
+                           " WORLD_SIZE=6, allreduce(rank)=15"),
+                std::string::npos)
+          << r.out;
+    }
+  }
+}
+
 // Beds of their own: two at once, then stopped.
 TEST(BastionBedLifecycle, TwoBedsCoexistAndStopLeavesNothingBehind) {
   const auto why = why_no_bed();
