@@ -2,6 +2,13 @@
 // (launcher/transport/ssh/host_options.h): hostfile and command line beat
 // the ssh config, the config beats dlaunch's defaults; jump host chains;
 // the agent-upload commands (agent_install.h).
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -213,6 +220,105 @@ TEST(SshAgentInstall, TheHashSeparatesBuildsAndTheKeyCarriesTheVersion) {
   EXPECT_NE(content_hash("a"), content_hash("b"));
   EXPECT_EQ(content_hash("").size(), 16u);
   EXPECT_EQ(content_hash("abc"), content_hash("abc"));
+}
+
+// The scripts of agent_install.h, run by /bin/sh here with HOME in a
+// temporary folder, as sshd would run them on a node.
+class AgentInstallScript : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("dlaunch-install-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_ / "home");
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  struct Result {
+    int status = -1;
+    std::string out, err;
+  };
+  // Runs `command` (what the head sends over SSH) with `input` on stdin.
+  Result run(const std::string& command, const std::string& input) {
+    std::ofstream(dir_ / "cmd.sh") << command << "\n";
+    std::ofstream(dir_ / "in", std::ios::binary) << input;
+    const std::string sh = "HOME=" + (dir_ / "home").string() + " /bin/sh " +
+                           (dir_ / "cmd.sh").string() + " < " + (dir_ / "in").string() + " > " +
+                           (dir_ / "out").string() + " 2> " + (dir_ / "err").string();
+    const int rc = std::system(sh.c_str());
+    Result r;
+    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    r.out = slurp(dir_ / "out");
+    r.err = slurp(dir_ / "err");
+    return r;
+  }
+  static std::string slurp(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+  std::filesystem::path cache(const AgentImage& image) const {
+    return dir_ / "home/.cache/dlaunch" / image.key;
+  }
+  // A stand-in agent: a script that answers --version like the real one.
+  static AgentImage image(const std::string& body) {
+    AgentImage i;
+    i.bytes = "#!/bin/sh\n" + body;
+    i.version_line = expected_agent_version_line();
+    i.key = "0.0.0-" + content_hash(i.bytes);
+    return i;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(AgentInstallScript, ACopyThatAnswersItsVersionIsPutInPlaceAndStartedFromThere) {
+  const auto img = image("if [ \"$1\" = --version ]; then echo '" + expected_agent_version_line() +
+                         "'; else echo started-from-cache; fi\n");
+  const auto r = run(upload_command(img, "ok-marker"), img.bytes);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "ok-marker\n");
+  const auto agent = cache(img) / "dlaunch-agent";
+  struct stat st {};
+  ASSERT_EQ(::stat(agent.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_EQ(slurp(agent), img.bytes);
+  // Nothing else is left in the folder (no temporary copy).
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(cache(img))) files += e.exists() ? 1 : 0;
+  EXPECT_EQ(files, 1);
+  // The start command prefers the cached copy over the path (which does not exist).
+  const auto s = run(start_command("/nonexistent/dlaunch-agent", &img), "");
+  EXPECT_EQ(s.status, 0) << s.err;
+  EXPECT_EQ(s.out, "started-from-cache\n");
+}
+
+TEST_F(AgentInstallScript, WithoutACopyOrAnAgentTheStartCommandExitsWithItsOwnStatus) {
+  const auto img = image("exit 0\n");
+  const auto s = run(start_command("/nonexistent/dlaunch-agent", &img), "");
+  EXPECT_EQ(s.status, kNoAgentStatus);
+  EXPECT_EQ(s.out, "");
+}
+
+TEST_F(AgentInstallScript, ACopyThatCannotRunThereIsRemovedAndTheLoadersMessageComesBack) {
+  const auto img = image(
+      "echo 'dlaunch-agent: error while loading shared libraries: libpmix.so.2: cannot open "
+      "shared object file: No such file or directory' >&2; exit 127\n");
+  const auto r = run(upload_command(img, "ok-marker"), img.bytes);
+  EXPECT_EQ(r.status, kUploadNoRunStatus);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("libpmix.so.2"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::filesystem::is_empty(cache(img)));
+}
+
+TEST_F(AgentInstallScript, ACutTransferLeavesNothingUnderTheFinalName) {
+  const auto img = image("echo '" + expected_agent_version_line() + "'\n");
+  const auto r = run(upload_command(img), img.bytes.substr(0, img.bytes.size() / 2));
+  EXPECT_EQ(r.status, kUploadBrokenStatus);
+  EXPECT_NE(r.err.find("received " + std::to_string(img.bytes.size() / 2) + " of " +
+                       std::to_string(img.bytes.size()) + " bytes"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(std::filesystem::is_empty(cache(img)));
 }
 
 }  // namespace
