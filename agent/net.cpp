@@ -13,25 +13,12 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 
+#include "dlaunch/proto/interfaces.h"
+
 namespace dlaunch::agent {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
-
-namespace {
-
-// The numeric form of a socket address, without an IPv6 scope.
-std::string numeric(const sockaddr* sa) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (sa->sa_family == AF_INET) {
-    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof buf);
-  } else if (sa->sa_family == AF_INET6) {
-    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof buf);
-  }
-  return buf;
-}
-
-}  // namespace
 
 std::string interface_toward(const std::string& address,
                              const std::vector<proto::Interface>& interfaces) {
@@ -49,7 +36,7 @@ std::string interface_toward(const std::string& address,
     sockaddr_storage local{};
     socklen_t len = sizeof local;
     if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &len) == 0) {
-      source = numeric(reinterpret_cast<const sockaddr*>(&local));
+      source = proto::numeric_address(reinterpret_cast<const sockaddr*>(&local));
     }
   }
   ::freeaddrinfo(ai);

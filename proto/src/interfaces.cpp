@@ -15,17 +15,6 @@ namespace dlaunch::proto {
 
 namespace {
 
-// The numeric form of a socket address, without an IPv6 scope.
-std::string numeric(const sockaddr* sa) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (sa->sa_family == AF_INET) {
-    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof buf);
-  } else if (sa->sa_family == AF_INET6) {
-    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof buf);
-  }
-  return buf;
-}
-
 std::uint8_t prefix_length(const sockaddr* mask) {
   if (mask == nullptr) return 0;
   std::size_t bits = 0;
@@ -50,7 +39,7 @@ std::vector<Interface> list_interfaces() {
     if (family != AF_INET && family != AF_INET6) continue;
     Interface e;
     e.name = i->ifa_name != nullptr ? i->ifa_name : "";
-    e.address = numeric(i->ifa_addr);
+    e.address = numeric_address(i->ifa_addr);
     e.prefix_len = prefix_length(i->ifa_netmask);
     e.family = family == AF_INET ? AddressFamily::kIpv4 : AddressFamily::kIpv6;
     // Administratively up: a bridge without ports has no carrier, yet its
@@ -61,6 +50,16 @@ std::vector<Interface> list_interfaces() {
   }
   ::freeifaddrs(list);
   return out;
+}
+
+std::string numeric_address(const sockaddr* sa) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (sa->sa_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof buf);
+  } else if (sa->sa_family == AF_INET6) {
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof buf);
+  }
+  return buf;
 }
 
 bool same_interfaces(const std::vector<Interface>& a, const std::vector<Interface>& b) {

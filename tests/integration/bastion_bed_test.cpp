@@ -203,6 +203,30 @@ int connect_errno(const std::string& addr, int port, double* seconds) {
   return err;
 }
 
+// DIR/config: the bed's ssh config with a known-hosts file of its own
+// (DIR/known_hosts) in which gpu-2 is recorded with another key: a man in the
+// middle on the private network, or a reinstalled node.
+void write_changed_key_config(const Bed& b, const fs::path& dir) {
+  fs::create_directories(dir);
+  const auto other = dir / "other_key";
+  ASSERT_EQ(run({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", other.string()}).exit_code,
+            0);
+  const auto other_key = words(slurp(other.string() + ".pub"));
+  const auto& gpu2 = b.nodes.at(1);
+  std::string known;
+  std::istringstream in(slurp(b.dir + "/home/.ssh/cluster_known_hosts"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(gpu2.addr + " ", 0) == 0)
+      line = gpu2.addr + " " + other_key.at(0) + " " + other_key.at(1);
+    known += line + "\n";
+  }
+  std::ofstream(dir / "known_hosts") << known;
+  auto config = slurp(b.config());
+  const std::string good = b.dir + "/home/.ssh/cluster_known_hosts";
+  config.replace(config.find(good), good.size(), (dir / "known_hosts").string());
+  std::ofstream(dir / "config") << config;
+}
+
 class BastionBed : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -389,28 +413,8 @@ TEST_F(BastionBed, EveryHostHasADecoyDocker0Up) {
 }
 
 TEST_F(BastionBed, AChangedHostKeyBehindTheBastionIsRefused) {
-  // gpu-2 recorded with another key: a man in the middle on the private
-  // network, or a reinstalled node.
   const auto dir = fs::path(bed().dir) / "changed-key";
-  fs::create_directories(dir);
-  const auto other = dir / "other_key";
-  ASSERT_EQ(run({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", other.string()}).exit_code,
-            0);
-  const auto other_key = words(slurp(other.string() + ".pub"));
-  const auto& gpu2 = bed().nodes.at(1);
-  std::string known;
-  std::istringstream in(slurp(bed().dir + "/home/.ssh/cluster_known_hosts"));
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(gpu2.addr + " ", 0) == 0)
-      line = gpu2.addr + " " + other_key.at(0) + " " + other_key.at(1);
-    known += line + "\n";
-  }
-  std::ofstream(dir / "known_hosts") << known;
-  auto config = slurp(bed().config());
-  const std::string good = bed().dir + "/home/.ssh/cluster_known_hosts";
-  config.replace(config.find(good), good.size(), (dir / "known_hosts").string());
-  std::ofstream(dir / "config") << config;
-
+  write_changed_key_config(bed(), dir);
   Process changed(
       ssh_argv((dir / "config").string(), "gpu-2", "echo reached", {"StrictHostKeyChecking=yes"}),
       ssh_env(bed()));
@@ -499,24 +503,8 @@ TEST_F(BastionBed, DlaunchReachesTheNodesThroughAProxyCommandToo) {
 
 TEST_F(BastionBed, DlaunchRefusesAChangedHostKeyBehindTheBastionAndStartsNothing) {
   const fs::path dir = fs::path(bed().dir) / "dlaunch-changed-key";
-  fs::create_directories(dir);
-  const auto other = dir / "other_key";
-  ASSERT_EQ(run({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", other.string()}).exit_code,
-            0);
-  const auto other_key = words(slurp(other.string() + ".pub"));
+  write_changed_key_config(bed(), dir);
   const auto& gpu2 = bed().nodes.at(1);
-  std::string known;
-  std::istringstream in(slurp(bed().dir + "/home/.ssh/cluster_known_hosts"));
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(gpu2.addr + " ", 0) == 0)
-      line = gpu2.addr + " " + other_key.at(0) + " " + other_key.at(1);
-    known += line + "\n";
-  }
-  std::ofstream(dir / "known_hosts") << known;
-  auto config = slurp(bed().config());
-  const std::string good = bed().dir + "/home/.ssh/cluster_known_hosts";
-  config.replace(config.find(good), good.size(), (dir / "known_hosts").string());
-  std::ofstream(dir / "config") << config;
   const auto r = run(dlaunch_cmd({"-F", (dir / "config").string(), "-H", hosts_arg(), "sh", "-c",
                                   "echo STARTED $RANK"}),
                      120, ssh_env(bed()));

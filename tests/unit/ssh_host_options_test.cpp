@@ -262,11 +262,7 @@ class AgentInstallScript : public ::testing::Test {
   }
   // A stand-in agent: a script that answers --version like the real one.
   static AgentImage image(const std::string& body) {
-    AgentImage i;
-    i.bytes = "#!/bin/sh\n" + body;
-    i.version_line = expected_agent_version_line();
-    i.key = "0.0.0-" + content_hash(i.bytes);
-    return i;
+    return AgentImage::from_bytes("#!/bin/sh\n" + body);
   }
   std::filesystem::path dir_;
 };
@@ -274,14 +270,14 @@ class AgentInstallScript : public ::testing::Test {
 TEST_F(AgentInstallScript, ACopyThatAnswersItsVersionIsPutInPlaceAndStartedFromThere) {
   const auto img = image("if [ \"$1\" = --version ]; then echo '" + expected_agent_version_line() +
                          "'; else echo started-from-cache; fi\n");
-  const auto r = run(upload_command(img, "ok-marker"), img.bytes);
+  const auto r = run(upload_command(img, "ok-marker"), img.bytes());
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, "ok-marker\n");
   const auto agent = cache(img) / "dlaunch-agent";
   struct stat st {};
   ASSERT_EQ(::stat(agent.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
-  EXPECT_EQ(slurp(agent), img.bytes);
+  EXPECT_EQ(slurp(agent), img.bytes());
   // Nothing else is left in the folder (no temporary copy).
   int files = 0;
   for (const auto& e : std::filesystem::directory_iterator(cache(img))) files += e.exists() ? 1 : 0;
@@ -303,7 +299,7 @@ TEST_F(AgentInstallScript, ACopyThatCannotRunThereIsRemovedAndTheLoadersMessageC
   const auto img = image(
       "echo 'dlaunch-agent: error while loading shared libraries: libpmix.so.2: cannot open "
       "shared object file: No such file or directory' >&2; exit 127\n");
-  const auto r = run(upload_command(img, "ok-marker"), img.bytes);
+  const auto r = run(upload_command(img, "ok-marker"), img.bytes());
   EXPECT_EQ(r.status, kUploadNoRunStatus);
   EXPECT_EQ(r.out, "");
   EXPECT_NE(r.err.find("libpmix.so.2"), std::string::npos) << r.err;
@@ -312,10 +308,10 @@ TEST_F(AgentInstallScript, ACopyThatCannotRunThereIsRemovedAndTheLoadersMessageC
 
 TEST_F(AgentInstallScript, ACutTransferLeavesNothingUnderTheFinalName) {
   const auto img = image("echo '" + expected_agent_version_line() + "'\n");
-  const auto r = run(upload_command(img), img.bytes.substr(0, img.bytes.size() / 2));
+  const auto r = run(upload_command(img), img.bytes().substr(0, img.bytes().size() / 2));
   EXPECT_EQ(r.status, kUploadBrokenStatus);
-  EXPECT_NE(r.err.find("received " + std::to_string(img.bytes.size() / 2) + " of " +
-                       std::to_string(img.bytes.size()) + " bytes"),
+  EXPECT_NE(r.err.find("received " + std::to_string(img.bytes().size() / 2) + " of " +
+                       std::to_string(img.bytes().size()) + " bytes"),
             std::string::npos)
       << r.err;
   EXPECT_TRUE(std::filesystem::is_empty(cache(img)));

@@ -35,12 +35,24 @@ inline constexpr std::chrono::seconds kAgentUploadTimeout{120};
 
 struct AgentImage {
   std::string path;          // on the head
-  std::string bytes;         // the file
+  std::uint64_t size = 0;    // bytes
   std::string version_line;  // what `dlaunch-agent --version` prints (without the newline)
   std::string key;           // "<version>-<hash>": the cache folder's name
 
-  // Reads the file; throws dlaunch::Error (kEnvironment) when it cannot.
+  // Hashes the file without keeping it (a job whose nodes all have their
+  // agent never holds the file in memory); throws dlaunch::Error
+  // (kEnvironment) when it cannot be read.
   static std::shared_ptr<const AgentImage> load(const std::string& path);
+  // An image of these bytes (tests).
+  static AgentImage from_bytes(std::string bytes);
+
+  // The file, read on first use and kept for every later copy; throws
+  // dlaunch::Error when it cannot be read or no longer has the size and hash
+  // it had at load (replaced on the head meanwhile).
+  const std::string& bytes() const;
+
+ private:
+  mutable std::shared_ptr<const std::string> bytes_;
 };
 
 // The version line of this build's agent.

@@ -54,25 +54,12 @@ class OpensshLink final : public AgentLink {
 
   // Throws Error when ssh cannot be started at all.
   void start() {
-    auto [to_r, to_w] = make_pipe();
-    auto [from_r, from_w] = make_pipe();
-    SpawnOptions so;
-    so.argv = ssh_;
-    so.argv.push_back(start_command(agent_path_, image_.get()));
-    so.env = current_environment();
-    so.new_process_group = true;
-    so.parent_death_signal = SIGTERM;
-    so.stdin_fd = to_r.get();
-    so.stdout_fd = from_w.get();
-    SpawnResult r = spawn(so);
-    if (!r) throw Error(ErrorKind::kEnvironment, label_ + ": cannot start ssh: " + r.error());
-    pid_ = *r;
+    Ssh ssh = spawn_ssh(start_command(agent_path_, image_.get()));
+    pid_ = ssh.pid;
     reaped_ = false;
     status_ = 0;
-    set_nonblocking(from_r.get(), true);
-    set_nonblocking(to_w.get(), true);
     channel_ = std::make_unique<proto::PipeChannel>(
-        io_, from_r.release(), to_w.release(),
+        io_, ssh.stdout_fd.release(), ssh.stdin_fd.release(),
         proto::PipeChannel::Callbacks{
             .on_message = [this](proto::Message&& m) { on_message(std::move(m)); },
             .on_close = [this](const std::string& why) { channel_closed(why, 0); }});
@@ -113,6 +100,32 @@ class OpensshLink final : public AgentLink {
   }
 
  private:
+  // `ssh ... HOST command` as our child: its own process group (a Ctrl-C
+  // reaches dlaunch alone), SIGTERM when dlaunch dies, non-blocking pipes
+  // to its stdin and from its stdout (stderr is dlaunch's). Throws Error.
+  struct Ssh {
+    pid_t pid = -1;
+    UniqueFd stdin_fd;
+    UniqueFd stdout_fd;
+  };
+  Ssh spawn_ssh(const std::string& command) const {
+    auto [to_r, to_w] = make_pipe();
+    auto [from_r, from_w] = make_pipe();
+    SpawnOptions so;
+    so.argv = ssh_;
+    so.argv.push_back(command);
+    so.env = current_environment();
+    so.new_process_group = true;
+    so.parent_death_signal = SIGTERM;
+    so.stdin_fd = to_r.get();
+    so.stdout_fd = from_w.get();
+    SpawnResult r = spawn(so);
+    if (!r) throw Error(ErrorKind::kEnvironment, label_ + ": cannot start ssh: " + r.error());
+    set_nonblocking(from_r.get(), true);
+    set_nonblocking(to_w.get(), true);
+    return {*r, std::move(to_w), std::move(from_r)};
+  }
+
   void on_message(proto::Message&& m) {
     if (!hello_seen_ && image_ && !uploaded_) {
       const auto* hello = std::get_if<proto::Hello>(&m);
@@ -176,27 +189,15 @@ class OpensshLink final : public AgentLink {
     channel_.reset();
     if (pid_ > 0 && !reaped_) ::kill(pid_, SIGKILL);  // an agent of another version
     try {
-      auto [to_r, to_w] = make_pipe();
-      auto [from_r, from_w] = make_pipe();
-      SpawnOptions so;
-      so.argv = ssh_;
-      so.argv.push_back(upload_command(*image_, kUploadOk));
-      so.env = current_environment();
-      so.new_process_group = true;
-      so.parent_death_signal = SIGTERM;
-      so.stdin_fd = to_r.get();
-      so.stdout_fd = from_w.get();
-      SpawnResult r = spawn(so);
-      if (!r) return fail("cannot start ssh to copy dlaunch-agent: " + r.error());
-      upload_pid_ = *r;
-      set_nonblocking(to_w.get(), true);
-      set_nonblocking(from_r.get(), true);
-      up_in_ = std::make_unique<asio::posix::stream_descriptor>(io_, to_w.release());
-      up_out_ = std::make_unique<asio::posix::stream_descriptor>(io_, from_r.release());
+      (void)image_->bytes();  // read (once) before anything starts
+      Ssh ssh = spawn_ssh(upload_command(*image_, kUploadOk));
+      upload_pid_ = ssh.pid;
+      up_in_ = std::make_unique<asio::posix::stream_descriptor>(io_, ssh.stdin_fd.release());
+      up_out_ = std::make_unique<asio::posix::stream_descriptor>(io_, ssh.stdout_fd.release());
     } catch (const std::exception& e) {
       return fail(std::string("cannot copy dlaunch-agent: ") + e.what());
     }
-    asio::async_write(*up_in_, asio::buffer(image_->bytes),
+    asio::async_write(*up_in_, asio::buffer(image_->bytes()),
                       [this, alive = alive_](boost::system::error_code, std::size_t) {
                         if (!*alive) return;
                         boost::system::error_code ignored;

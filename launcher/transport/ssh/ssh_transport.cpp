@@ -270,7 +270,7 @@ asio::awaitable<void> upload_agent(std::shared_ptr<LinkState> s, std::string why
   try {
     const AgentImage& image = *s->image;
     auto ch = co_await exec(*s->conn, upload_command(image), s->cancel, deadline);
-    co_await send_all(*s->conn, ch.get(), image.bytes, s->cancel, deadline);
+    co_await send_all(*s->conn, ch.get(), image.bytes(), s->cancel, deadline);
     const auto result = co_await wait_command(*s->conn, ch.get(), s->cancel, deadline);
     ch.reset();
     if (result.exit_status != 0) {

@@ -2,6 +2,9 @@
 // head lists its own the same way to tell which agents share its machine.
 #pragma once
 
+#include <sys/socket.h>
+
+#include <string>
 #include <vector>
 
 #include "dlaunch/proto/protocol.h"
@@ -12,6 +15,10 @@ namespace dlaunch::proto {
 // the system lists them; IPv6 addresses without their scope. Empty when the
 // system will not say.
 std::vector<Interface> list_interfaces();
+
+// The numeric form of an IPv4 or IPv6 socket address, without an IPv6
+// scope; empty for other families.
+std::string numeric_address(const sockaddr* sa);
 
 // Whether two lists name the same interfaces with the same addresses (in any
 // order; flags are not compared): the same machine, or at least the same
