@@ -163,7 +163,7 @@ std::vector<std::string> ssh_argv(const std::string& config, const std::string& 
   std::vector<std::string> argv{
       "ssh", "-F", config, "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"};
   for (const auto& o : options) {
-    argv.push_back("-o");
+    argv.emplace_back("-o");
     argv.push_back(o);
   }
   argv.push_back(alias);
@@ -451,7 +451,7 @@ std::string hosts_arg() { return "gpu-1:2,gpu-2:2,gpu-3:2"; }
 
 TEST_F(BastionBed, DlaunchRunsAJobOnEveryNodeThroughTheBastionCopyingItsAgentOnce) {
   auto env = ssh_env(bed());
-  env.push_back("DLAUNCH_DEBUG=ssh");
+  env.emplace_back("DLAUNCH_DEBUG=ssh");
   const auto r =
       run(dlaunch_cmd({"-H", hosts_arg(), "sh", "-c", "echo R=$RANK M=$MASTER_ADDR H=$(hostname)"}),
           120, env);
@@ -583,7 +583,7 @@ TEST_F(BastionBed, TorchTrainingRunsOnThreeNodesBehindTheBastion) {
   if (run({"/usr/bin/python3", "-c", "import torch"}, 60).exit_code != 0)
     GTEST_SKIP() << "/usr/bin/python3 -c 'import torch' failed: install python3-torch";
   auto env = ssh_env(bed());
-  env.push_back("PATH=/usr/bin:/bin:/usr/sbin:/sbin");  // Debian's python3, with torch
+  env.emplace_back("PATH=/usr/bin:/bin:/usr/sbin:/sbin");  // Debian's python3, with torch
   for (const auto& client : both_clients(bed())) {
     std::vector<std::string> args = client;
     args.insert(args.end(),

@@ -109,8 +109,11 @@ class Network : public ::testing::Test {
   // Whatever a test changed in a host's network, undone (last first) even
   // when the test failed half-way.
   void TearDown() override {
-    for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) ip(it->first, it->second);
-    undo_.clear();
+    while (!undo_.empty()) {
+      const auto [k, args] = undo_.back();
+      undo_.pop_back();
+      ip(k, args);
+    }
   }
   // `ip -n NS ARGS` on host k now, and `undo` there at the end of the test.
   RunResult change(int k, const std::string& args, const std::string& undo) {

@@ -414,7 +414,7 @@ TEST_F(Ssh, AChainOfJumpHostsFromTheSshConfigCarriesEveryNode) {
                         << "\n  IdentitiesOnly yes\n  UserKnownHostsFile " << home()
                         << "/.ssh/known_hosts\n";
   auto e = env(home());
-  e.push_back("DLAUNCH_DEBUG=ssh");
+  e.emplace_back("DLAUNCH_DEBUG=ssh");
   auto r = run(dlaunch_cmd({"-F", config, "-H", "n1:2,n2:1", "sh", "-c", "echo R=$RANK"}), 60, e);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (int rank = 0; rank < 3; ++rank)

@@ -574,7 +574,7 @@ struct Connector::State {
 
 namespace {
 
-StreamOpener through(std::shared_ptr<JumpSession> js, const ConnectOptions& o) {
+StreamOpener through(const std::shared_ptr<JumpSession>& js, const ConnectOptions& o) {
   return [js, host = o.host, port = o.port, cancel = o.cancel](Connection& c,
                                                                Clock::time_point deadline) {
     return open_tunnel(js, c, host, port, deadline, cancel);
