@@ -449,12 +449,19 @@ std::vector<std::string> count_lines(const std::string& text, const std::string&
 
 std::string hosts_arg() { return "gpu-1:2,gpu-2:2,gpu-3:2"; }
 
+// dlaunch with these arguments, its workers in the bed's folder: the nodes
+// do not see the build folder, where the tests themselves run under ctest.
+std::vector<std::string> bed_job(const Bed& b, std::vector<std::string> args) {
+  args.insert(args.begin(), {"--wdir", b.dir});
+  return dlaunch_cmd(std::move(args));
+}
+
 TEST_F(BastionBed, DlaunchRunsAJobOnEveryNodeThroughTheBastionCopyingItsAgentOnce) {
   auto env = ssh_env(bed());
   env.emplace_back("DLAUNCH_DEBUG=ssh");
-  const auto r =
-      run(dlaunch_cmd({"-H", hosts_arg(), "sh", "-c", "echo R=$RANK M=$MASTER_ADDR H=$(hostname)"}),
-          120, env);
+  const auto r = run(
+      bed_job(bed(), {"-H", hosts_arg(), "sh", "-c", "echo R=$RANK M=$MASTER_ADDR H=$(hostname)"}),
+      120, env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto& gpu1 = bed().nodes.at(0);
   for (int rank = 0; rank < 6; ++rank) {
@@ -473,13 +480,13 @@ TEST_F(BastionBed, DlaunchRunsAJobOnEveryNodeThroughTheBastionCopyingItsAgentOnc
   EXPECT_EQ(n, 1u) << "the known_hosts file is read once per job:\n" << r.err;
 
   // The next job uses the copies.
-  const auto again = run(dlaunch_cmd({"-H", hosts_arg(), "true"}), 120, ssh_env(bed()));
+  const auto again = run(bed_job(bed(), {"-H", hosts_arg(), "true"}), 120, ssh_env(bed()));
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(again.err.find("no usable dlaunch-agent"), std::string::npos) << again.err;
 }
 
 TEST_F(BastionBed, DlaunchDryRunShowsEachHostsResolvedUserAddressKeyAndJumpHost) {
-  const auto r = run(dlaunch_cmd({"-H", hosts_arg(), "--dry-run", "true"}), 60, ssh_env(bed()));
+  const auto r = run(bed_job(bed(), {"-H", hosts_arg(), "--dry-run", "true"}), 60, ssh_env(bed()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const auto& node : bed().nodes) {
     EXPECT_NE(r.out.find("  ssh: root@" + node.addr + ":22\n"), std::string::npos) << r.out;
@@ -494,8 +501,8 @@ TEST_F(BastionBed, DlaunchDryRunShowsEachHostsResolvedUserAddressKeyAndJumpHost)
 }
 
 TEST_F(BastionBed, DlaunchReachesTheNodesThroughAProxyCommandToo) {
-  const auto r = run(dlaunch_cmd({"-F", bed().dir + "/ssh_config.proxycommand", "-H", hosts_arg(),
-                                  "sh", "-c", "echo R=$RANK H=$(hostname)"}),
+  const auto r = run(bed_job(bed(), {"-F", bed().dir + "/ssh_config.proxycommand", "-H",
+                                     hosts_arg(), "sh", "-c", "echo R=$RANK H=$(hostname)"}),
                      120, ssh_env(bed()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("R=5 H=gpu-3\n"), std::string::npos) << r.out;
@@ -505,8 +512,8 @@ TEST_F(BastionBed, DlaunchRefusesAChangedHostKeyBehindTheBastionAndStartsNothing
   const fs::path dir = fs::path(bed().dir) / "dlaunch-changed-key";
   write_changed_key_config(bed(), dir);
   const auto& gpu2 = bed().nodes.at(1);
-  const auto r = run(dlaunch_cmd({"-F", (dir / "config").string(), "-H", hosts_arg(), "sh", "-c",
-                                  "echo STARTED $RANK"}),
+  const auto r = run(bed_job(bed(), {"-F", (dir / "config").string(), "-H", hosts_arg(), "sh", "-c",
+                                     "echo STARTED $RANK"}),
                      120, ssh_env(bed()));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(r.out.find("STARTED"), std::string::npos) << r.out;
@@ -515,13 +522,13 @@ TEST_F(BastionBed, DlaunchRefusesAChangedHostKeyBehindTheBastionAndStartsNothing
 
 TEST_F(BastionBed, DlaunchWithoutAgentUploadSaysTheAgentIsMissingOnEachNode) {
   const auto r =
-      run(dlaunch_cmd({"--no-agent-upload", "-H", hosts_arg(), "true"}), 120, ssh_env(bed()));
+      run(bed_job(bed(), {"--no-agent-upload", "-H", hosts_arg(), "true"}), 120, ssh_env(bed()));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("dlaunch-agent not found at"), std::string::npos) << r.err;
 }
 
 TEST_F(BastionBed, DlaunchCheckSaysWhichNodesGetTheAgentCopied) {
-  const auto r = run(dlaunch_cmd({"-H", hosts_arg(), "--check", "true"}), 120, ssh_env(bed()));
+  const auto r = run(bed_job(bed(), {"-H", hosts_arg(), "--check", "true"}), 120, ssh_env(bed()));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   int rows = 0;
   for (const auto& l : lines_of(r.out)) {
@@ -535,8 +542,8 @@ TEST_F(BastionBed, DlaunchCheckSaysWhichNodesGetTheAgentCopied) {
 }
 
 TEST_F(BastionBed, DlaunchWithTheSystemSshClientRunsTheJobToo) {
-  const auto r = run(dlaunch_cmd({"--ssh", "openssh", "-F", bed().config(), "-H", hosts_arg(), "sh",
-                                  "-c", "echo R=$RANK H=$(hostname)"}),
+  const auto r = run(bed_job(bed(), {"--ssh", "openssh", "-F", bed().config(), "-H", hosts_arg(),
+                                     "sh", "-c", "echo R=$RANK H=$(hostname)"}),
                      120, ssh_env(bed()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (int rank = 0; rank < 6; ++rank) {
@@ -544,9 +551,9 @@ TEST_F(BastionBed, DlaunchWithTheSystemSshClientRunsTheJobToo) {
               std::string::npos)
         << r.out;
   }
-  const auto check = run(
-      dlaunch_cmd({"--ssh", "openssh", "-F", bed().config(), "-H", hosts_arg(), "--check", "true"}),
-      120, ssh_env(bed()));
+  const auto check = run(bed_job(bed(), {"--ssh", "openssh", "-F", bed().config(), "-H",
+                                         hosts_arg(), "--check", "true"}),
+                         120, ssh_env(bed()));
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
   EXPECT_NE(check.out.find("openssh"), std::string::npos) << check.out;
 }
@@ -558,7 +565,7 @@ void expect_no_orphans(const Bed& b, const std::vector<std::string>& client) {
   std::vector<std::string> args = client;
   args.insert(args.end(), {"-H", hosts_arg(), "--job-id", job, "--kill-grace", "1", "sh", "-c",
                            "echo up; exec sleep 120"});
-  Process p(dlaunch_cmd(args), ssh_env(b));
+  Process p(bed_job(b, args), ssh_env(b));
   ASSERT_TRUE(p.wait_for_lines(6, 60)) << "the six ranks did not start";
   EXPECT_GE(job_processes(job).size(), 6u);
   p.signal(SIGKILL);
@@ -588,7 +595,7 @@ TEST_F(BastionBed, TorchTrainingRunsOnThreeNodesBehindTheBastion) {
     std::vector<std::string> args = client;
     args.insert(args.end(),
                 {"-H", hosts_arg(), "python3", std::string(SOURCE_DIR) + "/examples/train.py"});
-    const auto r = run(dlaunch_cmd(args), 300, env);
+    const auto r = run(bed_job(bed(), args), 300, env);
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("parameters identical on all 6 ranks"), std::string::npos) << r.out;
   }
@@ -600,7 +607,7 @@ TEST_F(BastionBed, AnOpenMpiProgramRunsUnderMpiOnThreeNodesBehindTheBastion) {
   for (const auto& client : both_clients(bed())) {
     std::vector<std::string> args = client;
     args.insert(args.end(), {"--mpi", "-H", hosts_arg(), program});
-    const auto r = run(dlaunch_cmd(args), 300, ssh_env(bed()));
+    const auto r = run(bed_job(bed(), args), 300, ssh_env(bed()));
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     for (int rank = 0; rank < 6; ++rank) {
       EXPECT_NE(r.out.find("mpi rank " + std::to_string(rank) + "/6, RANK=" + std::to_string(rank) +
