@@ -229,6 +229,12 @@ std::vector<std::string> PmixHost::client_environment(int rank) {
 }
 
 void PmixHost::complete_fence(std::uint32_t seq, const std::string& all_data) {
+  // A FenceDown that arrives once the server is stopped (the job ending while
+  // a fence was open) must not call into PMIx: its callback would wake an
+  // event base that finalize took down, and the agent blocked there on a
+  // lock for good (seen: an agent left behind its job, asleep in
+  // event_active).
+  if (!impl_ || !impl_->started) return;
   auto it = impl_->fences.find(seq);
   if (it == impl_->fences.end()) return;
   auto [cbfunc, cbdata] = it->second;
@@ -264,6 +270,7 @@ void PmixHost::stop() {
                  static_cast<long long>(timing::kPmixFinalize.count()));
   }
   set_impl(nullptr);
+  impl_->fences.clear();  // PMIx is gone: nobody can be answered
   std::error_code ec;
   std::filesystem::remove_all(impl_->job.tmpdir, ec);  // also pmix_dstor_* of a killed server
 }
