@@ -132,22 +132,6 @@ std::string start_bed(Bed& bed, const std::string& dir, int n) {
   return "";
 }
 
-// Removes the beds of runs that never reached their tear-down (killed by a
-// timeout): temp folders dlaunch-bastion-PID-* whose PID is gone.
-void remove_stale_beds() {
-  for (const auto& e : fs::directory_iterator(fs::temp_directory_path())) {
-    const auto name = e.path().filename().string();
-    const std::string prefix = "dlaunch-bastion-";
-    if (name.rfind(prefix, 0) != 0) continue;
-    const auto pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-    if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) {
-      run({kBed, "stop", e.path().string()}, 60);
-      std::error_code ec;
-      fs::remove_all(e.path(), ec);
-    }
-  }
-}
-
 std::string bed_dir(const std::string& tag) {
   return (fs::temp_directory_path() / ("dlaunch-bastion-" + std::to_string(::getpid()) + "-" + tag))
       .string();
@@ -235,7 +219,7 @@ class BastionBed : public ::testing::Test {
       skip_ = new std::string(why);
       return;
     }
-    remove_stale_beds();
+    remove_stale_beds("dlaunch-bastion-", kBed);
     bed_ = new Bed;
     const auto err = start_bed(*bed_, bed_dir("suite"), kNodes);
     if (!err.empty()) {
@@ -622,7 +606,7 @@ TEST_F(BastionBed, AnOpenMpiProgramRunsUnderMpiOnThreeNodesBehindTheBastion) {
 TEST(BastionBedLifecycle, TwoBedsCoexistAndStopLeavesNothingBehind) {
   const auto why = why_no_bed();
   if (!why.empty()) GTEST_SKIP() << why;
-  remove_stale_beds();
+  remove_stale_beds("dlaunch-bastion-", kBed);
   Bed a, b;
   std::string err_a, err_b;
   {

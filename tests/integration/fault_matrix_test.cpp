@@ -153,17 +153,7 @@ class FaultMatrix : public ::testing::Test {
     }
     // A bed left by a run that never reached its tear-down (killed by a
     // timeout, interrupted): its namespaces, bridge and sshd go first.
-    for (const auto& e : fs::directory_iterator(fs::temp_directory_path())) {
-      const auto name = e.path().filename().string();
-      const std::string prefix = "dlaunch-netns-";
-      if (name.rfind(prefix, 0) != 0) continue;
-      const auto pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-      if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) {
-        run({kNetns, "stop", e.path().string()}, 60);
-        std::error_code ec;
-        fs::remove_all(e.path(), ec);
-      }
-    }
+    remove_stale_beds("dlaunch-netns-", kNetns);
     dir_ = new std::string(
         (fs::temp_directory_path() / ("dlaunch-netns-" + std::to_string(::getpid()))).string());
     auto r = run({kNetns, "start", *dir_, std::to_string(kBedNodes), std::to_string(kBedSlots),

@@ -56,17 +56,7 @@ class Network : public ::testing::Test {
     }
     // A bed left by a run that never reached its tear-down (same naming as
     // the fault matrix's: whichever suite starts next removes it).
-    for (const auto& e : fs::directory_iterator(fs::temp_directory_path())) {
-      const auto name = e.path().filename().string();
-      const std::string prefix = "dlaunch-netns-";
-      if (name.rfind(prefix, 0) != 0) continue;
-      const auto pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-      if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) {
-        run({kNetns, "stop", e.path().string()}, 60);
-        std::error_code ec;
-        fs::remove_all(e.path(), ec);
-      }
-    }
+    remove_stale_beds("dlaunch-netns-", kNetns);
     dir_ = (fs::temp_directory_path() / ("dlaunch-netns-" + std::to_string(::getpid()))).string();
     auto r = run(
         {kNetns, "start", dir_, std::to_string(kNodes), std::to_string(kSlots), DLAUNCH_AGENT_BIN},

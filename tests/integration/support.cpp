@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -188,6 +189,20 @@ std::string unique_job_id(const std::string& tag) {
       .append(tag)
       .append("-")
       .append(std::to_string(counter++));
+}
+
+void remove_stale_beds(const std::string& prefix, const std::string& script) {
+  namespace fs = std::filesystem;
+  for (const auto& e : fs::directory_iterator(fs::temp_directory_path())) {
+    const auto name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const auto pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) {
+      run({script, "stop", e.path().string()}, 60);
+      std::error_code ec;
+      fs::remove_all(e.path(), ec);
+    }
+  }
 }
 
 std::string temp_file(const std::string& text, const std::string& suffix) {

@@ -64,6 +64,11 @@ std::vector<pid_t> wait_job_gone(const std::string& job_id, double timeout_s);
 std::vector<std::string> mpi_worker_env();
 // A unique job id for a test.
 std::string unique_job_id(const std::string& tag);
+// Removes the test beds that runs killed before their tear-down left in the
+// temp folder: folders named PREFIX<pid>... whose pid is gone, each stopped
+// with `script stop DIR` first (its namespaces, bridges, daemons), then
+// deleted.
+void remove_stale_beds(const std::string& prefix, const std::string& script);
 // Writes text to a new temp file with this suffix; returns its path.
 std::string temp_file(const std::string& text, const std::string& suffix);
 
