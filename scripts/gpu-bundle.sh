@@ -10,7 +10,8 @@
 #   scripts/gpu-bundle.sh run [STEP...]   there, in a copy of the repository
 #       holding .gpu/: put the programs where the build would be, pick up the
 #       machine's own libcudart/libnccl, and run the checks (default: all).
-#       Logs and the summary go to $OUT (or .gpu/out).
+#       Each step's log goes to .gpu/out/; the summary and all logs, one after
+#       another, also go to $OUT (the device tool brings back only a few files).
 #
 # Steps of `run`: probe, tests (nccl_tests), train (examples/train --backend
 # nccl on one GPU and on two ranks), torch (examples/train.py with NCCL, if
@@ -49,15 +50,16 @@ pack() {
     cp -L "$path" "$bundle/lib/$name"
   done
   echo "$preset" >"$bundle/preset"
+  pwd >"$bundle/root"
   du -sh "$bundle" | awk '{print "gpu-bundle: " $1 " in '"$bundle"'/"}'
 }
 
 # ---------------------------------------------------------------- run, there
 
-out=${OUT:-$bundle/out}
-summary=""
+out=$bundle/out
+report=${OUT:-$out}
 
-note() { echo "$*" | tee -a "$out/summary.txt"; }
+note() { echo "$*" | tee -a "$report/summary.txt"; }
 
 # The directory holding `lib`, searched for the machine's CUDA runtime and NCCL.
 find_lib() {
@@ -79,15 +81,15 @@ EOF
 }
 
 setup() {
-  mkdir -p "$out"
-  : >"$out/summary.txt"
+  mkdir -p "$out" "$report"
+  rm -f "$out"/*.log
+  : >"$report/summary.txt"
   local preset
   preset=$(cat "$bundle/preset")
   # The tests name programs and sources by the absolute paths of the build
   # machine's checkout: make those paths lead here.
   local root
-  root=$(strings "$bundle/bin/nccl_tests" | grep -o "/[[:alnum:]_./-]*/build/$preset/bin/nccl_worker$" |
-    head -n 1 | sed "s|/build/$preset/bin/nccl_worker$||")
+  root=$(cat "$bundle/root")
   if [[ -n $root && $root != "$PWD" && ! -e $root ]]; then
     mkdir -p "$(dirname "$root")"
     ln -sfn "$PWD" "$root"
@@ -107,7 +109,7 @@ setup() {
   cudart=$(find_lib libcudart.so.13)
   nccl=$(find_lib libnccl.so.2)
   export LD_LIBRARY_PATH=$PWD/$bundle/ld${cudart:+:$cudart}${nccl:+:$nccl}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  note "carried libraries used: $(ls "$bundle/ld" | tr '\n' ' ')"
+  note "carried libraries used: $(find "$bundle/ld" -mindepth 1 -printf '%f ')"
   note "libcudart from ${cudart:-?}, libnccl from ${nccl:-?}"
 }
 
@@ -139,6 +141,7 @@ step() {
   echo "== $name: $*" >>"$out/$name.log"
   timeout -k 5 "$limit" "$@" >>"$out/$name.log" 2>&1 || rc=$?
   note "$name: exit $rc in $((SECONDS - start)) s: $*"
+  [[ $report == "$out" ]] || cat "$out/$name.log" >>"$report/all.log"
   return 0
 }
 
@@ -165,10 +168,11 @@ run_steps() {
           "$BIN/nccl_worker" devices
           python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), "nccl", torch.cuda.nccl.version())'
         } >"$out/probe.log" 2>&1 || true
+        [[ $report == "$out" ]] || cat "$out/probe.log" >>"$report/all.log"
         ;;
       tests)
-        step tests 420 "$BIN/nccl_tests" --gtest_color=no
-        grep -E '^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|Skipped|skip' "$out/tests.log" | tee -a "$out/summary.txt" || true
+        step tests 280 "$BIN/nccl_tests" --gtest_color=no
+        grep -E '^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|Skipped|skip' "$out/tests.log" | tee -a "$report/summary.txt" || true
         ;;
       train)
         step train-1gpu 120 "$BIN/dlaunch" -n 1 "$BIN/train" --backend nccl
@@ -176,13 +180,13 @@ run_steps() {
         if [[ $gpus -ge 2 ]]; then
           step train-allgpus 180 "$BIN/dlaunch" -n "$gpus" "$BIN/train" --backend nccl
         fi
-        grep -h "parameters identical\|loss" "$out"/train-*.log | tail -n 6 | tee -a "$out/summary.txt" || true
+        grep -h "parameters identical\|loss" "$out"/train-*.log | tail -n 6 | tee -a "$report/summary.txt" || true
         ;;
       torch)
         if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
           step torch-1gpu 180 "$BIN/dlaunch" -n 1 python3 examples/train.py --backend nccl
           step torch-2ranks 240 "$BIN/dlaunch" -H "$two" python3 examples/train.py --backend nccl
-          tail -n 3 "$out"/torch-*.log | tee -a "$out/summary.txt" || true
+          tail -n 3 "$out"/torch-*.log | tee -a "$report/summary.txt" || true
         else
           note "torch: no PyTorch with CUDA here"
         fi
@@ -191,19 +195,23 @@ run_steps() {
         step bench-1gpu 300 "$BIN/dlaunch" -n 1 "$BIN/allreduce_bench" --backend nccl --compare \
           --check --min-bytes 1K --max-bytes 1G --iters 50 --warmup 10 --rounds 6
         step bench-2ranks 400 "$BIN/dlaunch" -H "$two" "$BIN/allreduce_bench" --backend nccl \
-          --compare --check --min-bytes 1K --max-bytes 1G --iters 10 --warmup 3 --rounds 4
-        grep -h "^  \|Out of bounds\|Avg bus" "$out"/bench-*.log | tee -a "$out/summary.txt" || true
+          --compare --check --min-bytes 1K --max-bytes 256M --iters 10 --warmup 3 --rounds 4
+        grep -h "^  \|Out of bounds\|Avg bus" "$out"/bench-*.log | tee -a "$report/summary.txt" || true
         ;;
       watchdog)
-        local before after
-        before=$(gpus_left)
-        step watchdog 60 "$BIN/dlaunch" -H "$two" --collective-timeout 5 "$BIN/nccl_worker" \
-          stuck-collective
-        tail -n 8 "$out/watchdog.log" | tee -a "$out/summary.txt"
-        sleep 1
-        after=$(gpus_left)
-        note "GPU processes before the watchdog run: ${before:-none}"
-        note "GPU processes after it: ${after:-none}"
+        # The first collective with a peer that never connects (NCCL reports
+        # it in progress), then one after a completed collective (the kernel
+        # waits on the GPU): each must end in about 5 s, nothing left behind.
+        local before after mode
+        for mode in stuck-connect stuck-collective; do
+          before=$(gpus_left)
+          step "watchdog-$mode" 60 "$BIN/dlaunch" -H "$two" --collective-timeout 5 \
+            "$BIN/nccl_worker" "$mode"
+          tail -n 8 "$out/watchdog-$mode.log" | tee -a "$report/summary.txt"
+          sleep 1
+          after=$(gpus_left)
+          note "GPU processes before: ${before:-none}; after: ${after:-none}"
+        done
         ;;
       *) note "unknown step $s" ;;
     esac

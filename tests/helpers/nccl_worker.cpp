@@ -7,9 +7,14 @@
 //                     the host; prints "nccl_worker: rank R: N checks passed"
 //   stuck-init        rank 0 creates the group, the other ranks never do: the
 //                     watchdog must end rank 0's set-up (exit 3, message)
-//   stuck-collective  every rank creates the group, rank 1 then skips an
-//                     all_reduce and sleeps: the watchdog must end rank 0's
-//                     all_reduce (exit 3, message)
+//   stuck-connect     every rank creates the group, rank 1 then skips the
+//                     first all_reduce and sleeps: rank 0's call never gets
+//                     its connections set up, the watchdog must end it while
+//                     NCCL still reports it in progress (exit 3, message)
+//   stuck-collective  every rank creates the group and does one all_reduce
+//                     (connections up), then rank 1 skips the second: rank
+//                     0's kernel waits on the GPU for a peer that never
+//                     comes, the watchdog must abort it (exit 3, message)
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -383,8 +388,11 @@ int main(int argc, char** argv) {
     std::printf("%d\n", count);
     return 0;
   }
-  if (mode != "collectives" && mode != "stuck-init" && mode != "stuck-collective") {
-    std::fprintf(stderr, "usage: nccl_worker devices|collectives|stuck-init|stuck-collective\n");
+  if (mode != "collectives" && mode != "stuck-init" && mode != "stuck-connect" &&
+      mode != "stuck-collective") {
+    std::fprintf(stderr,
+                 "usage: nccl_worker devices|collectives|stuck-init|stuck-connect|"
+                 "stuck-collective\n");
     return 2;
   }
   const char* rank_env = std::getenv("RANK");
@@ -406,13 +414,17 @@ int main(int argc, char** argv) {
                   g_checks, dlaunch::comm::cuda_device(*pg), pg->size());
       return 0;
     }
-    if (mode == "stuck-collective") {
+    if (mode == "stuck-connect" || mode == "stuck-collective") {
+      float* d = nullptr;
+      cuda_ok(cudaMalloc(reinterpret_cast<void**>(&d), 1024 * sizeof(float)), "cudaMalloc");
+      if (mode == "stuck-collective") {
+        pg->all_reduce(d, 1024, DataType::kFloat32, ReduceOp::kSum);
+        std::fprintf(stderr, "nccl_worker: rank %d: the first all_reduce completed\n", g_rank);
+      }
       if (g_rank == 1) {
         std::this_thread::sleep_for(std::chrono::minutes(10));
         return 0;
       }
-      float* d = nullptr;
-      cuda_ok(cudaMalloc(reinterpret_cast<void**>(&d), 1024 * sizeof(float)), "cudaMalloc");
       pg->all_reduce(d, 1024, DataType::kFloat32, ReduceOp::kSum);
       std::fprintf(stderr, "nccl_worker: rank %d: all_reduce returned without rank 1\n", g_rank);
       return 1;

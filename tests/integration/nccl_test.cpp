@@ -9,8 +9,10 @@
 // hosts (NCCL refuses two ranks on one GPU of one host), talking over
 // loopback sockets, as two single-GPU hosts would over their network.
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -63,6 +65,32 @@ std::vector<std::string> concat(std::vector<std::string> a, const std::vector<st
   return a;
 }
 
+// PIDs of the processes holding a context on a GPU, as nvidia-smi lists
+// them (empty where there is no nvidia-smi).
+std::vector<std::string> gpu_processes() {
+  auto r = run({"nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"}, 30);
+  if (r.exit_code != 0) return {};
+  std::vector<std::string> pids;
+  for (const auto& line : lines_of(r.out))
+    if (!line.empty()) pids.push_back(line);
+  return pids;
+}
+
+// After a job that failed on the GPU: nothing of it may hold the GPU, so
+// every process nvidia-smi lists was there before it (polled for a moment:
+// the driver lists a process until its context is torn down).
+void expect_gpu_left_as_before(const std::vector<std::string>& before) {
+  std::vector<std::string> extra;
+  for (int i = 0; i < 50; ++i) {
+    extra.clear();
+    for (const auto& pid : gpu_processes())
+      if (std::find(before.begin(), before.end(), pid) == before.end()) extra.push_back(pid);
+    if (extra.empty()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ADD_FAILURE() << "processes still on the GPU after the job: " << testing::PrintToString(extra);
+}
+
 #define REQUIRE_GPUS(n)                    \
   std::string why_skip;                    \
   const int gpus = visible_gpus(why_skip); \
@@ -73,16 +101,21 @@ std::vector<std::string> concat(std::vector<std::string> a, const std::vector<st
 }  // namespace
 
 TEST(Nccl, BackendWithoutNcclOrGpuFailsAtOnceSayingWhy) {
+  // On a GPU machine the ranks are shown none (CUDA_VISIBLE_DEVICES empty),
+  // so the refusal is checked there too.
+  std::vector<std::string> hide;
 #ifdef NCCL_WORKER_BIN
   std::string reason;
-  if (visible_gpus(reason) > 0) GTEST_SKIP() << "a GPU is visible: the GPU tests cover this build";
+  if (visible_gpus(reason) > 0) hide = {"-x", "CUDA_VISIBLE_DEVICES="};
   const std::string expected = "no CUDA device visible";
 #else
   const std::string expected = "no NCCL backend";
 #endif
   const auto job = unique_job_id("nccl-refused");
-  auto r = run(dlaunch_cmd({"-n", "2", "--job-id", job, TRAIN_BIN, "--backend", "nccl"}), 120,
-               cuda_env());
+  std::vector<std::string> args = {"-n", "2", "--job-id", job};
+  args.insert(args.end(), hide.begin(), hide.end());
+  args.insert(args.end(), {TRAIN_BIN, "--backend", "nccl"});
+  auto r = run(dlaunch_cmd(args), 120, cuda_env());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
   EXPECT_LT(r.seconds, 30);
@@ -126,17 +159,44 @@ TEST(Nccl, WatchdogEndsASetUpThatAPeerNeverJoins) {
   EXPECT_TRUE(wait_job_gone(job, 5).empty());
 }
 
+TEST(Nccl, WatchdogEndsAFirstCollectiveWhosePeerNeverConnects) {
+  REQUIRE_GPUS(1);
+  // Rank 1 skips the first all_reduce: NCCL sets up its connections in the
+  // background and reports the call in progress for as long as the peer is
+  // missing; the watchdog gives up on the set-up.
+  const auto before = gpu_processes();
+  const auto job = unique_job_id("nccl-stuck-connect");
+  auto r = run(dlaunch_cmd(concat(ranks_args(gpus, 2), {"--job-id", job, "--collective-timeout",
+                                                        "3", NCCL_WORKER_BIN, "stuck-connect"})),
+               120, cuda_env());
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("ncclAllReduce did not complete within the collective timeout of 3.0 s"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("communicator was aborted"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 20);
+  EXPECT_TRUE(wait_job_gone(job, 5).empty());
+  expect_gpu_left_as_before(before);
+}
+
 TEST(Nccl, WatchdogEndsACollectiveAPeerNeverCalls) {
   REQUIRE_GPUS(1);
+  // Connections are up (one all_reduce went through); rank 1 skips the
+  // second, so rank 0's kernel waits on the GPU: only an abort ends it.
+  const auto before = gpu_processes();
   const auto job = unique_job_id("nccl-stuck-op");
   auto r = run(dlaunch_cmd(concat(ranks_args(gpus, 2), {"--job-id", job, "--collective-timeout",
                                                         "3", NCCL_WORKER_BIN, "stuck-collective"})),
                120, cuda_env());
   EXPECT_EQ(r.exit_code, 3) << r.err;
-  EXPECT_NE(r.err.find("after the collective timeout of 3.0 s"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 0: all_reduce(float32, 1024 elements, sum): not complete after the "
+                       "collective timeout of 3.0 s"),
+            std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("communicator was aborted"), std::string::npos) << r.err;
   EXPECT_LT(r.seconds, 20);
   EXPECT_TRUE(wait_job_gone(job, 5).empty());
+  expect_gpu_left_as_before(before);
 }
 
 TEST(Nccl, TrainConvergesWithTheNcclBackend) {

@@ -3,7 +3,9 @@
 // pieces the tests reach on their own.
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -76,6 +78,8 @@ class NcclProcessGroup final : public ProcessGroup {
   [[noreturn]] void abort_and_throw(const Call& call, const std::string& reason);
   // After an abort every call is refused with CommError.
   void refuse_if_aborted(const Call& call) const;
+  // p is device memory of the group's device, or CommError. Addresses that
+  // passed are remembered (the last kCheckedPointers), and not asked again.
   void check_device_pointer(const Call& call, const void* p, const char* name) const;
   bool check_point_to_point(const Call& call, const void* buf, int peer) const;
   void select_device();
@@ -91,6 +95,9 @@ class NcclProcessGroup final : public ProcessGroup {
   int device_ = -1;
   std::chrono::milliseconds timeout_{0};
   bool aborted_ = false;
+  static constexpr std::size_t kCheckedPointers = 16;
+  mutable std::array<const void*, kCheckedPointers> checked_{};
+  mutable std::size_t checked_next_ = 0;
 };
 
 }  // namespace dlaunch::comm::nccl
