@@ -294,11 +294,18 @@ while read -r k ns a alias; do start_sshd "$alias" "$ns" "$build" "$login_home/.
 for h in "${hosts[@]}"; do
   for ((t = 0; t < 200; t++)); do
     [[ -s "$dir/sshd.$h.pid" ]] && break
-    tb_ours "${sshd_pid[$h]}" "$dir" || break
+    tb_alive "${sshd_pid[$h]}" || break
     sleep 0.05
   done
-  [[ -s "$dir/sshd.$h.pid" ]] ||
-    fail "the sshd of $h did not come up: $(cat "$dir/sshd.$h.log" 2>/dev/null)"
+  if [[ ! -s "$dir/sshd.$h.pid" ]]; then
+    how="still starting after 10 s"
+    if ! tb_alive "${sshd_pid[$h]}"; then
+      rc=0
+      wait "${sshd_pid[$h]}" || rc=$?
+      how="its process ended with status $rc"
+    fi
+    fail "the sshd of $h did not come up ($how): $(cat "$dir/sshd.$h.log" 2>/dev/null)"
+  fi
 done
 
 # Check the bed with OpenSSH itself, as a user would reach it: every alias

@@ -76,6 +76,16 @@ tb_wait_tcp() {
   return 1
 }
 
+# tb_alive PID: true while PID runs (a zombie counts as gone). For a child
+# being waited on: unlike tb_ours it does not read the command line, which is
+# empty for a moment while the process execs (ip netns exec -> unshare -> sh
+# -> sshd), so a wait loop does not mistake a starting daemon for a dead one.
+tb_alive() {
+  local state
+  state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+  [[ -n "$state" && "$state" != Z ]]
+}
+
 # tb_ours PID DIR: true while PID runs (a zombie counts as gone) and its
 # command line names DIR: a pid that was reused since is never signalled.
 tb_ours() {
