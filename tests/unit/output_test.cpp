@@ -1,4 +1,5 @@
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -160,6 +161,7 @@ TEST(Console, QueuesWhatTheReaderDoesNotTakeAndSaysHighAndLow) {
 // `| head`: the reader is gone; the stream stops, silently, and drops what
 // it held; stderr goes on.
 TEST(Console, BrokenPipeStopsThatStreamQuietly) {
+  ::signal(SIGPIPE, SIG_IGN);  // as dlaunch's main() does
   Capture c;
   Console console(c.out_w.get(), c.err_w.get());
   c.out_r.reset();
