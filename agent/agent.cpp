@@ -121,6 +121,11 @@ void Agent::on_message(proto::Message&& msg) {
     if (pmix_) pmix_->complete_fence(fence->seq, fence->data);
   } else if (auto* probe = std::get_if<proto::Probe>(&msg)) {
     handle(*probe);
+  } else if (auto* pause = std::get_if<proto::PauseOutput>(&msg)) {
+    // The head's console is behind: stop reading the workers' pipes (they
+    // block when theirs fill) until it says so; the rest goes on as before.
+    output_paused_ = pause->pause;
+    if (!output_paused_) resume_parked();
   } else {
     channel_->send(
         proto::Fatal{std::string("unexpected message from head: ") + proto::message_name(msg)});
@@ -384,7 +389,7 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
 
 void Agent::read_stream(Worker& w, OutputStream& s) {
   if (s.eof || s.reading || !s.pipe.is_open()) return;
-  if (channel_->queued_bytes() > kHighWatermark) {
+  if (channel_->queued_bytes() > kHighWatermark || output_paused_) {
     s.parked = true;  // backpressure: the worker blocks on its full pipe
     return;
   }
@@ -490,6 +495,7 @@ void Agent::drain_now(Worker& w, OutputStream& s) {
 }
 
 void Agent::resume_parked() {
+  if (output_paused_) return;  // the head's PauseOutput{false} resumes them
   for (auto& [rank, w] : workers_) {
     for (auto* s : {w.out.get(), w.err.get()}) {
       if (s != nullptr && s->parked) {

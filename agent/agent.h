@@ -126,6 +126,7 @@ class Agent {
   std::string cgroup_;      // the job's cgroup on this node; empty: none could be made
   Phase phase_ = Phase::kHello;
   bool aborting_ = false;
+  bool output_paused_ = false;  // the head said PauseOutput: leave worker pipes unread
   bool shutdown_requested_ = false;
   bool channel_lost_ = false;
   bool killed_hard_ = false;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
 
 #include "controller/setup.h"
@@ -29,6 +30,9 @@ void log(const std::string& msg) {
 std::string seconds(milliseconds d) {
   return fmt::format("{:.1f} s", static_cast<double>(d.count()) / 1000.0);
 }
+// How long the console may take nothing at the end of a job before dlaunch
+// stops waiting for it (drain_console()).
+constexpr milliseconds kConsoleDrainStall{60'000};
 }  // namespace
 
 Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& sink,
@@ -63,7 +67,7 @@ Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& si
   }
 }
 
-Controller::~Controller() = default;
+Controller::~Controller() { sink_.console().detach(); }
 
 std::string Controller::node_label(std::size_t i) const {
   const auto& h = nodes_[i].plan->host;
@@ -118,13 +122,16 @@ int Controller::run() {
     }
   }
   std::string report = format_report(plan_.job_id, cause_, ranks_stopped_);
-  if (!report.empty()) write_all(2, report);
+  // After the workers' last lines, through the console (never blocking).
+  if (!report.empty()) sink_.console().write(true, report);
+  drain_console(signals);
   if (debug_enabled("stats")) print_stats();
   return exit_status();
 }
 
 void Controller::start() {
   milestones_.begin = env_.clock.now();
+  sink_.console().attach(env_.io, [this](bool high) { pause_output(high); });
   heartbeats_.start();
   arm_job_timeout();  // from dlaunch's start: a start that hangs counts too
   start_agents();
@@ -252,6 +259,72 @@ void Controller::on_hello(std::size_t i, const proto::Hello& hello) {
   if (hellos_ == static_cast<int>(nodes_.size())) milestones_.connected = env_.clock.now();
   show_progress();
   if (phase_ == Phase::kStarting) nodes_[i].link->send(make_setup(i));
+  if (output_paused_) nodes_[i].link->send(proto::PauseOutput{true});
+}
+
+// The console is behind (past its high-water mark) or caught up again: the
+// agents stop or resume reading their workers' output. Everything else
+// (heartbeats, exits, signals, timers) goes on meanwhile.
+void Controller::pause_output(bool pause) {
+  output_paused_ = pause;
+  for (auto& n : nodes_) {
+    if (n.link && n.link->is_open() && n.hello && !n.done) {
+      n.link->send(proto::PauseOutput{pause});
+    }
+  }
+}
+
+// The job is over; what the console has not taken yet is written before
+// dlaunch exits. It waits as long as the reader keeps reading: until all is
+// written, the reader goes away (EPIPE), dlaunch gets SIGINT, SIGTERM or
+// SIGHUP, or the console has taken nothing for kConsoleDrainStall (a reader
+// that is stopped, or paused and forgotten, would otherwise hold dlaunch for
+// good). What is dropped then is said on stderr. No agent waits on this: they
+// are all gone.
+void Controller::drain_console(asio::signal_set& signals) {
+  Console& console = sink_.console();
+  console.flush_some();
+  if (console.queued() == 0) return;
+  env_.io.restart();
+  bool interrupted = false;
+  signals.async_wait([&](boost::system::error_code ec, int) {
+    if (ec) return;
+    interrupted = true;
+    env_.io.stop();
+  });
+  console.set_on_empty([this] { env_.io.stop(); });
+  asio::steady_timer stall(env_.io);
+  std::size_t seen = console.written();
+  std::function<void()> watch = [&] {
+    stall.expires_after(kConsoleDrainStall);
+    stall.async_wait([&](boost::system::error_code ec) {
+      if (ec) return;
+      if (console.written() == seen) {
+        env_.io.stop();
+        return;
+      }
+      seen = console.written();
+      watch();
+    });
+  };
+  watch();
+  env_.io.run();
+  console.set_on_empty({});
+  stall.cancel();
+  signals.cancel();
+  env_.io.restart();
+  env_.io.poll();
+  if (console.queued() > 0) {
+    const std::string why =
+        interrupted ? "interrupted" : "nothing was taken for " + seconds(kConsoleDrainStall);
+    // Not through log(): stderr may be the stream that is stuck.
+    const std::size_t dropped = console.queued();
+    console.detach();
+    console.write(true, fmt::format("dlaunch: dropped {} bytes of output the console did not "
+                                    "take ({})\n",
+                                    dropped, why));
+    console.flush_some();
+  }
 }
 
 void Controller::on_ready(std::size_t i, const proto::Ready& ready) {

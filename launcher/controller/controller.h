@@ -29,6 +29,7 @@
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
 
 #include "controller/progress.h"
 #include "controller/report.h"
@@ -161,6 +162,8 @@ class Controller {
   proto::Setup make_setup(std::size_t node) const;
   void print_stats() const;
   void reap_children();
+  void pause_output(bool pause);
+  void drain_console(boost::asio::signal_set& signals);
 
   const JobPlan& plan_;
   ControllerConfig cfg_;
@@ -173,6 +176,7 @@ class Controller {
   proto::HeartbeatMonitor heartbeats_;
   Phase phase_ = Phase::kStarting;
   bool start_sent_ = false;
+  bool output_paused_ = false;  // the console is behind: agents were sent PauseOutput
   bool start_deadline_passed_ = false;
   int interrupts_ = 0;
   int ranks_stopped_ = 0;

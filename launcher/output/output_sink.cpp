@@ -22,7 +22,8 @@ namespace {
 constexpr std::size_t kMaxTailLine = 1024;  // a report line longer than this is cut
 }
 
-OutputSink::OutputSink(Config cfg) : cfg_(std::move(cfg)) {
+OutputSink::OutputSink(Config cfg)
+    : cfg_(std::move(cfg)), console_(cfg_.stdout_fd, cfg_.stderr_fd) {
   if (!cfg_.output_dir.empty()) {
     dir_ = (std::filesystem::path(cfg_.output_dir) / cfg_.job_id).string();
     std::error_code ec;
@@ -86,9 +87,15 @@ void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bo
       const std::string name = "rank." + std::to_string(rank) + (is_err ? ".err" : ".out");
       UniqueFd fd(::openat(dir_fd_.get(), name.c_str(),
                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+      if (!fd) file_failed(name, errno, "cannot create");
       it = files_.emplace(key, std::move(fd)).first;
     }
-    if (it->second) write_all(it->second.get(), data);
+    if (it->second && !write_all(it->second.get(), data)) {
+      const int err = errno;
+      it->second.reset();  // never written again: the job goes on with the console
+      file_failed("rank." + std::to_string(rank) + (is_err ? ".err" : ".out"), err,
+                  "stopped writing");
+    }
   }
 
   const bool shown =
@@ -97,7 +104,7 @@ void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bo
   // longer than the agent's 64 KiB piece stays one line; no newline is added
   // at the end), like the per-rank files.
   if (cfg_.prefix == PrefixMode::kNone && !cfg_.timestamps) {
-    if (shown) write_all(is_err ? cfg_.stderr_fd : cfg_.stdout_fd, data);
+    if (shown) console_.write(is_err, data);
     if (is_err) remember_tail(rank, data, partial);
     return;
   }
@@ -138,7 +145,13 @@ void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bo
     pos = has_nl ? nl + 1 : data.size();
   }
   (void)partial;
-  if (!batch_.empty()) write_all(is_err ? cfg_.stderr_fd : cfg_.stdout_fd, batch_);
+  if (!batch_.empty()) console_.write(is_err, batch_);
+}
+
+// Once per file (it is not written again): which file, which error.
+void OutputSink::file_failed(const std::string& name, int err, const char* what) {
+  console_.write(true, "dlaunch: " + std::string(what) + " '" + dir_ + "/" + name + "': " +
+                           std::strerror(err) + " (the job goes on; this file stays incomplete)\n");
 }
 
 // The report's last lines of a rank's stderr, for data that was passed

@@ -5,6 +5,13 @@
 // --ranks limits what the console shows; the files and the report's stderr
 // tail always get every rank. It keeps the last lines of each rank's stderr
 // for the failure report. Single-threaded.
+//
+// The console is written without blocking (output/console.h): what the
+// terminal or pipe does not take at once is queued, and the controller
+// pauses the agents' output while the queue is high. A per-rank file that
+// cannot be written (ENOSPC, EIO, EDQUOT, ...) is said once on stderr, with
+// its path and the error, and is not written again; the job and the console
+// go on.
 #pragma once
 
 #include <deque>
@@ -16,6 +23,7 @@
 #include "cli/options.h"
 #include "dlaunch/proto/protocol.h"
 #include "dlaunch/unique_fd.h"
+#include "output/console.h"
 
 namespace dlaunch {
 
@@ -48,9 +56,14 @@ class OutputSink {
   // The last lines a rank wrote to stderr, oldest first.
   std::vector<std::string> stderr_tail(int rank) const;
   std::string prefix(int rank) const;
+  // dlaunch's stdout and stderr (cfg.stdout_fd, cfg.stderr_fd).
+  Console& console() { return console_; }
 
  private:
+  void file_failed(const std::string& name, int err, const char* what);
+
   Config cfg_;
+  Console console_;
   std::string dir_;
   UniqueFd dir_fd_;  // the job's output folder, opened when made
   std::map<std::pair<int, int>, UniqueFd> files_;

@@ -178,6 +178,7 @@ void put(Writer& w, const ProbeResult& m) {
     w.bytes(o.error).bytes(o.interface);
   }
 }
+void put(Writer& w, const PauseOutput& m) { w.boolean(m.pause); }
 
 void get(Reader& r, Hello& m) {
   m.magic = r.u32();
@@ -305,6 +306,7 @@ void get(Reader& r, ProbeResult& m) {
     o.interface = r.str();
   }
 }
+void get(Reader& r, PauseOutput& m) { m.pause = r.boolean(); }
 
 template <std::size_t I = 0>
 Message decode_by_index(std::size_t index, Reader& r) {
@@ -381,9 +383,9 @@ std::optional<Message> Decoder::next() {
 
 const char* message_name(const Message& msg) {
   static constexpr const char* kNames[] = {
-      "Hello",   "Setup",     "Ready",       "Start",    "Started",    "Output",
-      "Exited",  "Abort",     "Heartbeat",   "Shutdown", "Fatal",      "Done",
-      "FenceUp", "FenceDown", "WorkerAbort", "Probe",    "ProbeResult"};
+      "Hello",   "Setup",     "Ready",       "Start",    "Started",     "Output",
+      "Exited",  "Abort",     "Heartbeat",   "Shutdown", "Fatal",       "Done",
+      "FenceUp", "FenceDown", "WorkerAbort", "Probe",    "ProbeResult", "PauseOutput"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[msg.index()];
 }

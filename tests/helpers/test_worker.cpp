@@ -21,6 +21,8 @@
 //                     then print "end\n": runnable all along, never quiet
 //   partial-sleep MS  print "prompt> " (no newline), sleep MS ms, print
 //                     "answer\n": quiet, as a program waiting for input is
+//   paced N RATE      print N lines "<rank> <seq>" at about RATE lines/s (a
+//                     batch every 10 ms), then flush and exit 0 (1 if a write failed)
 //   slow-read KBPS    not a worker: read stdin to its end at most KBPS kB/s,
 //                     discard it (a slow consumer of dlaunch's stdout)
 #include <netinet/in.h>
@@ -29,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -82,12 +85,27 @@ int lines(long n, int width) {
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
+int paced(long n, long rate) {
+  const int r = rank();
+  const long per_batch = std::max(1L, rate / 100);
+  const auto begin = std::chrono::steady_clock::now();
+  for (long i = 0; i < n; ++i) {
+    std::printf("%d %ld\n", r, i);
+    if ((i + 1) % per_batch == 0) {
+      if (std::fflush(stdout) != 0) return 1;
+      std::this_thread::sleep_until(begin + std::chrono::milliseconds(10 * ((i + 1) / per_batch)));
+    }
+  }
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   const std::string mode = argv[1];
   if (mode == "lines" && argc == 4) return lines(std::atol(argv[2]), std::atoi(argv[3]));
+  if (mode == "paced" && argc == 4) return paced(std::atol(argv[2]), std::atol(argv[3]));
   if (mode == "ready-sleep" && argc == 3) {
     ready();
     sleep_s(std::atof(argv[2]));

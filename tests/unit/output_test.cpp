@@ -1,11 +1,15 @@
+#include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 
 #include "dlaunch/process.h"
+#include "output/console.h"
 #include "output/output_sink.h"
 #include "output_pump.h"
 
@@ -108,4 +112,77 @@ TEST(OutputSink, OutputDirGetsRawStreamsPerRank) {
   EXPECT_EQ(all, "a\nb");
   EXPECT_TRUE(std::filesystem::exists(dir / "j" / "rank.2.err"));
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+std::string read_available(int fd) {
+  std::string s;
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) s.append(buf, static_cast<std::size_t>(n));
+  return s;
+}
+
+}  // namespace
+
+// A reader that stops: the console queues what the pipe does not take, says
+// "high" once past the high-water mark and "low" once under the low one,
+// and every byte arrives, in order, once the reader reads again.
+TEST(Console, QueuesWhatTheReaderDoesNotTakeAndSaysHighAndLow) {
+  Capture c;
+  boost::asio::io_context io;
+  Console console(c.out_w.get(), c.err_w.get(), 256 * 1024, 64 * 1024);
+  std::vector<bool> pressure;
+  console.attach(io, [&](bool high) { pressure.push_back(high); });
+  std::string expected;
+  for (int i = 0; i < 20000; ++i) {
+    const std::string line = "line " + std::to_string(i) + std::string(40, 'x') + "\n";
+    expected += line;
+    console.write(false, line);  // never blocks, whatever the pipe holds
+  }
+  EXPECT_GT(console.queued(), 256u * 1024);
+  EXPECT_EQ(pressure, (std::vector<bool>{true}));
+  // The inherited description is left as it was (blocking).
+  EXPECT_EQ(::fcntl(c.out_w.get(), F_GETFL) & O_NONBLOCK, 0);
+  std::string got;
+  for (int k = 0; k < 100000 && got.size() < expected.size(); ++k) {
+    got += read_available(c.out_r.get());
+    io.poll();
+    io.restart();
+  }
+  EXPECT_EQ(got.size(), expected.size());
+  EXPECT_TRUE(got == expected);
+  EXPECT_EQ(console.queued(), 0u);
+  EXPECT_EQ(pressure, (std::vector<bool>{true, false}));
+  EXPECT_EQ(Capture::drain(c.err_r.get()), "");
+}
+
+// `| head`: the reader is gone; the stream stops, silently, and drops what
+// it held; stderr goes on.
+TEST(Console, BrokenPipeStopsThatStreamQuietly) {
+  ::signal(SIGPIPE, SIG_IGN);  // as dlaunch's main() does
+  Capture c;
+  Console console(c.out_w.get(), c.err_w.get());
+  c.out_r.reset();
+  console.write(false, "lost\n");
+  EXPECT_TRUE(console.out().closed());
+  EXPECT_EQ(console.out().error(), "");
+  EXPECT_EQ(console.queued(), 0u);
+  console.write(true, "still here\n");
+  EXPECT_EQ(Capture::drain(c.err_r.get()), "still here\n");
+}
+
+// Any other error stops the stream too and is said once on stderr.
+TEST(Console, WriteErrorOnStdoutIsSaidOnceOnStderr) {
+  Capture c;
+  UniqueFd full(::open("/dev/full", O_WRONLY | O_CLOEXEC));
+  if (!full) GTEST_SKIP() << "no /dev/full";
+  Console console(full.get(), c.err_w.get());
+  console.write(false, "one\n");
+  console.write(false, "two\n");
+  EXPECT_TRUE(console.out().closed());
+  EXPECT_EQ(Capture::drain(c.err_r.get()),
+            "dlaunch: stopped writing to stdout (No space left on device); the job goes on "
+            "without it\n");
 }

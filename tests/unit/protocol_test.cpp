@@ -83,6 +83,7 @@ TEST(Protocol, EveryMessageRoundTrips) {
       Probe{.port = 29500, .timeout_ms = 2000, .addresses = {"10.0.0.1", "fd00::1"}},
       ProbeResult{.outcomes = {{.address = "10.0.0.1", .reached = true, .interface = "eth0"},
                                {.address = "fd00::1", .error = "Network is unreachable"}}},
+      PauseOutput{.pause = true},
   };
   for (const auto& m : all) {
     auto back = round_trip(m);
@@ -235,6 +236,15 @@ TEST(Protocol, SetupStartProbeAndItsResultRoundTrip) {
   EXPECT_EQ(result.outcomes[1].error, "Connection refused");
   EXPECT_STREQ(message_name(Probe{}), "Probe");
   EXPECT_STREQ(message_name(ProbeResult{}), "ProbeResult");
+}
+
+TEST(Protocol, PauseOutputCarriesItsFlag) {
+  EXPECT_TRUE(std::get<PauseOutput>(round_trip(PauseOutput{.pause = true})).pause);
+  EXPECT_FALSE(std::get<PauseOutput>(round_trip(PauseOutput{.pause = false})).pause);
+  EXPECT_STREQ(message_name(PauseOutput{}), "PauseOutput");
+  // One byte of payload, no more.
+  std::string wire = encode(PauseOutput{.pause = true});
+  EXPECT_EQ(wire.size(), kHeaderBytes + 1);
 }
 
 namespace {

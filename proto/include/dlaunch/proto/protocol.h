@@ -12,7 +12,8 @@
 //
 //   agent -> head: Hello, Ready, Started, Output, Exited, Heartbeat, Fatal, Done,
 //                  FenceUp, WorkerAbort, ProbeResult
-//   head -> agent: Setup, Start, Abort, Heartbeat, Shutdown, FenceDown, Probe
+//   head -> agent: Setup, Start, Abort, Heartbeat, Shutdown, FenceDown, Probe,
+//                  PauseOutput
 //
 // MPI mode (Setup.mpi): every agent is a PMIx server; a fence spanning nodes
 // sends each node's blob up (FenceUp, numbered per node in call order), and
@@ -26,6 +27,13 @@
 // outcome per address (ProbeResult). The head chooses, and Start carries the
 // address (Start.net_address) from which each agent finds the interface its
 // workers' traffic takes.
+//
+// Output flow control (launcher/output/console.h): when dlaunch's console
+// cannot keep up, the head sends PauseOutput{true} and the agent stops
+// reading its workers' pipes (they block on a full pipe, as under the
+// agent's own backpressure) while every other message keeps flowing;
+// PauseOutput{false} resumes. Output already on its way still arrives, and a
+// worker that exits still has its last output sent before its Exited.
 //
 // Sequence: Hello, Setup, Ready, [Probe, ProbeResult], Start,
 // (Started | Output | Exited)*, [Abort], Shutdown, Done, then the agent exits. The agent treats EOF
@@ -52,7 +60,7 @@
 namespace dlaunch::proto {
 
 inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
-inline constexpr std::uint16_t kProtocolVersion = 5;
+inline constexpr std::uint16_t kProtocolVersion = 6;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
@@ -233,9 +241,14 @@ struct ProbeResult {
   std::vector<ProbeOutcome> outcomes;
 };
 
+// Head -> agent: stop (true) or resume (false) reading the workers' output.
+struct PauseOutput {
+  bool pause = false;
+};
+
 using Message =
     std::variant<Hello, Setup, Ready, Start, Started, Output, Exited, Abort, Heartbeat, Shutdown,
-                 Fatal, Done, FenceUp, FenceDown, WorkerAbort, Probe, ProbeResult>;
+                 Fatal, Done, FenceUp, FenceDown, WorkerAbort, Probe, ProbeResult, PauseOutput>;
 
 // Appends one complete frame for msg to out.
 void encode(const Message& msg, std::string& out);

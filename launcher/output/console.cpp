@@ -1,0 +1,257 @@
+#include "output/console.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+namespace dlaunch {
+
+namespace asio = boost::asio;
+
+namespace {
+constexpr std::size_t kCoalesce = 64 * 1024;  // small batches join the last queued chunk
+// A terminal can say "writable" and then take nothing (a stopped tty after
+// Ctrl-S, on some drivers): after this many such wake-ups in a row the next
+// try waits on a timer instead, so that dlaunch does not spin.
+constexpr int kSpuriousWakeups = 2;
+constexpr auto kRetryAfter = std::chrono::milliseconds(20);
+}  // namespace
+
+ConsoleStream::ConsoleStream(int fd, std::string name) : name_(std::move(name)) {
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0) {
+    closed_ = true;  // no such stream: what goes there is dropped
+    return;
+  }
+  if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) {
+    mode_ = Mode::kBlocking;  // never EAGAIN; see the header comment
+    fd_ = fd;
+    return;
+  }
+  if (S_ISSOCK(st.st_mode)) {
+    owned_.reset(::fcntl(fd, F_DUPFD_CLOEXEC, 3));
+    mode_ = owned_ ? Mode::kSocket : Mode::kBlocking;
+    fd_ = owned_ ? owned_.get() : fd;
+    return;
+  }
+  // A pipe, FIFO or terminal: a description of our own, non-blocking, leaves
+  // the inherited one (the shell's) as it is.
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  UniqueFd again(::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  struct stat st2 {};
+  if (again && ::fstat(again.get(), &st2) == 0 && st2.st_dev == st.st_dev &&
+      st2.st_ino == st.st_ino) {
+    owned_ = std::move(again);
+    mode_ = Mode::kNonBlocking;
+    fd_ = owned_.get();
+    return;
+  }
+  // Last resort: O_NONBLOCK on the shared description, put back at the end.
+  owned_.reset(::fcntl(fd, F_DUPFD_CLOEXEC, 3));
+  if (!owned_) {
+    mode_ = Mode::kBlocking;
+    fd_ = fd;
+    return;
+  }
+  const int flags = ::fcntl(owned_.get(), F_GETFL);
+  if (flags >= 0 && (flags & O_NONBLOCK) == 0 &&
+      ::fcntl(owned_.get(), F_SETFL, flags | O_NONBLOCK) == 0) {
+    restore_flags_ = flags;
+  }
+  mode_ = Mode::kNonBlocking;
+  fd_ = owned_.get();
+}
+
+ConsoleStream::~ConsoleStream() {
+  if (restore_flags_ >= 0 && owned_) ::fcntl(owned_.get(), F_SETFL, restore_flags_);
+}
+
+int ConsoleStream::wait_fd() const {
+  if (closed_ || mode_ == Mode::kBlocking) return -1;
+  return fd_;
+}
+
+void ConsoleStream::close_with(int err) {
+  closed_ = true;
+  if (err != EPIPE) error_ = std::strerror(err);
+  queue_.clear();
+  front_done_ = 0;
+  queued_ = 0;
+}
+
+long ConsoleStream::write_once(std::string_view data) {
+  for (;;) {
+    const ssize_t n = mode_ == Mode::kSocket
+                          ? ::send(fd_, data.data(), data.size(), MSG_DONTWAIT | MSG_NOSIGNAL)
+                          : ::write(fd_, data.data(), data.size());
+    if (n > 0) {
+      written_ += static_cast<std::size_t>(n);
+      return static_cast<long>(n);
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    close_with(n < 0 ? errno : EIO);
+    return -1;
+  }
+}
+
+void ConsoleStream::write(std::string_view data) {
+  if (closed_ || data.empty()) return;
+  if (queue_.empty()) {
+    // Straight out, as far as the fd takes it (a blocking one takes all).
+    while (!data.empty()) {
+      const long n = write_once(data);
+      if (n < 0) return;
+      if (n == 0) break;
+      data.remove_prefix(static_cast<std::size_t>(n));
+    }
+    if (data.empty()) return;
+  }
+  if (!queue_.empty() && queue_.back().size() < kCoalesce) {
+    queue_.back().append(data);
+  } else {
+    queue_.emplace_back(data);
+  }
+  queued_ += data.size();
+}
+
+std::size_t ConsoleStream::flush_some() {
+  std::size_t total = 0;
+  while (!closed_ && !queue_.empty()) {
+    const std::string& front = queue_.front();
+    const long n = write_once(std::string_view(front).substr(front_done_));
+    if (n <= 0) break;
+    total += static_cast<std::size_t>(n);
+    front_done_ += static_cast<std::size_t>(n);
+    queued_ -= static_cast<std::size_t>(n);
+    if (front_done_ == front.size()) {
+      queue_.pop_front();
+      front_done_ = 0;
+    }
+  }
+  return total;
+}
+
+// What waits on the loop for one stream to take more.
+struct Console::Waiter {
+  Waiter(asio::io_context& io, int fd) : sd(io), timer(io) {
+    UniqueFd dup(::fcntl(fd, F_DUPFD_CLOEXEC, 3));
+    if (!dup) throw boost::system::system_error(errno, boost::system::system_category());
+    sd.assign(dup.get());
+    dup.release();
+  }
+  ~Waiter() {
+    *alive = false;
+    boost::system::error_code ignored;
+    sd.close(ignored);
+  }
+  Waiter(const Waiter&) = delete;
+  Waiter& operator=(const Waiter&) = delete;
+  asio::posix::stream_descriptor sd;  // a dup: closing it leaves ours
+  asio::steady_timer timer;
+  bool waiting = false;
+  int spurious = 0;
+  std::shared_ptr<bool> alive = std::make_shared<bool>(true);
+};
+
+Console::Console(int stdout_fd, int stderr_fd, std::size_t high_water, std::size_t low_water)
+    : out_(stdout_fd, "stdout"),
+      err_(stderr_fd, "stderr"),
+      high_water_(high_water),
+      low_water_(low_water) {}
+
+Console::~Console() { detach(); }
+
+void Console::write(bool to_stderr, std::string_view data) {
+  (to_stderr ? err_ : out_).write(data);
+  report_errors();
+  if (!high_ && queued() > high_water_) {
+    high_ = true;
+    if (on_pressure_) on_pressure_(true);
+  }
+  arm(to_stderr);
+  if (!to_stderr) arm(true);  // a note about stdout may have gone to stderr
+}
+
+void Console::flush_some() {
+  out_.flush_some();
+  err_.flush_some();
+  after_write();
+}
+
+void Console::attach(asio::io_context& io, std::function<void(bool)> on_pressure,
+                     std::function<void()> on_empty) {
+  detach();
+  on_pressure_ = std::move(on_pressure);
+  on_empty_ = std::move(on_empty);
+  for (int k = 0; k < 2; ++k) {
+    const int fd = (k == 0 ? out_ : err_).wait_fd();
+    if (fd < 0) continue;
+    try {
+      waiter_[k] = std::make_unique<Waiter>(io, fd);
+    } catch (const boost::system::system_error&) {
+      // Not a descriptor the loop can wait on (dup failed, epoll refused it):
+      // what stays queued goes out with the next write or flush_some().
+    }
+  }
+  arm(false);
+  arm(true);
+}
+
+void Console::detach() {
+  waiter_[0].reset();
+  waiter_[1].reset();
+  on_pressure_ = {};
+  on_empty_ = {};
+}
+
+// Once per stream error other than EPIPE, on stderr (if that still works).
+void Console::report_errors() {
+  if (out_error_said_ || !out_.closed() || out_.error().empty()) return;
+  out_error_said_ = true;
+  err_.write("dlaunch: stopped writing to stdout (" + out_.error() +
+             "); the job goes on without it\n");
+}
+
+void Console::after_write() {
+  report_errors();
+  if (high_ && queued() < low_water_) {
+    high_ = false;
+    if (on_pressure_) on_pressure_(false);
+  }
+  if (queued() == 0 && on_empty_) on_empty_();
+}
+
+void Console::arm(bool to_stderr) {
+  Waiter* w = waiter_[to_stderr ? 1 : 0].get();
+  ConsoleStream& s = to_stderr ? err_ : out_;
+  if (w == nullptr || w->waiting || s.queued() == 0 || s.wait_fd() < 0) return;
+  w->waiting = true;
+  auto on_ready = [this, w, to_stderr, alive = w->alive](boost::system::error_code ec) {
+    if (!*alive) return;
+    w->waiting = false;
+    if (ec == asio::error::operation_aborted) return;
+    ConsoleStream& st = to_stderr ? err_ : out_;
+    const std::size_t n = st.flush_some();
+    w->spurious = (n == 0 && st.queued() > 0) ? w->spurious + 1 : 0;
+    after_write();
+    arm(false);
+    arm(true);
+  };
+  if (w->spurious >= kSpuriousWakeups) {
+    w->timer.expires_after(kRetryAfter);
+    w->timer.async_wait(std::move(on_ready));
+  } else {
+    w->sd.async_wait(asio::posix::stream_descriptor::wait_write, std::move(on_ready));
+  }
+}
+
+}  // namespace dlaunch

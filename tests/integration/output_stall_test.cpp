@@ -1,0 +1,238 @@
+// Output never blocks the controller (issue 17): a reader of dlaunch's stdout
+// that stops reading longer than the heartbeat timeout, one that goes away
+// (`| head`), and a per-rank file on a full disk. Each is a real job on this
+// machine; the first takes about 30 s (a 15 s stall is the point of it).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "dlaunch/process.h"
+#include "support.h"
+
+using namespace dltest;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kWorker = TEST_WORKER_BIN;
+
+fs::path temp_dir(const std::string& tag) {
+  auto d = fs::temp_directory_path() /
+           ("dlaunch-" + tag + "-" + std::to_string(::getpid()) + "-" +
+            std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  fs::create_directories(d);
+  return d;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Waits for pid to exit (killing it after timeout_s); its exit code, or -1.
+int wait_exit(pid_t pid, double timeout_s) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) return dlaunch::exit_code_of(status);
+    if (r < 0) return -1;
+    if (std::chrono::steady_clock::now() > end) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+pid_t start_dlaunch(const std::vector<std::string>& args, int stdout_fd, int stderr_fd) {
+  dlaunch::SpawnOptions o;
+  o.argv = dlaunch_cmd(args);
+  o.env = dlaunch::current_environment();
+  o.new_process_group = false;
+  o.stdout_fd = stdout_fd;
+  o.stderr_fd = stderr_fd;
+  auto r = dlaunch::spawn(o);
+  if (!r) throw std::runtime_error("spawn: " + r.error());
+  return *r;
+}
+
+// "[R] R SEQ" lines of test_worker's paced mode: per rank, the sequence
+// numbers in the order they came; anything else is counted as a bad line.
+struct Tally {
+  std::map<int, long> next;  // rank -> the sequence number expected next
+  long bad = 0;
+  long lines = 0;
+  std::string first_bad;
+  std::string carry;
+  void feed(std::string_view data) {
+    carry.append(data);
+    std::size_t pos = 0;
+    for (;;) {
+      const auto nl = carry.find('\n', pos);
+      if (nl == std::string::npos) break;
+      line(std::string_view(carry).substr(pos, nl - pos));
+      pos = nl + 1;
+    }
+    carry.erase(0, pos);
+  }
+  void line(std::string_view l) {
+    ++lines;
+    int pr = -1;
+    int r = -1;
+    long seq = -1;
+    const std::string s(l);
+    if (std::sscanf(s.c_str(), "[%d] %d %ld", &pr, &r, &seq) != 3 || pr != r || next[r] != seq) {
+      if (bad++ == 0) first_bad = s + " (expected seq " + std::to_string(next[r]) + ")";
+      return;
+    }
+    next[r] = seq + 1;
+  }
+};
+
+}  // namespace
+
+// The acceptance case: the reader stops for 15 s, three times the heartbeat
+// timeout. Before issue 17, dlaunch blocked in write(2), sent no heartbeat,
+// and the agents stopped the job; now the job waits for the reader (its
+// workers block on their pipes) and every line arrives, in order.
+TEST(OutputStall, ReaderThatStopsLongerThanTheHeartbeatTimeoutLosesNothing) {
+  const auto dir = temp_dir("stall");
+  const auto fifo = dir / "out.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  dlaunch::UniqueFd rd(::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  ASSERT_TRUE(rd);
+  dlaunch::UniqueFd wr(::open(fifo.c_str(), O_WRONLY | O_CLOEXEC));
+  ASSERT_TRUE(wr);
+  dlaunch::UniqueFd err(
+      ::open((dir / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  ASSERT_TRUE(err);
+  dlaunch::set_nonblocking(rd.get(), false);
+
+  constexpr long kLines = 600000;  // per rank, over about 15 s
+  const auto job = unique_job_id("stall");
+  const pid_t pid = start_dlaunch({"-n", "2", "--job-id", job, "--heartbeat-timeout", "5", kWorker,
+                                   "paced", std::to_string(kLines), "40000"},
+                                  wr.get(), err.get());
+  wr.reset();
+  err.reset();
+
+  Tally tally;
+  double stalled_s = 0;
+  std::thread reader([&] {
+    std::vector<char> buf(1 << 16);
+    const auto begin = std::chrono::steady_clock::now();
+    bool stalled = false;
+    for (;;) {
+      if (!stalled && std::chrono::steady_clock::now() - begin > std::chrono::seconds(2)) {
+        stalled = true;  // a paused `less`: nothing is read for 15 s
+        const auto t0 = std::chrono::steady_clock::now();
+        std::this_thread::sleep_for(std::chrono::seconds(15));
+        stalled_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+      const ssize_t n = ::read(rd.get(), buf.data(), buf.size());
+      if (n > 0) {
+        tally.feed(std::string_view(buf.data(), static_cast<std::size_t>(n)));
+      } else if (n == 0 || errno != EINTR) {
+        break;
+      }
+    }
+  });
+  const int code = wait_exit(pid, 100);
+  reader.join();
+  const std::string errs = slurp(dir / "stderr");
+  EXPECT_GE(stalled_s, 15.0);
+  EXPECT_EQ(code, 0) << errs;
+  EXPECT_EQ(tally.bad, 0) << tally.first_bad;
+  EXPECT_EQ(tally.next[0], kLines);
+  EXPECT_EQ(tally.next[1], kLines);
+  EXPECT_EQ(tally.lines, 2 * kLines);
+  EXPECT_EQ(tally.carry, "") << "a cut last line";
+  EXPECT_EQ(errs.find("heartbeat"), std::string::npos) << errs;
+  EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
+  fs::remove_all(dir);
+}
+
+// `dlaunch ... | head -n 1`: the reader goes away after a line; dlaunch stops
+// writing stdout (EPIPE) and the job runs to its end.
+TEST(OutputStall, StdoutClosedEarlyLetsTheJobFinish) {
+  const auto dir = temp_dir("head");
+  auto [rd, wr] = dlaunch::make_pipe();
+  dlaunch::UniqueFd err(
+      ::open((dir / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  const auto job = unique_job_id("head");
+  const std::string script =
+      kWorker + " lines 200000 60 && touch " + (dir / "done.").string() + "$RANK";
+  const pid_t pid =
+      start_dlaunch({"-n", "2", "--job-id", job, "sh", "-c", script}, wr.get(), err.get());
+  wr.reset();
+  err.reset();
+  std::string first;
+  char c = 0;
+  while (::read(rd.get(), &c, 1) == 1 && c != '\n') first.push_back(c);
+  rd.reset();  // as head(1) does after its line
+  const int code = wait_exit(pid, 60);
+  const std::string errs = slurp(dir / "stderr");
+  EXPECT_EQ(first.rfind("[", 0), 0u) << first;
+  EXPECT_EQ(code, 0) << errs;
+  EXPECT_TRUE(fs::exists(dir / "done.0")) << errs;
+  EXPECT_TRUE(fs::exists(dir / "done.1")) << errs;
+  EXPECT_EQ(errs, "");  // the end of a pipeline is no error
+  EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
+  fs::remove_all(dir);
+}
+
+// --output-dir on a full disk: said once per file, with the error; the job
+// and the console go on.
+TEST(OutputStall, FullDiskForOutputDirIsSaidOnceAndTheJobGoesOn) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs";
+  const auto dir = temp_dir("full");
+  if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=64k") != 0) {
+    const int e = errno;
+    fs::remove_all(dir);
+    GTEST_SKIP() << "cannot mount a tmpfs: " << std::strerror(e);
+  }
+  const auto job = unique_job_id("full");
+  constexpr int kLines = 3000;  // 80 bytes each: 240 KB per rank, past 64 KiB
+  auto r = run(dlaunch_cmd({"-n", "2", "--job-id", job, "--output-dir", dir.string(), kWorker,
+                            "lines", std::to_string(kLines), "80"}),
+               60);
+  ::umount2(dir.c_str(), MNT_DETACH);
+  fs::remove_all(dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // One message per file that failed, naming it and the error.
+  int messages = 0;
+  std::map<std::string, int> per_file;
+  for (const auto& l : lines_of(r.err)) {
+    if (l.find("No space left on device") == std::string::npos) continue;
+    ++messages;
+    const auto a = l.find("rank.");
+    ASSERT_NE(a, std::string::npos) << l;
+    ++per_file[l.substr(a, l.find('\'', a) - a)];
+  }
+  EXPECT_GE(messages, 1) << r.err;
+  for (const auto& [file, n] : per_file) EXPECT_EQ(n, 1) << file << " said " << n << " times";
+  int console = 0;
+  for (const auto& l : lines_of(r.out)) console += l.rfind("[", 0) == 0 ? 1 : 0;
+  EXPECT_EQ(console, 2 * kLines);
+  EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
+}
