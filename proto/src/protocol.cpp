@@ -178,6 +178,7 @@ void put(Writer& w, const ProbeResult& m) {
     w.bytes(o.error).bytes(o.interface);
   }
 }
+void put(Writer& w, const SignalRanks& m) { w.i32(m.signal); }
 
 void get(Reader& r, Hello& m) {
   m.magic = r.u32();
@@ -306,6 +307,11 @@ void get(Reader& r, ProbeResult& m) {
   }
 }
 
+void get(Reader& r, SignalRanks& m) {
+  m.signal = r.i32();
+  if (m.signal <= 0 || m.signal >= 65) throw ProtocolError("bad signal number in SignalRanks");
+}
+
 template <std::size_t I = 0>
 Message decode_by_index(std::size_t index, Reader& r) {
   if constexpr (I < std::variant_size_v<Message>) {
@@ -381,9 +387,9 @@ std::optional<Message> Decoder::next() {
 
 const char* message_name(const Message& msg) {
   static constexpr const char* kNames[] = {
-      "Hello",   "Setup",     "Ready",       "Start",    "Started",    "Output",
-      "Exited",  "Abort",     "Heartbeat",   "Shutdown", "Fatal",      "Done",
-      "FenceUp", "FenceDown", "WorkerAbort", "Probe",    "ProbeResult"};
+      "Hello",   "Setup",     "Ready",       "Start",    "Started",     "Output",
+      "Exited",  "Abort",     "Heartbeat",   "Shutdown", "Fatal",       "Done",
+      "FenceUp", "FenceDown", "WorkerAbort", "Probe",    "ProbeResult", "SignalRanks"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[msg.index()];
 }
