@@ -72,12 +72,15 @@ std::string Controller::node_label(std::size_t i) const {
 }
 
 int Controller::run() {
-  asio::signal_set signals(env_.io, SIGINT, SIGTERM, SIGHUP);
+  // --nohup: SIGHUP is left ignored (main() ignores it), not handled here.
+  asio::signal_set signals(env_.io, SIGINT, SIGTERM);
+  if (!cfg_.nohup) signals.add(SIGHUP);
+  for (int forwarded : {SIGUSR1, SIGUSR2, SIGCONT, SIGTSTP}) signals.add(forwarded);
   asio::signal_set sigchld(env_.io, SIGCHLD);
   std::function<void()> wait_signal = [&] {
     signals.async_wait([&](boost::system::error_code ec, int sig) {
       if (ec) return;
-      interrupt(sig);
+      on_signal(sig);
       wait_signal();
     });
   };
@@ -127,6 +130,7 @@ void Controller::start() {
   milestones_.begin = env_.clock.now();
   heartbeats_.start();
   arm_job_timeout();  // from dlaunch's start: a start that hangs counts too
+  arm_signal_warning();
   start_agents();
   if (phase_ == Phase::kStarting) arm_deadline(cfg_.start_timeout, "every agent to become ready");
 }
