@@ -685,11 +685,15 @@ void Agent::handle(const proto::Abort& m) { begin_abort(m.reason, m.immediate); 
 // SIGTSTP stopped are not dead: nothing here reaps a stopped worker (no
 // WUNTRACED), and the agent's heartbeats do not depend on its workers.
 void Agent::handle(const proto::SignalRanks& m) {
-  if (m.signal == SIGTSTP || m.signal == SIGSTOP) ranks_stopped_ = true;
-  if (m.signal == SIGCONT) ranks_stopped_ = false;
+  bool any = false;
   for (const auto& [rank, w] : workers_) {
-    if (w.pid > 0 && w.state == WorkerState::kRunning) env_.os.signal_group(w.pid, m.signal);
+    if (w.pid > 0 && w.state == WorkerState::kRunning) {
+      env_.os.signal_group(w.pid, m.signal);
+      any = true;
+    }
   }
+  if (any && (m.signal == SIGTSTP || m.signal == SIGSTOP)) ranks_stopped_ = true;
+  if (m.signal == SIGCONT) ranks_stopped_ = false;
 }
 
 void Agent::handle_shutdown() {

@@ -120,7 +120,7 @@ TEST_F(AgentTest, SignalRanksSignalsEachRunningWorkersGroupAndStopsNothing) {
   EXPECT_EQ(os_.count(SIGUSR1, true), 1);  // the worker still running, through its group
   EXPECT_EQ(os_.count(SIGUSR1, false), 0);
   EXPECT_EQ(os_.count(SIGTERM, true), 0);
-  advance(milliseconds(10000));
+  advance(milliseconds(2500));  // past the kill grace (2 s), within the heartbeat timeout
   EXPECT_EQ(os_.count(SIGKILL, true), 0);
   EXPECT_EQ(got<proto::Exited>().size(), 1u);
   EXPECT_TRUE(got<proto::Fatal>().empty());
@@ -149,4 +149,13 @@ TEST_F(AgentTest, RanksContinuedBeforeAStopGetNoExtraSigcont) {
   send(proto::SignalRanks{.signal = SIGCONT});
   send(proto::Abort{.reason = "interrupted"});
   EXPECT_EQ(os_.count(SIGCONT, true), 1);
+}
+
+TEST_F(AgentTest, SignalRanksBeforeStartSignalsNothing) {
+  send(setup_for(2));
+  send(proto::SignalRanks{.signal = SIGTSTP});
+  send(proto::Start{});
+  send(proto::Abort{.reason = "interrupted"});
+  EXPECT_EQ(os_.count(SIGTSTP, true), 0);
+  EXPECT_EQ(os_.count(SIGCONT, true), 0);
 }
