@@ -261,7 +261,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
       ->check(seconds(true));
   fault
       ->add_option("--signal", o.signal_spec,
-                   "SIG[@SECONDS]: send SIG (USR1, SIGUSR1 or a number) to every rank SECONDS "
+                   "send signal SIG (USR1, SIGUSR1 or a number) to every rank SECONDS "
                    "(default 60, as srun) before --timeout, and on SIGTERM to dlaunch (Slurm "
                    "preemption, scancel) first SIG, then the stop a --kill-grace later")
       ->type_name("SIG[@SECONDS]");
