@@ -126,6 +126,8 @@ void Agent::on_message(proto::Message&& msg) {
     // block when theirs fill) until it says so; the rest goes on as before.
     output_paused_ = pause->pause;
     if (!output_paused_) resume_parked();
+  } else if (auto* sig = std::get_if<proto::SignalRanks>(&msg)) {
+    handle(*sig);
   } else {
     channel_->send(
         proto::Fatal{std::string("unexpected message from head: ") + proto::message_name(msg)});
@@ -550,6 +552,12 @@ void Agent::begin_abort(const std::string& reason, bool immediate) {
     aborting_ = true;
     if (phase_ == Phase::kSetup) phase_ = Phase::kStopping;  // never start workers now
     signal_everything(immediate ? SIGKILL : SIGTERM);
+    // Ranks stopped by a forwarded SIGTSTP would act on SIGTERM only once
+    // continued (and use none of the grace): continue them now.
+    if (!immediate && ranks_stopped_) {
+      ranks_stopped_ = false;
+      signal_everything(SIGCONT);
+    }
     if (!immediate) {
       env_.clock.after(*grace_timer_, milliseconds(setup_.kill_grace_ms), [this] {
         killed_hard_ = true;
@@ -676,6 +684,23 @@ void Agent::complete() {
 }
 
 void Agent::handle(const proto::Abort& m) { begin_abort(m.reason, m.immediate); }
+
+// A signal for every running rank, the job going on (--signal, or one that
+// dlaunch forwards): to each worker's process group, as a stop signals it
+// (the worker and the children it did not move out), once. Ranks that a
+// SIGTSTP stopped are not dead: nothing here reaps a stopped worker (no
+// WUNTRACED), and the agent's heartbeats do not depend on its workers.
+void Agent::handle(const proto::SignalRanks& m) {
+  bool any = false;
+  for (const auto& [rank, w] : workers_) {
+    if (w.pid > 0 && w.state == WorkerState::kRunning) {
+      env_.os.signal_group(w.pid, m.signal);
+      any = true;
+    }
+  }
+  if (any && (m.signal == SIGTSTP || m.signal == SIGSTOP)) ranks_stopped_ = true;
+  if (m.signal == SIGCONT) ranks_stopped_ = false;
+}
 
 void Agent::handle_shutdown() {
   shutdown_requested_ = true;

@@ -78,6 +78,7 @@ class Agent {
   void handle(proto::Start&& m);
   void handle(const proto::Abort& m);
   void handle(const proto::Probe& m);
+  void handle(const proto::SignalRanks& m);
   void handle_shutdown();
   bool start_pmix();
   void make_error_dir();
@@ -131,6 +132,7 @@ class Agent {
   bool channel_lost_ = false;
   bool killed_hard_ = false;
   bool sweeping_ = false;
+  bool ranks_stopped_ = false;  // SIGTSTP/SIGSTOP forwarded, no SIGCONT since
   SteadyTime sweep_deadline_{};
   std::uint32_t leftovers_killed_ = 0;
   int exit_code_ = 0;

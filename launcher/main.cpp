@@ -183,6 +183,9 @@ int run(int argc, char** argv) {
   dl::Options o;
   int early_exit = 0;
   if (!dl::parse_options(argc, argv, o, early_exit)) return early_exit;
+  // --nohup: a closed terminal's SIGHUP does nothing, from here on (the
+  // controller leaves it ignored; children get the default back at exec).
+  if (o.nohup) ::signal(SIGHUP, SIG_IGN);
   auto to_ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000.0)); };
   if (o.command.empty() && !o.check)
     throw dl::InputError({}, "", "no program to run", "dlaunch [options] PROGRAM [ARGS...]");
@@ -314,6 +317,9 @@ int run(int argc, char** argv) {
                                     .heartbeat_timeout = to_ms(o.heartbeat_timeout_s),
                                     .start_timeout = to_ms(o.start_timeout_s),
                                     .timeout = to_ms(o.timeout_s),
+                                    .warn_signal = o.warn_signal,
+                                    .warn_before = std::chrono::seconds(o.warn_before_s),
+                                    .nohup = o.nohup,
                                     .master_addr_explicit = !o.master_addr.empty(),
                                     .progress = ::isatty(2) == 1,
                                     .mpi = o.mpi,

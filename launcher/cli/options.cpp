@@ -1,9 +1,14 @@
 #include "cli/options.h"
 
+#include <signal.h>
+
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <regex>
 
 #include <CLI/CLI.hpp>
@@ -11,6 +16,7 @@
 
 #include "cli/man_page.h"
 #include "cli/version_text.h"
+#include "dlaunch/process.h"
 #include "dlaunch/version.h"
 #include "hostfile/hostfile_internal.h"
 
@@ -90,6 +96,53 @@ std::vector<std::string> option_names(const CLI::App& app) {
 
 }  // namespace
 
+int signal_number(const std::string& name) {
+  if (name.empty()) return 0;
+  if (std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    if (name.size() > 2) return 0;
+    const int n = std::stoi(name);
+    return n >= 1 && n <= SIGRTMAX ? n : 0;
+  }
+  std::string upper;
+  for (char c : name) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (upper.rfind("SIG", 0) == 0) upper.erase(0, 3);
+  for (int s = 1; s < NSIG; ++s) {
+    const char* abbrev = ::sigabbrev_np(s);
+    if (abbrev != nullptr && upper == abbrev) return s;
+  }
+  return 0;
+}
+
+SignalSpec parse_signal_spec(const std::string& spec) {
+  const auto at = spec.find('@');
+  const std::string name = spec.substr(0, at);
+  SignalSpec out;
+  out.signal = signal_number(name);
+  if (out.signal == 0) {
+    throw InputError({"--signal"}, "", "'" + name + "' is not a signal",
+                     "give a name such as USR1 or SIGUSR1, or a number from 1 to " +
+                         std::to_string(SIGRTMAX) + ", then optionally @SECONDS");
+  }
+  if (out.signal == SIGKILL || out.signal == SIGSTOP) {
+    throw InputError({"--signal"}, "",
+                     signal_name(out.signal) + " cannot be caught: no rank could act on it",
+                     "use a signal the program handles, such as USR1");
+  }
+  if (at != std::string::npos) {
+    const std::string secs = spec.substr(at + 1);
+    const bool digits =
+        !secs.empty() && secs.size() <= 5 &&
+        std::all_of(secs.begin(), secs.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const int n = digits ? std::stoi(secs) : 0;
+    if (!digits || n < 1 || n > 65535) {
+      throw InputError({"--signal"}, "", "'" + secs + "' in '" + spec + "' is not a time",
+                       "give whole seconds from 1 to 65535 after '@', e.g. USR1@120");
+    }
+    out.seconds = n;
+  }
+  return out;
+}
+
 std::string tunables_markdown() {
   std::string out =
       "# Tunables\n\n"
@@ -121,7 +174,12 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
       "  dlaunch -n 4 python3 train.py --lr 0.1\n"
       "  dlaunch -H node1:4,node2:4 --tag-output ./train\n"
       "Exit status: 0 when every rank exits 0; else the first failing rank's code (128+N for\n"
-      "signal N); 2 for bad input; 1 when a node fails.");
+      "signal N); 2 for bad input; 1 when a node fails; 124 --timeout; 128+N when dlaunch\n"
+      "was stopped by signal N.\n"
+      "Signals: SIGINT, SIGTERM and SIGHUP stop the job (SIGTERM with --signal: SIG to the\n"
+      "ranks first, then the stop a kill grace later; SIGHUP not at all under --nohup);\n"
+      "SIGUSR1, SIGUSR2, SIGCONT and SIGTSTP go to every rank on every node (dlaunch itself\n"
+      "keeps running). The table: docs/troubleshooting.md, section Signals.");
   app.prefix_command();  // options end at PROGRAM; the rest is the job's command line
   app.formatter(std::make_shared<HelpFormatter>());
   app.set_version_flag("-V,--version", version_text());
@@ -201,6 +259,15 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   fault->add_option(tunables::kTimeout.option, o.timeout_s, tunables::kTimeout.help)
       ->capture_default_str()
       ->check(seconds(true));
+  fault
+      ->add_option("--signal", o.signal_spec,
+                   "send signal SIG (USR1, SIGUSR1 or a number) to every rank SECONDS "
+                   "(default 60, as srun) before --timeout, and on SIGTERM to dlaunch (Slurm "
+                   "preemption, scancel) first SIG, then the stop a --kill-grace later")
+      ->type_name("SIG[@SECONDS]");
+  fault->add_flag("--nohup", o.nohup,
+                  "keep running when the terminal closes: SIGHUP is ignored (without it SIGHUP "
+                  "stops the job like SIGTERM)");
   fault->add_option(tunables::kMaxRestarts.option, o.max_restarts, tunables::kMaxRestarts.help)
       ->capture_default_str()
       ->check(kNonNegative);
@@ -321,6 +388,24 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   }
   if (!o.hosts.empty() && !o.hostfile.empty()) {
     throw InputError({"--hostfile"}, "", "both -H and --hostfile were given", "use one of them");
+  }
+  if (app.count("--signal") > 0) {
+    const SignalSpec spec = parse_signal_spec(o.signal_spec);
+    o.warn_signal = spec.signal;
+    o.warn_before_s = spec.seconds;
+    // Refused rather than sent at once: a warning at the start warns of nothing.
+    if (o.timeout_s > 0 && spec.seconds >= o.timeout_s) {
+      char timeout[32];
+      std::snprintf(timeout, sizeof timeout, "%g", o.timeout_s);
+      throw InputError({"--signal"}, "",
+                       "'" + o.signal_spec + "' asks for " + signal_name(spec.signal) + " " +
+                           std::to_string(spec.seconds) + " s before the end, but --timeout is " +
+                           timeout + " s",
+                       "give fewer seconds after '@' than --timeout (e.g. " +
+                           o.signal_spec.substr(0, o.signal_spec.find('@')) + "@" +
+                           std::to_string(std::max(1, static_cast<int>(o.timeout_s / 2))) +
+                           "), or a longer --timeout");
+    }
   }
   return true;
 }

@@ -12,6 +12,19 @@ namespace dlaunch {
 
 enum class PrefixMode { kRank, kHostRank, kNone };
 
+// --signal's SECONDS when not given: srun's default for its --signal.
+inline constexpr int kDefaultSignalTime = 60;
+
+struct SignalSpec {
+  int signal = 0;
+  int seconds = kDefaultSignalTime;
+};
+
+// A signal by name (USR1, SIGUSR1, usr1) or number (10): its number, or 0.
+int signal_number(const std::string& name);
+// --signal's SIG[@SECONDS]; throws InputError naming --signal.
+SignalSpec parse_signal_spec(const std::string& spec);
+
 struct Options {
   std::string hosts;     // -H: a hostfile or an inline host list
   std::string hostfile;  // --hostfile: always a file
@@ -29,6 +42,12 @@ struct Options {
   double timeout_s = tunables::kTimeout.value;  // whole job; 0: none
   // Restart the whole job after a failure, up to this often.
   int max_restarts = static_cast<int>(tunables::kMaxRestarts.value);
+  // --signal SIG[@SECONDS]: SIG to every rank SECONDS before --timeout, and
+  // on SIGTERM a kill grace before the stop (controller/signals.cpp).
+  std::string signal_spec;
+  int warn_signal = 0;  // 0: none
+  int warn_before_s = kDefaultSignalTime;
+  bool nohup = false;                // --nohup: SIGHUP is ignored
   double collective_timeout_s = -1;  // DLAUNCH_COLLECTIVE_TIMEOUT for comm; < 0: comm's default
   bool dry_run = false;
   bool show_secrets = false;  // --dry-run shows values of variables named like secrets

@@ -76,12 +76,15 @@ std::string Controller::node_label(std::size_t i) const {
 }
 
 int Controller::run() {
-  asio::signal_set signals(env_.io, SIGINT, SIGTERM, SIGHUP);
+  // --nohup: SIGHUP is left ignored (main() ignores it), not handled here.
+  asio::signal_set signals(env_.io, SIGINT, SIGTERM);
+  if (!cfg_.nohup) signals.add(SIGHUP);
+  for (int forwarded : {SIGUSR1, SIGUSR2, SIGCONT, SIGTSTP}) signals.add(forwarded);
   asio::signal_set sigchld(env_.io, SIGCHLD);
   std::function<void()> wait_signal = [&] {
     signals.async_wait([&](boost::system::error_code ec, int sig) {
       if (ec) return;
-      interrupt(sig);
+      on_signal(sig);
       wait_signal();
     });
   };
@@ -134,6 +137,7 @@ void Controller::start() {
   sink_.console().attach(env_.io, [this](bool high) { pause_output(high); });
   heartbeats_.start();
   arm_job_timeout();  // from dlaunch's start: a start that hangs counts too
+  arm_signal_warning();
   start_agents();
   if (phase_ == Phase::kStarting) arm_deadline(cfg_.start_timeout, "every agent to become ready");
 }
@@ -287,11 +291,17 @@ void Controller::drain_console(asio::signal_set& signals) {
   if (console.queued() == 0) return;
   env_.io.restart();
   bool interrupted = false;
-  signals.async_wait([&](boost::system::error_code ec, int) {
-    if (ec) return;
-    interrupted = true;
-    env_.io.stop();
-  });
+  // SIGINT, SIGTERM, SIGHUP give up on the console; the signals that are
+  // forwarded to ranks have no one to go to now and are let pass.
+  std::function<void()> wait_interrupt = [&] {
+    signals.async_wait([&](boost::system::error_code ec, int sig) {
+      if (ec) return;
+      if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) return wait_interrupt();
+      interrupted = true;
+      env_.io.stop();
+    });
+  };
+  wait_interrupt();
   console.set_on_empty([this] { env_.io.stop(); });
   asio::steady_timer stall(env_.io);
   std::size_t seen = console.written();

@@ -53,6 +53,12 @@ struct ControllerConfig {
   std::chrono::milliseconds start_timeout = default_ms(tunables::kStartTimeout);
   std::chrono::milliseconds flush = timing::kFlushPartialLine;
   std::chrono::milliseconds timeout = default_ms(tunables::kTimeout);  // from the workers' start
+  // --signal SIG@SECONDS (controller/signals.cpp): SIG goes to every rank
+  // this long before --timeout, and on SIGTERM a kill grace before the stop.
+  // 0: none.
+  int warn_signal = 0;
+  std::chrono::milliseconds warn_before{0};
+  bool nohup = false;                 // --nohup: SIGHUP is not handled (dlaunch ignores it)
   bool master_addr_explicit = false;  // --master-addr given: never replace it
   bool progress = false;              // one-line status on stderr while starting
   bool mpi = false;                   // agents serve PMIx; fences cross nodes through us
@@ -81,14 +87,18 @@ class Controller {
   Controller(const Controller&) = delete;
   Controller& operator=(const Controller&) = delete;
 
-  // Runs the job with SIGINT/SIGTERM/SIGHUP handled and SIGCHLD reaping the
-  // local agents; returns dlaunch's exit status. Prints the report on failure.
+  // Runs the job with SIGINT/SIGTERM/SIGHUP handled, SIGUSR1/SIGUSR2/SIGCONT/
+  // SIGTSTP forwarded to the ranks and SIGCHLD reaping the local agents;
+  // returns dlaunch's exit status. Prints the report on failure.
   int run();
 
   // The pieces of run(), for tests. start(): starts every agent and arms the
   // start deadline and the heartbeats. interrupt(): what SIGINT/SIGTERM does.
   void start();
   void interrupt(int sig);
+  // What a signal to dlaunch does (docs/troubleshooting.md, "Signals"):
+  // forwarded, the --signal warning then a stop, or interrupt().
+  void on_signal(int sig);
   bool finished() const { return phase_ == Phase::kFinished; }
   int exit_status() const { return dlaunch::exit_status(cause_); }
   const RootCause& cause() const { return cause_; }
@@ -164,6 +174,11 @@ class Controller {
   void reap_children();
   void pause_output(bool pause);
   void drain_console(boost::asio::signal_set& signals);
+  // Signals (controller/signals.cpp).
+  void forward_signal(int sig);
+  void begin_preempt(int sig);
+  void arm_signal_warning();
+  void send_signal_warning();
 
   const JobPlan& plan_;
   ControllerConfig cfg_;
@@ -199,6 +214,11 @@ class Controller {
   std::size_t gone_scan_ = 0;                          // see maybe_finish()
   // MPI fences in flight: seq -> each node's blob (empty optional: not yet).
   std::map<std::uint32_t, std::vector<std::optional<std::string>>> fences_;
+  // Signals (controller/signals.cpp).
+  std::unique_ptr<Timer> warn_timer_;     // --signal: its time before --timeout
+  std::unique_ptr<Timer> preempt_timer_;  // --signal on SIGTERM: the grace before the stop
+  bool warn_sent_ = false;                // --signal's SIG went to the ranks
+  bool ranks_held_ = false;               // a forwarded SIGTSTP stopped them, no SIGCONT since
 };
 
 }  // namespace dlaunch

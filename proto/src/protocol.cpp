@@ -179,6 +179,7 @@ void put(Writer& w, const ProbeResult& m) {
   }
 }
 void put(Writer& w, const PauseOutput& m) { w.boolean(m.pause); }
+void put(Writer& w, const SignalRanks& m) { w.i32(m.signal); }
 
 void get(Reader& r, Hello& m) {
   m.magic = r.u32();
@@ -308,6 +309,11 @@ void get(Reader& r, ProbeResult& m) {
 }
 void get(Reader& r, PauseOutput& m) { m.pause = r.boolean(); }
 
+void get(Reader& r, SignalRanks& m) {
+  m.signal = r.i32();
+  if (m.signal <= 0 || m.signal >= 65) throw ProtocolError("bad signal number in SignalRanks");
+}
+
 template <std::size_t I = 0>
 Message decode_by_index(std::size_t index, Reader& r) {
   if constexpr (I < std::variant_size_v<Message>) {
@@ -382,10 +388,11 @@ std::optional<Message> Decoder::next() {
 }
 
 const char* message_name(const Message& msg) {
-  static constexpr const char* kNames[] = {
-      "Hello",   "Setup",     "Ready",       "Start",    "Started",     "Output",
-      "Exited",  "Abort",     "Heartbeat",   "Shutdown", "Fatal",       "Done",
-      "FenceUp", "FenceDown", "WorkerAbort", "Probe",    "ProbeResult", "PauseOutput"};
+  static constexpr const char* kNames[] = {"Hello",       "Setup",       "Ready",       "Start",
+                                           "Started",     "Output",      "Exited",      "Abort",
+                                           "Heartbeat",   "Shutdown",    "Fatal",       "Done",
+                                           "FenceUp",     "FenceDown",   "WorkerAbort", "Probe",
+                                           "ProbeResult", "PauseOutput", "SignalRanks"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[msg.index()];
 }

@@ -73,6 +73,7 @@ void protocol_seeds(const fs::path& dir) {
        proto::ProbeResult{
            .outcomes = {{.address = "10.0.0.1", .reached = true, .interface = "eth0"},
                         {.address = "fd00::1", .error = "Network is unreachable"}}}},
+      {"signal_ranks", proto::SignalRanks{.signal = 10}},
   };
   std::string session;
   for (const auto& [name, m] : messages) {

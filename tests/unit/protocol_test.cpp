@@ -84,11 +84,27 @@ TEST(Protocol, EveryMessageRoundTrips) {
       ProbeResult{.outcomes = {{.address = "10.0.0.1", .reached = true, .interface = "eth0"},
                                {.address = "fd00::1", .error = "Network is unreachable"}}},
       PauseOutput{.pause = true},
+      SignalRanks{.signal = 10},
   };
   for (const auto& m : all) {
     auto back = round_trip(m);
     EXPECT_EQ(back.index(), m.index()) << message_name(m);
     EXPECT_EQ(encode(back), encode(m)) << message_name(m);
+  }
+}
+
+TEST(Protocol, SignalRanksCarriesTheSignalNumber) {
+  auto back = std::get<SignalRanks>(round_trip(SignalRanks{.signal = 20}));
+  EXPECT_EQ(back.signal, 20);
+  EXPECT_STREQ(message_name(SignalRanks{}), "SignalRanks");
+}
+
+TEST(Protocol, SignalRanksWithoutAValidSignalIsRejected) {
+  for (std::int32_t bad : {0, -1, 65, 1000}) {
+    std::string wire = encode(SignalRanks{.signal = bad});
+    Decoder d;
+    d.feed(wire);
+    EXPECT_THROW(d.next(), ProtocolError) << bad;
   }
 }
 

@@ -111,3 +111,51 @@ TEST_F(AgentTest, EachWorkerGetsSigtermOnce) {
         << "pid " << pid;
   }
 }
+
+TEST_F(AgentTest, SignalRanksSignalsEachRunningWorkersGroupAndStopsNothing) {
+  start_workers(2);
+  os_.exit(5001, 0, false);
+  sigchld();
+  send(proto::SignalRanks{.signal = SIGUSR1});
+  EXPECT_EQ(os_.count(SIGUSR1, true), 1);  // the worker still running, through its group
+  EXPECT_EQ(os_.count(SIGUSR1, false), 0);
+  EXPECT_EQ(os_.count(SIGTERM, true), 0);
+  advance(milliseconds(2500));  // past the kill grace (2 s), within the heartbeat timeout
+  EXPECT_EQ(os_.count(SIGKILL, true), 0);
+  EXPECT_EQ(got<proto::Exited>().size(), 1u);
+  EXPECT_TRUE(got<proto::Fatal>().empty());
+}
+
+TEST_F(AgentTest, RanksStoppedBySigtstpAreContinuedAfterTheSigtermOfAStop) {
+  start_workers(2);
+  os_.ignore_sigterm = true;
+  send(proto::SignalRanks{.signal = SIGTSTP});
+  EXPECT_EQ(os_.count(SIGTSTP, true), 2);
+  send(proto::Abort{.reason = "interrupted"});
+  EXPECT_EQ(os_.count(SIGTERM, true), 2);
+  EXPECT_EQ(os_.count(SIGCONT, true), 2);
+  // SIGCONT after SIGTERM: a stopped process acts on its SIGTERM once continued.
+  const auto term = std::find_if(os_.signals.begin(), os_.signals.end(),
+                                 [](const auto& s) { return s.sig == SIGTERM; });
+  const auto cont = std::find_if(os_.signals.begin(), os_.signals.end(),
+                                 [](const auto& s) { return s.sig == SIGCONT; });
+  EXPECT_LT(term - os_.signals.begin(), cont - os_.signals.begin());
+}
+
+TEST_F(AgentTest, RanksContinuedBeforeAStopGetNoExtraSigcont) {
+  start_workers(1);
+  os_.ignore_sigterm = true;
+  send(proto::SignalRanks{.signal = SIGTSTP});
+  send(proto::SignalRanks{.signal = SIGCONT});
+  send(proto::Abort{.reason = "interrupted"});
+  EXPECT_EQ(os_.count(SIGCONT, true), 1);
+}
+
+TEST_F(AgentTest, SignalRanksBeforeStartSignalsNothing) {
+  send(setup_for(2));
+  send(proto::SignalRanks{.signal = SIGTSTP});
+  send(proto::Start{});
+  send(proto::Abort{.reason = "interrupted"});
+  EXPECT_EQ(os_.count(SIGTSTP, true), 0);
+  EXPECT_EQ(os_.count(SIGCONT, true), 0);
+}

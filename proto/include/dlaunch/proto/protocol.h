@@ -13,7 +13,7 @@
 //   agent -> head: Hello, Ready, Started, Output, Exited, Heartbeat, Fatal, Done,
 //                  FenceUp, WorkerAbort, ProbeResult
 //   head -> agent: Setup, Start, Abort, Heartbeat, Shutdown, FenceDown, Probe,
-//                  PauseOutput
+//                  PauseOutput, SignalRanks
 //
 // MPI mode (Setup.mpi): every agent is a PMIx server; a fence spanning nodes
 // sends each node's blob up (FenceUp, numbered per node in call order), and
@@ -36,8 +36,8 @@
 // worker that exits still has its last output sent before its Exited.
 //
 // Sequence: Hello, Setup, Ready, [Probe, ProbeResult], Start,
-// (Started | Output | Exited)*, [Abort], Shutdown, Done, then the agent exits. The agent treats EOF
-// on its stdin as Abort{immediate=false} followed by Shutdown.
+// (Started | Output | Exited | SignalRanks)*, [Abort], Shutdown, Done, then the agent exits. The
+// agent treats EOF on its stdin as Abort{immediate=false} followed by Shutdown.
 //
 // Decoding never trusts lengths: a frame over kMaxFrameBytes, a truncated
 // payload or trailing bytes throw ProtocolError. Thread safety: none needed,
@@ -60,7 +60,7 @@
 namespace dlaunch::proto {
 
 inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
-inline constexpr std::uint16_t kProtocolVersion = 6;
+inline constexpr std::uint16_t kProtocolVersion = 7;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
@@ -246,9 +246,20 @@ struct PauseOutput {
   bool pause = false;
 };
 
-using Message =
-    std::variant<Hello, Setup, Ready, Start, Started, Output, Exited, Abort, Heartbeat, Shutdown,
-                 Fatal, Done, FenceUp, FenceDown, WorkerAbort, Probe, ProbeResult, PauseOutput>;
+// Send a signal to every running rank of the node (its process group: the
+// worker and its children) without stopping the job: --signal's warning
+// before --timeout or on SIGTERM, and the signals dlaunch forwards (SIGUSR1,
+// SIGUSR2, SIGCONT, SIGTSTP; docs/troubleshooting.md, "Signals"). The signal
+// travels as its number: Linux numbers it the same on every node of one
+// architecture (a job that mixes architectures whose numbers differ, such as
+// Alpha or MIPS with x86, is not supported).
+struct SignalRanks {
+  std::int32_t signal = 0;
+};
+
+using Message = std::variant<Hello, Setup, Ready, Start, Started, Output, Exited, Abort, Heartbeat,
+                             Shutdown, Fatal, Done, FenceUp, FenceDown, WorkerAbort, Probe,
+                             ProbeResult, PauseOutput, SignalRanks>;
 
 // Appends one complete frame for msg to out.
 void encode(const Message& msg, std::string& out);
