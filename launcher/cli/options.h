@@ -29,6 +29,10 @@ struct Options {
   double timeout_s = tunables::kTimeout.value;  // whole job; 0: none
   // Restart the whole job after a failure, up to this often.
   int max_restarts = static_cast<int>(tunables::kMaxRestarts.value);
+  // Hangs: every rank's stack at --timeout, on SIGQUIT and at a stall.
+  double stack_timeout_s = tunables::kStackTimeout.value;  // 0: collect none
+  double stall_timeout_s = tunables::kStallTimeout.value;  // 0: off
+  std::string stall_action = "report";                     // report | abort
   double collective_timeout_s = -1;  // DLAUNCH_COLLECTIVE_TIMEOUT for comm; < 0: comm's default
   bool dry_run = false;
   bool show_secrets = false;  // --dry-run shows values of variables named like secrets
