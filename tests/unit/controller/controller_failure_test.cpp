@@ -2,6 +2,8 @@
 // root cause, how stopping escalates, which causes allow a restart.
 #include <signal.h>
 
+#include <filesystem>
+
 #include "controller_test_support.h"
 
 using namespace dltest;
@@ -115,6 +117,12 @@ TEST_F(ControllerTest, TheJobTimeoutStopsTheJobWithExit124) {
   EXPECT_NE(controller_->cause().stacks.find("ranks 0,1 (2 ranks): wait_for_gradients"),
             std::string::npos)
       << controller_->cause().stacks;
+  // The full stacks went to a private folder of their own: not left behind by a test.
+  const auto& text = controller_->cause().stacks;
+  const auto at = text.find("full stacks: ");
+  ASSERT_NE(at, std::string::npos) << text;
+  const auto file = text.substr(at + 13, text.find(')', at) - at - 13);
+  EXPECT_TRUE(std::filesystem::remove_all(std::filesystem::path(file).parent_path()) == 2) << file;
 }
 
 TEST_F(ControllerTest, TheJobTimeoutStopsTheJobWhenTheStacksDoNotCome) {
