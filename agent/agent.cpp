@@ -25,6 +25,7 @@
 #include "dlaunch/version.h"
 #include "guard.h"
 #include "net.h"
+#include "stacks.h"
 
 namespace dlaunch::agent {
 
@@ -128,6 +129,8 @@ void Agent::on_message(proto::Message&& msg) {
     if (!output_paused_) resume_parked();
   } else if (auto* sig = std::get_if<proto::SignalRanks>(&msg)) {
     handle(*sig);
+  } else if (auto* collect = std::get_if<proto::CollectStacks>(&msg)) {
+    handle(*collect);
   } else {
     channel_->send(
         proto::Fatal{std::string("unexpected message from head: ") + proto::message_name(msg)});
@@ -417,6 +420,7 @@ void Agent::read_stream(Worker& w, OutputStream& s) {
 
 void Agent::forward(Worker& w, OutputStream& s, std::string_view data) {
   s.starved_holds = 0;
+  if (stacks_) stack_capture(w, s, data);
   s.lines.append(data);
   std::string lines = s.lines.take_lines();
   const bool new_partial = !lines.empty();
@@ -538,6 +542,7 @@ void Agent::on_worker_exit(Worker& w, int status) {
   ex.runtime_ms = static_cast<std::uint64_t>(
       std::chrono::duration_cast<milliseconds>(env_.clock.now() - w.started).count());
   channel_->send(ex);
+  if (stacks_) stack_worker_exited(w);
 }
 
 std::size_t Agent::live_workers() const {
@@ -673,6 +678,7 @@ void Agent::complete() {
   grace_timer_->cancel();
   orphan_deadline_->cancel();
   sweep_timer_->cancel();
+  stacks_.reset();
   if (heartbeats_) heartbeats_->stop();
   if (guard_) guard_->disarm();
   if (channel_->is_open()) {

@@ -79,6 +79,16 @@ class Agent {
   void handle(const proto::Abort& m);
   void handle(const proto::Probe& m);
   void handle(const proto::SignalRanks& m);
+  // agent/stacks.cpp: CollectStacks (a stack of every running rank).
+  struct StackRun;
+  void handle(const proto::CollectStacks& m);
+  void stack_next();
+  void stack_read(std::size_t i);
+  void stack_tool_done(std::size_t i, const std::string& error);
+  void stack_python_phase();
+  void stack_capture(const Worker& w, const OutputStream& s, std::string_view data);
+  void stack_worker_exited(const Worker& w);
+  void stack_finish();
   void handle_shutdown();
   bool start_pmix();
   void make_error_dir();
@@ -110,6 +120,8 @@ class Agent {
   std::unique_ptr<Timer> orphan_deadline_;  // armed when the head is gone
   std::unique_ptr<Timer> sweep_timer_;      // leftovers signalled, waiting for them to go
   std::unique_ptr<proto::HeartbeatMonitor> heartbeats_;  // from Setup on
+  std::unique_ptr<StackRun> stacks_;                     // a CollectStacks in progress
+  std::uint64_t stack_runs_ = 0;                         // tells a run's handlers from older ones
 
   std::string token_entry_;
   std::unique_ptr<GuardLink> guard_;

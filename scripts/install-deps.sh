@@ -17,6 +17,7 @@ packages=(
   slurm-wlm munge  # scripts/testbed/slurm.sh: single-node Slurm for the slurm tests
   groff-base man-db dpkg-dev  # man page check (groff, man -l), cpack -G DEB (dpkg-shlibdeps)
   python3-torch  # examples/train.py and the PyTorch tests (run with /usr/bin/python3)
+  elfutils gdb  # stacks of hanging ranks (dlaunch runs eu-stack, else gdb, on each node)
   iproute2  # scripts/testbed/netns.sh: hosts as network namespaces (fault matrix tests)
 )
 

@@ -174,12 +174,18 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
       "  dlaunch -n 4 python3 train.py --lr 0.1\n"
       "  dlaunch -H node1:4,node2:4 --tag-output ./train\n"
       "Exit status: 0 when every rank exits 0; else the first failing rank's code (128+N for\n"
-      "signal N); 2 for bad input; 1 when a node fails; 124 --timeout; 128+N when dlaunch\n"
-      "was stopped by signal N.\n"
+      "signal N); 2 for bad input; 1 when a node fails; 124 at --timeout; 123 when\n"
+      "--stall-action abort stopped a stalled job; 128+N when dlaunch was stopped by signal N.\n"
       "Signals: SIGINT, SIGTERM and SIGHUP stop the job (SIGTERM with --signal: SIG to the\n"
       "ranks first, then the stop a kill grace later; SIGHUP not at all under --nohup);\n"
       "SIGUSR1, SIGUSR2, SIGCONT and SIGTSTP go to every rank on every node (dlaunch itself\n"
-      "keeps running). The table: docs/troubleshooting.md, section Signals.");
+      "keeps running). The table: docs/troubleshooting.md, section Signals.\n"
+      "Hangs: at --timeout, at a stall (--stall-timeout) and on SIGQUIT (Ctrl-\\, the job goes\n"
+      "on) dlaunch takes every rank's stack (eu-stack from elfutils, else gdb, on each node) and\n"
+      "reports identical stacks together, odd ones first; full stacks go to stacks.txt.\n"
+      "Python ranks get PYTHONFAULTHANDLER=1 and, when the job is stopped, SIGABRT after their\n"
+      "native stack, so that their tracebacks show. SIGQUIT rather than SIGUSR1: USR1 and USR2\n"
+      "are forwarded to the ranks.");
   app.prefix_command();  // options end at PROGRAM; the rest is the job's command line
   app.formatter(std::make_shared<HelpFormatter>());
   app.set_version_flag("-V,--version", version_text());
@@ -268,6 +274,18 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   fault->add_flag("--nohup", o.nohup,
                   "keep running when the terminal closes: SIGHUP is ignored (without it SIGHUP "
                   "stops the job like SIGTERM)");
+  fault->add_option(tunables::kStallTimeout.option, o.stall_timeout_s, tunables::kStallTimeout.help)
+      ->capture_default_str()
+      ->check(seconds(true));
+  fault
+      ->add_option("--stall-action", o.stall_action,
+                   "what a stall (--stall-timeout) does: report (the grouped stacks, once per "
+                   "stall) or abort (report, stop the job, exit 123)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"report", "abort"}));
+  fault->add_option(tunables::kStackTimeout.option, o.stack_timeout_s, tunables::kStackTimeout.help)
+      ->capture_default_str()
+      ->check(seconds(true));
   fault->add_option(tunables::kMaxRestarts.option, o.max_restarts, tunables::kMaxRestarts.help)
       ->capture_default_str()
       ->check(kNonNegative);

@@ -47,7 +47,11 @@ struct Options {
   std::string signal_spec;
   int warn_signal = 0;  // 0: none
   int warn_before_s = kDefaultSignalTime;
-  bool nohup = false;                // --nohup: SIGHUP is ignored
+  bool nohup = false;  // --nohup: SIGHUP is ignored
+  // Hangs: every rank's stack at --timeout, on SIGQUIT and at a stall.
+  double stack_timeout_s = tunables::kStackTimeout.value;  // 0: collect none
+  double stall_timeout_s = tunables::kStallTimeout.value;  // 0: off
+  std::string stall_action = "report";                     // report | abort
   double collective_timeout_s = -1;  // DLAUNCH_COLLECTIVE_TIMEOUT for comm; < 0: comm's default
   bool dry_run = false;
   bool show_secrets = false;  // --dry-run shows values of variables named like secrets

@@ -53,6 +53,8 @@ Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& si
                        },
                    .silent = [this](std::size_t i) { on_silent(i); }}),
       progress_(cfg_.progress) {
+  stacks_timer_ = env_.clock.make_timer();
+  stall_timer_ = env_.clock.make_timer();
   for (const auto& np : plan_.nodes) {
     Node n;
     n.plan = &np;
@@ -81,6 +83,7 @@ int Controller::run() {
   if (!cfg_.nohup) signals.add(SIGHUP);
   for (int forwarded : {SIGUSR1, SIGUSR2, SIGCONT, SIGTSTP}) signals.add(forwarded);
   asio::signal_set sigchld(env_.io, SIGCHLD);
+  asio::signal_set sigquit(env_.io, SIGQUIT);  // every rank's stack (controller/hang.cpp)
   std::function<void()> wait_signal = [&] {
     signals.async_wait([&](boost::system::error_code ec, int sig) {
       if (ec) return;
@@ -96,8 +99,16 @@ int Controller::run() {
       wait_chld();
     });
   };
+  std::function<void()> wait_quit = [&] {
+    sigquit.async_wait([&](boost::system::error_code ec, int) {
+      if (ec) return;
+      report_stacks_now();
+      wait_quit();
+    });
+  };
   wait_signal();
   wait_chld();
+  wait_quit();
   start();
   if (!finished()) env_.io.run();
   progress_.clear();
@@ -108,6 +119,8 @@ int Controller::run() {
   }
   signals.cancel();
   sigchld.cancel();
+  sigquit.cancel();
+  if (collecting_) stacks_complete();  // what came before the job ended
   env_.io.restart();
   env_.io.poll();
 
@@ -219,6 +232,7 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     show_progress();
   } else if (auto* out = std::get_if<proto::Output>(&msg)) {
     progress_.clear();
+    on_output_seen();
     sink_.write(out->rank, out->stream, out->data, out->partial);
   } else if (auto* ex = std::get_if<proto::Exited>(&msg)) {
     on_exited(i, *ex);
@@ -237,6 +251,8 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     on_worker_abort(*ab);
   } else if (auto* pr = std::get_if<proto::ProbeResult>(&msg)) {
     on_probe_result(i, std::move(*pr));
+  } else if (auto* st = std::get_if<proto::Stacks>(&msg)) {
+    on_stacks(i, std::move(*st));
   } else {
     fail({.kind = CauseKind::kNode,
           .message = node_label(i) + ": unexpected message " + proto::message_name(msg)});
@@ -368,6 +384,8 @@ void Controller::send_start() {
   phase_ = Phase::kRunning;
   start_sent_ = true;
   deadline_->cancel();
+  last_output_ = env_.clock.now();
+  arm_stall_timer();
   proto::Start start;
   const std::string addr = master_addr();
   start.env = {{"MASTER_ADDR", addr}, {"MASTER_PORT", std::to_string(master_port_)}};
@@ -502,6 +520,16 @@ void Controller::on_link_closed(std::size_t i, const std::string& reason) {
 // deadline bounds the wait.
 void Controller::fail(RootCause cause) {
   const bool node_problem = cause.kind == CauseKind::kLaunch || cause.kind == CauseKind::kNode;
+  record_cause(std::move(cause));
+  if (phase_ == Phase::kStarting && node_problem && !start_deadline_passed_ && !start_settled()) {
+    return;
+  }
+  abort_after_stacks_ = false;
+  abort_all(cause_.kind == CauseKind::kInterrupted ? "interrupted" : "job failed", false);
+}
+
+// The first cause wins (fail() without stopping anything).
+void Controller::record_cause(RootCause cause) {
   if (cause_.kind == CauseKind::kNone) {
     cause_ = std::move(cause);
     for (std::size_t k = 0; k < ranks_.size(); ++k) {
@@ -512,10 +540,6 @@ void Controller::fail(RootCause cause) {
   } else if (!start_sent_ && (cause.kind == CauseKind::kLaunch || cause.kind == CauseKind::kNode)) {
     cause_.also.push_back(cause.message);
   }
-  if (phase_ == Phase::kStarting && node_problem && !start_deadline_passed_ && !start_settled()) {
-    return;
-  }
-  abort_all(cause_.kind == CauseKind::kInterrupted ? "interrupted" : "job failed", false);
 }
 
 // Every node is ready, or failed its checks, or is gone.
@@ -596,6 +620,8 @@ void Controller::maybe_finish() {
   }
   phase_ = Phase::kFinished;
   job_timer_->cancel();
+  stacks_timer_->cancel();
+  stall_timer_->cancel();
   deadline_->cancel();
   heartbeats_.stop();
   env_.io.stop();
@@ -667,9 +693,12 @@ void Controller::arm_job_timeout() {
       }
     }
     if (n > 32) running += fmt::format(" and {} more", n - 32);
-    fail({.kind = CauseKind::kTimeout,
-          .message = fmt::format("--timeout of {} expired; {} rank(s) still running: {}",
-                                 seconds(cfg_.timeout), n, running)});
+    // Where each rank is stuck, before anything is stopped.
+    stop_with_stacks(
+        {.kind = CauseKind::kTimeout,
+         .message = fmt::format("--timeout of {} expired; {} rank(s) still running: {}",
+                                seconds(cfg_.timeout), n, running)},
+        StackReason::kTimeout);
   });
 }
 

@@ -58,7 +58,13 @@ struct ControllerConfig {
   // 0: none.
   int warn_signal = 0;
   std::chrono::milliseconds warn_before{0};
-  bool nohup = false;                 // --nohup: SIGHUP is not handled (dlaunch ignores it)
+  bool nohup = false;  // --nohup: SIGHUP is not handled (dlaunch ignores it)
+  // Hangs (controller/hang.cpp): how long the agents have to send stacks (0:
+  // none are collected); --stall-timeout (0: off) and what a stall does.
+  std::chrono::milliseconds stack_timeout = default_ms(tunables::kStackTimeout);
+  std::chrono::milliseconds stall_timeout = default_ms(tunables::kStallTimeout);
+  bool stall_abort = false;           // --stall-action abort (else report)
+  std::string output_dir;             // --output-dir: stacks go to DIR/<job-id>/stacks.txt
   bool master_addr_explicit = false;  // --master-addr given: never replace it
   bool progress = false;              // one-line status on stderr while starting
   bool mpi = false;                   // agents serve PMIx; fences cross nodes through us
@@ -99,6 +105,9 @@ class Controller {
   // What a signal to dlaunch does (docs/troubleshooting.md, "Signals"):
   // forwarded, the --signal warning then a stop, or interrupt().
   void on_signal(int sig);
+  // What SIGQUIT does: collect every rank's stack and print the grouped
+  // report, without stopping anything (controller/hang.cpp).
+  void report_stacks_now();
   bool finished() const { return phase_ == Phase::kFinished; }
   int exit_status() const { return dlaunch::exit_status(cause_); }
   const RootCause& cause() const { return cause_; }
@@ -157,6 +166,7 @@ class Controller {
   void end_probe_only();
   void send_start();
   void fail(RootCause cause);
+  void record_cause(RootCause cause);
   bool start_settled() const;
   void abort_all(const std::string& reason, bool immediate);
   void maybe_shutdown();
@@ -171,6 +181,34 @@ class Controller {
   void show_progress();
   proto::Setup make_setup(std::size_t node) const;
   void print_stats() const;
+
+  // controller/hang.cpp: every rank's stack, at --timeout (before stopping
+  // anything), on SIGQUIT, and when the output stalls (--stall-timeout).
+  enum class StackReason { kTimeout, kOnDemand, kStall, kStallAbort };
+  struct StackCollection {
+    std::uint32_t id = 0;
+    StackReason reason = StackReason::kOnDemand;
+    std::vector<bool> asked;     // per node: CollectStacks sent
+    std::vector<bool> answered;  // per node
+    std::vector<proto::Stacks> got;
+    std::vector<std::size_t> got_node;
+  };
+  void stop_with_stacks(RootCause cause, StackReason reason);
+  bool collect_stacks(StackReason reason);
+  void on_stacks(std::size_t node, proto::Stacks&& st);
+  void stacks_complete();
+  void on_output_seen();
+  void arm_stall_timer();
+  std::string write_stacks_file(const std::string& text);
+  std::optional<StackCollection> collecting_;
+  std::uint32_t stack_requests_ = 0;
+  std::unique_ptr<Timer> stacks_timer_;
+  std::unique_ptr<Timer> stall_timer_;
+  SteadyTime last_output_{};
+  bool stalled_ = false;             // a stall was reported; re-armed when output resumes
+  bool abort_after_stacks_ = false;  // the cause is set; Abort goes once the stacks are in
+  std::string stacks_dir_;  // without --output-dir: the private folder made for stacks files
+  int stacks_files_ = 0;
   void reap_children();
   void pause_output(bool pause);
   void drain_console(boost::asio::signal_set& signals);

@@ -91,6 +91,8 @@ int exit_status(const RootCause& c) {
       return 1;
     case CauseKind::kTimeout:
       return 124;  // timeout(1)'s convention
+    case CauseKind::kStall:
+      return kStallExitStatus;  // next to --timeout's 124, used for nothing else
   }
   return 1;
 }
@@ -136,7 +138,11 @@ std::string format_report(const std::string& job_id, const RootCause& c, int ran
     case CauseKind::kTimeout:
       out += fmt::format("dlaunch: job {} timed out: {}\n", job_id, printable(c.message));
       break;
+    case CauseKind::kStall:
+      out += fmt::format("dlaunch: job {} stalled: {}\n", job_id, printable(c.message));
+      break;
   }
+  out += c.stacks;
   for (const auto& a : c.also) out += "  also: " + printable(a) + "\n";
   for (const auto& n : c.notes) out += "  note: " + printable(n) + "\n";
   if (ranks_stopped > 0) {

@@ -8,7 +8,7 @@
 
 namespace dlaunch {
 
-enum class CauseKind { kNone, kWorker, kNode, kInterrupted, kLaunch, kTimeout };
+enum class CauseKind { kNone, kWorker, kNode, kInterrupted, kLaunch, kTimeout, kStall };
 
 struct RootCause {
   CauseKind kind = CauseKind::kNone;
@@ -18,11 +18,15 @@ struct RootCause {
   int local_rank = 0;
   std::vector<std::string> stderr_tail;
   // kNode, kLaunch: what happened; kTimeout: the ranks still running;
+  // kStall (--stall-action abort): how long no rank wrote a line;
   // kInterrupted: the signal
   std::string message;
   int signal = 0;
   // kLaunch/kNode: problems of other hosts found while starting
   std::vector<std::string> also;
+  // The ranks' stacks, grouped (controller/stacks.h), as the report prints
+  // them; empty when none were collected.
+  std::string stacks;
   // Printed last, one "note:" line each (what the report cannot vouch for).
   std::vector<std::string> notes;
 };
@@ -32,7 +36,11 @@ struct RootCause {
 // the job at once (trying again would fail the same way).
 bool allows_restart(const RootCause& cause);
 
-// The exit status of dlaunch for this cause (0 for kNone).
+// --stall-action abort: no rank wrote a line for --stall-timeout seconds.
+inline constexpr int kStallExitStatus = 123;
+
+// The exit status of dlaunch for this cause (0 for kNone, 124 for kTimeout,
+// kStallExitStatus for kStall).
 int exit_status(const RootCause& cause);
 
 // Text for stderr: a headline and the details. Empty for kNone.

@@ -133,6 +133,14 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
       for (const auto& [k, v] : node.env) set_by_user |= k == "OMP_NUM_THREADS";
       if (!set_by_user) node.env.emplace_back("OMP_NUM_THREADS", "1");
     }
+    // Python ranks print every thread's traceback on SIGABRT, which the agent
+    // sends them when the job is stopped at --timeout or a stall (the report
+    // groups them): unless the user chose.
+    if (!head_has(opts.head_env, "PYTHONFAULTHANDLER")) {
+      bool set_by_user = false;
+      for (const auto& [k, v] : node.env) set_by_user |= k == "PYTHONFAULTHANDLER";
+      if (!set_by_user) node.env.emplace_back("PYTHONFAULTHANDLER", "1");
+    }
     for (auto& r : node.ranks) {
       const std::string rank = std::to_string(r.rank);
       r.env = {

@@ -180,6 +180,21 @@ void put(Writer& w, const ProbeResult& m) {
 }
 void put(Writer& w, const PauseOutput& m) { w.boolean(m.pause); }
 void put(Writer& w, const SignalRanks& m) { w.i32(m.signal); }
+void put(Writer& w, const CollectStacks& m) {
+  w.u32(m.request_id);
+  w.u32(m.timeout_ms);
+  w.boolean(m.python_abort);
+}
+void put(Writer& w, const Stacks& m) {
+  w.u32(m.request_id);
+  w.bytes(m.tool);
+  w.u32(static_cast<std::uint32_t>(m.ranks.size()));
+  for (const auto& s : m.ranks) {
+    w.i32(s.rank);
+    w.i32(s.pid);
+    w.bytes(s.native).bytes(s.python).bytes(s.error);
+  }
+}
 
 void get(Reader& r, Hello& m) {
   m.magic = r.u32();
@@ -314,6 +329,25 @@ void get(Reader& r, SignalRanks& m) {
   if (m.signal <= 0 || m.signal >= 65) throw ProtocolError("bad signal number in SignalRanks");
 }
 
+void get(Reader& r, CollectStacks& m) {
+  m.request_id = r.u32();
+  m.timeout_ms = r.u32();
+  m.python_abort = r.boolean();
+}
+void get(Reader& r, Stacks& m) {
+  m.request_id = r.u32();
+  m.tool = r.str();
+  const auto n = r.count(20);
+  m.ranks.resize(n);
+  for (auto& s : m.ranks) {
+    s.rank = r.i32();
+    s.pid = r.i32();
+    s.native = r.str();
+    s.python = r.str();
+    s.error = r.str();
+  }
+}
+
 template <std::size_t I = 0>
 Message decode_by_index(std::size_t index, Reader& r) {
   if constexpr (I < std::variant_size_v<Message>) {
@@ -388,11 +422,11 @@ std::optional<Message> Decoder::next() {
 }
 
 const char* message_name(const Message& msg) {
-  static constexpr const char* kNames[] = {"Hello",       "Setup",       "Ready",       "Start",
-                                           "Started",     "Output",      "Exited",      "Abort",
-                                           "Heartbeat",   "Shutdown",    "Fatal",       "Done",
-                                           "FenceUp",     "FenceDown",   "WorkerAbort", "Probe",
-                                           "ProbeResult", "PauseOutput", "SignalRanks"};
+  static constexpr const char* kNames[] = {
+      "Hello",       "Setup",         "Ready",       "Start",    "Started",     "Output",
+      "Exited",      "Abort",         "Heartbeat",   "Shutdown", "Fatal",       "Done",
+      "FenceUp",     "FenceDown",     "WorkerAbort", "Probe",    "ProbeResult", "PauseOutput",
+      "SignalRanks", "CollectStacks", "Stacks"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[msg.index()];
 }

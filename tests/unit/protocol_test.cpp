@@ -85,6 +85,11 @@ TEST(Protocol, EveryMessageRoundTrips) {
                                {.address = "fd00::1", .error = "Network is unreachable"}}},
       PauseOutput{.pause = true},
       SignalRanks{.signal = 10},
+      CollectStacks{.request_id = 9, .timeout_ms = 10000, .python_abort = true},
+      Stacks{.request_id = 9,
+             .tool = "eu-stack",
+             .ranks = {{.rank = 0, .pid = 10, .native = "TID 10:\n#0 0x1 f\n"},
+                       {.rank = 1, .pid = 11, .python = "Current thread", .error = "gone"}}},
   };
   for (const auto& m : all) {
     auto back = round_trip(m);
@@ -263,6 +268,30 @@ TEST(Protocol, PauseOutputCarriesItsFlag) {
   EXPECT_EQ(wire.size(), kHeaderBytes + 1);
 }
 
+TEST(Protocol, StacksRoundTripFieldByField) {
+  auto req = std::get<CollectStacks>(
+      round_trip(CollectStacks{.request_id = 7, .timeout_ms = 1500, .python_abort = true}));
+  EXPECT_EQ(req.request_id, 7u);
+  EXPECT_EQ(req.timeout_ms, 1500u);
+  EXPECT_TRUE(req.python_abort);
+  auto st = std::get<Stacks>(round_trip(
+      Stacks{.request_id = 7,
+             .tool = "gdb",
+             .ranks = {{.rank = 3, .pid = 42, .native = std::string("a\0b", 3), .python = "py"},
+                       {.rank = 4, .pid = 43, .error = "ptrace: Operation not permitted"}}}));
+  EXPECT_EQ(st.request_id, 7u);
+  EXPECT_EQ(st.tool, "gdb");
+  ASSERT_EQ(st.ranks.size(), 2u);
+  EXPECT_EQ(st.ranks[0].rank, 3);
+  EXPECT_EQ(st.ranks[0].pid, 42);
+  EXPECT_EQ(st.ranks[0].native, std::string("a\0b", 3));
+  EXPECT_EQ(st.ranks[0].python, "py");
+  EXPECT_EQ(st.ranks[1].error, "ptrace: Operation not permitted");
+  EXPECT_STREQ(message_name(CollectStacks{}), "CollectStacks");
+  EXPECT_STREQ(message_name(Stacks{}), "Stacks");
+  static_assert(kProtocolVersion >= 6);
+}
+
 namespace {
 
 // A frame whose payload is `payload`, of message type `type` (no checks).
@@ -297,7 +326,8 @@ TEST(Protocol, MalformedNetworkMessagesAreRejected) {
   wire.back() = 2;
   EXPECT_THROW(decodes(wire), ProtocolError);
   // Counts beyond what the frame holds.
-  for (const Message& m : {Message{Ready{}}, Message{Probe{}}, Message{ProbeResult{}}}) {
+  for (const Message& m :
+       {Message{Ready{}}, Message{Probe{}}, Message{ProbeResult{}}, Message{Stacks{}}}) {
     std::string bytes = encode(m);
     for (std::size_t i = bytes.size() - 4; i < bytes.size(); ++i)
       bytes[i] = static_cast<char>(0xff);
@@ -316,6 +346,20 @@ TEST(Protocol, MalformedNetworkMessagesAreRejected) {
   payload.clear();
   dlaunch::codec::Writer(payload).u16(1).u32(2).u32(1).bytes("a").u8(0);
   EXPECT_THROW(decodes(frame(type_of(Probe{}), payload)), ProtocolError);
+  // A Stacks entry without its error field; a CollectStacks with a bad boolean.
+  payload.clear();
+  dlaunch::codec::Writer(payload)
+      .u32(1)
+      .bytes("eu-stack")
+      .u32(1)
+      .i32(0)
+      .i32(5)
+      .bytes("n")
+      .bytes("p");
+  EXPECT_THROW(decodes(frame(type_of(Stacks{}), payload)), ProtocolError);
+  payload.clear();
+  dlaunch::codec::Writer(payload).u32(1).u32(2).u8(3);
+  EXPECT_THROW(decodes(frame(type_of(CollectStacks{}), payload)), ProtocolError);
 }
 
 // PipeChannel::read_pending: what a heartbeat timer calls before it declares

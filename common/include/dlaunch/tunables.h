@@ -38,7 +38,8 @@ inline constexpr Tunable kStartTimeout{"--start-timeout", nullptr, 30.0, "s",
 inline constexpr Tunable kTimeout{"--timeout", nullptr, 0.0, "s",
                                   "stop the job if it runs longer than this many seconds, counted "
                                   "from dlaunch's start (exit 124, report names the ranks still "
-                                  "running, or the nodes not ready); 0: no limit"};
+                                  "running, or the nodes not ready, and groups their stacks); 0: "
+                                  "no limit"};
 inline constexpr Tunable kMaxRestarts{
     "--max-restarts", "TORCHELASTIC_MAX_RESTARTS", 0.0, "",
     "after a rank or node fails, stop everything and start the whole job again, up to N times "
@@ -57,10 +58,18 @@ inline constexpr Tunable kSshConcurrency{
 inline constexpr Tunable kConnectTimeout{
     "--connect-timeout", nullptr, 10.0, "s",
     "seconds to connect, handshake and authenticate, per host"};
+inline constexpr Tunable kStallTimeout{
+    "--stall-timeout", nullptr, 0.0, "s",
+    "when no rank has written an output line for this many seconds, collect every rank's stack "
+    "and report the stall (--stall-action); 0: never"};
+inline constexpr Tunable kStackTimeout{
+    "--stack-timeout", nullptr, 10.0, "s",
+    "seconds the agents have to send every rank's stack (at --timeout, a stall, SIGQUIT) before "
+    "dlaunch goes on with what came; 0: collect no stacks"};
 
-inline constexpr std::array kAll = {&kKillGrace,      &kHeartbeatTimeout, &kStartTimeout,
-                                    &kTimeout,        &kMaxRestarts,      &kCollectiveTimeout,
-                                    &kSshConcurrency, &kConnectTimeout};
+inline constexpr std::array kAll = {
+    &kKillGrace,         &kHeartbeatTimeout, &kStartTimeout,   &kTimeout,      &kMaxRestarts,
+    &kCollectiveTimeout, &kSshConcurrency,   &kConnectTimeout, &kStallTimeout, &kStackTimeout};
 
 }  // namespace tunables
 

@@ -2,6 +2,8 @@
 // root cause, how stopping escalates, which causes allow a restart.
 #include <signal.h>
 
+#include <filesystem>
+
 #include "controller_test_support.h"
 
 using namespace dltest;
@@ -94,12 +96,56 @@ TEST_F(ControllerTest, TheJobTimeoutStopsTheJobWithExit124) {
   clock_.advance(milliseconds(5999));
   EXPECT_TRUE(link(0).sent_of<proto::Abort>().empty());
   clock_.advance(milliseconds(1));
+  // First every rank's stack (Python ranks are aborted for their traceback),
+  // then the Abort, once the agent has answered.
+  ASSERT_EQ(link(0).sent_of<proto::CollectStacks>().size(), 1u);
+  const auto req = link(0).sent_of<proto::CollectStacks>().front();
+  EXPECT_TRUE(req.python_abort);
+  EXPECT_TRUE(link(0).sent_of<proto::Abort>().empty());
+  EXPECT_EQ(controller_->cause().kind, dlaunch::CauseKind::kTimeout);
+  link(0).deliver(proto::Stacks{
+      .request_id = req.request_id,
+      .tool = "eu-stack",
+      .ranks = {{.rank = 0, .pid = 10, .native = "TID 10:\n#0  0x1 wait_for_gradients\n"},
+                {.rank = 1, .pid = 11, .native = "TID 11:\n#0  0x1 wait_for_gradients\n"}}});
   ASSERT_EQ(link(0).sent_of<proto::Abort>().size(), 1u);
   agents_stop_everything();
   EXPECT_EQ(controller_->exit_status(), 124);
   EXPECT_NE(controller_->cause().message.find("2 rank(s) still running: 0 (host0), 1 (host0)"),
             std::string::npos)
       << controller_->cause().message;
+  EXPECT_NE(controller_->cause().stacks.find("ranks 0,1 (2 ranks): wait_for_gradients"),
+            std::string::npos)
+      << controller_->cause().stacks;
+  // The full stacks went to a private folder of their own: not left behind by a test.
+  const auto& text = controller_->cause().stacks;
+  const auto at = text.find("full stacks: ");
+  ASSERT_NE(at, std::string::npos) << text;
+  const auto file = text.substr(at + 13, text.find(')', at) - at - 13);
+  EXPECT_TRUE(std::filesystem::remove_all(std::filesystem::path(file).parent_path()) == 2) << file;
+}
+
+TEST_F(ControllerTest, TheJobTimeoutStopsTheJobWhenTheStacksDoNotCome) {
+  make(1, 2, {.timeout = milliseconds(1000), .stack_timeout = milliseconds(3000)});
+  start_job();
+  clock_.advance(milliseconds(1000));
+  ASSERT_EQ(link(0).sent_of<proto::CollectStacks>().size(), 1u);
+  clock_.advance(milliseconds(3999));
+  EXPECT_TRUE(link(0).sent_of<proto::Abort>().empty());
+  clock_.advance(milliseconds(1));
+  ASSERT_EQ(link(0).sent_of<proto::Abort>().size(), 1u);
+  agents_stop_everything();
+  EXPECT_EQ(controller_->exit_status(), 124);
+  EXPECT_NE(controller_->cause().stacks.find("sent no stacks within 3.0 s"), std::string::npos)
+      << controller_->cause().stacks;
+}
+
+TEST_F(ControllerTest, WithoutStackTimeoutTheJobTimeoutAbortsAtOnce) {
+  make(1, 2, {.timeout = milliseconds(1000), .stack_timeout = milliseconds(0)});
+  start_job();
+  clock_.advance(milliseconds(1000));
+  EXPECT_TRUE(link(0).sent_of<proto::CollectStacks>().empty());
+  ASSERT_EQ(link(0).sent_of<proto::Abort>().size(), 1u);
 }
 
 TEST_F(ControllerTest, OnlyAFailedRankOrALostNodeAllowsARestart) {

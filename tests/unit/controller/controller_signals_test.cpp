@@ -86,8 +86,12 @@ TEST_F(ControllerTest, ASecondSignalDuringTheWarningKillsAtOnce) {
 }
 
 TEST_F(ControllerTest, SignalGoesToTheRanksItsTimeBeforeTheTimeout) {
+  // No stacks at the timeout (--stack-timeout 0): the Abort follows at once.
   make(2, 1,
-       {.timeout = milliseconds(10000), .warn_signal = SIGUSR1, .warn_before = milliseconds(3000)});
+       {.timeout = milliseconds(10000),
+        .warn_signal = SIGUSR1,
+        .warn_before = milliseconds(3000),
+        .stack_timeout = milliseconds(0)});
   start_job();
   clock_.advance(milliseconds(6999));
   EXPECT_TRUE(link(0).sent_of<proto::SignalRanks>().empty());

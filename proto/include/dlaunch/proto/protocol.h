@@ -11,9 +11,9 @@
 // kProtocolVersion; the head refuses any other version before sending work.
 //
 //   agent -> head: Hello, Ready, Started, Output, Exited, Heartbeat, Fatal, Done,
-//                  FenceUp, WorkerAbort, ProbeResult
+//                  FenceUp, WorkerAbort, ProbeResult, Stacks
 //   head -> agent: Setup, Start, Abort, Heartbeat, Shutdown, FenceDown, Probe,
-//                  PauseOutput, SignalRanks
+//                  PauseOutput, SignalRanks, CollectStacks
 //
 // MPI mode (Setup.mpi): every agent is a PMIx server; a fence spanning nodes
 // sends each node's blob up (FenceUp, numbered per node in call order), and
@@ -34,6 +34,13 @@
 // agent's own backpressure) while every other message keeps flowing;
 // PauseOutput{false} resumes. Output already on its way still arrives, and a
 // worker that exits still has its last output sent before its Exited.
+//
+// Locating hangs (docs/troubleshooting.md): at any time while running, the
+// head may ask for a stack of every rank (CollectStacks); the agent answers
+// once per request (Stacks), within the time the request gives, with what it
+// got: a native stack of every thread (eu-stack or gdb, run by the agent) and,
+// when asked to (the job is going down anyway), the Python traceback that
+// faulthandler prints on SIGABRT.
 //
 // Sequence: Hello, Setup, Ready, [Probe, ProbeResult], Start,
 // (Started | Output | Exited | SignalRanks)*, [Abort], Shutdown, Done, then the agent exits. The
@@ -60,7 +67,7 @@
 namespace dlaunch::proto {
 
 inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
-inline constexpr std::uint16_t kProtocolVersion = 7;
+inline constexpr std::uint16_t kProtocolVersion = 8;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
@@ -257,9 +264,38 @@ struct SignalRanks {
   std::int32_t signal = 0;
 };
 
+// The most of one rank's stack text an agent sends in Stacks (native and
+// Python each); an agent with many ranks sends less per rank, so that one
+// Stacks frame stays well within kMaxFrameBytes.
+inline constexpr std::size_t kMaxStackBytes = 256u << 10;
+
+// Take a stack of every running rank of this node, and answer with Stacks
+// within timeout_ms (with what there is by then).
+struct CollectStacks {
+  std::uint32_t request_id = 0;
+  std::uint32_t timeout_ms = 0;
+  // After its native stack, send SIGABRT to each Python rank (the job is
+  // being stopped): with PYTHONFAULTHANDLER=1 it prints every thread's
+  // traceback on stderr, which the agent sends in RankStack::python (the
+  // lines also go to the head as the rank's Output, as ever).
+  bool python_abort = false;
+};
+struct RankStack {
+  std::int32_t rank = 0;
+  std::int32_t pid = 0;
+  std::string native;  // the stack tool's output; empty when none
+  std::string python;  // faulthandler's dump (python_abort); empty when none
+  std::string error;   // why there is no (complete) native stack; empty when none
+};
+struct Stacks {
+  std::uint32_t request_id = 0;
+  std::string tool;              // the stack tool used ("eu-stack", "gdb"); empty: none found
+  std::vector<RankStack> ranks;  // the ranks running when asked, in rank order
+};
+
 using Message = std::variant<Hello, Setup, Ready, Start, Started, Output, Exited, Abort, Heartbeat,
                              Shutdown, Fatal, Done, FenceUp, FenceDown, WorkerAbort, Probe,
-                             ProbeResult, PauseOutput, SignalRanks>;
+                             ProbeResult, PauseOutput, SignalRanks, CollectStacks, Stacks>;
 
 // Appends one complete frame for msg to out.
 void encode(const Message& msg, std::string& out);

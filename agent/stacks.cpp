@@ -1,0 +1,324 @@
+#include "stacks.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+#include <boost/asio/post.hpp>
+
+#include "dlaunch/process.h"
+#include "dlaunch/proto/channel.h"
+
+namespace dlaunch::agent {
+
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+
+namespace {
+
+std::string basename_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string fmt_ms_error(const std::string& tool, milliseconds limit) {
+  return tool + " did not finish within " + std::to_string(limit.count()) + " ms";
+}
+
+}  // namespace
+
+Agent::StackRun::~StackRun() {
+  // A tool still at work is ours to end (it is our child; its exit is reaped
+  // with the others').
+  for (auto& it : items) {
+    if (it.started && !it.done && it.tool_pid > 0) ::kill(it.tool_pid, SIGKILL);
+  }
+}
+
+std::vector<std::string> stack_tool_argv(const std::string& tool, const std::string& path,
+                                         pid_t pid) {
+  if (tool == "gdb") {
+    return {path,
+            "-p",
+            std::to_string(pid),
+            "-batch",
+            "-nx",
+            "-ex",
+            "set pagination off",
+            "-ex",
+            "thread apply all bt"};
+  }
+  return {path, "-p", std::to_string(pid)};
+}
+
+bool has_frames(std::string_view text) {
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const auto nl = text.find('\n', pos);
+    const auto line = text.substr(pos, nl == std::string_view::npos ? text.npos : nl - pos);
+    if (line.size() > 1 && line[0] == '#' && line[1] >= '0' && line[1] <= '9') return true;
+    if (nl == std::string_view::npos) break;
+    pos = nl + 1;
+  }
+  return false;
+}
+
+std::string stack_tool_error(const std::string& tool, std::string_view text) {
+  std::string line;
+  std::size_t pos = 0;
+  while (pos < text.size() && line.empty()) {
+    const auto nl = text.find('\n', pos);
+    auto l = text.substr(pos, nl == std::string_view::npos ? text.npos : nl - pos);
+    while (!l.empty() && (l.back() == ' ' || l.back() == '\r')) l.remove_suffix(1);
+    // gdb's start-up chatter comes before its error
+    if (!l.empty() && l.find("warning") == std::string_view::npos) line = std::string(l);
+    if (nl == std::string_view::npos) break;
+    pos = nl + 1;
+  }
+  if (line.empty()) line = "no stack in its output";
+  std::string out = tool + ": " + line.substr(0, 300);
+  if (text.find("not permitted") != std::string_view::npos) {
+    out +=
+        " (ptrace refused: kernel.yama.ptrace_scope above 1, or a container without ptrace; "
+        "docker needs --cap-add SYS_PTRACE)";
+  }
+  return out;
+}
+
+std::string python_dump(std::string_view text) {
+  auto at = text.find("Fatal Python error");
+  if (at == std::string_view::npos) at = text.find("Current thread 0x");
+  if (at == std::string_view::npos) at = text.find("Thread 0x");
+  if (at == std::string_view::npos) return {};
+  const auto line_start = text.rfind('\n', at);
+  return std::string(text.substr(line_start == std::string_view::npos ? 0 : line_start + 1));
+}
+
+bool is_python(pid_t pid, const std::string& argv0) {
+  if (basename_of(argv0).starts_with("python")) return true;
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec);
+  return !ec && exe.filename().string().starts_with("python");
+}
+
+void Agent::handle(const proto::CollectStacks& m) {
+  if (stacks_) stack_finish();  // a new request ends the one in progress
+  auto run = std::make_unique<StackRun>();
+  run->id = ++stack_runs_;
+  run->request = m;
+  const auto env = current_environment();
+  for (const char* t : {"eu-stack", "gdb"}) {
+    run->tool_path = find_program(t, env, "");
+    if (!run->tool_path.empty()) {
+      run->tool = t;
+      break;
+    }
+  }
+  for (auto& [rank, w] : workers_) {
+    if (w.state != WorkerState::kRunning || w.pid <= 0) continue;
+    StackRun::Item item;
+    item.out.rank = rank;
+    item.out.pid = w.pid;
+    item.python = m.python_abort && is_python(w.pid, w.spec.argv.empty() ? "" : w.spec.argv[0]);
+    if (run->tool.empty()) {
+      item.done = true;
+      item.out.error = "no stack tool (eu-stack or gdb) on this node";
+    }
+    run->items.push_back(std::move(item));
+  }
+  // One frame carries every rank's stacks: each gets its share.
+  if (!run->items.empty()) {
+    run->byte_limit =
+        std::min(proto::kMaxStackBytes, (proto::kMaxFrameBytes / 2) / (2 * run->items.size()));
+  }
+  const milliseconds total(m.timeout_ms > 0 ? m.timeout_ms : 10000);
+  // Leave time for the Python phase and for the answer to travel.
+  run->tool_limit = std::max(milliseconds(500), total / 2);
+  run->deadline = env_.clock.make_timer();
+  run->python_wait = env_.clock.make_timer();
+  const auto id = run->id;
+  env_.clock.after(*run->deadline, total - std::min(total / 5, milliseconds(1000)), [this, id] {
+    if (stacks_ && stacks_->id == id) stack_finish();
+  });
+  stacks_ = std::move(run);
+  if (stacks_->tool.empty()) {
+    stacks_->next = stacks_->items.size();
+    stack_python_phase();
+    return;
+  }
+  stack_next();
+}
+
+void Agent::stack_next() {
+  auto& run = *stacks_;
+  while (run.running < kParallelTools && run.next < run.items.size()) {
+    const std::size_t i = run.next++;
+    auto& item = run.items[i];
+    SpawnOptions opts;
+    opts.argv = stack_tool_argv(run.tool, run.tool_path, item.out.pid);
+    opts.env = current_environment();
+    opts.env.emplace_back("LC_ALL=C");
+    opts.parent_death_signal = SIGKILL;
+    UniqueFd read_end;
+    try {
+      auto [r, w] = make_pipe();
+      opts.stdout_fd = w.get();
+      opts.stderr_fd = w.get();
+      auto spawned = env_.os.spawn(opts);
+      if (!spawned) {
+        item.done = true;
+        item.out.error = run.tool + " could not be started: " + spawned.error();
+        continue;
+      }
+      item.tool_pid = *spawned;
+      read_end = std::move(r);
+    } catch (const std::system_error& e) {
+      item.done = true;
+      item.out.error = std::string("no pipe for the stack tool: ") + e.what();
+      continue;
+    }
+    set_nonblocking(read_end.get(), true);
+    item.pipe = std::make_unique<asio::posix::stream_descriptor>(env_.io, read_end.release());
+    item.limit = env_.clock.make_timer();
+    item.started = true;
+    ++run.running;
+    const auto id = run.id;
+    env_.clock.after(*item.limit, run.tool_limit, [this, id, i] {
+      if (!stacks_ || stacks_->id != id || stacks_->items[i].done) return;
+      ::kill(stacks_->items[i].tool_pid, SIGKILL);
+      stack_tool_done(i, fmt_ms_error(stacks_->tool, stacks_->tool_limit));
+    });
+    stack_read(i);
+  }
+  if (run.next >= run.items.size() && run.running == 0) stack_python_phase();
+}
+
+void Agent::stack_read(std::size_t i) {
+  const auto id = stacks_->id;
+  stacks_->items[i].pipe->async_wait(
+      asio::posix::stream_descriptor::wait_read, [this, id, i](boost::system::error_code ec) {
+        if (ec == asio::error::operation_aborted || !stacks_ || stacks_->id != id) return;
+        auto& item = stacks_->items[i];
+        if (item.done) return;
+        const std::span<char> buf = proto::thread_read_buffer();
+        const ssize_t n = ec ? -1 : ::read(item.pipe->native_handle(), buf.data(), buf.size());
+        if (n > 0) {
+          auto& text = item.out.native;
+          if (text.size() < stacks_->byte_limit) {
+            text.append(buf.data(),
+                        std::min(static_cast<std::size_t>(n), stacks_->byte_limit - text.size()));
+          }
+        } else if (n == 0 || ec || (errno != EAGAIN && errno != EINTR)) {
+          stack_tool_done(i, {});
+          return;
+        }
+        stack_read(i);
+      });
+}
+
+void Agent::stack_tool_done(std::size_t i, const std::string& error) {
+  auto& run = *stacks_;
+  auto& item = run.items[i];
+  item.done = true;
+  if (item.limit) item.limit->cancel();
+  if (item.pipe) {
+    boost::system::error_code ignored;
+    item.pipe->close(ignored);
+  }
+  if (!error.empty()) {
+    item.out.error = error;
+  } else if (!has_frames(item.out.native)) {
+    item.out.error = stack_tool_error(run.tool, item.out.native);
+    item.out.native.clear();
+  }
+  if (run.running > 0) --run.running;
+  // Later, not from inside this handler: stack_next may end the run.
+  const auto id = run.id;
+  asio::post(env_.io, [this, id] {
+    if (stacks_ && stacks_->id == id && !stacks_->python_phase) stack_next();
+  });
+}
+
+// Native stacks are in. Python ranks, when asked: SIGABRT, and keep their
+// stderr until they exit (faulthandler writes its dump, then dies).
+void Agent::stack_python_phase() {
+  auto& run = *stacks_;
+  if (run.python_phase) return;
+  run.python_phase = true;
+  bool waiting = false;
+  for (auto& item : run.items) {
+    if (!item.python) continue;
+    auto it = workers_.find(item.out.rank);
+    if (it == workers_.end() || it->second.state != WorkerState::kRunning) continue;
+    const rlimit no_core{0, 0};
+    ::prlimit(item.out.pid, RLIMIT_CORE, &no_core, nullptr);
+    item.aborted = true;
+    waiting = true;
+    env_.os.signal(item.out.pid, SIGABRT);
+  }
+  if (!waiting) {
+    stack_finish();
+    return;
+  }
+  const auto id = run.id;
+  env_.clock.after(*run.python_wait, kPythonWait, [this, id] {
+    if (stacks_ && stacks_->id == id) stack_finish();
+  });
+}
+
+void Agent::stack_capture(const Worker& w, const OutputStream& s, std::string_view data) {
+  if (s.stream != proto::Stream::kStderr || !stacks_->python_phase) return;
+  for (auto& item : stacks_->items) {
+    if (item.out.rank != w.spec.rank || !item.aborted) continue;
+    // Keep the end: faulthandler's dump is the last thing it writes.
+    item.out.python.append(data);
+    const std::size_t cap = stacks_->byte_limit * 2;
+    if (item.out.python.size() > cap) item.out.python.erase(0, item.out.python.size() - cap);
+  }
+}
+
+void Agent::stack_worker_exited(const Worker& w) {
+  if (!stacks_->python_phase) return;
+  bool all = true;
+  for (auto& item : stacks_->items) {
+    if (item.out.rank == w.spec.rank) item.exited = true;
+    if (item.aborted && !item.exited) all = false;
+  }
+  if (all) {
+    const auto id = stacks_->id;
+    asio::post(env_.io, [this, id] {
+      if (stacks_ && stacks_->id == id) stack_finish();
+    });
+  }
+}
+
+// Answers with what there is and ends the run.
+void Agent::stack_finish() {
+  std::unique_ptr<StackRun> run = std::move(stacks_);
+  proto::Stacks out{.request_id = run->request.request_id, .tool = run->tool};
+  for (auto& item : run->items) {
+    if (!item.done && item.started) {
+      item.out.error = fmt_ms_error(run->tool, run->tool_limit);
+    } else if (!item.done) {
+      item.out.error = "not reached before the time limit";
+    }
+    if (item.aborted) {
+      item.out.python = python_dump(item.out.python);
+      if (item.out.python.size() > run->byte_limit) {
+        item.out.python.erase(0, item.out.python.size() - run->byte_limit);
+      }
+    } else {
+      item.out.python.clear();
+    }
+    out.ranks.push_back(std::move(item.out));
+  }
+  if (channel_->is_open()) channel_->send(std::move(out));
+  // Its handlers may be on the stack: let it go once they are done.
+  asio::post(env_.io, [r = std::shared_ptr<StackRun>(std::move(run))] {});
+}
+
+}  // namespace dlaunch::agent

@@ -1,0 +1,83 @@
+// Stacks of the running ranks, for locating hangs (the head's CollectStacks).
+//
+// For every rank running when asked, the agent runs a stack tool on it as its
+// own child, on its event loop: eu-stack (elfutils) when on PATH, else gdb;
+// at most kParallelTools at once, each within a time limit and with its
+// output bounded. The agent is the ranks' parent (and their subreaper), so
+// Yama's ptrace_scope 1 lets it (and so its children) trace them.
+//
+// With CollectStacks::python_abort (the head is stopping the job), each
+// Python rank then gets SIGABRT: with PYTHONFAULTHANDLER=1 (the head sets it
+// unless the user did) Python prints every thread's traceback on stderr
+// before it dies. The agent keeps what the rank writes to stderr from then
+// on, until it exits or kPythonWait passes, and sends faulthandler's part of
+// it with the native stack. Core dumps of those ranks are turned off first
+// (RLIMIT_CORE 0): the abort is ours, not a crash.
+//
+// One request at a time: a new one ends the one in progress (it is answered
+// with what it has).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/posix/stream_descriptor.hpp>
+
+#include "agent.h"
+#include "dlaunch/clock.h"
+#include "dlaunch/proto/protocol.h"
+
+namespace dlaunch::agent {
+
+inline constexpr std::size_t kParallelTools = 4;
+inline constexpr std::chrono::milliseconds kPythonWait{2000};
+
+struct Agent::StackRun {
+  struct Item {
+    proto::RankStack out;
+    bool python = false;
+    pid_t tool_pid = -1;
+    std::unique_ptr<boost::asio::posix::stream_descriptor> pipe;
+    std::unique_ptr<Timer> limit;
+    bool started = false;
+    bool done = false;
+    bool aborted = false;  // SIGABRT sent; its stderr is kept until it exits
+    bool exited = false;
+  };
+  std::uint64_t id = 0;
+  proto::CollectStacks request;
+  std::string tool;       // "eu-stack", "gdb", or empty
+  std::string tool_path;  // where it is
+  std::vector<Item> items;
+  std::size_t next = 0;
+  std::size_t running = 0;
+  std::size_t byte_limit = proto::kMaxStackBytes;
+  std::chrono::milliseconds tool_limit{5000};
+  std::unique_ptr<Timer> deadline;  // the whole request
+  std::unique_ptr<Timer> python_wait;
+  bool python_phase = false;
+  ~StackRun();
+};
+
+// The tool's command line for a process.
+std::vector<std::string> stack_tool_argv(const std::string& tool, const std::string& path,
+                                         pid_t pid);
+// Whether a tool's output holds a stack (frame lines "#N ..."); else it is
+// an error message.
+bool has_frames(std::string_view text);
+// Why a tool's output holds no stack, in one line (with a hint when ptrace
+// was refused).
+std::string stack_tool_error(const std::string& tool, std::string_view text);
+// faulthandler's dump in what a rank wrote to stderr: from its "Fatal Python
+// error" line (or the first thread header) to the end; empty when none.
+std::string python_dump(std::string_view stderr_text);
+// Whether pid runs Python: /proc/PID/exe or argv0 named python*.
+bool is_python(pid_t pid, const std::string& argv0);
+
+}  // namespace dlaunch::agent
