@@ -159,44 +159,43 @@ TEST(Nccl, WatchdogEndsASetUpThatAPeerNeverJoins) {
   EXPECT_TRUE(wait_job_gone(job, 5).empty());
 }
 
-TEST(Nccl, WatchdogEndsAFirstCollectiveWhosePeerNeverConnects) {
-  REQUIRE_GPUS(1);
-  // Rank 1 skips the first all_reduce: NCCL sets up its connections in the
-  // background and reports the call in progress for as long as the peer is
-  // missing; the watchdog gives up on the set-up.
+namespace {
+
+// Two ranks, rank 1 skipping an all_reduce (nccl_worker MODE), a 3 s
+// collective timeout: rank 0 ends in time with exit 3 and `message`, the
+// communicator aborted, nothing of the job left, on the GPU either.
+void expect_watchdog_ends(int gpus, const std::string& mode, const std::string& message) {
   const auto before = gpu_processes();
-  const auto job = unique_job_id("nccl-stuck-connect");
+  const auto job = unique_job_id("nccl-" + mode);
   auto r = run(dlaunch_cmd(concat(ranks_args(gpus, 2), {"--job-id", job, "--collective-timeout",
-                                                        "3", NCCL_WORKER_BIN, "stuck-connect"})),
+                                                        "3", NCCL_WORKER_BIN, mode})),
                120, cuda_env());
   EXPECT_EQ(r.exit_code, 3) << r.err;
-  EXPECT_NE(r.err.find("ncclAllReduce did not complete within the collective timeout of 3.0 s"),
-            std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("communicator was aborted"), std::string::npos) << r.err;
   EXPECT_LT(r.seconds, 20);
   EXPECT_TRUE(wait_job_gone(job, 5).empty());
   expect_gpu_left_as_before(before);
 }
 
+}  // namespace
+
+TEST(Nccl, WatchdogEndsAFirstCollectiveWhosePeerNeverConnects) {
+  REQUIRE_GPUS(1);
+  // Rank 1 skips the first all_reduce: NCCL sets up its connections in the
+  // background and reports the call in progress for as long as the peer is
+  // missing; the watchdog gives up on the set-up.
+  expect_watchdog_ends(gpus, "stuck-connect",
+                       "ncclAllReduce did not complete within the collective timeout of 3.0 s");
+}
+
 TEST(Nccl, WatchdogEndsACollectiveAPeerNeverCalls) {
   REQUIRE_GPUS(1);
   // Connections are up (one all_reduce went through); rank 1 skips the
   // second, so rank 0's kernel waits on the GPU: only an abort ends it.
-  const auto before = gpu_processes();
-  const auto job = unique_job_id("nccl-stuck-op");
-  auto r = run(dlaunch_cmd(concat(ranks_args(gpus, 2), {"--job-id", job, "--collective-timeout",
-                                                        "3", NCCL_WORKER_BIN, "stuck-collective"})),
-               120, cuda_env());
-  EXPECT_EQ(r.exit_code, 3) << r.err;
-  EXPECT_NE(r.err.find("rank 0: all_reduce(float32, 1024 elements, sum): not complete after the "
-                       "collective timeout of 3.0 s"),
-            std::string::npos)
-      << r.err;
-  EXPECT_NE(r.err.find("communicator was aborted"), std::string::npos) << r.err;
-  EXPECT_LT(r.seconds, 20);
-  EXPECT_TRUE(wait_job_gone(job, 5).empty());
-  expect_gpu_left_as_before(before);
+  expect_watchdog_ends(gpus, "stuck-collective",
+                       "rank 0: all_reduce(float32, 1024 elements, sum): not complete after the "
+                       "collective timeout of 3.0 s");
 }
 
 TEST(Nccl, TrainConvergesWithTheNcclBackend) {
