@@ -192,7 +192,7 @@ TEST(OutputStall, StdoutClosedEarlyLetsTheJobFinish) {
   rd.reset();  // as head(1) does after its line
   const int code = wait_exit(pid, 60);
   const std::string errs = slurp(dir / "stderr");
-  EXPECT_EQ(first.rfind("[", 0), 0u) << first;
+  EXPECT_EQ(first.rfind('[', 0), 0u) << first;
   EXPECT_EQ(code, 0) << errs;
   EXPECT_TRUE(fs::exists(dir / "done.0")) << errs;
   EXPECT_TRUE(fs::exists(dir / "done.1")) << errs;
