@@ -70,9 +70,14 @@ def run(cmd, env=None, stdout=subprocess.DEVNULL, timeout=600, cwd="/tmp"):
     return Run(wall, ru.ru_utime + ru.ru_stime, p.returncode, err, end)
 
 
+class BenchFailure(Exception):
+    """A measurement that could not be made: its section is recorded as failed
+    (with this text) and the run goes on with the next section."""
+
+
 def must(r, what):
     if r.code != 0:
-        sys.exit(f"bench: {what} failed (exit {r.code}):\n{r.err[-3000:]}")
+        raise BenchFailure(f"{what} failed (exit {r.code}):\n{r.err[-3000:]}")
     return r
 
 
@@ -221,7 +226,7 @@ def bench_launch(tb, node_counts, runs):
         got_p = subprocess.run(tb.pdsh(n, ["echo", "x"]), env=tb.pdsh_env, capture_output=True,
                                text=True, cwd="/tmp").stdout.count(": x\n")
         if (got, got_m, got_p) != (n * SLOTS, n * SLOTS, n):
-            sys.exit(f"bench: launch check at {n} nodes: dlaunch ran {got}, mpirun {got_m} of "
+            raise BenchFailure(f"launch check at {n} nodes: dlaunch ran {got}, mpirun {got_m} of "
                      f"{n * SLOTS} ranks; pdsh reached {got_p} of {n} hosts")
     # One login with the OpenSSH client: the machine's floor for one node.
     logins = []
@@ -293,7 +298,7 @@ def bench_scale(node_counts, runs, tmp):
             stats += parse_stats(res.err)
             a = parse_stats(res.err, "dlaunch-agent: stats:")
             if len(a) != n:
-                sys.exit(f"bench: {n} local nodes: {len(a)} agents reported, not {n} "
+                raise BenchFailure(f"{n} local nodes: {len(a)} agents reported, not {n} "
                          "(the rest were killed?)\n" + res.err[-2000:])
             agents += a
         row = {
@@ -336,11 +341,11 @@ def bench_teardown(tb, n, runs, tmp):
             cmd, env = cmds[name](d)
             res = run(cmd, env=env, timeout=120)
             if res.code == 0:
-                sys.exit(f"bench: teardown {name}: the job succeeded although a rank failed")
+                raise BenchFailure(f"teardown {name}: the job succeeded although a rank failed")
             try:
                 failed_at = float(open(os.path.join(d, "failed")).read())
             except (OSError, ValueError):
-                sys.exit(f"bench: teardown {name}: the failing rank left no time stamp\n{res.err[-2000:]}")
+                raise BenchFailure(f"teardown {name}: the failing rank left no time stamp\n{res.err[-2000:]}")
             samples[name].append(res.end - failed_at)
             leftovers = left_behind(d)
             left[name].append(len(leftovers))
@@ -373,7 +378,7 @@ def bench_output(tb, runs, mib, tmp):
         procs = [subprocess.Popen([writer, str(mib)], stdout=sink, env=dict(os.environ, RANK=str(r)))
                  for r in range(ranks)]
         if any(p.wait() != 0 for p in procs):
-            sys.exit("bench: bench_writer failed")
+            raise BenchFailure("bench_writer failed")
         return time.perf_counter() - start
 
     two = tb.hosts[:2]
@@ -393,7 +398,7 @@ def bench_output(tb, runs, mib, tmp):
         want = ranks * (2 * MIB // 100)
         got = r.stdout.count("\n")
         if got != want or not r.stdout.startswith("["):
-            sys.exit(f"bench: output check {name}: {got} lines of {want} ({r.stdout[:80]!r})")
+            raise BenchFailure(f"output check {name}: {got} lines of {want} ({r.stdout[:80]!r})")
     walls = {k: [] for k in ["direct", *cases]}
     agent_rss, head_rss = [], []
     for r in range(runs):
@@ -443,7 +448,7 @@ def bench_collectives(runs, quick):
     must(run(check), "allreduce_bench --check")
     r = subprocess.run(cmd, capture_output=True, text=True, cwd="/tmp")
     if r.returncode != 0:
-        sys.exit(f"bench: allreduce_bench failed:\n{r.stderr[-2000:]}")
+        raise BenchFailure(f"allreduce_bench failed:\n{r.stderr[-2000:]}")
     rows = []
     for line in r.stdout.splitlines():
         f = line.split()
@@ -459,7 +464,7 @@ def bench_collectives(runs, quick):
     s = subprocess.run([os.path.join(ROOT, "bench", "store.sh"), "--threads", "64",
                         "--ops", "500" if quick else "2000"], capture_output=True, text=True, cwd=ROOT)
     if s.returncode != 0:
-        sys.exit(f"bench: store.sh failed:\n{s.stderr[-2000:]}")
+        raise BenchFailure(f"store.sh failed:\n{s.stderr[-2000:]}")
     nums = re.findall(r"^(.*?): .*? ([0-9.]+) ops/s$", s.stdout, re.M)
     out["store"] = {"lines": [l for l in s.stdout.splitlines() if "ops/s" in l]}
     for label, ops in nums:
@@ -480,15 +485,30 @@ def measure(args):
     results = {"machine": machine_info(), "runs": runs, "quick": args.quick}
     t0 = time.perf_counter()
     cpu0 = cpu_jiffies()
+    launch_nodes = [n for n in ([1, 4, 16] if args.quick else [1, 4, 16, 64]) if n <= len(tb.hosts)]
+    sections = [
+        ("launch", lambda: bench_launch(tb, launch_nodes, runs)),
+        ("scale", lambda: bench_scale([1, 64, 256] if args.quick else [1, 64, 256, 1024], runs, tmp)),
+        ("teardown", lambda: bench_teardown(tb, min(16, len(tb.hosts)), runs, tmp)),
+        ("output", lambda: bench_output(tb, runs, 16 if args.quick else 64, tmp)),
+        ("collectives", lambda: bench_collectives(runs, args.quick)),
+    ]
+    # A section that fails is recorded with its reason (the page says so) and
+    # the others are still measured: one broken tool must not cost the run.
+    failures = {}
     try:
-        launch_nodes = [1, 4, 16] if args.quick else [1, 4, 16, 64]
-        results["launch"] = bench_launch(tb, [n for n in launch_nodes if n <= len(tb.hosts)], runs)
-        results["scale"] = bench_scale([1, 64, 256] if args.quick else [1, 64, 256, 1024], runs, tmp)
-        results["teardown"] = bench_teardown(tb, min(16, len(tb.hosts)), runs, tmp)
-        results["output"] = bench_output(tb, runs, 16 if args.quick else 64, tmp)
-        results["collectives"] = bench_collectives(runs, args.quick)
+        for name, measure_section in sections:
+            try:
+                results[name] = measure_section()
+            except (BenchFailure, OSError, subprocess.SubprocessError, KeyError, ValueError,
+                    IndexError, ZeroDivisionError, statistics.StatisticsError) as e:
+                reason = str(e) if isinstance(e, BenchFailure) else f"{type(e).__name__}: {e}"
+                failures[name] = reason
+                log(f"{name}: FAILED, going on with the next measurement: {reason}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    if failures:
+        results["failures"] = failures
     results["seconds"] = time.perf_counter() - t0
     # A virtual machine's CPU stolen by its host slows every tool alike, but
     # the absolute figures are only comparable between runs with little.
@@ -498,6 +518,8 @@ def measure(args):
     with open(args.out, "w") as f:
         json.dump(results, f, indent=1)
     log(f"measured in {results['seconds']:.0f} s -> {args.out}")
+    if failures:
+        log(f"{len(failures)} measurement(s) failed: {', '.join(failures)} (reasons on the page)")
 
 
 def main():
