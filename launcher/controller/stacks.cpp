@@ -91,22 +91,22 @@ std::vector<std::string> native_frames(std::string_view text, int pid) {
 }
 
 std::vector<std::string> python_frames(std::string_view dump) {
-  std::vector<std::string> current;
-  std::vector<std::string> first;
-  std::vector<std::string>* into = nullptr;
-  bool seen_first = false;
+  // Every thread faulthandler listed, in its order. "Current thread" is the
+  // one the SIGABRT happened to land on, which may be any thread (a helper
+  // thread, say), so the rank is described by its main thread: the one whose
+  // outermost frame is the script's `<module>`; failing that, the current
+  // thread, else the first.
+  struct Thread {
+    bool current = false;
+    std::vector<std::string> frames;
+  };
+  std::vector<Thread> threads;
+  Thread* into = nullptr;
   for (auto line : lines_of(dump)) {
     if (line.starts_with("Current thread 0x") || line.starts_with("Thread 0x") ||
         line.starts_with("Stack (most recent call first)")) {
-      if (line.starts_with("Current thread")) {
-        current.clear();
-        into = &current;
-      } else if (!seen_first) {
-        seen_first = true;
-        into = &first;
-      } else {
-        into = nullptr;
-      }
+      threads.push_back({.current = line.starts_with("Current thread"), .frames = {}});
+      into = &threads.back();
       continue;
     }
     const auto l = trim_left(line);
@@ -130,9 +130,18 @@ std::vector<std::string> python_frames(std::string_view dump) {
     if (const auto in = rest.find(" in "); in != std::string_view::npos) {
       fn = std::string(rest.substr(in + 4));
     }
-    into->push_back(fmt::format("{} ({}:{})", fn, file, lineno));
+    into->frames.push_back(fmt::format("{} ({}:{})", fn, file, lineno));
   }
-  return current.empty() ? first : current;
+  const Thread* main_thread = nullptr;
+  const Thread* current = nullptr;
+  for (const auto& t : threads) {
+    if (t.current && current == nullptr) current = &t;
+    const bool is_main = !t.frames.empty() && t.frames.back().starts_with("<module> (");
+    if (is_main && (main_thread == nullptr || t.current)) main_thread = &t;
+  }
+  if (main_thread != nullptr) return main_thread->frames;
+  if (current != nullptr) return current->frames;
+  return threads.empty() ? std::vector<std::string>{} : threads.front().frames;
 }
 
 std::string rank_list(const std::vector<int>& ranks) {

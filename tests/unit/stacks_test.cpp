@@ -64,11 +64,35 @@ TEST(Stacks, NativeFramesAreTheMainThreadsFunctionNamesWithoutAddressesOrVersion
       native_frames("eu-stack: dwfl_linux_proc_attach: Operation not permitted", 1).empty());
 }
 
-TEST(Stacks, PythonFramesAreTheCurrentThreadInnermostFirst) {
+TEST(Stacks, PythonFramesAreTheMainThreadInnermostFirst) {
   EXPECT_EQ(python_frames(py_dump("wait_for_gradients", 41)),
             (std::vector<std::string>{"wait_for_gradients (train.py:41)", "step (train.py:60)",
                                       "<module> (train.py:70)"}));
   EXPECT_TRUE(python_frames("just a line\n").empty());
+}
+
+// The SIGABRT may land on any thread, which faulthandler then calls the
+// current one (seen in CI: a rank's helper thread); the rank is still
+// described by its main thread, the one that runs <module>.
+TEST(Stacks, PythonFramesAreTheMainThreadWhereverTheAbortLanded) {
+  const std::string dump =
+      "Fatal Python error: Aborted\n\nCurrent thread 0x00007f50277fe6c0 (most recent call first):\n"
+      "  File \"/tmp/x/stuck_worker.py\", line 18 in helper\n"
+      "  File \"/usr/lib/python3.11/threading.py\", line 975 in run\n\n"
+      "Thread 0x00007f505011b040 (most recent call first):\n"
+      "  File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", line 1541 "
+      "in all_reduce\n"
+      "  File \"/tmp/x/stuck_worker.py\", line 29 in wait_for_gradients\n"
+      "  File \"/tmp/x/stuck_worker.py\", line 49 in <module>\n\n";
+  EXPECT_EQ(python_frames(dump),
+            (std::vector<std::string>{"all_reduce (distributed_c10d.py:1541)",
+                                      "wait_for_gradients (stuck_worker.py:29)",
+                                      "<module> (stuck_worker.py:49)"}));
+  // No <module> anywhere (a dump from a thread-only program): the current thread.
+  EXPECT_EQ(python_frames("Current thread 0x1 (most recent call first):\n"
+                          "  File \"/a.py\", line 2 in f\n\nThread 0x2 (most recent call first):\n"
+                          "  File \"/a.py\", line 3 in g\n"),
+            (std::vector<std::string>{"f (a.py:2)"}));
 }
 
 TEST(Stacks, IdenticalStacksAreGroupedTheOddOnesFirst) {
