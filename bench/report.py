@@ -114,6 +114,13 @@ def plot(res, path):
     fig.savefig(path, dpi=90)
 
 
+def not_measured(w, title):
+    w(f"## {title}")
+    w("")
+    w("Not measured in this run (why: *Measurements that failed in this run*, above).")
+    w("")
+
+
 def summary(res, w):
     """The table against the targets: a row whose section was not measured
     says so instead."""
@@ -339,10 +346,7 @@ def write(results_path, md_path, png_path):
           "head (one frame per node each way).")
         w("")
     else:
-        w("## Launch over SSH")
-        w("")
-        w("Not measured in this run (why: *Measurements that failed in this run*, above).")
-        w("")
+        not_measured(w, "Launch over SSH")
 
     # ---- controller scale
     if "scale" in res:
@@ -373,10 +377,7 @@ def write(results_path, md_path, png_path):
           "by all channels).")
         w("")
     else:
-        w("## Controller scale (local transport)")
-        w("")
-        w("Not measured in this run (why: *Measurements that failed in this run*, above).")
-        w("")
+        not_measured(w, "Controller scale (local transport)")
 
     # ---- teardown
     if "teardown" in res:
@@ -401,10 +402,7 @@ def write(results_path, md_path, png_path):
           "error handling (it reports the failed rank, then orders the daemons to kill the rest).")
         w("")
     else:
-        w("## Teardown")
-        w("")
-        w("Not measured in this run (why: *Measurements that failed in this run*, above).")
-        w("")
+        not_measured(w, "Teardown")
 
     # ---- output
     if "output" in res:
@@ -436,10 +434,7 @@ def write(results_path, md_path, png_path):
           "then to mpirun over TCP through its I/O forwarding framework, which tags every line itself.")
         w("")
     else:
-        w("## Output throughput")
-        w("")
-        w("Not measured in this run (why: *Measurements that failed in this run*, above).")
-        w("")
+        not_measured(w, "Output throughput")
 
     # ---- collectives
     if "collectives" in res:
@@ -474,10 +469,7 @@ def write(results_path, md_path, png_path):
               "anyone.")
             w("")
     else:
-        w("## Collectives and the store")
-        w("")
-        w("Not measured in this run (why: *Measurements that failed in this run*, above).")
-        w("")
+        not_measured(w, "Collectives and the store")
 
     # ---- 1000+ SSH nodes: measured apart by bench/ssh-wide.sh, which writes this section
     wide = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ssh-wide.md")
