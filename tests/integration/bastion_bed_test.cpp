@@ -46,11 +46,6 @@ const std::string kBed = std::string(SOURCE_DIR) + "/scripts/testbed/bastion.sh"
 const std::string kBuildDir = BUILD_DIR;
 constexpr int kNodes = 3;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;

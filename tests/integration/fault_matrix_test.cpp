@@ -69,11 +69,6 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
 std::string comm_of(pid_t p) {
   auto s = slurp("/proc/" + std::to_string(p) + "/comm");
   if (!s.empty() && s.back() == '\n') s.pop_back();

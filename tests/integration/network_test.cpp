@@ -38,11 +38,6 @@ const std::string kPython = "/usr/bin/python3";
 constexpr int kNodes = 3;
 constexpr int kSlots = 2;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
 class Network : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {

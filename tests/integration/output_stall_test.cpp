@@ -32,21 +32,6 @@ namespace {
 
 const std::string kWorker = TEST_WORKER_BIN;
 
-fs::path temp_dir(const std::string& tag) {
-  auto d = fs::temp_directory_path() /
-           ("dlaunch-" + tag + "-" + std::to_string(::getpid()) + "-" +
-            std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
-  fs::create_directories(d);
-  return d;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Waits for pid to exit (killing it after timeout_s); its exit code, or -1.
 int wait_exit(pid_t pid, double timeout_s) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
@@ -116,7 +101,7 @@ struct Tally {
 // and the agents stopped the job; now the job waits for the reader (its
 // workers block on their pipes) and every line arrives, in order.
 TEST(OutputStall, ReaderThatStopsLongerThanTheHeartbeatTimeoutLosesNothing) {
-  const auto dir = temp_dir("stall");
+  const fs::path dir = temp_dir("stall");
   const auto fifo = dir / "out.fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   dlaunch::UniqueFd rd(::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
@@ -175,7 +160,7 @@ TEST(OutputStall, ReaderThatStopsLongerThanTheHeartbeatTimeoutLosesNothing) {
 // `dlaunch ... | head -n 1`: the reader goes away after a line; dlaunch stops
 // writing stdout (EPIPE) and the job runs to its end.
 TEST(OutputStall, StdoutClosedEarlyLetsTheJobFinish) {
-  const auto dir = temp_dir("head");
+  const fs::path dir = temp_dir("head");
   auto [rd, wr] = dlaunch::make_pipe();
   dlaunch::UniqueFd err(
       ::open((dir / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
@@ -205,7 +190,7 @@ TEST(OutputStall, StdoutClosedEarlyLetsTheJobFinish) {
 // and the console go on.
 TEST(OutputStall, FullDiskForOutputDirIsSaidOnceAndTheJobGoesOn) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs";
-  const auto dir = temp_dir("full");
+  const fs::path dir = temp_dir("full");
   if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=64k") != 0) {
     const int e = errno;
     fs::remove_all(dir);

@@ -33,10 +33,7 @@ double wall_now() {
 // A folder for the ranks' records, removed at the end.
 class Records {
  public:
-  Records() {
-    std::string tmpl = (fs::temp_directory_path() / "dlaunch-signals-XXXXXX").string();
-    dir_ = ::mkdtemp(tmpl.data());
-  }
+  Records() : dir_(temp_dir("signals")) {}
   ~Records() {
     std::error_code ec;
     fs::remove_all(dir_, ec);

@@ -10,8 +10,10 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 
@@ -212,6 +214,19 @@ std::string temp_file(const std::string& text, const std::string& suffix) {
       ("dlaunch-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + suffix);
   std::ofstream(path) << text;
   return path.string();
+}
+
+std::string temp_dir(const std::string& tag) {
+  std::string tmpl =
+      (std::filesystem::temp_directory_path() / ("dlaunch-" + tag + "-XXXXXX")).string();
+  if (::mkdtemp(tmpl.data()) == nullptr)
+    throw std::runtime_error("mkdtemp " + tmpl + ": " + std::strerror(errno));
+  return tmpl;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
 }
 
 }  // namespace dltest

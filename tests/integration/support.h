@@ -71,5 +71,10 @@ std::string unique_job_id(const std::string& tag);
 void remove_stale_beds(const std::string& prefix, const std::string& script);
 // Writes text to a new temp file with this suffix; returns its path.
 std::string temp_file(const std::string& text, const std::string& suffix);
+// A new private folder (0700, mkdtemp) in the temp folder, named
+// dlaunch-TAG-...; throws std::runtime_error if it cannot be made.
+std::string temp_dir(const std::string& tag);
+// The whole content of a file; empty if it cannot be read.
+std::string slurp(const std::string& path);
 
 }  // namespace dltest
