@@ -13,11 +13,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <system_error>
+#include <tuple>
 
 #include <boost/asio/signal_set.hpp>
 
 #include "dlaunch/error.h"
+#include "dlaunch/placement/binding.h"
 #include "dlaunch/private_dir.h"
 #include "dlaunch/process.h"
 #include "dlaunch/random.h"
@@ -122,6 +125,10 @@ void Agent::on_message(proto::Message&& msg) {
     if (pmix_) pmix_->complete_fence(fence->seq, fence->data);
   } else if (auto* probe = std::get_if<proto::Probe>(&msg)) {
     handle(*probe);
+  } else if (auto* data = std::get_if<proto::StdinData>(&msg)) {
+    handle(std::move(*data));
+  } else if (std::holds_alternative<proto::StdinEof>(msg)) {
+    handle_stdin_eof();
   } else if (auto* pause = std::get_if<proto::PauseOutput>(&msg)) {
     // The head's console is behind: stop reading the workers' pipes (they
     // block when theirs fill) until it says so; the rest goes on as before.
@@ -144,20 +151,32 @@ void Agent::handle(proto::Setup&& m) {
   }
   setup_ = std::move(m);
   // Refuse here, before any node starts a worker, what would fail on every rank.
-  if (!setup_.workdir.empty() && ::access(setup_.workdir.c_str(), X_OK) != 0) {
+  // Every working directory and program once (MPMD apps may each have their own).
+  std::set<std::pair<std::string, std::string>> checked;
+  for (const auto& w : setup_.workers) {
+    const std::string& dir = w.workdir.empty() ? setup_.workdir : w.workdir;
+    const std::string prog = w.argv.empty() ? std::string() : w.argv.front();
+    if (!checked.emplace(dir, prog).second) continue;
+    if (!dir.empty() && ::access(dir.c_str(), X_OK) != 0) {
+      channel_->send(proto::Fatal{"working directory '" + dir + "' does not exist on " +
+                                  hostname() + " (use --wdir)"});
+      return;
+    }
+    if (prog.empty()) continue;
+    const auto env = worker_environment(current_environment(), w.env, {}, token_entry_);
+    if (find_program(prog, env, dir).empty()) {
+      channel_->send(proto::Fatal{"program '" + prog + "' not found on " + hostname() +
+                                  " (not on PATH, or not executable, in " + dir + ")"});
+      return;
+    }
+  }
+  if (setup_.workers.empty() && !setup_.workdir.empty() &&
+      ::access(setup_.workdir.c_str(), X_OK) != 0) {
     channel_->send(proto::Fatal{"working directory '" + setup_.workdir + "' does not exist on " +
                                 hostname() + " (use --wdir)"});
     return;
   }
-  if (!setup_.workers.empty() && !setup_.workers.front().argv.empty()) {
-    const auto& w = setup_.workers.front();
-    const auto env = worker_environment(current_environment(), w.env, {}, token_entry_);
-    if (find_program(w.argv.front(), env, setup_.workdir).empty()) {
-      channel_->send(proto::Fatal{"program '" + w.argv.front() + "' not found on " + hostname() +
-                                  " (not on PATH, or not executable, in " + setup_.workdir + ")"});
-      return;
-    }
-  }
+  if (!plan_placement()) return;
   proto::Ready ready;
   if (setup_.reserve_master_port) {
     auto reserved = reserve_port(setup_.master_port);
@@ -254,6 +273,66 @@ void Agent::handle(const proto::Probe& m) {
       });
 }
 
+// Where each rank of this node runs: the policy from Setup (defaults here,
+// docs/placement.md) mapped on this node's topology over every rank of its
+// machine, of which this node binds its own slice. A policy that cannot be
+// met (more ranks than cores without --oversubscribe) fails the node here,
+// before any worker starts.
+bool Agent::plan_placement() {
+  const int mine = static_cast<int>(setup_.workers.size());
+  if (setup_.host_rank_offset < 0 || setup_.host_rank_offset > limits::kMaxRanksPerJob ||
+      setup_.ranks_on_host > limits::kMaxRanksPerJob) {
+    channel_->send(proto::Fatal{"Setup: host_rank_offset or ranks_on_host out of range"});
+    return false;
+  }
+  const int host_ranks = std::max(setup_.ranks_on_host, setup_.host_rank_offset + mine);
+  auto policy = placement::resolve_policy({.bind_to = setup_.bind_to,
+                                           .map_by = setup_.map_by,
+                                           .oversubscribe = setup_.oversubscribe,
+                                           .mpi = setup_.mpi},
+                                          host_ranks);
+  if (!policy) {
+    channel_->send(proto::Fatal{policy.error()});
+    return false;
+  }
+  if (policy->bind_to == placement::BindTo::kNone || mine == 0) return true;
+  auto topo = placement::load_topology(policy->bind_to == placement::BindTo::kGpu);
+  if (!topo) {
+    channel_->send(proto::Fatal{"cannot read the topology of " + hostname() + ": " + topo.error()});
+    return false;
+  }
+  // Each rank's GPU, for --bind-to gpu: CUDA_VISIBLE_DEVICES (the rank's,
+  // else the agent's) and its local rank.
+  const auto offset = static_cast<std::size_t>(setup_.host_rank_offset);
+  std::vector<int> gpu_of_rank(static_cast<std::size_t>(host_ranks), -1);
+  const char* agent_visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  for (int i = 0; i < mine; ++i) {
+    const auto& w = setup_.workers[static_cast<std::size_t>(i)];
+    std::string visible = agent_visible != nullptr ? agent_visible : "";
+    for (const auto& [k, v] : w.env) {
+      if (k == "CUDA_VISIBLE_DEVICES") visible = v;
+    }
+    gpu_of_rank[offset + static_cast<std::size_t>(i)] =
+        placement::visible_gpu_index(visible, w.local_rank);
+  }
+  auto placed = placement::map_ranks(*topo, *policy, host_ranks, gpu_of_rank);
+  if (!placed) {
+    channel_->send(proto::Fatal{placed.error() + " (on " + hostname() + ")"});
+    return false;
+  }
+  for (int i = 0; i < mine; ++i) {
+    placement_[setup_.workers[static_cast<std::size_t>(i)].rank] =
+        placed->ranks[offset + static_cast<std::size_t>(i)];
+  }
+  placement_note_ = placed->note;
+  if (!topo->this_system) {
+    placement_note_ = "not bound: " + topo->source + " is not this machine" +
+                      (placement_note_.empty() ? "" : "; " + placement_note_);
+  }
+  topology_ = std::make_unique<placement::Topology>(std::move(*topo));
+  return true;
+}
+
 // A private folder for the workers' TORCHELASTIC_ERROR_FILEs. Without it
 // workers run without one (PyTorch then only logs its error).
 void Agent::make_error_dir() {
@@ -274,6 +353,7 @@ bool Agent::start_pmix() {
   job.nspace = "dlaunch." + setup_.job_id;
   job.node_names = setup_.node_names;
   job.ranks_per_node.assign(setup_.ranks_per_node.begin(), setup_.ranks_per_node.end());
+  job.node_of_rank.assign(setup_.node_of_rank.begin(), setup_.node_of_rank.end());
   job.node_rank = setup_.node_rank;
   // PMIx's sockets and Open MPI's shared-memory segments go in here: it must
   // be fresh and private, never a directory someone else made (see
@@ -356,13 +436,37 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   for (auto& kv : network_interface_env(net_interface_, setup_.mpi, base, w.spec.env)) {
     job_env.push_back(std::move(kv));
   }
+  const auto placed = placement_.find(w.spec.rank);
+  SpawnOptions opts;
+  bool bound = false;
+  proto::Started started{.rank = w.spec.rank, .binding_note = placement_note_};
+  if (placed != placement_.end() && topology_) {
+    bound = placement::apply(*topology_, placed->second, opts);
+    for (auto& kv :
+         placement::binding_env(placed->second, bound, w.spec.env, base, setup_.omp_default))
+      job_env.push_back(std::move(kv));
+    started.cpus = placement::cpu_list(placed->second.cpus);
+    started.cpu_picture = placement::cpu_picture(*topology_, placed->second.cpus);
+    if (placed->second.gpu >= 0) {
+      started.binding_note +=
+          std::string(started.binding_note.empty() ? "" : "; ") + "near GPU " +
+          topology_->gpus[static_cast<std::size_t>(placed->second.gpu)].pci_bus_id;
+    }
+    if (placed->second.oversubscribed) {
+      started.binding_note += std::string(started.binding_note.empty() ? "" : "; ") +
+                              "shares its CPUs with an earlier rank";
+    }
+  }
   auto [out_r, out_w] = make_pipe();
   auto [err_r, err_w] = make_pipe();
-  SpawnOptions opts;
+  UniqueFd in_r;
+  UniqueFd in_w;
+  if (w.spec.stdin_pipe) std::tie(in_r, in_w) = make_pipe();
+  opts.stdin_fd = in_r.get();  // -1: /dev/null
   opts.argv = w.spec.argv;
   opts.env = worker_environment(base, w.spec.env, job_env, token_entry_);
   w.error_file = ensure_error_file(opts.env, error_dir_, w.spec.rank);
-  opts.workdir = setup_.workdir;
+  opts.workdir = w.spec.workdir.empty() ? setup_.workdir : w.spec.workdir;
   opts.parent_death_signal = SIGKILL;
   opts.stdout_fd = out_w.get();
   opts.stderr_fd = err_w.get();
@@ -381,13 +485,19 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   w.state = WorkerState::kRunning;
   guard_->watch_process_group(w.pid);
   rank_of_pid_[w.pid] = w.spec.rank;
+  if (in_w) {
+    in_r.reset();  // the worker's end: EOF reaches it once ours is closed
+    set_nonblocking(in_w.get(), true);
+    w.in = std::make_unique<StdinPipe>(env_.io, in_w.release());
+  }
   set_nonblocking(out_r.get(), true);
   set_nonblocking(err_r.get(), true);
   w.out =
       std::make_unique<OutputStream>(env_.io, env_.clock, out_r.release(), proto::Stream::kStdout);
   w.err =
       std::make_unique<OutputStream>(env_.io, env_.clock, err_r.release(), proto::Stream::kStderr);
-  channel_->send(proto::Started{.rank = w.spec.rank, .pid = w.pid});
+  started.pid = w.pid;
+  channel_->send(std::move(started));
   read_stream(w, *w.out);
   read_stream(w, *w.err);
 }
@@ -523,6 +633,10 @@ void Agent::on_sigchld() {
 
 void Agent::on_worker_exit(Worker& w, int status) {
   w.state = WorkerState::kExited;
+  if (w.in) {
+    stdin_close(w);  // what it did not read is dropped
+    stdin_ack();
+  }
   if (w.out) drain_now(w, *w.out);
   if (w.err) drain_now(w, *w.err);
   proto::Exited ex{.rank = w.spec.rank, .pid = w.pid};

@@ -31,6 +31,7 @@
 
 #include "comm/store.h"
 #include "dlaunch/clock.h"
+#include "dlaunch/placement/mapping.h"
 #include "dlaunch/proto/channel.h"
 #include "dlaunch/proto/heartbeat.h"
 #include "dlaunch/unique_fd.h"
@@ -92,6 +93,7 @@ class Agent {
   void handle_shutdown();
   bool start_pmix();
   void make_error_dir();
+  bool plan_placement();
 
   void spawn_worker(Worker& w, const proto::Env& start_env);
   bool mpi_must_yield(const proto::Env& worker_env) const;
@@ -102,6 +104,12 @@ class Agent {
   void drain_now(Worker& w, OutputStream& s);
   void resume_parked();
   void on_worker_exit(Worker& w, int status);
+  // agent/stdin_feed.cpp: --stdin.
+  void handle(proto::StdinData&& m);
+  void handle_stdin_eof();
+  void stdin_write(Worker& w);
+  void stdin_close(Worker& w);
+  void stdin_ack();
 
   void begin_abort(const std::string& reason, bool immediate);
   void signal_everything(int sig);
@@ -137,6 +145,11 @@ class Agent {
   std::string error_dir_;   // workers' TORCHELASTIC_ERROR_FILEs; removed at the end
   std::string store_path_;  // node 0: the store's Unix socket (in error_dir_), if any
   std::string cgroup_;      // the job's cgroup on this node; empty: none could be made
+  // Placement (docs/placement.md), from Setup: the topology and each rank's
+  // CPUs; empty when nothing is bound.
+  std::unique_ptr<placement::Topology> topology_;
+  std::map<int, placement::RankPlacement> placement_;  // by rank
+  std::string placement_note_;
   Phase phase_ = Phase::kHello;
   bool aborting_ = false;
   bool output_paused_ = false;  // the head said PauseOutput: leave worker pipes unread
@@ -147,6 +160,9 @@ class Agent {
   bool ranks_stopped_ = false;  // SIGTSTP/SIGSTOP forwarded, no SIGCONT since
   SteadyTime sweep_deadline_{};
   std::uint32_t leftovers_killed_ = 0;
+  std::uint64_t stdin_received_ = 0;  // StdinData bytes so far
+  std::uint64_t stdin_acked_ = 0;     // what StdinAck said last
+  bool stdin_eof_ = false;
   int exit_code_ = 0;
 };
 

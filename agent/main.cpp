@@ -13,6 +13,7 @@
 #include "agent.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/debug.h"
+#include "dlaunch/placement/topology.h"
 #include "dlaunch/process.h"
 #include "dlaunch/version.h"
 #include "os.h"
@@ -25,9 +26,19 @@ int main(int argc, char** argv) {
                   dlaunch::proto::kProtocolVersion);
       return 0;
     }
+    if (std::strcmp(argv[i], "--topology") == 0) {
+      // One line for dlaunch --check: this node as hwloc sees it.
+      auto topo = dlaunch::placement::load_topology();
+      if (!topo) {
+        std::fprintf(stderr, "dlaunch-agent: %s\n", topo.error().c_str());
+        return 1;
+      }
+      std::printf("%s\n", dlaunch::placement::summary(*topo).c_str());
+      return 0;
+    }
     std::fprintf(
         stderr,
-        "usage: dlaunch-agent [--version]\n"
+        "usage: dlaunch-agent [--version | --topology]\n"
         "dlaunch starts this program itself; it speaks the control protocol on stdin/stdout.\n");
     return 2;
   }

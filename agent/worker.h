@@ -8,6 +8,8 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +40,18 @@ struct OutputStream {
   int starved_holds = 0;  // flush periods a partial line waited on a runnable worker
 };
 
+// The write end of a worker's stdin pipe (--stdin; agent/stdin_feed.cpp):
+// what the head sent that the worker has not read yet.
+struct StdinPipe {
+  StdinPipe(boost::asio::io_context& io, int fd) : pipe(io, fd) {}
+  boost::asio::posix::stream_descriptor pipe;  // non-blocking
+  std::deque<std::string> queue;
+  std::size_t offset = 0;   // of the first chunk, already written
+  std::uint64_t taken = 0;  // bytes of the whole stream written into the pipe
+  bool writing = false;     // waiting for room in the pipe
+  bool closed = false;      // EOF given, the worker gone, or it closed its end
+};
+
 struct Worker {
   proto::WorkerSpec spec;
   WorkerState state = WorkerState::kPending;
@@ -48,6 +62,7 @@ struct Worker {
   std::string error_file;  // its TORCHELASTIC_ERROR_FILE
   std::unique_ptr<OutputStream> out;
   std::unique_ptr<OutputStream> err;
+  std::unique_ptr<StdinPipe> in;  // spec.stdin_pipe, once spawned
 };
 
 // Where the worker's TORCHELASTIC_ERROR_FILE is: the value env already holds

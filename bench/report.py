@@ -478,6 +478,13 @@ def write(results_path, md_path, png_path):
             w(f.read().rstrip())
         w("")
 
+    # ---- binding: measured apart by bench/binding.py, which writes this section
+    binding = os.path.join(os.path.dirname(os.path.abspath(__file__)), "binding.md")
+    if os.path.exists(binding):
+        with open(binding) as f:
+            w(f.read().rstrip())
+        w("")
+
     # ---- commands
     w("## Exact commands")
     w("")

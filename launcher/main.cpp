@@ -1,5 +1,6 @@
 // dlaunch: the head-node launcher. Reads hosts, plans ranks, starts one agent
 // per node and runs the job to completion (see docs/architecture.md).
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 
 #include "check/descriptors.h"
 #include "check/preflight.h"
+#include "cli/controller_config.h"
 #include "cli/options.h"
 #include "controller/controller.h"
 #include "controller/setup.h"
@@ -26,6 +28,9 @@
 #include "net/job_network.h"
 #include "output/console_style.h"
 #include "output/output_sink.h"
+#include "pernode/pernode.h"
+#include "plan/local_placement.h"
+#include "plan/node_pool.h"
 #include "plan/plan.h"
 #include "plan/user_env.h"
 #include "transport/link_factory.h"
@@ -132,13 +137,18 @@ std::string join_env(const dl::EnvList& env, bool show_secrets) {
 }
 
 void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::string& agent,
-                   const dl::ssh::HostSettings& ssh, const dl::ssh::OpensshOptions& ssh_openssh) {
+                   const dl::ssh::HostSettings& ssh, const dl::ssh::OpensshOptions& ssh_openssh,
+                   const std::optional<dl::LocalPlacement>& placed) {
   const std::string port =
       o.master_port > 0 ? std::to_string(o.master_port) : "<reserved by node 0>";
-  std::string cmd;
-  for (const auto& a : plan.command) {
-    if (!cmd.empty()) cmd += ' ';
-    cmd += dl::shell_quote(a);
+  std::vector<std::string> app_cmd;
+  for (const auto& app : plan.apps) {
+    std::string cmd;
+    for (const auto& a : app.command) {
+      if (!cmd.empty()) cmd += ' ';
+      cmd += dl::shell_quote(a);
+    }
+    app_cmd.push_back(std::move(cmd));
   }
   const std::string master_addr = dl::net::dry_run_master_addr(plan, !o.master_addr.empty());
   fmt::print(
@@ -147,15 +157,40 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
       plan.job_id, plan.world_size, plan.nodes.size(), master_addr, port);
   const auto ifnames = dl::net::dry_run_interface_note(plan, !o.master_addr.empty(), o.mpi);
   if (!ifnames.empty()) fmt::print("network: {}\n", ifnames);
-  for (const auto& n : plan.nodes) {
+  if (plan.apps.size() > 1) {
+    for (std::size_t k = 0; k < plan.apps.size(); ++k) {
+      const auto& app = plan.apps[k];
+      std::string extra;
+      for (const auto& [name, value] : app.env) {
+        extra += " " + name + "=" +
+                 (o.show_secrets || !looks_secret(name) ? dl::shell_quote(value) : "<hidden>");
+      }
+      fmt::print("app {}: ranks {}-{}, ROLE_NAME={}{}{}{}: {}\n", k + 1, app.first_rank,
+                 app.first_rank + app.np - 1, app.role,
+                 app.hosts.empty() ? "" : ", hosts " + fmt::format("{}", fmt::join(app.hosts, ",")),
+                 app.workdir.empty() ? "" : ", wdir " + dl::shell_quote(app.workdir),
+                 extra.empty() ? "" : ", env" + extra, app_cmd[k]);
+    }
+  }
+  for (std::size_t i = 0; i < plan.nodes.size(); ++i) {
+    const auto& n = plan.nodes[i];
     const auto& h = n.host;
     const bool local = h.transport == dl::Transport::kLocal;
     const bool slurm = h.transport == dl::Transport::kSlurm;
-    fmt::print("node {}: {} ({}, {}), ranks {}-{}\n", n.node_rank, h.name, h.host,
+    // Contiguous ranks as a range; MPMD apps on some nodes only can leave gaps.
+    std::string ranks;
+    for (std::size_t k = 0; k < n.ranks.size(); ++k) {
+      std::size_t e = k;
+      while (e + 1 < n.ranks.size() && n.ranks[e + 1].rank == n.ranks[e].rank + 1) ++e;
+      ranks += (ranks.empty() ? "" : ",") + std::to_string(n.ranks[k].rank) + "-" +
+               std::to_string(n.ranks[e].rank);
+      k = e;
+    }
+    fmt::print("node {}: {} ({}, {}), ranks {}\n", n.node_rank, h.name, h.host,
                local   ? "local"
                : slurm ? "slurm"
                        : "ssh",
-               n.ranks.front().rank, n.ranks.back().rank);
+               ranks);
     if (h.transport == dl::Transport::kSsh && h.ssh_client == dl::SshClient::kOpenssh) {
       std::string argv;
       for (const auto& a : dl::ssh::openssh_argv(h, ssh_openssh)) argv += dl::shell_quote(a) + " ";
@@ -174,7 +209,15 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
     for (const auto& r : n.ranks) {
       fmt::print("  rank {}: {}MASTER_ADDR={} MASTER_PORT={} {}\n", r.rank,
                  join_env(r.env, o.show_secrets), dl::shell_quote(master_addr),
-                 dl::shell_quote(port), cmd);
+                 dl::shell_quote(port), app_cmd.at(static_cast<std::size_t>(r.app)));
+    }
+    if (placed || !local) {
+      if (!placed && !o.bind_to.empty() && o.bind_to != "none") {
+        fmt::print("  placement: mapped by the node's agent on its own topology at start\n");
+      } else if (placed) {
+        for (const auto& line : dl::describe_placement(*placed, plan, i))
+          fmt::print("  {}\n", line);
+      }
     }
   }
 }
@@ -186,7 +229,9 @@ int run(int argc, char** argv) {
   // --nohup: a closed terminal's SIGHUP does nothing, from here on (the
   // controller leaves it ignored; children get the default back at exec).
   if (o.nohup) ::signal(SIGHUP, SIG_IGN);
-  auto to_ms = [](double s) { return std::chrono::milliseconds(static_cast<long>(s * 1000.0)); };
+  // torchrun's options: this launcher runs one node of the job (docs/per-node.md).
+  if (o.pernode.enabled) return dl::run_per_node(o);
+  const auto to_ms = dl::option_ms;
   if (o.command.empty() && !o.check)
     throw dl::InputError({}, "", "no program to run", "dlaunch [options] PROGRAM [ARGS...]");
 
@@ -208,7 +253,35 @@ int run(int argc, char** argv) {
   po.user_env = dl::user_environment(o.env_files, o.exports, po.head_env);
   po.max_restarts = o.max_restarts;
   po.collective_timeout_s = o.collective_timeout_s;
-  dl::JobPlan plan = dl::make_plan(hosts, po);
+  for (const auto& a : o.apps) {
+    dl::AppPlan app;
+    app.np = a.np;
+    // One program (--host alone, an app file of one line): torchrun's role.
+    app.role = o.apps.size() == 1 && a.role.empty() ? "default" : dl::app_role(a);
+    app.hosts = a.hosts;
+    app.nproc_per_node = a.nproc_per_node;
+    app.env = dl::user_environment(a.env_files, a.exports, po.head_env);
+    app.workdir = a.workdir;
+    app.command = a.command;
+    app.pos = a.pos;
+    po.apps.push_back(std::move(app));
+  }
+  // --spares: the last hosts wait; --min-nodes: lost nodes are dropped.
+  dl::NodePool pool(hosts, {.min_nodes = o.min_nodes, .spares = o.spares});
+  dl::JobPlan plan = dl::make_plan(pool.active(), po);
+  int stdin_rank = dl::kStdinNone;
+  if (o.stdin_target == "all") {
+    stdin_rank = dl::kStdinAll;
+  } else if (o.stdin_target != "none") {
+    stdin_rank = std::stoi(o.stdin_target);
+    if (stdin_rank >= plan.world_size) {
+      throw dl::InputError(
+          {"--stdin"}, "",
+          "rank " + o.stdin_target + " is not in the job (it has " +
+              std::to_string(plan.world_size) + " rank(s))",
+          "give a rank from 0 to " + std::to_string(plan.world_size - 1) + ", all or none");
+    }
+  }
   const std::vector<int> shown_ranks =
       o.ranks.empty() ? std::vector<int>{} : dl::parse_rank_list(o.ranks, plan.world_size);
 
@@ -237,8 +310,10 @@ int run(int argc, char** argv) {
   // The OpenSSH configuration, read (and checked) once, only when a node is
   // reached over SSH; every SSH node's options are resolved now, so that a
   // mistake in them stops the job before anything starts.
-  const bool any_ssh = std::any_of(plan.nodes.begin(), plan.nodes.end(), [](const auto& n) {
-    return n.host.transport == dl::Transport::kSsh && n.host.ssh_client == dl::SshClient::kLibssh2;
+  // Spares included: one that cannot be resolved must stop the job now, not
+  // when it is needed.
+  const bool any_ssh = std::any_of(hosts.hosts.begin(), hosts.hosts.end(), [](const auto& h) {
+    return h.transport == dl::Transport::kSsh && h.ssh_client == dl::SshClient::kLibssh2;
   });
   long long proxied = 0;  // SSH nodes behind a jump host or ProxyCommand
   if (any_ssh) {
@@ -247,10 +322,9 @@ int run(int argc, char** argv) {
     if (!o.ssh_config.empty()) lo.config_file = o.ssh_config;
     lo.home = hs.context.home;
     hs.config = std::make_shared<const dl::ssh::SshConfig>(dl::ssh::SshConfig::load(lo));
-    for (const auto& n : plan.nodes) {
-      if (n.host.transport != dl::Transport::kSsh || n.host.ssh_client != dl::SshClient::kLibssh2)
-        continue;
-      const auto c = dl::ssh::resolve_host(n.host, hs);
+    for (const auto& h : hosts.hosts) {
+      if (h.transport != dl::Transport::kSsh || h.ssh_client != dl::SshClient::kLibssh2) continue;
+      const auto c = dl::ssh::resolve_host(h, hs);
       if (!c.jumps.empty() || !c.proxy_command.empty()) ++proxied;
     }
   } else if (!o.ssh_config.empty() && o.ssh_config != "none") {
@@ -263,12 +337,20 @@ int run(int argc, char** argv) {
     const char* path = std::getenv("PATH");
     return dl::run_preflight(plan, {.agent_path = agent,
                                     .workdir = workdir,
-                                    .program = plan.command.empty() ? "" : plan.command.front(),
+                                    .check_programs = true,
                                     .path = path != nullptr ? path : "",
                                     .ssh = ssh_opts});
   }
+  // The ranks of this machine's nodes, placed as their agents will place
+  // them: a policy this machine cannot meet stops here (exit 2).
+  const auto placed = dl::place_local_nodes(
+      plan,
+      {.bind_to = o.bind_to, .map_by = o.map_by, .oversubscribe = o.oversubscribe, .mpi = o.mpi});
   if (o.dry_run) {
-    print_dry_run(plan, o, agent, hs, ssh_opts.openssh);
+    print_dry_run(plan, o, agent, hs, ssh_opts.openssh, placed);
+    for (std::size_t k = pool.active().hosts.size(); k < hosts.hosts.size(); ++k) {
+      fmt::print("spare: {} ({})\n", hosts.hosts[k].name, hosts.hosts[k].host);
+    }
     return 0;
   }
   // What can be checked on this machine is checked before anything starts;
@@ -288,11 +370,19 @@ int run(int argc, char** argv) {
   if (any_local && !fs::is_directory(workdir)) {
     throw dl::InputError({"--wdir"}, "", "'" + workdir + "' is not a directory");
   }
-  if (any_local &&
-      dl::find_program(plan.command.front(), dl::current_environment(), workdir).empty()) {
-    throw dl::InputError({}, "",
-                         "program '" + plan.command.front() + "' not found or not executable",
-                         "give a path, or put it on PATH");
+  for (const auto& app : plan.apps) {
+    if (!any_local) break;
+    const std::string dir = app.workdir.empty()          ? workdir
+                            : app.workdir.front() == '/' ? app.workdir
+                                                         : workdir + "/" + app.workdir;
+    if (!app.workdir.empty() && !fs::is_directory(dir)) {
+      throw dl::InputError(app.pos, "--wdir", "'" + dir + "' is not a directory");
+    }
+    if (dl::find_program(app.command.front(), dl::current_environment(), dir).empty()) {
+      throw dl::InputError(plan.apps.size() > 1 ? app.pos : dl::SourcePos{}, "",
+                           "program '" + app.command.front() + "' not found or not executable",
+                           "give a path, or put it on PATH");
+    }
   }
 
   std::vector<std::string> node_of_rank(static_cast<std::size_t>(plan.world_size));
@@ -310,61 +400,93 @@ int run(int argc, char** argv) {
                        .timestamps = o.timestamps,
                        .color_stdout = dl::color_enabled(color, ::isatty(1) == 1, no_color, term),
                        .color_stderr = dl::color_enabled(color, ::isatty(2) == 1, no_color, term)});
-  const dl::ControllerConfig config{.agent_path = agent,
-                                    .workdir = workdir,
-                                    .master_port = static_cast<std::uint16_t>(o.master_port),
-                                    .kill_grace = to_ms(o.kill_grace_s),
-                                    .heartbeat_timeout = to_ms(o.heartbeat_timeout_s),
-                                    .start_timeout = to_ms(o.start_timeout_s),
-                                    .timeout = to_ms(o.timeout_s),
-                                    .warn_signal = o.warn_signal,
-                                    .warn_before = std::chrono::seconds(o.warn_before_s),
-                                    .nohup = o.nohup,
-                                    .stack_timeout = to_ms(o.stack_timeout_s),
-                                    .stall_timeout = to_ms(o.stall_timeout_s),
-                                    .stall_abort = o.stall_action == "abort",
-                                    .output_dir = o.output_dir,
-                                    .master_addr_explicit = !o.master_addr.empty(),
-                                    .progress = ::isatty(2) == 1,
-                                    .mpi = o.mpi,
-                                    .store_secret = dl::random_hex(32),
-                                    .store_port = static_cast<std::uint16_t>(o.store_port)};
+  dl::ControllerConfig config = dl::controller_config(o);
+  config.agent_path = agent;
+  config.workdir = workdir;
+  config.master_port = static_cast<std::uint16_t>(o.master_port);
+  config.master_addr_explicit = !o.master_addr.empty();
+  config.progress = ::isatty(2) == 1;
+  config.mpi = o.mpi;
+  config.store_secret = dl::random_hex(32);
+  config.store_port = static_cast<std::uint16_t>(o.store_port);
+  config.stdin_rank = stdin_rank;
   dl::check_job_fits(plan, config, dl::current_environment(),
                      static_cast<std::size_t>(std::max(0L, ::sysconf(_SC_ARG_MAX))));
   // --max-restarts: a failed rank or a lost node tears the whole job down and
   // starts it again with fresh agents; an interrupt, a timeout or a launch
   // error ends it at once (trying again would fail the same way).
   std::vector<std::string> attempts;
+  const auto summarize = [&attempts, &pool](const std::string& last) {
+    if (attempts.empty()) return;
+    std::string summary = fmt::format("dlaunch: {} attempt(s):\n", attempts.size() + 1);
+    for (std::size_t k = 0; k < attempts.size(); ++k) {
+      summary += fmt::format("  attempt {}: {}\n", k, attempts[k]);
+    }
+    summary += fmt::format("  attempt {}: {}\n", attempts.size(), last);
+    for (const auto& e : pool.excluded()) summary += "  excluded: " + e + "\n";
+    dl::write_all(2, summary);
+  };
   for (int attempt = 0;; ++attempt) {
     boost::asio::io_context io;
     dl::AsioClock clock(io);
     dl::TransportLinks links(io, ssh_opts);
     dl::Controller controller(plan, config, sink, {.io = io, .links = links, .clock = clock});
     const int status = controller.run();
-    if (status == 0 || !dl::allows_restart(controller.cause()) || attempt >= o.max_restarts) {
-      if (!attempts.empty()) {
-        std::string summary = fmt::format("dlaunch: {} attempt(s):\n", attempts.size() + 1);
-        for (std::size_t k = 0; k < attempts.size(); ++k) {
-          summary += fmt::format("  attempt {}: failed, exit status {}\n", k, attempts[k]);
-        }
-        summary +=
-            fmt::format("  attempt {}: {}\n", attempts.size(),
-                        status == 0 ? "succeeded" : fmt::format("failed, exit status {}", status));
-        dl::write_all(2, summary);
-      }
+    const dl::RootCause& cause = controller.cause();
+    // A node that cannot start on a restart is one more lost node (the first
+    // attempt's launch errors end the job: the hostfile or the hosts are wrong).
+    const bool lost_node = pool.elastic() && cause.node_index >= 0 &&
+                           (cause.kind == dl::CauseKind::kNode ||
+                            (cause.kind == dl::CauseKind::kLaunch && attempt > 0));
+    const std::string failed = fmt::format("failed, exit status {}", status);
+    if (status == 0 || !(dl::allows_restart(cause) || lost_node) || attempt >= o.max_restarts) {
+      summarize(status == 0 ? "succeeded" : failed);
       return status;
     }
-    attempts.push_back(std::to_string(status));
+    if (lost_node) {
+      const auto change = pool.node_lost(cause.node_index, cause.message);
+      dl::write_all(2, "dlaunch: " + change.message + "\n");
+      if (!change.restart) {
+        summarize(failed + " (not restarted: too few nodes)");
+        return status;
+      }
+      // -n fixes the world size: it must still fit.
+      int slots = 0;
+      for (const auto& h : pool.active().hosts) slots += h.slots;
+      if (o.np > slots) {
+        dl::write_all(2, fmt::format("dlaunch: not restarting: -n {} needs {} slots and the nodes "
+                                     "left have {}\n",
+                                     o.np, o.np, slots));
+        summarize(failed + " (not restarted: too few slots)");
+        return status;
+      }
+    }
+    attempts.push_back(failed);
     dl::write_all(2, fmt::format("dlaunch: restarting the job ({} of {} restarts)\n", attempt + 1,
                                  o.max_restarts));
     po.restart_count = attempt + 1;
-    plan = dl::make_plan(hosts, po);
+    try {
+      plan = dl::make_plan(pool.active(), po);
+    } catch (const dl::InputError& e) {
+      // The nodes left cannot hold the job as asked (an app's --host was
+      // excluded, too few slots): the last failure stands.
+      dl::write_all(2, fmt::format("dlaunch: not restarting: {}\n", e.what()));
+      summarize(failed + " (not restarted: the nodes left cannot hold the job)");
+      return status;
+    }
   }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Started with stdin closed (`dlaunch ... <&-`): /dev/null takes fd 0, so
+  // that no pipe or socket of ours lands there and is read as the job's stdin
+  // (--stdin).
+  if (::fcntl(0, F_GETFD) == -1 && errno == EBADF) {
+    const int fd = ::open("/dev/null", O_RDONLY);
+    if (fd > 0) ::close(fd);  // 0 was taken meanwhile: nothing to read from
+  }
   ::signal(SIGPIPE, SIG_IGN);
   dl::raise_descriptor_limit();
   try {

@@ -8,6 +8,7 @@ packages=(
   libyaml-cpp-dev libboost-dev libcli11-dev libfmt-dev
   libssh2-1-dev libssl-dev
   libopenmpi-dev openmpi-bin libpmix-dev
+  libhwloc-dev  # placement: the node topology for --bind-to, --map-by, --report-bindings
   libgtest-dev libgmock-dev
   openssh-server openssh-client  # the SSH tests run their own sshd on loopback
   # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes (only a

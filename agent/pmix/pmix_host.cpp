@@ -158,14 +158,21 @@ void PmixHost::start(const PmixJob& job) {
   impl_->started = true;
 
   // The maps of the whole job: "node0,node1" and "0,1;2,3".
-  std::vector<std::string> per_node;
+  // MPMD apps on some nodes only can leave a node's ranks apart: "0,2;1,3".
+  std::vector<std::vector<std::string>> ranks_of(job.ranks_per_node.size());
   int next = 0;
-  for (int n : job.ranks_per_node) {
-    std::vector<std::string> ranks;
-    ranks.reserve(n);
-    for (int i = 0; i < n; ++i) ranks.push_back(std::to_string(next++));
-    per_node.push_back(join(ranks, ','));
+  if (job.node_of_rank.empty()) {
+    for (std::size_t k = 0; k < job.ranks_per_node.size(); ++k) {
+      for (int i = 0; i < job.ranks_per_node[k]; ++i) ranks_of[k].push_back(std::to_string(next++));
+    }
+  } else {
+    for (int node : job.node_of_rank) {
+      ranks_of.at(static_cast<std::size_t>(node)).push_back(std::to_string(next++));
+    }
   }
+  std::vector<std::string> per_node;
+  per_node.reserve(ranks_of.size());
+  for (const auto& ranks : ranks_of) per_node.push_back(join(ranks, ','));
   char* node_map = nullptr;
   char* proc_map = nullptr;
   if ((rc = PMIx_generate_regex(join(job.node_names, ',').c_str(), &node_map)) != PMIX_SUCCESS) {

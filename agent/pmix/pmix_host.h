@@ -27,9 +27,11 @@ namespace dlaunch::agent {
 struct PmixJob {
   std::string nspace;                   // unique per job
   std::vector<std::string> node_names;  // logical node names, node order
-  std::vector<int> ranks_per_node;      // global ranks are contiguous in node order
-  int node_rank = 0;                    // this node
-  std::string tmpdir;                   // private to this node's server; removed at the end
+  std::vector<int> ranks_per_node;      // how many ranks each node has
+  // The node of each global rank; empty: ranks are contiguous in node order.
+  std::vector<int> node_of_rank;
+  int node_rank = 0;   // this node
+  std::string tmpdir;  // private to this node's server; removed at the end
 };
 
 class PmixHost {

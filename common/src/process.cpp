@@ -2,11 +2,14 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/mempolicy.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX sigprocmask, kill, NSIG
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,8 +31,13 @@ struct ChildFailure {
   int stage;  // index into kStages
   int err;
 };
-constexpr const char* kStages[] = {"setpgid", "prctl", "dup2",
-                                   "chdir",   "exec",  "joining the job's cgroup"};
+constexpr const char* kStages[] = {"setpgid",
+                                   "prctl",
+                                   "dup2",
+                                   "chdir",
+                                   "exec",
+                                   "joining the job's cgroup",
+                                   "binding to CPUs (sched_setaffinity)"};
 
 [[noreturn]] void child_fail(int errfd, int stage, int err) {
   ChildFailure f{stage, err};
@@ -87,6 +95,24 @@ SpawnResult spawn(const SpawnOptions& opts) {
   for (const auto& e : opts.env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   const auto candidates = exec_candidates(opts.argv[0], opts.env);
+  // Placement masks, made here: the child may not allocate.
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int c : opts.cpus) {
+    if (c < 0 || c >= CPU_SETSIZE)
+      return SpawnResult::failure("CPU " + std::to_string(c) +
+                                  " is beyond this build's CPU_SETSIZE");
+    CPU_SET(c, &cpus);
+  }
+  constexpr int kMaxNodes = 1024;
+  constexpr int kBitsPerWord = 8 * sizeof(unsigned long);
+  unsigned long nodemask[kMaxNodes / kBitsPerWord] = {};
+  if (!opts.mem_nodes.empty()) {
+    const int node = opts.mem_nodes.front();
+    if (node < 0 || node >= kMaxNodes)
+      return SpawnResult::failure("NUMA node " + std::to_string(node) + " is out of range");
+    nodemask[node / kBitsPerWord] |= 1UL << (node % kBitsPerWord);
+  }
   auto [err_r, err_w] = make_pipe();
   const pid_t parent = ::getpid();
 
@@ -102,6 +128,14 @@ SpawnResult spawn(const SpawnOptions& opts) {
     }
     if (opts.cgroup_procs_fd >= 0 && ::write(opts.cgroup_procs_fd, "0", 1) != 1) {
       child_fail(errfd, 5, errno);
+    }
+    if (!opts.cpus.empty() && ::sched_setaffinity(0, sizeof cpus, &cpus) != 0) {
+      child_fail(errfd, 6, errno);
+    }
+    // A kernel or sandbox without NUMA policies: the rank runs, unpreferred.
+    if (!opts.mem_nodes.empty()) {
+      [[maybe_unused]] const long rc = ::syscall(SYS_set_mempolicy, MPOL_PREFERRED, nodemask,
+                                                 static_cast<unsigned long>(kMaxNodes));
     }
     if (opts.new_process_group && ::setpgid(0, 0) != 0) child_fail(errfd, 0, errno);
     if (opts.parent_death_signal != 0) {

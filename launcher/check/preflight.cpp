@@ -36,7 +36,9 @@ struct Row {
   std::string node, name, host;
   std::string connect = "-", hostkey = "-", auth = "-", agent = "-", wdir = "-", program = "-",
               gpus = "-", reach = "-";
+  std::string topology;  // the agent's summary (dlaunch-agent --topology); empty: none
   std::vector<std::string> problems;
+  std::vector<std::string> programs;  // checked on the node (node_programs)
 };
 
 std::map<std::string, std::string> parse_kv(const std::string& text) {
@@ -74,13 +76,17 @@ void judge(Row& row, const HostEntry& host, const std::string& output, const std
     row.problems.push_back(
         fmt::format("'{}' reports \"{}\", dlaunch wants \"{}\"", agent, got, want));
   }
+  row.topology = kv["topology"];
   row.wdir = kv["wdir"] == "ok" ? "ok" : "MISSING";
   if (row.wdir != "ok")
     row.problems.push_back(fmt::format("working directory '{}' does not exist", o.workdir));
-  if (!o.program.empty()) {
-    row.program = kv["program"] == "ok" ? "ok" : "MISSING";
-    if (row.program != "ok")
-      row.problems.push_back(fmt::format("program '{}' not found on PATH", o.program));
+  if (!row.programs.empty()) {
+    row.program = "ok";
+    for (std::size_t k = 0; k < row.programs.size(); ++k) {
+      if (kv["program" + std::to_string(k)] == "ok") continue;
+      row.program = "MISSING";
+      row.problems.push_back(fmt::format("program '{}' not found on PATH", row.programs[k]));
+    }
   }
   if (!host.gpus.empty()) {
     const int have = std::atoi(kv["gpus"].c_str());
@@ -216,27 +222,56 @@ std::pair<std::string, bool> check_network(const JobPlan& plan, const PreflightO
 
 }  // namespace
 
+std::vector<std::string> node_programs(const JobPlan& plan, std::size_t node) {
+  std::vector<std::string> out;
+  const auto add = [&out](const std::vector<std::string>& command) {
+    if (command.empty()) return;
+    if (std::find(out.begin(), out.end(), command.front()) == out.end())
+      out.push_back(command.front());
+  };
+  if (plan.apps.empty()) {
+    add(plan.command);
+    return out;
+  }
+  std::vector<bool> here(plan.apps.size(), false);
+  for (const auto& r : plan.nodes.at(node).ranks) {
+    if (r.app >= 0 && static_cast<std::size_t>(r.app) < here.size())
+      here[static_cast<std::size_t>(r.app)] = true;
+  }
+  for (std::size_t k = 0; k < plan.apps.size(); ++k) {
+    if (here[k]) add(plan.apps[k].command);
+  }
+  return out;
+}
+
 std::string preflight_script(const std::string& agent, const std::string& workdir,
-                             const std::string& program, const std::string& path, bool count_gpus,
-                             const std::string& cache_key) {
+                             const std::vector<std::string>& programs, const std::string& path,
+                             bool count_gpus, const std::string& cache_key) {
   std::string s;
   s += "cd " + shell_quote(workdir) + " 2>/dev/null && echo wdir=ok || echo wdir=missing\n";
   s += "if [ -x " + shell_quote(agent) + " ] && v=$(" + shell_quote(agent) +
        " --version 2>/dev/null); then echo \"agent=$v\"; else echo agent=missing; fi\n";
+  // The node's topology as its agent's hwloc sees it (docs/placement.md).
+  // One that cannot be read says why, on one line.
+  const std::string topology = shell_quote(agent) + " --topology";
+  s += "if t=$(" + topology + " 2>/dev/null); then echo \"topology=$t\"; elif [ -x " +
+       shell_quote(agent) + " ]; then echo \"topology=not read: $(" + topology +
+       " 2>&1 >/dev/null | tr '\\n' ' ')\"; fi\n";
   if (!cache_key.empty()) {
     s += "c=\"$HOME/.cache/dlaunch/\"" + shell_quote(cache_key) +
          "/dlaunch-agent; if [ -x \"$c\" ] && v=$(\"$c\" --version 2>/dev/null); then echo "
          "\"agent_cache=$v\"; fi\n";
   }
   if (!path.empty()) s += "PATH=" + shell_quote(path) + "; export PATH\n";
-  if (!program.empty()) {
-    const std::string p = shell_quote(program);
-    if (program.find('/') != std::string::npos) {
-      s += "if [ -f " + p + " ] && [ -x " + p +
-           " ]; then echo program=ok; else echo program=missing; fi\n";
+  for (std::size_t k = 0; k < programs.size(); ++k) {
+    const std::string p = shell_quote(programs[k]);
+    const std::string key = "program" + std::to_string(k);
+    if (programs[k].find('/') != std::string::npos) {
+      s += "if [ -f " + p + " ] && [ -x " + p + " ]; then echo " + key + "=ok; else echo " + key +
+           "=missing; fi\n";
     } else {
-      s += "if command -v " + p +
-           " >/dev/null 2>&1; then echo program=ok; else echo program=missing; fi\n";
+      s += "if command -v " + p + " >/dev/null 2>&1; then echo " + key + "=ok; else echo " + key +
+           "=missing; fi\n";
     }
   }
   if (count_gpus) s += "echo \"gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')\"\n";
@@ -265,8 +300,9 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
     const bool may_copy =
         host.transport == Transport::kSsh && host.agent.empty() && !o.ssh.agent_image.empty();
     if (may_copy && !image) image = ssh::AgentImage::load(o.ssh.agent_image);
+    if (o.check_programs) row.programs = node_programs(plan, i);
     const std::string script = preflight_script(
-        agent, o.workdir, o.program, host.transport == Transport::kSsh ? o.path : "",
+        agent, o.workdir, row.programs, host.transport == Transport::kSsh ? o.path : "",
         !host.gpus.empty(), may_copy ? image->key : std::string());
     if (host.transport == Transport::kLocal) {
       row.connect = row.hostkey = row.auth = "local";
@@ -340,6 +376,9 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
   };
   print_row(head);
   for (const auto& row : table) print_row(row);
+  for (const auto& r : rows) {
+    if (!r.topology.empty()) fmt::print("node {} ({}): topology: {}\n", r.node, r.name, r.topology);
+  }
   for (const auto& r : rows) {
     for (const auto& p : r.problems) fmt::print("node {} ({}): {}\n", r.node, r.name, p);
   }

@@ -8,7 +8,9 @@
 // the addresses it tried.
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <vector>
 
 #include "plan/plan.h"
 #include "transport/ssh/ssh_transport.h"
@@ -18,18 +20,23 @@ namespace dlaunch {
 struct PreflightOptions {
   std::string agent_path;  // default agent path (a host's `agent` wins)
   std::string workdir;
-  std::string program;  // empty: not checked
-  std::string path;     // PATH the workers will have (forwarded from the head)
+  bool check_programs = true;  // each node's programs (every app's with ranks there) on PATH
+  std::string path;            // PATH the workers will have (forwarded from the head)
   ssh::TransportOptions ssh;
 };
 
 int run_preflight(const JobPlan& plan, const PreflightOptions& opts);
 
-// The shell script one node runs; prints key=value lines. Exposed for tests.
-// `cache_key`: also report the agent copied to the node's cache under that
-// key (agent_install.h); empty: not looked for.
+// The programs node `node` of the plan runs: the first word of each app
+// with ranks there (MPMD), once each, in app order; else the job's program.
+std::vector<std::string> node_programs(const JobPlan& plan, std::size_t node);
+
+// The shell script one node runs; prints key=value lines (program0=,
+// program1=, ... for `programs`). Exposed for tests. `cache_key`: also
+// report the agent copied to the node's cache under that key
+// (agent_install.h); empty: not looked for.
 std::string preflight_script(const std::string& agent, const std::string& workdir,
-                             const std::string& program, const std::string& path, bool count_gpus,
-                             const std::string& cache_key = {});
+                             const std::vector<std::string>& programs, const std::string& path,
+                             bool count_gpus, const std::string& cache_key = {});
 
 }  // namespace dlaunch

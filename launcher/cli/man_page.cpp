@@ -63,7 +63,32 @@ void emit_text(std::ostringstream& out, const std::vector<std::string>& lines) {
   if (literal) out << ".fi\n.RE\n";
 }
 
-constexpr const char* kEnvironment = R"(.SH ENVIRONMENT
+constexpr const char* kEnvironment = R"(.SH MPMD JOBS AND STDIN
+Several programs in one world, as with mpirun:
+.PP
+.RS 4
+.nf
+dlaunch [global options] \-n 1 ./server : \-n 8 \-\-role trainer ./worker
+dlaunch [global options] \-\-app jobs.app
+.fi
+.RE
+.PP
+A \fB:\fR followed by an option starts the next app; each later app takes the app
+options \fB\-n\fR \fIN\fR (required), \fB\-\-role\fR \fINAME\fR,
+\fB\-\-host\fR \fINAME,...\fR, \fB\-\-nproc\-per\-node\fR \fIN\fR,
+\fB\-x\fR, \fB\-\-env\-file\fR and \fB\-\-wdir\fR before its program. An app
+file has one \fB\-n\fR \fIN\fR [\fIapp options\fR] \fIPROGRAM\fR [\fIARGS\fR] per
+line (shell quoting, \fB#\fR comments); errors name \fIFILE\fR:\fILINE\fR. Ranks are
+numbered in app order, each app filling the free slots of its nodes in node order.
+ROLE_NAME is the app's \fB\-\-role\fR, else its program's base name; ROLE_RANK and
+ROLE_WORLD_SIZE count within the role. Under \fB\-\-mpi\fR all apps share one
+MPI_COMM_WORLD.
+.PP
+\fB\-\-stdin\fR \fIRANK\fR|\fBall\fR|\fBnone\fR (default 0): dlaunch's stdin goes to
+that rank (every rank, or none) over the control channel, with flow control (a 1 MiB window
+per node: a rank that does not read stops dlaunch reading), then EOF. Other ranks read
+/dev/null. See docs/mpmd.md.
+.SH ENVIRONMENT
 .TP
 .B SLURM_JOB_NODELIST
 Inside a Slurm allocation (batch script or salloc shell) and without
@@ -92,6 +117,13 @@ link\-local and loopback addresses last), and each node's workers get
 GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME (under \fB\-\-mpi\fR also
 OMPI_MCA_btl_tcp_if_include and OMPI_MCA_oob_tcp_if_include) naming its
 interface toward it, where the user did not set them.
+.TP
+.B HWLOC_SYNTHETIC, HWLOC_XMLFILE
+Read by hwloc: placement (\fB\-\-bind\-to\fR, \fB\-\-map\-by\fR,
+\fB\-\-report\-bindings\fR, \fB\-\-dry\-run\fR) is computed on that
+topology instead of the machine's (\fBpackage:2 numa:1 core:4 pu:1\fR), and
+nothing is bound by it. Local agents inherit dlaunch's environment.
+A bound rank gets OMP_NUM_THREADS, the number of its cores, unless it is set.
 .TP
 .B DLAUNCH_DEBUG
 Comma\-separated topics printed to stderr: \fBssh\fR (each connection's

@@ -15,7 +15,9 @@
 #include <climits>
 
 #include "cli/man_page.h"
+#include "cli/pernode_options.h"
 #include "cli/version_text.h"
+#include "dlaunch/placement/mapping.h"
 #include "dlaunch/process.h"
 #include "dlaunch/version.h"
 #include "hostfile/hostfile_internal.h"
@@ -94,6 +96,71 @@ std::vector<std::string> option_names(const CLI::App& app) {
   return out;
 }
 
+// MPMD: the apps of --app FILE or of the command line's `:`; o.np becomes
+// the sum of their ranks and o.command the first app's.
+void resolve_apps(Options& o) {
+  if (o.stdin_target != "all" && o.stdin_target != "none") {
+    const std::string& t = o.stdin_target;
+    const bool digits = !t.empty() && t.size() <= 9 && std::all_of(t.begin(), t.end(), [](char c) {
+      return c >= '0' && c <= '9';
+    });
+    if (!digits) {
+      throw InputError({"--stdin"}, "", "'" + t + "' is neither a rank, all nor none",
+                       "give a rank number (0 is the default), all or none");
+    }
+  }
+  auto segments = split_apps(o.command);
+  if (!o.app_file.empty()) {
+    if (!o.command.empty()) {
+      throw InputError({"--app"}, "", "both --app and a program were given",
+                       "put every app in the file, or give them on the command line");
+    }
+    if (o.np > 0 || !o.role.empty() || !o.app_host.empty()) {
+      throw InputError({"--app"}, "",
+                       std::string(o.np > 0          ? "-n"
+                                   : !o.role.empty() ? "--role"
+                                                     : "--host") +
+                           " was given with --app",
+                       "give each app's -n, --role and --host on its line of the file");
+    }
+    o.apps = parse_app_file(o.app_file);
+  } else if (segments.size() > 1 || !o.role.empty() || !o.app_host.empty()) {
+    if (o.np == 0) {
+      throw InputError({"-n"}, "", "no number of ranks for the first app",
+                       "start every app with -n N: dlaunch -n 1 PROG1 : -n 8 PROG2");
+    }
+    AppSpec first;
+    first.np = o.np;
+    first.role = o.role;
+    first.hosts = o.app_host;
+    first.command = segments.front();
+    first.pos = {"app 1"};
+    if (first.command.empty()) {
+      throw InputError(first.pos, "program", "no program for this app",
+                       "give the first app's program before the ':'");
+    }
+    if (first.role.find_first_of(" \t\n=") != std::string::npos) {
+      throw InputError({"--role"}, "", "'" + first.role + "' is not a role name",
+                       "give a word without spaces or '='");
+    }
+    o.apps.push_back(std::move(first));
+    for (std::size_t k = 1; k < segments.size(); ++k) {
+      o.apps.push_back(parse_app_words(segments[k], {"app " + std::to_string(k + 1)}));
+    }
+  } else {
+    return;
+  }
+  long long total = 0;
+  for (const auto& a : o.apps) total += a.np;
+  if (total > limits::kMaxRanksPerJob) {
+    throw InputError({"-n"}, "",
+                     "the apps have " + std::to_string(total) + " ranks, over the limit of " +
+                         std::to_string(limits::kMaxRanksPerJob) + " per job");
+  }
+  o.np = static_cast<int>(total);
+  o.command = o.apps.front().command;
+}
+
 }  // namespace
 
 int signal_number(const std::string& name) {
@@ -166,13 +233,20 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   CLI::App app{
       "dlaunch: start a distributed job (one agent per node, workers with the torchrun "
       "environment)\n"
-      "usage: dlaunch [options] [-H HOSTS | --hostfile FILE | -n N] PROGRAM [ARGS...]",
+      "usage: dlaunch [options] [-H HOSTS | --hostfile FILE | -n N] PROGRAM [ARGS...]\n"
+      "   or: dlaunch [options] -n N PROGRAM [ARGS...] : -n N [app options] PROGRAM [ARGS...] "
+      "...\n"
+      "   or: dlaunch [options] --app FILE\n"
+      "   or: dlaunch --nnodes N [--rdzv-endpoint HOST:PORT | --node-rank K --master-addr A] "
+      "[options] PROGRAM [ARGS...]\n"
+      "       (one per node, as torchrun: docs/per-node.md)",
       "dlaunch"};
   app.footer(
       "Examples:\n"
       "  dlaunch -H hostfiles/localhost.yaml ./hello\n"
       "  dlaunch -n 4 python3 train.py --lr 0.1\n"
       "  dlaunch -H node1:4,node2:4 --tag-output ./train\n"
+      "  dlaunch --nnodes 2 --nproc-per-node 4 --rdzv-endpoint node1:29400 train.py  # each node\n"
       "Exit status: 0 when every rank exits 0; else the first failing rank's code (128+N for\n"
       "signal N); 2 for bad input; 1 when a node fails; 124 at --timeout; 123 when\n"
       "--stall-action abort stopped a stalled job; 128+N when dlaunch was stopped by signal N.\n"
@@ -210,8 +284,6 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   hosts->add_option("--include", o.filter.include, "use only these hosts/slots: host1@host2:0,2");
   hosts->add_option("--exclude", o.filter.exclude, "leave out these hosts/slots: host1@host2:0,2");
   hosts->add_option("--num-nodes", o.filter.num_nodes, "use the first N nodes")->check(kPositive);
-  hosts->add_option("--nproc-per-node", o.filter.nproc_per_node, "ranks per node (overrides slots)")
-      ->check(kPositive);
   hosts
       ->add_option("--transport", o.transport,
                    "how agents start: auto (hostfile: this machine's loopback names locally, "
@@ -220,6 +292,32 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                    "a Slurm allocation)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "ssh", "slurm"}));
+  hosts->add_option("--bind-to", o.bind_to,
+                    "bind each rank to its none|hwthread|core|l3cache|numa|package, or to the "
+                    "cores of the NUMA node of its GPU (gpu); default none, under --mpi core for "
+                    "<= 2 ranks per machine and package otherwise (docs/placement.md)");
+  hosts->add_option("--map-by", o.map_by,
+                    "lay ranks out by slot|core|l3cache|numa|package (round-robin over those "
+                    "objects), OBJ:PE=n for n cores per rank; default: the --bind-to object");
+  hosts->add_flag("--oversubscribe", o.oversubscribe,
+                  "allow more ranks than cores (or PE=n groups) when binding: ranks beyond them "
+                  "are bound round-robin from the first");
+  hosts->add_flag("--report-bindings", o.report_bindings,
+                  "print each rank's CPUs as it starts: host, rank, CPU list and a picture "
+                  "([BB/../..], one [...] per package, '/' between cores)");
+  hosts->add_option("--app", o.app_file,
+                    "MPMD: run the apps of FILE in one world, one `-n N [app options] PROGRAM "
+                    "[ARGS...]` per line (docs/mpmd.md); or give apps on the command line: "
+                    "-n 1 PROG1 : -n 8 [app options] PROG2");
+  hosts->add_option("--role", o.role,
+                    "ROLE_NAME of the (first) app's ranks (default: the program's base name in an "
+                    "MPMD job, else `default`); an app option");
+  hosts
+      ->add_option("--host", o.app_host,
+                   "the (first) app runs only on these nodes of the hostfile, by name; an app "
+                   "option")
+      ->delimiter(',')
+      ->allow_extra_args(false);
 
   env->add_option("-x", o.exports,
                   "set NAME=VALUE for every worker, or pass on NAME from here (-x NAME); "
@@ -286,15 +384,29 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   fault->add_option(tunables::kStackTimeout.option, o.stack_timeout_s, tunables::kStackTimeout.help)
       ->capture_default_str()
       ->check(seconds(true));
-  fault->add_option(tunables::kMaxRestarts.option, o.max_restarts, tunables::kMaxRestarts.help)
+  fault
+      ->add_option(std::string(tunables::kMaxRestarts.option) + ",--max_restarts", o.max_restarts,
+                   tunables::kMaxRestarts.help)
       ->capture_default_str()
+      ->check(kNonNegative);
+  fault
+      ->add_option("--min-nodes", o.min_nodes,
+                   "with --max-restarts: a lost node (agent gone, host unreachable, heartbeat "
+                   "stopped) is excluded and the job restarts on the nodes left, if at least this "
+                   "many (0, the default: every node is needed, none is dropped)")
+      ->check(kNonNegative);
+  fault
+      ->add_option("--spares", o.spares,
+                   "with --max-restarts: keep the last N hosts of the hostfile idle; one takes "
+                   "the place of each lost node")
       ->check(kNonNegative);
   fault
       ->add_option(tunables::kCollectiveTimeout.option, o.collective_timeout_s,
                    collective_timeout_help)
       ->check(seconds(true));
-  job->add_option("--master-addr", o.master_addr, "MASTER_ADDR for the workers (default: node 0)");
-  job->add_option("--master-port", o.master_port,
+  job->add_option("--master-addr,--master_addr", o.master_addr,
+                  "MASTER_ADDR for the workers (default: node 0)");
+  job->add_option("--master-port,--master_port", o.master_port,
                   "MASTER_PORT (default: a free port reserved by node 0)")
       ->check(kPort);
   job->add_option("--store-port", o.store_port,
@@ -307,6 +419,10 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                   "without it gets a copy in ~/.cache/dlaunch)");
   job->add_flag("--no-agent-upload", o.no_agent_upload,
                 "never copy dlaunch-agent to an SSH node that lacks it (or has another version)");
+  job->add_option("--stdin", o.stdin_target,
+                  "which rank reads dlaunch's stdin: a rank number (default 0, as mpirun), all "
+                  "(every rank gets a copy) or none (/dev/null)")
+      ->capture_default_str();
   job->add_flag("--dry-run", o.dry_run, "print what would run on every node, run nothing");
   job->add_flag("--show-secrets", o.show_secrets,
                 "with --dry-run, also show the values of variables whose names say TOKEN, "
@@ -339,6 +455,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   ssh->add_flag("--check", o.check,
                 "preflight every host (connect, auth, host key, agent, working directory, program, "
                 "GPUs) and print a table; exit 0 only if all pass");
+  add_pernode_options(app, o);
 
   try {
     app.parse(argc, argv);
@@ -384,6 +501,9 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
         "dlaunch --help lists every option; put `--` before a program whose name "
         "starts with '-'");
   }
+  finish_pernode_options(app, o);
+  // Per-node mode runs one program (--app, --host and --stdin are refused there).
+  if (!o.pernode.enabled) resolve_apps(o);
   if (!o.job_id.empty() && (o.job_id == "." || o.job_id == ".." ||
                             !std::regex_match(o.job_id, std::regex("[A-Za-z0-9_.-]{1,64}")))) {
     throw InputError({"--job-id"}, "", "'" + o.job_id + "' is not a valid job id",
@@ -404,9 +524,21 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                      std::to_string(o.store_port) + " is the port given to --master-port too",
                      "give them different ports, or leave one out for a free one");
   }
+  if (auto policy = placement::parse_policy(
+          {.bind_to = o.bind_to, .map_by = o.map_by, .oversubscribe = o.oversubscribe});
+      !policy) {
+    throw InputError({}, "", policy.error(), "docs/placement.md lists the policies");
+  }
   if (!o.hosts.empty() && !o.hostfile.empty()) {
     throw InputError({"--hostfile"}, "", "both -H and --hostfile were given", "use one of them");
   }
+  if ((o.min_nodes > 0 || o.spares > 0) && o.max_restarts == 0) {
+    throw InputError(
+        {o.spares > 0 ? "--spares" : "--min-nodes"}, "",
+        "drops or replaces lost nodes between attempts, and --max-restarts allows none",
+        "add --max-restarts N");
+  }
+
   if (app.count("--signal") > 0) {
     const SignalSpec spec = parse_signal_spec(o.signal_spec);
     o.warn_signal = spec.signal;

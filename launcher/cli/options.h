@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/apps.h"
+#include "cli/pernode_options.h"
 #include "dlaunch/tunables.h"
 #include "hostfile/hostfile.h"
 
@@ -31,7 +33,21 @@ struct Options {
   int np = 0;            // -n: total ranks (no hostfile: all on this machine)
   NodeFilter filter;
   std::string transport = "auto";  // --transport: auto | ssh | slurm
-  std::vector<std::string> command;
+  // Placement (docs/placement.md); empty: not given (the defaults apply).
+  std::string bind_to;  // --bind-to none|hwthread|core|l3cache|numa|package|gpu
+  std::string map_by;   // --map-by slot|core|l3cache|numa|package[:PE=n]
+  bool oversubscribe = false;
+  bool report_bindings = false;
+  std::vector<std::string> command;  // the (first) app's program and arguments
+  // MPMD (cli/apps.h): every app, in order, when there is more than one
+  // program (`:`), an app file (--app), or --role/--host; empty otherwise.
+  // Then np is the sum of the apps' ranks and command is the first app's.
+  std::vector<AppSpec> apps;
+  std::string app_file;               // --app FILE
+  std::string role;                   // --role: the first app's ROLE_NAME
+  std::vector<std::string> app_host;  // --host: the first app's nodes
+  // --stdin: which rank reads dlaunch's stdin: a rank, "all" or "none".
+  std::string stdin_target = "0";
 
   PrefixMode prefix = PrefixMode::kRank;
   std::string output_dir;
@@ -42,6 +58,10 @@ struct Options {
   double timeout_s = tunables::kTimeout.value;  // whole job; 0: none
   // Restart the whole job after a failure, up to this often.
   int max_restarts = static_cast<int>(tunables::kMaxRestarts.value);
+  // Elastic membership (plan/node_pool.h): a lost node is dropped and the
+  // job restarts on at least min_nodes nodes; spares wait in reserve.
+  int min_nodes = 0;  // 0: every node is needed
+  int spares = 0;
   // --signal SIG[@SECONDS]: SIG to every rank SECONDS before --timeout, and
   // on SIGTERM a kill grace before the stop (controller/signals.cpp).
   std::string signal_spec;
@@ -81,6 +101,9 @@ struct Options {
   std::string ssh_config;                 // -F: in place of ~/.ssh/config and /etc/ssh/ssh_config
   std::string ssh_client;                 // --ssh libssh2|openssh; empty: what each host says
   bool check = false;                     // preflight only
+
+  // Per-node mode: torchrun's options (cli/pernode_options.h)
+  PerNodeOptions pernode;
 };
 
 // docs/tunables.md: the table of dlaunch/tunables.h as Markdown.

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "controller/setup.h"
+#include "controller/stdin_reader.h"
 #include "dlaunch/debug.h"
 #include "dlaunch/process.h"
 #include "dlaunch/version.h"
@@ -23,6 +24,7 @@ namespace asio = boost::asio;
 using std::chrono::milliseconds;
 
 namespace {
+// Only after the console was drained (the stats of DLAUNCH_DEBUG=stats).
 void log(const std::string& msg) {
   std::string line = "dlaunch: " + msg + "\n";
   write_all(2, line);
@@ -52,7 +54,8 @@ Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& si
                            nodes_[i].link->read_pending();
                        },
                    .silent = [this](std::size_t i) { on_silent(i); }}),
-      progress_(cfg_.progress) {
+      progress_(cfg_.progress,
+                [this](std::string_view text) { sink_.console().write(true, text); }) {
   stacks_timer_ = env_.clock.make_timer();
   stall_timer_ = env_.clock.make_timer();
   for (const auto& np : plan_.nodes) {
@@ -67,9 +70,23 @@ Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& si
       ranks_[static_cast<std::size_t>(r.rank)].local_rank = r.local_rank;
     }
   }
+  // Ranks no node of this plan runs belong to other launchers (per-node mode:
+  // one node of the job, global ranks): nothing here waits for them.
+  std::vector<bool> ours(ranks_.size(), false);
+  for (const auto& np : plan_.nodes) {
+    for (const auto& r : np.ranks) ours[static_cast<std::size_t>(r.rank)] = true;
+  }
+  for (std::size_t k = 0; k < ranks_.size(); ++k) ranks_[k].exited = !ours[k];
 }
 
 Controller::~Controller() { sink_.console().detach(); }
+
+// A line of dlaunch's own on stderr, through the console like the ranks'
+// output: in order with it, and never blocking the loop on a stalled reader.
+void Controller::say(const std::string& msg) {
+  progress_.clear();
+  sink_.console().write(true, "dlaunch: " + msg + "\n");
+}
 
 std::string Controller::node_label(std::size_t i) const {
   const auto& h = nodes_[i].plan->host;
@@ -111,6 +128,7 @@ int Controller::run() {
   wait_quit();
   start();
   if (!finished()) env_.io.run();
+  stdin_.reset();
   progress_.clear();
   // Close every link and let pending handlers and coroutines see it, so that
   // nothing waits on a socket once the loop is gone.
@@ -215,6 +233,23 @@ void Controller::start_agents() {
 
 proto::Setup Controller::make_setup(std::size_t i) const { return make_node_setup(plan_, cfg_, i); }
 
+// --report-bindings: one line per rank, as the agent placed it (Started).
+void Controller::report_binding(std::size_t i, const proto::Started& s) {
+  std::string line =
+      fmt::format("dlaunch: binding: host {} rank {}: ", plan_.nodes[i].host.host, s.rank);
+  if (!s.cpus.empty()) {
+    line += "cpus " + s.cpus + " " + s.cpu_picture;
+    if (!s.binding_note.empty()) line += " (" + s.binding_note + ")";
+  } else if (s.binding_note.empty()) {
+    line += "not bound (--bind-to none)";
+  } else {
+    line += s.binding_note.rfind("not bound", 0) == 0 ? s.binding_note
+                                                      : "not bound (" + s.binding_note + ")";
+  }
+  progress_.clear();
+  sink_.console().write(true, line + "\n");
+}
+
 void Controller::on_message(std::size_t i, proto::Message&& msg) {
   Node& node = nodes_[i];
   heartbeats_.heard(i);
@@ -229,6 +264,7 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     r.started_at = env_.clock.now();
     ++running_;
     if (running_ == static_cast<int>(ranks_.size())) milestones_.running = r.started_at;
+    if (cfg_.report_bindings) report_binding(i, *started);
     show_progress();
   } else if (auto* out = std::get_if<proto::Output>(&msg)) {
     progress_.clear();
@@ -238,7 +274,9 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     on_exited(i, *ex);
   } else if (auto* fatal = std::get_if<proto::Fatal>(&msg)) {
     node.failed = true;
-    fail({.kind = CauseKind::kNode, .message = node_label(i) + ": " + fatal->message});
+    fail({.kind = CauseKind::kNode,
+          .node_index = static_cast<int>(i),
+          .message = node_label(i) + ": " + fatal->message});
   } else if (std::holds_alternative<proto::Done>(msg)) {
     node.done = true;
     heartbeats_.forget(i);
@@ -253,8 +291,11 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     on_probe_result(i, std::move(*pr));
   } else if (auto* st = std::get_if<proto::Stacks>(&msg)) {
     on_stacks(i, std::move(*st));
+  } else if (auto* ack = std::get_if<proto::StdinAck>(&msg)) {
+    on_stdin_ack(i, *ack);
   } else {
     fail({.kind = CauseKind::kNode,
+          .node_index = static_cast<int>(i),
           .message = node_label(i) + ": unexpected message " + proto::message_name(msg)});
   }
 }
@@ -360,7 +401,7 @@ void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
   ++readies_;
   show_progress();
   if (i == 0) {
-    master_port_ = ready.master_port;
+    master_port_ = ready.master_port != 0 ? ready.master_port : cfg_.master_port;
     store_port_ = ready.store_port;
     store_path_ = ready.store_path;
   }
@@ -411,6 +452,7 @@ void Controller::send_start() {
       nodes_[k].link->send(start);
     }
   }
+  start_stdin();
 }
 
 // A rank called MPI_Abort: it is the root cause, unless one came first.
@@ -438,12 +480,14 @@ void Controller::on_exited(std::size_t i, const proto::Exited& ex) {
   if (ex.rank < 0 || static_cast<std::size_t>(ex.rank) >= ranks_.size() ||
       ranks_[static_cast<std::size_t>(ex.rank)].node != static_cast<int>(i)) {
     fail({.kind = CauseKind::kNode,
+          .node_index = static_cast<int>(i),
           .message = fmt::format("{}: reported unknown rank {}", node_label(i), ex.rank)});
     return;
   }
   auto& r = ranks_[static_cast<std::size_t>(ex.rank)];
   r.exited = true;
   r.exit = ex;
+  update_stdin_hold();  // no reader left: stop reading stdin
   const bool failed = ex.kind != proto::ExitKind::kExited || ex.code != 0;
   if (failed && cause_.kind == CauseKind::kNone) {
     fail({.kind = CauseKind::kWorker,
@@ -500,9 +544,11 @@ void Controller::on_link_closed(std::size_t i, const std::string& reason) {
     if (node.hello) {
       fail(
           {.kind = CauseKind::kNode,
+           .node_index = static_cast<int>(i),
            .message = fmt::format("lost contact with the agent on {}: {}", node_label(i), reason)});
     } else {
       fail({.kind = CauseKind::kLaunch,
+            .node_index = static_cast<int>(i),
             .message = fmt::format("could not start the agent on {}: {}", node_label(i), reason)});
     }
   }
@@ -658,10 +704,10 @@ void Controller::interrupt(int sig) {
   progress_.clear();
   ++interrupts_;
   if (interrupts_ == 1) {
-    log(fmt::format("{}: stopping the job (again to kill at once)", signal_name(sig)));
+    say(fmt::format("{}: stopping the job (again to kill at once)", signal_name(sig)));
     fail({.kind = CauseKind::kInterrupted, .signal = sig});
   } else {
-    log(fmt::format("{}: killing the job now", signal_name(sig)));
+    say(fmt::format("{}: killing the job now", signal_name(sig)));
     abort_all("interrupted twice", true);
   }
 }
@@ -730,7 +776,7 @@ void Controller::on_deadline(milliseconds after, const std::string& what) {
           .message = msg + (probing_ ? "; no answer from: " : "; not ready: ") + late});
     return;
   }
-  log(msg + "; killing the agents");
+  say(msg + "; killing the agents");
   for (auto& n : nodes_) {
     if (n.link) {
       n.link->kill_agent();  // first: an SSH link is then dropped, not closed politely

@@ -44,10 +44,20 @@
 
 namespace dlaunch {
 
+class StdinReader;
+
+// ControllerConfig::stdin_rank besides a rank: every rank, or none.
+inline constexpr int kStdinAll = -1;
+inline constexpr int kStdinNone = -2;
+
 struct ControllerConfig {
   std::string agent_path;
   std::string workdir;
   std::uint16_t master_port = 0;  // 0: node 0 reserves one
+  // Node 0's agent reserves master_port (or a free one). Off for a per-node
+  // launcher that is not node 0 (launcher/pernode/): node 0's launcher, on
+  // another machine, reserved master_port; this node's agent must not bind it.
+  bool reserve_master_port = true;
   std::chrono::milliseconds kill_grace = default_ms(tunables::kKillGrace);
   std::chrono::milliseconds heartbeat_timeout = default_ms(tunables::kHeartbeatTimeout);  // 0: off
   std::chrono::milliseconds start_timeout = default_ms(tunables::kStartTimeout);
@@ -70,10 +80,21 @@ struct ControllerConfig {
   bool mpi = false;                   // agents serve PMIx; fences cross nodes through us
   std::string store_secret;           // the job's comm store secret (node 0 hosts it)
   std::uint16_t store_port = 0;       // 0: any free port
+  // Placement (docs/placement.md): --bind-to, --map-by as given (empty: the
+  // agents' defaults), --oversubscribe; --report-bindings prints one line per
+  // rank as the agents report them (Started).
+  std::string bind_to;
+  std::string map_by;
+  bool oversubscribe = false;
+  bool report_bindings = false;
   // --check's network test: the agents get no workers; once the other nodes
   // have tested which of node 0's addresses they reach (network()), every
   // agent is shut down and nothing is started.
   bool probe_only = false;
+  // --stdin: the rank that reads dlaunch's stdin, kStdinAll or kStdinNone;
+  // stdin_fd is where it is read from (dlaunch's 0).
+  int stdin_rank = kStdinNone;
+  int stdin_fd = 0;
   // This machine's interfaces, to tell which agents run on it (they list the
   // same); unset: the system's (dlaunch/proto/interfaces.h). For tests.
   std::optional<std::vector<proto::Interface>> head_interfaces;
@@ -108,6 +129,10 @@ class Controller {
   // What SIGQUIT does: collect every rank's stack and print the grouped
   // report, without stopping anything (controller/hang.cpp).
   void report_stacks_now();
+  // Per-node mode (launcher/pernode/): another launcher of the job failed or
+  // is lost. Stops this node's ranks as any failure does; the first cause
+  // still wins.
+  void peer_failed(RootCause cause) { fail(std::move(cause)); }
   bool finished() const { return phase_ == Phase::kFinished; }
   int exit_status() const { return dlaunch::exit_status(cause_); }
   const RootCause& cause() const { return cause_; }
@@ -153,6 +178,7 @@ class Controller {
 
   void start_agents();
   void on_message(std::size_t node, proto::Message&& msg);
+  void report_binding(std::size_t node, const proto::Started& s);
   void on_hello(std::size_t node, const proto::Hello& hello);
   void on_ready(std::size_t node, const proto::Ready& ready);
   void on_link_closed(std::size_t node, const std::string& reason);
@@ -176,6 +202,8 @@ class Controller {
   void arm_job_timeout();
   void arm_deadline(std::chrono::milliseconds after, const std::string& what);
   void on_deadline(std::chrono::milliseconds after, const std::string& what);
+  // One line of dlaunch's own on stderr, through the console (never blocks).
+  void say(const std::string& msg);
   std::string node_label(std::size_t node) const;
   std::string master_addr() const;
   void show_progress();
@@ -217,6 +245,15 @@ class Controller {
   void begin_preempt(int sig);
   void arm_signal_warning();
   void send_signal_warning();
+  // controller/stdin.cpp: --stdin.
+  void start_stdin();
+  bool stdin_target_open(std::size_t node) const;
+  void on_stdin_data(std::string data);
+  void on_stdin_ack(std::size_t node, const proto::StdinAck& ack);
+  void update_stdin_hold();
+  std::unique_ptr<StdinReader> stdin_;
+  std::vector<std::size_t> stdin_nodes_;                 // nodes with a rank that reads stdin
+  std::vector<std::uint64_t> stdin_sent_, stdin_acked_;  // per node
 
   const JobPlan& plan_;
   ControllerConfig cfg_;

@@ -35,8 +35,6 @@ using std::chrono::milliseconds;
 
 namespace {
 
-void log(const std::string& msg) { write_all(2, "dlaunch: " + msg + "\n"); }
-
 std::string seconds_text(milliseconds d) {
   return fmt::format("{:.1f} s", static_cast<double>(d.count()) / 1000.0);
 }
@@ -57,19 +55,19 @@ void Controller::stop_with_stacks(RootCause cause, StackReason reason) {
 void Controller::report_stacks_now() {
   progress_.clear();
   if (phase_ != Phase::kRunning) {
-    log("SIGQUIT: no job running to take stacks of");
+    say("SIGQUIT: no job running to take stacks of");
     return;
   }
   if (collecting_) {
-    log("SIGQUIT: stacks are being collected already");
+    say("SIGQUIT: stacks are being collected already");
     return;
   }
   if (cfg_.stack_timeout.count() <= 0) {
-    log("SIGQUIT: no stacks are collected with --stack-timeout 0");
+    say("SIGQUIT: no stacks are collected with --stack-timeout 0");
     return;
   }
-  log("SIGQUIT: collecting every rank's stack (the job goes on)");
-  if (!collect_stacks(StackReason::kOnDemand)) log("SIGQUIT: no rank is running");
+  say("SIGQUIT: collecting every rank's stack (the job goes on)");
+  if (!collect_stacks(StackReason::kOnDemand)) say("SIGQUIT: no rank is running");
 }
 
 bool Controller::collect_stacks(StackReason reason) {
@@ -180,12 +178,13 @@ void Controller::stacks_complete() {
     return;
   }
   progress_.clear();
-  write_all(2, fmt::format("dlaunch: job {}: {}", plan_.job_id,
-                           c.reason == StackReason::kOnDemand
-                               ? "stacks on SIGQUIT (the job goes on)\n"
-                               : fmt::format("no rank wrote a line for {} (--stall-timeout)\n",
-                                             seconds_text(cfg_.stall_timeout))) +
-                   section);
+  sink_.console().write(
+      true, fmt::format("dlaunch: job {}: {}", plan_.job_id,
+                        c.reason == StackReason::kOnDemand
+                            ? "stacks on SIGQUIT (the job goes on)\n"
+                            : fmt::format("no rank wrote a line for {} (--stall-timeout)\n",
+                                          seconds_text(cfg_.stall_timeout))) +
+                section);
 }
 
 // DIR/<job-id>/stacks.txt with --output-dir (the folder OutputSink made);
@@ -240,12 +239,12 @@ void Controller::arm_stall_timer() {
     const std::string msg =
         fmt::format("no rank wrote a line for {}", seconds_text(cfg_.stall_timeout));
     if (cfg_.stall_abort) {
-      log(msg + " (--stall-timeout); collecting every rank's stack, then stopping the job");
+      say(msg + " (--stall-timeout); collecting every rank's stack, then stopping the job");
       stop_with_stacks({.kind = CauseKind::kStall, .message = msg + " (--stall-action abort)"},
                        StackReason::kStallAbort);
     } else if (!collecting_) {
-      log(msg + " (--stall-timeout); collecting every rank's stack");
-      if (!collect_stacks(StackReason::kStall)) log("no stacks to collect");
+      say(msg + " (--stall-timeout); collecting every rank's stack");
+      if (!collect_stacks(StackReason::kStall)) say("no stacks to collect");
     }
   });
 }

@@ -14,8 +14,6 @@ namespace dlaunch {
 
 namespace {
 
-void log(const std::string& msg) { write_all(2, "dlaunch: " + msg + "\n"); }
-
 std::string describe_candidate(const net::Candidate& c) {
   std::string what = c.interface;
   const std::string note = net::tier_note(c.tier);
@@ -49,7 +47,7 @@ bool Controller::begin_network_choice() {
   const auto given = net::given_master_addr(plan_, cfg_.master_addr_explicit);
   const auto not_probed = [&](const std::string& why) {
     network_.untested = why;
-    if (debug) log("net: " + why);
+    if (debug) say("net: " + why);
     if (!cfg_.probe_only) return false;
     end_probe_only();
     return true;
@@ -77,7 +75,7 @@ bool Controller::begin_network_choice() {
     std::string list;
     for (const auto& c : network_.candidates)
       list += (list.empty() ? "" : ", ") + describe_candidate(c);
-    log(fmt::format("net: {} addresses to try, in order: {}", node_label(0),
+    say(fmt::format("net: {} addresses to try, in order: {}", node_label(0),
                     list.empty() ? "none" : list));
   }
   if (network_.candidates.empty() || nodes_.size() == 1) {
@@ -129,14 +127,14 @@ void Controller::finish_probe() {
         each +=
             fmt::format("{}{} {}", each.empty() ? "" : "; ", network_.candidates[c].address, how);
       }
-      log(fmt::format("net: {}: {}", n.label, each));
+      say(fmt::format("net: {}: {}", n.label, each));
     }
     if (choice.chosen) {
       const auto& c = network_.candidates[*choice.chosen];
-      log(fmt::format("net: MASTER_ADDR={}{}, reached by every node (TCP port {})", c.address,
+      say(fmt::format("net: MASTER_ADDR={}{}, reached by every node (TCP port {})", c.address,
                       c.interface.empty() ? "" : " (" + c.interface + " on node 0)", master_port_));
     } else {
-      for (const auto& p : choice.problems) log("net: " + p);
+      for (const auto& p : choice.problems) say("net: " + p);
     }
   }
   if (!choice.chosen) {

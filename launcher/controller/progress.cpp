@@ -1,7 +1,5 @@
 #include "controller/progress.h"
 
-#include "dlaunch/process.h"
-
 namespace dlaunch {
 
 void Progress::show(const std::string& line) {
@@ -9,13 +7,13 @@ void Progress::show(const std::string& line) {
   const auto now = std::chrono::steady_clock::now();
   if (visible_ && now - last_ < std::chrono::milliseconds(50)) return;  // keep terminals calm
   last_ = now;
-  write_all(2, "\r\033[K" + line);
+  write_(std::string("\r\033[K").append(line));
   visible_ = true;
 }
 
 void Progress::clear() {
   if (!visible_) return;
-  write_all(2, "\r\033[K");
+  write_("\r\033[K");
   visible_ = false;
 }
 

@@ -17,6 +17,10 @@ struct RootCause {
   std::string node;
   int local_rank = 0;
   std::vector<std::string> stderr_tail;
+  // kNode, kLaunch: the node (its index in the plan) that was lost, could not
+  // start or misbehaved; -1 when the cause is no one node's (--min-nodes and
+  // --spares exclude this one).
+  int node_index = -1;
   // kNode, kLaunch: what happened; kTimeout: the ranks still running;
   // kStall (--stall-action abort): how long no rank wrote a line;
   // kInterrupted: the signal

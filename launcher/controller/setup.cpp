@@ -16,7 +16,7 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
   proto::Setup s;
   s.job_id = plan.job_id;
   s.node_rank = np.node_rank;
-  s.reserve_master_port = i == 0;
+  s.reserve_master_port = i == 0 && cfg.reserve_master_port;
   if (i == 0) {
     s.store_secret = cfg.store_secret;
     s.store_port = cfg.store_port;
@@ -38,6 +38,13 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
       s.node_names.push_back(n.host.name);
       s.ranks_per_node.push_back(static_cast<std::int32_t>(n.ranks.size()));
     }
+    // MPMD apps restricted to some nodes can leave a node's ranks apart.
+    std::vector<std::int32_t> node_of_rank(static_cast<std::size_t>(plan.world_size));
+    for (const auto& n : plan.nodes) {
+      for (const auto& r : n.ranks) node_of_rank.at(static_cast<std::size_t>(r.rank)) = n.node_rank;
+    }
+    if (!std::is_sorted(node_of_rank.begin(), node_of_rank.end()))
+      s.node_of_rank = std::move(node_of_rank);
   }
   // Logical nodes of one machine (this one's, or the same host name) share
   // its cores: the agent decides from this what MPI must be told.
@@ -46,16 +53,32 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
     const bool same_machine =
         local ? n.host.transport == Transport::kLocal
               : n.host.transport != Transport::kLocal && n.host.host == np.host.host;
-    if (same_machine) s.ranks_on_host += static_cast<std::int32_t>(n.ranks.size());
+    if (!same_machine) continue;
+    // Logical nodes before this one on its machine: this node binds the slice after theirs.
+    if (n.node_rank < np.node_rank) s.host_rank_offset += static_cast<std::int32_t>(n.ranks.size());
+    s.ranks_on_host += static_cast<std::int32_t>(n.ranks.size());
   }
+  s.bind_to = cfg.bind_to;
+  s.map_by = cfg.map_by;
+  s.oversubscribe = cfg.oversubscribe;
+  s.omp_default = np.omp_default;
   for (const auto& r : np.ranks) {
     if (cfg.probe_only) break;  // --check: nothing to start
     proto::WorkerSpec w;
     w.rank = r.rank;
     w.local_rank = r.local_rank;
-    w.argv = plan.command;
+    const AppPlan* app =
+        plan.apps.empty() ? nullptr : &plan.apps.at(static_cast<std::size_t>(r.app));
+    w.argv = app != nullptr ? app->command : plan.command;
     w.env = np.env;
+    if (app != nullptr) w.env.insert(w.env.end(), app->env.begin(), app->env.end());
     w.env.insert(w.env.end(), r.env.begin(), r.env.end());
+    if (app != nullptr && !app->workdir.empty()) {
+      w.workdir = app->workdir.front() == '/' || cfg.workdir.empty()
+                      ? app->workdir
+                      : cfg.workdir + "/" + app->workdir;
+    }
+    w.stdin_pipe = cfg.stdin_rank == kStdinAll || cfg.stdin_rank == r.rank;
     s.workers.push_back(std::move(w));
   }
   return s;
@@ -96,6 +119,9 @@ void check_job_fits(const JobPlan& plan, const ControllerConfig& cfg,
     check_one(e.substr(0, e.find('=')), arg_bytes(e.size()), "dlaunch's own environment variable");
     head_bytes += arg_bytes(e.size()) + sizeof(char*);
   }
+  for (const auto& app : plan.apps) {
+    for (const auto& a : app.command) check_one("argument", arg_bytes(a.size()), "an argument");
+  }
   for (const auto& a : plan.command) check_one("argument", arg_bytes(a.size()), "an argument");
   for (std::size_t i = 0; i < plan.nodes.size(); ++i) {
     const proto::Setup setup = make_node_setup(plan, cfg, i);
@@ -115,7 +141,13 @@ void check_job_fits(const JobPlan& plan, const ControllerConfig& cfg,
              "fewer ranks per node, or less environment per rank");
     }
     const bool local = plan.nodes[i].host.transport == Transport::kLocal;
-    for (const auto& w : setup.workers) {
+    std::vector<bool> app_seen(std::max<std::size_t>(plan.apps.size(), 1));
+    for (std::size_t wi = 0; wi < setup.workers.size(); ++wi) {
+      const auto& w = setup.workers[wi];
+      // Every rank of one app on a node has the same variables: one is enough.
+      const auto app = static_cast<std::size_t>(plan.nodes[i].ranks.at(wi).app);
+      if (app < app_seen.size() && app_seen[app]) continue;
+      if (app < app_seen.size()) app_seen[app] = true;
       std::size_t bytes = (local ? head_bytes : 0) + kStartEnvAllowance;
       for (const auto& a : w.argv) bytes += arg_bytes(a.size()) + sizeof(char*);
       for (const auto& [k, v] : w.env) {
@@ -130,8 +162,6 @@ void check_job_fits(const JobPlan& plan, const ControllerConfig& cfg,
                            local ? ", dlaunch's own environment included" : ""),
                "pass large data in a file, or trim the environment (-x, env files, env:)");
       }
-      // Every rank of a node has the same variables: one is enough.
-      break;
     }
   }
 }

@@ -26,7 +26,6 @@ namespace dlaunch {
 using std::chrono::milliseconds;
 
 namespace {
-void log(const std::string& msg) { write_all(2, "dlaunch: " + msg + "\n"); }
 std::string seconds(milliseconds d) {
   return fmt::format("{:.1f} s", static_cast<double>(d.count()) / 1000.0);
 }
@@ -58,13 +57,13 @@ void Controller::forward_signal(int sig) {
   progress_.clear();
   if (sig == SIGTSTP) {
     ranks_held_ = true;
-    log("SIGTSTP: stopping every rank; dlaunch keeps running (send it SIGCONT to resume them)");
+    say("SIGTSTP: stopping every rank; dlaunch keeps running (send it SIGCONT to resume them)");
   } else if (sig == SIGCONT) {
     // Slurm sends SIGCONT with every SIGTERM: say so only when it resumes.
-    if (ranks_held_) log("SIGCONT: resuming every rank");
+    if (ranks_held_) say("SIGCONT: resuming every rank");
     ranks_held_ = false;
   } else {
-    log(fmt::format("{}: forwarded to every rank", signal_name(sig)));
+    say(fmt::format("{}: forwarded to every rank", signal_name(sig)));
   }
   send_all(proto::SignalRanks{.signal = sig});
 }
@@ -76,7 +75,7 @@ void Controller::forward_signal(int sig) {
 void Controller::begin_preempt(int sig) {
   progress_.clear();
   ++interrupts_;  // a second SIGINT/SIGTERM kills at once, as ever
-  log(fmt::format("{}: sending {} to every rank; stopping the job in {} (again to kill at once)",
+  say(fmt::format("{}: sending {} to every rank; stopping the job in {} (again to kill at once)",
                   signal_name(sig), signal_name(cfg_.warn_signal), seconds(cfg_.kill_grace)));
   cause_ = {.kind = CauseKind::kInterrupted, .signal = sig};
   for (const auto& r : ranks_) ranks_stopped_ += (r.started && !r.exited) ? 1 : 0;
@@ -102,13 +101,13 @@ void Controller::send_signal_warning() {
   if (phase_ == Phase::kStarting) {
     // Ranks that start now would get it before they could set a handler
     // (and most die of SIGUSR1's default action): none is sent.
-    log(fmt::format("--signal: the job was still starting {} before --timeout; no {} sent",
+    say(fmt::format("--signal: the job was still starting {} before --timeout; no {} sent",
                     seconds(cfg_.warn_before), signal_name(cfg_.warn_signal)));
     return;
   }
   if (phase_ != Phase::kRunning) return;
   progress_.clear();
-  log(fmt::format("--timeout expires in {}: sending {} to every rank", seconds(cfg_.warn_before),
+  say(fmt::format("--timeout expires in {}: sending {} to every rank", seconds(cfg_.warn_before),
                   signal_name(cfg_.warn_signal)));
   send_all(proto::SignalRanks{.signal = cfg_.warn_signal});
 }

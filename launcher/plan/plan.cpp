@@ -77,32 +77,105 @@ std::string default_master_addr(const HostEntry& node0) {
 JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
   int total = 0;
   for (const auto& h : hostfile.hosts) total += h.slots;
-  if (opts.np > total) {
-    throw InputError({"-n"}, "",
-                     std::to_string(opts.np) + " ranks requested but " + hostfile.source +
-                         " has only " + std::to_string(total) + " slots",
-                     "lower -n, or add hosts or slots");
+  std::vector<AppPlan> apps = opts.apps;
+  if (apps.empty()) {
+    if (opts.np > total) {
+      throw InputError({"-n"}, "",
+                       std::to_string(opts.np) + " ranks requested but " + hostfile.source +
+                           " has only " + std::to_string(total) + " slots",
+                       "lower -n, or add hosts or slots");
+    }
+    AppPlan one;
+    one.np = opts.np > 0 ? opts.np : total;
+    one.role = "default";
+    one.command = opts.command;
+    apps.push_back(std::move(one));
   }
-  const int world = opts.np > 0 ? opts.np : total;
 
   JobPlan plan;
   plan.job_id = opts.job_id;
-  plan.world_size = world;
-  plan.command = opts.command;
+  plan.command = apps.front().command;
 
+  // Each app takes the next free slots of its nodes, in node order.
+  const std::size_t nhosts = hostfile.hosts.size();
+  std::vector<std::vector<RankPlan>> on_host(nhosts);
   int next_rank = 0;
-  for (const auto& host : hostfile.hosts) {
-    if (next_rank >= world) break;
+  for (std::size_t a = 0; a < apps.size(); ++a) {
+    AppPlan& app = apps[a];
+    app.first_rank = next_rank;
+    for (const auto& name : app.hosts) {
+      const bool known = std::any_of(hostfile.hosts.begin(), hostfile.hosts.end(),
+                                     [&](const HostEntry& h) { return h.name == name; });
+      if (!known) {
+        std::string names;
+        for (const auto& h : hostfile.hosts) names += (names.empty() ? "" : ", ") + h.name;
+        throw InputError(app.pos, "--host", "no node named '" + name + "' in " + hostfile.source,
+                         "the nodes are: " + names);
+      }
+    }
+    int left = app.np;
+    int free_total = 0;
+    for (std::size_t h = 0; h < nhosts && left > 0; ++h) {
+      const HostEntry& host = hostfile.hosts[h];
+      if (!app.hosts.empty() &&
+          std::find(app.hosts.begin(), app.hosts.end(), host.name) == app.hosts.end()) {
+        continue;
+      }
+      int take = host.slots - static_cast<int>(on_host[h].size());
+      if (app.nproc_per_node > 0) take = std::min(take, app.nproc_per_node);
+      take = std::min(take, left);
+      free_total += take;
+      for (int i = 0; i < take; ++i) {
+        RankPlan r;
+        r.rank = next_rank++;
+        r.local_rank = static_cast<int>(on_host[h].size());
+        r.app = static_cast<int>(a);
+        on_host[h].push_back(std::move(r));
+      }
+      left -= take;
+    }
+    if (left > 0) {
+      throw InputError(
+          app.pos, "-n",
+          std::to_string(app.np) + " ranks requested but " +
+              (apps.size() > 1 ? std::string("the slots left for this app on ") : std::string()) +
+              hostfile.source + " come to only " + std::to_string(free_total),
+          "lower -n, or add hosts or slots");
+    }
+  }
+  plan.world_size = next_rank;
+  const int world = plan.world_size;
+  for (std::size_t h = 0; h < nhosts; ++h) {
+    if (on_host[h].empty()) continue;
     NodePlan node;
     node.node_rank = static_cast<int>(plan.nodes.size());
-    node.host = host;
-    const int n = std::min(host.slots, world - next_rank);
+    node.host = hostfile.hosts[h];
+    const int n = static_cast<int>(on_host[h].size());
     node.host.slots = n;
     if (node.host.gpus.size() > static_cast<std::size_t>(n))
       node.host.gpus.resize(static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) node.ranks.push_back(RankPlan{next_rank++, i, {}});
+    node.ranks = std::move(on_host[h]);
     plan.nodes.push_back(std::move(node));
   }
+  // torchrun's ROLE_RANK and ROLE_WORLD_SIZE: among the ranks of one role
+  // (apps with the same role name count together), in rank order.
+  std::vector<int> role_rank(static_cast<std::size_t>(world));
+  std::vector<int> role_size(apps.size());
+  for (std::size_t a = 0; a < apps.size(); ++a) {
+    int before = 0;
+    int size = 0;
+    for (std::size_t b = 0; b < apps.size(); ++b) {
+      if (apps[b].role != apps[a].role) continue;
+      if (b < a) before += apps[b].np;
+      size += apps[b].np;
+    }
+    role_size[a] = size;
+    for (int i = 0; i < apps[a].np; ++i)
+      role_rank[static_cast<std::size_t>(apps[a].first_rank) + static_cast<std::size_t>(i)] =
+          before + i;
+  }
+  plan.apps = apps;
+
   plan.master_addr =
       opts.master_addr.empty() ? default_master_addr(plan.nodes.front().host) : opts.master_addr;
 
@@ -131,7 +204,10 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
     if (local_world > 1 && !head_has(opts.head_env, "OMP_NUM_THREADS")) {
       bool set_by_user = false;  // hostfile, --env-file or -x
       for (const auto& [k, v] : node.env) set_by_user |= k == "OMP_NUM_THREADS";
-      if (!set_by_user) node.env.emplace_back("OMP_NUM_THREADS", "1");
+      if (!set_by_user) {
+        node.env.emplace_back("OMP_NUM_THREADS", "1");
+        node.omp_default = true;
+      }
     }
     // Python ranks print every thread's traceback on SIGABRT, which the agent
     // sends them when the job is stopped at --timeout or a stall (the report
@@ -150,9 +226,9 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
           {"LOCAL_WORLD_SIZE", std::to_string(local_world)},
           {"GROUP_RANK", std::to_string(node.node_rank)},
           {"GROUP_WORLD_SIZE", std::to_string(nnodes)},
-          {"ROLE_RANK", rank},
-          {"ROLE_WORLD_SIZE", std::to_string(world)},
-          {"ROLE_NAME", "default"},
+          {"ROLE_RANK", std::to_string(role_rank[static_cast<std::size_t>(r.rank)])},
+          {"ROLE_WORLD_SIZE", std::to_string(role_size[static_cast<std::size_t>(r.app)])},
+          {"ROLE_NAME", plan.apps[static_cast<std::size_t>(r.app)].role},
           {"NODE_RANK", std::to_string(node.node_rank)},
           {"NNODES", std::to_string(nnodes)},
           {"TORCHELASTIC_RUN_ID", plan.job_id},

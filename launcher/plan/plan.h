@@ -15,6 +15,23 @@ struct RankPlan {
   int rank = 0;
   int local_rank = 0;
   EnvList env;  // what dlaunch sets for this rank (not the inherited environment)
+  int app = 0;  // index into JobPlan::apps
+};
+
+// One program of the job (MPMD, docs/mpmd.md; a job of one program has one).
+// Apps take their ranks in order: app 0 gets ranks 0..np-1, and so on; each
+// app fills the free slots of its nodes in node order, as mpirun maps MPMD
+// jobs by slot.
+struct AppPlan {
+  int np = 0;
+  std::string role;                // ROLE_NAME; apps of one role share ROLE_RANK's count
+  std::vector<std::string> hosts;  // node names it may use; empty: every node
+  int nproc_per_node = 0;          // at most this many ranks per node; 0: no limit
+  EnvList env;                     // this app's -x and --env-file, over the job's
+  std::string workdir;             // empty: the job's
+  std::vector<std::string> command;
+  SourcePos pos;       // where the app was given (errors)
+  int first_rank = 0;  // set by make_plan
 };
 
 struct NodePlan {
@@ -22,6 +39,9 @@ struct NodePlan {
   HostEntry host;
   std::vector<RankPlan> ranks;
   EnvList env;  // set for every rank of this node (forwarded, hostfile env, -x, devices)
+  // env's OMP_NUM_THREADS=1 is dlaunch's default (torchrun's rule), not the
+  // user's: a bound rank gets its number of cores instead (docs/placement.md).
+  bool omp_default = false;
 };
 
 struct PlanOptions {
@@ -29,6 +49,9 @@ struct PlanOptions {
   std::string job_id;
   std::string master_addr;  // empty: derived from node 0
   std::vector<std::string> command;
+  // MPMD: the apps in order (their np add up to the world); empty: one app
+  // running command on np ranks (ROLE_NAME=default, torchrun's).
+  std::vector<AppPlan> apps;
   std::vector<std::string> head_env;  // the head's environment ("NAME=VALUE")
   // --env-file and -x (user_env.h): for every node, after the hostfile's env.
   EnvList user_env;
@@ -41,7 +64,8 @@ struct JobPlan {
   std::string job_id;
   int world_size = 0;
   std::string master_addr;
-  std::vector<std::string> command;
+  std::vector<std::string> command;  // the first app's
+  std::vector<AppPlan> apps;         // at least one
   std::vector<NodePlan> nodes;
 };
 

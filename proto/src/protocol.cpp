@@ -93,6 +93,8 @@ void put(Writer& w, const Setup& m) {
     w.u32(static_cast<std::uint32_t>(ws.argv.size()));
     for (const auto& a : ws.argv) w.bytes(a);
     put_env(w, ws.env);
+    w.bytes(ws.workdir);
+    w.boolean(ws.stdin_pipe);
   }
   w.bytes(m.store_secret);
   w.u16(m.store_port);
@@ -102,7 +104,13 @@ void put(Writer& w, const Setup& m) {
   for (const auto& n : m.node_names) w.bytes(n);
   w.u32(static_cast<std::uint32_t>(m.ranks_per_node.size()));
   for (auto n : m.ranks_per_node) w.i32(n);
+  w.u32(static_cast<std::uint32_t>(m.node_of_rank.size()));
+  for (auto n : m.node_of_rank) w.i32(n);
   w.i32(m.ranks_on_host);
+  w.bytes(m.bind_to).bytes(m.map_by);
+  w.boolean(m.oversubscribe);
+  w.i32(m.host_rank_offset);
+  w.boolean(m.omp_default);
 }
 void put(Writer& w, const Ready& m) {
   w.u16(m.master_port);
@@ -125,6 +133,7 @@ void put(Writer& w, const Start& m) {
 void put(Writer& w, const Started& m) {
   w.i32(m.rank);
   w.i32(m.pid);
+  w.bytes(m.cpus).bytes(m.cpu_picture).bytes(m.binding_note);
 }
 void put(Writer& w, const Output& m) {
   w.i32(m.rank);
@@ -179,6 +188,9 @@ void put(Writer& w, const ProbeResult& m) {
   }
 }
 void put(Writer& w, const PauseOutput& m) { w.boolean(m.pause); }
+void put(Writer& w, const StdinData& m) { w.bytes(m.data); }
+void put(Writer& /*w*/, const StdinEof& /*m*/) {}
+void put(Writer& w, const StdinAck& m) { w.u64(m.bytes); }
 void put(Writer& w, const SignalRanks& m) { w.i32(m.signal); }
 void put(Writer& w, const CollectStacks& m) {
   w.u32(m.request_id);
@@ -224,6 +236,8 @@ void get(Reader& r, Setup& m) {
     ws.argv.reserve(argc);
     for (std::uint32_t i = 0; i < argc; ++i) ws.argv.push_back(r.str());
     ws.env = r.env();
+    ws.workdir = r.str();
+    ws.stdin_pipe = r.boolean();
   }
   m.store_secret = r.str();
   m.store_port = r.u16();
@@ -235,7 +249,15 @@ void get(Reader& r, Setup& m) {
   auto nr = r.count(4);
   m.ranks_per_node.reserve(nr);
   for (std::uint32_t i = 0; i < nr; ++i) m.ranks_per_node.push_back(r.i32());
+  auto nor = r.count(4);
+  m.node_of_rank.reserve(nor);
+  for (std::uint32_t i = 0; i < nor; ++i) m.node_of_rank.push_back(r.i32());
   m.ranks_on_host = r.i32();
+  m.bind_to = r.str();
+  m.map_by = r.str();
+  m.oversubscribe = r.boolean();
+  m.host_rank_offset = r.i32();
+  m.omp_default = r.boolean();
 }
 void get(Reader& r, Ready& m) {
   m.master_port = r.u16();
@@ -262,6 +284,9 @@ void get(Reader& r, Start& m) {
 void get(Reader& r, Started& m) {
   m.rank = r.i32();
   m.pid = r.i32();
+  m.cpus = r.str();
+  m.cpu_picture = r.str();
+  m.binding_note = r.str();
 }
 void get(Reader& r, Output& m) {
   m.rank = r.i32();
@@ -323,6 +348,9 @@ void get(Reader& r, ProbeResult& m) {
   }
 }
 void get(Reader& r, PauseOutput& m) { m.pause = r.boolean(); }
+void get(Reader& r, StdinData& m) { m.data = r.str(); }
+void get(Reader& /*r*/, StdinEof& /*m*/) {}
+void get(Reader& r, StdinAck& m) { m.bytes = r.u64(); }
 
 void get(Reader& r, SignalRanks& m) {
   m.signal = r.i32();
@@ -423,10 +451,10 @@ std::optional<Message> Decoder::next() {
 
 const char* message_name(const Message& msg) {
   static constexpr const char* kNames[] = {
-      "Hello",       "Setup",         "Ready",       "Start",    "Started",     "Output",
-      "Exited",      "Abort",         "Heartbeat",   "Shutdown", "Fatal",       "Done",
-      "FenceUp",     "FenceDown",     "WorkerAbort", "Probe",    "ProbeResult", "PauseOutput",
-      "SignalRanks", "CollectStacks", "Stacks"};
+      "Hello",       "Setup",         "Ready",       "Start",     "Started",     "Output",
+      "Exited",      "Abort",         "Heartbeat",   "Shutdown",  "Fatal",       "Done",
+      "FenceUp",     "FenceDown",     "WorkerAbort", "Probe",     "ProbeResult", "PauseOutput",
+      "SignalRanks", "CollectStacks", "Stacks",      "StdinData", "StdinEof",    "StdinAck"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[msg.index()];
 }

@@ -30,12 +30,21 @@ void protocol_seeds(const fs::path& dir) {
                            .local_rank = 0,
                            .argv = {"python3", "train.py"},
                            .env = {{"CUDA_VISIBLE_DEVICES", "0"}}});
-  setup.workers.push_back({.rank = 3, .local_rank = 1, .argv = {"python3", "train.py"}});
+  setup.workers.push_back({.rank = 3,
+                           .local_rank = 1,
+                           .argv = {"python3", "train.py"},
+                           .env = {},
+                           .workdir = "/srv",
+                           .stdin_pipe = true});
+  setup.node_of_rank = {0, 1, 0, 1};
   setup.store_secret = "secret";
   setup.mpi = true;
   setup.node_names = {"node0", "node1"};
   setup.ranks_per_node = {2, 2};
   setup.accept_probes = true;
+  setup.bind_to = "core";
+  setup.map_by = "numa:PE=2";
+  setup.host_rank_offset = 2;
   proto::Ready ready{.master_port = 29500, .store_port = 29501};
   ready.interfaces = {
       {.name = "lo", .address = "127.0.0.1", .prefix_len = 8, .up = true, .loopback = true},
@@ -50,7 +59,8 @@ void protocol_seeds(const fs::path& dir) {
       {"ready", ready},
       {"start", proto::Start{.env = {{"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}},
                              .net_address = "10.0.0.1"}},
-      {"started", proto::Started{.rank = 2, .pid = 777}},
+      {"started",
+       proto::Started{.rank = 2, .pid = 777, .cpus = "0-3", .cpu_picture = "[BB/BB/../..]"}},
       {"output", proto::Output{.rank = 2, .stream = proto::Stream::kStderr, .data = "line\n"}},
       {"exited", proto::Exited{.rank = 2,
                                .pid = 777,
@@ -74,6 +84,9 @@ void protocol_seeds(const fs::path& dir) {
            .outcomes = {{.address = "10.0.0.1", .reached = true, .interface = "eth0"},
                         {.address = "fd00::1", .error = "Network is unreachable"}}}},
       {"signal_ranks", proto::SignalRanks{.signal = 10}},
+      {"stdin_data", proto::StdinData{.data = "line 1\nline 2\n"}},
+      {"stdin_eof", proto::StdinEof{}},
+      {"stdin_ack", proto::StdinAck{.bytes = 14}},
   };
   std::string session;
   for (const auto& [name, m] : messages) {

@@ -625,6 +625,39 @@ TEST_F(FaultMatrix, F11_AbortingOneJobSparesTheOther) {
   EXPECT_EQ(left, 0u) << describe(left_b) << describe(left_all);
 }
 
+// 13. A host is cut off mid-run in a job that may lose a node (--min-nodes 2
+// --max-restarts 1): the head drops it within the heartbeat timeout and the
+// job restarts on the two hosts left (WORLD_SIZE 4, not 6) and ends with
+// exit 0; the cut-off host's agent stops its workers itself.
+TEST_F(FaultMatrix, F13_PartitionedNodeIsDroppedWithMinNodes) {
+  REQUIRE_BED();
+  const auto job = unique_job_id("f13");
+  Process p(job_cmd(job, {"--kill-grace", "1", "--heartbeat-timeout", "3", "--min-nodes", "2",
+                          "--max-restarts", "1", "--no-prefix", "sh", "-c",
+                          "echo attempt $TORCHELASTIC_RESTART_COUNT rank $RANK of $WORLD_SIZE; "
+                          "[ $TORCHELASTIC_RESTART_COUNT = 1 ] || exec sleep 60"}),
+            job_env(job));
+  ASSERT_TRUE(p.wait_for_lines(world(), 30)) << p.finish(1).err;
+  const auto t0 = Clock::now();
+  auto down = bed_exec(1, {"ip", "link", "set", "eth0", "down"});
+  ASSERT_EQ(down.exit_code, 0) << down.err;
+  auto r = p.finish(60);
+  const double s = seconds_between(t0, Clock::now());
+  auto [left, t_clean] = wait_clean(job, 10);
+  print_row(13, "node-partitioned-min-nodes", r.exit_code, s, left.size(), bed(),
+            "|heartbeat-timeout=3|restarted-on=2");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  int second = 0;
+  for (const auto& l : lines_of(r.out)) second += l.starts_with("attempt 1 ") ? 1 : 0;
+  EXPECT_EQ(second, 2 * kBedSlots) << r.out;
+  EXPECT_NE(r.out.find("of " + std::to_string(2 * kBedSlots)), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("node 1 " + addr(1) + " excluded; 2 node(s) run the next attempt"),
+            std::string::npos)
+      << r.err;
+  EXPECT_LT(s, 3.0 + 10.0) << r.err;
+  EXPECT_TRUE(left.empty()) << describe(left);
+}
+
 // 12. Every worker floods stdout faster than its output can leave: dlaunch's
 // and the agents' memory stays bounded (the agents stop reading their workers
 // above a watermark), and dlaunch stays responsive: it acknowledges SIGINT at

@@ -80,7 +80,12 @@ struct Tally {
     }
     carry.erase(0, pos);
   }
+  std::vector<std::string> ours;  // dlaunch's own lines ("dlaunch: ...")
   void line(std::string_view l) {
+    if (l.starts_with("dlaunch: ")) {
+      ours.emplace_back(l);
+      return;
+    }
     ++lines;
     int pr = -1;
     int r = -1;
@@ -153,6 +158,62 @@ TEST(OutputStall, ReaderThatStopsLongerThanTheHeartbeatTimeoutLosesNothing) {
   EXPECT_EQ(tally.lines, 2 * kLines);
   EXPECT_EQ(tally.carry, "") << "a cut last line";
   EXPECT_EQ(errs.find("heartbeat"), std::string::npos) << errs;
+  EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
+  fs::remove_all(dir);
+}
+
+// `dlaunch ... 2>&1 | less`, paused: stdout and stderr are one stalled pipe,
+// and dlaunch has something of its own to say meanwhile (SIGTSTP and SIGCONT
+// are answered with a line each). Those lines go through the same
+// non-blocking console as the ranks' output: a write(2) of them straight to
+// fd 2 would block the controller past the heartbeat timeout, and the agents
+// would stop the job.
+TEST(OutputStall, DlaunchsOwnLinesDoNotBlockOnAStalledStderr) {
+  const fs::path dir = temp_dir("stall-err");
+  const auto fifo = dir / "out.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  dlaunch::UniqueFd rd(::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  ASSERT_TRUE(rd);
+  dlaunch::UniqueFd wr(::open(fifo.c_str(), O_WRONLY | O_CLOEXEC));
+  ASSERT_TRUE(wr);
+  dlaunch::set_nonblocking(rd.get(), false);
+
+  constexpr long kLines = 160000;  // per rank, over about 4 s
+  const auto job = unique_job_id("stall-err");
+  const pid_t pid = start_dlaunch({"-n", "2", "--job-id", job, "--heartbeat-timeout", "3", kWorker,
+                                   "paced", std::to_string(kLines), "40000"},
+                                  wr.get(), wr.get());
+  wr.reset();
+
+  Tally tally;
+  std::thread reader([&] {
+    std::vector<char> buf(1 << 16);
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    // The pipe is full by now; dlaunch is asked to speak twice, and nothing
+    // is read for 8 s (more than twice the heartbeat timeout).
+    ::kill(pid, SIGTSTP);
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    ::kill(pid, SIGCONT);
+    std::this_thread::sleep_for(std::chrono::seconds(7));
+    for (;;) {
+      const ssize_t n = ::read(rd.get(), buf.data(), buf.size());
+      if (n > 0) {
+        tally.feed(std::string_view(buf.data(), static_cast<std::size_t>(n)));
+      } else if (n == 0 || errno != EINTR) {
+        break;
+      }
+    }
+  });
+  const int code = wait_exit(pid, 60);
+  reader.join();
+  std::string ours;
+  for (const auto& l : tally.ours) ours += l + "\n";
+  EXPECT_EQ(code, 0) << ours;
+  EXPECT_EQ(tally.bad, 0) << tally.first_bad;
+  EXPECT_EQ(tally.lines, 2 * kLines);
+  EXPECT_NE(ours.find("SIGTSTP: stopping every rank"), std::string::npos) << ours;
+  EXPECT_NE(ours.find("SIGCONT: resuming every rank"), std::string::npos) << ours;
+  EXPECT_EQ(ours.find("heartbeat"), std::string::npos) << ours;
   EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
   fs::remove_all(dir);
 }

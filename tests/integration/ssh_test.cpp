@@ -248,6 +248,52 @@ TEST_F(Ssh, MissingAgentIsReportedPerHostBeforeAnythingStarts) {
   EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
 }
 
+// MPMD (docs/mpmd.md) over a local and an SSH node: app 2 only on the SSH
+// node, and stdin to one of its ranks through that node's agent.
+TEST_F(Ssh, MpmdAppsOnLocalAndSshNodesWithStdinToAnSshRank) {
+  const auto hosts = temp_file(
+      "hosts:\n  - {host: localhost, name: here, slots: 2}\n  - {host: 127.0.0.2, name: there, "
+      "transport: ssh, port: " +
+          std::to_string(port_) + ", slots: 2}\n",
+      ".yaml");
+  const std::string show = "echo $ROLE_NAME $RANK $ROLE_RANK $NODE_RANK ${SSH_CONNECTION:+ssh}";
+  auto r = run({"/bin/sh",
+                "-c",
+                "printf 'in\\n' | \"$0\" \"$@\"",
+                DLAUNCH_BIN,
+                "-H",
+                hosts,
+                "--stdin",
+                "2",
+                "-n",
+                "1",
+                "--role",
+                "server",
+                "sh",
+                "-c",
+                show,
+                ":",
+                "-n",
+                "2",
+                "--host",
+                "there",
+                "sh",
+                "-c",
+                "read line; " + show + " $line",
+                ":",
+                "-n",
+                "1",
+                "sh",
+                "-c",
+                show},
+               60, env(home()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = lines_of(r.out);
+  EXPECT_EQ((std::multiset<std::string>(lines.begin(), lines.end())),
+            (std::multiset<std::string>{"[0] server 0 0 0", "[1] sh 1 0 1 ssh",
+                                        "[2] sh 2 1 1 ssh in", "[3] sh 3 2 0"}));
+}
+
 TEST_F(Ssh, LocalAndSshNodesInOneJob) {
   const auto hosts = temp_file(
       "hosts:\n  - {host: localhost, slots: 2}\n  - {host: 127.0.0.2, transport: ssh, port: " +

@@ -128,9 +128,9 @@ TEST(Stacks, TimeoutReportsPythonTracebacksFromFaulthandler) {
 TEST(Stacks, SigquitReportsStacksAndTheJobGoesOn) {
   REQUIRE_STACK_TOOL();
   const auto job = unique_job_id("stacks-sigquit");
-  Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, "--output-dir",
-                         (std::filesystem::temp_directory_path() / "dlaunch-stacks-q").string(),
-                         STUCK_WORKER_BIN, "6"}));
+  const std::string out_dir = temp_dir("stacks-sigquit");
+  Process p(dlaunch_cmd(
+      {"-H", kLocalhost, "--job-id", job, "--output-dir", out_dir, STUCK_WORKER_BIN, "6"}));
   ASSERT_TRUE(p.wait_for_lines(4, 20));
   p.signal(SIGQUIT);
   EXPECT_TRUE(p.wait_for_stderr(
@@ -144,7 +144,7 @@ TEST(Stacks, SigquitReportsStacksAndTheJobGoesOn) {
   int done = 0;
   for (const auto& l : lines_of(r.out)) done += l.ends_with("done") ? 1 : 0;
   EXPECT_EQ(done, 4) << r.out;
-  std::filesystem::remove_all(std::filesystem::temp_directory_path() / "dlaunch-stacks-q" / job);
+  std::filesystem::remove_all(out_dir);
 }
 
 TEST(Stacks, StallTimeoutReportsOnceAndTheJobGoesOn) {

@@ -17,6 +17,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <gtest/gtest.h>
+
 #include "dlaunch/process.h"
 
 namespace dltest {
@@ -182,6 +184,37 @@ std::vector<std::string> mpi_worker_env() {
   return {std::string("LSAN_OPTIONS=") + (lsan != nullptr ? std::string(lsan) + ":" : "") +
           "fast_unwind_on_malloc=0"};
 }
+
+namespace {
+
+// At a timeout or a stall dlaunch keeps every rank's full stacks in a private
+// folder of the temp folder, dlaunch-stacks-JOB-..., for the user to read
+// after the job; jobs of unique_job_id() are this test process's, and their
+// folders go when it ends.
+class StacksFolderCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    // Where dlaunch puts it (dlaunch/private_dir.h, runtime_base_dir).
+    std::filesystem::path base = "/tmp";
+    for (const char* name : {"XDG_RUNTIME_DIR", "TMPDIR"}) {
+      const char* v = std::getenv(name);
+      if (v != nullptr && *v != '\0') base = v;
+    }
+    const std::string prefix = "dlaunch-stacks-t" + std::to_string(::getpid()) + "-";
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(base, ec)) {
+      if (e.path().filename().string().rfind(prefix, 0) == 0) {
+        std::error_code ignored;
+        std::filesystem::remove_all(e.path(), ignored);
+      }
+    }
+  }
+};
+
+[[maybe_unused]] const ::testing::Environment* const kStacksCleanup =
+    ::testing::AddGlobalTestEnvironment(new StacksFolderCleanup);
+
+}  // namespace
 
 std::string unique_job_id(const std::string& tag) {
   static std::atomic<int> counter{0};

@@ -37,7 +37,7 @@ contains() {  # contains DESCRIPTION WORD -- WORDS...
 all=$(complete_line -)
 while read -r o; do
   grep -qxF -- "$o" <<< "$all" || { echo "FAIL: option $o not offered"; fail=1; }
-done < <("$dlaunch" --help | grep -oE '^ +-[-[:alnum:]]+(,-[-[:alnum:]]+)*' | tr ',' '\n' | tr -d ' ')
+done < <("$dlaunch" --help | grep -oE '^ +-[-_[:alnum:]]+(,-[-_[:alnum:]]+)*' | tr ',' '\n' | tr -d ' ')
 contains "long options by prefix" --transport -- --tr
 expect "transport values" "$(printf 'auto\nslurm\nssh')" -- --transport ""
 expect "transport value prefix" "slurm" -- --transport sl

@@ -88,6 +88,9 @@ TEST(Plan, GpusBecomeCudaVisibleDevicesAndOmpThreadsDefaultsToOne) {
   auto chosen = make_plan(hf, {.job_id = "j", .command = {"x"}, .head_env = {"OMP_NUM_THREADS=8"}});
   EXPECT_EQ(get(chosen.nodes[0].env, "OMP_NUM_THREADS"),
             "<unset>");  // the head's value is inherited
+  // The default is marked as such: a bound rank gets its cores instead (docs/placement.md).
+  EXPECT_TRUE(plan.nodes[0].omp_default);
+  EXPECT_FALSE(chosen.nodes[0].omp_default);
 }
 
 TEST(Plan, HostEnvOverridesHostfileEnvInOrder) {

@@ -43,6 +43,16 @@ TEST(Protocol, SetupRoundTripsWithWorkersAndEnvironment) {
   s.node_names = {"n0", "n1"};
   s.ranks_per_node = {2, 3};
   s.ranks_on_host = 5;
+  s.bind_to = "core";
+  s.map_by = "numa:PE=2";
+  s.oversubscribe = true;
+  s.host_rank_offset = 3;
+  s.omp_default = true;
+  s.node_of_rank = {0, 1, 0, 1, 1};
+  proto::WorkerSpec second{.rank = 8, .local_rank = 2, .argv = {"server"}, .env = {}};
+  second.workdir = "/srv/app";
+  second.stdin_pipe = true;
+  s.workers.push_back(second);
   auto back = std::get<proto::Setup>(round_trip(s));
   EXPECT_EQ(back.job_id, "job-1");
   EXPECT_EQ(back.node_rank, 3);
@@ -50,8 +60,14 @@ TEST(Protocol, SetupRoundTripsWithWorkersAndEnvironment) {
   EXPECT_EQ(back.master_port, 29500);
   EXPECT_EQ(back.kill_grace_ms, 1234u);
   EXPECT_EQ(back.workdir, "/home/a b");
-  ASSERT_EQ(back.workers.size(), 1u);
+  ASSERT_EQ(back.workers.size(), 2u);
   EXPECT_EQ(back.workers[0].rank, 7);
+  EXPECT_EQ(back.workers[0].workdir, "");
+  EXPECT_FALSE(back.workers[0].stdin_pipe);
+  EXPECT_EQ(back.workers[1].argv, (std::vector<std::string>{"server"}));
+  EXPECT_EQ(back.workers[1].workdir, "/srv/app");
+  EXPECT_TRUE(back.workers[1].stdin_pipe);
+  EXPECT_EQ(back.node_of_rank, (std::vector<std::int32_t>{0, 1, 0, 1, 1}));
   EXPECT_EQ(back.workers[0].argv, (std::vector<std::string>{"python3", "-c", "print('x y')"}));
   EXPECT_EQ(back.workers[0].env, (Env{{"RANK", "7"}, {"A", ""}}));
   EXPECT_EQ(back.store_secret, "secret");
@@ -60,6 +76,24 @@ TEST(Protocol, SetupRoundTripsWithWorkersAndEnvironment) {
   EXPECT_EQ(back.node_names, (std::vector<std::string>{"n0", "n1"}));
   EXPECT_EQ(back.ranks_per_node, (std::vector<std::int32_t>{2, 3}));
   EXPECT_EQ(back.ranks_on_host, 5);
+  EXPECT_EQ(back.bind_to, "core");
+  EXPECT_EQ(back.map_by, "numa:PE=2");
+  EXPECT_TRUE(back.oversubscribe);
+  EXPECT_EQ(back.host_rank_offset, 3);
+  EXPECT_TRUE(back.omp_default);
+}
+
+TEST(Protocol, StartedCarriesTheRanksBinding) {
+  static_assert(kProtocolVersion >= 9);  // 9 added placement to Setup and Started
+  auto back = std::get<Started>(round_trip(Started{.rank = 1,
+                                                   .pid = 2,
+                                                   .cpus = "0-3,8",
+                                                   .cpu_picture = "[BB/BB/../..]",
+                                                   .binding_note = "oversubscribed"}));
+  EXPECT_EQ(back.cpus, "0-3,8");
+  EXPECT_EQ(back.cpu_picture, "[BB/BB/../..]");
+  EXPECT_EQ(back.binding_note, "oversubscribed");
+  EXPECT_EQ(std::get<Started>(round_trip(Started{.rank = 1})).cpus, "");
 }
 
 TEST(Protocol, EveryMessageRoundTrips) {
@@ -68,7 +102,7 @@ TEST(Protocol, EveryMessageRoundTrips) {
       proto::Setup{},
       Ready{.master_port = 4000},
       Start{.env = {{"MASTER_ADDR", "10.0.0.1"}}},
-      Started{.rank = 2, .pid = 99},
+      Started{.rank = 2, .pid = 99, .cpus = "1", .cpu_picture = "[./B]", .binding_note = "n"},
       Output{.rank = 1, .stream = Stream::kStderr, .partial = true, .data = std::string("a\0b", 3)},
       Exited{
           .rank = 5, .pid = 7, .kind = ExitKind::kSignaled, .signal = 11, .runtime_ms = 1ull << 40},
@@ -90,6 +124,9 @@ TEST(Protocol, EveryMessageRoundTrips) {
              .tool = "eu-stack",
              .ranks = {{.rank = 0, .pid = 10, .native = "TID 10:\n#0 0x1 f\n"},
                        {.rank = 1, .pid = 11, .python = "Current thread", .error = "gone"}}},
+      StdinData{.data = std::string("line\n\0bin", 9)},
+      StdinEof{},
+      StdinAck{.bytes = (1ull << 33) + 5},
   };
   for (const auto& m : all) {
     auto back = round_trip(m);
@@ -174,10 +211,11 @@ TEST(Protocol, UnknownTypeAndBadMagicAreRejected) {
 }
 
 TEST(Protocol, HugeCountsCannotAllocateBeyondTheFrame) {
-  // Setup whose last count (ranks_per_node, followed by ranks_on_host) says
+  // Setup whose last count (ranks_per_node, followed by ranks_on_host, two
+  // empty strings, a bool, host_rank_offset and a bool: 18 bytes) says
   // 2^32-1 in a tiny frame.
   std::string wire = encode(proto::Setup{});
-  const std::size_t count_at = wire.size() - 8;
+  const std::size_t count_at = wire.size() - 22;
   for (std::size_t i = 0; i < 4; ++i) wire[count_at + i] = static_cast<char>(0xff);
   Decoder d;
   d.feed(wire);
@@ -257,6 +295,15 @@ TEST(Protocol, SetupStartProbeAndItsResultRoundTrip) {
   EXPECT_EQ(result.outcomes[1].error, "Connection refused");
   EXPECT_STREQ(message_name(Probe{}), "Probe");
   EXPECT_STREQ(message_name(ProbeResult{}), "ProbeResult");
+}
+
+TEST(Protocol, StdinMessagesCarryTheirBytes) {
+  const std::string big(kStdinChunk, 'q');
+  EXPECT_EQ(std::get<StdinData>(round_trip(StdinData{.data = big})).data, big);
+  EXPECT_EQ(std::get<StdinAck>(round_trip(StdinAck{.bytes = 123456789012ull})).bytes,
+            123456789012ull);
+  EXPECT_TRUE(std::holds_alternative<StdinEof>(round_trip(StdinEof{})));
+  EXPECT_STREQ(message_name(StdinAck{}), "StdinAck");
 }
 
 TEST(Protocol, PauseOutputCarriesItsFlag) {

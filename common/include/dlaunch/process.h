@@ -2,8 +2,8 @@
 // right child-side set-up, pipes, signals and /proc scans.
 //
 // Child side of spawn(), in this order: reset signal mask and dispositions,
-// new process group (optional), parent-death signal (optional; the child exits
-// at once if the parent already died), dup2 of the given fds onto 0/1/2,
+// CPU affinity and memory policy (optional), new process group (optional), parent-death signal
+// (optional; the child exits at once if the parent already died), dup2 of the given fds onto 0/1/2,
 // close every other fd, chdir, exec. A failure in the child is reported back
 // through a close-on-exec pipe, so spawn() returns the exec error itself
 // (e.g. "No such file or directory") instead of a child that exits 127.
@@ -33,6 +33,13 @@ struct SpawnOptions {
   // An open cgroup.procs of a cgroup (v2) the child moves itself into first
   // thing, so that all it ever starts is in there too; -1: stay.
   int cgroup_procs_fd = -1;
+  // Placement (docs/placement.md): CPUs (OS indices) the child binds itself
+  // to with sched_setaffinity before exec, so that every thread it starts
+  // inherits them; empty: leave. mem_nodes: NUMA nodes its memory comes from
+  // first (set_mempolicy MPOL_PREFERRED, the first node); empty: the
+  // kernel's default. Both are turned into the kernel's masks in the parent.
+  std::vector<int> cpus;
+  std::vector<int> mem_nodes;
 };
 
 // The child's pid (> 0), or what failed in the child.

@@ -52,7 +52,8 @@ class FakeOs final : public dlaunch::agent::AgentOs {
     pid_t pid;
     std::vector<std::string> argv;
     std::vector<std::string> env;
-    int out = -1;  // write ends of the worker's stdout/stderr pipes
+    std::vector<int> cpus;  // SpawnOptions::cpus: what the child would bind to
+    int out = -1;           // write ends of the worker's stdout/stderr pipes
     int err = -1;
     bool exited = false;
   };
@@ -69,7 +70,7 @@ class FakeOs final : public dlaunch::agent::AgentOs {
   }
   dlaunch::SpawnResult spawn(const dlaunch::SpawnOptions& opts) override {
     if (!spawn_error.empty()) return dlaunch::SpawnResult::failure(spawn_error);
-    Proc p{.pid = next_pid++, .argv = opts.argv, .env = opts.env};
+    Proc p{.pid = next_pid++, .argv = opts.argv, .env = opts.env, .cpus = opts.cpus};
     p.out = ::fcntl(opts.stdout_fd, F_DUPFD_CLOEXEC, 3);
     p.err = ::fcntl(opts.stderr_fd, F_DUPFD_CLOEXEC, 3);
     procs.push_back(p);

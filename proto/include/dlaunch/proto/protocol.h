@@ -11,9 +11,9 @@
 // kProtocolVersion; the head refuses any other version before sending work.
 //
 //   agent -> head: Hello, Ready, Started, Output, Exited, Heartbeat, Fatal, Done,
-//                  FenceUp, WorkerAbort, ProbeResult, Stacks
+//                  FenceUp, WorkerAbort, ProbeResult, Stacks, StdinAck
 //   head -> agent: Setup, Start, Abort, Heartbeat, Shutdown, FenceDown, Probe,
-//                  PauseOutput, SignalRanks, CollectStacks
+//                  PauseOutput, SignalRanks, CollectStacks, StdinData, StdinEof
 //
 // MPI mode (Setup.mpi): every agent is a PMIx server; a fence spanning nodes
 // sends each node's blob up (FenceUp, numbered per node in call order), and
@@ -43,8 +43,9 @@
 // faulthandler prints on SIGABRT.
 //
 // Sequence: Hello, Setup, Ready, [Probe, ProbeResult], Start,
-// (Started | Output | Exited | SignalRanks)*, [Abort], Shutdown, Done, then the agent exits. The
-// agent treats EOF on its stdin as Abort{immediate=false} followed by Shutdown.
+// (Started | Output | Exited | SignalRanks | StdinData | StdinEof | StdinAck)*, [Abort], Shutdown,
+// Done, then the agent exits. The agent treats EOF on its stdin as
+// Abort{immediate=false} followed by Shutdown.
 //
 // Decoding never trusts lengths: a frame over kMaxFrameBytes, a truncated
 // payload or trailing bytes throw ProtocolError. Thread safety: none needed,
@@ -67,7 +68,7 @@
 namespace dlaunch::proto {
 
 inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
-inline constexpr std::uint16_t kProtocolVersion = 8;
+inline constexpr std::uint16_t kProtocolVersion = 9;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
@@ -102,7 +103,9 @@ struct WorkerSpec {
   std::int32_t rank = 0;
   std::int32_t local_rank = 0;
   std::vector<std::string> argv;
-  Env env;  // added to (and overriding) the agent's own environment
+  Env env;                  // added to (and overriding) the agent's own environment
+  std::string workdir;      // empty: Setup::workdir (MPMD apps may each have their own)
+  bool stdin_pipe = false;  // stdin is a pipe fed by StdinData (--stdin); else /dev/null
 };
 
 struct Setup {
@@ -130,10 +133,26 @@ struct Setup {
   // MPI mode: the whole job's layout, for the PMIx namespace.
   bool mpi = false;
   std::vector<std::string> node_names;       // logical node names, node order
-  std::vector<std::int32_t> ranks_per_node;  // ranks are contiguous in node order
+  std::vector<std::int32_t> ranks_per_node;  // how many ranks each node has
+  // The node of every global rank, when the ranks of a node are not
+  // contiguous (MPMD apps restricted to some nodes); empty: contiguous in
+  // node order.
+  std::vector<std::int32_t> node_of_rank;
   // Ranks of the whole job on this node's machine (its logical nodes
   // together): the agent tells MPI to yield when they outnumber its CPUs.
   std::int32_t ranks_on_host = 0;
+  // Placement (docs/placement.md): --bind-to and --map-by as given (empty:
+  // not given; the agent applies the defaults) and --oversubscribe. The agent
+  // maps the ranks_on_host ranks of its machine on its own topology and binds
+  // its own slice, from host_rank_offset (logical nodes of one machine share
+  // its cores and each binds its share).
+  std::string bind_to;
+  std::string map_by;
+  bool oversubscribe = false;
+  std::int32_t host_rank_offset = 0;
+  // The workers' OMP_NUM_THREADS=1 is the head's default, not the user's: a
+  // bound rank gets its number of cores instead.
+  bool omp_default = false;
 };
 
 enum class AddressFamily : std::uint8_t { kIpv4 = 4, kIpv6 = 6 };
@@ -174,6 +193,12 @@ struct Start {
 struct Started {
   std::int32_t rank = 0;
   std::int32_t pid = 0;
+  // Where it runs (--report-bindings): its CPUs as a list ("0-3,8") and as
+  // mpirun's picture ("[BB/../..]"), empty when not bound; binding_note says
+  // why not, or what else to know (oversubscribed, a synthetic topology).
+  std::string cpus;
+  std::string cpu_picture;
+  std::string binding_note;
 };
 
 enum class Stream : std::uint8_t { kStdout = 1, kStderr = 2 };
@@ -293,9 +318,29 @@ struct Stacks {
   std::vector<RankStack> ranks;  // the ranks running when asked, in rank order
 };
 
-using Message = std::variant<Hello, Setup, Ready, Start, Started, Output, Exited, Abort, Heartbeat,
-                             Shutdown, Fatal, Done, FenceUp, FenceDown, WorkerAbort, Probe,
-                             ProbeResult, PauseOutput, SignalRanks, CollectStacks, Stacks>;
+// dlaunch's stdin (--stdin), for the workers whose WorkerSpec::stdin_pipe is
+// set: head -> agent, StdinData with the next bytes (every such worker of the
+// node gets them all), then StdinEof once (the agent closes their pipes when
+// it has written what it holds). Flow control by credit: the head has at most
+// kStdinWindow bytes sent to an agent that the agent has not acknowledged;
+// the agent acknowledges (StdinAck, the total so far) the bytes every such
+// worker of its node has taken (written into its pipe, or dropped because the
+// worker is gone), so that what it holds per worker stays within the window
+// and a worker that does not read stops dlaunch reading its stdin.
+inline constexpr std::size_t kStdinWindow = 1u << 20;
+inline constexpr std::size_t kStdinChunk = 64u << 10;  // the most bytes in one StdinData
+struct StdinData {
+  std::string data;
+};
+struct StdinEof {};
+struct StdinAck {
+  std::uint64_t bytes = 0;  // every byte of StdinData so far that every target worker has taken
+};
+
+using Message =
+    std::variant<Hello, Setup, Ready, Start, Started, Output, Exited, Abort, Heartbeat, Shutdown,
+                 Fatal, Done, FenceUp, FenceDown, WorkerAbort, Probe, ProbeResult, PauseOutput,
+                 SignalRanks, CollectStacks, Stacks, StdinData, StdinEof, StdinAck>;
 
 // Appends one complete frame for msg to out.
 void encode(const Message& msg, std::string& out);

@@ -1,0 +1,305 @@
+#include "cli/pernode_options.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <string_view>
+
+#include <CLI/CLI.hpp>
+#include <climits>
+
+#include "cli/options.h"
+#include "dlaunch/tunables.h"
+
+namespace dlaunch {
+
+namespace {
+
+const char* const kGroup = "Per-node mode (torchrun)";
+
+// torchrun options that select the per-node mode on their own.
+constexpr std::string_view kSelectors[] = {"--nnodes",        "--node-rank", "--rdzv-backend",
+                                           "--rdzv-endpoint", "--rdzv-id",   "--rdzv-conf",
+                                           "--standalone"};
+// torchrun options with no meaning outside per-node mode.
+constexpr std::string_view kPerNodeOnly[] = {
+    "--module", "--no-python",  "--run-path",           "--log-dir",          "--redirects",
+    "--tee",    "--local-addr", "--local-ranks-filter", "--monitor-interval", "--use-env"};
+// dlaunch options of the head-node mode that make no sense on one node.
+constexpr std::string_view kHeadOnly[] = {"--hosts",
+                                          "--hostfile",
+                                          "--np",
+                                          "--include",
+                                          "--exclude",
+                                          "--num-nodes",
+                                          "--transport",
+                                          "--mpi",
+                                          "--check",
+                                          "--ssh",
+                                          "--ssh-config",
+                                          "--host-key-check",
+                                          "--connect-timeout",
+                                          "--ssh-concurrency",
+                                          "--store-port",
+                                          "--no-agent-upload",
+                                          "--dry-run",
+                                          "--show-secrets",
+                                          "--ranks",
+                                          "--min-nodes",
+                                          "--spares",
+                                          "--app",
+                                          "--host",
+                                          "--stdin"};
+
+std::string both(std::string_view dashed) {
+  std::string s(dashed);
+  std::string under = s;
+  std::replace(under.begin() + 2, under.end(), '-', '_');
+  return under == s ? s : s + "," + under;
+}
+
+bool given(const CLI::App& app, std::string_view name) { return app.count(std::string(name)) > 0; }
+
+int parse_count(const std::string& text, const std::string& option, int lo) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < lo || v > INT_MAX) {
+    throw InputError({option}, "",
+                     "expected " + std::string(lo > 0 ? "a positive integer" : "an integer >= 0") +
+                         ", got '" + text + "'");
+  }
+  return static_cast<int>(v);
+}
+
+void parse_nnodes(PerNodeOptions& p) {
+  const auto colon = p.nnodes.find(':');
+  if (colon == std::string::npos) {
+    p.min_nodes = p.max_nodes = parse_count(p.nnodes, "--nnodes", 1);
+    return;
+  }
+  p.min_nodes = parse_count(p.nnodes.substr(0, colon), "--nnodes", 1);
+  p.max_nodes = parse_count(p.nnodes.substr(colon + 1), "--nnodes", 1);
+  if (p.min_nodes > p.max_nodes) {
+    throw InputError({"--nnodes"}, "", "'" + p.nnodes + "': MIN is larger than MAX",
+                     "give MIN:MAX with MIN <= MAX");
+  }
+}
+
+}  // namespace
+
+std::string pernode_python() {
+  const char* exec = std::getenv("PYTHON_EXEC");
+  return exec != nullptr && *exec != '\0' ? exec : "python3";
+}
+
+void add_pernode_options(CLI::App& app, Options& o) {
+  auto* g = app.add_option_group(kGroup);
+  PerNodeOptions& p = o.pernode;
+  g->add_option(both("--nproc-per-node"), p.nproc,
+                "ranks per node: N (head mode: overrides the hostfile's slots); per-node mode "
+                "also gpu (one per visible GPU), cpu (one per CPU), auto (gpu if any, else cpu)");
+  g->add_option("--nnodes", p.nnodes,
+                "per-node mode: number of nodes, N or MIN:MAX (elastic, with --max-restarts)");
+  g->add_option(
+       both("--node-rank"), p.node_rank,
+       "per-node mode: this node's rank (static rendezvous at --master-addr:--master-port)")
+      ->check(CLI::Range(0, INT_MAX));
+  g->add_option(both("--rdzv-backend"), p.rdzv_backend,
+                "per-node mode: c10d (node ranks assigned when the rendezvous closes) or static");
+  g->add_option(both("--rdzv-endpoint"), p.rdzv_endpoint,
+                "per-node mode: HOST[:PORT] (default port 29400); the launcher that can bind it "
+                "hosts the rendezvous");
+  g->add_option(both("--rdzv-id"), p.rdzv_id, "per-node mode: the job's id (TORCHELASTIC_RUN_ID)");
+  g->add_option(both("--rdzv-conf"), p.rdzv_conf,
+                "per-node mode: KEY=VALUE,... join_timeout, last_call_timeout, close_timeout, "
+                "read_timeout (seconds), secret (else $DLAUNCH_RDZV_SECRET), insecure=1");
+  g->add_flag("--standalone", p.standalone,
+              "per-node mode: a job of this node alone (no other launcher to meet)");
+  g->add_option(both("--monitor-interval"), p.monitor_interval_s,
+                "accepted for torchrun's command lines; dlaunch sees exits at once (SIGCHLD)")
+      ->check(CLI::PositiveNumber);
+  g->add_option(both("--local-addr"), p.local_addr,
+                "per-node mode: this node's address as the others reach it (MASTER_ADDR when it "
+                "is node 0 of a c10d rendezvous)");
+  g->add_flag(both("--no-python"), p.no_python,
+              "per-node mode: run the program as it is, even a .py file");
+  g->add_flag("-m,--module", p.module, "per-node mode: run the program as `python3 -m MODULE`");
+  g->add_flag(both("--run-path"), p.run_path, "per-node mode: run the program with python3");
+  g->add_option(both("--log-dir"), p.log_dir,
+                "per-node mode: also write every rank's output to DIR/<job-id>/rank.N.{out,err} "
+                "(as --output-dir)");
+  g->add_option("-r,--redirects", p.redirects,
+                "per-node mode: 0 only (dlaunch shows every rank's output and writes it to "
+                "--log-dir as well, torchrun's --tee 3)");
+  g->add_option("-t,--tee", p.tee, "per-node mode: accepted; see --redirects");
+  g->add_option(both("--local-ranks-filter"), p.local_ranks_filter,
+                "per-node mode: show only these local ranks' output on the console, e.g. 0,1");
+  bool use_env = false;
+  g->add_flag(both("--use-env"), use_env,
+              "torch.distributed.launch's: accepted (LOCAL_RANK is always in the environment)");
+  // Refused by name: torchrun options that make no sense for dlaunch.
+  static std::string refused_value;
+  for (const char* name : {"--start-method", "--logs-specs", "--numa-binding",
+                           "--event-log-handler", "--signals-to-handle", "--max-worker-restarts"}) {
+    g->add_option(both(name), refused_value, "refused (torchrun's; see docs/per-node.md)")
+        ->group("");
+  }
+}
+
+void finish_pernode_options(const CLI::App& app, Options& o) {
+  PerNodeOptions& p = o.pernode;
+  for (const char* name : {"--start-method", "--logs-specs", "--numa-binding",
+                           "--event-log-handler", "--signals-to-handle", "--max-worker-restarts"}) {
+    if (!given(app, name)) continue;
+    const std::string_view n(name);
+    const char* why = n == "--start-method"
+                          ? "dlaunch execs every worker (no fork or multiprocessing start)"
+                      : n == "--logs-specs" ? "there are no log-spec plugins; use --log-dir"
+                      : n == "--numa-binding"
+                          ? "dlaunch's placement options do it: --bind-to numa (torchrun's node), "
+                            "package (socket) or l3cache (core-complex) (docs/placement.md)"
+                      : n == "--event-log-handler" ? "dlaunch has no event log plugins"
+                      : n == "--signals-to-handle"
+                          ? "dlaunch's signal handling is fixed (docs/troubleshooting.md)"
+                          : "torchrun has no such option";
+    throw InputError({name}, "", std::string(name) + " is not supported: " + why,
+                     "leave it out (docs/per-node.md lists what is supported)");
+  }
+  bool selector = false;
+  for (auto n : kSelectors) selector |= given(app, n);
+  bool head_hosts = false;
+  for (const char* n : {"--hosts", "--hostfile", "--np"}) head_hosts |= given(app, n);
+  bool pernode_only = false;
+  std::string pernode_only_name;
+  for (auto n : kPerNodeOnly) {
+    if (given(app, n) && pernode_only_name.empty()) pernode_only_name = std::string(n);
+    pernode_only |= given(app, n);
+  }
+  p.enabled = selector || (!head_hosts && (pernode_only || given(app, "--nproc-per-node")));
+  // --role (an app option of the head-node mode) is ROLE_NAME here.
+  if (!o.role.empty()) p.role = o.role;
+  p.master_addr_given = given(app, "--master-addr");
+  p.master_port_given = given(app, "--master-port");
+
+  if (!p.enabled) {
+    if (pernode_only) {
+      throw InputError({pernode_only_name}, "", pernode_only_name + " is for the per-node mode",
+                       "leave out -H/--hostfile/-n and give --nnodes (docs/per-node.md)");
+    }
+    if (given(app, "--nproc-per-node")) {
+      o.filter.nproc_per_node = parse_count(p.nproc, "--nproc-per-node", 1);
+    }
+    return;
+  }
+  for (auto n : kHeadOnly) {
+    if (!given(app, n)) continue;
+    throw InputError({std::string(n)}, "",
+                     std::string(n) +
+                         " is for the head-node mode and means nothing in per-node "
+                         "mode (--nnodes, --node-rank, --rdzv-*, --standalone)",
+                     "run one dlaunch per node without it, or drop the per-node options "
+                     "(docs/per-node.md)");
+  }
+  parse_nnodes(p);
+  if (p.nproc != "gpu" && p.nproc != "cpu" && p.nproc != "auto") {
+    const int n = parse_count(p.nproc, "--nproc-per-node", 1);
+    if (n > limits::kMaxRanksPerNode) {
+      throw InputError({"--nproc-per-node"}, "",
+                       std::to_string(n) + " is over the limit of " +
+                           std::to_string(limits::kMaxRanksPerNode) + " ranks per node");
+    }
+  }
+  if (p.standalone) {
+    for (const char* n : {"--rdzv-backend", "--rdzv-endpoint", "--node-rank"}) {
+      if (given(app, n)) {
+        throw InputError(
+            {"--standalone"}, "",
+            std::string("--standalone runs this node alone; ") + n + " says it meets others",
+            "drop one of them");
+      }
+    }
+    if (given(app, "--nnodes") && p.max_nodes != 1) {
+      throw InputError({"--standalone"}, "", "--standalone is one node, --nnodes says " + p.nnodes);
+    }
+  }
+  // torchrun's default: static (at --master-addr:--master-port) unless an
+  // endpoint is given.
+  if (p.rdzv_backend.empty()) {
+    p.rdzv_backend =
+        p.node_rank >= 0 || p.standalone || p.rdzv_endpoint.empty() ? "static" : "c10d";
+  }
+  if (p.rdzv_backend != "static" && p.rdzv_backend != "c10d") {
+    throw InputError({"--rdzv-backend"}, "",
+                     "'" + p.rdzv_backend + "' is not supported: dlaunch hosts its own rendezvous",
+                     "use c10d (node ranks at close) or static (with --node-rank)");
+  }
+  if (p.rdzv_backend == "static") {
+    if (p.node_rank < 0 && !p.standalone && p.max_nodes > 1) {
+      throw InputError(
+          {"--node-rank"}, "",
+          "a static rendezvous of " + p.nnodes + " nodes needs this node's --node-rank",
+          "give --node-rank K (0 <= K < --nnodes), or --rdzv-endpoint HOST:PORT for "
+          "a c10d rendezvous that assigns them");
+    }
+    if (p.node_rank < 0) p.node_rank = 0;
+    if (p.min_nodes != p.max_nodes) {
+      throw InputError({"--nnodes"}, "",
+                       "static rendezvous needs a fixed --nnodes, not " + p.nnodes,
+                       "use --rdzv-backend c10d for MIN:MAX");
+    }
+    if (p.node_rank >= p.max_nodes) {
+      throw InputError({"--node-rank"}, "",
+                       std::to_string(p.node_rank) + " is not below --nnodes " + p.nnodes);
+    }
+  } else {
+    if (p.rdzv_endpoint.empty()) {
+      throw InputError({"--rdzv-endpoint"}, "", "c10d rendezvous needs --rdzv-endpoint HOST[:PORT]",
+                       "give the address of one node (the launcher there hosts the rendezvous), "
+                       "or --node-rank with --master-addr for a static one");
+    }
+    if (p.node_rank >= 0) {
+      throw InputError(
+          {"--node-rank"}, "",
+          "c10d rendezvous assigns node ranks; --node-rank is for --rdzv-backend static");
+    }
+    for (const char* n : {"--master-addr", "--master-port"}) {
+      if (given(app, n)) {
+        throw InputError({n}, "",
+                         std::string(n) +
+                             " is for a static rendezvous; with c10d the nodes meet "
+                             "at --rdzv-endpoint and node 0 chooses MASTER_PORT",
+                         "leave it out, or use --node-rank for a static rendezvous");
+      }
+    }
+  }
+  if (!p.redirects.empty() && p.redirects != "0") {
+    throw InputError({"--redirects"}, "",
+                     "'" + p.redirects +
+                         "' is not supported: dlaunch always shows every rank's "
+                         "output (with [rank] prefixes) and --log-dir gets a copy",
+                     "leave --redirects out (or 0); --local-ranks-filter hides ranks");
+  }
+  if (!p.log_dir.empty()) {
+    if (!o.output_dir.empty()) {
+      throw InputError({"--log-dir"}, "", "--log-dir and --output-dir both given", "use one");
+    }
+    o.output_dir = p.log_dir;
+  }
+  // The program: torchrun runs a .py (and -m, --run-path) under Python.
+  if (o.command.empty()) return;
+  if (p.module && p.no_python) {
+    throw InputError({"--module"}, "", "-m and --no-python exclude each other");
+  }
+  const std::string py = pernode_python();
+  if (p.module) {
+    o.command.insert(o.command.begin(), {py, "-m"});
+  } else if (!p.no_python) {
+    const std::string& first = o.command.front();
+    if (p.run_path || (first.size() > 3 && first.compare(first.size() - 3, 3, ".py") == 0)) {
+      o.command.insert(o.command.begin(), py);
+    }
+  }
+}
+
+}  // namespace dlaunch

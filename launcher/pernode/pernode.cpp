@@ -1,0 +1,472 @@
+#include "pernode/pernode.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <regex>
+#include <thread>
+
+#include <boost/asio/steady_timer.hpp>
+#include <fmt/format.h>
+
+#include "cli/controller_config.h"
+#include "controller/controller.h"
+#include "controller/report.h"
+#include "dlaunch/clock.h"
+#include "dlaunch/process.h"
+#include "dlaunch/random.h"
+#include "dlaunch/text.h"
+#include "output/console_style.h"
+#include "output/output_sink.h"
+#include "pernode/rendezvous.h"
+#include "plan/user_env.h"
+#include "transport/link_factory.h"
+#include "transport/local_transport.h"
+
+namespace dlaunch {
+
+namespace {
+
+std::string getenv_or(const std::vector<std::string>& env, const std::string& name) {
+  for (const auto& e : env) {
+    if (e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=')
+      return e.substr(name.size() + 1);
+  }
+  return {};
+}
+
+void set_env(EnvList& env, const std::string& k, const std::string& v) {
+  for (auto& [name, value] : env) {
+    if (name == k) {
+      value = v;
+      return;
+    }
+  }
+  env.emplace_back(k, v);
+}
+
+// A failure of this node, for the others' reports: a failed rank travels
+// whole (they print the report a head would, and exit with its status).
+std::string encode_cause(const RootCause& c, const std::string& me, int node_rank) {
+  if (c.kind != CauseKind::kWorker) {
+    return fmt::format("node {} ({}) failed: {}", node_rank, me,
+                       printable(format_report("", c, 0).substr(0, 2000)));
+  }
+  const auto& e = c.exit;
+  std::string out =
+      fmt::format("worker\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}", e.rank, e.pid,
+                  static_cast<int>(e.kind), e.code, e.signal, e.runtime_ms, printable(e.message),
+                  printable(c.node), c.local_rank, node_rank, printable(me));
+  for (const auto& l : c.stderr_tail) out += "\n" + l;
+  return out;
+}
+
+RootCause decode_cause(const std::string& payload) {
+  RootCause c;
+  std::vector<std::string> f;
+  std::size_t start = 0;
+  for (;;) {
+    const auto at = payload.find('\n', start);
+    f.push_back(payload.substr(start, at == std::string::npos ? std::string::npos : at - start));
+    if (at == std::string::npos) break;
+    start = at + 1;
+  }
+  if (f.size() < 12 || f[0] != "worker") {
+    c.kind = CauseKind::kNode;
+    c.message = payload;
+    return c;
+  }
+  c.kind = CauseKind::kWorker;
+  c.exit.rank = std::atoi(f[1].c_str());
+  c.exit.pid = std::atoi(f[2].c_str());
+  c.exit.kind = static_cast<proto::ExitKind>(std::atoi(f[3].c_str()));
+  c.exit.code = std::atoi(f[4].c_str());
+  c.exit.signal = std::atoi(f[5].c_str());
+  c.exit.runtime_ms = std::strtoull(f[6].c_str(), nullptr, 10);
+  c.exit.message = f[7];
+  c.node = f[8];
+  c.local_rank = std::atoi(f[9].c_str());
+  c.stderr_tail.assign(f.begin() + 12, f.end());
+  c.notes.push_back(
+      fmt::format("the failed rank ran under node {}'s launcher ({}); this node's "
+                  "ranks were stopped",
+                  f[10], f[11]));
+  return c;
+}
+
+}  // namespace
+
+RdzvConf parse_rdzv_conf(const std::string& text) {
+  RdzvConf c;
+  if (text.empty()) return c;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    auto end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(start, end - start);
+    start = end + 1;
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    const std::string k = item.substr(0, eq);
+    const std::string v = eq == std::string::npos ? "" : item.substr(eq + 1);
+    const auto seconds = [&](double& out) {
+      char* e = nullptr;
+      const double x = std::strtod(v.c_str(), &e);
+      if (v.empty() || *e != '\0' || !std::isfinite(x) || x <= 0) {
+        throw InputError({"--rdzv-conf"}, k, "expected a number of seconds > 0, got '" + v + "'");
+      }
+      out = x;
+    };
+    if (k == "join_timeout") {
+      seconds(c.join_timeout_s);
+    } else if (k == "last_call_timeout") {
+      seconds(c.last_call_timeout_s);
+    } else if (k == "close_timeout") {
+      seconds(c.close_timeout_s);
+    } else if (k == "read_timeout" || k == "timeout") {
+      seconds(c.read_timeout_s);
+    } else if (k == "secret") {
+      if (v.empty()) throw InputError({"--rdzv-conf"}, k, "the secret is empty");
+      c.secret = v;
+    } else if (k == "insecure") {
+      c.insecure = v == "1" || v == "true" || v == "True" || v == "yes";
+    } else if (k == "is_host") {
+      throw InputError({"--rdzv-conf"}, k,
+                       "is_host is not needed: the launcher that can bind the endpoint hosts",
+                       "leave it out");
+    } else {
+      throw InputError({"--rdzv-conf"}, k, "unknown key '" + k + "'",
+                       "known: join_timeout, last_call_timeout, close_timeout, read_timeout, "
+                       "secret, insecure");
+    }
+  }
+  return c;
+}
+
+int resolve_nproc(const std::string& spec, const std::vector<std::string>& env) {
+  const auto cpus = [] {
+    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  };
+  const auto gpus = [&] {
+    const std::string visible = getenv_or(env, "CUDA_VISIBLE_DEVICES");
+    if (!visible.empty())
+      return static_cast<int>(std::count(visible.begin(), visible.end(), ',')) + 1;
+    int n = 0;
+    std::error_code ec;
+    for (const auto& d : std::filesystem::directory_iterator("/dev", ec)) {
+      const std::string name = d.path().filename().string();
+      if (std::regex_match(name, std::regex("nvidia[0-9]+"))) ++n;
+    }
+    return n;
+  };
+  if (spec == "cpu") return cpus();
+  if (spec == "gpu" || spec == "auto") {
+    const int n = gpus();
+    if (n > 0) return n;
+    if (spec == "auto") return cpus();
+    throw InputError({"--nproc-per-node"}, "",
+                     "gpu: this machine has no GPU (no /dev/nvidiaN, "
+                     "no CUDA_VISIBLE_DEVICES)",
+                     "give a number, or cpu");
+  }
+  return std::atoi(spec.c_str());
+}
+
+JobPlan make_node_plan(const PlanOptions& po, const Membership& m, const std::string& node_name,
+                       const std::string& role, const std::string& store_secret) {
+  Hostfile hf = local_hostfile(m.nproc);
+  hf.source = "--nproc-per-node";
+  hf.hosts.front().name = node_name;
+  JobPlan plan = make_plan(hf, po);
+  const int offset = m.node_rank * m.nproc;
+  const int world = m.nnodes * m.nproc;
+  plan.world_size = world;
+  plan.master_addr = m.master_addr;
+  NodePlan& node = plan.nodes.front();
+  node.node_rank = m.node_rank;
+  // torchrun's: rank 0 hosts the TCPStore at MASTER_PORT itself (dlaunch's
+  // rendezvous store is not a TCPStore), and NCCL errors abort.
+  const std::string head_async = getenv_or(po.head_env, "TORCH_NCCL_ASYNC_ERROR_HANDLING");
+  set_env(node.env, "TORCHELASTIC_USE_AGENT_STORE", "False");
+  set_env(node.env, "TORCH_NCCL_ASYNC_ERROR_HANDLING", head_async.empty() ? "1" : head_async);
+  // The job's comm store is the rendezvous store, hosted by one launcher.
+  set_env(node.env, "DLAUNCH_STORE_ADDR", m.store_host);
+  set_env(node.env, "DLAUNCH_STORE_PORT", std::to_string(m.store_port));
+  set_env(node.env, "DLAUNCH_STORE_SECRET", store_secret);
+  for (auto& r : node.ranks) {
+    r.rank += offset;
+    const std::string rank = std::to_string(r.rank);
+    set_env(r.env, "RANK", rank);
+    set_env(r.env, "WORLD_SIZE", std::to_string(world));
+    set_env(r.env, "GROUP_RANK", std::to_string(m.node_rank));
+    set_env(r.env, "GROUP_WORLD_SIZE", std::to_string(m.nnodes));
+    set_env(r.env, "ROLE_RANK", rank);
+    set_env(r.env, "ROLE_WORLD_SIZE", std::to_string(world));
+    set_env(r.env, "ROLE_NAME", role);
+    set_env(r.env, "NODE_RANK", std::to_string(m.node_rank));
+    set_env(r.env, "NNODES", std::to_string(m.nnodes));
+  }
+  return plan;
+}
+
+namespace {
+
+struct RoundEnd {
+  int status = 0;
+  bool final = false;    // the failure was one no restart can help
+  bool joining = false;  // the round ended for a node waiting to join
+};
+
+RoundEnd run_round(const Options& o, Rendezvous& rdzv, const RdzvSettings& rs, const Membership& m,
+                   int round, const std::vector<std::string>& head_env, const std::string& here) {
+  const PerNodeOptions& p = o.pernode;
+  const std::string workdir =
+      o.workdir.empty() ? std::filesystem::current_path().string() : o.workdir;
+  const std::string agent = o.agent_path.empty() ? default_agent_path() : o.agent_path;
+  if (o.prefix != PrefixMode::kNone && std::getenv("DLAUNCH_QUIET") == nullptr) {
+    write_all(2, fmt::format("dlaunch: node {} of {} ({} ranks each, ranks {}-{}), MASTER_ADDR={} "
+                             "MASTER_PORT={}{}{}\n",
+                             m.node_rank, m.nnodes, m.nproc, m.node_rank * m.nproc,
+                             (m.node_rank + 1) * m.nproc - 1, m.master_addr, m.master_port,
+                             m.hosting ? ", hosting the rendezvous" : "",
+                             round > 0 ? fmt::format(", restart {}", round) : ""));
+  }
+
+  PlanOptions po;
+  po.job_id = rs.run_id;
+  po.master_addr = m.master_addr;
+  po.command = o.command;
+  po.head_env = head_env;
+  po.user_env = user_environment(o.env_files, o.exports, po.head_env);
+  po.max_restarts = o.max_restarts;
+  po.restart_count = round;
+  po.collective_timeout_s = o.collective_timeout_s;
+  const JobPlan plan = make_node_plan(po, m, here, p.role, rs.secret);
+  std::vector<std::string> node_of_rank(static_cast<std::size_t>(plan.world_size));
+  for (std::size_t i = 0; i < node_of_rank.size(); ++i)
+    node_of_rank[i] = m.names[i / static_cast<std::size_t>(m.nproc)];
+  for (const auto& r : plan.nodes.front().ranks)
+    node_of_rank[static_cast<std::size_t>(r.rank)] = here;
+  std::vector<int> shown;
+  if (!p.local_ranks_filter.empty()) {
+    for (int local : parse_rank_list(p.local_ranks_filter, m.nproc))
+      shown.push_back(m.node_rank * m.nproc + local);
+  }
+  const auto color = parse_color_mode(o.color);
+  const char* no_color = std::getenv("NO_COLOR");
+  const char* term = std::getenv("TERM");
+  OutputSink sink(
+      {.prefix = o.prefix,
+       .output_dir = o.output_dir,
+       // A restart's files go to a folder of its own.
+       .job_id = round == 0 ? plan.job_id : fmt::format("{}-restart{}", plan.job_id, round),
+       .node_of_rank = std::move(node_of_rank),
+       .ranks = shown,
+       .timestamps = o.timestamps,
+       .color_stdout = color_enabled(color, ::isatty(1) == 1, no_color, term),
+       .color_stderr = color_enabled(color, ::isatty(2) == 1, no_color, term)});
+  ControllerConfig config = controller_config(o);
+  config.agent_path = agent;
+  config.workdir = workdir;
+  config.master_port = m.master_port;
+  config.reserve_master_port = m.node_rank == 0;
+  config.master_addr_explicit = true;
+  // No store of the node's own: the rendezvous store is the job's. This
+  // launcher's machine is its node's alone (torchrun's assumption): its agent
+  // places the ranks (--bind-to) from the first CPU.
+
+  boost::asio::io_context io;
+  AsioClock clock(io);
+  TransportLinks links(io, {});
+  Controller controller(plan, config, sink, {.io = io, .links = links, .clock = clock});
+  rdzv.start_watch();
+  // The bridge between this node's job and the others': a failure here is
+  // published for them; theirs stops this node.
+  boost::asio::steady_timer bridge(io);
+  bool published = false;
+  std::optional<PeerFailure> peer;
+  std::function<void()> tick = [&] {
+    bridge.expires_after(std::chrono::milliseconds(50));
+    bridge.async_wait([&](boost::system::error_code ec) {
+      if (ec || controller.finished()) return;
+      if (!peer && !published && controller.cause().kind != CauseKind::kNone) {
+        published = true;
+        rdzv.publish_failure(encode_cause(controller.cause(), rs.me, m.node_rank),
+                             controller.exit_status(), !allows_restart(controller.cause()));
+      }
+      if (!peer && !published) {
+        if (auto f = rdzv.peer_failure()) {
+          peer = f;
+          RootCause c = decode_cause(f->message);
+          controller.peer_failed(std::move(c));
+        }
+      }
+      tick();
+    });
+  };
+  tick();
+  int status = controller.run();
+  bridge.cancel();
+  if (!published && !peer && controller.cause().kind != CauseKind::kNone) {
+    rdzv.publish_failure(encode_cause(controller.cause(), rs.me, m.node_rank),
+                         controller.exit_status(), !allows_restart(controller.cause()));
+  }
+  RoundEnd end;
+  end.joining = peer && peer->joining;
+  end.final = (peer && peer->final) || (!peer && !allows_restart(controller.cause()));
+  // Every launcher exits as the job's head would: with the failing rank's
+  // status, wherever it ran.
+  if (peer && controller.cause().kind != CauseKind::kInterrupted) status = peer->status;
+  end.status = status;
+  return end;
+}
+
+}  // namespace
+
+int run_per_node(const Options& o) {
+  const PerNodeOptions& p = o.pernode;
+  if (o.command.empty()) {
+    throw InputError({}, "", "no program to run", "dlaunch --nnodes N [options] PROGRAM [ARGS...]");
+  }
+  if (!o.job_id.empty() && p.rdzv_id != "none") {
+    throw InputError({"--job-id"}, "", "--job-id and --rdzv-id both given", "use --rdzv-id");
+  }
+  const std::string run_id = o.job_id.empty() ? p.rdzv_id : o.job_id;
+  if (run_id == "." || run_id == ".." ||
+      !std::regex_match(run_id, std::regex("[A-Za-z0-9_.-]{1,64}"))) {
+    throw InputError({"--rdzv-id"}, "", "'" + run_id + "' is not a valid job id",
+                     "use 1-64 letters, digits, '.', '_' or '-'");
+  }
+  const auto head_env = current_environment();
+  const RdzvConf conf = parse_rdzv_conf(p.rdzv_conf);
+  const int nproc = resolve_nproc(p.nproc, head_env);
+
+  RdzvSettings rs;
+  rs.is_static = p.rdzv_backend == "static";
+  rs.run_id = run_id;
+  rs.min_nodes = p.min_nodes;
+  rs.max_nodes = p.max_nodes;
+  rs.node_rank = p.node_rank;
+  rs.nproc = nproc;
+  rs.local_addr = p.local_addr;
+  rs.join_timeout = option_ms(conf.join_timeout_s);
+  rs.last_call = option_ms(conf.last_call_timeout_s);
+  rs.read_timeout = option_ms(conf.read_timeout_s);
+  rs.close_timeout = option_ms(conf.close_timeout_s);
+  rs.max_restarts = o.max_restarts;
+  rs.heartbeat_timeout = option_ms(o.heartbeat_timeout_s);
+  char here[256] = {};
+  ::gethostname(here, sizeof here - 1);
+  rs.me = fmt::format("{} pid {}", here, ::getpid());
+  // One node and no meeting point given (torchrun --nproc-per-node 4
+  // train.py): nobody to meet, a free loopback port, as --standalone.
+  const bool alone = p.standalone || (rs.is_static && p.max_nodes == 1 && !p.master_port_given &&
+                                      !p.master_addr_given);
+  if (alone) {
+    rs.host = "127.0.0.1";
+    rs.port = 0;  // any free port
+  } else if (rs.is_static) {
+    rs.host = o.master_addr.empty() ? "127.0.0.1" : o.master_addr;
+    rs.port = static_cast<std::uint16_t>(o.master_port > 0 ? o.master_port : 29500);
+  } else {
+    std::string ep = p.rdzv_endpoint;
+    std::string port = "29400";
+    if (!ep.empty() && ep.front() == '[') {
+      const auto close = ep.find(']');
+      if (close == std::string::npos) {
+        throw InputError({"--rdzv-endpoint"}, "", "'" + ep + "': no closing ']'");
+      }
+      if (close + 1 < ep.size() && ep[close + 1] == ':') port = ep.substr(close + 2);
+      ep = ep.substr(1, close - 1);
+    } else if (const auto colon = ep.rfind(':');
+               colon != std::string::npos && ep.find(':') == colon) {
+      port = ep.substr(colon + 1);
+      ep = ep.substr(0, colon);
+    }
+    char* end = nullptr;
+    const long n = std::strtol(port.c_str(), &end, 10);
+    if (ep.empty() || port.empty() || *end != '\0' || n < 1 || n > 65535) {
+      throw InputError({"--rdzv-endpoint"}, "",
+                       "'" + p.rdzv_endpoint + "' is not HOST[:PORT] with a port from 1 to 65535");
+    }
+    rs.host = ep;
+    rs.port = static_cast<std::uint16_t>(n);
+  }
+  if (!conf.secret.empty()) {
+    rs.secret = conf.secret;
+  } else if (const std::string env = getenv_or(head_env, "DLAUNCH_RDZV_SECRET"); !env.empty()) {
+    rs.secret = env;
+  } else if (conf.insecure || alone) {
+    // Anyone who reaches the port may join, as with torchrun's TCPStore
+    // (alone: loopback only, a secret of its own).
+    rs.secret = alone ? random_hex(32) : "dlaunch-insecure-rendezvous:" + run_id;
+  } else {
+    throw InputError({"--rdzv-conf"}, "secret",
+                     "the launchers need a shared secret to authenticate each other",
+                     "set DLAUNCH_RDZV_SECRET to the same random value on every node (e.g. "
+                     "`openssl rand -hex 32`), or --rdzv-conf secret=..., or --rdzv-conf "
+                     "insecure=1 for an unauthenticated rendezvous as torchrun has");
+  }
+
+  // What can be checked here is checked before meeting anyone.
+  const std::string workdir =
+      o.workdir.empty() ? std::filesystem::current_path().string() : o.workdir;
+  const std::string agent = o.agent_path.empty() ? default_agent_path() : o.agent_path;
+  if (::access(agent.c_str(), X_OK) != 0) {
+    throw InputError({"--agent"}, "", "dlaunch-agent not found at '" + agent + "'",
+                     "build it next to dlaunch or give its path with --agent");
+  }
+  if (!std::filesystem::is_directory(workdir)) {
+    throw InputError({"--wdir"}, "", "'" + workdir + "' is not a directory");
+  }
+  if (find_program(o.command.front(), head_env, workdir).empty()) {
+    throw InputError({}, "", "program '" + o.command.front() + "' not found or not executable",
+                     "give a path, or put it on PATH");
+  }
+
+  Rendezvous rdzv(rs);
+  // --max-restarts: a failure anywhere (a rank, a lost node) stops every
+  // node; the launchers that remain meet again in the next round and start
+  // the job with the nodes there are (at least MIN), up to N times.
+  std::vector<int> attempts;
+  int restarts = 0;  // counted against --max-restarts (a node joining is not)
+  for (int round = 0;; ++round) {
+    const Membership m = rdzv.join(round);
+    round = m.round;  // a launcher joining a running job starts in its next round
+    const RoundEnd end = run_round(o, rdzv, rs, m, round, head_env, std::string(here));
+    const int status = end.status;
+    const bool joining = status != 0 && end.joining;
+    const bool last =
+        status == 0 || end.final || rdzv.store_lost() || (!joining && restarts >= o.max_restarts);
+    rdzv.finish(last);
+    if (last) {
+      if (!attempts.empty()) {
+        std::string summary = fmt::format("dlaunch: {} attempt(s):\n", attempts.size() + 1);
+        for (std::size_t k = 0; k < attempts.size(); ++k)
+          summary += fmt::format("  attempt {}: failed, exit status {}\n", k, attempts[k]);
+        summary +=
+            fmt::format("  attempt {}: {}\n", attempts.size(),
+                        status == 0 ? "succeeded" : fmt::format("failed, exit status {}", status));
+        write_all(2, summary);
+      }
+      return status;
+    }
+    attempts.push_back(status);
+    if (joining) {
+      write_all(2, "dlaunch: restarting the job to take in the node that is waiting\n");
+    } else {
+      ++restarts;
+      write_all(2, fmt::format("dlaunch: restarting the job ({} of {} restarts) with the nodes "
+                               "that remain\n",
+                               restarts, o.max_restarts));
+    }
+  }
+}
+
+}  // namespace dlaunch

@@ -1,0 +1,481 @@
+#include "pernode/rendezvous.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "comm/store.h"
+#include "dlaunch/error.h"
+#include "hostfile/hostfile.h"
+
+namespace dlaunch {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+constexpr milliseconds kPoll{100};
+constexpr int kHeartbeatEvery = 3;  // polls
+
+std::string secs(milliseconds d) {
+  return fmt::format("{:g} s", static_cast<double>(d.count()) / 1000.0);
+}
+
+// The numeric address of `host` (first IPv4, else first), or empty.
+std::string numeric_address(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) return {};
+  std::string out;
+  for (const addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    char buf[INET6_ADDRSTRLEN] = {};
+    const void* src =
+        a->ai_family == AF_INET
+            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr)
+            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
+    if (::inet_ntop(a->ai_family, src, buf, sizeof buf) == nullptr) continue;
+    if (out.empty() || a->ai_family == AF_INET) out = buf;
+    if (a->ai_family == AF_INET) break;
+  }
+  ::freeaddrinfo(res);
+  return out;
+}
+
+// A free TCP port of this machine (for MASTER_PORT): node 0's agent reserves
+// it again at once when it starts (ControllerConfig::master_port).
+std::uint16_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw Error(ErrorKind::kEnvironment, std::string("socket: ") + std::strerror(errno));
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    throw Error(ErrorKind::kEnvironment, "cannot find a free port for MASTER_PORT: " + why);
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (;;) {
+    const auto at = s.find(sep, start);
+    out.push_back(s.substr(start, at == std::string::npos ? std::string::npos : at - start));
+    if (at == std::string::npos) return out;
+    start = at + 1;
+  }
+}
+
+}  // namespace
+
+Rendezvous::Rendezvous(RdzvSettings s) : s_(std::move(s)) {
+  endpoint_ = (s_.host.find(':') != std::string::npos ? "[" + s_.host + "]" : s_.host) + ":" +
+              std::to_string(s_.port);
+}
+
+Rendezvous::~Rendezvous() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  if (watch_.joinable()) watch_.join();
+  store_.reset();
+  server_.reset();
+}
+
+std::string Rendezvous::key(const std::string& k) const { return "dlaunch/rdzv/" + k; }
+
+std::string Rendezvous::rkey(const std::string& k) const {
+  return fmt::format("dlaunch/rdzv/r{}/{}", round_, k);
+}
+
+Membership Rendezvous::join(int round) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = false;
+    peer_.reset();
+    to_publish_.reset();
+    published_ = false;
+  }
+  round_ = round;
+  if (!store_) connect();
+  return join_round();
+}
+
+void Rendezvous::connect() {
+  // Host: static node 0, or (c10d) whoever can bind the endpoint. A port
+  // already taken (another launcher hosts) or an address not of this machine
+  // makes this launcher a client.
+  const bool try_host = s_.is_static ? s_.node_rank == 0 : true;
+  if (try_host) {
+    comm::StoreServerOptions so;
+    so.secret = s_.secret;
+    so.port = s_.port;
+    if (s_.is_static) {
+      so.bind_address = s_.host.find(':') != std::string::npos ? "::" : "0.0.0.0";
+    } else {
+      so.bind_address = numeric_address(s_.host);
+      if (so.bind_address.empty()) {
+        throw Error(ErrorKind::kEnvironment,
+                    fmt::format("--rdzv-endpoint {}: cannot resolve '{}'", endpoint_, s_.host));
+      }
+    }
+    // A port of 0 (--standalone) is any free one; loopback then.
+    if (s_.port == 0) so.bind_address = "127.0.0.1";
+    try {
+      server_ = std::make_unique<comm::ThreadedStoreServer>(so);
+      m_.hosting = true;
+      if (s_.port == 0) {
+        s_.port = server_->port();
+        endpoint_ = s_.host + ":" + std::to_string(s_.port);
+      }
+    } catch (const std::system_error& e) {
+      const auto c = e.code();
+      if (c != std::errc::address_in_use && c != std::errc::address_not_available) {
+        throw Error(ErrorKind::kEnvironment,
+                    fmt::format("cannot host the rendezvous at {}: {}", endpoint_, e.what()));
+      }
+    }
+  }
+  m_.store_host = m_.hosting && !s_.is_static ? numeric_address(s_.host) : s_.host;
+  m_.store_port = s_.port;
+  comm::StoreOptions co;
+  co.host = m_.hosting ? (s_.is_static ? "127.0.0.1" : m_.store_host) : s_.host;
+  co.port = s_.port;
+  co.secret = s_.secret;
+  co.connect_timeout = s_.join_timeout;
+  co.timeout = s_.read_timeout;
+  try {
+    store_ = std::make_unique<comm::Store>(co);
+  } catch (const comm::StoreError& e) {
+    if (e.kind() == comm::ErrorKind::kUsage) {
+      throw InputError(
+          {"--rdzv-conf"}, "secret",
+          fmt::format("the rendezvous at {} refused this launcher: {}", endpoint_, e.what()),
+          "give every launcher the same secret (DLAUNCH_RDZV_SECRET or --rdzv-conf "
+          "secret=...)");
+    }
+    throw Error(ErrorKind::kEnvironment,
+                fmt::format("cannot reach the rendezvous at {} within {} (join_timeout): {}",
+                            endpoint_, secs(s_.join_timeout), e.what()));
+  }
+  comm::Store& st = *store_;
+
+  // The job's settings: the first launcher's are the job's; any other must
+  // say the same.
+  const std::string mine =
+      fmt::format("{}\n{}\n{}\n{}\n{}\n{}", s_.run_id, s_.is_static ? "static" : "c10d",
+                  s_.min_nodes == s_.max_nodes ? std::to_string(s_.max_nodes)
+                                               : fmt::format("{}:{}", s_.min_nodes, s_.max_nodes),
+                  s_.nproc, s_.max_restarts, s_.me);
+  const std::string conf = st.compare_set(key("conf"), "", mine);
+  if (conf != mine) {
+    const auto a = split(mine, '\n');
+    const auto b = split(conf, '\n');
+    if (b.size() == 6) {
+      const char* names[] = {"--rdzv-id", "--rdzv-backend", "--nnodes", "--nproc-per-node",
+                             "--max-restarts"};
+      for (std::size_t i = 0; i < 5; ++i) {
+        if (a[i] == b[i]) continue;
+        throw InputError({names[i]}, "",
+                         fmt::format("the launchers at {} disagree: {} {} here ({}), {} {} on "
+                                     "the launcher that came first ({})",
+                                     endpoint_, names[i], a[i], s_.me, names[i], b[i], b[5]),
+                         "give every launcher of the job the same value");
+      }
+    }
+  }
+}
+
+Membership Rendezvous::join_round() {
+  comm::Store& st = *store_;
+  m_.nproc = s_.nproc;
+  // The first rendezvous waits for the launchers to start (join_timeout); a
+  // re-rendezvous after a failure, for the survivors (close_timeout).
+  const auto wait = round_ == 0 ? s_.join_timeout : s_.close_timeout;
+  const auto deadline = Clock::now() + wait;
+  if (s_.is_static) {
+    const std::string k = rkey(fmt::format("static/{}", s_.node_rank));
+    const std::string owner = st.compare_set(k, "", s_.me);
+    if (owner != s_.me) {
+      throw InputError({"--node-rank"}, "",
+                       fmt::format("node rank {} is claimed by two launchers: {} and this one ({})",
+                                   s_.node_rank, owner, s_.me),
+                       "give every launcher its own --node-rank from 0 to --nnodes - 1");
+    }
+    m_.nnodes = s_.max_nodes;
+    m_.node_rank = s_.node_rank;
+    std::vector<std::string> keys;
+    keys.reserve(static_cast<std::size_t>(m_.nnodes));
+    for (int j = 0; j < m_.nnodes; ++j) keys.push_back(rkey(fmt::format("static/{}", j)));
+    for (;;) {
+      std::vector<int> missing;
+      for (int j = 0; j < m_.nnodes; ++j) {
+        if (!st.check({keys[static_cast<std::size_t>(j)]})) missing.push_back(j);
+      }
+      if (missing.empty()) break;
+      if (Clock::now() > deadline) {
+        throw Error(ErrorKind::kEnvironment,
+                    fmt::format("node rank(s) {} did not join the rendezvous at {} within {} "
+                                "(join_timeout)",
+                                fmt::join(missing, ", "), endpoint_, secs(s_.join_timeout)));
+      }
+      std::this_thread::sleep_for(kPoll);
+    }
+    m_.names = st.multi_get(keys);
+  } else {
+    const long long idx = st.add(rkey("joined"), 1) - 1;
+    st.set(rkey(fmt::format("join/{}", idx)), s_.me);
+    if (m_.hosting) st.set(rkey("host"), std::to_string(idx));
+    Clock::time_point min_seen{};
+    bool min_reached = false;
+    while (!st.check({rkey("closed")})) {
+      if (Clock::now() > deadline) {
+        throw Error(
+            ErrorKind::kEnvironment,
+            fmt::format("the rendezvous at {} did not close within {} ({}): "
+                        "{} of at least {} node(s) joined",
+                        endpoint_, secs(wait), round_ == 0 ? "join_timeout" : "close_timeout",
+                        st.add(rkey("joined"), 0), s_.min_nodes));
+      }
+      const long long joined = st.add(rkey("joined"), 0);
+      if (st.check({rkey("host")}) && joined >= s_.min_nodes) {
+        if (!min_reached) {
+          min_reached = true;
+          min_seen = Clock::now();
+        }
+        if (joined >= s_.max_nodes || Clock::now() - min_seen >= s_.last_call) {
+          // Close: the host is node 0, the others in the order they joined.
+          const long long host = std::stoll(st.get(rkey("host")));
+          const long long n = std::min<long long>(joined, s_.max_nodes);
+          std::vector<std::string> members{std::to_string(host)};
+          for (long long i = 0; i < joined && static_cast<long long>(members.size()) < n; ++i) {
+            if (i != host) members.push_back(std::to_string(i));
+          }
+          (void)st.compare_set(rkey("closed"), "", fmt::format("{}", fmt::join(members, ",")));
+          break;
+        }
+      } else {
+        min_reached = false;
+      }
+      std::this_thread::sleep_for(kPoll);
+    }
+    const auto members = split(st.get(rkey("closed")), ',');
+    const auto it = std::find(members.begin(), members.end(), std::to_string(idx));
+    if (it == members.end() && s_.min_nodes < s_.max_nodes && s_.max_restarts > 0) {
+      // A running elastic job: wait for its next round, and ask for one (the
+      // nodes there restart to take this one in, as torchrun's do when they
+      // see nodes waiting).
+      (void)st.compare_set(rkey("waiting"), "", s_.me);
+      ++round_;
+      return join_round();
+    }
+    if (it == members.end()) {
+      throw Error(ErrorKind::kEnvironment,
+                  fmt::format("the rendezvous at {} closed with {} node(s) without this launcher "
+                              "({}): it joined too late",
+                              endpoint_, members.size(), s_.me));
+    }
+    m_.nnodes = static_cast<int>(members.size());
+    m_.node_rank = static_cast<int>(it - members.begin());
+    std::vector<std::string> keys;
+    keys.reserve(members.size());
+    for (const auto& i : members) keys.push_back(rkey("join/" + i));
+    m_.names = st.multi_get(keys);
+  }
+
+  // MASTER_ADDR and MASTER_PORT: node 0 chooses the port (free on it) and
+  // says where it is.
+  if (m_.node_rank == 0) {
+    std::string addr = s_.local_addr;
+    if (addr.empty()) addr = s_.host;
+    st.set(rkey("master"), fmt::format("{}\n{}", addr, free_port()));
+  }
+  const auto master = split(st.get(rkey("master"), s_.join_timeout), '\n');
+  if (master.size() != 2)
+    throw Error(ErrorKind::kEnvironment, "the rendezvous store holds a malformed master address");
+  m_.master_addr = master[0];
+  m_.master_port = static_cast<std::uint16_t>(std::stoi(master[1]));
+  m_.round = round_;
+  return m_;
+}
+
+void Rendezvous::start_watch() {
+  watch_ = std::thread([this] { watch_loop(); });
+}
+
+void Rendezvous::publish_failure(const std::string& report, int status, bool final) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!published_ && !to_publish_) to_publish_ = Failure{report, status, final};
+}
+
+bool Rendezvous::store_lost() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return store_lost_;
+}
+
+std::optional<PeerFailure> Rendezvous::peer_failure() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peer_;
+}
+
+void Rendezvous::watch_loop() {
+  comm::Store& st = *store_;
+  const int me = m_.node_rank;
+  const std::string failed = rkey("failed");
+  std::vector<long long> last(static_cast<std::size_t>(m_.nnodes), -1);
+  std::vector<Clock::time_point> seen(static_cast<std::size_t>(m_.nnodes), Clock::now());
+  std::vector<bool> done(static_cast<std::size_t>(m_.nnodes), false);
+  const auto set_peer = [&](PeerFailure f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!peer_ && !published_) peer_ = std::move(f);
+  };
+  // "status\nfinal\ntext"
+  const auto parse_failure = [&](const std::string& v) {
+    PeerFailure f;
+    const auto a = v.find('\n');
+    const auto b = a == std::string::npos ? a : v.find('\n', a + 1);
+    if (b == std::string::npos) {
+      f.message = v;
+      return f;
+    }
+    f.status = std::atoi(v.substr(0, a).c_str());
+    f.final = v.substr(a + 1, b - a - 1) == "1";
+    f.message = v.substr(b + 1);
+    return f;
+  };
+  for (int tick = 0;; ++tick) {
+    std::optional<Failure> publish;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      publish = to_publish_;
+      to_publish_.reset();
+    }
+    try {
+      if (publish) {
+        const std::string v =
+            fmt::format("{}\n{}\n{}", publish->status, publish->final ? 1 : 0, publish->text);
+        const std::string first = st.compare_set(failed, "", v);
+        std::lock_guard<std::mutex> lock(mu_);
+        published_ = first == v;
+        if (!published_ && !peer_) peer_ = parse_failure(first);
+      } else if (st.check({failed})) {
+        const std::string v = st.get(failed);
+        bool ours = false;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          ours = published_;
+        }
+        if (!ours) set_peer(parse_failure(v));
+      }
+      if (m_.nnodes < s_.max_nodes && s_.max_restarts > 0 && st.check({rkey("waiting")})) {
+        set_peer({fmt::format("stopped to take in the launcher waiting to join ({}): the job "
+                              "restarts with it (not a failure)",
+                              st.get(rkey("waiting"))),
+                  1, false, true});
+      }
+      if (tick % kHeartbeatEvery == 0) {
+        st.add(rkey(fmt::format("hb/{}", me)), 1);
+        for (int j = 0; j < m_.nnodes && s_.heartbeat_timeout.count() > 0; ++j) {
+          const auto uj = static_cast<std::size_t>(j);
+          if (j == me || done[uj]) continue;
+          if (st.check({rkey(fmt::format("done/{}", j))})) {
+            done[uj] = true;
+            continue;
+          }
+          const long long hb = st.add(rkey(fmt::format("hb/{}", j)), 0);
+          if (hb != last[uj]) {
+            last[uj] = hb;
+            seen[uj] = Clock::now();
+          } else if (Clock::now() - seen[uj] > s_.heartbeat_timeout) {
+            const std::string why = fmt::format(
+                "node {} ({}) is lost: its launcher sent no heartbeat to the "
+                "rendezvous for {} (--heartbeat-timeout)",
+                j, m_.names[uj], secs(s_.heartbeat_timeout));
+            const std::string v = fmt::format("1\n0\n{}", why);
+            const std::string first = st.compare_set(failed, "", v);
+            set_peer(parse_failure(first));
+            done[uj] = true;
+          }
+        }
+      }
+    } catch (const comm::StoreError& e) {
+      // The store is gone: its launcher (node 0) died or its machine is out
+      // of reach. Said at once; nothing more to watch.
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        store_lost_ = true;
+      }
+      set_peer({fmt::format("lost the rendezvous store at {} hosted by node 0 ({}): {}", endpoint_,
+                            m_.names.empty() ? "?" : m_.names.front(), e.what()),
+                1, true});
+      return;
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
+void Rendezvous::finish(bool last) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  if (watch_.joinable()) watch_.join();
+  if (!store_ || store_lost_) return;  // a reconnect would wait out join_timeout
+  try {
+    // A failure of this node the watch had no time to publish goes now,
+    // before this node says it is done.
+    if (to_publish_) {
+      const Failure& f = *to_publish_;
+      (void)store_->compare_set(rkey("failed"), "",
+                                fmt::format("{}\n{}\n{}", f.status, f.final ? 1 : 0, f.text));
+      to_publish_.reset();
+    }
+    store_->set(rkey(fmt::format("done/{}", m_.node_rank)), "1");
+    if (!m_.hosting || !last) return;
+    // The host keeps the store up until every other node is done with it (or
+    // silent for the heartbeat timeout): they still report and heartbeat.
+    const milliseconds limit =
+        s_.heartbeat_timeout.count() > 0 ? s_.heartbeat_timeout : milliseconds(30'000);
+    std::vector<long long> last_hb(static_cast<std::size_t>(m_.nnodes), -1);
+    std::vector<Clock::time_point> seen(static_cast<std::size_t>(m_.nnodes), Clock::now());
+    for (;;) {
+      bool waiting = false;
+      for (int j = 0; j < m_.nnodes; ++j) {
+        const auto uj = static_cast<std::size_t>(j);
+        if (j == m_.node_rank || store_->check({rkey(fmt::format("done/{}", j))})) continue;
+        const long long hb = store_->add(rkey(fmt::format("hb/{}", j)), 0);
+        if (hb != last_hb[uj]) {
+          last_hb[uj] = hb;
+          seen[uj] = Clock::now();
+        }
+        if (Clock::now() - seen[uj] <= limit) waiting = true;
+      }
+      if (!waiting) return;
+      std::this_thread::sleep_for(kPoll);
+    }
+  } catch (const comm::StoreError&) {
+    // Nothing more to tell anyone.
+  }
+}
+
+}  // namespace dlaunch

@@ -1,0 +1,123 @@
+// Per-node mode's rendezvous: how the launchers of one job meet, agree on
+// node ranks, MASTER_ADDR and MASTER_PORT, and then watch each other so that a
+// failure anywhere stops every node (docs/per-node.md, "How it works").
+//
+// One launcher hosts dlaunch's authenticated comm store (comm::StoreServer on
+// a thread of its own): static rendezvous, node rank 0 at
+// --master-addr:--master-port; c10d, whichever launcher can bind
+// --rdzv-endpoint. Every launcher (the host too) is a client of it. Keys live
+// under "dlaunch/rdzv/".
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dlaunch::comm {
+class Store;
+class ThreadedStoreServer;
+}  // namespace dlaunch::comm
+
+namespace dlaunch {
+
+struct RdzvSettings {
+  bool is_static = true;
+  std::string host;  // static: --master-addr; c10d: the endpoint's host
+  std::uint16_t port = 0;
+  std::string run_id;
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int node_rank = -1;  // static: this node's
+  int nproc = 1;       // ranks on this node
+  std::string secret;
+  std::string local_addr;  // --local-addr
+  std::string me;          // "host pid N", how this launcher is named to the others
+  std::chrono::milliseconds join_timeout{600'000};
+  std::chrono::milliseconds last_call{30'000};
+  std::chrono::milliseconds read_timeout{60'000};
+  std::chrono::milliseconds close_timeout{30'000};  // a re-rendezvous's wait for MIN nodes
+  int max_restarts = 0;
+  std::chrono::milliseconds heartbeat_timeout{30'000};  // 0: no heartbeat watch
+};
+
+struct Membership {
+  int round = 0;  // the rendezvous round this membership is of (restart count)
+  int nnodes = 1;
+  int node_rank = 0;
+  int nproc = 1;
+  std::string master_addr;
+  std::uint16_t master_port = 0;
+  std::vector<std::string> names;  // each node rank's launcher ("host pid N")
+  bool hosting = false;            // this launcher hosts the store
+  std::string store_host;          // the store, for the workers (DLAUNCH_STORE_*)
+  std::uint16_t store_port = 0;
+};
+
+// What the watch found: another node failed or is lost.
+struct PeerFailure {
+  std::string message;   // for this launcher's report
+  int status = 1;        // the job's exit status (the failing rank's)
+  bool final = false;    // no restart can help (an interrupt, a timeout, the store lost)
+  bool joining = false;  // not a failure: a node waits to join (the restart is not counted)
+};
+
+class Rendezvous {
+ public:
+  explicit Rendezvous(RdzvSettings s);
+  ~Rendezvous();  // stops the watch; a host keeps the store up until the others are done
+  Rendezvous(const Rendezvous&) = delete;
+  Rendezvous& operator=(const Rendezvous&) = delete;
+
+  // Round `round` (0, then one per restart): hosts or connects (round 0),
+  // joins, waits for the rendezvous to close and for node 0's MASTER_PORT. InputError (exit 2) when
+  // the launchers disagree (--nnodes,
+  // --nproc-per-node, --rdzv-id, two claiming one node rank), naming both;
+  // Error when the rendezvous cannot be reached or does not close in time.
+  Membership join(int round = 0);
+
+  // Starts the heartbeat and failure watch (a thread of its own).
+  void start_watch();
+  // This node failed: the first failure published is the job's.
+  void publish_failure(const std::string& report, int status, bool final);
+  // Another node failed or is lost (set by the watch), if so.
+  std::optional<PeerFailure> peer_failure();
+  // This node's part of the round is over (success or not): the others stop
+  // watching it. `last`: this launcher is about to exit; the host then keeps
+  // the store up until every other node is done.
+  void finish(bool last = true);
+  // Whether the store is gone (its launcher died): no further round.
+  bool store_lost();
+
+ private:
+  void watch_loop();
+  void connect();
+  Membership join_round();
+  std::string key(const std::string& k) const;   // the job's
+  std::string rkey(const std::string& k) const;  // this round's
+  int round_ = 0;
+
+  RdzvSettings s_;
+  Membership m_;
+  std::unique_ptr<comm::ThreadedStoreServer> server_;
+  std::unique_ptr<comm::Store> store_;  // joining; then the watch thread's alone
+  std::thread watch_;
+  std::mutex mu_;
+  bool stop_ = false;
+  std::optional<PeerFailure> peer_;
+  struct Failure {
+    std::string text;
+    int status = 1;
+    bool final = false;
+  };
+  std::optional<Failure> to_publish_;
+  bool published_ = false;
+  bool store_lost_ = false;  // the watch saw the store go: nothing more to say to it
+  std::string endpoint_;     // host:port, for messages
+};
+
+}  // namespace dlaunch

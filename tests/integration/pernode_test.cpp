@@ -1,0 +1,395 @@
+// Per-node mode (issue 18): several dlaunch launchers on this machine, each
+// one node of the job, meeting through a static or c10d rendezvous on
+// loopback, as torchrun's are started on every node. A small Python program
+// (tests/integration/pernode_world.py) checks that they make one world over
+// MASTER_ADDR:MASTER_PORT; examples/train.py too where /usr/bin/python3 has
+// torch. Also: mismatched launchers refused naming both, a failed rank on one
+// node stopping the others with one report each, and the launcher that hosts
+// the rendezvous SIGKILLed.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <regex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "support.h"
+
+using namespace dltest;
+
+namespace {
+
+const std::string kWorld = std::string(SOURCE_DIR) + "/tests/integration/pernode_world.py";
+const std::string kPython = "/usr/bin/python3";
+const std::vector<std::string> kEnv = {"DLAUNCH_RDZV_SECRET=pernode-test-secret"};
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  ::close(fd);
+  if (!ok) throw std::runtime_error("cannot find a free port on 127.0.0.1");
+  return ntohs(a.sin_port);
+}
+
+std::vector<std::string> c10d(int nnodes, int nproc, int port, const std::string& job,
+                              std::vector<std::string> rest) {
+  std::vector<std::string> args = {"--nnodes",
+                                   std::to_string(nnodes),
+                                   "--nproc-per-node",
+                                   std::to_string(nproc),
+                                   "--rdzv-backend",
+                                   "c10d",
+                                   "--rdzv-endpoint",
+                                   "127.0.0.1:" + std::to_string(port),
+                                   "--rdzv-id",
+                                   job,
+                                   "--heartbeat-timeout",
+                                   "4",
+                                   "--kill-grace",
+                                   "2"};
+  args.insert(args.end(), rest.begin(), rest.end());
+  return dlaunch_cmd(args);
+}
+
+std::vector<std::string> fixed(int nnodes, int nproc, int rank, int port, const std::string& job,
+                               std::vector<std::string> rest) {
+  std::vector<std::string> args = {"--nnodes",
+                                   std::to_string(nnodes),
+                                   "--nproc_per_node",
+                                   std::to_string(nproc),
+                                   "--node_rank",
+                                   std::to_string(rank),
+                                   "--master_addr",
+                                   "127.0.0.1",
+                                   "--master_port",
+                                   std::to_string(port),
+                                   "--rdzv_id",
+                                   job,
+                                   "--heartbeat-timeout",
+                                   "4",
+                                   "--kill-grace",
+                                   "2"};
+  args.insert(args.end(), rest.begin(), rest.end());
+  return dlaunch_cmd(args);
+}
+
+// Every launcher exited 0 and together they printed each rank of one world
+// of nnodes * nproc ranks once, with the node layout and the sum of (rank+1).
+void expect_one_world(const std::vector<RunResult>& rs, int nnodes, int nproc) {
+  const int world = nnodes * nproc;
+  const int sum = world * (world + 1) / 2;
+  std::vector<int> seen(static_cast<std::size_t>(world), 0);
+  std::vector<int> node_of_launcher;
+  for (const auto& r : rs) {
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    std::smatch m;
+    for (const auto& line : lines_of(r.out)) {
+      static const std::regex re(
+          R"(\[(\d+)\] rank (\d+)/(\d+) node (\d+)/(\d+) local (\d+)/(\d+) restart 0 sum (\d+))");
+      if (!std::regex_search(line, m, re)) continue;
+      const int rank = std::stoi(m[2]);
+      EXPECT_EQ(std::stoi(m[1]), rank) << line;
+      EXPECT_EQ(std::stoi(m[3]), world) << line;
+      EXPECT_EQ(std::stoi(m[4]), rank / nproc) << line;
+      EXPECT_EQ(std::stoi(m[5]), nnodes) << line;
+      EXPECT_EQ(std::stoi(m[6]), rank % nproc) << line;
+      EXPECT_EQ(std::stoi(m[7]), nproc) << line;
+      EXPECT_EQ(std::stoi(m[8]), sum) << line;
+      ASSERT_GE(rank, 0);
+      ASSERT_LT(rank, world);
+      ++seen[static_cast<std::size_t>(rank)];
+    }
+  }
+  for (int k = 0; k < world; ++k) EXPECT_EQ(seen[static_cast<std::size_t>(k)], 1) << "rank " << k;
+}
+
+std::vector<RunResult> run_all(const std::vector<std::vector<std::string>>& cmds,
+                               double timeout_s = 40) {
+  std::vector<std::unique_ptr<Process>> ps;
+  ps.reserve(cmds.size());
+  for (const auto& c : cmds) ps.push_back(std::make_unique<Process>(c, kEnv));
+  std::vector<RunResult> rs;
+  rs.reserve(ps.size());
+  for (auto& p : ps) rs.push_back(p->finish(timeout_s));
+  return rs;
+}
+
+}  // namespace
+
+TEST(PerNode, StaticTwoLaunchersMakeOneWorld) {
+  const int port = free_port();
+  const auto job = unique_job_id("pn-static");
+  auto rs = run_all({fixed(2, 2, 1, port, job, {"python3", kWorld}),
+                     fixed(2, 2, 0, port, job, {"python3", kWorld})});
+  expect_one_world(rs, 2, 2);
+  EXPECT_NE(rs[1].err.find("node 0 of 2"), std::string::npos) << rs[1].err;
+  EXPECT_NE(rs[0].err.find("node 1 of 2"), std::string::npos) << rs[0].err;
+  EXPECT_TRUE(wait_job_gone(job, 5).empty());
+}
+
+TEST(PerNode, C10dTwoLaunchersMakeOneWorldAndADotPyRunsUnderPython) {
+  const int port = free_port();
+  const auto job = unique_job_id("pn-c10d");
+  // kWorld ends in .py: it runs under python3 (PYTHON_EXEC) without saying so.
+  auto rs = run_all({c10d(2, 2, port, job, {kWorld}), c10d(2, 2, port, job, {kWorld})});
+  expect_one_world(rs, 2, 2);
+  // Node ranks: the launcher hosting the rendezvous is node 0, once.
+  int hosts = 0;
+  for (const auto& r : rs) hosts += r.err.find("hosting the rendezvous") != std::string::npos;
+  EXPECT_EQ(hosts, 1);
+}
+
+TEST(PerNode, C10dFourLaunchersOfOneRankEach) {
+  const int port = free_port();
+  const auto job = unique_job_id("pn-c10d4");
+  std::vector<std::vector<std::string>> cmds;
+  cmds.reserve(4);
+  for (int k = 0; k < 4; ++k) cmds.push_back(c10d(4, 1, port, job, {"python3", kWorld}));
+  expect_one_world(run_all(cmds), 4, 1);
+}
+
+TEST(PerNode, MismatchedNnodesIsRefusedNamingBoth) {
+  const int port = free_port();
+  const auto job = unique_job_id("pn-mismatch");
+  Process first(c10d(2, 1, port, job, {"--rdzv-conf", "join_timeout=3", "python3", kWorld}), kEnv);
+  // The first one joins first (it hosts); it prints nothing until the close.
+  (void)first.wait_for_stderr([](const std::string&) { return false; }, 0.7);
+  auto second = run(c10d(3, 1, port, job, {"python3", kWorld}), 30, kEnv);
+  EXPECT_EQ(second.exit_code, 2) << second.err;
+  EXPECT_NE(second.err.find("--nnodes 3 here"), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find("--nnodes 2 on the launcher that came first"), std::string::npos)
+      << second.err;
+  auto r = first.finish(20);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("did not close within 3 s"), std::string::npos) << r.err;
+}
+
+TEST(PerNode, TwoLaunchersClaimingNodeRankZeroAreRefused) {
+  const int port = free_port();
+  const auto job = unique_job_id("pn-rank0");
+  Process first(fixed(2, 1, 0, port, job, {"--rdzv-conf", "join_timeout=3", "python3", kWorld}),
+                kEnv);
+  (void)first.wait_for_stderr([](const std::string&) { return false; }, 0.7);
+  auto second = run(fixed(2, 1, 0, port, job, {"python3", kWorld}), 30, kEnv);
+  EXPECT_EQ(second.exit_code, 2) << second.err;
+  EXPECT_NE(second.err.find("node rank 0 is claimed by two launchers"), std::string::npos)
+      << second.err;
+  first.finish(20);
+}
+
+TEST(PerNode, FailedRankOnOneNodeStopsTheOtherWithTheSameReport) {
+  const int port = free_port();
+  const auto job = unique_job_id("pn-fail");
+  // Rank 3 (node 1) fails with 7 after the exchange; the others would sleep 60 s.
+  auto rs =
+      run_all({fixed(2, 2, 0, port, job,
+                     {"python3", kWorld, "--fail-rank", "3", "--code", "7", "--sleep", "60"}),
+               fixed(2, 2, 1, port, job,
+                     {"python3", kWorld, "--fail-rank", "3", "--code", "7", "--sleep", "60"})},
+              40);
+  for (const auto& r : rs) {
+    EXPECT_EQ(r.exit_code, 7) << r.err;
+    EXPECT_LT(r.seconds, 20) << r.err;
+    EXPECT_NE(r.err.find("failed: rank 3 exited with code 7"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("failing on purpose"), std::string::npos) << r.err;
+  }
+  EXPECT_NE(rs[0].err.find("ran under node 1's launcher"), std::string::npos) << rs[0].err;
+  EXPECT_TRUE(wait_job_gone(job, 5).empty());
+}
+
+TEST(PerNode, LauncherHostingTheRendezvousKilledIsReportedAtOnce) {
+  const int port = free_port();
+  const auto job = unique_job_id("pn-hostkill");
+  Process host(fixed(2, 1, 0, port, job, {"python3", kWorld, "--sleep", "60"}), kEnv);
+  Process other(fixed(2, 1, 1, port, job, {"python3", kWorld, "--sleep", "60"}), kEnv);
+  ASSERT_TRUE(other.wait_for_output(
+      [](const std::string& out) { return out.find("sum 3") != std::string::npos; }, 30));
+  ASSERT_TRUE(host.wait_for_output(
+      [](const std::string& out) { return out.find("sum 3") != std::string::npos; }, 30));
+  host.signal(SIGKILL);
+  auto r = other.finish(30);
+  host.finish(5);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.seconds, 30);
+  EXPECT_NE(r.err.find("lost the rendezvous store"), std::string::npos) << r.err;
+  EXPECT_TRUE(wait_job_gone(job, 10).empty());
+}
+
+TEST(PerNode, RefusedOptionsAndAMissingSecretSayWhy) {
+  auto r = run(dlaunch_cmd({"--nnodes", "2", "--start-method", "fork", "--rdzv-endpoint",
+                            "127.0.0.1:1", "true"}),
+               10, kEnv);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--start-method is not supported"), std::string::npos) << r.err;
+  r = run(
+      dlaunch_cmd({"--nnodes", "2", "-H", "localhost:2", "--rdzv-endpoint", "127.0.0.1:1", "true"}),
+      10, kEnv);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--hosts is for the head-node mode"), std::string::npos) << r.err;
+  r = run(dlaunch_cmd({"--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:1", "true"}), 10,
+          {"DLAUNCH_RDZV_SECRET="});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("need a shared secret"), std::string::npos) << r.err;
+}
+
+TEST(PerNode, StandaloneRunsOneNode) {
+  auto r = run(dlaunch_cmd({"--standalone", "--nproc-per-node", "3", "python3", kWorld}), 30);
+  expect_one_world({r}, 1, 3);
+  // torchrun --nproc-per-node 2 train.py: one node, nobody to meet, no secret needed.
+  r = run(dlaunch_cmd({"--nproc-per-node", "2", kWorld}), 30, {"DLAUNCH_RDZV_SECRET="});
+  expect_one_world({r}, 1, 2);
+}
+
+TEST(PerNode, TrainPyOnTwoC10dLaunchers) {
+  if (run({kPython, "-c", "import torch, torch.distributed"}, 60).exit_code != 0)
+    GTEST_SKIP() << kPython << " has no torch: install python3-torch (scripts/install-deps.sh)";
+  const int port = free_port();
+  const auto job = unique_job_id("pn-torch");
+  const std::string train = std::string(SOURCE_DIR) + "/examples/train.py";
+  auto rs = run_all({c10d(2, 2, port, job, {kPython, train, "--steps", "20"}),
+                     c10d(2, 2, port, job, {kPython, train, "--steps", "20"})},
+                    90);
+  std::string all;
+  for (const auto& r : rs) {
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    all += r.out;
+  }
+  EXPECT_NE(all.find("[0] parameters identical on all 4 ranks"), std::string::npos) << all;
+}
+
+TEST(PerNode, LauncherKilledElsewhereIsLostWithinTheHeartbeatTimeout) {
+  const int port = free_port();
+  const auto job = unique_job_id("pn-lost");
+  Process host(fixed(2, 1, 0, port, job, {"python3", kWorld, "--sleep", "60"}), kEnv);
+  Process other(fixed(2, 1, 1, port, job, {"python3", kWorld, "--sleep", "60"}), kEnv);
+  const auto said_sum = [](const std::string& out) {
+    return out.find("sum 3") != std::string::npos;
+  };
+  ASSERT_TRUE(other.wait_for_output(said_sum, 30));
+  ASSERT_TRUE(host.wait_for_output(said_sum, 30));
+  other.signal(SIGKILL);
+  auto r = host.finish(30);
+  other.finish(5);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  // --heartbeat-timeout 4, the kill grace 2: well before the ranks' 60 s.
+  EXPECT_LT(r.seconds, 15) << r.err;
+  EXPECT_NE(r.err.find("node 1 ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is lost: its launcher sent no heartbeat"), std::string::npos) << r.err;
+  EXPECT_TRUE(wait_job_gone(job, 10).empty());
+}
+
+namespace {
+
+std::vector<std::string> elastic(const std::string& nnodes, int port, const std::string& job,
+                                 std::vector<std::string> rest) {
+  std::vector<std::string> args = {"--nnodes",
+                                   nnodes,
+                                   "--nproc-per-node",
+                                   "2",
+                                   "--max-restarts",
+                                   "2",
+                                   "--rdzv-backend",
+                                   "c10d",
+                                   "--rdzv-endpoint",
+                                   "127.0.0.1:" + std::to_string(port),
+                                   "--rdzv-id",
+                                   job,
+                                   "--rdzv-conf",
+                                   "last_call_timeout=1,close_timeout=10",
+                                   "--heartbeat-timeout",
+                                   "3",
+                                   "--kill-grace",
+                                   "2"};
+  args.insert(args.end(), rest.begin(), rest.end());
+  return dlaunch_cmd(args);
+}
+
+}  // namespace
+
+// --nnodes 1:2 --max-restarts 2: the launcher that does not host is SIGKILLed
+// while its ranks run; the other sees its heartbeat stop, stops its ranks,
+// meets alone in the next round and runs the job again with WORLD_SIZE 2,
+// TORCHELASTIC_RESTART_COUNT 1, and exits 0.
+TEST(PerNodeElastic, OneOfTwoLaunchersKilledTheOtherRestartsAlone) {
+  const int port = free_port();
+  const auto job = unique_job_id("pn-elastic");
+  Process host(elastic("1:2", port, job, {"python3", kWorld, "--sleep", "4"}), kEnv);
+  (void)host.wait_for_stderr([](const std::string&) { return false; }, 0.3);
+  Process other(elastic("1:2", port, job, {"python3", kWorld, "--sleep", "4"}), kEnv);
+  const auto four = [](const std::string& out) { return out.find("sum 10") != std::string::npos; };
+  ASSERT_TRUE(other.wait_for_output(four, 30));
+  other.signal(SIGKILL);
+  auto r = host.finish(40);
+  other.finish(5);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("node 1 ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is lost"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("restarting the job (1 of 2 restarts)"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("[0] rank 0/2 node 0/1 local 0/2 restart 1 sum 3"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("[1] rank 1/2 node 0/1 local 1/2 restart 1 sum 3"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("attempt 1: succeeded"), std::string::npos) << r.err;
+  EXPECT_TRUE(wait_job_gone(job, 10).empty());
+}
+
+// A rank that fails once: both launchers stop, meet again and run the same
+// world again (restart 1), then succeed. The failing rank fails only while
+// TORCHELASTIC_RESTART_COUNT is 0.
+TEST(PerNodeElastic, FailedRankRestartsBothNodes) {
+  const int port = free_port();
+  const auto job = unique_job_id("pn-restart");
+  const std::string script =
+      "import os, runpy, sys\n"
+      "if os.environ['TORCHELASTIC_RESTART_COUNT'] == '0' and os.environ['RANK'] == '2':\n"
+      "    sys.exit(5)\n"
+      "sys.argv = [sys.argv[1]]\n"
+      "runpy.run_path(sys.argv[0], run_name='__main__')\n";
+  const std::string wrapper = temp_file(script, ".py");
+  auto rs = run_all(
+      {elastic("2:2", port, job, {wrapper, kWorld}), elastic("2:2", port, job, {wrapper, kWorld})},
+      60);
+  for (const auto& r : rs) {
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.err.find("rank 2 exited with code 5"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("attempt 1: succeeded"), std::string::npos) << r.err;
+    EXPECT_NE(r.out.find("/4 node "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("restart 1 sum 10"), std::string::npos) << r.out;
+  }
+  std::remove(wrapper.c_str());
+}
+
+// --nnodes 1:2: a job running on one node; a second launcher that comes later
+// waits for the next round and asks for it; the first stops its ranks, both
+// meet and run the job with WORLD_SIZE 4 (restart 1, not counted against
+// --max-restarts), and both exit 0.
+TEST(PerNodeElastic, ALauncherJoiningARunningJobIsTakenInAtARestart) {
+  const int port = free_port();
+  const auto job = unique_job_id("pn-join");
+  Process first(elastic("1:2", port, job, {"python3", kWorld, "--sleep", "3"}), kEnv);
+  const auto two = [](const std::string& out) { return out.find("sum 3") != std::string::npos; };
+  ASSERT_TRUE(first.wait_for_output(two, 30));
+  auto late = run(elastic("1:2", port, job, {"python3", kWorld, "--sleep", "3"}), 40, kEnv);
+  auto r = first.finish(40);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(late.exit_code, 0) << late.out << late.err;
+  EXPECT_NE(r.err.find("restarting the job to take in the node that is waiting"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("[0] rank 0/4 node 0/2 local 0/2 restart 1 sum 10"), std::string::npos)
+      << r.out;
+  EXPECT_NE(late.out.find("[2] rank 2/4 node 1/2 local 0/2 restart 1 sum 10"), std::string::npos)
+      << late.out;
+  EXPECT_TRUE(wait_job_gone(job, 10).empty());
+}

@@ -1,0 +1,191 @@
+// Per-node mode's pure parts: which mode the command line selects, torchrun's
+// spellings, what is refused by name, the program under Python, --rdzv-conf,
+// --nproc-per-node and the node's plan (global ranks, torchrun's environment).
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cli/options.h"
+#include "hostfile/hostfile.h"
+#include "pernode/pernode.h"
+#include "pernode/rendezvous.h"
+
+using namespace dlaunch;
+
+namespace {
+
+// parse_options on these words; exit code 2 stands for a usage error printed
+// by CLI11, -1 for parsed.
+struct Parsed {
+  Options o;
+  int exit = -1;
+  std::string error;  // an InputError's message
+};
+
+Parsed parse(std::vector<std::string> words) {
+  words.insert(words.begin(), "dlaunch");
+  std::vector<char*> argv;
+  argv.reserve(words.size());
+  for (auto& w : words) argv.push_back(w.data());
+  Parsed p;
+  int code = 0;
+  try {
+    if (!parse_options(static_cast<int>(argv.size()), argv.data(), p.o, code)) p.exit = code;
+  } catch (const InputError& e) {
+    p.exit = 2;
+    p.error = std::string(e.what());
+  }
+  return p;
+}
+
+std::string env_of(const EnvList& env, const std::string& name) {
+  for (const auto& [k, v] : env) {
+    if (k == name) return v;
+  }
+  return "<unset>";
+}
+
+}  // namespace
+
+TEST(PerNodeOptions, NodeOptionsSelectTheModeInBothSpellings) {
+  auto p = parse({"--nnodes", "2", "--nproc_per_node", "4", "--node_rank", "1", "--master_addr",
+                  "10.0.0.1", "--master_port", "29501", "./prog"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_TRUE(p.o.pernode.enabled);
+  EXPECT_EQ(p.o.pernode.nproc, "4");
+  EXPECT_EQ(p.o.pernode.node_rank, 1);
+  EXPECT_EQ(p.o.pernode.rdzv_backend, "static");
+  EXPECT_EQ(p.o.master_addr, "10.0.0.1");
+  EXPECT_EQ(p.o.master_port, 29501);
+  p = parse({"--nnodes", "1:4", "--rdzv-endpoint", "h:29400", "--max-restarts", "3", "./prog"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_EQ(p.o.pernode.rdzv_backend, "c10d");
+  EXPECT_EQ(p.o.pernode.min_nodes, 1);
+  EXPECT_EQ(p.o.pernode.max_nodes, 4);
+  EXPECT_EQ(p.o.max_restarts, 3);
+  // --nproc-per-node alone is torchrun on one node; with hosts, the head mode's.
+  p = parse({"--nproc-per-node", "2", "./prog"});
+  EXPECT_TRUE(p.o.pernode.enabled);
+  p = parse({"-H", "a:4,b:4", "--nproc-per-node", "2", "./prog"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_FALSE(p.o.pernode.enabled);
+  EXPECT_EQ(p.o.filter.nproc_per_node, 2);
+  p = parse({"-H", "a:4", "--nproc-per-node", "gpu", "./prog"});
+  EXPECT_EQ(p.exit, 2);
+  EXPECT_NE(p.error.find("--nproc-per-node"), std::string::npos) << p.error;
+}
+
+TEST(PerNodeOptions, ThePythonProgramRulesOfTorchrun) {
+  auto p = parse({"--standalone", "train.py", "--lr", "1"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_EQ(p.o.command, (std::vector<std::string>{pernode_python(), "train.py", "--lr", "1"}));
+  p = parse({"--standalone", "-m", "pkg.train", "--lr", "1"});
+  EXPECT_EQ(p.o.command,
+            (std::vector<std::string>{pernode_python(), "-m", "pkg.train", "--lr", "1"}));
+  p = parse({"--standalone", "--no-python", "tool.py"});
+  EXPECT_EQ(p.o.command, (std::vector<std::string>{"tool.py"}));
+  p = parse({"--standalone", "./prog"});
+  EXPECT_EQ(p.o.command, (std::vector<std::string>{"./prog"}));
+  p = parse({"--standalone", "--run-path", "script"});
+  EXPECT_EQ(p.o.command, (std::vector<std::string>{pernode_python(), "script"}));
+}
+
+TEST(PerNodeOptions, WhatMakesNoSenseIsRefusedByName) {
+  struct Case {
+    std::vector<std::string> words;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{"--nnodes", "2", "--rdzv-endpoint", "h", "--start-method", "spawn", "p"},
+       "--start-method is not supported"},
+      {{"--nnodes", "2", "--rdzv-endpoint", "h", "-H", "a:2", "p"}, "--hosts is for the head-node"},
+      {{"--nnodes", "2", "--rdzv-endpoint", "h", "--mpi", "p"}, "--mpi is for the head-node"},
+      {{"--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint", "h", "p"},
+       "'etcd' is not supported"},
+      {{"--nnodes", "2", "p"}, "a static rendezvous of 2 nodes needs this node's --node-rank"},
+      {{"--nnodes", "2", "--rdzv-backend", "c10d", "p"}, "c10d rendezvous needs --rdzv-endpoint"},
+      {{"--nnodes", "2", "--node-rank", "2", "p"}, "2 is not below --nnodes 2"},
+      {{"--nnodes", "3:2", "--rdzv-endpoint", "h", "p"}, "MIN is larger than MAX"},
+      {{"--nnodes", "2", "--rdzv-endpoint", "h", "--master-addr", "x", "p"},
+       "--master-addr is for a static rendezvous"},
+      {{"--nnodes", "2", "--rdzv-endpoint", "h", "--redirects", "3", "p"}, "'3' is not supported"},
+      {{"-H", "a:2", "-m", "p"}, "--module is for the per-node mode"},
+      {{"--standalone", "--node-rank", "0", "p"}, "--standalone runs this node alone"},
+  };
+  for (const auto& c : cases) {
+    auto p = parse(c.words);
+    EXPECT_EQ(p.exit, 2) << c.says;
+    EXPECT_NE(p.error.find(c.says), std::string::npos) << p.error << " / wanted: " << c.says;
+  }
+}
+
+TEST(PerNodeOptions, RdzvConf) {
+  const auto c = parse_rdzv_conf("join_timeout=5,last_call_timeout=0.5,read_timeout=7,secret=abc");
+  EXPECT_EQ(c.join_timeout_s, 5);
+  EXPECT_EQ(c.last_call_timeout_s, 0.5);
+  EXPECT_EQ(c.read_timeout_s, 7);
+  EXPECT_EQ(c.secret, "abc");
+  EXPECT_FALSE(c.insecure);
+  EXPECT_TRUE(parse_rdzv_conf("insecure=1").insecure);
+  EXPECT_THROW(parse_rdzv_conf("join_timeout=x"), InputError);
+  EXPECT_THROW(parse_rdzv_conf("joint_timeout=5"), InputError);
+  EXPECT_THROW(parse_rdzv_conf("secret="), InputError);
+}
+
+TEST(PerNodeOptions, NprocPerNode) {
+  EXPECT_EQ(resolve_nproc("3", {}), 3);
+  EXPECT_EQ(resolve_nproc("gpu", {"CUDA_VISIBLE_DEVICES=0,1,3"}), 3);
+  EXPECT_EQ(resolve_nproc("auto", {"CUDA_VISIBLE_DEVICES=5"}), 1);
+  EXPECT_GE(resolve_nproc("cpu", {}), 1);
+}
+
+TEST(PerNodePlan, GlobalRanksAndTorchrunEnvironmentOfNodeTwoOfThree) {
+  PlanOptions po;
+  po.job_id = "j";
+  po.command = {"prog"};
+  po.head_env = {"TORCH_NCCL_ASYNC_ERROR_HANDLING=3"};
+  Membership m;
+  m.nnodes = 3;
+  m.node_rank = 2;
+  m.nproc = 2;
+  m.master_addr = "10.0.0.1";
+  m.master_port = 1234;
+  m.store_host = "10.0.0.1";
+  m.store_port = 29400;
+  const JobPlan plan = make_node_plan(po, m, "host2", "trainer", "sec");
+  EXPECT_EQ(plan.world_size, 6);
+  EXPECT_EQ(plan.master_addr, "10.0.0.1");
+  ASSERT_EQ(plan.nodes.size(), 1u);
+  const auto& n = plan.nodes.front();
+  EXPECT_EQ(n.node_rank, 2);
+  EXPECT_EQ(n.host.name, "host2");
+  EXPECT_EQ(n.host.transport, Transport::kLocal);
+  EXPECT_EQ(env_of(n.env, "TORCHELASTIC_USE_AGENT_STORE"), "False");
+  EXPECT_EQ(env_of(n.env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "3");
+  EXPECT_EQ(env_of(n.env, "DLAUNCH_STORE_ADDR"), "10.0.0.1");
+  EXPECT_EQ(env_of(n.env, "DLAUNCH_STORE_PORT"), "29400");
+  EXPECT_EQ(env_of(n.env, "DLAUNCH_STORE_SECRET"), "sec");
+  ASSERT_EQ(n.ranks.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const auto& r = n.ranks[static_cast<std::size_t>(i)];
+    EXPECT_EQ(r.rank, 4 + i);
+    EXPECT_EQ(r.local_rank, i);
+    EXPECT_EQ(env_of(r.env, "RANK"), std::to_string(4 + i));
+    EXPECT_EQ(env_of(r.env, "LOCAL_RANK"), std::to_string(i));
+    EXPECT_EQ(env_of(r.env, "WORLD_SIZE"), "6");
+    EXPECT_EQ(env_of(r.env, "LOCAL_WORLD_SIZE"), "2");
+    EXPECT_EQ(env_of(r.env, "GROUP_RANK"), "2");
+    EXPECT_EQ(env_of(r.env, "GROUP_WORLD_SIZE"), "3");
+    EXPECT_EQ(env_of(r.env, "NODE_RANK"), "2");
+    EXPECT_EQ(env_of(r.env, "NNODES"), "3");
+    EXPECT_EQ(env_of(r.env, "ROLE_NAME"), "trainer");
+    EXPECT_EQ(env_of(r.env, "ROLE_RANK"), std::to_string(4 + i));
+    EXPECT_EQ(env_of(r.env, "ROLE_WORLD_SIZE"), "6");
+    EXPECT_EQ(env_of(r.env, "TORCHELASTIC_RUN_ID"), "j");
+  }
+  // Without the variable in the launcher's environment: torchrun's 1.
+  po.head_env = {};
+  const JobPlan plan2 = make_node_plan(po, m, "host2", "default", "sec");
+  EXPECT_EQ(env_of(plan2.nodes.front().env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "1");
+}
