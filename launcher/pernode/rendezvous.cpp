@@ -248,33 +248,30 @@ Membership Rendezvous::join_round() {
     Clock::time_point min_seen{};
     bool min_reached = false;
     while (!st.check({rkey("closed")})) {
-      if (Clock::now() > deadline) {
+      const long long joined = st.add(rkey("joined"), 0);
+      const bool enough = st.check({rkey("host")}) && joined >= s_.min_nodes;
+      if (enough && !min_reached) min_seen = Clock::now();
+      min_reached = enough;
+      if (enough && (joined >= s_.max_nodes || Clock::now() - min_seen >= s_.last_call)) {
+        // Close: the host is node 0, the others in the order they joined.
+        const long long host = std::stoll(st.get(rkey("host")));
+        const long long n = std::min<long long>(joined, s_.max_nodes);
+        std::vector<std::string> members{std::to_string(host)};
+        for (long long i = 0; i < joined && static_cast<long long>(members.size()) < n; ++i) {
+          if (i != host) members.push_back(std::to_string(i));
+        }
+        (void)st.compare_set(rkey("closed"), "", fmt::format("{}", fmt::join(members, ",")));
+        break;
+      }
+      // The deadline is for MIN nodes to come; once they are here, the last
+      // call runs its course (it may be longer than close_timeout).
+      if (!min_reached && Clock::now() > deadline) {
         throw Error(
             ErrorKind::kEnvironment,
             fmt::format("the rendezvous at {} did not close within {} ({}): "
                         "{} of at least {} node(s) joined",
                         endpoint_, secs(wait), round_ == 0 ? "join_timeout" : "close_timeout",
-                        st.add(rkey("joined"), 0), s_.min_nodes));
-      }
-      const long long joined = st.add(rkey("joined"), 0);
-      if (st.check({rkey("host")}) && joined >= s_.min_nodes) {
-        if (!min_reached) {
-          min_reached = true;
-          min_seen = Clock::now();
-        }
-        if (joined >= s_.max_nodes || Clock::now() - min_seen >= s_.last_call) {
-          // Close: the host is node 0, the others in the order they joined.
-          const long long host = std::stoll(st.get(rkey("host")));
-          const long long n = std::min<long long>(joined, s_.max_nodes);
-          std::vector<std::string> members{std::to_string(host)};
-          for (long long i = 0; i < joined && static_cast<long long>(members.size()) < n; ++i) {
-            if (i != host) members.push_back(std::to_string(i));
-          }
-          (void)st.compare_set(rkey("closed"), "", fmt::format("{}", fmt::join(members, ",")));
-          break;
-        }
-      } else {
-        min_reached = false;
+                        joined, s_.min_nodes));
       }
       std::this_thread::sleep_for(kPoll);
     }

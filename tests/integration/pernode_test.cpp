@@ -293,7 +293,8 @@ TEST(PerNode, LauncherKilledElsewhereIsLostWithinTheHeartbeatTimeout) {
 namespace {
 
 std::vector<std::string> elastic(const std::string& nnodes, int port, const std::string& job,
-                                 std::vector<std::string> rest) {
+                                 std::vector<std::string> rest,
+                                 const std::string& conf = "last_call_timeout=1,close_timeout=10") {
   std::vector<std::string> args = {"--nnodes",
                                    nnodes,
                                    "--nproc-per-node",
@@ -307,7 +308,7 @@ std::vector<std::string> elastic(const std::string& nnodes, int port, const std:
                                    "--rdzv-id",
                                    job,
                                    "--rdzv-conf",
-                                   "last_call_timeout=1,close_timeout=10",
+                                   conf,
                                    "--heartbeat-timeout",
                                    "3",
                                    "--kill-grace",
@@ -340,6 +341,28 @@ TEST(PerNodeElastic, OneOfTwoLaunchersKilledTheOtherRestartsAlone) {
   EXPECT_NE(r.out.find("[0] rank 0/2 node 0/1 local 0/2 restart 1 sum 3"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("[1] rank 1/2 node 0/1 local 1/2 restart 1 sum 3"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("attempt 1: succeeded"), std::string::npos) << r.err;
+  EXPECT_TRUE(wait_job_gone(job, 10).empty());
+}
+
+// The same with a last call longer than close_timeout (as torchrun's defaults
+// are, 30 s each): the survivor, alone but at MIN, waits the last call out
+// and restarts; close_timeout bounds only the wait for MIN nodes.
+TEST(PerNodeElastic, ALastCallLongerThanTheCloseTimeoutStillRestarts) {
+  const int port = free_port();
+  const auto job = unique_job_id("pn-lastcall");
+  const std::string conf = "last_call_timeout=3,close_timeout=1";
+  Process host(elastic("1:2", port, job, {"python3", kWorld, "--sleep", "4"}, conf), kEnv);
+  (void)host.wait_for_stderr([](const std::string&) { return false; }, 0.3);
+  Process other(elastic("1:2", port, job, {"python3", kWorld, "--sleep", "4"}, conf), kEnv);
+  const auto four = [](const std::string& out) { return out.find("sum 10") != std::string::npos; };
+  ASSERT_TRUE(other.wait_for_output(four, 30));
+  other.signal(SIGKILL);
+  auto r = host.finish(40);
+  other.finish(5);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("[0] rank 0/2 node 0/1 local 0/2 restart 1 sum 3"), std::string::npos)
       << r.out;
   EXPECT_NE(r.err.find("attempt 1: succeeded"), std::string::npos) << r.err;
   EXPECT_TRUE(wait_job_gone(job, 10).empty());
