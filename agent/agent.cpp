@@ -243,6 +243,14 @@ void Agent::handle(proto::Setup&& m) {
     }
   }
   for (const auto& ws : setup_.workers) workers_[ws.rank].spec = ws;
+  // Where the memory for it cannot be had, a stall is judged by output alone.
+  if (setup_.progress_interval_ms > 0 && !workers_.empty()) {
+    if (auto board = ProgressBoard::create(workers_.size())) {
+      progress_ = std::move(*board);
+      int slot = 0;
+      for (auto& [rank, w] : workers_) w.progress_slot = slot++;
+    }
+  }
   if (setup_.mpi && !start_pmix()) return;
   channel_->send(ready);
   start_heartbeats();
@@ -259,7 +267,26 @@ void Agent::handle(proto::Start&& m) {
   // Open MPI (node 0: the one that owns it).
   if (!m.net_address.empty()) net_interface_ = env_.os.route_interface(m.net_address);
   for (auto& [rank, w] : workers_) spawn_worker(w, m.env);
+  arm_progress_timer();
   maybe_finish();
+}
+
+// While the job runs: every progress_interval_ms, the sum of the ranks' comm
+// counters goes to the head when it moved (a Progress counts as activity for
+// --stall-timeout, as an output line does).
+void Agent::arm_progress_timer() {
+  if (!progress_) return;
+  if (!progress_timer_) progress_timer_ = env_.clock.make_timer();
+  progress_timer_->expires_at(
+      env_.clock.now() + std::chrono::milliseconds(setup_.progress_interval_ms), [this] {
+        if (phase_ != Phase::kRunning || aborting_ || !channel_->is_open()) return;
+        const std::uint64_t total = progress_->total();
+        if (total != progress_sent_) {
+          progress_sent_ = total;
+          channel_->send(proto::Progress{.collectives = total});
+        }
+        arm_progress_timer();
+      });
 }
 
 // Which of node 0's addresses this node reaches (the head chooses from the
@@ -456,6 +483,11 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
       started.binding_note += std::string(started.binding_note.empty() ? "" : "; ") +
                               "shares its CPUs with an earlier rank";
     }
+  }
+  if (progress_ && w.progress_slot >= 0) {
+    opts.keep_fd = progress_->fd();
+    job_env.emplace_back("DLAUNCH_PROGRESS_FD", std::to_string(progress_->fd()));
+    job_env.emplace_back("DLAUNCH_PROGRESS_SLOT", std::to_string(w.progress_slot));
   }
   auto [out_r, out_w] = make_pipe();
   auto [err_r, err_w] = make_pipe();

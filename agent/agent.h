@@ -38,6 +38,7 @@
 #include "net.h"
 #include "os.h"
 #include "pmix/pmix_host.h"
+#include "progress_board.h"
 #include "worker.h"
 
 namespace dlaunch::agent {
@@ -120,6 +121,7 @@ class Agent {
   void complete();
   bool cgroup_removed();
   void start_heartbeats();
+  void arm_progress_timer();
   std::size_t live_workers() const;
 
   AgentEnv env_;
@@ -129,7 +131,12 @@ class Agent {
   std::unique_ptr<Timer> sweep_timer_;      // leftovers signalled, waiting for them to go
   std::unique_ptr<proto::HeartbeatMonitor> heartbeats_;  // from Setup on
   std::unique_ptr<StackRun> stacks_;                     // a CollectStacks in progress
-  std::uint64_t stack_runs_ = 0;                         // tells a run's handlers from older ones
+  // --stall-timeout: the ranks' comm progress counters, from Setup (none when
+  // the head asks for no progress), and the timer that reports them.
+  std::unique_ptr<ProgressBoard> progress_;
+  std::unique_ptr<Timer> progress_timer_;
+  std::uint64_t progress_sent_ = 0;
+  std::uint64_t stack_runs_ = 0;  // tells a run's handlers from older ones
 
   std::string token_entry_;
   std::unique_ptr<GuardLink> guard_;

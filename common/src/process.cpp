@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -37,7 +38,8 @@ constexpr const char* kStages[] = {"setpgid",
                                    "chdir",
                                    "exec",
                                    "joining the job's cgroup",
-                                   "binding to CPUs (sched_setaffinity)"};
+                                   "binding to CPUs (sched_setaffinity)",
+                                   "keeping a descriptor open (fcntl)"};
 
 [[noreturn]] void child_fail(int errfd, int stage, int err) {
   ChildFailure f{stage, err};
@@ -151,9 +153,18 @@ SpawnResult spawn(const SpawnOptions& opts) {
     for (int i = 0; i < 3; ++i) {
       if (src[i] >= 0 && ::dup2(src[i], i) < 0) child_fail(errfd, 2, errno);
     }
-    // Close everything else except the error pipe (close-on-exec anyway).
-    ::close_range(3, static_cast<unsigned>(errfd) - 1, 0);
-    ::close_range(static_cast<unsigned>(errfd) + 1, ~0u, 0);
+    // keep_fd goes to the program as it is; everything else is closed but the
+    // error pipe (close-on-exec anyway).
+    const int keep = opts.keep_fd >= 3 && opts.keep_fd != errfd ? opts.keep_fd : errfd;
+    if (keep != errfd && ::fcntl(keep, F_SETFD, 0) != 0) child_fail(errfd, 7, errno);
+    unsigned from = 3;
+    for (const int open_fd : {std::min(errfd, keep), std::max(errfd, keep)}) {
+      const auto fd = static_cast<unsigned>(open_fd);
+      if (fd < from) continue;
+      if (fd > from) ::close_range(from, fd - 1, 0);
+      from = fd + 1;
+    }
+    ::close_range(from, ~0u, 0);
     if (!opts.workdir.empty() && ::chdir(opts.workdir.c_str()) != 0) child_fail(errfd, 3, errno);
     int last = ENOENT;
     for (const auto& c : candidates) {

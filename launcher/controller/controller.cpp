@@ -268,7 +268,7 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     show_progress();
   } else if (auto* out = std::get_if<proto::Output>(&msg)) {
     progress_.clear();
-    on_output_seen();
+    on_activity_seen();
     sink_.write(out->rank, out->stream, out->data, out->partial);
   } else if (auto* ex = std::get_if<proto::Exited>(&msg)) {
     on_exited(i, *ex);
@@ -293,6 +293,8 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     on_stacks(i, std::move(*st));
   } else if (auto* ack = std::get_if<proto::StdinAck>(&msg)) {
     on_stdin_ack(i, *ack);
+  } else if (std::holds_alternative<proto::Progress>(msg)) {
+    on_activity_seen();  // the node's ranks completed comm calls: not stalled
   } else {
     fail({.kind = CauseKind::kNode,
           .node_index = static_cast<int>(i),

@@ -225,7 +225,7 @@ class Controller {
   bool collect_stacks(StackReason reason);
   void on_stacks(std::size_t node, proto::Stacks&& st);
   void stacks_complete();
-  void on_output_seen();
+  void on_activity_seen();
   void arm_stall_timer();
   std::string write_stacks_file(const std::string& text);
   std::optional<StackCollection> collecting_;

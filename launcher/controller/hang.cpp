@@ -2,9 +2,11 @@
 //
 // Three occasions: --timeout (the cause is recorded at once, and Abort goes
 // out once the stacks are in, or after --stack-timeout), SIGQUIT (a report
-// on stderr, the job goes on) and --stall-timeout (no rank wrote a line for
-// that long: a report, once per stall, or with --stall-action abort the job
-// is stopped like at --timeout, exit kStallExitStatus).
+// on stderr, the job goes on) and --stall-timeout (no rank wrote a line, and
+// none completed a comm call, for that long: a report, once per stall, or
+// with --stall-action abort the job is stopped like at --timeout, exit
+// kStallExitStatus). The agents send Progress when their ranks' comm
+// counters moved (agent/progress_board.h).
 //
 // Why SIGQUIT: it is the thread-dump signal of the JVM (Ctrl-\ in a
 // terminal), and nothing else of dlaunch's uses it. SIGUSR1/SIGUSR2 are
@@ -179,12 +181,15 @@ void Controller::stacks_complete() {
   }
   progress_.clear();
   sink_.console().write(
-      true, fmt::format("dlaunch: job {}: {}", plan_.job_id,
-                        c.reason == StackReason::kOnDemand
-                            ? "stacks on SIGQUIT (the job goes on)\n"
-                            : fmt::format("no rank wrote a line for {} (--stall-timeout)\n",
-                                          seconds_text(cfg_.stall_timeout))) +
-                section);
+      true,
+      fmt::format(
+          "dlaunch: job {}: {}", plan_.job_id,
+          c.reason == StackReason::kOnDemand
+              ? "stacks on SIGQUIT (the job goes on)\n"
+              : fmt::format(
+                    "no rank wrote a line or completed a comm call for {} (--stall-timeout)\n",
+                    seconds_text(cfg_.stall_timeout))) +
+          section);
 }
 
 // DIR/<job-id>/stacks.txt with --output-dir (the folder OutputSink made);
@@ -217,7 +222,7 @@ std::string Controller::write_stacks_file(const std::string& text) {
   return ok ? path : fmt::format("not written in full: {}", path);
 }
 
-void Controller::on_output_seen() {
+void Controller::on_activity_seen() {
   last_output_ = env_.clock.now();
   if (stalled_) {
     stalled_ = false;
@@ -226,7 +231,7 @@ void Controller::on_output_seen() {
 }
 
 // Runs while output flows: it wakes at the last line's time plus the limit,
-// and stops once it has reported a stall (on_output_seen starts it again).
+// and stops once it has reported a stall (on_activity_seen starts it again).
 void Controller::arm_stall_timer() {
   if (cfg_.stall_timeout.count() <= 0) return;
   stall_timer_->expires_at(last_output_ + cfg_.stall_timeout, [this] {
@@ -236,8 +241,8 @@ void Controller::arm_stall_timer() {
       return;
     }
     stalled_ = true;
-    const std::string msg =
-        fmt::format("no rank wrote a line for {}", seconds_text(cfg_.stall_timeout));
+    const std::string msg = fmt::format("no rank wrote a line or completed a comm call for {}",
+                                        seconds_text(cfg_.stall_timeout));
     if (cfg_.stall_abort) {
       say(msg + " (--stall-timeout); collecting every rank's stack, then stopping the job");
       stop_with_stacks({.kind = CauseKind::kStall, .message = msg + " (--stall-action abort)"},

@@ -1,6 +1,7 @@
 #include "controller/setup.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include <fmt/format.h>
 
@@ -31,6 +32,12 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
   s.heartbeat_timeout_ms = ms(cfg.heartbeat_timeout);
   s.heartbeat_interval_ms = ms(proto::heartbeat_interval(cfg.heartbeat_timeout));
   s.flush_ms = ms(cfg.flush);
+  // --stall-timeout: the ranks' comm calls count as activity, looked at four
+  // times per limit (0.1 s to 5 s apart).
+  if (cfg.stall_timeout.count() > 0) {
+    s.progress_interval_ms = ms(std::clamp(cfg.stall_timeout / 4, std::chrono::milliseconds(100),
+                                           std::chrono::milliseconds(5000)));
+  }
   s.workdir = cfg.workdir;
   s.mpi = cfg.mpi;
   if (cfg.mpi) {

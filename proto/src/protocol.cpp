@@ -111,6 +111,7 @@ void put(Writer& w, const Setup& m) {
   w.boolean(m.oversubscribe);
   w.i32(m.host_rank_offset);
   w.boolean(m.omp_default);
+  w.u32(m.progress_interval_ms);
 }
 void put(Writer& w, const Ready& m) {
   w.u16(m.master_port);
@@ -191,6 +192,7 @@ void put(Writer& w, const PauseOutput& m) { w.boolean(m.pause); }
 void put(Writer& w, const StdinData& m) { w.bytes(m.data); }
 void put(Writer& /*w*/, const StdinEof& /*m*/) {}
 void put(Writer& w, const StdinAck& m) { w.u64(m.bytes); }
+void put(Writer& w, const Progress& m) { w.u64(m.collectives); }
 void put(Writer& w, const SignalRanks& m) { w.i32(m.signal); }
 void put(Writer& w, const CollectStacks& m) {
   w.u32(m.request_id);
@@ -258,6 +260,7 @@ void get(Reader& r, Setup& m) {
   m.oversubscribe = r.boolean();
   m.host_rank_offset = r.i32();
   m.omp_default = r.boolean();
+  m.progress_interval_ms = r.u32();
 }
 void get(Reader& r, Ready& m) {
   m.master_port = r.u16();
@@ -351,6 +354,7 @@ void get(Reader& r, PauseOutput& m) { m.pause = r.boolean(); }
 void get(Reader& r, StdinData& m) { m.data = r.str(); }
 void get(Reader& /*r*/, StdinEof& /*m*/) {}
 void get(Reader& r, StdinAck& m) { m.bytes = r.u64(); }
+void get(Reader& r, Progress& m) { m.collectives = r.u64(); }
 
 void get(Reader& r, SignalRanks& m) {
   m.signal = r.i32();
@@ -451,10 +455,11 @@ std::optional<Message> Decoder::next() {
 
 const char* message_name(const Message& msg) {
   static constexpr const char* kNames[] = {
-      "Hello",       "Setup",         "Ready",       "Start",     "Started",     "Output",
-      "Exited",      "Abort",         "Heartbeat",   "Shutdown",  "Fatal",       "Done",
-      "FenceUp",     "FenceDown",     "WorkerAbort", "Probe",     "ProbeResult", "PauseOutput",
-      "SignalRanks", "CollectStacks", "Stacks",      "StdinData", "StdinEof",    "StdinAck"};
+      "Hello",  "Setup",       "Ready",       "Start",       "Started",
+      "Output", "Exited",      "Abort",       "Heartbeat",   "Shutdown",
+      "Fatal",  "Done",        "FenceUp",     "FenceDown",   "WorkerAbort",
+      "Probe",  "ProbeResult", "PauseOutput", "SignalRanks", "CollectStacks",
+      "Stacks", "StdinData",   "StdinEof",    "StdinAck",    "Progress"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[msg.index()];
 }

@@ -87,6 +87,7 @@ void protocol_seeds(const fs::path& dir) {
       {"stdin_data", proto::StdinData{.data = "line 1\nline 2\n"}},
       {"stdin_eof", proto::StdinEof{}},
       {"stdin_ack", proto::StdinAck{.bytes = 14}},
+      {"progress", proto::Progress{.collectives = 42}},
   };
   std::string session;
   for (const auto& [name, m] : messages) {

@@ -5,16 +5,20 @@
 // (tests/helpers/stuck_worker.{cpp,py}).
 //
 // Needs a stack tool (eu-stack from elfutils, or gdb: scripts/install-deps.sh);
-// without one every test is skipped with the reason.
+// without one those tests are skipped with the reason. The last two, on what
+// counts as a stall for ranks that use comm (tests/helpers/comm_quiet.cpp,
+// Open MPI under --mpi), need none.
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -155,7 +159,8 @@ TEST(Stacks, StallTimeoutReportsOnceAndTheJobGoesOn) {
                             "--output-dir", dir.string(), STUCK_WORKER_BIN, "7"}),
                60);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("no rank wrote a line for 2.0 s (--stall-timeout)"), std::string::npos)
+  EXPECT_NE(r.err.find("no rank wrote a line or completed a comm call for 2.0 s (--stall-timeout)"),
+            std::string::npos)
       << r.err;
   EXPECT_NE(line_starting(r.err, "rank 2: ").find("stuck_in_data_loader"), std::string::npos)
       << r.err;
@@ -175,10 +180,46 @@ TEST(Stacks, StallActionAbortStopsTheJobWithItsOwnExitStatus) {
                        "abort", "--output-dir", dir.string(), STUCK_WORKER_BIN}),
           60);
   EXPECT_EQ(r.exit_code, 123) << r.err;
-  EXPECT_NE(r.err.find("stalled: no rank wrote a line for 2.0 s"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("stalled: no rank wrote a line or completed a comm call for 2.0 s"),
+            std::string::npos)
+      << r.err;
   EXPECT_NE(line_starting(r.err, "ranks 0,1,3 (3 ranks): ").find("wait_for_gradients"),
             std::string::npos)
       << r.err;
   EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
   std::filesystem::remove_all(dir);
+}
+
+// Ranks that all-reduce every 20 ms for 6 s and write nothing meanwhile:
+// their comm calls are activity, so --stall-timeout 2 (abort) never fires.
+TEST(Stacks, CommCallsWithoutOutputAreNoStall) {
+  const auto job = unique_job_id("stacks-comm-quiet");
+  auto r = run(dlaunch_cmd({"-n", "2", "--mpi", "--job-id", job, "--stall-timeout", "2",
+                            "--stall-action", "abort", COMM_QUIET_BIN, "6"}),
+               60, mpi_worker_env());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("stall"), std::string::npos) << r.err;
+  int done = 0;
+  for (const auto& l : lines_of(r.out)) done += l.ends_with("done") ? 1 : 0;
+  EXPECT_EQ(done, 2) << r.out;
+  EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
+}
+
+// The same ranks, but after 2 s rank 0 stops calling: rank 1 waits in an
+// all_reduce that never completes (busy in MPI, yet no call completes), and
+// the stall is found 2 s later.
+TEST(Stacks, RanksWaitingInACollectiveThatNeverCompletesAreAStall) {
+  const auto job = unique_job_id("stacks-comm-hang");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run(
+      dlaunch_cmd({"-n", "2", "--mpi", "--job-id", job, "--stall-timeout", "2", "--stall-action",
+                   "abort", "--stack-timeout", "5", COMM_QUIET_BIN, "60", "2"}),
+      60, mpi_worker_env());
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 123) << r.err;
+  EXPECT_NE(r.err.find("stalled: no rank wrote a line or completed a comm call for 2.0 s"),
+            std::string::npos)
+      << r.err;
+  EXPECT_LT(s, 30.0) << r.err;
+  EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
 }

@@ -1,5 +1,6 @@
 #include "dlaunch/process.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -64,6 +65,30 @@ TEST(Spawn, ChildGetsItsOwnProcessGroupAndOnlyTheGivenEnvironment) {
   ASSERT_GE(std::sscanf(buf, "%d %d %15s", &pid, &pgid, only), 3) << buf;
   EXPECT_EQ(pid, pgid);
   EXPECT_STREQ(only, "yes");
+}
+
+TEST(Spawn, KeepFdStaysOpenAtItsNumberAndNothingElseDoes) {
+  auto [keep_r, keep_w] = make_pipe();  // both close-on-exec here
+  // Not close-on-exec: only the spawn's own clean-up can close it.
+  const int stray = ::fcntl(keep_r.get(), F_DUPFD, 20);
+  ASSERT_GE(stray, 0);
+  SpawnOptions o;
+  const std::string kept = std::to_string(keep_w.get());
+  o.argv = {"sh", "-c",
+            "[ -e /proc/self/fd/" + kept + " ] && [ ! -e /proc/self/fd/" + std::to_string(stray) +
+                " ] && echo ok >&" + kept};
+  o.env = {"PATH=/usr/bin:/bin"};
+  o.keep_fd = keep_w.get();
+  auto res = spawn(o);
+  ::close(stray);
+  ASSERT_TRUE(res.ok()) << res.error();
+  keep_w.reset();
+  int st = 0;
+  ::waitpid(*res, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  char buf[16] = {};
+  EXPECT_EQ(::read(keep_r.get(), buf, sizeof buf - 1), 3);
+  EXPECT_STREQ(buf, "ok\n");
 }
 
 TEST(Process, SignalNamesAndExitCodes) {

@@ -48,6 +48,7 @@ TEST(Protocol, SetupRoundTripsWithWorkersAndEnvironment) {
   s.oversubscribe = true;
   s.host_rank_offset = 3;
   s.omp_default = true;
+  s.progress_interval_ms = 2500;
   s.node_of_rank = {0, 1, 0, 1, 1};
   proto::WorkerSpec second{.rank = 8, .local_rank = 2, .argv = {"server"}, .env = {}};
   second.workdir = "/srv/app";
@@ -81,10 +82,11 @@ TEST(Protocol, SetupRoundTripsWithWorkersAndEnvironment) {
   EXPECT_TRUE(back.oversubscribe);
   EXPECT_EQ(back.host_rank_offset, 3);
   EXPECT_TRUE(back.omp_default);
+  EXPECT_EQ(back.progress_interval_ms, 2500u);
 }
 
 TEST(Protocol, StartedCarriesTheRanksBinding) {
-  static_assert(kProtocolVersion >= 9);  // 9 added placement to Setup and Started
+  static_assert(kProtocolVersion >= 10);  // 9 added placement, 10 progress_interval_ms
   auto back = std::get<Started>(round_trip(Started{.rank = 1,
                                                    .pid = 2,
                                                    .cpus = "0-3,8",
@@ -127,6 +129,7 @@ TEST(Protocol, EveryMessageRoundTrips) {
       StdinData{.data = std::string("line\n\0bin", 9)},
       StdinEof{},
       StdinAck{.bytes = (1ull << 33) + 5},
+      Progress{.collectives = (1ull << 40) + 3},
   };
   for (const auto& m : all) {
     auto back = round_trip(m);
@@ -211,11 +214,11 @@ TEST(Protocol, UnknownTypeAndBadMagicAreRejected) {
 }
 
 TEST(Protocol, HugeCountsCannotAllocateBeyondTheFrame) {
-  // Setup whose last count (ranks_per_node, followed by ranks_on_host, two
-  // empty strings, a bool, host_rank_offset and a bool: 18 bytes) says
-  // 2^32-1 in a tiny frame.
+  // Setup whose last count (node_of_rank, followed by ranks_on_host, two
+  // empty strings, a bool, host_rank_offset, a bool and
+  // progress_interval_ms: 22 bytes) says 2^32-1 in a tiny frame.
   std::string wire = encode(proto::Setup{});
-  const std::size_t count_at = wire.size() - 22;
+  const std::size_t count_at = wire.size() - 26;
   for (std::size_t i = 0; i < 4; ++i) wire[count_at + i] = static_cast<char>(0xff);
   Decoder d;
   d.feed(wire);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "backend/call.h"
+#include "src/progress.h"
 
 namespace dlaunch::comm::mpi {
 namespace {
@@ -64,10 +65,13 @@ ErrorKind mpi_error_kind(int rc) {
                   std::string(function) + " failed: " + error_text(rc));
 }
 
+// Every MPI call of a collective, send or receive goes through here: one
+// that succeeded is progress for dlaunch's stall detection.
 inline void check(int rc, int rank, const Call& call, const char* function) {
   if (rc != MPI_SUCCESS) [[unlikely]] {
     fail_mpi(rc, rank, call, function);
   }
+  progress::completed();
 }
 
 // MPI_DATATYPE_NULL for a value outside the enum.

@@ -9,6 +9,7 @@
 #include "comm/nccl.h"
 #include "comm/store.h"
 #include "comm/worker_env.h"
+#include "src/progress.h"
 
 namespace dlaunch::comm::nccl {
 namespace {
@@ -341,8 +342,10 @@ void NcclProcessGroup::wait(const Call& call) {
   constexpr auto kSpin = std::chrono::milliseconds(2);
   for (unsigned polls = 0;; ++polls) {
     const cudaError_t q = own_stream_ ? cudaStreamQuery(stream_) : cudaEventQuery(done_);
-    if (q == cudaSuccess) [[likely]]
+    if (q == cudaSuccess) [[likely]] {
+      progress::completed();  // for dlaunch's stall detection
       return;
+    }
     if (q != cudaErrorNotReady) abort_and_throw(call, "CUDA error while waiting: " + cuda_text(q));
     if ((polls & 63) == 0) {
       ncclResult_t state = ncclSuccess;

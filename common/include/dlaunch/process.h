@@ -40,6 +40,9 @@ struct SpawnOptions {
   // kernel's default. Both are turned into the kernel's masks in the parent.
   std::vector<int> cpus;
   std::vector<int> mem_nodes;
+  // A descriptor (>= 3) the program gets open at the same number; every
+  // other one above stderr is closed. -1: none.
+  int keep_fd = -1;
 };
 
 // The child's pid (> 0), or what failed in the child.

@@ -60,8 +60,8 @@ inline constexpr Tunable kConnectTimeout{
     "seconds to connect, handshake and authenticate, per host"};
 inline constexpr Tunable kStallTimeout{
     "--stall-timeout", nullptr, 0.0, "s",
-    "when no rank has written an output line for this many seconds, collect every rank's stack "
-    "and report the stall (--stall-action); 0: never"};
+    "when no rank has written an output line or completed a comm call for this many seconds, "
+    "collect every rank's stack and report the stall (--stall-action); 0: never"};
 inline constexpr Tunable kStackTimeout{
     "--stack-timeout", nullptr, 10.0, "s",
     "seconds the agents have to send every rank's stack (at --timeout, a stall, SIGQUIT) before "

@@ -68,7 +68,7 @@
 namespace dlaunch::proto {
 
 inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
-inline constexpr std::uint16_t kProtocolVersion = 9;
+inline constexpr std::uint16_t kProtocolVersion = 10;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
@@ -153,6 +153,9 @@ struct Setup {
   // The workers' OMP_NUM_THREADS=1 is the head's default, not the user's: a
   // bound rank gets its number of cores instead.
   bool omp_default = false;
+  // --stall-timeout: how often the agent looks at its ranks' comm progress
+  // counters and sends Progress when they moved; 0: it gives none.
+  std::uint32_t progress_interval_ms = 0;
 };
 
 enum class AddressFamily : std::uint8_t { kIpv4 = 4, kIpv6 = 6 };
@@ -337,10 +340,18 @@ struct StdinAck {
   std::uint64_t bytes = 0;  // every byte of StdinData so far that every target worker has taken
 };
 
+// Agent -> head: the node's ranks completed comm calls (collectives, sends,
+// receives) since the last Progress: for --stall-timeout a rank that computes
+// and communicates without writing a line is not stalled. collectives: the
+// node's total so far.
+struct Progress {
+  std::uint64_t collectives = 0;
+};
+
 using Message =
     std::variant<Hello, Setup, Ready, Start, Started, Output, Exited, Abort, Heartbeat, Shutdown,
                  Fatal, Done, FenceUp, FenceDown, WorkerAbort, Probe, ProbeResult, PauseOutput,
-                 SignalRanks, CollectStacks, Stacks, StdinData, StdinEof, StdinAck>;
+                 SignalRanks, CollectStacks, Stacks, StdinData, StdinEof, StdinAck, Progress>;
 
 // Appends one complete frame for msg to out.
 void encode(const Message& msg, std::string& out);
