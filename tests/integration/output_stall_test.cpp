@@ -80,6 +80,12 @@ struct Tally {
     }
     carry.erase(0, pos);
   }
+  // One read(2) of fd, fed in; false at its end or on an error.
+  bool read_from(int fd, std::vector<char>& buf) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n > 0) feed(std::string_view(buf.data(), static_cast<std::size_t>(n)));
+    return n > 0 || (n < 0 && errno == EINTR);
+  }
   std::vector<std::string> ours;  // dlaunch's own lines ("dlaunch: ...")
   void line(std::string_view l) {
     if (l.starts_with("dlaunch: ")) {
@@ -139,12 +145,7 @@ TEST(OutputStall, ReaderThatStopsLongerThanTheHeartbeatTimeoutLosesNothing) {
         std::this_thread::sleep_for(std::chrono::seconds(15));
         stalled_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
-      const ssize_t n = ::read(rd.get(), buf.data(), buf.size());
-      if (n > 0) {
-        tally.feed(std::string_view(buf.data(), static_cast<std::size_t>(n)));
-      } else if (n == 0 || errno != EINTR) {
-        break;
-      }
+      if (!tally.read_from(rd.get(), buf)) break;
     }
   });
   const int code = wait_exit(pid, 100);
@@ -195,13 +196,7 @@ TEST(OutputStall, DlaunchsOwnLinesDoNotBlockOnAStalledStderr) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
     ::kill(pid, SIGCONT);
     std::this_thread::sleep_for(std::chrono::seconds(7));
-    for (;;) {
-      const ssize_t n = ::read(rd.get(), buf.data(), buf.size());
-      if (n > 0) {
-        tally.feed(std::string_view(buf.data(), static_cast<std::size_t>(n)));
-      } else if (n == 0 || errno != EINTR) {
-        break;
-      }
+    while (tally.read_from(rd.get(), buf)) {
     }
   });
   const int code = wait_exit(pid, 60);

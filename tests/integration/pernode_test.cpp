@@ -319,30 +319,43 @@ std::vector<std::string> elastic(const std::string& nnodes, int port, const std:
 
 }  // namespace
 
-// --nnodes 1:2 --max-restarts 2: the launcher that does not host is SIGKILLed
-// while its ranks run; the other sees its heartbeat stop, stops its ranks,
-// meets alone in the next round and runs the job again with WORLD_SIZE 2,
-// TORCHELASTIC_RESTART_COUNT 1, and exits 0.
-TEST(PerNodeElastic, OneOfTwoLaunchersKilledTheOtherRestartsAlone) {
+namespace {
+
+// --nnodes 1:2 --max-restarts 2 with this --rdzv-conf: the launcher that does
+// not host is SIGKILLed while its ranks run; the other sees its heartbeat
+// stop, stops its ranks, meets alone in the next round and runs the job again
+// with WORLD_SIZE 2, TORCHELASTIC_RESTART_COUNT 1. Returns the survivor's run.
+RunResult kill_one_of_two(const std::string& job, const std::string& conf) {
   const int port = free_port();
-  const auto job = unique_job_id("pn-elastic");
-  Process host(elastic("1:2", port, job, {"python3", kWorld, "--sleep", "4"}), kEnv);
+  Process host(elastic("1:2", port, job, {"python3", kWorld, "--sleep", "4"}, conf), kEnv);
   (void)host.wait_for_stderr([](const std::string&) { return false; }, 0.3);
-  Process other(elastic("1:2", port, job, {"python3", kWorld, "--sleep", "4"}), kEnv);
+  Process other(elastic("1:2", port, job, {"python3", kWorld, "--sleep", "4"}, conf), kEnv);
   const auto four = [](const std::string& out) { return out.find("sum 10") != std::string::npos; };
-  ASSERT_TRUE(other.wait_for_output(four, 30));
+  EXPECT_TRUE(other.wait_for_output(four, 30)) << "the world of 4 did not form";
   other.signal(SIGKILL);
   auto r = host.finish(40);
   other.finish(5);
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.err.find("node 1 ("), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("is lost"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("restarting the job (1 of 2 restarts)"), std::string::npos) << r.err;
+  return r;
+}
+
+void expect_restarted_alone(const RunResult& r) {
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("[0] rank 0/2 node 0/1 local 0/2 restart 1 sum 3"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("[1] rank 1/2 node 0/1 local 1/2 restart 1 sum 3"), std::string::npos)
       << r.out;
   EXPECT_NE(r.err.find("attempt 1: succeeded"), std::string::npos) << r.err;
+}
+
+}  // namespace
+
+TEST(PerNodeElastic, OneOfTwoLaunchersKilledTheOtherRestartsAlone) {
+  const auto job = unique_job_id("pn-elastic");
+  const RunResult r = kill_one_of_two(job, "last_call_timeout=1,close_timeout=10");
+  expect_restarted_alone(r);
+  EXPECT_NE(r.err.find("node 1 ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is lost"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("restarting the job (1 of 2 restarts)"), std::string::npos) << r.err;
   EXPECT_TRUE(wait_job_gone(job, 10).empty());
 }
 
@@ -350,21 +363,8 @@ TEST(PerNodeElastic, OneOfTwoLaunchersKilledTheOtherRestartsAlone) {
 // are, 30 s each): the survivor, alone but at MIN, waits the last call out
 // and restarts; close_timeout bounds only the wait for MIN nodes.
 TEST(PerNodeElastic, ALastCallLongerThanTheCloseTimeoutStillRestarts) {
-  const int port = free_port();
   const auto job = unique_job_id("pn-lastcall");
-  const std::string conf = "last_call_timeout=3,close_timeout=1";
-  Process host(elastic("1:2", port, job, {"python3", kWorld, "--sleep", "4"}, conf), kEnv);
-  (void)host.wait_for_stderr([](const std::string&) { return false; }, 0.3);
-  Process other(elastic("1:2", port, job, {"python3", kWorld, "--sleep", "4"}, conf), kEnv);
-  const auto four = [](const std::string& out) { return out.find("sum 10") != std::string::npos; };
-  ASSERT_TRUE(other.wait_for_output(four, 30));
-  other.signal(SIGKILL);
-  auto r = host.finish(40);
-  other.finish(5);
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("[0] rank 0/2 node 0/1 local 0/2 restart 1 sum 3"), std::string::npos)
-      << r.out;
-  EXPECT_NE(r.err.find("attempt 1: succeeded"), std::string::npos) << r.err;
+  expect_restarted_alone(kill_one_of_two(job, "last_call_timeout=3,close_timeout=1"));
   EXPECT_TRUE(wait_job_gone(job, 10).empty());
 }
 
