@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <stdexcept>
 
 #include "dlaunch/error.h"
@@ -18,13 +19,36 @@ void ChannelDeleter::operator()(LIBSSH2_CHANNEL* c) const {
   for (int i = 0; i < 50 && libssh2_channel_free(c) == LIBSSH2_ERROR_EAGAIN; ++i) ::usleep(1000);
 }
 
+namespace {
+
+// I/O that fails at once, as on a reset connection.
+ssize_t fail_send(libssh2_socket_t /*fd*/, const void* /*buf*/, size_t /*len*/, int /*flags*/,
+                  void** /*abstract*/) {
+  return -ECONNRESET;
+}
+ssize_t fail_recv(libssh2_socket_t /*fd*/, void* /*buf*/, size_t /*len*/, int /*flags*/,
+                  void** /*abstract*/) {
+  return -ECONNRESET;
+}
+
+}  // namespace
+
 void SessionDeleter::operator()(LIBSSH2_SESSION* s) const {
   // Blocking with a short timeout: the disconnect is best effort, a silent
   // peer costs at most 200 ms, and free must not give up half-way.
   libssh2_session_set_timeout(s, 200);
   libssh2_session_set_blocking(s, 1);
   libssh2_session_disconnect(s, "dlaunch done");
-  libssh2_session_free(s);
+  if (libssh2_session_free(s) == 0) return;
+  // It gave up (a peer cut off by the network never answers the channels'
+  // close, and the wait times out) having freed nothing: with I/O that fails
+  // at once, the closes fail instead of waiting, and the free completes.
+  libssh2_session_callback_set(s, LIBSSH2_CALLBACK_SEND,
+                               reinterpret_cast<void*>(&fail_send));  // NOLINT
+  libssh2_session_callback_set(s, LIBSSH2_CALLBACK_RECV,
+                               reinterpret_cast<void*>(&fail_recv));  // NOLINT
+  for (int i = 0; i < 3 && libssh2_session_free(s) != 0; ++i) {
+  }
 }
 
 std::string last_error(LIBSSH2_SESSION* s) {
