@@ -25,17 +25,7 @@ namespace {
 
 // dlaunch and the agents under ASan (and UBSan) take longer to stop 64
 // ranks; the bound asked (the grace plus a second) is the release build's.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr double kSlack = 2.0;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr double kSlack = 2.0;
-#else
-constexpr double kSlack = 1.0;
-#endif
-#else
-constexpr double kSlack = 1.0;
-#endif
+constexpr double kSlack = kSanitizedBuild ? 2.0 : 1.0;
 
 constexpr int kNodes = 16;
 constexpr int kSlots = 4;

@@ -11,6 +11,20 @@
 
 namespace dltest {
 
+// Built with AddressSanitizer (the dev preset): processes are slower and
+// bigger, and a few bounds allow for it.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitizedBuild = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitizedBuild = true;
+#else
+constexpr bool kSanitizedBuild = false;
+#endif
+#else
+constexpr bool kSanitizedBuild = false;
+#endif
+
 struct RunResult {
   int exit_code = -1;  // shell convention: code, or 128 + signal
   std::string out;
