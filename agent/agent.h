@@ -88,6 +88,7 @@ class Agent {
   void stack_read(std::size_t i);
   void stack_tool_done(std::size_t i, const std::string& error);
   void stack_python_phase();
+  void stack_thaw(std::size_t i);
   void stack_capture(const Worker& w, const OutputStream& s, std::string_view data);
   void stack_worker_exited(const Worker& w);
   void stack_finish();

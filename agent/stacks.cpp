@@ -35,7 +35,8 @@ Agent::StackRun::~StackRun() {
   // A tool still at work is ours to end (it is our child; its exit is reaped
   // with the others').
   for (auto& it : items) {
-    if (it.started && !it.done && it.tool_pid > 0) ::kill(it.tool_pid, SIGKILL);
+    if (it.started && !it.done && it.tool_pid > 0 && os != nullptr)
+      os->signal(it.tool_pid, SIGKILL);
   }
 }
 
@@ -109,6 +110,7 @@ void Agent::handle(const proto::CollectStacks& m) {
   if (stacks_) stack_finish();  // a new request ends the one in progress
   auto run = std::make_unique<StackRun>();
   run->id = ++stack_runs_;
+  run->os = &env_.os;
   run->request = m;
   const auto env = current_environment();
   for (const char* t : {"eu-stack", "gdb"}) {
@@ -124,6 +126,14 @@ void Agent::handle(const proto::CollectStacks& m) {
     item.out.rank = rank;
     item.out.pid = w.pid;
     item.python = m.python_abort && is_python(w.pid, w.spec.argv.empty() ? "" : w.spec.argv[0]);
+    if (item.python) {
+      // Still from here on: see stacks.h. The stack tools take a stopped
+      // process as it is and leave it stopped.
+      const rlimit no_core{0, 0};
+      ::prlimit(w.pid, RLIMIT_CORE, &no_core, nullptr);
+      env_.os.signal(w.pid, SIGSTOP);
+      item.frozen = true;
+    }
     if (run->tool.empty()) {
       item.done = true;
       item.out.error = "no stack tool (eu-stack or gdb) on this node";
@@ -189,7 +199,7 @@ void Agent::stack_next() {
     const auto id = run.id;
     env_.clock.after(*item.limit, run.tool_limit, [this, id, i] {
       if (!stacks_ || stacks_->id != id || stacks_->items[i].done) return;
-      ::kill(stacks_->items[i].tool_pid, SIGKILL);
+      env_.os.signal(stacks_->items[i].tool_pid, SIGKILL);
       stack_tool_done(i, fmt_ms_error(stacks_->tool, stacks_->tool_limit));
     });
     stack_read(i);
@@ -250,15 +260,15 @@ void Agent::stack_python_phase() {
   if (run.python_phase) return;
   run.python_phase = true;
   bool waiting = false;
-  for (auto& item : run.items) {
+  for (std::size_t i = 0; i < run.items.size(); ++i) {
+    auto& item = run.items[i];
     if (!item.python) continue;
     auto it = workers_.find(item.out.rank);
     if (it == workers_.end() || it->second.state != WorkerState::kRunning) continue;
-    const rlimit no_core{0, 0};
-    ::prlimit(item.out.pid, RLIMIT_CORE, &no_core, nullptr);
     item.aborted = true;
     waiting = true;
     env_.os.signal(item.out.pid, SIGABRT);
+    stack_thaw(i);  // the SIGABRT is handled first
   }
   if (!waiting) {
     stack_finish();
@@ -296,8 +306,19 @@ void Agent::stack_worker_exited(const Worker& w) {
   }
 }
 
+void Agent::stack_thaw(std::size_t i) {
+  auto& item = stacks_->items[i];
+  if (!item.frozen) return;
+  item.frozen = false;
+  auto it = workers_.find(item.out.rank);
+  if (it != workers_.end() && it->second.state == WorkerState::kRunning) {
+    env_.os.signal(item.out.pid, SIGCONT);
+  }
+}
+
 // Answers with what there is and ends the run.
 void Agent::stack_finish() {
+  for (std::size_t i = 0; i < stacks_->items.size(); ++i) stack_thaw(i);
   std::unique_ptr<StackRun> run = std::move(stacks_);
   proto::Stacks out{.request_id = run->request.request_id, .tool = run->tool};
   for (auto& item : run->items) {

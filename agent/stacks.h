@@ -14,6 +14,18 @@
 // it with the native stack. Core dumps of those ranks are turned off first
 // (RLIMIT_CORE 0): the abort is ours, not a crash.
 //
+// Those Python ranks are stopped (SIGSTOP) as soon as the request arrives,
+// before any stack tool runs, and continued only with the SIGABRT already
+// pending, so that it is handled before the rank runs another line. Without
+// that, the first rank to die (here or on a node whose agent got there
+// sooner) breaks its peers' collective (a gloo all_reduce raises "connection
+// closed") and they are found unwinding an exception, or with no Python
+// frame at all, instead of where they hung. The agents get the request at
+// about the same time and none aborts before its stack tools are done, so
+// every rank of the job is stopped before any dies; a node whose request
+// travels longer than another node's tools take is not covered. A run that
+// ends before its Python phase continues the ranks it stopped.
+//
 // One request at a time: a new one ends the one in progress (it is answered
 // with what it has).
 #pragma once
@@ -47,10 +59,12 @@ struct Agent::StackRun {
     std::unique_ptr<Timer> limit;
     bool started = false;
     bool done = false;
+    bool frozen = false;   // SIGSTOP sent and no SIGCONT yet
     bool aborted = false;  // SIGABRT sent; its stderr is kept until it exits
     bool exited = false;
   };
   std::uint64_t id = 0;
+  AgentOs* os = nullptr;  // ends the tools still at work when the run goes
   proto::CollectStacks request;
   std::string tool;       // "eu-stack", "gdb", or empty
   std::string tool_path;  // where it is
