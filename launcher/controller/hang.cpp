@@ -198,23 +198,24 @@ void Controller::stacks_complete() {
 // collections of the same job write stacks.2.txt, ... Returns its path, or
 // why it was not written.
 std::string Controller::write_stacks_file(const std::string& text) {
-  std::string dir;
-  if (!cfg_.output_dir.empty()) {
-    dir = cfg_.output_dir + "/" + plan_.job_id;
-  } else {
-    if (stacks_dir_.empty()) {
-      try {
-        stacks_dir_ = make_private_dir(runtime_base_dir(), "dlaunch-stacks-" + plan_.job_id + "-");
-      } catch (const PrivateDirError& e) {
-        return std::string("not written: ") + e.what();
-      }
-    }
-    dir = stacks_dir_;
-  }
   ++stacks_files_;
-  const std::string path =
-      dir + (stacks_files_ == 1 ? std::string("/stacks.txt")
-                                : fmt::format("/stacks.{}.txt", stacks_files_));
+  const std::string name =
+      stacks_files_ == 1 ? std::string("stacks.txt") : fmt::format("stacks.{}.txt", stacks_files_);
+  // In the output folder, the console's FileWriter makes and writes it: an
+  // --output-dir on a disk that stopped answering holds its thread, not the
+  // loop. A failure is said on stderr when it happens.
+  if (const auto file = sink_.add_job_file(name, 0600)) {
+    sink_.console().write_file(*file, text);
+    return sink_.output_path(name);
+  }
+  if (stacks_dir_.empty()) {
+    try {
+      stacks_dir_ = make_private_dir(runtime_base_dir(), "dlaunch-stacks-" + plan_.job_id + "-");
+    } catch (const PrivateDirError& e) {
+      return std::string("not written: ") + e.what();
+    }
+  }
+  const std::string path = stacks_dir_ + "/" + name;
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return fmt::format("not written: {}: {}", path, std::strerror(errno));
   const bool ok = write_all(fd, text);

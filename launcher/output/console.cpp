@@ -25,15 +25,18 @@ constexpr int kSpuriousWakeups = 2;
 constexpr auto kRetryAfter = std::chrono::milliseconds(20);
 }  // namespace
 
-ConsoleStream::ConsoleStream(int fd, std::string name) : name_(std::move(name)) {
+ConsoleStream::ConsoleStream(int fd, std::string name, FileWriter& files)
+    : name_(std::move(name)), files_(files) {
   struct stat st {};
   if (fd < 0 || ::fstat(fd, &st) != 0) {
     closed_ = true;  // no such stream: what goes there is dropped
     return;
   }
   if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) {
-    mode_ = Mode::kBlocking;  // never EAGAIN; see the header comment
+    // Never EAGAIN, and a stuck disk blocks: the FileWriter's thread writes it.
+    mode_ = Mode::kFile;
     fd_ = fd;
+    target_ = files_.add_fd(fd, name_);
     return;
   }
   if (S_ISSOCK(st.st_mode)) {
@@ -75,8 +78,13 @@ ConsoleStream::~ConsoleStream() {
 }
 
 int ConsoleStream::wait_fd() const {
-  if (closed_ || mode_ == Mode::kBlocking) return -1;
+  if (closed_ || mode_ == Mode::kBlocking || mode_ == Mode::kFile) return -1;
   return fd_;
+}
+
+std::optional<FileWriter::Target> ConsoleStream::file_target() const {
+  if (mode_ != Mode::kFile) return std::nullopt;
+  return target_;
 }
 
 void ConsoleStream::close_with(int err) {
@@ -105,6 +113,10 @@ long ConsoleStream::write_once(std::string_view data) {
 
 void ConsoleStream::write(std::string_view data) {
   if (closed_ || data.empty()) return;
+  if (mode_ == Mode::kFile) {
+    files_.write(target_, data);
+    return;
+  }
   if (queue_.empty()) {
     // Straight out, as far as the fd takes it (a blocking one takes all).
     while (!data.empty()) {
@@ -163,8 +175,8 @@ struct Console::Waiter {
 };
 
 Console::Console(int stdout_fd, int stderr_fd, std::size_t high_water, std::size_t low_water)
-    : out_(stdout_fd, "stdout"),
-      err_(stderr_fd, "stderr"),
+    : out_(stdout_fd, "stdout", files_),
+      err_(stderr_fd, "stderr", files_),
       high_water_(high_water),
       low_water_(low_water) {}
 
@@ -173,12 +185,25 @@ Console::~Console() { detach(); }
 void Console::write(bool to_stderr, std::string_view data) {
   (to_stderr ? err_ : out_).write(data);
   report_errors();
+  check_high();
+  arm(to_stderr);
+  if (!to_stderr) arm(true);  // a note about stdout may have gone to stderr
+}
+
+FileWriter::Target Console::add_file(int dir_fd, std::string name, std::string label, mode_t mode) {
+  return files_.add_file(dir_fd, std::move(name), std::move(label), mode);
+}
+
+void Console::write_file(FileWriter::Target file, std::string_view data) {
+  files_.write(file, data);
+  check_high();
+}
+
+void Console::check_high() {
   if (!high_ && queued() > high_water_) {
     high_ = true;
     if (on_pressure_) on_pressure_(true);
   }
-  arm(to_stderr);
-  if (!to_stderr) arm(true);  // a note about stdout may have gone to stderr
 }
 
 void Console::flush_some() {
@@ -192,6 +217,7 @@ void Console::attach(asio::io_context& io, std::function<void(bool)> on_pressure
   detach();
   on_pressure_ = std::move(on_pressure);
   on_empty_ = std::move(on_empty);
+  files_.attach(io, [this] { after_write(); });
   for (int k = 0; k < 2; ++k) {
     const int fd = (k == 0 ? out_ : err_).wait_fd();
     if (fd < 0) continue;
@@ -207,14 +233,27 @@ void Console::attach(asio::io_context& io, std::function<void(bool)> on_pressure
 }
 
 void Console::detach() {
+  files_.detach();
   waiter_[0].reset();
   waiter_[1].reset();
   on_pressure_ = {};
   on_empty_ = {};
 }
 
-// Once per stream error other than EPIPE, on stderr (if that still works).
+// Once per stream error other than EPIPE, on stderr (if that still works);
+// once per file the FileWriter gave up on.
 void Console::report_errors() {
+  for (const auto& f : files_.take_failures()) {
+    if (f.target == out_.file_target()) {
+      out_.close_with(f.error);
+    } else if (f.target == err_.file_target()) {
+      err_.close_with(f.error);
+    } else {
+      err_.write("dlaunch: " + std::string(f.creating ? "cannot create" : "stopped writing") +
+                 " '" + f.label + "': " + std::strerror(f.error) +
+                 " (the job goes on; this file stays incomplete)\n");
+    }
+  }
   if (out_error_said_ || !out_.closed() || out_.error().empty()) return;
   out_error_said_ = true;
   err_.write("dlaunch: stopped writing to stdout (" + out_.error() +

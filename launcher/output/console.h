@@ -15,8 +15,11 @@
 //    reader is gone) is O_NONBLOCK set on a dup of the inherited fd, and put
 //    back as it was when the Console is destroyed.
 //  - a socket: send(2) with MSG_DONTWAIT on a dup; nothing is changed.
-//  - a regular file or block device: plain write(2) (they never say EAGAIN;
-//    a slow disk can still hold dlaunch, as it holds any program).
+//  - a regular file or block device: handed to the Console's FileWriter,
+//    whose thread writes it (output/file_writer.h): a disk that stops
+//    answering (a hung NFS server) holds that thread, not the loop. Its
+//    bytes not yet written count in Console::queued(), for back-pressure,
+//    like the per-rank files of --output-dir (write_file()).
 // What the fd does not take at once is queued, in order, and written when
 // poll says the fd takes more (on the Asio loop once attach()ed). Lines are
 // queued whole, one batch after the other, so they stay whole and in order;
@@ -37,29 +40,33 @@
 // for good: what is queued for it is dropped and the job goes on, silently
 // (SIGPIPE is ignored; it is the ordinary end of such a pipeline). Any other
 // write error (EIO on a hung-up terminal, ENOSPC on a file) stops the stream
-// too, and is said once on stderr (if stderr is not the one that failed).
+// too, and is said once on stderr (if stderr is not the one that failed); so
+// is a per-rank file that cannot be created or written.
 //
-// Single-threaded.
+// Used from one thread (the loop); the FileWriter has a thread of its own.
 #pragma once
 
 #include <cstddef>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include <boost/asio/io_context.hpp>
 
 #include "dlaunch/unique_fd.h"
+#include "output/file_writer.h"
 
 namespace dlaunch {
 
 class ConsoleStream {
  public:
   // fd is not taken: dlaunch keeps its fd 1 and 2 (see the header comment for
-  // what is opened or dup'd). name: "stdout", "stderr", for messages.
-  ConsoleStream(int fd, std::string name);
+  // what is opened or dup'd). name: "stdout", "stderr", for messages. files:
+  // where a regular file is written (it must outlive this stream).
+  ConsoleStream(int fd, std::string name, FileWriter& files);
   ~ConsoleStream();
   ConsoleStream(const ConsoleStream&) = delete;
   ConsoleStream& operator=(const ConsoleStream&) = delete;
@@ -75,15 +82,24 @@ class ConsoleStream {
   const std::string& error() const { return error_; }
   // The fd to wait on for POLLOUT; -1 when none (closed, or writes never wait).
   int wait_fd() const;
-  std::size_t written() const { return written_; }  // bytes written, in all
-
- private:
-  enum class Mode { kClosed, kNonBlocking, kSocket, kBlocking };
-  // One write(2)/send(2): bytes written, 0 on EAGAIN, -1 on error (closes).
-  long write_once(std::string_view data);
+  // Bytes written by this stream, in all (not those of a file, which the
+  // FileWriter counts).
+  std::size_t written() const { return written_; }
+  // A regular file: the FileWriter's target for it; else none.
+  std::optional<FileWriter::Target> file_target() const;
+  // Stops the stream for good after an error (errno value; EPIPE is quiet).
   void close_with(int err);
 
+ private:
+  // kFile: a regular file or block device, written by the FileWriter;
+  // kBlocking: plain write(2), where no fd of our own could be made.
+  enum class Mode { kClosed, kNonBlocking, kSocket, kFile, kBlocking };
+  // One write(2)/send(2): bytes written, 0 on EAGAIN, -1 on error (closes).
+  long write_once(std::string_view data);
+
   std::string name_;
+  FileWriter& files_;
+  FileWriter::Target target_ = 0;  // kFile
   Mode mode_ = Mode::kClosed;
   int fd_ = -1;             // what is written to (ours, unless kBlocking)
   UniqueFd owned_;          // the reopened or dup'd fd
@@ -108,8 +124,12 @@ class Console {
   Console& operator=(const Console&) = delete;
 
   void write(bool to_stderr, std::string_view data);
-  std::size_t queued() const { return out_.queued() + err_.queued(); }
-  std::size_t written() const { return out_.written() + err_.written(); }
+  // A new file `name` in the folder dir_fd (a per-rank file of --output-dir),
+  // created and written by the FileWriter; `label` names it in messages.
+  FileWriter::Target add_file(int dir_fd, std::string name, std::string label, mode_t mode);
+  void write_file(FileWriter::Target file, std::string_view data);
+  std::size_t queued() const { return out_.queued() + err_.queued() + files_.queued(); }
+  std::size_t written() const { return out_.written() + err_.written() + files_.written(); }
   bool over_high_water() const { return high_; }
   // Writes what the fds take now (no loop needed); for tests and the end.
   void flush_some();
@@ -128,9 +148,11 @@ class Console {
  private:
   struct Waiter;
   void after_write();
+  void check_high();
   void report_errors();
   void arm(bool to_stderr);
 
+  FileWriter files_;  // before the streams, which use it
   ConsoleStream out_;
   ConsoleStream err_;
   std::size_t high_water_;

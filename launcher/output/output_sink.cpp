@@ -81,21 +81,16 @@ void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bo
   if (data.empty()) return;
   const bool is_err = stream == proto::Stream::kStderr;
   if (!dir_.empty()) {
+    // Created and written by the console's FileWriter, off the loop: an
+    // --output-dir on a disk that stops answering does not stop dlaunch.
     auto key = std::make_pair(rank, is_err ? 2 : 1);
     auto it = files_.find(key);
     if (it == files_.end()) {
       const std::string name = "rank." + std::to_string(rank) + (is_err ? ".err" : ".out");
-      UniqueFd fd(::openat(dir_fd_.get(), name.c_str(),
-                           O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-      if (!fd) file_failed(name, errno, "cannot create");
-      it = files_.emplace(key, std::move(fd)).first;
+      it = files_.emplace(key, console_.add_file(dir_fd_.get(), name, output_path(name), 0644))
+               .first;
     }
-    if (it->second && !write_all(it->second.get(), data)) {
-      const int err = errno;
-      it->second.reset();  // never written again: the job goes on with the console
-      file_failed("rank." + std::to_string(rank) + (is_err ? ".err" : ".out"), err,
-                  "stopped writing");
-    }
+    console_.write_file(it->second, data);
   }
 
   const bool shown =
@@ -148,10 +143,9 @@ void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bo
   if (!batch_.empty()) console_.write(is_err, batch_);
 }
 
-// Once per file (it is not written again): which file, which error.
-void OutputSink::file_failed(const std::string& name, int err, const char* what) {
-  console_.write(true, "dlaunch: " + std::string(what) + " '" + dir_ + "/" + name + "': " +
-                           std::strerror(err) + " (the job goes on; this file stays incomplete)\n");
+std::optional<FileWriter::Target> OutputSink::add_job_file(const std::string& name, mode_t mode) {
+  if (!dir_fd_) return std::nullopt;
+  return console_.add_file(dir_fd_.get(), name, output_path(name), mode);
 }
 
 // The report's last lines of a rank's stderr, for data that was passed

@@ -11,11 +11,14 @@
 // pauses the agents' output while the queue is high. A per-rank file that
 // cannot be written (ENOSPC, EIO, EDQUOT, ...) is said once on stderr, with
 // its path and the error, and is not written again; the job and the console
-// go on.
+// go on. The files are created and written on the console's FileWriter
+// thread (output/file_writer.h), so a disk that stops answering holds that
+// thread and, through back-pressure, the ranks' output, never the loop.
 #pragma once
 
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,15 +61,18 @@ class OutputSink {
   std::string prefix(int rank) const;
   // dlaunch's stdout and stderr (cfg.stdout_fd, cfg.stderr_fd).
   Console& console() { return console_; }
+  // With an output folder: a new file `name` in DIR/<job-id>/, which the
+  // console's FileWriter creates and writes (console().write_file()); its
+  // path is output_path(name). Without one, none.
+  std::optional<FileWriter::Target> add_job_file(const std::string& name, mode_t mode);
+  std::string output_path(const std::string& name) const { return dir_ + "/" + name; }
 
  private:
-  void file_failed(const std::string& name, int err, const char* what);
-
   Config cfg_;
   Console console_;
   std::string dir_;
   UniqueFd dir_fd_;  // the job's output folder, opened when made
-  std::map<std::pair<int, int>, UniqueFd> files_;
+  std::map<std::pair<int, int>, FileWriter::Target> files_;  // (rank, 1 or 2)
   std::map<int, std::deque<std::string>> tails_;
   std::map<int, bool> tail_open_;  // the last tail line of a rank awaits its newline
   void remember_tail(int rank, std::string_view data, bool partial);

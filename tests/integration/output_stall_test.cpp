@@ -277,3 +277,119 @@ TEST(OutputStall, FullDiskForOutputDirIsSaidOnceAndTheJobGoesOn) {
   EXPECT_EQ(console, 2 * kLines);
   EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
 }
+
+namespace {
+
+// A small ext4 filesystem on a loop device that a test can freeze
+// (fsfreeze -f): every write(2) and openat(2) on it then blocks until it is
+// thawed, as on an NFS mount whose server stopped answering. Root only.
+class FreezableDisk {
+ public:
+  FreezableDisk() {
+    base_ = temp_dir("frozen");
+    mnt_ = base_ / "mnt";
+    fs::create_directories(mnt_);
+    const auto img = (base_ / "disk.img").string();
+    if (::geteuid() != 0) {
+      why_not_ = "needs root to mount a loop device";
+      return;
+    }
+    for (const char* tool : {"mkfs.ext4", "fsfreeze", "mount"}) {
+      if (dlaunch::find_program(tool, dlaunch::current_environment(), "").empty()) {
+        why_not_ = std::string("no ") + tool + " (e2fsprogs, util-linux)";
+        return;
+      }
+    }
+    auto r = run({"truncate", "-s", "64M", img});
+    if (r.exit_code == 0) r = run({"mkfs.ext4", "-q", "-F", img});
+    if (r.exit_code == 0) r = run({"mount", "-o", "loop", img, mnt_.string()});
+    if (r.exit_code != 0) {
+      why_not_ = "cannot mount an ext4 image on a loop device: " + r.err;
+      return;
+    }
+    mounted_ = true;
+  }
+  ~FreezableDisk() {
+    if (frozen_) thaw();
+    if (mounted_) run({"umount", "-l", mnt_.string()});
+    fs::remove_all(base_);
+  }
+  FreezableDisk(const FreezableDisk&) = delete;
+  FreezableDisk& operator=(const FreezableDisk&) = delete;
+
+  const std::string& why_not() const { return why_not_; }
+  const fs::path& path() const { return mnt_; }
+  bool freeze() {
+    frozen_ = run({"fsfreeze", "-f", mnt_.string()}).exit_code == 0;
+    return frozen_;
+  }
+  void thaw() {
+    run({"fsfreeze", "-u", mnt_.string()});
+    frozen_ = false;
+  }
+
+ private:
+  fs::path base_;
+  fs::path mnt_;
+  std::string why_not_;
+  bool mounted_ = false;
+  bool frozen_ = false;
+};
+
+}  // namespace
+
+// `dlaunch ... > /nfs/log` and --output-dir /nfs/out, and the NFS server
+// stops answering for three times the heartbeat timeout (a frozen
+// filesystem here). Before, dlaunch blocked in write(2), sent no heartbeat,
+// and the agents stopped the job; now its FileWriter's thread waits for the
+// disk, back-pressure pauses the ranks' output, and once the disk answers
+// again every line is in both places, in order.
+TEST(OutputStall, ADiskThatStopsAnsweringHoldsNeitherTheJobNorItsHeartbeats) {
+  FreezableDisk disk;
+  if (!disk.why_not().empty()) GTEST_SKIP() << disk.why_not();
+  const fs::path local = temp_dir("frozen-local");
+  dlaunch::UniqueFd out(
+      ::open((disk.path() / "log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  ASSERT_TRUE(out);
+  // stderr stays on a disk that answers, to read what dlaunch says.
+  dlaunch::UniqueFd err(
+      ::open((local / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  ASSERT_TRUE(err);
+
+  constexpr long kLines = 160000;  // per rank, over about 8 s
+  const auto job = unique_job_id("frozen");
+  const pid_t pid = start_dlaunch(
+      {"-n", "2", "--job-id", job, "--heartbeat-timeout", "3", "--output-dir",
+       (disk.path() / "ranks").string(), kWorker, "paced", std::to_string(kLines), "20000"},
+      out.get(), err.get());
+  out.reset();
+  err.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_TRUE(disk.freeze());
+  std::this_thread::sleep_for(std::chrono::seconds(9));
+  // Still there: a controller blocked in write(2) would have lost its agents.
+  int status = 0;
+  EXPECT_EQ(::waitpid(pid, &status, WNOHANG), 0) << slurp(local / "stderr");
+  disk.thaw();
+  const int code = wait_exit(pid, 60);
+  const std::string errs = slurp(local / "stderr");
+  EXPECT_EQ(code, 0) << errs;
+  EXPECT_EQ(errs.find("heartbeat"), std::string::npos) << errs;
+  Tally console;
+  console.feed(slurp(disk.path() / "log"));
+  EXPECT_EQ(console.bad, 0) << console.first_bad;
+  EXPECT_EQ(console.lines, 2 * kLines);
+  for (int r = 0; r < 2; ++r) {
+    const auto file = disk.path() / "ranks" / job / ("rank." + std::to_string(r) + ".out");
+    const std::string text = slurp(file);
+    long n = 0;
+    long bad = 0;
+    for (const auto& l : lines_of(text)) {
+      if (l != std::to_string(r) + " " + std::to_string(n++)) ++bad;
+    }
+    EXPECT_EQ(n, kLines) << file;
+    EXPECT_EQ(bad, 0) << file;
+  }
+  EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
+  fs::remove_all(local);
+}
