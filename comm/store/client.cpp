@@ -72,6 +72,17 @@ const std::string& Store::address() const { return impl_->address; }
 
 void Store::set(const std::string& key, const std::string& value) { multi_set({key}, {value}); }
 
+void Store::set_while_connected(const std::string& key, const std::string& value) {
+  std::string op = "set_while_connected(" + quote(key) + ")";
+  MutexLock lock(impl_->mu);
+  impl_->ensure_connected();
+  impl_->limit(op, "key", key.size(), impl_->max_key);
+  impl_->limit(op, "value", value.size(), impl_->max_value);
+  Answer a = impl_->call(op, Writer(uint8_t(Op::set_owned)).str(key).str(value).finish(),
+                         impl_->io_deadline());
+  if (a.status != Status::ok || !a.reader().finish()) impl_->bad_answer(op);
+}
+
 std::string Store::get(const std::string& key) { return get(key, impl_->opts.timeout); }
 
 std::string Store::get(const std::string& key, milliseconds timeout) {

@@ -125,6 +125,13 @@ void Session::close() {
     state_->table.cancel(*this);
     waiting_ = false;
   }
+  // What this connection set while connected goes with it (a key set anew
+  // since, by anyone, stays).
+  for (const auto& [key, value] : owned_) {
+    const std::string* now = state_->table.find(key);
+    if (now != nullptr && *now == value) state_->table.erase(key);
+  }
+  owned_.clear();
   error_code ignored;
   socket_.close(ignored);
   auth_timer_.cancel();
@@ -187,6 +194,15 @@ bool Session::handle(std::string_view body) {
       auto value = r.bytes();
       if (!r.finish() || !key_ok(key) || !value_ok(value)) return false;
       table.set(key, value);
+      send(status_frame(Status::ok));
+      return true;
+    }
+    case Op::set_owned: {
+      auto key = r.bytes();
+      auto value = r.bytes();
+      if (!r.finish() || !key_ok(key) || !value_ok(value)) return false;
+      table.set(key, value);
+      owned_.insert_or_assign(std::string(key), std::string(value));
       send(status_frame(Status::ok));
       return true;
     }

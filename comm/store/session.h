@@ -104,6 +104,10 @@ class Session final : public std::enable_shared_from_this<Session>, private Wait
   size_t wq_bytes_ = 0;
   size_t writing_ = 0;  // frames of wq_ in the write in flight
 
+  // Keys this connection set with set_owned, and their values: erased when
+  // it closes, unless they were set anew since.
+  StringMap<std::string> owned_;
+
   bool waiting_ = false;  // a request is parked: later frames wait their turn
   Reply reply_ = Reply::none;
   uint64_t wait_id_ = 0;

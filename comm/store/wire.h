@@ -44,6 +44,7 @@ enum class Op : uint8_t {
   num_keys = 8,
   multi_get = 9,
   multi_set = 10,
+  set_owned = 11,  // a set the server undoes when this connection closes
 };
 
 enum class Status : uint8_t { ok = 0, timeout = 1, error = 2 };

@@ -26,6 +26,9 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 constexpr milliseconds kPoll{100};
 constexpr int kHeartbeatEvery = 3;  // polls
+// How long a launcher's alive key may be gone before it is lost (a
+// reconnect sets it again within a heartbeat period).
+constexpr milliseconds kGone{1000};
 
 std::string secs(milliseconds d) {
   return fmt::format("{:g} s", static_cast<double>(d.count()) / 1000.0);
@@ -341,6 +344,20 @@ void Rendezvous::watch_loop() {
   std::vector<long long> last(static_cast<std::size_t>(m_.nnodes), -1);
   std::vector<Clock::time_point> seen(static_cast<std::size_t>(m_.nnodes), Clock::now());
   std::vector<bool> done(static_cast<std::size_t>(m_.nnodes), false);
+  // Each launcher holds alive/<node rank> while its store connection lasts
+  // (Store::set_while_connected): a launcher that exits or is killed loses
+  // it at once, long before its heartbeat is missed. A launcher whose key
+  // was seen and is gone for kGone, without saying it is done, is lost.
+  // (The key is set again every heartbeat: a launcher whose connection the
+  // network cut and that reconnected holds it again within kGone.)
+  std::vector<bool> alive_seen(static_cast<std::size_t>(m_.nnodes), false);
+  std::vector<std::optional<Clock::time_point>> gone_since(static_cast<std::size_t>(m_.nnodes));
+  const std::string alive_me = rkey(fmt::format("alive/{}", me));
+  // The failure entry for a lost node: "status\nfinal\ntext".
+  const auto lost = [&](int j, const std::string& why) {
+    return fmt::format("1\n0\nnode {} ({}) is lost: {}", j, m_.names[static_cast<std::size_t>(j)],
+                       why);
+  };
   const auto set_peer = [&](PeerFailure f) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!peer_ && !published_) peer_ = std::move(f);
@@ -392,10 +409,33 @@ void Rendezvous::watch_loop() {
       }
       if (tick % kHeartbeatEvery == 0) {
         st.add(rkey(fmt::format("hb/{}", me)), 1);
-        for (int j = 0; j < m_.nnodes && s_.heartbeat_timeout.count() > 0; ++j) {
+        st.set_while_connected(alive_me, s_.me);
+        const bool watching = s_.heartbeat_timeout.count() > 0;
+        // One request when every other launcher holds its key (the usual case).
+        std::vector<std::string> alive_keys;
+        for (int j = 0; j < m_.nnodes && watching; ++j) {
+          if (j != me && !done[static_cast<std::size_t>(j)])
+            alive_keys.push_back(rkey(fmt::format("alive/{}", j)));
+        }
+        const bool all_alive = alive_keys.empty() || st.check(alive_keys);
+        for (int j = 0; j < m_.nnodes && watching; ++j) {
           const auto uj = static_cast<std::size_t>(j);
           if (j == me || done[uj]) continue;
           if (st.check({rkey(fmt::format("done/{}", j))})) {
+            done[uj] = true;
+            continue;
+          }
+          if (all_alive || st.check({rkey(fmt::format("alive/{}", j))})) {
+            alive_seen[uj] = true;
+            gone_since[uj].reset();
+          } else if (alive_seen[uj] && !gone_since[uj]) {
+            gone_since[uj] = Clock::now();
+          } else if (alive_seen[uj] && Clock::now() - *gone_since[uj] > kGone) {
+            set_peer(parse_failure(st.compare_set(
+                failed, "",
+                lost(j,
+                     "its launcher's connection to the rendezvous closed (it exited or was "
+                     "killed)"))));
             done[uj] = true;
             continue;
           }
@@ -404,13 +444,11 @@ void Rendezvous::watch_loop() {
             last[uj] = hb;
             seen[uj] = Clock::now();
           } else if (Clock::now() - seen[uj] > s_.heartbeat_timeout) {
-            const std::string why = fmt::format(
-                "node {} ({}) is lost: its launcher sent no heartbeat to the "
-                "rendezvous for {} (--heartbeat-timeout)",
-                j, m_.names[uj], secs(s_.heartbeat_timeout));
-            const std::string v = fmt::format("1\n0\n{}", why);
-            const std::string first = st.compare_set(failed, "", v);
-            set_peer(parse_failure(first));
+            set_peer(parse_failure(st.compare_set(
+                failed, "",
+                lost(j, fmt::format("its launcher sent no heartbeat to the rendezvous for {} "
+                                    "(--heartbeat-timeout)",
+                                    secs(s_.heartbeat_timeout))))));
             done[uj] = true;
           }
         }
@@ -450,7 +488,8 @@ void Rendezvous::finish(bool last) {
     store_->set(rkey(fmt::format("done/{}", m_.node_rank)), "1");
     if (!m_.hosting || !last) return;
     // The host keeps the store up until every other node is done with it (or
-    // silent for the heartbeat timeout): they still report and heartbeat.
+    // gone: its connection closed, or silent for the heartbeat timeout):
+    // they still report and heartbeat.
     const milliseconds limit =
         s_.heartbeat_timeout.count() > 0 ? s_.heartbeat_timeout : milliseconds(30'000);
     std::vector<long long> last_hb(static_cast<std::size_t>(m_.nnodes), -1);
@@ -460,6 +499,8 @@ void Rendezvous::finish(bool last) {
       for (int j = 0; j < m_.nnodes; ++j) {
         const auto uj = static_cast<std::size_t>(j);
         if (j == m_.node_rank || store_->check({rkey(fmt::format("done/{}", j))})) continue;
+        // One whose connection closed (killed) will not come back to say so.
+        if (!store_->check({rkey(fmt::format("alive/{}", j))})) continue;
         const long long hb = store_->add(rkey(fmt::format("hb/{}", j)), 0);
         if (hb != last_hb[uj]) {
           last_hb[uj] = hb;

@@ -119,6 +119,7 @@ void store_seeds(const fs::path& dir) {
       {"num_keys", frame(Op::num_keys).finish()},
       {"multi_get", frame(Op::multi_get).u64(0).u32(2).str("a").str("b").finish()},
       {"multi_set", frame(Op::multi_set).u32(2).str("a").str("1").str("b").str("2").finish()},
+      {"set_owned", frame(Op::set_owned).str("alive/0").str("me").finish()},
   };
   std::string session;
   for (const auto& [name, bytes] : requests) {

@@ -269,7 +269,10 @@ TEST(PerNode, TrainPyOnTwoC10dLaunchers) {
   EXPECT_NE(all.find("[0] parameters identical on all 4 ranks"), std::string::npos) << all;
 }
 
-TEST(PerNode, LauncherKilledElsewhereIsLostWithinTheHeartbeatTimeout) {
+// A launcher that stops answering without its connection closing (here
+// SIGSTOPped; a machine that froze or fell off the network looks the same)
+// is lost at the heartbeat timeout.
+TEST(PerNode, LauncherStoppedElsewhereIsLostWithinTheHeartbeatTimeout) {
   const int port = free_port();
   const auto job = unique_job_id("pn-lost");
   Process host(fixed(2, 1, 0, port, job, {"python3", kWorld, "--sleep", "60"}), kEnv);
@@ -279,14 +282,50 @@ TEST(PerNode, LauncherKilledElsewhereIsLostWithinTheHeartbeatTimeout) {
   };
   ASSERT_TRUE(other.wait_for_output(said_sum, 30));
   ASSERT_TRUE(host.wait_for_output(said_sum, 30));
-  other.signal(SIGKILL);
+  other.signal(SIGSTOP);
   auto r = host.finish(30);
+  other.signal(SIGKILL);
   other.finish(5);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   // --heartbeat-timeout 4, the kill grace 2: well before the ranks' 60 s.
   EXPECT_LT(r.seconds, 15) << r.err;
   EXPECT_NE(r.err.find("node 1 ("), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("is lost: its launcher sent no heartbeat"), std::string::npos) << r.err;
+  EXPECT_TRUE(wait_job_gone(job, 10).empty());
+}
+
+// The same kill, with the default heartbeat timeout of 30 s: the killed
+// launcher's store connection closes, its alive key goes with it, and the
+// host knows within about a second (plus the kill grace), not 30 s later.
+TEST(PerNode, LauncherKilledElsewhereIsLostAtOnceThroughItsClosedConnection) {
+  const int port = free_port();
+  const auto job = unique_job_id("pn-closed");
+  auto args = [&](int rank) {
+    auto a = fixed(2, 1, rank, port, job, {"python3", kWorld, "--sleep", "60"});
+    const auto hb = std::find(a.begin(), a.end(), "--heartbeat-timeout");
+    *(hb + 1) = "30";
+    return a;
+  };
+  Process host(args(0), kEnv);
+  Process other(args(1), kEnv);
+  const auto said_sum = [](const std::string& out) {
+    return out.find("sum 3") != std::string::npos;
+  };
+  ASSERT_TRUE(other.wait_for_output(said_sum, 30));
+  ASSERT_TRUE(host.wait_for_output(said_sum, 30));
+  const auto killed = std::chrono::steady_clock::now();
+  other.signal(SIGKILL);
+  auto r = host.finish(60);
+  const double after =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  other.finish(5);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  // The kill grace is 2 s; the heartbeat timeout (30 s) plays no part.
+  EXPECT_LT(after, 10) << r.err;
+  EXPECT_NE(r.err.find("node 1 ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is lost: its launcher's connection to the rendezvous closed"),
+            std::string::npos)
+      << r.err;
   EXPECT_TRUE(wait_job_gone(job, 10).empty());
 }
 

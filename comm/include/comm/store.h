@@ -105,6 +105,12 @@ class Store {
   const std::string& address() const;  // "host:port"
 
   void set(const std::string& key, const std::string& value);
+  // A set that lasts while this connection does: the server erases the key
+  // when the connection closes (this process exits or is killed, or the
+  // network drops it), unless it was set anew since. A reconnect does not
+  // bring it back: set it again. How a watcher tells at once that a peer is
+  // gone (etcd's leases, ZooKeeper's ephemeral nodes, in small).
+  void set_while_connected(const std::string& key, const std::string& value);
   // Waits until the key exists, up to opts.timeout (or `timeout`).
   std::string get(const std::string& key);
   std::string get(const std::string& key, std::chrono::milliseconds timeout);

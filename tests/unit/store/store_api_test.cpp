@@ -2,6 +2,7 @@
 #include <chrono>
 #include <functional>
 #include <limits>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -202,4 +203,40 @@ TEST(StoreLimits, LargeValuesRoundTrip) {
   store.set("big", big);
   EXPECT_EQ(store.get("big"), big);
   EXPECT_EQ(store.multi_get({"big", "big"}), (std::vector<std::string>{big, big}));
+}
+
+namespace {
+
+// Whether `key` is gone within 5 s (the server erases it when it sees the
+// connection close, on its own thread).
+bool gone_soon(dlaunch::comm::Store& s, const std::string& key) {
+  for (int i = 0; i < 500; ++i) {
+    if (!s.check({key})) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_F(StoreApi, AKeySetWhileConnectedGoesWithItsConnection) {
+  {
+    dlaunch::comm::Store other{client_options(server.port())};
+    other.set_while_connected("alive/1", "host-b pid 42");
+    other.set("plain", "stays");
+    EXPECT_EQ(store.get("alive/1"), "host-b pid 42");
+  }
+  EXPECT_TRUE(gone_soon(store, "alive/1"));
+  EXPECT_EQ(store.get("plain"), "stays");
+}
+
+TEST_F(StoreApi, AKeySetAnewByAnotherConnectionOutlivesTheFirst) {
+  {
+    dlaunch::comm::Store other{client_options(server.port())};
+    other.set_while_connected("k", "first");
+    other.set_while_connected("mine", "x");
+    store.set("k", "second");
+  }
+  EXPECT_TRUE(gone_soon(store, "mine"));
+  EXPECT_EQ(store.get("k"), "second");
 }
