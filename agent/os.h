@@ -46,6 +46,10 @@ class AgentOs {
   // kill(2) of a process group (each worker leads its own), and of a process.
   virtual void signal_group(pid_t pgid, int sig) = 0;
   virtual void signal(pid_t pid, int sig) = 0;
+  // tgkill(2) of a process's main thread (its tid is its pid): the signal is
+  // that thread's to handle, not whichever thread the kernel picks (for a
+  // stopped process, the first to wake up when it is continued).
+  virtual void signal_main_thread(pid_t pid, int sig) = 0;
   // Every process descended from this one (orphans that reparented here,
   // children that left their group), the guard included.
   virtual std::vector<pid_t> descendants() = 0;
@@ -92,6 +96,7 @@ class PosixOs final : public AgentOs {
   SpawnResult spawn(const SpawnOptions& opts) override;
   void signal_group(pid_t pgid, int sig) override;
   void signal(pid_t pid, int sig) override;
+  void signal_main_thread(pid_t pid, int sig) override;
   std::vector<pid_t> descendants() override;
   pid_t process_group(pid_t pid) override;
   std::vector<std::pair<pid_t, int>> reap() override;

@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,6 +31,8 @@ SpawnResult PosixOs::spawn(const SpawnOptions& opts) { return dlaunch::spawn(opt
 void PosixOs::signal_group(pid_t pgid, int sig) { ::kill(-pgid, sig); }
 
 void PosixOs::signal(pid_t pid, int sig) { ::kill(pid, sig); }
+
+void PosixOs::signal_main_thread(pid_t pid, int sig) { ::syscall(SYS_tgkill, pid, pid, sig); }
 
 std::vector<pid_t> PosixOs::descendants() { return descendants_of(::getpid()); }
 

@@ -267,7 +267,10 @@ void Agent::stack_python_phase() {
     if (it == workers_.end() || it->second.state != WorkerState::kRunning) continue;
     item.aborted = true;
     waiting = true;
-    env_.os.signal(item.out.pid, SIGABRT);
+    // To the main thread: faulthandler then dumps it as the current thread
+    // (where the rank hung); a process-directed signal to a stopped process
+    // goes to whichever thread wakes first (gloo's, CUDA's, ...).
+    env_.os.signal_main_thread(item.out.pid, SIGABRT);
     stack_thaw(i);  // the SIGABRT is handled first
   }
   if (!waiting) {

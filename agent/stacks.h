@@ -16,7 +16,8 @@
 //
 // Those Python ranks are stopped (SIGSTOP) as soon as the request arrives,
 // before any stack tool runs, and continued only with the SIGABRT already
-// pending, so that it is handled before the rank runs another line. Without
+// pending (on the main thread, tgkill), so that it is handled before the
+// rank runs another line, and the main thread is faulthandler's current one. Without
 // that, the first rank to die (here or on a node whose agent got there
 // sooner) breaks its peers' collective (a gloo all_reduce raises "connection
 // closed") and they are found unwinding an exception, or with no Python

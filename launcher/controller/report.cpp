@@ -127,7 +127,8 @@ std::string format_report(const std::string& job_id, const RootCause& c, int ran
       break;
     }
     case CauseKind::kNode:
-      out += fmt::format("dlaunch: job {} failed: {}\n", job_id, printable(c.message));
+      out += fmt::format("dlaunch: job {} {}: {}\n", job_id, c.for_restart ? "stopped" : "failed",
+                         printable(c.message));
       break;
     case CauseKind::kLaunch:
       out += fmt::format("dlaunch: job {} could not start: {}\n", job_id, printable(c.message));

@@ -33,6 +33,9 @@ struct RootCause {
   std::string stacks;
   // Printed last, one "note:" line each (what the report cannot vouch for).
   std::vector<std::string> notes;
+  // kNode: no failure stopped the job but a restart (per-node mode, to take
+  // in a launcher waiting to join): the report says "stopped", not "failed".
+  bool for_restart = false;
 };
 
 // Whether --max-restarts may start the job again after this cause: a failed

@@ -304,6 +304,7 @@ RoundEnd run_round(const Options& o, Rendezvous& rdzv, const RdzvSettings& rs, c
         if (auto f = rdzv.peer_failure()) {
           peer = f;
           RootCause c = decode_cause(f->message);
+          c.for_restart = f->joining;
           controller.peer_failed(std::move(c));
         }
       }
@@ -434,7 +435,7 @@ int run_per_node(const Options& o) {
   // --max-restarts: a failure anywhere (a rank, a lost node) stops every
   // node; the launchers that remain meet again in the next round and start
   // the job with the nodes there are (at least MIN), up to N times.
-  std::vector<int> attempts;
+  std::vector<std::string> attempts;  // how each attempt before the last ended
   int restarts = 0;  // counted against --max-restarts (a node joining is not)
   for (int round = 0;; ++round) {
     const Membership m = rdzv.join(round);
@@ -449,7 +450,7 @@ int run_per_node(const Options& o) {
       if (!attempts.empty()) {
         std::string summary = fmt::format("dlaunch: {} attempt(s):\n", attempts.size() + 1);
         for (std::size_t k = 0; k < attempts.size(); ++k)
-          summary += fmt::format("  attempt {}: failed, exit status {}\n", k, attempts[k]);
+          summary += fmt::format("  attempt {}: {}\n", k, attempts[k]);
         summary +=
             fmt::format("  attempt {}: {}\n", attempts.size(),
                         status == 0 ? "succeeded" : fmt::format("failed, exit status {}", status));
@@ -457,7 +458,8 @@ int run_per_node(const Options& o) {
       }
       return status;
     }
-    attempts.push_back(status);
+    attempts.push_back(joining ? std::string("stopped to take in a node waiting to join")
+                               : fmt::format("failed, exit status {}", status));
     if (joining) {
       write_all(2, "dlaunch: restarting the job to take in the node that is waiting\n");
     } else {

@@ -224,6 +224,7 @@ Membership Rendezvous::join_round() {
                                    s_.node_rank, owner, s_.me),
                        "give every launcher its own --node-rank from 0 to --nnodes - 1");
     }
+    st.set_while_connected(rkey("alive/" + s_.me), s_.me);  // before anyone can watch it
     m_.nnodes = s_.max_nodes;
     m_.node_rank = s_.node_rank;
     std::vector<std::string> keys;
@@ -247,6 +248,7 @@ Membership Rendezvous::join_round() {
   } else {
     const long long idx = st.add(rkey("joined"), 1) - 1;
     st.set(rkey(fmt::format("join/{}", idx)), s_.me);
+    st.set_while_connected(rkey("alive/" + s_.me), s_.me);  // before anyone can watch it
     if (m_.hosting) st.set(rkey("host"), std::to_string(idx));
     Clock::time_point min_seen{};
     bool min_reached = false;
@@ -344,7 +346,7 @@ void Rendezvous::watch_loop() {
   std::vector<long long> last(static_cast<std::size_t>(m_.nnodes), -1);
   std::vector<Clock::time_point> seen(static_cast<std::size_t>(m_.nnodes), Clock::now());
   std::vector<bool> done(static_cast<std::size_t>(m_.nnodes), false);
-  // Each launcher holds alive/<node rank> while its store connection lasts
+  // Each launcher holds alive/<its name> while its store connection lasts
   // (Store::set_while_connected): a launcher that exits or is killed loses
   // it at once, long before its heartbeat is missed. A launcher whose key
   // was seen and is gone for kGone, without saying it is done, is lost.
@@ -352,7 +354,7 @@ void Rendezvous::watch_loop() {
   // network cut and that reconnected holds it again within kGone.)
   std::vector<bool> alive_seen(static_cast<std::size_t>(m_.nnodes), false);
   std::vector<std::optional<Clock::time_point>> gone_since(static_cast<std::size_t>(m_.nnodes));
-  const std::string alive_me = rkey(fmt::format("alive/{}", me));
+  const std::string alive_me = rkey("alive/" + s_.me);
   // The failure entry for a lost node: "status\nfinal\ntext".
   const auto lost = [&](int j, const std::string& why) {
     return fmt::format("1\n0\nnode {} ({}) is lost: {}", j, m_.names[static_cast<std::size_t>(j)],
@@ -402,8 +404,8 @@ void Rendezvous::watch_loop() {
         if (!ours) set_peer(parse_failure(v));
       }
       if (m_.nnodes < s_.max_nodes && s_.max_restarts > 0 && st.check({rkey("waiting")})) {
-        set_peer({fmt::format("stopped to take in the launcher waiting to join ({}): the job "
-                              "restarts with it (not a failure)",
+        set_peer({fmt::format("to take in the launcher waiting to join ({}): the job restarts "
+                              "with it (not a failure)",
                               st.get(rkey("waiting"))),
                   1, false, true});
       }
@@ -415,7 +417,7 @@ void Rendezvous::watch_loop() {
         std::vector<std::string> alive_keys;
         for (int j = 0; j < m_.nnodes && watching; ++j) {
           if (j != me && !done[static_cast<std::size_t>(j)])
-            alive_keys.push_back(rkey(fmt::format("alive/{}", j)));
+            alive_keys.push_back(rkey("alive/" + m_.names[static_cast<std::size_t>(j)]));
         }
         const bool all_alive = alive_keys.empty() || st.check(alive_keys);
         for (int j = 0; j < m_.nnodes && watching; ++j) {
@@ -425,7 +427,7 @@ void Rendezvous::watch_loop() {
             done[uj] = true;
             continue;
           }
-          if (all_alive || st.check({rkey(fmt::format("alive/{}", j))})) {
+          if (all_alive || st.check({rkey("alive/" + m_.names[uj])})) {
             alive_seen[uj] = true;
             gone_since[uj].reset();
           } else if (alive_seen[uj] && !gone_since[uj]) {
@@ -500,7 +502,7 @@ void Rendezvous::finish(bool last) {
         const auto uj = static_cast<std::size_t>(j);
         if (j == m_.node_rank || store_->check({rkey(fmt::format("done/{}", j))})) continue;
         // One whose connection closed (killed) will not come back to say so.
-        if (!store_->check({rkey(fmt::format("alive/{}", j))})) continue;
+        if (!store_->check({rkey("alive/" + m_.names[uj])})) continue;
         const long long hb = store_->add(rkey(fmt::format("hb/{}", j)), 0);
         if (hb != last_hb[uj]) {
           last_hb[uj] = hb;

@@ -449,6 +449,12 @@ TEST(PerNodeElastic, ALauncherJoiningARunningJobIsTakenInAtARestart) {
   ASSERT_EQ(late.exit_code, 0) << late.out << late.err;
   EXPECT_NE(r.err.find("restarting the job to take in the node that is waiting"), std::string::npos)
       << r.err;
+  // Said as what it is: no failure.
+  EXPECT_NE(r.err.find(" stopped: to take in the launcher waiting to join ("), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("failed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("attempt 0: stopped to take in a node waiting to join"), std::string::npos)
+      << r.err;
   EXPECT_NE(r.out.find("[0] rank 0/4 node 0/2 local 0/2 restart 1 sum 10"), std::string::npos)
       << r.out;
   EXPECT_NE(late.out.find("[2] rank 2/4 node 1/2 local 0/2 restart 1 sum 10"), std::string::npos)

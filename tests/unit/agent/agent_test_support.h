@@ -87,6 +87,8 @@ class FakeOs final : public dlaunch::agent::AgentOs {
       std::erase(in_cgroup, pid);
     }
   }
+  // Recorded as a signal to the process (the tests do not tell threads apart).
+  void signal_main_thread(pid_t pid, int sig) override { signals.push_back({pid, sig, false}); }
   std::vector<pid_t> descendants() override {
     std::vector<pid_t> out = leftover;
     for (const auto& p : procs)
