@@ -398,6 +398,37 @@ TEST(PerNodeElastic, OneOfTwoLaunchersKilledTheOtherRestartsAlone) {
   EXPECT_TRUE(wait_job_gone(job, 10).empty());
 }
 
+// --nnodes 2:4 with three launchers: the round closes at the last call with
+// three nodes (WORLD_SIZE 6); one is SIGKILLed; the two that remain are at
+// MIN, meet again and run with WORLD_SIZE 4 (restart 1), and both exit 0.
+TEST(PerNodeElastic, ThreeOfTwoToFourLoseOneAndTheTwoLeftRestart) {
+  const int port = free_port();
+  const auto job = unique_job_id("pn-2to4");
+  const std::vector<std::string> cmd = {"python3", kWorld, "--sleep", "4"};
+  Process host(elastic("2:4", port, job, cmd), kEnv);
+  (void)host.wait_for_stderr([](const std::string&) { return false; }, 0.3);
+  Process second(elastic("2:4", port, job, cmd), kEnv);
+  Process third(elastic("2:4", port, job, cmd), kEnv);
+  const auto six = [](const std::string& out) { return out.find("sum 21") != std::string::npos; };
+  ASSERT_TRUE(host.wait_for_output(six, 30)) << "the world of 6 did not form";
+  ASSERT_TRUE(third.wait_for_output(six, 30));
+  third.signal(SIGKILL);
+  auto a = host.finish(40);
+  auto b = second.finish(40);
+  third.finish(5);
+  for (const auto* r : {&a, &b}) {
+    EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
+    EXPECT_NE(r->out.find("/6 node "), std::string::npos) << r->out;
+    EXPECT_NE(r->out.find("/4 node "), std::string::npos) << r->out;
+    EXPECT_NE(r->out.find("restart 1 sum 10"), std::string::npos) << r->out;
+    EXPECT_NE(r->err.find("restarting the job (1 of 2 restarts)"), std::string::npos) << r->err;
+    EXPECT_NE(r->err.find("is lost: its launcher's connection to the rendezvous closed"),
+              std::string::npos)
+        << r->err;
+  }
+  EXPECT_TRUE(wait_job_gone(job, 10).empty());
+}
+
 // The same with a last call longer than close_timeout (as torchrun's defaults
 // are, 30 s each): the survivor, alone but at MIN, waits the last call out
 // and restarts; close_timeout bounds only the wait for MIN nodes.
