@@ -15,7 +15,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -376,6 +378,73 @@ TEST_F(Network, TrainPyRunsAcrossTheThreeNodes) {
   EXPECT_NE(r.out.find("over "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("on 6 ranks (gloo, cpu)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[0] parameters identical on all 6 ranks"), std::string::npos) << r.out;
+}
+
+// Per-node mode across real network stacks (issue 18): a launcher in each of
+// two hosts' namespaces, the rendezvous hosted by the first at its address.
+// The second host's link goes down: its connection to the store neither
+// closes nor answers, so it is found by its silent heartbeat (not by its
+// closed connection, as a killed launcher is); once the link is back, the
+// cut-off launcher finds the store gone, stops its rank and exits too.
+TEST_F(Network, PerNodeLauncherCutOffIsLostAtTheHeartbeatTimeout) {
+  const std::string world = std::string(SOURCE_DIR) + "/tests/integration/pernode_world.py";
+  const std::vector<std::string> env = {"DLAUNCH_RDZV_SECRET=netns-pernode-secret"};
+  const auto job_id = unique_job_id("net-pernode");
+  auto launcher = [&](int k) {
+    std::vector<std::string> a = {"ip", "netns", "exec",
+                                  namespaces_.at(static_cast<std::size_t>(k))};
+    const auto d = dlaunch_cmd({"--nnodes",
+                                "2",
+                                "--nproc-per-node",
+                                "1",
+                                "--node-rank",
+                                std::to_string(k),
+                                "--master-addr",
+                                addrs_[0],
+                                "--master-port",
+                                "29631",
+                                "--rdzv-id",
+                                job_id,
+                                "--heartbeat-timeout",
+                                "3",
+                                "--kill-grace",
+                                "2",
+                                "--rdzv-conf",
+                                "read_timeout=10",
+                                kPython,
+                                world,
+                                "--sleep",
+                                "60"});
+    a.insert(a.end(), d.begin(), d.end());
+    return a;
+  };
+  Process host(launcher(0), env);
+  Process cut(launcher(1), env);
+  const auto said_sum = [](const std::string& out) {
+    return out.find("sum 3") != std::string::npos;
+  };
+  ASSERT_TRUE(host.wait_for_output(said_sum, 30));
+  ASSERT_TRUE(cut.wait_for_output(said_sum, 30));
+  const auto at_cut = std::chrono::steady_clock::now();
+  ASSERT_EQ(change(1, "link set eth0 down", "link set eth0 up").exit_code, 0);
+  auto r = host.finish(30);
+  const double after =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - at_cut).count();
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  // The heartbeat timeout (3 s), the 1 s the watch may take, the kill grace (2 s).
+  EXPECT_LT(after, 12) << r.err;
+  EXPECT_NE(r.err.find("node 1 ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is lost: its launcher sent no heartbeat"), std::string::npos) << r.err;
+  ip(1, "link set eth0 up");
+  const auto at_up = std::chrono::steady_clock::now();
+  auto c = cut.finish(40);
+  std::printf(
+      "network_test: the host's launcher ended %.1f s after the link went down; the "
+      "cut-off one %.1f s after it came back\n",
+      after, std::chrono::duration<double>(std::chrono::steady_clock::now() - at_up).count());
+  EXPECT_NE(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.err.find("lost the rendezvous store"), std::string::npos) << c.err;
+  EXPECT_TRUE(wait_job_gone(job_id, 10).empty());
 }
 
 // Without a bed: what --dry-run says about MASTER_ADDR.
