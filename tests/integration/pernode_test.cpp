@@ -11,6 +11,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <regex>
@@ -269,19 +271,42 @@ TEST(PerNode, TrainPyOnTwoC10dLaunchers) {
   EXPECT_NE(all.find("[0] parameters identical on all 4 ranks"), std::string::npos) << all;
 }
 
+namespace {
+
+// Two launchers of a static rendezvous (node 0 hosts it), one rank each that
+// sleeps 60 s, started and running (their world of two formed).
+struct TwoRunning {
+  std::unique_ptr<Process> host;
+  std::unique_ptr<Process> other;
+};
+
+TwoRunning two_running(const std::string& job, const std::string& heartbeat_timeout) {
+  const int port = free_port();
+  auto args = [&](int rank) {
+    auto a = fixed(2, 1, rank, port, job, {"python3", kWorld, "--sleep", "60"});
+    *(std::find(a.begin(), a.end(), "--heartbeat-timeout") + 1) = heartbeat_timeout;
+    return a;
+  };
+  TwoRunning t{std::make_unique<Process>(args(0), kEnv), std::make_unique<Process>(args(1), kEnv)};
+  const auto said_sum = [](const std::string& out) {
+    return out.find("sum 3") != std::string::npos;
+  };
+  EXPECT_TRUE(t.other->wait_for_output(said_sum, 30)) << "the world of two did not form";
+  EXPECT_TRUE(t.host->wait_for_output(said_sum, 30)) << "the world of two did not form";
+  return t;
+}
+
+}  // namespace
+
 // A launcher that stops answering without its connection closing (here
 // SIGSTOPped; a machine that froze or fell off the network looks the same)
 // is lost at the heartbeat timeout.
 TEST(PerNode, LauncherStoppedElsewhereIsLostWithinTheHeartbeatTimeout) {
-  const int port = free_port();
   const auto job = unique_job_id("pn-lost");
-  Process host(fixed(2, 1, 0, port, job, {"python3", kWorld, "--sleep", "60"}), kEnv);
-  Process other(fixed(2, 1, 1, port, job, {"python3", kWorld, "--sleep", "60"}), kEnv);
-  const auto said_sum = [](const std::string& out) {
-    return out.find("sum 3") != std::string::npos;
-  };
-  ASSERT_TRUE(other.wait_for_output(said_sum, 30));
-  ASSERT_TRUE(host.wait_for_output(said_sum, 30));
+  auto [host_p, other_p] = two_running(job, "4");
+  if (::testing::Test::HasFailure()) return;
+  Process& host = *host_p;
+  Process& other = *other_p;
   other.signal(SIGSTOP);
   auto r = host.finish(30);
   other.signal(SIGKILL);
@@ -298,21 +323,11 @@ TEST(PerNode, LauncherStoppedElsewhereIsLostWithinTheHeartbeatTimeout) {
 // launcher's store connection closes, its alive key goes with it, and the
 // host knows within about a second (plus the kill grace), not 30 s later.
 TEST(PerNode, LauncherKilledElsewhereIsLostAtOnceThroughItsClosedConnection) {
-  const int port = free_port();
   const auto job = unique_job_id("pn-closed");
-  auto args = [&](int rank) {
-    auto a = fixed(2, 1, rank, port, job, {"python3", kWorld, "--sleep", "60"});
-    const auto hb = std::find(a.begin(), a.end(), "--heartbeat-timeout");
-    *(hb + 1) = "30";
-    return a;
-  };
-  Process host(args(0), kEnv);
-  Process other(args(1), kEnv);
-  const auto said_sum = [](const std::string& out) {
-    return out.find("sum 3") != std::string::npos;
-  };
-  ASSERT_TRUE(other.wait_for_output(said_sum, 30));
-  ASSERT_TRUE(host.wait_for_output(said_sum, 30));
+  auto [host_p, other_p] = two_running(job, "30");
+  if (::testing::Test::HasFailure()) return;
+  Process& host = *host_p;
+  Process& other = *other_p;
   const auto killed = std::chrono::steady_clock::now();
   other.signal(SIGKILL);
   auto r = host.finish(60);
