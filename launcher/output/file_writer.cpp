@@ -156,9 +156,13 @@ FileWriter::Target FileWriter::add_file(int dir_fd, std::string name, std::strin
 
 void FileWriter::write(Target t, std::string_view data) {
   if (data.empty()) return;
+  bool wake = false;
   {
     MutexLock lock(s_->mu);
     if (t >= s_->files.size() || s_->files[t].failed) return;
+    // The thread waits only on an empty queue: a wake-up otherwise is a
+    // system call for nothing.
+    wake = s_->queue.empty();
     // The thread takes the front chunk out before writing it: the back one
     // is never being written.
     if (!s_->queue.empty() && s_->queue.back().target == t &&
@@ -170,7 +174,7 @@ void FileWriter::write(Target t, std::string_view data) {
     s_->queued += data.size();
   }
   if (!thread_.joinable()) start();
-  s_->work.notify_one();
+  if (wake) s_->work.notify_one();
 }
 
 std::size_t FileWriter::queued() const {
