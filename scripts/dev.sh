@@ -231,7 +231,8 @@ lint_tidy() {
 }
 
 # Clang's thread-safety analysis (-Wthread-safety, as errors) over the library
-# targets where the annotations live: the clang-tsa preset builds only those.
+# targets where the annotations live: the clang-tsa preset builds only those
+# (the launcher's since its FileWriter thread, launcher/output/file_writer.h).
 lint_tsa() {
   echo "== lint: clang thread-safety analysis (clang-tsa) ==" >&2
   local start=$SECONDS

@@ -436,7 +436,7 @@ int run_per_node(const Options& o) {
   // node; the launchers that remain meet again in the next round and start
   // the job with the nodes there are (at least MIN), up to N times.
   std::vector<std::string> attempts;  // how each attempt before the last ended
-  int restarts = 0;  // counted against --max-restarts (a node joining is not)
+  int restarts = 0;                   // counted against --max-restarts (a node joining is not)
   for (int round = 0;; ++round) {
     const Membership m = rdzv.join(round);
     round = m.round;  // a launcher joining a running job starts in its next round
