@@ -510,23 +510,37 @@ void Controller::on_fence(std::size_t i, proto::FenceUp&& up) {
   for (const auto& s : slots) {
     if (!s) return;
   }
-  std::size_t total = 0;
-  for (const auto& s : slots) total += s->size();
+  std::string mine;
+  for (const auto& s : slots) mine += *s;
+  fences_.erase(up.seq);
+  if (env_.fences != nullptr) {
+    // The other launchers' nodes: the relay answers on our loop.
+    env_.fences->fence(
+        up.seq, std::move(mine), [this, seq = up.seq](std::string all, std::string error) {
+          if (finished()) return;
+          if (!error.empty()) {
+            fail({.kind = CauseKind::kNode,
+                  .message = fmt::format("MPI fence {} across the launchers: {}", seq, error)});
+            return;
+          }
+          complete_fence(seq, std::move(all));
+        });
+    return;
+  }
+  complete_fence(up.seq, std::move(mine));
+}
+
+void Controller::complete_fence(std::uint32_t seq, std::string all) {
   // The joined blob travels as one frame: past the protocol's frame limit the
   // job cannot go on (MPI would wait in its fence forever), so say so.
-  if (total + 64 > proto::kMaxFrameBytes) {
-    fences_.erase(up.seq);
+  if (all.size() + 64 > proto::kMaxFrameBytes) {
     fail({.kind = CauseKind::kNode,
           .message = fmt::format("the MPI fence data of all nodes is {} bytes, over the control "
                                  "protocol's frame limit of {} bytes",
-                                 total, proto::kMaxFrameBytes)});
+                                 all.size(), proto::kMaxFrameBytes)});
     return;
   }
-  proto::FenceDown down{.seq = up.seq};
-  down.data.reserve(total);
-  for (const auto& s : slots) down.data += *s;
-  fences_.erase(up.seq);
-  send_all(down);
+  send_all(proto::FenceDown{.seq = seq, .data = std::move(all)});
 }
 
 // To every agent still connected.

@@ -21,6 +21,8 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -76,10 +78,16 @@ struct ControllerConfig {
   bool stall_abort = false;           // --stall-action abort (else report)
   std::string output_dir;             // --output-dir: stacks go to DIR/<job-id>/stacks.txt
   bool master_addr_explicit = false;  // --master-addr given: never replace it
-  bool progress = false;              // one-line status on stderr while starting
-  bool mpi = false;                   // agents serve PMIx; fences cross nodes through us
-  std::string store_secret;           // the job's comm store secret (node 0 hosts it)
-  std::uint16_t store_port = 0;       // 0: any free port
+  bool progress = false;  // one-line status on stderr while starting
+  bool mpi = false;       // agents serve PMIx; fences cross nodes through us
+  // Per-node mode under --mpi: this controller's plan is one node of a job
+  // whose other nodes other launchers run. The agents' PMIx servers are told
+  // the whole job (each node's name and rank count, node order), and fences
+  // are completed through ControllerEnv::fences. Empty: the plan is the job.
+  std::vector<std::string> mpi_node_names;
+  std::vector<std::int32_t> mpi_ranks_per_node;
+  std::string store_secret;      // the job's comm store secret (node 0 hosts it)
+  std::uint16_t store_port = 0;  // 0: any free port
   // Placement (docs/placement.md): --bind-to, --map-by as given (empty: the
   // agents' defaults), --oversubscribe; --report-bindings prints one line per
   // rank as the agents report them (Started).
@@ -100,11 +108,24 @@ struct ControllerConfig {
   std::optional<std::vector<proto::Interface>> head_interfaces;
 };
 
+// Completes MPI fences with the nodes of other controllers (per-node mode):
+// `done` gets every node's data of fence `seq`, in node order, on the
+// controller's io_context, or an error that no waiting can mend. While the
+// others are slow or gone it waits, as MPI's own fence would: the job then
+// ends by what stopped them (a lost launcher, a failed rank, --timeout).
+class FenceRelay {
+ public:
+  virtual ~FenceRelay() = default;
+  virtual void fence(std::uint32_t seq, std::string data,
+                     std::function<void(std::string all, std::string error)> done) = 0;
+};
+
 // What a controller runs on.
 struct ControllerEnv {
   boost::asio::io_context& io;  // run() runs it; signals wait on it
   LinkFactory& links;
   Clock& clock;
+  FenceRelay* fences = nullptr;  // per-node mode under --mpi; else the plan's nodes are all
 };
 
 class Controller {
@@ -185,6 +206,7 @@ class Controller {
   void on_exited(std::size_t node, const proto::Exited& ex);
   void on_worker_abort(const proto::WorkerAbort& ab);
   void on_fence(std::size_t node, proto::FenceUp&& up);
+  void complete_fence(std::uint32_t seq, std::string all);
   bool on_this_machine_only() const;
   bool begin_network_choice();
   void on_probe_result(std::size_t node, proto::ProbeResult&& result);

@@ -40,7 +40,11 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
   }
   s.workdir = cfg.workdir;
   s.mpi = cfg.mpi;
-  if (cfg.mpi) {
+  if (cfg.mpi && !cfg.mpi_node_names.empty()) {
+    // One node of a job run by several launchers: the whole job's map.
+    s.node_names = cfg.mpi_node_names;
+    s.ranks_per_node = cfg.mpi_ranks_per_node;
+  } else if (cfg.mpi) {
     for (const auto& n : plan.nodes) {
       s.node_names.push_back(n.host.name);
       s.ranks_per_node.push_back(static_cast<std::int32_t>(n.ranks.size()));

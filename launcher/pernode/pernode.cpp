@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -25,6 +26,7 @@
 #include "output/console_style.h"
 #include "output/output_sink.h"
 #include "pernode/rendezvous.h"
+#include "pernode/store_fence.h"
 #include "plan/user_env.h"
 #include "transport/link_factory.h"
 #include "transport/local_transport.h"
@@ -101,6 +103,26 @@ RootCause decode_cause(const std::string& payload) {
 }
 
 }  // namespace
+
+std::vector<std::string> mpi_node_names(const std::vector<std::string>& launchers) {
+  // A launcher is named "host pid N": the host is what MPI should show, as
+  // long as it tells the nodes apart (several launchers on one machine).
+  std::vector<std::string> hosts;
+  for (const auto& l : launchers) {
+    std::string h = l.substr(0, l.find(" pid "));
+    // PMIx's node map is a comma-separated list: keep its syntax out.
+    for (char& c : h) {
+      if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '-' && c != '.') c = '-';
+    }
+    hosts.push_back(h.empty() ? "node" : h);
+  }
+  auto sorted = hosts;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    for (std::size_t k = 0; k < hosts.size(); ++k) hosts[k] += fmt::format("-node{}", k);
+  }
+  return hosts;
+}
 
 RdzvConf parse_rdzv_conf(const std::string& text) {
   RdzvConf c;
@@ -284,7 +306,23 @@ RoundEnd run_round(const Options& o, Rendezvous& rdzv, const RdzvSettings& rs, c
   boost::asio::io_context io;
   AsioClock clock(io);
   TransportLinks links(io, {});
-  Controller controller(plan, config, sink, {.io = io, .links = links, .clock = clock});
+  // --mpi: this node's PMIx server is told the whole job, and its fences meet
+  // the other launchers' in the rendezvous store.
+  std::optional<StoreFence> fences;
+  if (o.mpi) {
+    config.mpi = true;
+    config.mpi_node_names = mpi_node_names(m.names);
+    config.mpi_ranks_per_node.assign(static_cast<std::size_t>(m.nnodes), m.nproc);
+    fences.emplace(io, StoreFenceOptions{.host = rdzv.store_client_host(),
+                                         .port = rdzv.store_port(),
+                                         .secret = rdzv.secret(),
+                                         .prefix = rdzv.round_prefix(),
+                                         .nnodes = m.nnodes,
+                                         .node_rank = m.node_rank});
+  }
+  Controller controller(
+      plan, config, sink,
+      {.io = io, .links = links, .clock = clock, .fences = fences ? &*fences : nullptr});
   rdzv.start_watch();
   // The bridge between this node's job and the others': a failure here is
   // published for them; theirs stops this node.
@@ -361,6 +399,7 @@ int run_per_node(const Options& o) {
   rs.read_timeout = option_ms(conf.read_timeout_s);
   rs.close_timeout = option_ms(conf.close_timeout_s);
   rs.max_restarts = o.max_restarts;
+  rs.mpi = o.mpi;
   rs.heartbeat_timeout = option_ms(o.heartbeat_timeout_s);
   char here[256] = {};
   ::gethostname(here, sizeof here - 1);
@@ -441,10 +480,23 @@ int run_per_node(const Options& o) {
     const Membership m = rdzv.join(round);
     round = m.round;  // a launcher joining a running job starts in its next round
     const RoundEnd end = run_round(o, rdzv, rs, m, round, head_env, std::string(here));
-    const int status = end.status;
+    int status = end.status;
     const bool joining = status != 0 && end.joining;
+    bool final = end.final;
+    if (status == 0) {
+      // This node's ranks succeeded: the job has not, until every node's
+      // have. A failure elsewhere meanwhile is the job's, and a restart
+      // takes this node in as well (the ranks of a job restart together).
+      if (const auto f = rdzv.finish_succeeded()) {
+        const RootCause c = decode_cause(f->message);
+        write_all(2, "dlaunch: this node's ranks had finished when another node failed\n" +
+                         format_report(run_id, c, 0));
+        status = f->status == 0 ? 1 : f->status;
+        final = f->final;
+      }
+    }
     const bool last =
-        status == 0 || end.final || rdzv.store_lost() || (!joining && restarts >= o.max_restarts);
+        status == 0 || final || rdzv.store_lost() || (!joining && restarts >= o.max_restarts);
     rdzv.finish(last);
     if (last) {
       if (!attempts.empty()) {

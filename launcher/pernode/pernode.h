@@ -32,6 +32,11 @@ RdzvConf parse_rdzv_conf(const std::string& text);
 // --nproc-per-node N|gpu|cpu|auto on this machine.
 int resolve_nproc(const std::string& spec, const std::vector<std::string>& env);
 
+// The node names of a per-node job for PMIx (--mpi), from the launchers'
+// names ("host pid N") in node order: the hosts, made unique with the node
+// rank where launchers share one.
+std::vector<std::string> mpi_node_names(const std::vector<std::string>& launchers);
+
 // This node's plan: the plan of a one-node job (this machine, nproc ranks)
 // made part of the whole: global ranks from node_rank * nproc, WORLD_SIZE,
 // GROUP_RANK, NODE_RANK, NNODES and the rest of torchrun's environment.

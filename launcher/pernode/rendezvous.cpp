@@ -87,6 +87,21 @@ std::vector<std::string> split(const std::string& s, char sep) {
   }
 }
 
+// A round's failure entry: "status\nfinal\ntext".
+PeerFailure parse_failure(const std::string& v) {
+  PeerFailure f;
+  const auto a = v.find('\n');
+  const auto b = a == std::string::npos ? a : v.find('\n', a + 1);
+  if (b == std::string::npos) {
+    f.message = v;
+    return f;
+  }
+  f.status = std::atoi(v.substr(0, a).c_str());
+  f.final = v.substr(a + 1, b - a - 1) == "1";
+  f.message = v.substr(b + 1);
+  return f;
+}
+
 }  // namespace
 
 Rendezvous::Rendezvous(RdzvSettings s) : s_(std::move(s)) {
@@ -161,7 +176,8 @@ void Rendezvous::connect() {
   m_.store_host = m_.hosting && !s_.is_static ? numeric_address(s_.host) : s_.host;
   m_.store_port = s_.port;
   comm::StoreOptions co;
-  co.host = m_.hosting ? (s_.is_static ? "127.0.0.1" : m_.store_host) : s_.host;
+  client_host_ = m_.hosting ? (s_.is_static ? "127.0.0.1" : m_.store_host) : s_.host;
+  co.host = client_host_;
   co.port = s_.port;
   co.secret = s_.secret;
   co.connect_timeout = s_.join_timeout;
@@ -185,23 +201,23 @@ void Rendezvous::connect() {
   // The job's settings: the first launcher's are the job's; any other must
   // say the same.
   const std::string mine =
-      fmt::format("{}\n{}\n{}\n{}\n{}\n{}", s_.run_id, s_.is_static ? "static" : "c10d",
+      fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}", s_.run_id, s_.is_static ? "static" : "c10d",
                   s_.min_nodes == s_.max_nodes ? std::to_string(s_.max_nodes)
                                                : fmt::format("{}:{}", s_.min_nodes, s_.max_nodes),
-                  s_.nproc, s_.max_restarts, s_.me);
+                  s_.nproc, s_.max_restarts, s_.mpi ? "on" : "off", s_.me);
   const std::string conf = st.compare_set(key("conf"), "", mine);
   if (conf != mine) {
     const auto a = split(mine, '\n');
     const auto b = split(conf, '\n');
-    if (b.size() == 6) {
-      const char* names[] = {"--rdzv-id", "--rdzv-backend", "--nnodes", "--nproc-per-node",
-                             "--max-restarts"};
-      for (std::size_t i = 0; i < 5; ++i) {
+    if (b.size() == 7) {
+      const char* names[] = {"--rdzv-id",        "--rdzv-backend", "--nnodes",
+                             "--nproc-per-node", "--max-restarts", "--mpi"};
+      for (std::size_t i = 0; i < 6; ++i) {
         if (a[i] == b[i]) continue;
         throw InputError({names[i]}, "",
                          fmt::format("the launchers at {} disagree: {} {} here ({}), {} {} on "
                                      "the launcher that came first ({})",
-                                     endpoint_, names[i], a[i], s_.me, names[i], b[i], b[5]),
+                                     endpoint_, names[i], a[i], s_.me, names[i], b[i], b[6]),
                          "give every launcher of the job the same value");
       }
     }
@@ -364,20 +380,6 @@ void Rendezvous::watch_loop() {
     std::lock_guard<std::mutex> lock(mu_);
     if (!peer_ && !published_) peer_ = std::move(f);
   };
-  // "status\nfinal\ntext"
-  const auto parse_failure = [&](const std::string& v) {
-    PeerFailure f;
-    const auto a = v.find('\n');
-    const auto b = a == std::string::npos ? a : v.find('\n', a + 1);
-    if (b == std::string::npos) {
-      f.message = v;
-      return f;
-    }
-    f.status = std::atoi(v.substr(0, a).c_str());
-    f.final = v.substr(a + 1, b - a - 1) == "1";
-    f.message = v.substr(b + 1);
-    return f;
-  };
   for (int tick = 0;; ++tick) {
     std::optional<Failure> publish;
     {
@@ -488,33 +490,72 @@ void Rendezvous::finish(bool last) {
       to_publish_.reset();
     }
     store_->set(rkey(fmt::format("done/{}", m_.node_rank)), "1");
-    if (!m_.hosting || !last) return;
-    // The host keeps the store up until every other node is done with it (or
-    // gone: its connection closed, or silent for the heartbeat timeout):
-    // they still report and heartbeat.
-    const milliseconds limit =
-        s_.heartbeat_timeout.count() > 0 ? s_.heartbeat_timeout : milliseconds(30'000);
-    std::vector<long long> last_hb(static_cast<std::size_t>(m_.nnodes), -1);
-    std::vector<Clock::time_point> seen(static_cast<std::size_t>(m_.nnodes), Clock::now());
-    for (;;) {
-      bool waiting = false;
-      for (int j = 0; j < m_.nnodes; ++j) {
-        const auto uj = static_cast<std::size_t>(j);
-        if (j == m_.node_rank || store_->check({rkey(fmt::format("done/{}", j))})) continue;
-        // One whose connection closed (killed) will not come back to say so.
-        if (!store_->check({rkey("alive/" + m_.names[uj])})) continue;
-        const long long hb = store_->add(rkey(fmt::format("hb/{}", j)), 0);
-        if (hb != last_hb[uj]) {
-          last_hb[uj] = hb;
-          seen[uj] = Clock::now();
-        }
-        if (Clock::now() - seen[uj] <= limit) waiting = true;
-      }
-      if (!waiting) return;
-      std::this_thread::sleep_for(kPoll);
+    if (!last) return;
+    // The host keeps the store up until every other launcher has left it.
+    if (m_.hosting) {
+      (void)wait_for_others(false);
+    } else {
+      store_->set(rkey(fmt::format("left/{}", m_.node_rank)), "1");
     }
   } catch (const comm::StoreError&) {
     // Nothing more to tell anyone.
+  }
+}
+
+std::optional<PeerFailure> Rendezvous::finish_succeeded() {
+  finish(false);
+  if (!store_ || store_lost_) return std::nullopt;
+  try {
+    return wait_for_others(true);
+  } catch (const comm::StoreError& e) {
+    // The host is gone: it failed (its report went to its own console) or
+    // its machine is out of reach. This node's part succeeded; the job's end
+    // cannot be known any more.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      store_lost_ = true;
+    }
+    return PeerFailure{fmt::format("lost the rendezvous store at {} hosted by node 0 ({}) "
+                                   "while waiting for the other nodes to finish: {}",
+                                   endpoint_, m_.names.empty() ? "?" : m_.names.front(), e.what()),
+                       1, true};
+  }
+}
+
+// With `failures` (this node's ranks succeeded): until every other node's
+// ranks are done too, and a failure published meanwhile ends the wait and is
+// returned. Without (the host, about to exit): until every other launcher has
+// left the store. Either way a node that is gone (its connection closed, or
+// silent for the heartbeat timeout) is not waited for. A launcher waiting
+// here heartbeats, so that the others' waits see it.
+std::optional<PeerFailure> Rendezvous::wait_for_others(bool failures) {
+  const char* const until = failures ? "done" : "left";
+  const std::string my_hb = rkey(fmt::format("hb/{}", m_.node_rank));
+  const milliseconds limit =
+      s_.heartbeat_timeout.count() > 0 ? s_.heartbeat_timeout : milliseconds(30'000);
+  std::vector<long long> last_hb(static_cast<std::size_t>(m_.nnodes), -1);
+  std::vector<Clock::time_point> seen(static_cast<std::size_t>(m_.nnodes), Clock::now());
+  for (;;) {
+    if (failures && store_->check({rkey("failed")})) {
+      const std::string v = store_->get(rkey("failed"));
+      return parse_failure(v);
+    }
+    store_->add(my_hb, 1);
+    bool waiting = false;
+    for (int j = 0; j < m_.nnodes; ++j) {
+      const auto uj = static_cast<std::size_t>(j);
+      if (j == m_.node_rank || store_->check({rkey(fmt::format("{}/{}", until, j))})) continue;
+      // One whose connection closed (killed) will not come back to say so.
+      if (!store_->check({rkey("alive/" + m_.names[uj])})) continue;
+      const long long hb = store_->add(rkey(fmt::format("hb/{}", j)), 0);
+      if (hb != last_hb[uj]) {
+        last_hb[uj] = hb;
+        seen[uj] = Clock::now();
+      }
+      if (Clock::now() - seen[uj] <= limit) waiting = true;
+    }
+    if (!waiting) return std::nullopt;
+    std::this_thread::sleep_for(kPoll);
   }
 }
 

@@ -42,6 +42,7 @@ struct RdzvSettings {
   std::chrono::milliseconds read_timeout{60'000};
   std::chrono::milliseconds close_timeout{30'000};  // a re-rendezvous's wait for MIN nodes
   int max_restarts = 0;
+  bool mpi = false;                                     // --mpi: every launcher must say the same
   std::chrono::milliseconds heartbeat_timeout{30'000};  // 0: no heartbeat watch
 };
 
@@ -90,11 +91,25 @@ class Rendezvous {
   // watching it. `last`: this launcher is about to exit; the host then keeps
   // the store up until every other node is done.
   void finish(bool last = true);
+  // This node's ranks all succeeded: finish(false), then wait until the
+  // round ends on every node (each done, or gone), as torchrun's exit
+  // barrier does. Returns the failure another node published meanwhile: a
+  // restart then takes this node in too, as after any failure.
+  std::optional<PeerFailure> finish_succeeded();
   // Whether the store is gone (its launcher died): no further round.
   bool store_lost();
 
+  // For a connection of another part of this launcher to the rendezvous
+  // store (the MPI fences'): where this launcher reaches it, its secret, and
+  // the prefix of the current round's keys.
+  const std::string& store_client_host() const { return client_host_; }
+  std::uint16_t store_port() const { return s_.port; }
+  const std::string& secret() const { return s_.secret; }
+  std::string round_prefix() const { return rkey(""); }
+
  private:
   void watch_loop();
+  std::optional<PeerFailure> wait_for_others(bool failures);
   void connect();
   Membership join_round();
   std::string key(const std::string& k) const;   // the job's
@@ -118,6 +133,7 @@ class Rendezvous {
   bool published_ = false;
   bool store_lost_ = false;  // the watch saw the store go: nothing more to say to it
   std::string endpoint_;     // host:port, for messages
+  std::string client_host_;  // where this launcher connects to the store
 };
 
 }  // namespace dlaunch

@@ -162,6 +162,70 @@ TEST(PerNode, C10dFourLaunchersOfOneRankEach) {
   expect_one_world(run_all(cmds), 4, 1);
 }
 
+// --mpi: a plain Open MPI program (examples/mpi_hello: MPI rank and size
+// against RANK and WORLD_SIZE, an allreduce) across launchers. Every
+// launcher's agent serves PMIx for its node with the whole job's map, and the
+// fences meet in the rendezvous store: one MPI_COMM_WORLD of all ranks.
+void expect_one_mpi_world(const std::vector<RunResult>& rs, int world) {
+  std::vector<int> seen(static_cast<std::size_t>(world), 0);
+  const int sum = world * (world - 1) / 2;
+  for (const auto& r : rs) {
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    std::smatch m;
+    for (const auto& line : lines_of(r.out)) {
+      static const std::regex re(
+          R"(\[(\d+)\] mpi rank (\d+)/(\d+), RANK=(\d+) WORLD_SIZE=(\d+), allreduce\(rank\)=(\d+))");
+      if (!std::regex_search(line, m, re)) continue;
+      const int rank = std::stoi(m[2]);
+      EXPECT_EQ(std::stoi(m[1]), rank) << line;
+      EXPECT_EQ(std::stoi(m[3]), world) << line;
+      EXPECT_EQ(std::stoi(m[4]), rank) << line;
+      EXPECT_EQ(std::stoi(m[5]), world) << line;
+      EXPECT_EQ(std::stoi(m[6]), sum) << line;
+      ASSERT_GE(rank, 0);
+      ASSERT_LT(rank, world);
+      ++seen[static_cast<std::size_t>(rank)];
+    }
+  }
+  for (int k = 0; k < world; ++k) EXPECT_EQ(seen[static_cast<std::size_t>(k)], 1) << "rank " << k;
+}
+
+TEST(PerNodeMpi, StaticTwoLaunchersMakeOneMpiWorld) {
+  const int port = free_port();
+  const auto job = unique_job_id("pn-mpi2");
+  auto rs = run_all({fixed(2, 2, 1, port, job, {"--mpi", MPI_HELLO_BIN}),
+                     fixed(2, 2, 0, port, job, {"--mpi", MPI_HELLO_BIN})},
+                    90);
+  expect_one_mpi_world(rs, 4);
+  EXPECT_TRUE(wait_job_gone(job, 5).empty());
+}
+
+TEST(PerNodeMpi, C10dFourLaunchersMakeOneMpiWorld) {
+  const int port = free_port();
+  const auto job = unique_job_id("pn-mpi4");
+  std::vector<std::vector<std::string>> cmds;
+  cmds.reserve(4);
+  for (int k = 0; k < 4; ++k) cmds.push_back(c10d(4, 1, port, job, {"--mpi", MPI_HELLO_BIN}));
+  expect_one_mpi_world(run_all(cmds, 90), 4);
+  EXPECT_TRUE(wait_job_gone(job, 5).empty());
+}
+
+// MPI's wire-up is all-or-nothing: a launcher without --mpi in a job whose
+// first launcher has it would leave the others in MPI_Init forever.
+TEST(PerNodeMpi, ALauncherWithoutMpiIsRefusedNamingBoth) {
+  const int port = free_port();
+  const auto job = unique_job_id("pn-mpi-mismatch");
+  Process first(c10d(2, 1, port, job, {"--rdzv-conf", "join_timeout=3", "--mpi", MPI_HELLO_BIN}),
+                kEnv);
+  (void)first.wait_for_stderr([](const std::string&) { return false; }, 0.7);
+  auto second = run(c10d(2, 1, port, job, {MPI_HELLO_BIN}), 30, kEnv);
+  EXPECT_EQ(second.exit_code, 2) << second.err;
+  EXPECT_NE(second.err.find("--mpi off here"), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find("--mpi on on the launcher that came first"), std::string::npos)
+      << second.err;
+  first.finish(20);
+}
+
 TEST(PerNode, MismatchedNnodesIsRefusedNamingBoth) {
   const int port = free_port();
   const auto job = unique_job_id("pn-mismatch");
@@ -346,6 +410,8 @@ TEST(PerNode, LauncherKilledElsewhereIsLostAtOnceThroughItsClosedConnection) {
 
 namespace {
 
+std::string fmt_ok(int rank) { return "attempt 1 rank " + std::to_string(rank) + " of 4 ok"; }
+
 std::vector<std::string> elastic(const std::string& nnodes, int port, const std::string& job,
                                  std::vector<std::string> rest,
                                  const std::string& conf = "last_call_timeout=1,close_timeout=10") {
@@ -477,6 +543,63 @@ TEST(PerNodeElastic, FailedRankRestartsBothNodes) {
     EXPECT_NE(r.out.find("restart 1 sum 10"), std::string::npos) << r.out;
   }
   std::remove(wrapper.c_str());
+}
+
+// The ranks of one node finish while another node's fail: the job has
+// failed, and the restart takes every node in, the finished one too (its
+// launcher waits for the others before it exits, as torchrun's exit barrier
+// does); before, it left, and the restart found no rendezvous.
+TEST(PerNodeElastic, ANodeWhoseRanksFinishedRestartsWithTheOthers) {
+  const int port = free_port();
+  const auto job = unique_job_id("pn-finished");
+  const std::vector<std::string> prog = {
+      "sh", "-c",
+      "C=$TORCHELASTIC_RESTART_COUNT; if [ \"$C\" = 0 ] && [ \"$GROUP_RANK\" = 1 ]; then sleep 1; "
+      "exit 4; fi; echo \"attempt $C rank $RANK of $WORLD_SIZE ok\""};
+  auto rs = run_all({elastic("2:2", port, job, prog), elastic("2:2", port, job, prog)}, 60);
+  std::vector<int> ok(4, 0);
+  int told = 0;
+  for (const auto& r : rs) {
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.err.find("exited with code 4"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("attempt 1: succeeded"), std::string::npos) << r.err;
+    told += static_cast<int>(
+        r.err.find("this node's ranks had finished when another node failed") != std::string::npos);
+    for (int k = 0; k < 4; ++k) {
+      if (r.out.find(fmt_ok(k)) != std::string::npos) ++ok[static_cast<std::size_t>(k)];
+    }
+  }
+  EXPECT_EQ(told, 1);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(ok[static_cast<std::size_t>(k)], 1) << "rank " << k;
+  EXPECT_TRUE(wait_job_gone(job, 5).empty());
+}
+
+// --mpi with restarts: on the first attempt rank 3 exits before MPI_Init,
+// while the others wait in MPI_Init's fence (the relay waiting in the store);
+// both launchers stop, meet again and run a new MPI world whose fences are
+// the new round's.
+TEST(PerNodeElastic, AnMpiJobRestartsAfterARankFailsBeforeMpiInit) {
+  const int port = free_port();
+  const auto job = unique_job_id("pn-mpi-restart");
+  // mpi_hello exits 0 only when its MPI world is the dlaunch world and the
+  // allreduce adds up: then each rank of the second attempt says so.
+  const std::vector<std::string> prog = {
+      "--mpi", "sh", "-c",
+      "C=$TORCHELASTIC_RESTART_COUNT; if [ \"$C\" = 0 ] && [ \"$RANK\" = 3 ]; then exit 3; fi; "
+      "\"$0\" && echo \"attempt $C rank $RANK of $WORLD_SIZE ok\"",
+      MPI_HELLO_BIN};
+  auto rs = run_all({elastic("2:2", port, job, prog), elastic("2:2", port, job, prog)}, 90);
+  std::vector<int> ok(4, 0);
+  for (const auto& r : rs) {
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.err.find("rank 3 exited with code 3"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("attempt 1: succeeded"), std::string::npos) << r.err;
+    for (int k = 0; k < 4; ++k) {
+      if (r.out.find(fmt_ok(k)) != std::string::npos) ++ok[static_cast<std::size_t>(k)];
+    }
+  }
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(ok[static_cast<std::size_t>(k)], 1) << "rank " << k;
+  EXPECT_TRUE(wait_job_gone(job, 5).empty());
 }
 
 // --nnodes 1:2: a job running on one node; a second launcher that comes later

@@ -100,7 +100,7 @@ TEST(PerNodeOptions, WhatMakesNoSenseIsRefusedByName) {
       {{"--nnodes", "2", "--rdzv-endpoint", "h", "--start-method", "spawn", "p"},
        "--start-method is not supported"},
       {{"--nnodes", "2", "--rdzv-endpoint", "h", "-H", "a:2", "p"}, "--hosts is for the head-node"},
-      {{"--nnodes", "2", "--rdzv-endpoint", "h", "--mpi", "p"}, "--mpi is for the head-node"},
+      {{"--nnodes", "2", "--rdzv-endpoint", "h", "--check", "p"}, "--check is for the head-node"},
       {{"--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint", "h", "p"},
        "'etcd' is not supported"},
       {{"--nnodes", "2", "p"}, "a static rendezvous of 2 nodes needs this node's --node-rank"},
@@ -188,4 +188,14 @@ TEST(PerNodePlan, GlobalRanksAndTorchrunEnvironmentOfNodeTwoOfThree) {
   po.head_env = {};
   const JobPlan plan2 = make_node_plan(po, m, "host2", "default", "sec");
   EXPECT_EQ(env_of(plan2.nodes.front().env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "1");
+}
+
+TEST(PerNodeMpi, NodeNamesAreTheHostsMadeUniqueWhereLaunchersShareOne) {
+  EXPECT_EQ(mpi_node_names({"gpu-1 pid 10", "gpu-2 pid 11"}),
+            (std::vector<std::string>{"gpu-1", "gpu-2"}));
+  // Two launchers on one machine are two nodes to PMIx.
+  EXPECT_EQ(mpi_node_names({"vm pid 10", "vm pid 11", "other pid 3"}),
+            (std::vector<std::string>{"vm-node0", "vm-node1", "other-node2"}));
+  // PMIx's node map is comma-separated: no comma, space or bracket gets in.
+  EXPECT_EQ(mpi_node_names({"a,b [x] pid 1"}), (std::vector<std::string>{"a-b--x-"}));
 }

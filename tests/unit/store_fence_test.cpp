@@ -1,0 +1,155 @@
+// StoreFence (launcher/pernode/store_fence.h): the MPI fences of per-node
+// launchers meeting in a real rendezvous store (comm::ThreadedStoreServer on
+// loopback). Each relay answers on its own io_context with every node's data
+// in node order; the k-th fences of the nodes meet, whatever order they come
+// in; a relay destroyed while it waits for a node that never comes returns.
+#include "pernode/store_fence.h"
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include "comm/store.h"
+
+using namespace dlaunch;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr const char* kSecret = "store-fence-test-secret";
+
+comm::StoreServerOptions server_options() {
+  comm::StoreServerOptions so;
+  so.bind_address = "127.0.0.1";
+  so.secret = kSecret;
+  return so;
+}
+
+StoreFenceOptions options(std::uint16_t port, int nnodes, int node_rank,
+                          const std::string& prefix = "dlaunch/rdzv/r0/") {
+  return {.host = "127.0.0.1",
+          .port = port,
+          .secret = kSecret,
+          .prefix = prefix,
+          .nnodes = nnodes,
+          .node_rank = node_rank,
+          .poll = 50ms};
+}
+
+// Runs io until `done` says so or 10 s pass.
+void run_until(boost::asio::io_context& io, const std::function<bool()>& done) {
+  auto busy = boost::asio::make_work_guard(io);  // run_for then waits for the relay's answer
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  while (!done() && std::chrono::steady_clock::now() < end) {
+    io.restart();
+    io.run_for(20ms);
+  }
+}
+
+struct Answer {
+  std::optional<std::string> all;
+  std::string error;
+};
+
+}  // namespace
+
+TEST(StoreFence, EveryNodeGetsEveryNodesDataInNodeOrder) {
+  comm::ThreadedStoreServer server(server_options());
+  constexpr int kNodes = 3;
+  std::vector<std::unique_ptr<boost::asio::io_context>> ios;
+  std::vector<std::unique_ptr<StoreFence>> relays;
+  std::vector<Answer> answers(kNodes);
+  for (int j = 0; j < kNodes; ++j) {
+    ios.push_back(std::make_unique<boost::asio::io_context>());
+    relays.push_back(std::make_unique<StoreFence>(*ios.back(), options(server.port(), kNodes, j)));
+  }
+  // Node 2 first, node 0 last: the order of arrival does not matter.
+  for (int j = kNodes - 1; j >= 0; --j) {
+    relays[static_cast<std::size_t>(j)]->fence(
+        0, "<" + std::to_string(j) + ">", [&answers, j](std::string all, std::string error) {
+          answers[static_cast<std::size_t>(j)] = {std::move(all), std::move(error)};
+        });
+  }
+  for (int j = 0; j < kNodes; ++j) {
+    const auto uj = static_cast<std::size_t>(j);
+    run_until(*ios[uj], [&] { return answers[uj].all.has_value(); });
+    ASSERT_TRUE(answers[uj].all.has_value()) << "node " << j << " got no answer";
+    EXPECT_EQ(*answers[uj].all, "<0><1><2>");
+    EXPECT_EQ(answers[uj].error, "");
+  }
+}
+
+TEST(StoreFence, SuccessiveFencesMeetTheirOwnCounterparts) {
+  comm::ThreadedStoreServer server(server_options());
+  boost::asio::io_context io0;
+  boost::asio::io_context io1;
+  StoreFence a(io0, options(server.port(), 2, 0));
+  StoreFence b(io1, options(server.port(), 2, 1));
+  std::vector<std::string> got_a;
+  std::vector<std::string> got_b;
+  // Node 0 is two fences ahead before node 1 reaches its first.
+  a.fence(0, "a0", [&](std::string all, std::string) { got_a.push_back(std::move(all)); });
+  a.fence(1, "a1", [&](std::string all, std::string) { got_a.push_back(std::move(all)); });
+  b.fence(0, "b0", [&](std::string all, std::string) { got_b.push_back(std::move(all)); });
+  b.fence(1, "b1", [&](std::string all, std::string) { got_b.push_back(std::move(all)); });
+  run_until(io0, [&] { return got_a.size() == 2; });
+  run_until(io1, [&] { return got_b.size() == 2; });
+  EXPECT_EQ(got_a, (std::vector<std::string>{"a0b0", "a1b1"}));
+  EXPECT_EQ(got_b, (std::vector<std::string>{"a0b0", "a1b1"}));
+}
+
+TEST(StoreFence, ARoundsFencesAreItsOwn) {
+  comm::ThreadedStoreServer server(server_options());
+  boost::asio::io_context io;
+  // Round 0's node 1 set its data, then the round ended (a restart).
+  {
+    comm::Store st({.host = "127.0.0.1", .port = server.port(), .secret = kSecret});
+    st.set("dlaunch/rdzv/r0/fence/0/1", "old");
+  }
+  StoreFence a(io, options(server.port(), 2, 0, "dlaunch/rdzv/r1/"));
+  std::optional<std::string> got;
+  a.fence(0, "new0", [&](std::string all, std::string) { got = std::move(all); });
+  auto busy = boost::asio::make_work_guard(io);
+  io.run_for(700ms);
+  EXPECT_FALSE(got.has_value()) << "round 1 must not take round 0's data: " << *got;
+}
+
+TEST(StoreFence, ARelayWaitingForANodeThatNeverComesStopsWhenDestroyed) {
+  comm::ThreadedStoreServer server(server_options());
+  boost::asio::io_context io;
+  bool answered = false;
+  const auto start = std::chrono::steady_clock::now();
+  {
+    StoreFence a(io, options(server.port(), 2, 0));
+    a.fence(0, "alone", [&](std::string, std::string) { answered = true; });
+    auto busy = boost::asio::make_work_guard(io);
+    io.run_for(300ms);
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  io.restart();
+  io.poll();
+  EXPECT_FALSE(answered);
+  EXPECT_LT(took, 3s) << "the destructor waited for the missing node";
+}
+
+TEST(StoreFence, AStoreThatRefusesTheSecretIsAnError) {
+  comm::ThreadedStoreServer server(server_options());
+  boost::asio::io_context io;
+  auto o = options(server.port(), 1, 0);
+  o.secret = "not-the-secret";
+  StoreFence a(io, o);
+  Answer got;
+  a.fence(0, "x", [&](std::string all, std::string error) {
+    got = {std::move(all), std::move(error)};
+  });
+  run_until(io, [&] { return got.all.has_value(); });
+  ASSERT_TRUE(got.all.has_value());
+  EXPECT_NE(got.error, "") << "a refused secret must be said";
+}
