@@ -78,6 +78,10 @@ struct ControllerConfig {
   bool stall_abort = false;           // --stall-action abort (else report)
   std::string output_dir;             // --output-dir: stacks go to DIR/<job-id>/stacks.txt
   bool master_addr_explicit = false;  // --master-addr given: never replace it
+  // Per-node mode: the other launchers' nodes may be on other machines
+  // (MASTER_ADDR is not a loopback address), though this plan's one node is
+  // local: the agent then gives the ranks the interface toward MASTER_ADDR.
+  bool spans_machines = false;
   bool progress = false;  // one-line status on stderr while starting
   bool mpi = false;       // agents serve PMIx; fences cross nodes through us
   // Per-node mode under --mpi: this controller's plan is one node of a job

@@ -28,6 +28,7 @@ std::string describe_candidate(const net::Candidate& c) {
 // say). A tunnel to another machine does not fool it, as the peer's address
 // would.
 bool Controller::on_this_machine_only() const {
+  if (cfg_.spans_machines) return false;
   if (net::all_local(plan_)) return true;
   const auto own = cfg_.head_interfaces ? *cfg_.head_interfaces : proto::list_interfaces();
   if (own.empty()) return false;

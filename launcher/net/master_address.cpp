@@ -66,6 +66,11 @@ const char* tier_note(Tier tier) {
   return "";
 }
 
+bool is_loopback_address(const std::string& address) {
+  const auto p = parse(address);
+  return p && is_loopback(*p);
+}
+
 bool is_container_interface(const std::string& name) {
   return std::any_of(kContainerPrefixes.begin(), kContainerPrefixes.end(),
                      [&](std::string_view p) { return starts_with(name, p); });

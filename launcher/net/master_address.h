@@ -40,6 +40,9 @@ struct Candidate {
   proto::AddressFamily family = proto::AddressFamily::kIpv4;
 };
 
+// Whether a numeric address is a loopback one (127/8, ::1); false for names.
+bool is_loopback_address(const std::string& address);
+
 // Whether an interface of this name is a container or VM bridge (or a veth
 // end of one).
 bool is_container_interface(const std::string& name);

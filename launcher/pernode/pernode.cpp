@@ -23,6 +23,7 @@
 #include "dlaunch/process.h"
 #include "dlaunch/random.h"
 #include "dlaunch/text.h"
+#include "net/master_address.h"
 #include "output/console_style.h"
 #include "output/output_sink.h"
 #include "pernode/rendezvous.h"
@@ -299,6 +300,10 @@ RoundEnd run_round(const Options& o, Rendezvous& rdzv, const RdzvSettings& rs, c
   config.master_port = m.master_port;
   config.reserve_master_port = m.node_rank == 0;
   config.master_addr_explicit = true;
+  // Launchers that meet at a loopback address are all on this machine; else
+  // the ranks get the interface toward MASTER_ADDR (gloo, NCCL, Open MPI),
+  // as the head-node mode gives them across hosts.
+  config.spans_machines = m.nnodes > 1 && !net::is_loopback_address(m.master_addr);
   // No store of the node's own: the rendezvous store is the job's. This
   // launcher's machine is its node's alone (torchrun's assumption): its agent
   // places the ranks (--bind-to) from the first CPU.

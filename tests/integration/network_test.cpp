@@ -447,6 +447,57 @@ TEST_F(Network, PerNodeLauncherCutOffIsLostAtTheHeartbeatTimeout) {
   EXPECT_TRUE(wait_job_gone(job_id, 10).empty());
 }
 
+// Per-node mode under --mpi on two hosts (two namespaces, each with its
+// decoy bridge): one launcher on each, a static rendezvous at the first
+// host's address; an Open MPI program's fences meet in the rendezvous store
+// and its ranks reach each other over the hosts' eth0 (the agents tell Open
+// MPI the interface, as in the head-node mode).
+TEST_F(Network, PerNodeMpiMakesOneWorldAcrossTwoHosts) {
+  const std::vector<std::string> env = {"DLAUNCH_RDZV_SECRET=netns-pernode-mpi-secret"};
+  const auto job_id = unique_job_id("net-pernode-mpi");
+  auto launcher = [&](int k, const std::string& id, std::vector<std::string> prog) {
+    std::vector<std::string> a = {"ip", "netns", "exec",
+                                  namespaces_.at(static_cast<std::size_t>(k))};
+    std::vector<std::string> args = {
+        "--nnodes",      "2",       "--nproc-per-node", "2",     "--node-rank", std::to_string(k),
+        "--master-addr", addrs_[0], "--master-port",    "29633", "--rdzv-id",   id,
+        "--mpi"};
+    args.insert(args.end(), prog.begin(), prog.end());
+    const auto d = dlaunch_cmd(args);
+    a.insert(a.end(), d.begin(), d.end());
+    return a;
+  };
+  // What the ranks are told: the interface toward MASTER_ADDR, not docker0.
+  {
+    const std::vector<std::string> show = {
+        "sh", "-c", "echo if $GLOO_SOCKET_IFNAME $OMPI_MCA_btl_tcp_if_include"};
+    Process first(launcher(0, job_id + "-env", show), env);
+    Process second(launcher(1, job_id + "-env", show), env);
+    const auto a = first.finish(60);
+    const auto b = second.finish(60);
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    int told = 0;
+    for (const auto& line : lines_of(a.out + b.out))
+      told += static_cast<int>(line.find("] if eth0 eth0") != std::string::npos);
+    EXPECT_EQ(told, 4) << a.out << b.out;
+  }
+  Process first(launcher(0, job_id, {MPI_HELLO_BIN}), env);
+  Process second(launcher(1, job_id, {MPI_HELLO_BIN}), env);
+  const auto a = first.finish(90);
+  const auto b = second.finish(90);
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
+  const std::string out = a.out + b.out;
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_NE(out.find(std::to_string(k) + "] mpi rank " + std::to_string(k) +
+                       "/4, RANK=" + std::to_string(k) + " WORLD_SIZE=4, allreduce(rank)=6"),
+              std::string::npos)
+        << out;
+  }
+  EXPECT_TRUE(wait_job_gone(job_id, 10).empty());
+}
+
 // Without a bed: what --dry-run says about MASTER_ADDR.
 TEST(NetworkDryRun, SaysTheAddressIsChosenAtStartUnlessGiven) {
   const auto hosts =

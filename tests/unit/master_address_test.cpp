@@ -236,3 +236,15 @@ TEST(JobNetwork, NodeZerosAddressInTheHostfileWins) {
   plan.master_addr = "node0-ib";
   EXPECT_FALSE(net::probe_wanted(plan, true, true)) << "a name is not tested";
 }
+
+TEST(LoopbackAddress, OnlyNumericLoopbackAddressesAre) {
+  EXPECT_TRUE(net::is_loopback_address("127.0.0.1"));
+  EXPECT_TRUE(net::is_loopback_address("127.3.2.1"));
+  EXPECT_TRUE(net::is_loopback_address("::1"));
+  EXPECT_FALSE(net::is_loopback_address("10.201.1.2"));
+  EXPECT_FALSE(net::is_loopback_address("fe80::1"));
+  EXPECT_FALSE(net::is_loopback_address("::ffff:10.0.0.1"));
+  // A name says nothing until resolved.
+  EXPECT_FALSE(net::is_loopback_address("localhost"));
+  EXPECT_FALSE(net::is_loopback_address(""));
+}
