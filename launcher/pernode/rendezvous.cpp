@@ -16,6 +16,7 @@
 
 #include "comm/store.h"
 #include "dlaunch/error.h"
+#include "dlaunch/process.h"
 #include "hostfile/hostfile.h"
 
 namespace dlaunch {
@@ -52,6 +53,47 @@ std::string numeric_address(const std::string& host) {
     if (a->ai_family == AF_INET) break;
   }
   ::freeaddrinfo(res);
+  return out;
+}
+
+// The address this machine sends from toward host:port (the route's source:
+// a UDP socket connected there sends nothing), or empty. What a launcher
+// tells the others it can be reached at, should it host the rendezvous
+// after the host is lost.
+std::string source_address_toward(const std::string& host, std::uint16_t port) {
+  const std::string to = numeric_address(host);
+  if (to.empty()) return {};
+  const bool v6 = to.find(':') != std::string::npos;
+  const int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return {};
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  if (v6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons(port);
+    ::inet_pton(AF_INET6, to.c_str(), &a->sin6_addr);
+    len = sizeof *a;
+  } else {
+    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    a->sin_family = AF_INET;
+    a->sin_port = htons(port);
+    ::inet_pton(AF_INET, to.c_str(), &a->sin_addr);
+    len = sizeof *a;
+  }
+  std::string out;
+  sockaddr_storage me{};
+  socklen_t me_len = sizeof me;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &me_len) == 0) {
+    char buf[INET6_ADDRSTRLEN] = {};
+    const void* src =
+        me.ss_family == AF_INET
+            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&me)->sin_addr)
+            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&me)->sin6_addr);
+    if (::inet_ntop(me.ss_family, src, buf, sizeof buf) != nullptr) out = buf;
+  }
+  ::close(fd);
   return out;
 }
 
@@ -134,8 +176,90 @@ Membership Rendezvous::join(int round) {
     published_ = false;
   }
   round_ = round;
+  if (store_lost_) take_over();
   if (!store_) connect();
   return join_round();
+}
+
+bool Rendezvous::can_take_over() const {
+  // c10d only (a static job's node ranks are given, node 0 among them), in an
+  // elastic job, by a launcher that did not host, when enough remain.
+  return !s_.is_static && s_.max_restarts > 0 && !m_.hosting && m_.nnodes - 1 >= s_.min_nodes &&
+         m_.addrs.size() == static_cast<std::size_t>(m_.nnodes);
+}
+
+// The launcher hosting the store is lost: its store went with it. The
+// survivors try, in this order, the old endpoint (a host that is not dead
+// after all, e.g. a connection the network reset) and then the members of
+// the last round by node rank from 1: a launcher whose turn it is hosts the
+// store on its own address and the endpoint's port, the others connect. So
+// the lowest surviving node rank hosts; one that cannot be reached within a
+// few seconds is passed over. The next round starts from an empty store (a
+// round's keys stand alone; the round number is every survivor's).
+void Rendezvous::take_over() {
+  const std::string old_endpoint = endpoint_;
+  const std::string old_host = m_.names.empty() ? "?" : m_.names.front();
+  server_.reset();
+  store_.reset();
+  const milliseconds each{3000};
+  std::vector<std::pair<int, std::string>> candidates;  // node rank (-1: the old endpoint), address
+  candidates.emplace_back(-1, s_.host);
+  for (int k = 1; k < m_.nnodes; ++k)
+    candidates.emplace_back(k, m_.addrs[static_cast<std::size_t>(k)]);
+  std::string tried;
+  for (const auto& [k, addr] : candidates) {
+    if (addr.empty()) continue;
+    m_.hosting = false;
+    if (k == m_.node_rank) {
+      comm::StoreServerOptions so;
+      so.secret = s_.secret;
+      so.port = s_.port;
+      so.bind_address = addr;
+      try {
+        server_ = std::make_unique<comm::ThreadedStoreServer>(so);
+        m_.hosting = true;
+      } catch (const std::system_error& e) {
+        tried += fmt::format("; hosting at {}:{}: {}", addr, s_.port, e.what());
+        continue;
+      }
+    }
+    comm::StoreOptions co;
+    co.host = addr;
+    co.port = s_.port;
+    co.secret = s_.secret;
+    co.connect_timeout = each;
+    co.timeout = s_.read_timeout;
+    try {
+      store_ = std::make_unique<comm::Store>(co);
+    } catch (const comm::StoreError& e) {
+      tried += fmt::format("; {}:{}: {}", addr, s_.port, e.what());
+      server_.reset();
+      continue;
+    }
+    s_.host = addr;
+    endpoint_ = (addr.find(':') != std::string::npos ? "[" + addr + "]" : addr) + ":" +
+                std::to_string(s_.port);
+    client_host_ = addr;
+    m_.store_host = addr;
+    m_.store_port = s_.port;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      store_lost_ = false;
+    }
+    if (k < 0) {
+      write_all(2, fmt::format("dlaunch: the rendezvous at {} answers again\n", endpoint_));
+    } else {
+      write_all(2, fmt::format("dlaunch: node 0 ({}), which hosted the rendezvous, is lost; node "
+                               "{} ({}) hosts it now at {}\n",
+                               old_host, k, m_.names[static_cast<std::size_t>(k)], endpoint_));
+    }
+    check_settings();
+    return;
+  }
+  throw Error(ErrorKind::kEnvironment,
+              fmt::format("the launcher hosting the rendezvous at {} ({}) is lost, and no "
+                          "surviving launcher could host it{}",
+                          old_endpoint, old_host, tried));
 }
 
 void Rendezvous::connect() {
@@ -196,8 +320,14 @@ void Rendezvous::connect() {
                 fmt::format("cannot reach the rendezvous at {} within {} (join_timeout): {}",
                             endpoint_, secs(s_.join_timeout), e.what()));
   }
-  comm::Store& st = *store_;
+  check_settings();
+  // Where this launcher can be reached, should it host the store one day.
+  own_addr_ = s_.local_addr.empty() ? source_address_toward(s_.host, s_.port)
+                                    : numeric_address(s_.local_addr);
+}
 
+void Rendezvous::check_settings() {
+  comm::Store& st = *store_;
   // The job's settings: the first launcher's are the job's; any other must
   // say the same.
   const std::string mine =
@@ -263,6 +393,7 @@ Membership Rendezvous::join_round() {
     m_.names = st.multi_get(keys);
   } else {
     const long long idx = st.add(rkey("joined"), 1) - 1;
+    st.set(rkey(fmt::format("addr/{}", idx)), own_addr_);
     st.set(rkey(fmt::format("join/{}", idx)), s_.me);
     st.set_while_connected(rkey("alive/" + s_.me), s_.me);  // before anyone can watch it
     if (m_.hosting) st.set(rkey("host"), std::to_string(idx));
@@ -318,6 +449,9 @@ Membership Rendezvous::join_round() {
     keys.reserve(members.size());
     for (const auto& i : members) keys.push_back(rkey("join/" + i));
     m_.names = st.multi_get(keys);
+    keys.clear();
+    for (const auto& i : members) keys.push_back(rkey("addr/" + i));
+    m_.addrs = st.multi_get(keys);
   }
 
   // MASTER_ADDR and MASTER_PORT: node 0 chooses the port (free on it) and
@@ -347,7 +481,7 @@ void Rendezvous::publish_failure(const std::string& report, int status, bool fin
 
 bool Rendezvous::store_lost() {
   std::lock_guard<std::mutex> lock(mu_);
-  return store_lost_;
+  return store_lost_ && !can_take_over();
 }
 
 std::optional<PeerFailure> Rendezvous::peer_failure() {
@@ -464,9 +598,12 @@ void Rendezvous::watch_loop() {
         std::lock_guard<std::mutex> lock(mu_);
         store_lost_ = true;
       }
-      set_peer({fmt::format("lost the rendezvous store at {} hosted by node 0 ({}): {}", endpoint_,
-                            m_.names.empty() ? "?" : m_.names.front(), e.what()),
-                1, true});
+      const bool successor = can_take_over();
+      set_peer({fmt::format(
+                    "lost the rendezvous store at {} hosted by node 0 ({}): {}{}", endpoint_,
+                    m_.names.empty() ? "?" : m_.names.front(), e.what(),
+                    successor ? " (with a restart left, a surviving launcher hosts it anew)" : ""),
+                1, !successor});
       return;
     }
     std::this_thread::sleep_for(kPoll);

@@ -54,8 +54,11 @@ struct Membership {
   std::string master_addr;
   std::uint16_t master_port = 0;
   std::vector<std::string> names;  // each node rank's launcher ("host pid N")
-  bool hosting = false;            // this launcher hosts the store
-  std::string store_host;          // the store, for the workers (DLAUNCH_STORE_*)
+  // c10d: each node rank's launcher's address (where it could host the
+  // store after the host is lost); empty where unknown (static).
+  std::vector<std::string> addrs;
+  bool hosting = false;    // this launcher hosts the store
+  std::string store_host;  // the store, for the workers (DLAUNCH_STORE_*)
   std::uint16_t store_port = 0;
 };
 
@@ -96,7 +99,8 @@ class Rendezvous {
   // barrier does. Returns the failure another node published meanwhile: a
   // restart then takes this node in too, as after any failure.
   std::optional<PeerFailure> finish_succeeded();
-  // Whether the store is gone (its launcher died): no further round.
+  // Whether the store is gone (its launcher died) and no surviving launcher
+  // can host it (see take_over()): no further round.
   bool store_lost();
 
   // For a connection of another part of this launcher to the rendezvous
@@ -109,6 +113,11 @@ class Rendezvous {
 
  private:
   void watch_loop();
+  void check_settings();
+  // After the store was lost: may a survivor host it (c10d, elastic, MIN
+  // still possible without node 0)? take_over() finds or becomes it.
+  bool can_take_over() const;
+  void take_over();
   std::optional<PeerFailure> wait_for_others(bool failures);
   void connect();
   Membership join_round();
@@ -134,6 +143,7 @@ class Rendezvous {
   bool store_lost_ = false;  // the watch saw the store go: nothing more to say to it
   std::string endpoint_;     // host:port, for messages
   std::string client_host_;  // where this launcher connects to the store
+  std::string own_addr_;     // where the others could reach this launcher
 };
 
 }  // namespace dlaunch

@@ -498,6 +498,75 @@ TEST_F(Network, PerNodeMpiMakesOneWorldAcrossTwoHosts) {
   EXPECT_TRUE(wait_job_gone(job_id, 10).empty());
 }
 
+// Per-node, elastic, three hosts: the launcher hosting the rendezvous (on
+// the first host, at its address) is SIGKILLed. The two on the other hosts
+// lose the store at once; the one that was node 1 hosts a new store at its
+// own address (the one it published when it joined: its route's source
+// toward the endpoint), the other finds it there, and they restart as a
+// world of 4 across their two hosts, MASTER_ADDR the new node 0's address.
+TEST_F(Network, PerNodeRendezvousHostLostASurvivorOnAnotherHostTakesOver) {
+  const std::string world = std::string(SOURCE_DIR) + "/tests/integration/pernode_world.py";
+  const std::vector<std::string> env = {"DLAUNCH_RDZV_SECRET=netns-successor-secret"};
+  const auto job_id = unique_job_id("net-successor");
+  auto launcher = [&](int k) {
+    std::vector<std::string> a = {"ip", "netns", "exec",
+                                  namespaces_.at(static_cast<std::size_t>(k))};
+    const auto d = dlaunch_cmd({"--nnodes",
+                                "2:3",
+                                "--nproc-per-node",
+                                "2",
+                                "--max-restarts",
+                                "1",
+                                "--rdzv-backend",
+                                "c10d",
+                                "--rdzv-endpoint",
+                                addrs_[0] + ":29635",
+                                "--rdzv-id",
+                                job_id,
+                                "--rdzv-conf",
+                                "last_call_timeout=1,close_timeout=15",
+                                "--heartbeat-timeout",
+                                "3",
+                                "--kill-grace",
+                                "2",
+                                "sh",
+                                "-c",
+                                "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then exec " +
+                                    std::string(kPython) + " " + world +
+                                    " --sleep 60; fi; echo \"master $MASTER_ADDR\"; exec " +
+                                    std::string(kPython) + " " + world});
+    a.insert(a.end(), d.begin(), d.end());
+    return a;
+  };
+  Process host(launcher(0), env);
+  (void)host.wait_for_stderr([](const std::string&) { return false; }, 0.5);
+  Process second(launcher(1), env);
+  Process third(launcher(2), env);
+  const auto six = [](const std::string& out) { return out.find("sum 21") != std::string::npos; };
+  ASSERT_TRUE(second.wait_for_output(six, 40)) << "the world of 6 did not form";
+  ASSERT_TRUE(third.wait_for_output(six, 40));
+  host.signal(SIGKILL);
+  const auto b = second.finish(60);
+  const auto c = third.finish(60);
+  host.finish(5);
+  int hosting = 0;
+  for (const auto* r : {&b, &c}) {
+    EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
+    EXPECT_NE(r->err.find("which hosted the rendezvous, is lost; node 1 ("), std::string::npos)
+        << r->err;
+    EXPECT_NE(r->out.find("restart 1 sum 10"), std::string::npos) << r->out;
+    // The new store and MASTER_ADDR are on one of the survivors' hosts.
+    const bool on_1 = r->err.find("hosts it now at " + addrs_[1]) != std::string::npos;
+    const bool on_2 = r->err.find("hosts it now at " + addrs_[2]) != std::string::npos;
+    EXPECT_TRUE(on_1 || on_2) << r->err;
+    EXPECT_NE(r->out.find("master " + (on_1 ? addrs_[1] : addrs_[2])), std::string::npos) << r->out;
+    hosting +=
+        static_cast<int>(r->err.find("hosting the rendezvous, restart 1") != std::string::npos);
+  }
+  EXPECT_EQ(hosting, 1);
+  EXPECT_TRUE(wait_job_gone(job_id, 10).empty());
+}
+
 // Without a bed: what --dry-run says about MASTER_ADDR.
 TEST(NetworkDryRun, SaysTheAddressIsChosenAtStartUnlessGiven) {
   const auto hosts =

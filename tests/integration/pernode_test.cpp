@@ -510,6 +510,42 @@ TEST(PerNodeElastic, ThreeOfTwoToFourLoseOneAndTheTwoLeftRestart) {
   EXPECT_TRUE(wait_job_gone(job, 10).empty());
 }
 
+// The launcher hosting the rendezvous is SIGKILLed in a 2:3 job of three:
+// its store goes with it. The two left see that at once, the lowest of them
+// by node rank (node 1) hosts a new store on its own address and the
+// endpoint's port, the other finds it there, and they restart with WORLD_SIZE
+// 4 (the successor now node 0) and exit 0; before, both exited 1.
+TEST(PerNodeElastic, TheRendezvousHostKilledASurvivorHostsItAndTheJobRestarts) {
+  const int port = free_port();
+  const auto job = unique_job_id("pn-successor");
+  const std::vector<std::string> cmd = {"python3", kWorld, "--sleep", "4"};
+  Process host(elastic("2:3", port, job, cmd), kEnv);
+  (void)host.wait_for_stderr([](const std::string&) { return false; }, 0.3);
+  Process second(elastic("2:3", port, job, cmd), kEnv);
+  Process third(elastic("2:3", port, job, cmd), kEnv);
+  const auto six = [](const std::string& out) { return out.find("sum 21") != std::string::npos; };
+  ASSERT_TRUE(host.wait_for_output(six, 30)) << "the world of 6 did not form";
+  ASSERT_TRUE(second.wait_for_output(six, 30));
+  ASSERT_TRUE(third.wait_for_output(six, 30));
+  host.signal(SIGKILL);
+  auto a = second.finish(40);
+  auto b = third.finish(40);
+  host.finish(5);
+  int hosts_now = 0;
+  for (const auto* r : {&a, &b}) {
+    EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
+    EXPECT_NE(r->err.find("lost the rendezvous store"), std::string::npos) << r->err;
+    EXPECT_NE(r->err.find("which hosted the rendezvous, is lost; node 1 ("), std::string::npos)
+        << r->err;
+    EXPECT_NE(r->out.find("restart 1 sum 10"), std::string::npos) << r->out;
+    EXPECT_NE(r->err.find("attempt 1: succeeded"), std::string::npos) << r->err;
+    hosts_now +=
+        static_cast<int>(r->err.find("hosting the rendezvous, restart 1") != std::string::npos);
+  }
+  EXPECT_EQ(hosts_now, 1);
+  EXPECT_TRUE(wait_job_gone(job, 10).empty());
+}
+
 // The same with a last call longer than close_timeout (as torchrun's defaults
 // are, 30 s each): the survivor, alone but at MIN, waits the last call out
 // and restarts; close_timeout bounds only the wait for MIN nodes.
