@@ -548,7 +548,12 @@ void Rendezvous::watch_loop() {
       if (tick % kHeartbeatEvery == 0) {
         st.add(rkey(fmt::format("hb/{}", me)), 1);
         st.set_while_connected(alive_me, s_.me);
-        const bool watching = s_.heartbeat_timeout.count() > 0;
+        // The host watches every other launcher (its store is in its own
+        // process: the requests stay on this machine) and publishes a lost
+        // one in `failed`, which every launcher reads each poll anyway: one
+        // launcher's requests grow with the job, not every launcher's. The
+        // others find the host lost through their store connections.
+        const bool watching = s_.heartbeat_timeout.count() > 0 && m_.hosting;
         // One request when every other launcher holds its key (the usual case).
         std::vector<std::string> alive_keys;
         for (int j = 0; j < m_.nnodes && watching; ++j) {
