@@ -194,8 +194,9 @@ bool Rendezvous::can_take_over() const {
 // the last round by node rank from 1: a launcher whose turn it is hosts the
 // store on its own address and the endpoint's port, the others connect. So
 // the lowest surviving node rank hosts; one that cannot be reached within a
-// few seconds is passed over. The next round starts from an empty store (a
-// round's keys stand alone; the round number is every survivor's).
+// few seconds is passed over (the old endpoint, within half a second). The
+// next round starts from an empty store (a round's keys stand alone; the
+// round number is every survivor's).
 void Rendezvous::take_over() {
   const std::string old_endpoint = endpoint_;
   const std::string old_host = m_.names.empty() ? "?" : m_.names.front();
@@ -227,7 +228,8 @@ void Rendezvous::take_over() {
     co.host = addr;
     co.port = s_.port;
     co.secret = s_.secret;
-    co.connect_timeout = each;
+    // The old endpoint briefly: a host alive after all answers at once.
+    co.connect_timeout = k < 0 ? milliseconds(500) : each;
     co.timeout = s_.read_timeout;
     try {
       store_ = std::make_unique<comm::Store>(co);
