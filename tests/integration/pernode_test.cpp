@@ -335,6 +335,36 @@ TEST(PerNode, TrainPyOnTwoC10dLaunchers) {
   EXPECT_NE(all.find("[0] parameters identical on all 4 ranks"), std::string::npos) << all;
 }
 
+// Four static launchers of one rank each train the same model as the
+// head-node mode's four ranks on hostfiles/localhost.yaml, to the same
+// parameters (train.py prints their checksum, identical on every rank).
+TEST(PerNode, TrainPyOnFourStaticLaunchersEndsWhereTheHeadNodeModeDoes) {
+  if (run({kPython, "-c", "import torch, torch.distributed"}, 60).exit_code != 0)
+    GTEST_SKIP() << kPython << " has no torch: install python3-torch (scripts/install-deps.sh)";
+  const int port = free_port();
+  const auto job = unique_job_id("pn-torch4");
+  const std::string train = std::string(SOURCE_DIR) + "/examples/train.py";
+  std::vector<std::vector<std::string>> cmds;
+  cmds.reserve(4);
+  for (int k = 0; k < 4; ++k)
+    cmds.push_back(fixed(4, 1, k, port, job, {kPython, train, "--steps", "20"}));
+  std::string all;
+  for (const auto& r : run_all(cmds, 120)) {
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    all += r.out;
+  }
+  const auto head = run(dlaunch_cmd({"-H", std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml",
+                                     kPython, train, "--steps", "20"}),
+                        120);
+  ASSERT_EQ(head.exit_code, 0) << head.err;
+  const std::regex re(R"(parameters identical on all 4 ranks \(checksum (-?[0-9.]+)\))");
+  std::smatch a;
+  std::smatch b;
+  ASSERT_TRUE(std::regex_search(all, a, re)) << all;
+  ASSERT_TRUE(std::regex_search(head.out, b, re)) << head.out;
+  EXPECT_EQ(a[1].str(), b[1].str()) << all << head.out;
+}
+
 namespace {
 
 // Two launchers of a static rendezvous (node 0 hosts it), one rank each that
