@@ -247,7 +247,8 @@ namespace {
 
 // The SSH handshake on a connected socket: 0, or libssh2's error.
 asio::awaitable<int> handshake(Connection& c, const ConnectOptions& o, const StageLog& log) {
-  c.session.reset(libssh2_session_init_ex(nullptr, nullptr, nullptr, nullptr));
+  c.session.reset(libssh2_session_init_ex(SessionPages::alloc, SessionPages::free,
+                                          SessionPages::realloc, &c.pages));
   libssh2_session_set_blocking(c.session.get(), 0);
   int rc;
   while ((rc = libssh2_session_handshake(c.session.get(), c.socket.native_handle())) ==

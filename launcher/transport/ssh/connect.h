@@ -27,6 +27,7 @@
 #include "dlaunch/tunables.h"
 #include "transport/ssh/known_hosts.h"
 #include "transport/ssh/libssh2_handles.h"
+#include "transport/ssh/session_memory.h"
 
 namespace dlaunch::ssh {
 
@@ -104,6 +105,7 @@ struct Connection {
   // host's channel, a ProxyCommand): released after the session and socket.
   std::shared_ptr<void> tunnel;
   boost::asio::ip::tcp::socket socket;
+  SessionPages pages;  // the session's allocator: released after the session
   Session session;
   std::string user;
   std::string peer_address;   // the address we actually connected to

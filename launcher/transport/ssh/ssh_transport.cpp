@@ -404,6 +404,15 @@ asio::awaitable<void> run_link(std::shared_ptr<LinkState> s, std::shared_ptr<Lim
       co_return;
     }
     s->channel = std::move(ch);
+    // Set up: what libssh2's session structure holds now is what it keeps
+    // (transport/ssh/session_memory.h).
+    const std::size_t released = s->conn->pages.release_zero_pages();
+    if (debug_ssh()) {
+      write_all(2, fmt::format("dlaunch: ssh {}: libssh2's session structure: {} of {} KiB "
+                               "resident ({} KiB of zero pages given back)\n",
+                               opts.display(), s->conn->pages.resident_bytes() / 1024,
+                               s->conn->pages.block_bytes() / 1024, released / 1024));
+    }
   } catch (const ConnectError& e) {
     s->connecting = false;
     slot.release(slot_outcome(e));
