@@ -249,6 +249,9 @@ namespace {
 asio::awaitable<int> handshake(Connection& c, const ConnectOptions& o, const StageLog& log) {
   c.session.reset(libssh2_session_init_ex(SessionPages::alloc, SessionPages::free,
                                           SessionPages::realloc, &c.pages));
+  // libssh2 zeroed all of it: a connection being made holds only the pages
+  // its handshake and authentication write (the rest after the exec).
+  c.pages.release_zero_pages();
   libssh2_session_set_blocking(c.session.get(), 0);
   int rc;
   while ((rc = libssh2_session_handshake(c.session.get(), c.socket.native_handle())) ==
