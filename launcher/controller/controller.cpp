@@ -155,6 +155,17 @@ int Controller::run() {
       }
     }
   }
+  if (cause_.kind != CauseKind::kNone && env_.agreed_cause) {
+    if (auto agreed = env_.agreed_cause()) {
+      // This node's failure came after another's: a consequence of it. Every
+      // launcher reports the one failure, and this node's rank goes in a note.
+      std::string mine = format_report("", cause_, 0);
+      if (const auto nl = mine.find('\n'); nl != std::string::npos) mine.resize(nl);
+      if (const auto at = mine.find("failed: "); at != std::string::npos) mine.erase(0, at + 8);
+      agreed->notes.push_back("on this node, after it: " + mine);
+      cause_ = std::move(*agreed);
+    }
+  }
   std::string report = format_report(plan_.job_id, cause_, ranks_stopped_);
   // After the workers' last lines, through the console (never blocking).
   if (!report.empty()) sink_.console().write(true, report);
@@ -594,6 +605,7 @@ void Controller::fail(RootCause cause) {
 void Controller::record_cause(RootCause cause) {
   if (cause_.kind == CauseKind::kNone) {
     cause_ = std::move(cause);
+    if (env_.on_cause) env_.on_cause(cause_);
     for (std::size_t k = 0; k < ranks_.size(); ++k) {
       const bool is_cause =
           cause_.kind == CauseKind::kWorker && static_cast<int>(k) == cause_.exit.rank;

@@ -130,6 +130,14 @@ struct ControllerEnv {
   LinkFactory& links;
   Clock& clock;
   FenceRelay* fences = nullptr;  // per-node mode under --mpi; else the plan's nodes are all
+  // Called once, on the loop, when the job's root cause is first known (per
+  // node mode: it is told to the other launchers at once).
+  std::function<void(const RootCause&)> on_cause;
+  // Called once when the job has ended on this node, before the report: the
+  // job's root cause when it is not the one this controller recorded first
+  // (per-node mode: another launcher's failure got to the rendezvous first,
+  // and every launcher reports that one).
+  std::function<std::optional<RootCause>()> agreed_cause;
 };
 
 class Controller {

@@ -325,24 +325,34 @@ RoundEnd run_round(const Options& o, Rendezvous& rdzv, const RdzvSettings& rs, c
                                          .nnodes = m.nnodes,
                                          .node_rank = m.node_rank});
   }
-  Controller controller(
-      plan, config, sink,
-      {.io = io, .links = links, .clock = clock, .fences = fences ? &*fences : nullptr});
-  rdzv.start_watch();
   // The bridge between this node's job and the others': a failure here is
-  // published for them; theirs stops this node.
-  boost::asio::steady_timer bridge(io);
+  // published for them at once; theirs stops this node.
   bool published = false;
   std::optional<PeerFailure> peer;
+  const auto publish = [&](const RootCause& c) {
+    if (peer || published) return;  // the others' failure, or said already
+    published = true;
+    rdzv.publish_failure(encode_cause(c, rs.me, m.node_rank), exit_status(c), !allows_restart(c));
+  };
+  Controller controller(plan, config, sink,
+                        {.io = io,
+                         .links = links,
+                         .clock = clock,
+                         .fences = fences ? &*fences : nullptr,
+                         .on_cause = publish,
+                         .agreed_cause = [&]() -> std::optional<RootCause> {
+                           if (peer || !published) return std::nullopt;
+                           auto f = rdzv.agreed_failure(std::chrono::milliseconds(1000));
+                           if (!f) return std::nullopt;
+                           peer = f;
+                           return decode_cause(f->message);
+                         }});
+  rdzv.start_watch();
+  boost::asio::steady_timer bridge(io);
   std::function<void()> tick = [&] {
     bridge.expires_after(std::chrono::milliseconds(50));
     bridge.async_wait([&](boost::system::error_code ec) {
       if (ec || controller.finished()) return;
-      if (!peer && !published && controller.cause().kind != CauseKind::kNone) {
-        published = true;
-        rdzv.publish_failure(encode_cause(controller.cause(), rs.me, m.node_rank),
-                             controller.exit_status(), !allows_restart(controller.cause()));
-      }
       if (!peer && !published) {
         if (auto f = rdzv.peer_failure()) {
           peer = f;
@@ -357,10 +367,7 @@ RoundEnd run_round(const Options& o, Rendezvous& rdzv, const RdzvSettings& rs, c
   tick();
   int status = controller.run();
   bridge.cancel();
-  if (!published && !peer && controller.cause().kind != CauseKind::kNone) {
-    rdzv.publish_failure(encode_cause(controller.cause(), rs.me, m.node_rank),
-                         controller.exit_status(), !allows_restart(controller.cause()));
-  }
+  if (controller.cause().kind != CauseKind::kNone) publish(controller.cause());
   RoundEnd end;
   end.joining = peer && peer->joining;
   end.final = (peer && peer->final) || (!peer && !allows_restart(controller.cause()));

@@ -156,6 +156,7 @@ Rendezvous::~Rendezvous() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
+  wake_.notify_all();
   if (watch_.joinable()) watch_.join();
   store_.reset();
   server_.reset();
@@ -174,6 +175,7 @@ Membership Rendezvous::join(int round) {
     peer_.reset();
     to_publish_.reset();
     published_ = false;
+    settled_ = false;
   }
   round_ = round;
   if (store_lost_) take_over();
@@ -479,11 +481,22 @@ void Rendezvous::start_watch() {
 void Rendezvous::publish_failure(const std::string& report, int status, bool final) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!published_ && !to_publish_) to_publish_ = Failure{report, status, final};
+  // The watch says it now, not at its next poll: the first failure published
+  // is the job's, and a consequence elsewhere (a peer's rank that died of the
+  // broken connection) must not get there first.
+  wake_.notify_all();
 }
 
 bool Rendezvous::store_lost() {
   std::lock_guard<std::mutex> lock(mu_);
   return store_lost_ && !can_take_over();
+}
+
+std::optional<PeerFailure> Rendezvous::agreed_failure(std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  wake_.wait_for(lock, wait, [this] { return settled_ || store_lost_; });
+  if (!settled_ || published_) return std::nullopt;
+  return peer_;
 }
 
 std::optional<PeerFailure> Rendezvous::peer_failure() {
@@ -532,6 +545,8 @@ void Rendezvous::watch_loop() {
         std::lock_guard<std::mutex> lock(mu_);
         published_ = first == v;
         if (!published_ && !peer_) peer_ = parse_failure(first);
+        settled_ = true;
+        wake_.notify_all();
       } else if (st.check({failed})) {
         const std::string v = st.get(failed);
         bool ours = false;
@@ -613,7 +628,9 @@ void Rendezvous::watch_loop() {
                 1, !successor});
       return;
     }
-    std::this_thread::sleep_for(kPoll);
+    // Until the next poll, or at once when this node has a failure to say.
+    std::unique_lock<std::mutex> lock(mu_);
+    wake_.wait_for(lock, kPoll, [this] { return stop_ || to_publish_.has_value(); });
   }
 }
 
@@ -622,6 +639,7 @@ void Rendezvous::finish(bool last) {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
+  wake_.notify_all();
   if (watch_.joinable()) watch_.join();
   if (!store_ || store_lost_) return;  // a reconnect would wait out join_timeout
   try {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -90,6 +91,10 @@ class Rendezvous {
   void publish_failure(const std::string& report, int status, bool final);
   // Another node failed or is lost (set by the watch), if so.
   std::optional<PeerFailure> peer_failure();
+  // After publish_failure(): the failure that is the job's, when another
+  // node's got to the store first (the first published wins everywhere), or
+  // nothing when this node's did (or the store could not say within `wait`).
+  std::optional<PeerFailure> agreed_failure(std::chrono::milliseconds wait);
   // This node's part of the round is over (success or not): the others stop
   // watching it. `last`: this launcher is about to exit; the host then keeps
   // the store up until every other node is done.
@@ -131,6 +136,7 @@ class Rendezvous {
   std::unique_ptr<comm::Store> store_;  // joining; then the watch thread's alone
   std::thread watch_;
   std::mutex mu_;
+  std::condition_variable wake_;  // the watch: a failure to publish, or stop
   bool stop_ = false;
   std::optional<PeerFailure> peer_;
   struct Failure {
@@ -140,6 +146,7 @@ class Rendezvous {
   };
   std::optional<Failure> to_publish_;
   bool published_ = false;
+  bool settled_ = false;     // this node's failure met the store: published_ says who won
   bool store_lost_ = false;  // the watch saw the store go: nothing more to say to it
   std::string endpoint_;     // host:port, for messages
   std::string client_host_;  // where this launcher connects to the store

@@ -275,6 +275,35 @@ TEST(PerNode, FailedRankOnOneNodeStopsTheOtherWithTheSameReport) {
   EXPECT_TRUE(wait_job_gone(job, 5).empty());
 }
 
+// Two ranks on two nodes fail at the same instant: each launcher sees its
+// own first, yet the job has one root cause, the failure that got to the
+// rendezvous first, and every launcher reports it and exits with its status
+// (its own rank's failure goes in a note). Before, each reported its own.
+TEST(PerNode, FailuresAtTheSameInstantOnTwoNodesAreOneRootCauseEverywhere) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const int port = free_port();
+    const auto job = unique_job_id("pn-same-instant");
+    const double at =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() +
+        3.0;
+    const std::vector<std::string> prog = {
+        kPython, "-c",
+        "import os, sys, time\n"
+        "time.sleep(max(0.0, float(sys.argv[1]) - time.time()))\n"
+        "sys.exit(3 + int(os.environ['RANK']))\n",
+        std::to_string(at)};
+    auto rs = run_all({fixed(2, 1, 0, port, job, prog), fixed(2, 1, 1, port, job, prog)});
+    const std::regex re(R"(failed: (rank \d+ exited with code \d+))");
+    std::smatch a;
+    std::smatch b;
+    ASSERT_TRUE(std::regex_search(rs[0].err, a, re)) << rs[0].err;
+    ASSERT_TRUE(std::regex_search(rs[1].err, b, re)) << rs[1].err;
+    EXPECT_EQ(a[1].str(), b[1].str()) << rs[0].err << rs[1].err;
+    EXPECT_EQ(rs[0].exit_code, rs[1].exit_code) << rs[0].err << rs[1].err;
+    EXPECT_TRUE(rs[0].exit_code == 3 || rs[0].exit_code == 4) << rs[0].err;
+  }
+}
+
 TEST(PerNode, LauncherHostingTheRendezvousKilledIsReportedAtOnce) {
   const int port = free_port();
   const auto job = unique_job_id("pn-hostkill");
