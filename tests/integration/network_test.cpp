@@ -127,6 +127,14 @@ class Network : public ::testing::Test {
     ASSERT_EQ(run({"ip", "route", "replace", "unreachable", prefix}, 30).exit_code, 0);
   }
 
+  // dlaunch ARGS... run in host k's namespace (a per-node launcher there).
+  static std::vector<std::string> dlaunch_on(int k, const std::vector<std::string>& args) {
+    std::vector<std::string> a = {"ip", "netns", "exec",
+                                  namespaces_.at(static_cast<std::size_t>(k))};
+    const auto d = dlaunch_cmd(args);
+    a.insert(a.end(), d.begin(), d.end());
+    return a;
+  }
   static std::vector<std::string> job(std::vector<std::string> args) {
     args.insert(args.begin(), {"-H", dir_ + "/hosts.yaml"});
     return dlaunch_cmd(args);
@@ -391,32 +399,28 @@ TEST_F(Network, PerNodeLauncherCutOffIsLostAtTheHeartbeatTimeout) {
   const std::vector<std::string> env = {"DLAUNCH_RDZV_SECRET=netns-pernode-secret"};
   const auto job_id = unique_job_id("net-pernode");
   auto launcher = [&](int k) {
-    std::vector<std::string> a = {"ip", "netns", "exec",
-                                  namespaces_.at(static_cast<std::size_t>(k))};
-    const auto d = dlaunch_cmd({"--nnodes",
-                                "2",
-                                "--nproc-per-node",
-                                "1",
-                                "--node-rank",
-                                std::to_string(k),
-                                "--master-addr",
-                                addrs_[0],
-                                "--master-port",
-                                "29631",
-                                "--rdzv-id",
-                                job_id,
-                                "--heartbeat-timeout",
-                                "3",
-                                "--kill-grace",
-                                "2",
-                                "--rdzv-conf",
-                                "read_timeout=10",
-                                kPython,
-                                world,
-                                "--sleep",
-                                "60"});
-    a.insert(a.end(), d.begin(), d.end());
-    return a;
+    return dlaunch_on(k, {"--nnodes",
+                          "2",
+                          "--nproc-per-node",
+                          "1",
+                          "--node-rank",
+                          std::to_string(k),
+                          "--master-addr",
+                          addrs_[0],
+                          "--master-port",
+                          "29631",
+                          "--rdzv-id",
+                          job_id,
+                          "--heartbeat-timeout",
+                          "3",
+                          "--kill-grace",
+                          "2",
+                          "--rdzv-conf",
+                          "read_timeout=10",
+                          kPython,
+                          world,
+                          "--sleep",
+                          "60"});
   };
   Process host(launcher(0), env);
   Process cut(launcher(1), env);
@@ -456,16 +460,12 @@ TEST_F(Network, PerNodeMpiMakesOneWorldAcrossTwoHosts) {
   const std::vector<std::string> env = {"DLAUNCH_RDZV_SECRET=netns-pernode-mpi-secret"};
   const auto job_id = unique_job_id("net-pernode-mpi");
   auto launcher = [&](int k, const std::string& id, std::vector<std::string> prog) {
-    std::vector<std::string> a = {"ip", "netns", "exec",
-                                  namespaces_.at(static_cast<std::size_t>(k))};
     std::vector<std::string> args = {
         "--nnodes",      "2",       "--nproc-per-node", "2",     "--node-rank", std::to_string(k),
         "--master-addr", addrs_[0], "--master-port",    "29633", "--rdzv-id",   id,
         "--mpi"};
     args.insert(args.end(), prog.begin(), prog.end());
-    const auto d = dlaunch_cmd(args);
-    a.insert(a.end(), d.begin(), d.end());
-    return a;
+    return dlaunch_on(k, args);
   };
   // What the ranks are told: the interface toward MASTER_ADDR, not docker0.
   {
@@ -509,34 +509,30 @@ TEST_F(Network, PerNodeRendezvousHostLostASurvivorOnAnotherHostTakesOver) {
   const std::vector<std::string> env = {"DLAUNCH_RDZV_SECRET=netns-successor-secret"};
   const auto job_id = unique_job_id("net-successor");
   auto launcher = [&](int k) {
-    std::vector<std::string> a = {"ip", "netns", "exec",
-                                  namespaces_.at(static_cast<std::size_t>(k))};
-    const auto d = dlaunch_cmd({"--nnodes",
-                                "2:3",
-                                "--nproc-per-node",
-                                "2",
-                                "--max-restarts",
-                                "1",
-                                "--rdzv-backend",
-                                "c10d",
-                                "--rdzv-endpoint",
-                                addrs_[0] + ":29635",
-                                "--rdzv-id",
-                                job_id,
-                                "--rdzv-conf",
-                                "last_call_timeout=1,close_timeout=15",
-                                "--heartbeat-timeout",
-                                "3",
-                                "--kill-grace",
-                                "2",
-                                "sh",
-                                "-c",
-                                "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then exec " +
-                                    std::string(kPython) + " " + world +
-                                    " --sleep 60; fi; echo \"master $MASTER_ADDR\"; exec " +
-                                    std::string(kPython) + " " + world});
-    a.insert(a.end(), d.begin(), d.end());
-    return a;
+    return dlaunch_on(
+        k, {"--nnodes",
+            "2:3",
+            "--nproc-per-node",
+            "2",
+            "--max-restarts",
+            "1",
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            addrs_[0] + ":29635",
+            "--rdzv-id",
+            job_id,
+            "--rdzv-conf",
+            "last_call_timeout=1,close_timeout=15",
+            "--heartbeat-timeout",
+            "3",
+            "--kill-grace",
+            "2",
+            "sh",
+            "-c",
+            "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then exec " + std::string(kPython) + " " +
+                world + " --sleep 60; fi; echo \"master $MASTER_ADDR\"; exec " +
+                std::string(kPython) + " " + world});
   };
   Process host(launcher(0), env);
   (void)host.wait_for_stderr([](const std::string&) { return false; }, 0.5);

@@ -496,6 +496,29 @@ std::vector<std::string> elastic(const std::string& nnodes, int port, const std:
   return dlaunch_cmd(args);
 }
 
+// Three launchers of an elastic c10d job (--nnodes NNODES, two ranks each,
+// a rank that sleeps 4 s): the first hosts the rendezvous; returned once the
+// world of 6 has formed on all three.
+struct ThreeRunning {
+  std::unique_ptr<Process> host;
+  std::unique_ptr<Process> second;
+  std::unique_ptr<Process> third;
+};
+
+ThreeRunning three_running(const std::string& nnodes, const std::string& job) {
+  const int port = free_port();
+  const std::vector<std::string> cmd = {"python3", kWorld, "--sleep", "4"};
+  ThreeRunning t;
+  t.host = std::make_unique<Process>(elastic(nnodes, port, job, cmd), kEnv);
+  (void)t.host->wait_for_stderr([](const std::string&) { return false; }, 0.3);
+  t.second = std::make_unique<Process>(elastic(nnodes, port, job, cmd), kEnv);
+  t.third = std::make_unique<Process>(elastic(nnodes, port, job, cmd), kEnv);
+  const auto six = [](const std::string& out) { return out.find("sum 21") != std::string::npos; };
+  for (auto* p : {t.host.get(), t.second.get(), t.third.get()})
+    EXPECT_TRUE(p->wait_for_output(six, 30)) << "the world of 6 did not form";
+  return t;
+}
+
 }  // namespace
 
 namespace {
@@ -542,16 +565,12 @@ TEST(PerNodeElastic, OneOfTwoLaunchersKilledTheOtherRestartsAlone) {
 // three nodes (WORLD_SIZE 6); one is SIGKILLed; the two that remain are at
 // MIN, meet again and run with WORLD_SIZE 4 (restart 1), and both exit 0.
 TEST(PerNodeElastic, ThreeOfTwoToFourLoseOneAndTheTwoLeftRestart) {
-  const int port = free_port();
   const auto job = unique_job_id("pn-2to4");
-  const std::vector<std::string> cmd = {"python3", kWorld, "--sleep", "4"};
-  Process host(elastic("2:4", port, job, cmd), kEnv);
-  (void)host.wait_for_stderr([](const std::string&) { return false; }, 0.3);
-  Process second(elastic("2:4", port, job, cmd), kEnv);
-  Process third(elastic("2:4", port, job, cmd), kEnv);
-  const auto six = [](const std::string& out) { return out.find("sum 21") != std::string::npos; };
-  ASSERT_TRUE(host.wait_for_output(six, 30)) << "the world of 6 did not form";
-  ASSERT_TRUE(third.wait_for_output(six, 30));
+  auto three = three_running("2:4", job);
+  if (::testing::Test::HasFailure()) return;
+  Process& host = *three.host;
+  Process& second = *three.second;
+  Process& third = *three.third;
   third.signal(SIGKILL);
   auto a = host.finish(40);
   auto b = second.finish(40);
@@ -575,17 +594,12 @@ TEST(PerNodeElastic, ThreeOfTwoToFourLoseOneAndTheTwoLeftRestart) {
 // endpoint's port, the other finds it there, and they restart with WORLD_SIZE
 // 4 (the successor now node 0) and exit 0; before, both exited 1.
 TEST(PerNodeElastic, TheRendezvousHostKilledASurvivorHostsItAndTheJobRestarts) {
-  const int port = free_port();
   const auto job = unique_job_id("pn-successor");
-  const std::vector<std::string> cmd = {"python3", kWorld, "--sleep", "4"};
-  Process host(elastic("2:3", port, job, cmd), kEnv);
-  (void)host.wait_for_stderr([](const std::string&) { return false; }, 0.3);
-  Process second(elastic("2:3", port, job, cmd), kEnv);
-  Process third(elastic("2:3", port, job, cmd), kEnv);
-  const auto six = [](const std::string& out) { return out.find("sum 21") != std::string::npos; };
-  ASSERT_TRUE(host.wait_for_output(six, 30)) << "the world of 6 did not form";
-  ASSERT_TRUE(second.wait_for_output(six, 30));
-  ASSERT_TRUE(third.wait_for_output(six, 30));
+  auto three = three_running("2:3", job);
+  if (::testing::Test::HasFailure()) return;
+  Process& host = *three.host;
+  Process& second = *three.second;
+  Process& third = *three.third;
   host.signal(SIGKILL);
   auto a = second.finish(40);
   auto b = third.finish(40);
