@@ -95,10 +95,10 @@ TEST(StoreFence, SuccessiveFencesMeetTheirOwnCounterparts) {
   std::vector<std::string> got_a;
   std::vector<std::string> got_b;
   // Node 0 is two fences ahead before node 1 reaches its first.
-  a.fence(0, "a0", [&](std::string all, std::string) { got_a.push_back(std::move(all)); });
-  a.fence(1, "a1", [&](std::string all, std::string) { got_a.push_back(std::move(all)); });
-  b.fence(0, "b0", [&](std::string all, std::string) { got_b.push_back(std::move(all)); });
-  b.fence(1, "b1", [&](std::string all, std::string) { got_b.push_back(std::move(all)); });
+  a.fence(0, "a0", [&](std::string all, const std::string&) { got_a.push_back(std::move(all)); });
+  a.fence(1, "a1", [&](std::string all, const std::string&) { got_a.push_back(std::move(all)); });
+  b.fence(0, "b0", [&](std::string all, const std::string&) { got_b.push_back(std::move(all)); });
+  b.fence(1, "b1", [&](std::string all, const std::string&) { got_b.push_back(std::move(all)); });
   run_until(io0, [&] { return got_a.size() == 2; });
   run_until(io1, [&] { return got_b.size() == 2; });
   EXPECT_EQ(got_a, (std::vector<std::string>{"a0b0", "a1b1"}));
@@ -115,7 +115,7 @@ TEST(StoreFence, ARoundsFencesAreItsOwn) {
   }
   StoreFence a(io, options(server.port(), 2, 0, "dlaunch/rdzv/r1/"));
   std::optional<std::string> got;
-  a.fence(0, "new0", [&](std::string all, std::string) { got = std::move(all); });
+  a.fence(0, "new0", [&](std::string all, const std::string&) { got = std::move(all); });
   auto busy = boost::asio::make_work_guard(io);
   io.run_for(700ms);
   EXPECT_FALSE(got.has_value()) << "round 1 must not take round 0's data: " << *got;
@@ -128,7 +128,7 @@ TEST(StoreFence, ARelayWaitingForANodeThatNeverComesStopsWhenDestroyed) {
   const auto start = std::chrono::steady_clock::now();
   {
     StoreFence a(io, options(server.port(), 2, 0));
-    a.fence(0, "alone", [&](std::string, std::string) { answered = true; });
+    a.fence(0, "alone", [&](const std::string&, const std::string&) { answered = true; });
     auto busy = boost::asio::make_work_guard(io);
     io.run_for(300ms);
   }
