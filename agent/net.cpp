@@ -22,24 +22,7 @@ using asio::ip::tcp;
 
 std::string interface_toward(const std::string& address,
                              const std::vector<proto::Interface>& interfaces) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_DGRAM;
-  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-  addrinfo* ai = nullptr;
-  if (::getaddrinfo(address.c_str(), "9", &hints, &ai) != 0 || ai == nullptr) return {};
-  std::string source;
-  UniqueFd fd(::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  // connect(2) on a UDP socket sends nothing: it only picks the route and
-  // with it the source address.
-  if (fd && ::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0) {
-    sockaddr_storage local{};
-    socklen_t len = sizeof local;
-    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &len) == 0) {
-      source = proto::numeric_address(reinterpret_cast<const sockaddr*>(&local));
-    }
-  }
-  ::freeaddrinfo(ai);
+  const std::string source = proto::source_address_toward(address);
   if (source.empty()) return {};
   for (const auto& i : interfaces) {
     if (i.address == source) return i.name;

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/mempolicy.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX sigprocmask, kill, NSIG
 #include <sys/prctl.h>
@@ -226,6 +227,16 @@ bool write_all(int fd, std::string_view data) {
     }
   }
   return true;
+}
+
+std::thread start_thread_without_signals(std::function<void()> body) {
+  sigset_t all;
+  sigset_t old;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  std::thread t(std::move(body));
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return t;
 }
 
 std::string signal_name(int sig) {

@@ -1,8 +1,6 @@
 #include "output/file_writer.h"
 
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +11,7 @@
 
 #include <boost/asio/post.hpp>
 
+#include "dlaunch/process.h"
 #include "dlaunch/thread_annotations.h"
 #include "dlaunch/unique_fd.h"
 
@@ -226,13 +225,7 @@ bool FileWriter::finish(std::chrono::milliseconds stall) {
 }
 
 void FileWriter::start() {
-  // Every signal blocked in the thread (it inherits the mask it starts with).
-  sigset_t all;
-  sigset_t old;
-  ::sigfillset(&all);
-  ::pthread_sigmask(SIG_SETMASK, &all, &old);
-  thread_ = std::thread([s = s_] { run(s); });
-  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  thread_ = start_thread_without_signals([s = s_] { run(s); });
 }
 
 void FileWriter::run(const std::shared_ptr<State>& s) {

@@ -17,6 +17,7 @@
 #include "comm/store.h"
 #include "dlaunch/error.h"
 #include "dlaunch/process.h"
+#include "dlaunch/proto/interfaces.h"
 #include "hostfile/hostfile.h"
 
 namespace dlaunch {
@@ -43,57 +44,12 @@ std::string numeric_address(const std::string& host) {
   if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) return {};
   std::string out;
   for (const addrinfo* a = res; a != nullptr; a = a->ai_next) {
-    char buf[INET6_ADDRSTRLEN] = {};
-    const void* src =
-        a->ai_family == AF_INET
-            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr)
-            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
-    if (::inet_ntop(a->ai_family, src, buf, sizeof buf) == nullptr) continue;
-    if (out.empty() || a->ai_family == AF_INET) out = buf;
+    const std::string text = proto::numeric_address(a->ai_addr);
+    if (text.empty()) continue;
+    if (out.empty() || a->ai_family == AF_INET) out = text;
     if (a->ai_family == AF_INET) break;
   }
   ::freeaddrinfo(res);
-  return out;
-}
-
-// The address this machine sends from toward host:port (the route's source:
-// a UDP socket connected there sends nothing), or empty. What a launcher
-// tells the others it can be reached at, should it host the rendezvous
-// after the host is lost.
-std::string source_address_toward(const std::string& host, std::uint16_t port) {
-  const std::string to = numeric_address(host);
-  if (to.empty()) return {};
-  const bool v6 = to.find(':') != std::string::npos;
-  const int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return {};
-  sockaddr_storage ss{};
-  socklen_t len = 0;
-  if (v6) {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-    a->sin6_family = AF_INET6;
-    a->sin6_port = htons(port);
-    ::inet_pton(AF_INET6, to.c_str(), &a->sin6_addr);
-    len = sizeof *a;
-  } else {
-    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-    a->sin_family = AF_INET;
-    a->sin_port = htons(port);
-    ::inet_pton(AF_INET, to.c_str(), &a->sin_addr);
-    len = sizeof *a;
-  }
-  std::string out;
-  sockaddr_storage me{};
-  socklen_t me_len = sizeof me;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &me_len) == 0) {
-    char buf[INET6_ADDRSTRLEN] = {};
-    const void* src =
-        me.ss_family == AF_INET
-            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&me)->sin_addr)
-            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&me)->sin6_addr);
-    if (::inet_ntop(me.ss_family, src, buf, sizeof buf) != nullptr) out = buf;
-  }
-  ::close(fd);
   return out;
 }
 
@@ -326,7 +282,7 @@ void Rendezvous::connect() {
   }
   check_settings();
   // Where this launcher can be reached, should it host the store one day.
-  own_addr_ = s_.local_addr.empty() ? source_address_toward(s_.host, s_.port)
+  own_addr_ = s_.local_addr.empty() ? proto::source_address_toward(numeric_address(s_.host))
                                     : numeric_address(s_.local_addr);
 }
 

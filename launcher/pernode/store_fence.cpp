@@ -1,8 +1,5 @@
 #include "pernode/store_fence.h"
 
-#include <pthread.h>
-#include <signal.h>
-
 #include <utility>
 #include <vector>
 
@@ -10,18 +7,14 @@
 #include <fmt/format.h>
 
 #include "comm/store.h"
+#include "dlaunch/process.h"
 
 namespace dlaunch {
 
 StoreFence::StoreFence(boost::asio::io_context& io, StoreFenceOptions opts)
     : io_(io), o_(std::move(opts)) {
-  // The thread takes no signal: the controller's loop handles them all.
-  sigset_t all;
-  sigset_t old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  thread_ = std::thread([this] { run(); });
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  // The controller's loop handles every signal.
+  thread_ = start_thread_without_signals([this] { run(); });
 }
 
 StoreFence::~StoreFence() {

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -10,6 +11,8 @@
 #include <bitset>
 #include <string>
 #include <utility>
+
+#include "dlaunch/unique_fd.h"
 
 namespace dlaunch::proto {
 
@@ -60,6 +63,25 @@ std::string numeric_address(const sockaddr* sa) {
     ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof buf);
   }
   return buf;
+}
+
+std::string source_address_toward(const std::string& address) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+  addrinfo* ai = nullptr;
+  if (::getaddrinfo(address.c_str(), "9", &hints, &ai) != 0 || ai == nullptr) return {};
+  std::string source;
+  UniqueFd fd(::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (fd && ::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0) {
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &len) == 0)
+      source = numeric_address(reinterpret_cast<const sockaddr*>(&local));
+  }
+  ::freeaddrinfo(ai);
+  return source;
 }
 
 bool same_interfaces(const std::vector<Interface>& a, const std::vector<Interface>& b) {

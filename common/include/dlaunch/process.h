@@ -11,8 +11,10 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -61,6 +63,10 @@ std::pair<UniqueFd, UniqueFd> make_pipe();
 void set_nonblocking(int fd, bool on);
 // write(2) until done, retrying EINTR and waiting out EAGAIN. False on error.
 bool write_all(int fd, std::string_view data);
+
+// A thread that takes no signal (every one blocked: it inherits the mask it
+// starts with), so that the process's signals go to its event loop.
+std::thread start_thread_without_signals(std::function<void()> body);
 
 // "SIGSEGV", or "signal 42" for numbers without a name.
 std::string signal_name(int sig);

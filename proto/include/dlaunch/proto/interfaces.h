@@ -20,6 +20,10 @@ std::vector<Interface> list_interfaces();
 // scope; empty for other families.
 std::string numeric_address(const sockaddr* sa);
 
+// The address this machine sends from toward a numeric address (the source
+// its route picks: connect(2) on a UDP socket sends nothing), or empty.
+std::string source_address_toward(const std::string& address);
+
 // Whether two lists name the same interfaces with the same addresses (in any
 // order; flags are not compared): the same machine, or at least the same
 // network namespace.
