@@ -4,14 +4,22 @@
 // "ready" first, then stays quiet; after argv[1] seconds (default: for ever)
 // it prints "done" and exits 0.
 //
+// Each waits in one system call until its time is up (a stack tool's attach
+// only restarts it), never in a loop of short ones: a rank caught between two
+// of those, in the clock call, would show a stack of its own and split the
+// group the tests look for.
+//
 // Built with symbols and without inlining these two (stack tools name them
 // from the symbol table).
 #include <poll.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+
+#include <climits>
 
 namespace {
 
@@ -26,18 +34,25 @@ double now_s() {
 }  // namespace
 
 extern "C" __attribute__((noinline)) void stuck_in_data_loader(double until) {
-  while (until <= 0 || now_s() < until) {
-    ::usleep(100 * 1000);
-    g_side_effect = g_side_effect + 1;
+  // Until `until` on the monotonic clock (for ever when 0): one sleep, begun
+  // again only if something interrupts it.
+  timespec end{};
+  end.tv_sec = until > 0 ? static_cast<time_t>(until) : INT_MAX;
+  end.tv_nsec = until > 0 ? static_cast<long>((until - static_cast<double>(end.tv_sec)) * 1e9) : 0;
+  while (::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &end, nullptr) == EINTR) {
   }
+  g_side_effect = g_side_effect + 1;
 }
 
 extern "C" __attribute__((noinline)) void wait_for_gradients(double until) {
   int fds[2];
   if (::pipe(fds) != 0) std::abort();
-  while (until <= 0 || now_s() < until) {
+  for (;;) {
+    const double left = until > 0 ? until - now_s() : -1;
+    if (until > 0 && left <= 0) break;
+    // One poll for all the time left (nobody writes to the pipe).
     pollfd p{fds[0], POLLIN, 0};
-    ::poll(&p, 1, 100);
+    ::poll(&p, 1, left < 0 ? -1 : static_cast<int>(left * 1000) + 1);
     g_side_effect = g_side_effect + 1;
   }
 }

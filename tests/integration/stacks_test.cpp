@@ -134,15 +134,23 @@ TEST(Stacks, SigquitReportsStacksAndTheJobGoesOn) {
   const auto job = unique_job_id("stacks-sigquit");
   const std::string out_dir = temp_dir("stacks-sigquit");
   Process p(dlaunch_cmd(
-      {"-H", kLocalhost, "--job-id", job, "--output-dir", out_dir, STUCK_WORKER_BIN, "6"}));
+      {"-H", kLocalhost, "--job-id", job, "--output-dir", out_dir, STUCK_WORKER_BIN, "8"}));
   ASSERT_TRUE(p.wait_for_lines(4, 20));
   p.signal(SIGQUIT);
+  // The report's last group line ends it: the largest group comes last.
   EXPECT_TRUE(p.wait_for_stderr(
-      [](const std::string& e) { return e.find("ranks 0,1,3 (3 ranks): ") != std::string::npos; },
+      [](const std::string& e) {
+        const auto at = e.find("stacks on SIGQUIT (the job goes on)");
+        return at != std::string::npos &&
+               e.find("ranks 0,1,3 (3 ranks): ", at) != std::string::npos;
+      },
       15));
-  auto r = p.finish(30);
+  auto r = p.finish(40);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("stacks on SIGQUIT (the job goes on)"), std::string::npos) << r.err;
+  EXPECT_NE(line_starting(r.err, "ranks 0,1,3 (3 ranks): ").find("wait_for_gradients"),
+            std::string::npos)
+      << r.err;
   EXPECT_NE(line_starting(r.err, "rank 2: ").find("stuck_in_data_loader"), std::string::npos)
       << r.err;
   int done = 0;
