@@ -4,8 +4,10 @@
 // on the allocator alone (the SSH tests run every real session through it).
 #include "transport/ssh/session_memory.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <vector>
@@ -26,11 +28,14 @@ TEST(SessionPages, TheFirstLargeAllocationGetsPagesOfItsOwn) {
   void* abstract = &pages;
   void* s = SessionPages::alloc(kStructure, &abstract);
   ASSERT_NE(s, nullptr);
-  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(s) % kPage, 0U);
-  EXPECT_EQ(pages.block_bytes(), (kStructure + kPage - 1) / kPage * kPage);
+  // Not at the start of its first page: see kStructureOffset.
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(s) % kPage, SessionPages::kStructureOffset);
+  const std::size_t pages_len =
+      (SessionPages::kStructureOffset + kStructure + kPage - 1) / kPage * kPage;
+  EXPECT_EQ(pages.block_bytes(), pages_len);
   // Later allocations are malloc's, whatever their size.
   void* later = SessionPages::alloc(kStructure, &abstract);
-  EXPECT_EQ(pages.block_bytes(), (kStructure + kPage - 1) / kPage * kPage);
+  EXPECT_EQ(pages.block_bytes(), pages_len);
   SessionPages::free(later, &abstract);
   SessionPages::free(s, &abstract);
   EXPECT_EQ(pages.block_bytes(), 0U);
@@ -42,8 +47,8 @@ TEST(SessionPages, ZeroPagesAreGivenBackAndTheContentStaysTheSame) {
   auto* s = static_cast<unsigned char*>(SessionPages::alloc(kStructure, &abstract));
   ASSERT_NE(s, nullptr);
   std::memset(s, 0, kStructure);  // as libssh2_session_init_ex does: every page resident
-  s[10] = 1;                      // page 0
-  s[4 * kPage + 100] = 2;         // page 4
+  s[10] = 1;                      // the first page
+  s[4 * kPage + 100] = 2;         // the fifth
   s[kStructure - 1] = 3;          // the last, partial page
   const std::size_t whole = pages.block_bytes() / kPage;
   EXPECT_EQ(pages.resident_bytes(), whole * kPage);
@@ -83,4 +88,63 @@ TEST(SessionPages, SmallFirstAllocationsAndReallocLeaveThePagesForMalloc) {
   EXPECT_EQ(moved[0], 7);
   EXPECT_EQ(moved[kStructure - 1], 7);
   SessionPages::free(moved, &b);
+}
+
+// libssh2's packet buffers lie inside the structure: what a receive wrote is
+// given back when that space is next offered to fill, what was sent as soon as
+// it went out; pages holding anything else (either end of a buffer) stay.
+// Real sockets (a socketpair), the structure's memory as the buffers.
+TEST(SessionPages, DeadPacketBytesAreGivenBackAndLiveOnesStay) {
+  SessionPages pages;
+  void* abstract = &pages;
+  auto* s = static_cast<unsigned char*>(SessionPages::alloc(kStructure, &abstract));
+  ASSERT_NE(s, nullptr);
+  std::memset(s, 0, kStructure);
+  std::memset(s, 0x5a, 600);  // fields before the receive buffer
+  (void)pages.release_zero_pages();
+  const std::size_t idle = pages.resident_bytes();
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+
+  // A receive of 12 KB into a 16 KB buffer at s + 600, as libssh2 reads.
+  unsigned char* rbuf = s + 600;
+  const std::size_t rlen = 16384;
+  std::vector<unsigned char> data(12000);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned char>(i * 7 + 1);
+  ASSERT_EQ(::write(sv[1], data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  ASSERT_EQ(SessionPages::recv(sv[0], rbuf, rlen, 0, &abstract), 12000);
+  EXPECT_EQ(std::memcmp(rbuf, data.data(), data.size()), 0);
+  EXPECT_GE(pages.resident_bytes(), idle + 2 * kPage);
+  // Read: the next receive into the same space gives its pages back first
+  // (nothing is there: -EAGAIN, as libssh2's own recv says it).
+  EXPECT_EQ(SessionPages::recv(sv[0], rbuf, rlen, 0, &abstract), -EAGAIN);
+  EXPECT_LE(pages.resident_bytes(), idle + kPage);
+  for (std::size_t i = 0; i < 600; ++i) ASSERT_EQ(s[i], 0x5a) << "a field before the buffer";
+
+  // A send of 20 KB from s + 20000: gone out, its whole pages go back.
+  unsigned char* sbuf = s + 20000;
+  for (std::size_t i = 0; i < 20000; ++i) sbuf[i] = static_cast<unsigned char>(i % 251);
+  const std::size_t before_send = pages.resident_bytes();
+  std::size_t sent = 0;
+  std::vector<unsigned char> got;
+  unsigned char chunk[65536];
+  while (sent < 20000) {
+    const ssize_t n = SessionPages::send(sv[0], sbuf + sent, 20000 - sent, 0, &abstract);
+    if (n > 0) sent += static_cast<std::size_t>(n);
+    const ssize_t r = ::read(sv[1], chunk, sizeof chunk);
+    if (r > 0) got.insert(got.end(), chunk, chunk + r);
+    ASSERT_TRUE(n > 0 || n == -EAGAIN) << n;
+  }
+  for (ssize_t r; (r = ::read(sv[1], chunk, sizeof chunk)) > 0;)
+    got.insert(got.end(), chunk, chunk + r);
+  ASSERT_EQ(got.size(), 20000U);
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], i % 251) << i;
+  EXPECT_LT(pages.resident_bytes(), before_send);
+  EXPECT_LE(pages.resident_bytes(), idle + 2 * kPage);
+
+  // A closed peer: the error as libssh2 expects it, negative errno.
+  ::close(sv[1]);
+  EXPECT_EQ(SessionPages::send(sv[0], sbuf, 10, MSG_NOSIGNAL, &abstract), -EPIPE);
+  ::close(sv[0]);
+  SessionPages::free(s, &abstract);
 }

@@ -249,6 +249,7 @@ namespace {
 asio::awaitable<int> handshake(Connection& c, const ConnectOptions& o, const StageLog& log) {
   c.session.reset(libssh2_session_init_ex(SessionPages::alloc, SessionPages::free,
                                           SessionPages::realloc, &c.pages));
+  if (c.session) SessionPages::install(c.session.get());
   // libssh2 zeroed all of it: a connection being made holds only the pages
   // its handshake and authentication write (the rest after the exec).
   c.pages.release_zero_pages();

@@ -15,9 +15,28 @@
 // writes to it. So what the head holds per node is what libssh2 actually
 // uses. It must run on the thread that uses the session (the event loop),
 // between libssh2 calls: a page written during the scan would be lost.
+//
+// Two things keep that at three pages a node while the job runs:
+//  - Where the structure starts in its pages (kStructureOffset): what stays
+//    non-zero in libssh2 1.10's is its first 1.7 KB (the fields, and the
+//    start of the receive buffer), 1.2 KB at 17 KB (the packet's state and
+//    the start of the send buffer) and its last 2.8 KB. From the start of a
+//    page, the last part straddles two pages (four in all); 1536 bytes in,
+//    each of the three falls in one page.
+//  - The two packet buffers inside it (16 KB to receive, 35 KB to send):
+//    what a packet left in them is dead once read or sent, but stays in the
+//    pages it was written to, so one large packet would keep them all. The
+//    session's send and receive go through recv() and send() here (install),
+//    which know where those buffers are from what libssh2 passes: a buffer
+//    to fill is free space, and what was sent is done with; the pages wholly
+//    inside either are given back (a page a packet wrote is given back the
+//    next time that space is offered to fill, or as soon as it was sent).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
+#include <cstdint>
 
 #include <libssh2.h>
 
@@ -40,16 +59,35 @@ class SessionPages {
   // many bytes that gave back (pages that were resident and are not now).
   std::size_t release_zero_pages();
 
+  // The session's socket I/O through recv() and send() below.
+  static void install(LIBSSH2_SESSION* session);
+  // libssh2's LIBSSH2_RECV_FUNC and LIBSSH2_SEND_FUNC: the socket calls, and
+  // the pages of the packet buffers that hold nothing alive given back.
+  static ssize_t recv(libssh2_socket_t fd, void* buf, std::size_t len, int flags, void** abstract);
+  static ssize_t send(libssh2_socket_t fd, const void* buf, std::size_t len, int flags,
+                      void** abstract);
+
   // The bytes of the structure's pages that are mapped (mincore), for tests
   // and DLAUNCH_DEBUG=ssh. A page read since it was given back counts,
   // though it maps the kernel's shared zero page and costs no memory.
   std::size_t resident_bytes() const;
   std::size_t block_bytes() const { return mapped_; }
 
+  // Where in its first page the structure starts (see above).
+  static constexpr std::size_t kStructureOffset = 1536;
+
  private:
-  void* block_ = nullptr;  // the session structure's pages
+  // Gives back the pages wholly inside [p, p + n) that lie in the block and
+  // are marked in `pages` (bit i: page i); unmarks them.
+  void give_back(const void* p, std::size_t n, std::uint64_t& pages);
+  // Marks the pages of the block that [p, p + n) touches.
+  void mark(const void* p, std::size_t n, std::uint64_t& pages) const;
+
+  void* block_ = nullptr;      // the session structure's pages
+  void* structure_ = nullptr;  // the structure in them (block_ + kStructureOffset)
   std::size_t mapped_ = 0;
-  bool first_ = true;  // the next allocation is libssh2's first (the structure)
+  bool first_ = true;           // the next allocation is libssh2's first (the structure)
+  std::uint64_t received_ = 0;  // pages a receive wrote since they were last given back
 };
 
 }  // namespace dlaunch::ssh
