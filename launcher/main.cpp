@@ -208,8 +208,9 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
     if (!n.env.empty()) fmt::print("  node env: {}\n", join_env(n.env, o.show_secrets));
     for (const auto& r : n.ranks) {
       fmt::print("  rank {}: {}MASTER_ADDR={} MASTER_PORT={} {}\n", r.rank,
-                 join_env(r.env, o.show_secrets), dl::shell_quote(master_addr),
-                 dl::shell_quote(port), app_cmd.at(static_cast<std::size_t>(r.app)));
+                 join_env(dl::rank_environment(plan, n, r), o.show_secrets),
+                 dl::shell_quote(master_addr), dl::shell_quote(port),
+                 app_cmd.at(static_cast<std::size_t>(r.app)));
     }
     if (placed || !local) {
       if (!placed && !o.bind_to.empty() && o.bind_to != "none") {

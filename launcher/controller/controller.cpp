@@ -16,6 +16,7 @@
 #include "controller/stdin_reader.h"
 #include "dlaunch/debug.h"
 #include "dlaunch/process.h"
+#include "dlaunch/proto/interfaces.h"
 #include "dlaunch/version.h"
 
 namespace dlaunch {
@@ -410,7 +411,9 @@ void Controller::drain_console(asio::signal_set& signals) {
 void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
   nodes_[i].ready = true;
   nodes_[i].no_cgroup = ready.no_cgroup;
-  nodes_[i].interfaces = ready.interfaces;
+  // A thousand nodes' lists would be kept for one comparison each.
+  nodes_[i].head_interfaces = proto::same_interfaces(ready.interfaces, own_interfaces());
+  if (i == 0) nodes_[i].interfaces = ready.interfaces;
   ++readies_;
   show_progress();
   if (i == 0) {

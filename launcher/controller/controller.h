@@ -203,9 +203,12 @@ class Controller {
     bool ready = false;
     bool done = false;
     bool closed = false;
-    bool failed = false;                       // said Fatal (a check before start failed there)
-    std::string no_cgroup;                     // why its agent has no cgroup for the job (Ready)
-    std::vector<proto::Interface> interfaces;  // its agent's machine's (Ready)
+    bool failed = false;    // said Fatal (a check before start failed there)
+    std::string no_cgroup;  // why its agent has no cgroup for the job (Ready)
+    // Its agent's machine's interfaces (Ready): node 0's are kept (MASTER_ADDR
+    // is chosen among them); of the others, only whether they are the head's.
+    std::vector<proto::Interface> interfaces;
+    bool head_interfaces = false;
     bool probe_answered = false;
   };
 
@@ -220,6 +223,7 @@ class Controller {
   void on_fence(std::size_t node, proto::FenceUp&& up);
   void complete_fence(std::uint32_t seq, std::string all);
   bool on_this_machine_only() const;
+  const std::vector<proto::Interface>& own_interfaces();
   bool begin_network_choice();
   void on_probe_result(std::size_t node, proto::ProbeResult&& result);
   void finish_probe();
@@ -310,6 +314,7 @@ class Controller {
   Network network_;
   bool probing_ = false;          // Probe sent, waiting for the answers
   bool on_this_machine_ = false;  // every agent runs on the head's machine
+  std::optional<std::vector<proto::Interface>> own_interfaces_;  // the head's, once asked
   RootCause cause_;
   Progress progress_;
   int hellos_ = 0;

@@ -30,13 +30,18 @@ std::string describe_candidate(const net::Candidate& c) {
 bool Controller::on_this_machine_only() const {
   if (cfg_.spans_machines) return false;
   if (net::all_local(plan_)) return true;
-  const auto own = cfg_.head_interfaces ? *cfg_.head_interfaces : proto::list_interfaces();
-  if (own.empty()) return false;
+  if (!own_interfaces_ || own_interfaces_->empty()) return false;
   for (const auto& n : nodes_) {
-    if (n.plan->host.transport != Transport::kLocal && !proto::same_interfaces(n.interfaces, own))
-      return false;
+    if (n.plan->host.transport != Transport::kLocal && !n.head_interfaces) return false;
   }
   return true;
+}
+
+const std::vector<proto::Interface>& Controller::own_interfaces() {
+  if (!own_interfaces_) {
+    own_interfaces_ = cfg_.head_interfaces ? *cfg_.head_interfaces : proto::list_interfaces();
+  }
+  return *own_interfaces_;
 }
 
 // Every node is ready. Decides how MASTER_ADDR is found: given, as ever on

@@ -83,7 +83,7 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
     w.argv = app != nullptr ? app->command : plan.command;
     w.env = np.env;
     if (app != nullptr) w.env.insert(w.env.end(), app->env.begin(), app->env.end());
-    w.env.insert(w.env.end(), r.env.begin(), r.env.end());
+    for (auto& kv : rank_environment(plan, np, r)) w.env.push_back(std::move(kv));
     if (app != nullptr && !app->workdir.empty()) {
       w.workdir = app->workdir.front() == '/' || cfg.workdir.empty()
                       ? app->workdir

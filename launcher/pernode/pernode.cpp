@@ -222,18 +222,15 @@ JobPlan make_node_plan(const PlanOptions& po, const Membership& m, const std::st
   set_env(node.env, "DLAUNCH_STORE_ADDR", m.store_host);
   set_env(node.env, "DLAUNCH_STORE_PORT", std::to_string(m.store_port));
   set_env(node.env, "DLAUNCH_STORE_SECRET", store_secret);
+  plan.nnodes = m.nnodes;
+  // One role, the whole job's ranks (as torchrun gives them).
+  for (auto& app : plan.apps) {
+    app.role = role;
+    app.role_world_size = world;
+  }
   for (auto& r : node.ranks) {
     r.rank += offset;
-    const std::string rank = std::to_string(r.rank);
-    set_env(r.env, "RANK", rank);
-    set_env(r.env, "WORLD_SIZE", std::to_string(world));
-    set_env(r.env, "GROUP_RANK", std::to_string(m.node_rank));
-    set_env(r.env, "GROUP_WORLD_SIZE", std::to_string(m.nnodes));
-    set_env(r.env, "ROLE_RANK", rank);
-    set_env(r.env, "ROLE_WORLD_SIZE", std::to_string(world));
-    set_env(r.env, "ROLE_NAME", role);
-    set_env(r.env, "NODE_RANK", std::to_string(m.node_rank));
-    set_env(r.env, "NNODES", std::to_string(m.nnodes));
+    r.role_rank = r.rank;
   }
   return plan;
 }

@@ -130,7 +130,7 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
         r.rank = next_rank++;
         r.local_rank = static_cast<int>(on_host[h].size());
         r.app = static_cast<int>(a);
-        on_host[h].push_back(std::move(r));
+        on_host[h].push_back(r);
       }
       left -= take;
     }
@@ -160,7 +160,6 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
   // torchrun's ROLE_RANK and ROLE_WORLD_SIZE: among the ranks of one role
   // (apps with the same role name count together), in rank order.
   std::vector<int> role_rank(static_cast<std::size_t>(world));
-  std::vector<int> role_size(apps.size());
   for (std::size_t a = 0; a < apps.size(); ++a) {
     int before = 0;
     int size = 0;
@@ -169,7 +168,7 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
       if (b < a) before += apps[b].np;
       size += apps[b].np;
     }
-    role_size[a] = size;
+    apps[a].role_world_size = size;
     for (int i = 0; i < apps[a].np; ++i)
       role_rank[static_cast<std::size_t>(apps[a].first_rank) + static_cast<std::size_t>(i)] =
           before + i;
@@ -217,30 +216,39 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
       for (const auto& [k, v] : node.env) set_by_user |= k == "PYTHONFAULTHANDLER";
       if (!set_by_user) node.env.emplace_back("PYTHONFAULTHANDLER", "1");
     }
-    for (auto& r : node.ranks) {
-      const std::string rank = std::to_string(r.rank);
-      r.env = {
-          {"RANK", rank},
-          {"LOCAL_RANK", std::to_string(r.local_rank)},
-          {"WORLD_SIZE", std::to_string(world)},
-          {"LOCAL_WORLD_SIZE", std::to_string(local_world)},
-          {"GROUP_RANK", std::to_string(node.node_rank)},
-          {"GROUP_WORLD_SIZE", std::to_string(nnodes)},
-          {"ROLE_RANK", std::to_string(role_rank[static_cast<std::size_t>(r.rank)])},
-          {"ROLE_WORLD_SIZE", std::to_string(role_size[static_cast<std::size_t>(r.app)])},
-          {"ROLE_NAME", plan.apps[static_cast<std::size_t>(r.app)].role},
-          {"NODE_RANK", std::to_string(node.node_rank)},
-          {"NNODES", std::to_string(nnodes)},
-          {"TORCHELASTIC_RUN_ID", plan.job_id},
-          {"TORCHELASTIC_RESTART_COUNT", std::to_string(opts.restart_count)},
-          {"TORCHELASTIC_MAX_RESTARTS", std::to_string(opts.max_restarts)},
-          {"DLAUNCH_RESTART_COUNT", std::to_string(opts.restart_count)},
-          {"DLAUNCH_JOB_ID", plan.job_id},
-          {"DLAUNCH_NODE_NAME", node.host.name},
-      };
-    }
+    node.env.shrink_to_fit();  // kept for the job's life, for every node
+    for (auto& r : node.ranks) r.role_rank = role_rank[static_cast<std::size_t>(r.rank)];
   }
+  plan.nnodes = nnodes;
+  plan.restart_count = opts.restart_count;
+  plan.max_restarts = opts.max_restarts;
   return plan;
+}
+
+EnvList rank_environment(const JobPlan& plan, const NodePlan& node, const RankPlan& r) {
+  const std::string rank = std::to_string(r.rank);
+  const AppPlan* app = static_cast<std::size_t>(r.app) < plan.apps.size()
+                           ? &plan.apps[static_cast<std::size_t>(r.app)]
+                           : nullptr;
+  return {
+      {"RANK", rank},
+      {"LOCAL_RANK", std::to_string(r.local_rank)},
+      {"WORLD_SIZE", std::to_string(plan.world_size)},
+      {"LOCAL_WORLD_SIZE", std::to_string(node.ranks.size())},
+      {"GROUP_RANK", std::to_string(node.node_rank)},
+      {"GROUP_WORLD_SIZE", std::to_string(plan.nnodes)},
+      {"ROLE_RANK", std::to_string(r.role_rank)},
+      {"ROLE_WORLD_SIZE", std::to_string(app != nullptr ? app->role_world_size : plan.world_size)},
+      {"ROLE_NAME", app != nullptr ? app->role : std::string("default")},
+      {"NODE_RANK", std::to_string(node.node_rank)},
+      {"NNODES", std::to_string(plan.nnodes)},
+      {"TORCHELASTIC_RUN_ID", plan.job_id},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(plan.restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(plan.max_restarts)},
+      {"DLAUNCH_RESTART_COUNT", std::to_string(plan.restart_count)},
+      {"DLAUNCH_JOB_ID", plan.job_id},
+      {"DLAUNCH_NODE_NAME", node.host.name},
+  };
 }
 
 }  // namespace dlaunch

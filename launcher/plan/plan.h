@@ -14,8 +14,8 @@ namespace dlaunch {
 struct RankPlan {
   int rank = 0;
   int local_rank = 0;
-  EnvList env;  // what dlaunch sets for this rank (not the inherited environment)
-  int app = 0;  // index into JobPlan::apps
+  int role_rank = 0;  // among the ranks of its app's role (ROLE_RANK)
+  int app = 0;        // index into JobPlan::apps
 };
 
 // One program of the job (MPMD, docs/mpmd.md; a job of one program has one).
@@ -30,8 +30,9 @@ struct AppPlan {
   EnvList env;                     // this app's -x and --env-file, over the job's
   std::string workdir;             // empty: the job's
   std::vector<std::string> command;
-  SourcePos pos;       // where the app was given (errors)
-  int first_rank = 0;  // set by make_plan
+  SourcePos pos;            // where the app was given (errors)
+  int first_rank = 0;       // set by make_plan
+  int role_world_size = 0;  // ranks of its role (ROLE_WORLD_SIZE), set by make_plan
 };
 
 struct NodePlan {
@@ -63,6 +64,9 @@ struct PlanOptions {
 struct JobPlan {
   std::string job_id;
   int world_size = 0;
+  int nnodes = 0;  // NNODES, GROUP_WORLD_SIZE: the plan's nodes, or the per-node job's
+  int restart_count = 0;
+  int max_restarts = 0;
   std::string master_addr;
   std::vector<std::string> command;  // the first app's
   std::vector<AppPlan> apps;         // at least one
@@ -71,6 +75,12 @@ struct JobPlan {
 
 // Throws InputError when np exceeds the slots available.
 JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts);
+
+// What dlaunch sets for one rank (not the inherited environment): torchrun's
+// variables and dlaunch's own. Made when asked, not kept in the plan: at a
+// thousand nodes of eight ranks that would be ten megabytes for the head to
+// hold through the job.
+EnvList rank_environment(const JobPlan& plan, const NodePlan& node, const RankPlan& rank);
 
 // A hostfile of one local node with n slots: `dlaunch -n N prog` without hosts.
 Hostfile local_hostfile(int n);

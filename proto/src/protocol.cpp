@@ -450,6 +450,12 @@ std::optional<Message> Decoder::next() {
   auto payload = std::string_view(buf_).substr(pos_ + kHeaderBytes, len);
   Message m = decode_payload(type, payload);
   pos_ += kHeaderBytes + len;
+  if (pos_ == buf_.size()) {
+    // All taken: the buffer goes, not only its bytes. The head holds a
+    // decoder per node, mostly idle between small messages.
+    std::string().swap(buf_);
+    pos_ = 0;
+  }
   return m;
 }
 

@@ -170,14 +170,18 @@ TEST(MpmdPlan, AppsTakeRanksInOrderAndFillFreeSlotsNodeByNode) {
   }
   EXPECT_EQ(got, (std::vector<std::tuple<int, int, int, int>>{
                      {0, 0, 0, 0}, {0, 1, 1, 1}, {1, 2, 0, 1}, {1, 3, 1, 1}, {2, 4, 0, 2}}));
-  const auto& w = plan.nodes[1].ranks[1].env;
+  const auto w = dlaunch::rank_environment(plan, plan.nodes[1], plan.nodes[1].ranks[1]);
   EXPECT_EQ(get(w, "ROLE_NAME"), "worker");
   EXPECT_EQ(get(w, "ROLE_RANK"), "2");
   EXPECT_EQ(get(w, "ROLE_WORLD_SIZE"), "3");
   EXPECT_EQ(get(w, "RANK"), "3");
   EXPECT_EQ(get(w, "WORLD_SIZE"), "5");
-  EXPECT_EQ(get(plan.nodes[0].ranks[0].env, "ROLE_NAME"), "ps");
-  EXPECT_EQ(get(plan.nodes[0].ranks[0].env, "ROLE_WORLD_SIZE"), "1");
+  EXPECT_EQ(
+      get(dlaunch::rank_environment(plan, plan.nodes[0], plan.nodes[0].ranks[0]), "ROLE_NAME"),
+      "ps");
+  EXPECT_EQ(get(dlaunch::rank_environment(plan, plan.nodes[0], plan.nodes[0].ranks[0]),
+                "ROLE_WORLD_SIZE"),
+            "1");
   EXPECT_EQ(plan.apps[2].first_rank, 4);
 }
 
@@ -192,10 +196,18 @@ TEST(MpmdPlan, OneRoleAcrossAppsAndHostRestrictionsLeaveRanksApart) {
   ASSERT_EQ(plan.nodes.size(), 2u);
   EXPECT_EQ(plan.nodes[0].ranks[1].rank, 2);
   EXPECT_EQ(plan.nodes[1].ranks[1].rank, 3);
-  EXPECT_EQ(get(plan.nodes[0].ranks[1].env, "ROLE_RANK"), "1");
-  EXPECT_EQ(get(plan.nodes[1].ranks[1].env, "ROLE_RANK"), "2");
-  EXPECT_EQ(get(plan.nodes[1].ranks[1].env, "ROLE_WORLD_SIZE"), "3");
-  EXPECT_EQ(get(plan.nodes[1].ranks[0].env, "ROLE_WORLD_SIZE"), "1");
+  EXPECT_EQ(
+      get(dlaunch::rank_environment(plan, plan.nodes[0], plan.nodes[0].ranks[1]), "ROLE_RANK"),
+      "1");
+  EXPECT_EQ(
+      get(dlaunch::rank_environment(plan, plan.nodes[1], plan.nodes[1].ranks[1]), "ROLE_RANK"),
+      "2");
+  EXPECT_EQ(get(dlaunch::rank_environment(plan, plan.nodes[1], plan.nodes[1].ranks[1]),
+                "ROLE_WORLD_SIZE"),
+            "3");
+  EXPECT_EQ(get(dlaunch::rank_environment(plan, plan.nodes[1], plan.nodes[1].ranks[0]),
+                "ROLE_WORLD_SIZE"),
+            "1");
 
   // Under --mpi the Setup says which node each rank is on.
   ControllerConfig cfg{.workdir = "/job", .mpi = true, .stdin_rank = 2};

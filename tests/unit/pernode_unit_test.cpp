@@ -168,21 +168,22 @@ TEST(PerNodePlan, GlobalRanksAndTorchrunEnvironmentOfNodeTwoOfThree) {
   EXPECT_EQ(env_of(n.env, "DLAUNCH_STORE_SECRET"), "sec");
   ASSERT_EQ(n.ranks.size(), 2u);
   for (int i = 0; i < 2; ++i) {
-    const auto& r = n.ranks[static_cast<std::size_t>(i)];
-    EXPECT_EQ(r.rank, 4 + i);
-    EXPECT_EQ(r.local_rank, i);
-    EXPECT_EQ(env_of(r.env, "RANK"), std::to_string(4 + i));
-    EXPECT_EQ(env_of(r.env, "LOCAL_RANK"), std::to_string(i));
-    EXPECT_EQ(env_of(r.env, "WORLD_SIZE"), "6");
-    EXPECT_EQ(env_of(r.env, "LOCAL_WORLD_SIZE"), "2");
-    EXPECT_EQ(env_of(r.env, "GROUP_RANK"), "2");
-    EXPECT_EQ(env_of(r.env, "GROUP_WORLD_SIZE"), "3");
-    EXPECT_EQ(env_of(r.env, "NODE_RANK"), "2");
-    EXPECT_EQ(env_of(r.env, "NNODES"), "3");
-    EXPECT_EQ(env_of(r.env, "ROLE_NAME"), "trainer");
-    EXPECT_EQ(env_of(r.env, "ROLE_RANK"), std::to_string(4 + i));
-    EXPECT_EQ(env_of(r.env, "ROLE_WORLD_SIZE"), "6");
-    EXPECT_EQ(env_of(r.env, "TORCHELASTIC_RUN_ID"), "j");
+    const auto& rank = n.ranks[static_cast<std::size_t>(i)];
+    EXPECT_EQ(rank.rank, 4 + i);
+    const auto env = dlaunch::rank_environment(plan, n, rank);
+    EXPECT_EQ(rank.local_rank, i);
+    EXPECT_EQ(env_of(env, "RANK"), std::to_string(4 + i));
+    EXPECT_EQ(env_of(env, "LOCAL_RANK"), std::to_string(i));
+    EXPECT_EQ(env_of(env, "WORLD_SIZE"), "6");
+    EXPECT_EQ(env_of(env, "LOCAL_WORLD_SIZE"), "2");
+    EXPECT_EQ(env_of(env, "GROUP_RANK"), "2");
+    EXPECT_EQ(env_of(env, "GROUP_WORLD_SIZE"), "3");
+    EXPECT_EQ(env_of(env, "NODE_RANK"), "2");
+    EXPECT_EQ(env_of(env, "NNODES"), "3");
+    EXPECT_EQ(env_of(env, "ROLE_NAME"), "trainer");
+    EXPECT_EQ(env_of(env, "ROLE_RANK"), std::to_string(4 + i));
+    EXPECT_EQ(env_of(env, "ROLE_WORLD_SIZE"), "6");
+    EXPECT_EQ(env_of(env, "TORCHELASTIC_RUN_ID"), "j");
   }
   // Without the variable in the launcher's environment: torchrun's 1.
   po.head_env = {};

@@ -32,9 +32,14 @@ TEST(Plan, UnevenSlotsGetConsecutiveRanksInNodeOrder) {
     for (const auto& r : n.ranks) got.emplace_back(r.rank, r.local_rank);
   }
   EXPECT_EQ(got, expect);
-  EXPECT_EQ(get(plan.nodes[2].ranks[1].env, "LOCAL_WORLD_SIZE"), "2");
-  EXPECT_EQ(get(plan.nodes[2].ranks[1].env, "GROUP_RANK"), "2");
-  EXPECT_EQ(get(plan.nodes[2].ranks[1].env, "NNODES"), "3");
+  EXPECT_EQ(get(dlaunch::rank_environment(plan, plan.nodes[2], plan.nodes[2].ranks[1]),
+                "LOCAL_WORLD_SIZE"),
+            "2");
+  EXPECT_EQ(
+      get(dlaunch::rank_environment(plan, plan.nodes[2], plan.nodes[2].ranks[1]), "GROUP_RANK"),
+      "2");
+  EXPECT_EQ(get(dlaunch::rank_environment(plan, plan.nodes[2], plan.nodes[2].ranks[1]), "NNODES"),
+            "3");
 }
 
 TEST(Plan, NpTakesTheFirstSlotsAndDropsEmptyNodes) {
@@ -44,8 +49,11 @@ TEST(Plan, NpTakesTheFirstSlotsAndDropsEmptyNodes) {
   ASSERT_EQ(plan.nodes.size(), 2u);
   EXPECT_EQ(plan.world_size, 3);
   EXPECT_EQ(plan.nodes[1].ranks.size(), 1u);
-  EXPECT_EQ(get(plan.nodes[1].ranks[0].env, "WORLD_SIZE"), "3");
-  EXPECT_EQ(get(plan.nodes[1].ranks[0].env, "NNODES"), "2");
+  EXPECT_EQ(
+      get(dlaunch::rank_environment(plan, plan.nodes[1], plan.nodes[1].ranks[0]), "WORLD_SIZE"),
+      "3");
+  EXPECT_EQ(get(dlaunch::rank_environment(plan, plan.nodes[1], plan.nodes[1].ranks[0]), "NNODES"),
+            "2");
 }
 
 TEST(Plan, NpBeyondTheSlotsIsAnInputError) {
@@ -66,7 +74,7 @@ TEST(Plan, TorchrunVariablesAreAllSet) {
   Hostfile hf;
   hf.hosts = {host("a", 1)};
   auto plan = make_plan(hf, {.job_id = "job7", .command = {"x"}});
-  const auto& env = plan.nodes[0].ranks[0].env;
+  const auto env = dlaunch::rank_environment(plan, plan.nodes[0], plan.nodes[0].ranks[0]);
   for (const char* name :
        {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
         "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "NODE_RANK", "NNODES", "TORCHELASTIC_RUN_ID",
