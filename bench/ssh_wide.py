@@ -315,7 +315,7 @@ def markdown(res, memory_text):
           f"{d['sshd_cpu_s']:.1f} s in all: {d['sshd_cpu_s'] / m['cores']:.1f} s of the "
           f"{d['floor_s']:.1f} s floor on {m['cores']} cores. dlaunch's head adds "
           f"{1000 * d['head_cpu_s'] / n:.1f} ms per node (key exchange, signatures, the host key "
-          "check, which reads known_hosts once per connection), pdsh's "
+          "check against known_hosts, read once per job), pdsh's "
           f"{1000 * pd['head_cpu_s'] / n:.0f} ms (an OpenSSH client process per host): pdsh's "
           f"floor is {pd['floor_s'] / d['floor_s']:.1f}x dlaunch's, and dlaunch takes "
           f"{d['wall_s'] / pd['wall_s']:.2f}x pdsh's time.")
