@@ -58,6 +58,7 @@ std::string input_error(const std::function<void()>& f) {
 }
 
 using dltest::get;
+using dltest::rank_var;
 
 }  // namespace
 
@@ -176,12 +177,8 @@ TEST(MpmdPlan, AppsTakeRanksInOrderAndFillFreeSlotsNodeByNode) {
   EXPECT_EQ(get(w, "ROLE_WORLD_SIZE"), "3");
   EXPECT_EQ(get(w, "RANK"), "3");
   EXPECT_EQ(get(w, "WORLD_SIZE"), "5");
-  EXPECT_EQ(
-      get(dlaunch::rank_environment(plan, plan.nodes[0], plan.nodes[0].ranks[0]), "ROLE_NAME"),
-      "ps");
-  EXPECT_EQ(get(dlaunch::rank_environment(plan, plan.nodes[0], plan.nodes[0].ranks[0]),
-                "ROLE_WORLD_SIZE"),
-            "1");
+  EXPECT_EQ(rank_var(plan, 0, 0, "ROLE_NAME"), "ps");
+  EXPECT_EQ(rank_var(plan, 0, 0, "ROLE_WORLD_SIZE"), "1");
   EXPECT_EQ(plan.apps[2].first_rank, 4);
 }
 
@@ -196,18 +193,10 @@ TEST(MpmdPlan, OneRoleAcrossAppsAndHostRestrictionsLeaveRanksApart) {
   ASSERT_EQ(plan.nodes.size(), 2u);
   EXPECT_EQ(plan.nodes[0].ranks[1].rank, 2);
   EXPECT_EQ(plan.nodes[1].ranks[1].rank, 3);
-  EXPECT_EQ(
-      get(dlaunch::rank_environment(plan, plan.nodes[0], plan.nodes[0].ranks[1]), "ROLE_RANK"),
-      "1");
-  EXPECT_EQ(
-      get(dlaunch::rank_environment(plan, plan.nodes[1], plan.nodes[1].ranks[1]), "ROLE_RANK"),
-      "2");
-  EXPECT_EQ(get(dlaunch::rank_environment(plan, plan.nodes[1], plan.nodes[1].ranks[1]),
-                "ROLE_WORLD_SIZE"),
-            "3");
-  EXPECT_EQ(get(dlaunch::rank_environment(plan, plan.nodes[1], plan.nodes[1].ranks[0]),
-                "ROLE_WORLD_SIZE"),
-            "1");
+  EXPECT_EQ(rank_var(plan, 0, 1, "ROLE_RANK"), "1");
+  EXPECT_EQ(rank_var(plan, 1, 1, "ROLE_RANK"), "2");
+  EXPECT_EQ(rank_var(plan, 1, 1, "ROLE_WORLD_SIZE"), "3");
+  EXPECT_EQ(rank_var(plan, 1, 0, "ROLE_WORLD_SIZE"), "1");
 
   // Under --mpi the Setup says which node each rank is on.
   ControllerConfig cfg{.workdir = "/job", .mpi = true, .stdin_rank = 2};

@@ -17,6 +17,7 @@ HostEntry host(const std::string& name, int slots, Transport t = Transport::kLoc
 }
 
 using dltest::get;
+using dltest::rank_var;
 
 }  // namespace
 
@@ -32,14 +33,9 @@ TEST(Plan, UnevenSlotsGetConsecutiveRanksInNodeOrder) {
     for (const auto& r : n.ranks) got.emplace_back(r.rank, r.local_rank);
   }
   EXPECT_EQ(got, expect);
-  EXPECT_EQ(get(dlaunch::rank_environment(plan, plan.nodes[2], plan.nodes[2].ranks[1]),
-                "LOCAL_WORLD_SIZE"),
-            "2");
-  EXPECT_EQ(
-      get(dlaunch::rank_environment(plan, plan.nodes[2], plan.nodes[2].ranks[1]), "GROUP_RANK"),
-      "2");
-  EXPECT_EQ(get(dlaunch::rank_environment(plan, plan.nodes[2], plan.nodes[2].ranks[1]), "NNODES"),
-            "3");
+  EXPECT_EQ(rank_var(plan, 2, 1, "LOCAL_WORLD_SIZE"), "2");
+  EXPECT_EQ(rank_var(plan, 2, 1, "GROUP_RANK"), "2");
+  EXPECT_EQ(rank_var(plan, 2, 1, "NNODES"), "3");
 }
 
 TEST(Plan, NpTakesTheFirstSlotsAndDropsEmptyNodes) {
@@ -49,11 +45,8 @@ TEST(Plan, NpTakesTheFirstSlotsAndDropsEmptyNodes) {
   ASSERT_EQ(plan.nodes.size(), 2u);
   EXPECT_EQ(plan.world_size, 3);
   EXPECT_EQ(plan.nodes[1].ranks.size(), 1u);
-  EXPECT_EQ(
-      get(dlaunch::rank_environment(plan, plan.nodes[1], plan.nodes[1].ranks[0]), "WORLD_SIZE"),
-      "3");
-  EXPECT_EQ(get(dlaunch::rank_environment(plan, plan.nodes[1], plan.nodes[1].ranks[0]), "NNODES"),
-            "2");
+  EXPECT_EQ(rank_var(plan, 1, 0, "WORLD_SIZE"), "3");
+  EXPECT_EQ(rank_var(plan, 1, 0, "NNODES"), "2");
 }
 
 TEST(Plan, NpBeyondTheSlotsIsAnInputError) {
