@@ -70,7 +70,9 @@ std::string encode_cause(const RootCause& c, const std::string& me, int node_ran
   return out;
 }
 
-RootCause decode_cause(const std::string& payload) {
+// `here`: what became of this node's ranks, for the note (empty: none, the
+// report says it another way).
+RootCause decode_cause(const std::string& payload, const std::string& here) {
   RootCause c;
   std::vector<std::string> f;
   std::size_t start = 0;
@@ -96,10 +98,8 @@ RootCause decode_cause(const std::string& payload) {
   c.node = f[8];
   c.local_rank = std::atoi(f[9].c_str());
   c.stderr_tail.assign(f.begin() + 12, f.end());
-  c.notes.push_back(
-      fmt::format("the failed rank ran under node {}'s launcher ({}); this node's "
-                  "ranks were stopped",
-                  f[10], f[11]));
+  c.notes.push_back(fmt::format("the failed rank ran under node {}'s launcher ({}){}", f[10], f[11],
+                                here.empty() ? "" : "; " + here));
   return c;
 }
 
@@ -342,7 +342,8 @@ RoundEnd run_round(const Options& o, Rendezvous& rdzv, const RdzvSettings& rs, c
                            auto f = rdzv.agreed_failure(std::chrono::milliseconds(1000));
                            if (!f) return std::nullopt;
                            peer = f;
-                           return decode_cause(f->message);
+                           // This node's own failure goes in a note of its own.
+                           return decode_cause(f->message, "");
                          }});
   rdzv.start_watch();
   boost::asio::steady_timer bridge(io);
@@ -353,7 +354,7 @@ RoundEnd run_round(const Options& o, Rendezvous& rdzv, const RdzvSettings& rs, c
       if (!peer && !published) {
         if (auto f = rdzv.peer_failure()) {
           peer = f;
-          RootCause c = decode_cause(f->message);
+          RootCause c = decode_cause(f->message, "this node's ranks were stopped");
           c.for_restart = f->joining;
           controller.peer_failed(std::move(c));
         }
@@ -497,7 +498,7 @@ int run_per_node(const Options& o) {
       // have. A failure elsewhere meanwhile is the job's, and a restart
       // takes this node in as well (the ranks of a job restart together).
       if (const auto f = rdzv.finish_succeeded()) {
-        const RootCause c = decode_cause(f->message);
+        const RootCause c = decode_cause(f->message, "");
         write_all(2, "dlaunch: this node's ranks had finished when another node failed\n" +
                          format_report(run_id, c, 0));
         status = f->status == 0 ? 1 : f->status;

@@ -271,7 +271,8 @@ TEST(PerNode, FailedRankOnOneNodeStopsTheOtherWithTheSameReport) {
     EXPECT_NE(r.err.find("failed: rank 3 exited with code 7"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("failing on purpose"), std::string::npos) << r.err;
   }
-  EXPECT_NE(rs[0].err.find("ran under node 1's launcher"), std::string::npos) << rs[0].err;
+  EXPECT_NE(rs[0].err.find("ran under node 1's launcher ("), std::string::npos) << rs[0].err;
+  EXPECT_NE(rs[0].err.find("; this node's ranks were stopped"), std::string::npos) << rs[0].err;
   EXPECT_TRUE(wait_job_gone(job, 5).empty());
 }
 
@@ -301,6 +302,12 @@ TEST(PerNode, FailuresAtTheSameInstantOnTwoNodesAreOneRootCauseEverywhere) {
     EXPECT_EQ(a[1].str(), b[1].str()) << rs[0].err << rs[1].err;
     EXPECT_EQ(rs[0].exit_code, rs[1].exit_code) << rs[0].err << rs[1].err;
     EXPECT_TRUE(rs[0].exit_code == 3 || rs[0].exit_code == 4) << rs[0].err;
+    // The launcher whose own rank failed second says so, and not that its
+    // ranks were stopped: one of them failed by itself.
+    for (const auto& r : rs) {
+      if (r.err.find("on this node, after it: rank ") == std::string::npos) continue;
+      EXPECT_EQ(r.err.find("ranks were stopped"), std::string::npos) << r.err;
+    }
   }
 }
 
@@ -672,8 +679,13 @@ TEST(PerNodeElastic, ANodeWhoseRanksFinishedRestartsWithTheOthers) {
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_NE(r.err.find("exited with code 4"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("attempt 1: succeeded"), std::string::npos) << r.err;
-    told += static_cast<int>(
-        r.err.find("this node's ranks had finished when another node failed") != std::string::npos);
+    const bool finished =
+        r.err.find("this node's ranks had finished when another node failed") != std::string::npos;
+    told += static_cast<int>(finished);
+    // Finished, not stopped: the report must not say otherwise.
+    if (finished) {
+      EXPECT_EQ(r.err.find("ranks were stopped"), std::string::npos) << r.err;
+    }
     for (int k = 0; k < 4; ++k) {
       if (r.out.find(fmt_ok(k)) != std::string::npos) ++ok[static_cast<std::size_t>(k)];
     }
