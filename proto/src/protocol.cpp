@@ -435,6 +435,12 @@ void Decoder::feed(std::string_view bytes) {
   buf_.append(bytes);
 }
 
+void Decoder::release_if_empty() {
+  if (pending() != 0) return;
+  std::string().swap(buf_);
+  pos_ = 0;
+}
+
 std::optional<Message> Decoder::next() {
   if (pending() < kHeaderBytes) return std::nullopt;
   codec::Reader h(std::string_view(buf_).substr(pos_, kHeaderBytes));  // enough bytes: no failure
@@ -450,12 +456,6 @@ std::optional<Message> Decoder::next() {
   auto payload = std::string_view(buf_).substr(pos_ + kHeaderBytes, len);
   Message m = decode_payload(type, payload);
   pos_ += kHeaderBytes + len;
-  if (pos_ == buf_.size()) {
-    // All taken: the buffer goes, not only its bytes. The head holds a
-    // decoder per node, mostly idle between small messages.
-    std::string().swap(buf_);
-    pos_ = 0;
-  }
   return m;
 }
 

@@ -473,3 +473,24 @@ TEST_F(PipeChannelTest, ReadPendingReportsAPeerThatHasGone) {
   channel_->read_pending();  // closed: a no-op
   EXPECT_EQ(closed_.size(), 1u);
 }
+
+// An idle reader frees its buffer, never bytes that do not yet make a frame.
+TEST(Protocol, ReleaseIfEmptyKeepsAPartialFrameAndFreesOnlyWhatWasTaken) {
+  const std::string one = encode(Message{Heartbeat{}});
+  const std::string two = encode(Message{Fatal{"x"}});
+  Decoder d;
+  d.feed(one + two.substr(0, 3));
+  ASSERT_TRUE(d.next().has_value());
+  EXPECT_FALSE(d.next().has_value());
+  d.release_if_empty();  // three bytes of the second frame are held: kept
+  EXPECT_EQ(d.pending(), 3u);
+  d.feed(two.substr(3));
+  const auto m = d.next();
+  ASSERT_TRUE(m.has_value());
+  ASSERT_NE(std::get_if<Fatal>(&*m), nullptr);
+  EXPECT_EQ(std::get<Fatal>(*m).message, "x");
+  d.release_if_empty();
+  EXPECT_EQ(d.pending(), 0u);
+  d.feed(one);  // and it goes on after a release
+  EXPECT_TRUE(d.next().has_value());
+}

@@ -29,8 +29,8 @@
 //    session's send and receive go through recv() and send() here (install),
 //    which know where those buffers are from what libssh2 passes: a buffer
 //    to fill is free space, and what was sent is done with; the pages wholly
-//    inside either are given back (a page a packet wrote is given back the
-//    next time that space is offered to fill, or as soon as it was sent).
+//    inside either are given back (what was received when the connection
+//    goes quiet, what was sent as soon as it went out).
 #pragma once
 
 #include <sys/types.h>

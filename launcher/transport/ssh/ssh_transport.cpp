@@ -170,7 +170,10 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
         break;
       }
       const auto n = libssh2_channel_read(ch, buf, std::min(sizeof buf, budget));
-      if (n == LIBSSH2_ERROR_EAGAIN || n == 0) break;
+      if (n == LIBSSH2_ERROR_EAGAIN || n == 0) {
+        decoder.release_if_empty();  // idle now: see Decoder::release_if_empty
+        break;
+      }
       if (n < 0) return fail("read from the agent failed: " + last_error(conn->session.get()));
       budget -= static_cast<std::size_t>(n);
       decoder.feed(std::string_view(buf, static_cast<std::size_t>(n)));

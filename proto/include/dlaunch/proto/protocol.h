@@ -367,6 +367,11 @@ class Decoder {
   std::optional<Message> next();
   // Bytes held that do not yet make a frame (EOF with this > 0 = truncated).
   std::size_t pending() const { return buf_.size() - pos_; }
+  // When every byte fed was taken, frees the buffer (not only its bytes):
+  // for a reader that goes idle, where a thousand decoders would each keep
+  // the capacity of their largest read. Not after every read: a stream
+  // that keeps coming reuses it.
+  void release_if_empty();
 
  private:
   std::string buf_;
