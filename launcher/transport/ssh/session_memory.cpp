@@ -155,9 +155,8 @@ ssize_t SessionPages::send(libssh2_socket_t fd, const void* buf, std::size_t len
   if (n < 0) return errno == EWOULDBLOCK ? -EAGAIN : -errno;
   // What went out is not sent again (libssh2 goes on from buf + n).
   if (self != nullptr && n > 0) {
-    std::uint64_t sent = 0;
-    self->mark(buf, static_cast<std::size_t>(n), sent);
-    self->give_back(buf, static_cast<std::size_t>(n), sent);
+    std::uint64_t every_page = ~std::uint64_t{0};
+    self->give_back(buf, static_cast<std::size_t>(n), every_page);
   }
   return n;
 }
