@@ -88,6 +88,7 @@ StoreServer::StoreServer(asio::io_context& io, StoreServerOptions opts) {
                             "store server: bad bind address '" + opts.bind_address + "'");
   }
   state_ = std::make_shared<detail::ServerState>(io, std::move(opts));
+  for (const auto& [key, value] : state_->opts.initial_keys) state_->table.set(key, value);
   auto& acceptor = state_->acceptor;
   asio::ip::tcp::endpoint endpoint(address, state_->opts.port);
   acceptor.open(endpoint.protocol(), ec);

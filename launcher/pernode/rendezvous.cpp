@@ -174,6 +174,10 @@ void Rendezvous::take_over() {
       so.secret = s_.secret;
       so.port = s_.port;
       so.bind_address = addr;
+      // Who hosts it, held from the start: a survivor that finds it at the
+      // old endpoint (the successor's address may be the old host's, e.g.
+      // launchers sharing a machine) knows it is not the old host back.
+      so.initial_keys = {{key("successor"), std::to_string(k)}};
       try {
         server_ = std::make_unique<comm::ThreadedStoreServer>(so);
         m_.hosting = true;
@@ -206,12 +210,23 @@ void Rendezvous::take_over() {
       std::lock_guard<std::mutex> lock(mu_);
       store_lost_ = false;
     }
+    int host = k;
     if (k < 0) {
+      // The successor's store says so; the old host's (back after all) does not.
+      const std::string v =
+          store_->check({key("successor")}) ? store_->get(key("successor")) : std::string();
+      host = v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos
+                 ? -1
+                 : std::stoi(v);
+      if (host < 1 || host >= m_.nnodes) host = -1;
+    }
+    if (host < 0) {
       write_all(2, fmt::format("dlaunch: the rendezvous at {} answers again\n", endpoint_));
     } else {
-      write_all(2, fmt::format("dlaunch: node 0 ({}), which hosted the rendezvous, is lost; node "
-                               "{} ({}) hosts it now at {}\n",
-                               old_host, k, m_.names[static_cast<std::size_t>(k)], endpoint_));
+      write_all(2,
+                fmt::format("dlaunch: node 0 ({}), which hosted the rendezvous, is lost; node "
+                            "{} ({}) hosts it now at {}\n",
+                            old_host, host, m_.names[static_cast<std::size_t>(host)], endpoint_));
     }
     check_settings();
     return;

@@ -32,6 +32,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -169,6 +170,10 @@ struct StoreServerOptions {
   // (StoreOptions::unix_path, DLAUNCH_STORE_PATH), out of reach of other
   // users and of any flood at the TCP port. Removed by close().
   std::string unix_path;
+  // Keys the store holds from the moment it listens: no client can find it
+  // without them (e.g. who hosts it, for a client that cannot tell by the
+  // address it connected to).
+  std::vector<std::pair<std::string, std::string>> initial_keys;
 };
 
 namespace detail {

@@ -54,6 +54,21 @@ TEST_F(StoreApi, SetThenGetReturnsTheValueIncludingBinaryAndEmpty) {
   EXPECT_EQ(store.get("empty"), "");
 }
 
+// Keys given to the server are there for its very first client, and are
+// keys like any other after that.
+TEST(StoreInitialKeys, TheFirstClientFindsThemAndCanChangeThem) {
+  auto so = server_options();
+  so.initial_keys = {{"who", "node 1"}, {"n", "41"}};
+  dlaunch::comm::ThreadedStoreServer server{so};
+  dlaunch::comm::Store store{client_options(server.port())};
+  EXPECT_TRUE(store.check({"who", "n"}));
+  EXPECT_EQ(store.get("who"), "node 1");
+  EXPECT_EQ(store.add("n", 1), 42);
+  EXPECT_TRUE(store.delete_key("who"));
+  EXPECT_FALSE(store.check({"who"}));
+  EXPECT_EQ(store.num_keys(), 1);
+}
+
 TEST_F(StoreApi, AddCreatesTheCounterAtZeroAndReturnsTheNewValue) {
   EXPECT_EQ(store.add("n", 5), 5);
   EXPECT_EQ(store.add("n", -7), -2);
