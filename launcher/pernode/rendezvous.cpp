@@ -177,7 +177,7 @@ void Rendezvous::take_over() {
       // Who hosts it, held from the start: a survivor that finds it at the
       // old endpoint (the successor's address may be the old host's, e.g.
       // launchers sharing a machine) knows it is not the old host back.
-      so.initial_keys = {{key("successor"), std::to_string(k)}};
+      so.initial_keys = {{rkey("successor"), std::to_string(k)}};
       try {
         server_ = std::make_unique<comm::ThreadedStoreServer>(so);
         m_.hosting = true;
@@ -212,9 +212,10 @@ void Rendezvous::take_over() {
     }
     int host = k;
     if (k < 0) {
-      // The successor's store says so; the old host's (back after all) does not.
+      // The successor's store says so for this round; the old host's (back
+      // after all) does not, even if it was a successor itself before.
       const std::string v =
-          store_->check({key("successor")}) ? store_->get(key("successor")) : std::string();
+          store_->check({rkey("successor")}) ? store_->get(rkey("successor")) : std::string();
       host = v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos
                  ? -1
                  : std::stoi(v);
