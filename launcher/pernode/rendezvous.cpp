@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <system_error>
 
@@ -214,12 +215,13 @@ void Rendezvous::take_over() {
     if (k < 0) {
       // The successor's store says so for this round; the old host's (back
       // after all) does not, even if it was a successor itself before.
-      const std::string v =
-          store_->check({rkey("successor")}) ? store_->get(rkey("successor")) : std::string();
-      host = v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos
-                 ? -1
-                 : std::stoi(v);
-      if (host < 1 || host >= m_.nnodes) host = -1;
+      host = -1;
+      if (store_->check({rkey("successor")})) {
+        const std::string v = store_->get(rkey("successor"));
+        int n = -1;
+        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+        if (ec == std::errc() && end == v.data() + v.size() && n >= 1 && n < m_.nnodes) host = n;
+      }
     }
     if (host < 0) {
       write_all(2, fmt::format("dlaunch: the rendezvous at {} answers again\n", endpoint_));

@@ -112,33 +112,16 @@ namespace {
 // failure's message. Its threads' stacks and its children's (eu-stack, when
 // the machine has it), before it is killed.
 std::string stacks_of_tree(pid_t root) {
-  const std::vector<std::string> path = {"/usr/bin/eu-stack", "/bin/eu-stack"};
-  const auto tool = std::find_if(path.begin(), path.end(), [](const std::string& p) {
-    return ::access(p.c_str(), X_OK) == 0;
-  });
-  if (tool == path.end()) return "\n[test harness: timed out; no eu-stack to show where]\n";
+  const std::string tool = dlaunch::find_program("eu-stack", dlaunch::current_environment(), "");
+  if (tool.empty()) return "\n[test harness: timed out; no eu-stack to show where]\n";
   static thread_local bool inside = false;  // eu-stack itself timing out is not looked into
   if (inside) return "";
   inside = true;
-  std::vector<pid_t> tree = {root};
-  std::error_code ec;
-  for (std::size_t i = 0; i < tree.size() && tree.size() < 16; ++i) {
-    for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
-      const std::string name = e.path().filename().string();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      const std::string stat = slurp("/proc/" + name + "/stat");
-      const auto close = stat.rfind(')');
-      if (close == std::string::npos) continue;
-      std::istringstream rest(stat.substr(close + 1));
-      std::string state;
-      pid_t ppid = 0;
-      rest >> state >> ppid;
-      if (ppid == tree[i]) tree.push_back(static_cast<pid_t>(std::stol(name)));
-    }
-  }
+  std::vector<pid_t> tree = dlaunch::descendants_of(root);
+  tree.insert(tree.begin(), root);
   std::string out = "\n[test harness: timed out; the stacks of the process and its children]\n";
   for (const pid_t p : tree) {
-    Process st({*tool, "-p", std::to_string(p)});
+    Process st({tool, "-p", std::to_string(p)});
     const RunResult r = st.finish(20);
     out += r.out + r.err;
   }
