@@ -1,9 +1,14 @@
 #include "store/connection.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <random>
 #include <thread>
+
+#include "store/peer_uid.h"
 
 namespace dlaunch::comm::detail {
 
@@ -22,14 +27,12 @@ std::string join_address(const std::string& host, uint16_t port) {
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-}  // namespace
-
-std::string quote(std::string_view s) {
-  constexpr size_t kShown = 80;
-  std::string out = "\"";
-  for (char c : s.substr(0, kShown)) {
+// Bytes from the wire shown in a message: quotes and backslashes escaped
+// (when `quotes`), control bytes and non-ASCII as \xNN.
+void escape_into(std::string& out, std::string_view s, bool quotes) {
+  for (char c : s) {
     auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
+    if (quotes && (c == '"' || c == '\\')) {
       out += '\\';
       out += c;
     } else if (u < 0x20 || u >= 0x7f) {
@@ -40,7 +43,23 @@ std::string quote(std::string_view s) {
       out += c;
     }
   }
+}
+
+}  // namespace
+
+std::string quote(std::string_view s) {
+  constexpr size_t kShown = 80;
+  std::string out = "\"";
+  escape_into(out, s.substr(0, kShown), true);
   out += '"';
+  if (s.size() > kShown) out += "...";
+  return out;
+}
+
+std::string printable(std::string_view s) {
+  constexpr size_t kShown = 1024;
+  std::string out;
+  escape_into(out, s.substr(0, kShown), false);
   if (s.size() > kShown) out += "...";
   return out;
 }
@@ -93,12 +112,25 @@ void Connection::ensure_connected() {
 
 auto Connection::handshake(const Fd& s, Clock::time_point deadline)
     -> Result<Limits, HandshakeFailure> {
+  using Cause = StoreError::Cause;
   auto retry = [](std::string message) {
     return failure(HandshakeFailure{true, ErrorKind::kEnvironment, std::move(message)});
   };
-  auto fatal = [](ErrorKind kind, std::string message) {
-    return failure(HandshakeFailure{false, kind, std::move(message)});
+  auto fatal = [&s](ErrorKind kind, std::string message, Cause cause) {
+    // Who answers there, where this machine can tell: the impostor by name.
+    const std::string holder = describe_local_peer(s.get());
+    if (!holder.empty()) message += " (" + holder + ")";
+    return failure(HandshakeFailure{false, kind, std::move(message), cause});
   };
+  if (opts.refuse_other_local_users) {
+    const auto peer = local_peer(s.get());
+    if (peer && peer->uid != ::geteuid() && peer->uid != 0) {
+      return fatal(ErrorKind::kEnvironment,
+                   "failed: the store at that address belongs to another user of this machine, "
+                   "not to this job",
+                   Cause::kOtherUser);
+    }
+  }
   char greeting[kGreetingBytes];
   IoResult r = recv_exact(s.get(), greeting, sizeof greeting, deadline);
   if (r.status != Io::ok) return retry("no greeting from the store: " + r.describe());
@@ -111,33 +143,54 @@ auto Connection::handshake(const Fd& s, Clock::time_point deadline)
                        quote(magic.substr(kGreetingPrefix.size())) + ", this client version " +
                        std::to_string(kProtocolVersion) +
                        " (this program's comm library and the dlaunch that hosts the store "
-                       "are from different releases)");
+                       "are from different releases)",
+                   Cause::kOtherVersion);
     }
     return fatal(ErrorKind::kEnvironment,
-                 "failed: the peer is not a dlaunch store (unexpected greeting)");
+                 "failed: the peer is not a dlaunch store (unexpected greeting)",
+                 Cause::kNotAStore);
   }
-  auto mac = auth_mac(opts.secret,
-                      reinterpret_cast<const unsigned char*>(greeting) + kGreetingMagic.size());
-  r = send_all(s.get(), {reinterpret_cast<const char*>(mac.data()), mac.size()}, deadline);
-  char header[kFrameHeaderBytes];
-  if (r.status == Io::ok) r = recv_exact(s.get(), header, sizeof header, deadline);
-  if (r.status == Io::closed) {
+  Nonce server_nonce{};
+  std::copy(greeting + kGreetingMagic.size(), greeting + kGreetingBytes, server_nonce.begin());
+  const Nonce client_nonce = fresh_nonce();
+  r = send_all(s.get(), {reinterpret_cast<const char*>(client_nonce.data()), client_nonce.size()},
+               deadline);
+  // The server proves the secret first: nothing of ours, and nothing it
+  // says, counts before that.
+  Mac proof{};
+  if (r.status == Io::ok)
+    r = recv_exact(s.get(), reinterpret_cast<char*>(proof.data()), proof.size(), deadline);
+  if (r.status != Io::ok) return retry("no proof from the store: " + r.describe());
+  Handshake h = handshake_values(opts.secret, server_nonce, client_nonce);
+  if (!same_mac(proof.data(), h.server_proof.data(), proof.size())) {
     return fatal(ErrorKind::kUsage,
-                 "failed: authentication rejected, the store closed the connection "
-                 "(is DLAUNCH_STORE_SECRET this job's secret?)");
+                 "failed: the peer could not prove that it knows the job's secret: a store "
+                 "given another secret (is DLAUNCH_STORE_SECRET this job's?), or something "
+                 "else holding that address; nothing was sent to it",
+                 Cause::kPeerUnproven);
   }
+  r = send_all(s.get(),
+               {reinterpret_cast<const char*>(h.client_proof.data()), h.client_proof.size()},
+               deadline);
+  std::string frame;
+  if (r.status == Io::ok) r = recv_frame(s.get(), frame, kMaxHandshakeFrame, kTagBytes, deadline);
   if (r.status != Io::ok) return retry("authentication unanswered: " + r.describe());
-  std::string body(frame_length(header), '\0');
-  if (body.size() != 1 + 3 * 8)
-    return fatal(ErrorKind::kEnvironment, "failed: unexpected answer to authentication");
-  r = recv_exact(s.get(), body.data(), body.size(), deadline);
-  Reader rd(body);
-  bool accepted = r.status == Io::ok && rd.u8() == static_cast<uint8_t>(Status::ok);
+  FrameTagger to_server(h.to_server);
+  FrameTagger to_client(h.to_client);
+  const std::string_view tagged = std::string_view(frame).substr(0, frame.size() - kTagBytes);
+  if (!to_client.check(tagged,
+                       reinterpret_cast<const unsigned char*>(frame.data()) + tagged.size())) {
+    return retry("the store's acceptance failed its tag");
+  }
+  Reader rd(tagged.substr(kFrameHeaderBytes));
+  const bool accepted = rd.u8() == static_cast<uint8_t>(Status::ok);
   Limits limits;
   limits.max_key = rd.u64();
   limits.max_value = rd.u64();
   limits.max_frame = rd.u64();
-  if (!accepted || !rd.finish()) return retry("authentication unanswered: " + r.describe());
+  if (!accepted || !rd.finish()) return retry("unexpected answer to authentication");
+  to_server_.emplace(std::move(to_server));
+  to_client_.emplace(std::move(to_client));
   return limits;
 }
 
@@ -163,7 +216,9 @@ void Connection::connect() {
         fd_ = std::move(*s);
         return;
       }
-      if (!accepted.error().retry) fail(accepted.error().kind, "connect", accepted.error().message);
+      if (!accepted.error().retry) {
+        fail(accepted.error().kind, "connect", accepted.error().message, accepted.error().cause);
+      }
       error = std::move(accepted).error().message;
     } else {
       error = std::move(s).error();
@@ -185,19 +240,37 @@ Answer Connection::call(const std::string& op, const std::string& frame,
                         Clock::time_point deadline) {
   limit(op, "request", frame.size() - kFrameHeaderBytes, max_frame);
   auto start = Clock::now();
+  const Tag tag = to_server_->next(frame);
   IoResult r = send_all(fd_.get(), frame, deadline);
+  if (r.status == Io::ok)
+    r = send_all(fd_.get(), {reinterpret_cast<const char*>(tag.data()), tag.size()}, deadline);
   Answer a;
-  if (r.status == Io::ok) r = recv_frame(fd_.get(), a.frame, deadline);
+  if (r.status == Io::ok)
+    r = recv_frame(fd_.get(), a.frame, opts.max_answer_bytes, kTagBytes, deadline);
+  if (r.status == Io::error && r.err == EMSGSIZE) {
+    fd_.reset();
+    fail(ErrorKind::kEnvironment, op,
+         "failed: the store announced an answer of " +
+             std::to_string(frame_length(a.frame.data())) + " bytes, over this client's limit of " +
+             std::to_string(opts.max_answer_bytes) + " (StoreOptions::max_answer_bytes)");
+  }
   if (r.status != Io::ok) lost(op, r, start);
-  if (a.frame.empty()) bad_answer(op);
-  a.status = static_cast<Status>(a.frame[0]);
+  const std::string_view tagged = std::string_view(a.frame).substr(0, a.frame.size() - kTagBytes);
+  if (!to_client_->check(tagged,
+                         reinterpret_cast<const unsigned char*>(a.frame.data()) + tagged.size())) {
+    fd_.reset();
+    fail(ErrorKind::kEnvironment, op,
+         "failed: an answer failed its tag (not from the store this connection authenticated)");
+  }
+  if (a.body().empty()) bad_answer(op);
+  a.status = static_cast<Status>(a.body()[0]);
   if (a.status == Status::error) {
     auto rd = a.reader();
     std::string message(rd.bytes());
     if (!rd.finish()) bad_answer(op);
     // The store refused a well-formed request (add() on a value that is not a
     // number, say): the request's fault, and the connection stays.
-    fail(ErrorKind::kUsage, op, "failed: " + message);
+    fail(ErrorKind::kUsage, op, "failed: " + printable(message));
   }
   if (a.status != Status::ok && a.status != Status::timeout) bad_answer(op);
   return a;

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,8 @@
 namespace dlaunch::comm::detail {
 
 std::string quote(std::string_view s);
+// A message from the wire, escaped for a terminal and bounded.
+std::string printable(std::string_view s);
 std::string quote_list(const std::vector<std::string>& keys);
 std::string seconds(Clock::duration d);  // "30.0 s"
 // Negative means "don't wait"; huge means "a year", which steady_clock can still add.
@@ -33,9 +36,13 @@ std::chrono::milliseconds clamp_wait(std::chrono::milliseconds t);
 
 struct Answer {
   Status status = Status::ok;
-  std::string frame;  // status byte first
+  std::string frame;  // as received: header, body (status byte first), tag
+  std::string_view body() const {
+    return std::string_view(frame).substr(kFrameHeaderBytes,
+                                          frame.size() - kFrameHeaderBytes - kTagBytes);
+  }
   Reader reader() const {
-    Reader r(frame);
+    Reader r(body());
     r.u8();
     return r;
   }
@@ -45,8 +52,9 @@ class Connection {
  public:
   explicit Connection(StoreOptions options);
 
-  [[noreturn]] void fail(ErrorKind kind, const std::string& op, const std::string& message) const {
-    throw StoreError(kind, address, op, message);
+  [[noreturn]] void fail(ErrorKind kind, const std::string& op, const std::string& message,
+                         StoreError::Cause cause = StoreError::Cause::kOther) const {
+    throw StoreError(kind, address, op, message).with_cause(cause);
   }
   // Drops the connection (its state is unknown) and throws.
   [[noreturn]] void bad_answer(const std::string& op) REQUIRES(mu);
@@ -86,13 +94,18 @@ class Connection {
     bool retry = false;                        // worth another connection (else connect() gives up)
     ErrorKind kind = ErrorKind::kEnvironment;  // when connect() gives up at once
     std::string message;
+    StoreError::Cause cause = StoreError::Cause::kOther;
   };
-  // Greeting, answer, acceptance on a fresh connection.
-  Result<Limits, HandshakeFailure> handshake(const Fd& s, Clock::time_point deadline);
+  // Greeting, both proofs, acceptance on a fresh connection (docs/store.md);
+  // sets the taggers of the connection it returns limits for.
+  Result<Limits, HandshakeFailure> handshake(const Fd& s, Clock::time_point deadline) REQUIRES(mu);
   [[noreturn]] void lost(const std::string& op, const IoResult& r, Clock::time_point since)
       REQUIRES(mu);
 
   Fd fd_ GUARDED_BY(mu);
+  // Each direction's frame tags, keyed by the current connection's handshake.
+  std::optional<FrameTagger> to_server_ GUARDED_BY(mu);
+  std::optional<FrameTagger> to_client_ GUARDED_BY(mu);
 };
 
 }  // namespace dlaunch::comm::detail

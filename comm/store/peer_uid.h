@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <optional>
+#include <string>
 
 #include <boost/asio/ip/tcp.hpp>
 
@@ -20,6 +21,20 @@ namespace dlaunch::comm::detail {
 // address is a loopback address or the address it connected to, i.e. one of
 // ours); nullopt for a remote peer or when the kernel does not say.
 std::optional<uid_t> local_peer_uid(const boost::asio::ip::tcp::socket& socket);
+
+// The process at the other end of connected socket `fd` (TCP or Unix) when
+// it is on this machine: its uid, and its pid where /proc shows it (else 0).
+struct LocalPeer {
+  uid_t uid = 0;
+  pid_t pid = 0;
+};
+std::optional<LocalPeer> local_peer(int fd);
+
+// Who holds the other end of connected socket `fd` when it is on this machine
+// ("held by user mallory (uid 1001), pid 4242 (fake_store)"; the pid where
+// /proc shows it), for a message about a peer that is not what it should
+// be; empty for a remote peer or when the kernel does not say.
+std::string describe_local_peer(int fd);
 
 // The peer's uid on a Unix socket (SO_PEERCRED); nullopt when unknown.
 std::optional<uid_t> unix_peer_uid(int fd);

@@ -9,7 +9,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
-#include <openssl/crypto.h>
 #include <openssl/rand.h>
 
 #include "store/peer_uid.h"
@@ -79,21 +78,35 @@ void Session::start() {
   if (RAND_bytes(nonce_.data(), static_cast<int>(nonce_.size())) != 1) return close();
   std::string greeting(kGreetingMagic);
   greeting.append(reinterpret_cast<const char*>(nonce_.data()), nonce_.size());
-  send(std::move(greeting));
+  send_raw(std::move(greeting));
 
   auto self = shared_from_this();
   auth_timer_.expires_after(state_->opts.auth_timeout);
   auth_timer_.async_wait([self](const error_code& ec) {
     if (!ec && !self->authed_) self->close();
   });
+  asio::async_read(socket_, asio::buffer(client_nonce_),
+                   [self](const error_code& ec, size_t) { self->on_client_nonce(ec); });
+}
+
+// The client's nonce: this side proves the secret first (docs/store.md), so
+// that a client learns nothing false and gives nothing away to an impostor.
+void Session::on_client_nonce(const error_code& ec) {
+  if (ec || closed_) return close();
+  Handshake h = handshake_values(state_->opts.secret, nonce_, client_nonce_);
+  client_proof_ = h.client_proof;
+  to_server_.emplace(h.to_server);
+  to_client_.emplace(h.to_client);
+  send_raw(
+      std::string(reinterpret_cast<const char*>(h.server_proof.data()), h.server_proof.size()));
+  auto self = shared_from_this();
   asio::async_read(socket_, asio::buffer(answer_),
-                   [self](const error_code& ec, size_t) { self->on_answer(ec); });
+                   [self](const error_code& ec2, size_t) { self->on_answer(ec2); });
 }
 
 void Session::on_answer(const error_code& ec) {
   if (ec || closed_) return close();
-  Mac expected = auth_mac(state_->opts.secret, nonce_.data());
-  if (CRYPTO_memcmp(expected.data(), answer_.data(), expected.size()) != 0) return close();
+  if (!same_mac(client_proof_.data(), answer_.data(), answer_.size())) return close();
   authed_ = true;
   leave_unauthenticated();
   auth_timer_.cancel();
@@ -144,10 +157,14 @@ void Session::pump() {
   while (!waiting_ && wq_bytes_ < kMaxQueuedBytes && rend_ - rpos_ >= kFrameHeaderBytes) {
     uint32_t len = frame_length(rbuf_.data() + rpos_);
     if (len == 0 || len > state_->opts.max_frame_bytes) return close();
-    if (rend_ - rpos_ - kFrameHeaderBytes < len) break;
-    std::string_view body(rbuf_.data() + rpos_ + kFrameHeaderBytes, len);
-    rpos_ += kFrameHeaderBytes + len;
-    if (!handle(body)) return close();
+    if (rend_ - rpos_ < kFrameHeaderBytes + size_t{len} + kTagBytes) break;
+    const std::string_view frame(rbuf_.data() + rpos_, kFrameHeaderBytes + len);
+    const auto* tag = reinterpret_cast<const unsigned char*>(frame.data() + frame.size());
+    rpos_ += frame.size() + kTagBytes;
+    // Not from the client that proved the secret on this connection (a
+    // frame injected, replayed or reordered): nothing of it is looked at.
+    if (!to_server_->check(frame, tag)) return close();
+    if (!handle(frame.substr(kFrameHeaderBytes))) return close();
     if (closed_) return;
   }
   read_more();
@@ -161,7 +178,7 @@ void Session::read_more() {
     uint32_t len = frame_length(rbuf_.data() + rpos_);
     // Checked from the header alone, before a byte of the body is buffered.
     if (len == 0 || len > state_->opts.max_frame_bytes) return close();
-    need += len;
+    need += len + kTagBytes;
     if (avail >= need) return;  // a whole frame is already waiting its turn
   }
   if (rpos_ > 0) {
@@ -340,8 +357,15 @@ void Session::answer_timeout() {
 
 void Session::send(std::string frame) {
   if (closed_) return;
-  wq_bytes_ += frame.size();
-  wq_.push_back(std::move(frame));
+  const Tag tag = to_client_->next(frame);
+  frame.append(reinterpret_cast<const char*>(tag.data()), tag.size());
+  send_raw(std::move(frame));
+}
+
+void Session::send_raw(std::string bytes) {
+  if (closed_) return;
+  wq_bytes_ += bytes.size();
+  wq_.push_back(std::move(bytes));
   flush();
 }
 

@@ -67,6 +67,7 @@ class Session final : public std::enable_shared_from_this<Session>, private Wait
  private:
   enum class Reply : uint8_t { none, value, values };
 
+  void on_client_nonce(const boost::system::error_code& ec);
   void on_answer(const boost::system::error_code& ec);
   void pump();
   void read_more();
@@ -77,7 +78,10 @@ class Session final : public std::enable_shared_from_this<Session>, private Wait
   void on_ready() override;
   void answer_ready();
   void answer_timeout();
+  // A frame of the session (header and body): tagged, queued.
   void send(std::string frame);
+  // Bytes of the handshake, sent as they are.
+  void send_raw(std::string bytes);
   void flush();
 
   std::shared_ptr<ServerState> state_;
@@ -85,8 +89,13 @@ class Session final : public std::enable_shared_from_this<Session>, private Wait
   std::optional<uid_t> local_uid_;
   boost::asio::steady_timer auth_timer_;
   boost::asio::steady_timer wait_timer_;
-  std::array<unsigned char, kNonceBytes> nonce_{};
-  std::array<unsigned char, kMacBytes> answer_{};
+  Nonce nonce_{};
+  Nonce client_nonce_{};
+  Mac answer_{};
+  Mac client_proof_{};  // what a client that knows the secret answers
+  // Each direction's tags, keyed by this connection's handshake.
+  std::optional<FrameTagger> to_server_;
+  std::optional<FrameTagger> to_client_;
   bool authed_ = false;
   bool closed_ = false;
   std::string source_;                                // the peer's address

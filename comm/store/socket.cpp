@@ -149,12 +149,13 @@ IoResult recv_exact(int fd, char* buf, size_t n, Clock::time_point deadline) {
   return {Io::ok};
 }
 
-IoResult recv_frame(int fd, std::string& body, Clock::time_point deadline) {
+IoResult recv_frame(int fd, std::string& frame, size_t max_body, size_t trailer,
+                    Clock::time_point deadline) {
   // Waits first and reads greedily: the answer is never there the instant the
   // request has left, and a small one then arrives in a single recv.
   char buf[16384];
   size_t have = 0;
-  while (have < 4) {
+  while (have < kFrameHeaderBytes) {
     if (auto r = wait_for(fd, POLLIN, deadline); r.status != Io::ok) return r;
     ssize_t got = ::recv(fd, buf + have, sizeof buf - have, 0);
     if (got == 0 || (got < 0 && errno == ECONNRESET)) return {Io::closed};
@@ -163,11 +164,21 @@ IoResult recv_frame(int fd, std::string& body, Clock::time_point deadline) {
     }
     if (got > 0) have += static_cast<size_t>(got);
   }
-  size_t len = frame_length(buf);
-  if (have - 4 > len) return {Io::error, EPROTO};
-  body.resize(len);
-  std::memcpy(body.data(), buf + 4, have - 4);
-  return recv_exact(fd, body.data() + (have - 4), len - (have - 4), deadline);
+  frame.assign(buf, have);
+  const size_t len = frame_length(buf);
+  // Checked from the header alone, before anything is allocated for it.
+  if (len > max_body) return {Io::error, EMSGSIZE};
+  const size_t total = kFrameHeaderBytes + len + trailer;
+  if (have > total) return {Io::error, EPROTO};
+  // Grown as the bytes come, not to what the header claims: a peer must send
+  // what it announces before it costs this process that much memory.
+  while (have < total) {
+    const size_t step = std::min(total - have, std::max<size_t>(have, 1 << 16));
+    frame.resize(have + step);
+    if (auto r = recv_exact(fd, frame.data() + have, step, deadline); r.status != Io::ok) return r;
+    have += step;
+  }
+  return {Io::ok};
 }
 
 }  // namespace dlaunch::comm::detail

@@ -50,8 +50,12 @@ Result<Fd> connect_tcp(const std::string& host, uint16_t port, Clock::time_point
 Result<Fd> connect_unix(const std::string& path, Clock::time_point deadline);
 IoResult send_all(int fd, std::string_view data, Clock::time_point deadline);
 IoResult recv_exact(int fd, char* buf, size_t n, Clock::time_point deadline);
-// One u32-length-prefixed frame into `body`; Io::error with EPROTO if more than
-// one frame arrived, which a strict request-answer exchange never does.
-IoResult recv_frame(int fd, std::string& body, Clock::time_point deadline);
+// One frame into `frame`: its u32 length, that many bytes of body, then
+// `trailer` bytes (a tag), all kept. Io::error with EMSGSIZE for a length
+// over `max_body` (seen in the header, before anything is allocated for it),
+// with EPROTO if more than one frame arrived, which a strict request-answer
+// exchange never does. The buffer grows with what arrives, never ahead of it.
+IoResult recv_frame(int fd, std::string& frame, size_t max_body, size_t trailer,
+                    Clock::time_point deadline);
 
 }  // namespace dlaunch::comm::detail

@@ -3,14 +3,16 @@
 // decoding, limits, parked waits and the table behind them.
 //
 // Two real Sessions run on an io_context, each against one end of a
-// socketpair; the harness plays both clients on the other ends: each answers
-// its challenge with the right MAC, sends its share of the input as the byte
-// stream that follows, closes its side and reads every answer. The server must not crash, leak or
+// socketpair; the harness plays both clients on the other ends: each makes
+// the handshake as a client with the secret does, sends its share of the
+// input as the frames that follow (each complete frame with its right tag),
+// closes its side and reads every answer. The server must not crash, leak or
 // hang, and everything it sends must be well-formed frames (u32 length, status byte).
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -60,21 +62,42 @@ void check_answers(std::string_view got) {
     broken("no greeting");
   }
   got.remove_prefix(detail::kGreetingBytes);
+  if (got.size() < detail::kMacBytes) broken("no proof of the server's");
+  got.remove_prefix(detail::kMacBytes);
   while (!got.empty()) {
     if (got.size() < detail::kFrameHeaderBytes) broken("truncated answer header");
     const std::uint32_t len = detail::frame_length(got.data());
     got.remove_prefix(detail::kFrameHeaderBytes);
-    if (len == 0 || len > got.size()) broken("answer frame of a bad length");
+    if (len == 0 || len + detail::kTagBytes > got.size()) broken("answer frame of a bad length");
     const auto status = static_cast<std::uint8_t>(got[0]);
     if (status > static_cast<std::uint8_t>(detail::Status::error)) broken("unknown answer status");
-    got.remove_prefix(len);
+    got.remove_prefix(len + detail::kTagBytes);
   }
+}
+
+// A client's share of the input as the frames it sends: each complete frame
+// (by the length in its header) gets the tag the server expects, so that
+// the fuzzer reaches the request handling behind the tag check; a frame the
+// share cuts short goes as it is.
+std::string tagged_frames(std::string_view share, detail::FrameTagger& tagger) {
+  std::string out;
+  while (share.size() >= detail::kFrameHeaderBytes) {
+    const std::size_t len = detail::frame_length(share.data());
+    if (len > share.size() - detail::kFrameHeaderBytes) break;
+    const std::string_view frame = share.substr(0, detail::kFrameHeaderBytes + len);
+    out.append(frame);
+    const detail::Tag tag = tagger.next(frame);
+    out.append(reinterpret_cast<const char*>(tag.data()), tag.size());
+    share.remove_prefix(frame.size());
+  }
+  out.append(share);
+  return out;
 }
 
 // One client connection: the harness's end of a socketpair.
 struct Client {
   int fd = -1;
-  std::string out;  // MAC, then this client's share of the input
+  std::string out;  // its nonce, then its proof and its share of the input
   std::size_t sent = 0;
   bool shut = false;
   std::string got;  // everything the server sent
@@ -134,15 +157,34 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   while (io.poll() > 0) {
   }
+  // The handshake, as a client that knows the secret makes it.
+  detail::Nonce client_nonce{};
+  for (std::size_t i = 0; i < client_nonce.size(); ++i)
+    client_nonce[i] = static_cast<unsigned char>(i);
+  for (auto& c : clients) {
+    drain(c.fd, c.got);
+    if (c.got.size() < detail::kGreetingBytes) broken("no greeting");
+    (void)::write(c.fd, client_nonce.data(), client_nonce.size());
+  }
+  while (io.poll() > 0) {
+  }
   for (std::size_t i = 0; i < 2; ++i) {
     Client& c = clients[i];
     drain(c.fd, c.got);
-    if (c.got.size() < detail::kGreetingBytes) broken("no greeting");
-    const auto* nonce =
-        reinterpret_cast<const unsigned char*>(c.got.data()) + detail::kGreetingMagic.size();
-    const detail::Mac mac = detail::auth_mac(opts.secret, nonce);
-    c.out.assign(reinterpret_cast<const char*>(mac.data()), mac.size());
-    c.out.append(shares[i]);
+    if (c.got.size() < detail::kGreetingBytes + detail::kMacBytes) broken("no proof");
+    detail::Nonce server_nonce{};
+    std::copy(c.got.begin() + detail::kGreetingMagic.size(), c.got.begin() + detail::kGreetingBytes,
+              server_nonce.begin());
+    const detail::Handshake h = detail::handshake_values(opts.secret, server_nonce, client_nonce);
+    if (!detail::same_mac(
+            h.server_proof.data(),
+            reinterpret_cast<const unsigned char*>(c.got.data()) + detail::kGreetingBytes,
+            detail::kMacBytes)) {
+      broken("the server's proof is wrong");
+    }
+    detail::FrameTagger to_server(h.to_server);
+    c.out.assign(reinterpret_cast<const char*>(h.client_proof.data()), h.client_proof.size());
+    c.out.append(tagged_frames(shares[i], to_server));
   }
 
   for (;;) {

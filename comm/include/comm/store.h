@@ -7,9 +7,16 @@
 // before including to drop it now.
 //
 // Contract:
-//  - Every connection proves knowledge of the job secret by HMAC-SHA256
-//    challenge-response before anything else is accepted; the secret never
-//    crosses the wire (protocol: docs/store.md).
+//  - Mutual authentication: on every connection the server proves that it
+//    knows the job's secret before the client sends or believes anything,
+//    then the client proves it before the server serves anything (HMAC-SHA256
+//    over both sides' fresh nonces; the secret never crosses the wire). Every
+//    frame after that carries a tag keyed to that connection alone, so nothing
+//    recorded or relayed from one connection is accepted on another
+//    (protocol: docs/store.md).
+//  - The client trusts no size from the wire: an answer over
+//    StoreOptions::max_answer_bytes, or a malformed one, fails the call and
+//    drops the connection before anything is allocated for it.
 //  - Store is thread-safe: requests on its one connection are serialised by an
 //    internal mutex, so a thread parked in get() holds up the others; give each
 //    thread its own Store when that matters.
@@ -28,6 +35,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -57,8 +65,23 @@ namespace dlaunch::comm {
 //   call; the failed call may or may not have taken effect on the store (add()
 //   is not idempotent). A timed-out barrier name is spent (docs/store.md).
 // - kInternal: not thrown as a StoreError today (see the contract above).
+//
+// cause() tells the handshake failures that mean "what answers at that
+// address is not this job's store" apart from the rest: a launcher must not
+// join such a peer (docs/per-node.md), whatever kind the error has.
 class StoreError : public Error {
  public:
+  enum class Cause {
+    kOther,
+    // The peer could not prove that it knows the secret: a store with
+    // another secret, or an impostor holding the address (kind kUsage).
+    kPeerUnproven,
+    kNotAStore,     // it does not speak the store's protocol (kEnvironment)
+    kOtherVersion,  // a dlaunch store of another protocol version (kUsage)
+    // A store on this machine run by another user (not root): refused
+    // before a byte is exchanged (StoreOptions::refuse_other_local_users).
+    kOtherUser,
+  };
   // address: "host:port" (empty when not known yet); operation: e.g. `get("k")`.
   StoreError(ErrorKind kind, std::string address, std::string operation,
              const std::string& message);
@@ -73,10 +96,16 @@ class StoreError : public Error {
                                                                                                           message);
   const std::string& address() const { return address_; }
   const std::string& operation() const { return operation_; }
+  Cause cause() const { return cause_; }
+  StoreError& with_cause(Cause c) {
+    cause_ = c;
+    return *this;
+  }
 
  private:
   std::string address_;
   std::string operation_;
+  Cause cause_ = Cause::kOther;
 };
 
 struct StoreOptions {
@@ -90,6 +119,15 @@ struct StoreOptions {
   std::chrono::milliseconds connect_timeout{60000};
   // Default deadline for get/wait/multi_get, and the I/O deadline of every request.
   std::chrono::milliseconds timeout{300000};
+  // The largest answer accepted (a multi_get of many large values); a frame
+  // announcing more fails the call before its body is read.
+  std::size_t max_answer_bytes = std::size_t{1} << 30;
+  // A store on this machine whose socket belongs to another user (neither
+  // this one nor root) is not this job's: refused at once, before the
+  // greeting is read. The job's store is always run by the job's user (its
+  // agent or launcher); where it is not, e.g. an open rendezvous with no
+  // secret, this keeps another local user from standing in for it.
+  bool refuse_other_local_users = true;
 };
 
 class Store {

@@ -185,10 +185,10 @@ TEST_F(StoreConcurrency, ServerCopesWithAClientVanishingWhileParked) {
     store_test::RawClient raw(server.port());
     raw.authenticate();
     // get("k") with a one-hour timeout, then hang up before the answer.
-    raw.send(dlaunch::comm::detail::Writer(uint8_t(dlaunch::comm::detail::Op::get))
-                 .u64(3600000)
-                 .str("k")
-                 .finish());
+    raw.send_frame(dlaunch::comm::detail::Writer(uint8_t(dlaunch::comm::detail::Op::get))
+                       .u64(3600000)
+                       .str("k")
+                       .finish());
     std::this_thread::sleep_for(100ms);
   }
   auto c = client();
@@ -204,8 +204,8 @@ TEST_F(StoreConcurrency, PipelinedRequestsWaitBehindAParkedOne) {
   raw.authenticate();
   using dlaunch::comm::detail::Op;
   using dlaunch::comm::detail::Writer;
-  raw.send(Writer(uint8_t(Op::get)).u64(10000).str("first").finish() +
-           Writer(uint8_t(Op::set)).str("second").str("2").finish());
+  const std::string first = raw.tagged(Writer(uint8_t(Op::get)).u64(10000).str("first").finish());
+  raw.send(first + raw.tagged(Writer(uint8_t(Op::set)).str("second").str("2").finish()));
   std::this_thread::sleep_for(100ms);
   auto c = client();
   EXPECT_FALSE(c.check({"second"}));  // held back until "first" is answered

@@ -6,8 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -70,6 +73,95 @@ class FakeStore {
   std::thread thread_;
 };
 
+// A peer on a loopback port that plays `script` on its first connection
+// (blocking socket), then hangs up: an impostor, a relay, a hostile store.
+class ScriptedPeer {
+ public:
+  explicit ScriptedPeer(std::function<void(int)> script) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a = store_test::loopback(0);
+    socklen_t len = sizeof a;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 1) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      throw std::runtime_error("ScriptedPeer: cannot listen");
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this, script = std::move(script)] {
+      int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      script(c);
+      ::close(c);
+    });
+  }
+  ScriptedPeer(const ScriptedPeer&) = delete;
+  ScriptedPeer& operator=(const ScriptedPeer&) = delete;
+  ~ScriptedPeer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  int fd_;
+  uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+// Blocking I/O for the scripts: exactly n bytes, or what came before EOF.
+std::string read_n(int fd, size_t n) {
+  std::string out;
+  char buf[4096];
+  while (out.size() < n) {
+    const ssize_t got = ::recv(fd, buf, std::min(sizeof buf, n - out.size()), 0);
+    if (got <= 0) break;
+    out.append(buf, static_cast<size_t>(got));
+  }
+  return out;
+}
+void write_all(int fd, const std::string& bytes) {
+  (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+}
+std::string mac_bytes(const dlaunch::comm::detail::Mac& m) {
+  return {reinterpret_cast<const char*>(m.data()), m.size()};
+}
+std::string tag_bytes(const dlaunch::comm::detail::Tag& t) {
+  return {reinterpret_cast<const char*>(t.data()), t.size()};
+}
+
+// Plays a store that knows `secret` through the handshake, then hands the
+// connection and its taggers to `then`.
+std::function<void(int)> knowing_store(std::string secret,
+                                       std::function<void(int, dlaunch::comm::detail::FrameTagger&,
+                                                          dlaunch::comm::detail::FrameTagger&)>
+                                           then) {
+  return [secret = std::move(secret), then = std::move(then)](int fd) {
+    namespace d = dlaunch::comm::detail;
+    const d::Nonce ns = d::fresh_nonce();
+    write_all(fd, std::string(d::kGreetingMagic) +
+                      std::string(reinterpret_cast<const char*>(ns.data()), ns.size()));
+    const std::string nc_bytes = read_n(fd, d::kNonceBytes);
+    if (nc_bytes.size() != d::kNonceBytes) return;
+    d::Nonce nc{};
+    std::copy(nc_bytes.begin(), nc_bytes.end(), nc.begin());
+    const d::Handshake h = d::handshake_values(secret, ns, nc);
+    write_all(fd, mac_bytes(h.server_proof));
+    if (read_n(fd, d::kMacBytes) != mac_bytes(h.client_proof)) return;
+    d::FrameTagger to_server(h.to_server);
+    d::FrameTagger to_client(h.to_client);
+    const std::string ok = Writer(0).u64(4096).u64(1 << 20).u64(1 << 21).finish();
+    write_all(fd, ok + tag_bytes(to_client.next(ok)));
+    then(fd, to_server, to_client);
+  };
+}
+
+size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t pages = 0;
+  size_t resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
 // What connecting to `greeting` throws (a StoreError, or a test failure).
 dlaunch::comm::StoreError connect_to_greeting(const std::string& greeting) {
   FakeStore fake(greeting);
@@ -127,8 +219,12 @@ TEST(StoreAuth, ClientWithTheWrongSecretIsRejectedAtOnce) {
     dlaunch::comm::Store s(o);
     FAIL() << "connected with the wrong secret";
   } catch (const dlaunch::comm::StoreError& e) {
-    EXPECT_NE(std::string(e.what()).find("authentication rejected"), std::string::npos) << e.what();
+    // The store proves its secret first: the client sees that it is not its own.
+    EXPECT_NE(std::string(e.what()).find("could not prove that it knows the job's secret"),
+              std::string::npos)
+        << e.what();
     EXPECT_EQ(e.kind(), dlaunch::comm::ErrorKind::kUsage);  // the caller's secret
+    EXPECT_EQ(e.cause(), dlaunch::comm::StoreError::Cause::kPeerUnproven);
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);  // not retried until connect_timeout
 }
@@ -140,13 +236,17 @@ TEST(StoreAuth, ClientWithoutASecretFailsBeforeConnecting) {
 }
 
 TEST(StoreAuth, AStoreOfAnotherProtocolVersionIsToldApart) {
-  // Version 1 spoke big-endian: a client of version 2 must not misread it.
-  auto e = connect_to_greeting("DLSTORE1" + std::string(32, 'n'));
-  EXPECT_NE(std::string(e.what()).find("connect failed: the store speaks protocol version \"1\", "
-                                       "this client version 2"),
-            std::string::npos)
-      << e.what();
-  EXPECT_EQ(e.kind(), dlaunch::comm::ErrorKind::kUsage);  // mismatched installations
+  // Version 1 spoke big-endian, version 2 proved nothing to its clients: a
+  // client of version 3 must use neither.
+  for (const char* version : {"1", "2"}) {
+    auto e = connect_to_greeting("DLSTORE" + std::string(version) + std::string(32, 'n'));
+    EXPECT_NE(std::string(e.what()).find("connect failed: the store speaks protocol version \"" +
+                                         std::string(version) + "\", this client version 3"),
+              std::string::npos)
+        << e.what();
+    EXPECT_EQ(e.kind(), dlaunch::comm::ErrorKind::kUsage);  // mismatched installations
+    EXPECT_EQ(e.cause(), dlaunch::comm::StoreError::Cause::kOtherVersion);
+  }
 }
 
 TEST(StoreAuth, APeerThatIsNoStoreIsRefusedAtOnce) {
@@ -162,7 +262,7 @@ TEST(StoreAuth, TheGreetingCarriesAFreshNonceAndNotTheSecret) {
   dlaunch::comm::ThreadedStoreServer server(server_options());
   RawClient a(server.port()), b(server.port());
   std::string ga = a.greeting(), gb = b.greeting();
-  EXPECT_EQ(ga.substr(0, 8), "DLSTORE2");  // protocol version 2
+  EXPECT_EQ(ga.substr(0, 8), "DLSTORE3");  // protocol version 3
   EXPECT_NE(ga.substr(8), gb.substr(8));
   EXPECT_EQ(ga.find(store_test::kSecret), std::string::npos);
 }
@@ -171,6 +271,7 @@ TEST_F(StoreHostile, GarbageInsteadOfTheAnswerIsDisconnectedAndReadsNothing) {
   bystander.set("private", "data");
   RawClient raw(server.port());
   raw.greeting();
+  ASSERT_TRUE(raw.send_nonce());
   raw.send(std::string(32, 'x') + Writer(uint8_t(Op::get)).u64(0).str("private").finish());
   EXPECT_TRUE(raw.hung_up_silently());
   expect_bystander_unharmed();
@@ -179,18 +280,24 @@ TEST_F(StoreHostile, GarbageInsteadOfTheAnswerIsDisconnectedAndReadsNothing) {
 TEST_F(StoreHostile, AnswerComputedWithTheWrongSecretIsDisconnected) {
   bystander.set("private", "data");
   RawClient raw(server.port());
-  raw.answer(raw.greeting(), "wrong-secret");
-  raw.send(Writer(uint8_t(Op::get)).u64(0).str("private").finish());
+  raw.greeting();
+  ASSERT_TRUE(raw.send_nonce());
+  auto wrong = raw.values("wrong-secret").client_proof;
+  raw.send(std::string(reinterpret_cast<const char*>(wrong.data()), wrong.size()) +
+           Writer(uint8_t(Op::get)).u64(0).str("private").finish());
   EXPECT_TRUE(raw.hung_up_silently());
   expect_bystander_unharmed();
 }
 
 TEST_F(StoreHostile, AReplayedAnswerIsRejected) {
   RawClient first(server.port());
-  std::string old_greeting = first.greeting();
+  first.greeting();
+  ASSERT_TRUE(first.send_nonce());
+  auto old = first.values(store_test::kSecret).client_proof;  // valid for those nonces only
   RawClient second(server.port());
   second.greeting();
-  second.answer(old_greeting, store_test::kSecret);  // valid for the other nonce only
+  ASSERT_TRUE(second.send_nonce());
+  second.send(std::string(reinterpret_cast<const char*>(old.data()), old.size()));
   EXPECT_TRUE(second.hung_up_silently());
 }
 
@@ -206,7 +313,7 @@ TEST_F(StoreHostile, RequestsBeforeAuthenticationAreNotServed) {
 TEST_F(StoreHostile, UnknownOperationClosesOnlyThatConnection) {
   RawClient raw(server.port());
   raw.authenticate();
-  raw.send(frame_with_length(1, std::string(1, '\x63')));
+  raw.send_frame(frame_with_length(1, std::string(1, '\x63')));
   EXPECT_TRUE(raw.hung_up_silently());
   expect_bystander_unharmed();
 }
@@ -216,7 +323,7 @@ TEST_F(StoreHostile, TruncatedFieldClosesOnlyThatConnection) {
   raw.authenticate();
   // set whose key claims 50 bytes inside a 9-byte body.
   std::string body = Writer(uint8_t(Op::set)).u32(50).u32(0).finish().substr(4);
-  raw.send(frame_with_length(static_cast<uint32_t>(body.size()), body));
+  raw.send_frame(frame_with_length(static_cast<uint32_t>(body.size()), body));
   EXPECT_TRUE(raw.hung_up_silently());
   expect_bystander_unharmed();
 }
@@ -225,7 +332,7 @@ TEST_F(StoreHostile, TrailingBytesCloseTheConnection) {
   RawClient raw(server.port());
   raw.authenticate();
   std::string body = Writer(uint8_t(Op::num_keys)).finish().substr(4) + "junk";
-  raw.send(frame_with_length(static_cast<uint32_t>(body.size()), body));
+  raw.send_frame(frame_with_length(static_cast<uint32_t>(body.size()), body));
   EXPECT_TRUE(raw.hung_up_silently());
   expect_bystander_unharmed();
 }
@@ -249,7 +356,7 @@ TEST_F(StoreHostile, OversizedFrameIsRefusedFromItsHeaderAlone) {
 TEST_F(StoreHostile, OversizedKeyClosesTheConnection) {
   RawClient raw(server.port());
   raw.authenticate();
-  raw.send(Writer(uint8_t(Op::set)).str(std::string(65, 'k')).str("v").finish());
+  raw.send_frame(Writer(uint8_t(Op::set)).str(std::string(65, 'k')).str("v").finish());
   EXPECT_TRUE(raw.hung_up_silently());
   expect_bystander_unharmed();
 }
@@ -257,7 +364,7 @@ TEST_F(StoreHostile, OversizedKeyClosesTheConnection) {
 TEST_F(StoreHostile, OversizedValueClosesTheConnection) {
   RawClient raw(server.port());
   raw.authenticate();
-  raw.send(Writer(uint8_t(Op::set)).str("k").str(std::string(1025, 'v')).finish());
+  raw.send_frame(Writer(uint8_t(Op::set)).str("k").str(std::string(1025, 'v')).finish());
   EXPECT_TRUE(raw.hung_up_silently());
   EXPECT_FALSE(bystander.check({"k"}));
   expect_bystander_unharmed();
@@ -266,7 +373,7 @@ TEST_F(StoreHostile, OversizedValueClosesTheConnection) {
 TEST_F(StoreHostile, HugeListCountClosesTheConnection) {
   RawClient raw(server.port());
   raw.authenticate();
-  raw.send(Writer(uint8_t(Op::check)).u32(0xffffffff).finish());
+  raw.send_frame(Writer(uint8_t(Op::check)).u32(0xffffffff).finish());
   EXPECT_TRUE(raw.hung_up_silently());
   expect_bystander_unharmed();
 }
@@ -274,7 +381,7 @@ TEST_F(StoreHostile, HugeListCountClosesTheConnection) {
 TEST_F(StoreHostile, FramesSplitIntoSingleBytesAreStillParsed) {
   RawClient raw(server.port());
   raw.authenticate();
-  std::string f = Writer(uint8_t(Op::set)).str("slow").str("drip").finish();
+  std::string f = raw.tagged(Writer(uint8_t(Op::set)).str("slow").str("drip").finish());
   for (char c : f) {
     raw.send(std::string(1, c));
     std::this_thread::sleep_for(1ms);
@@ -337,7 +444,7 @@ TEST(StoreFlood, AnotherLocalUsersConnectionIsClosedAtOnce) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   // This user's own connection gets its challenge.
   RawClient mine(server.port());
-  EXPECT_EQ(mine.greeting().substr(0, 8), "DLSTORE2");
+  EXPECT_EQ(mine.greeting().substr(0, 8), "DLSTORE3");
 }
 
 // Issue 15 item 2: this user's processes on the store's machine connect over
@@ -367,4 +474,118 @@ TEST(StoreFlood, TheUnixSocketIsOutOfTheFloodsWay) {
   EXPECT_EQ(tcp.get("via"), "unix");
   flood.clear();
   std::filesystem::remove_all(dir);
+}
+
+// Issue 27 item 1: the store proves the secret to its clients. Something
+// that holds the address and cannot prove it (a process that bound the port
+// first) learns nothing but a fresh nonce, and the client says who it is.
+TEST(StoreMutualAuth, AnImpostorThatCannotProveTheSecretGetsNothingButANonce) {
+  std::string received;
+  {
+    ScriptedPeer impostor([&](int fd) {
+      write_all(fd, std::string(dlaunch::comm::detail::kGreetingMagic) + std::string(32, 'n'));
+      received = read_n(fd, 32);
+      write_all(fd, std::string(32, 'p'));  // a "proof" made without the secret
+      received += read_n(fd, 1 << 16);      // whatever else the client sends, until it hangs up
+    });
+    auto o = client_options(impostor.port());
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      dlaunch::comm::Store s(o);
+      ADD_FAILURE() << "the client accepted an impostor";
+    } catch (const dlaunch::comm::StoreError& e) {
+      EXPECT_EQ(e.cause(), dlaunch::comm::StoreError::Cause::kPeerUnproven) << e.what();
+      EXPECT_EQ(e.kind(), dlaunch::comm::ErrorKind::kUsage);
+      const std::string what = e.what();
+      EXPECT_NE(what.find("could not prove that it knows the job's secret"), std::string::npos)
+          << what;
+      // The impostor is this test's own thread: the kernel says who holds it.
+      EXPECT_NE(what.find("pid " + std::to_string(::getpid())), std::string::npos) << what;
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);  // not retried
+  }
+  // Its nonce and nothing else: no proof of the client's, no request.
+  EXPECT_EQ(received.size(), 32u);
+}
+
+// A relay between a client and the real store (an impostor at the job's
+// address that forwards the handshake both ways) gets a connection the store
+// accepted, and can still say nothing on it: every frame is tagged with a key
+// of that handshake, which the relay never sees. A frame of its own, or one
+// of the client's sent twice, closes the connection and changes nothing.
+TEST(StoreMutualAuth, ARelayedHandshakeLetsTheRelayNeitherInjectNorReplay) {
+  namespace d = dlaunch::comm::detail;
+  dlaunch::comm::ThreadedStoreServer real(server_options());
+  for (const bool replay : {false, true}) {
+    std::string relay_saw;
+    ScriptedPeer relay([&](int client) {
+      RawClient upstream(real.port());
+      write_all(client, upstream.greeting());  // the real store's nonce
+      const std::string nc = read_n(client, d::kNonceBytes);
+      upstream.send(nc);
+      write_all(client, *upstream.read(d::kMacBytes));  // the real store's proof
+      upstream.send(read_n(client, d::kMacBytes));      // the client's proof
+      // The acceptance: header, 25 bytes, tag.
+      write_all(client, *upstream.read(4 + 25 + d::kTagBytes));
+      // The client's first request, an add("n", 1): forwarded.
+      const std::string header = read_n(client, 4);
+      const std::string request =
+          header + read_n(client, d::frame_length(header.data()) + d::kTagBytes);
+      upstream.send(request);
+      write_all(client, *upstream.read(4 + 9 + d::kTagBytes));  // its answer, to the client
+      if (replay) {
+        upstream.send(request);  // the same frame again
+      } else {
+        const std::string mine = Writer(uint8_t(d::Op::set)).str("owned").str("by-relay").finish();
+        upstream.send(mine + std::string(d::kTagBytes, 't'));
+      }
+      relay_saw = upstream.hung_up_silently() ? "closed" : "served";
+    });
+    dlaunch::comm::Store victim(client_options(relay.port()));
+    EXPECT_EQ(victim.add("n", 1), 1);
+    // The relay's own request, or the replay, was not served.
+    dlaunch::comm::Store bystander(client_options(real.port()));
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (relay_saw.empty() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(10ms);
+    EXPECT_EQ(relay_saw, "closed") << (replay ? "replay" : "injection");
+    EXPECT_FALSE(bystander.check({"owned"}));
+    EXPECT_EQ(bystander.add("n", 0), 1);  // the replayed add counted nothing
+    bystander.delete_key("n");
+  }
+}
+
+// The client trusts no length from the wire: an answer announced over its
+// limit fails the call at once, and one within the limit that does not come
+// costs the client only what arrived, not what the header promised.
+TEST(StoreMutualAuth, AnAnswerLengthFromTheWireIsBoundedAndNeverAllocatedAhead) {
+  namespace d = dlaunch::comm::detail;
+  for (const uint32_t announced : {0xFFFFFF00u, 512u << 20}) {
+    ScriptedPeer hostile(
+        knowing_store(store_test::kSecret, [&](int fd, d::FrameTagger&, d::FrameTagger&) {
+          const std::string header = read_n(fd, 4);
+          read_n(fd, d::frame_length(header.data()) + d::kTagBytes);
+          std::string answer(4, '\0');
+          for (int i = 0; i < 4; ++i) answer[i] = static_cast<char>(announced >> (8 * i));
+          write_all(fd, answer + std::string(10, 'x'));
+          read_n(fd, 1);  // until the client hangs up
+        }));
+    auto o = client_options(hostile.port());
+    o.max_answer_bytes = 256 << 20;
+    o.timeout = 1s;
+    dlaunch::comm::Store s(o);
+    const size_t before = resident_bytes();
+    try {
+      (void)s.num_keys();
+      ADD_FAILURE() << "an answer of " << announced << " bytes was accepted";
+    } catch (const dlaunch::comm::StoreError& e) {
+      const std::string what = e.what();
+      if (announced > o.max_answer_bytes) {
+        EXPECT_NE(what.find("over this client's limit"), std::string::npos) << what;
+      } else {
+        EXPECT_NE(what.find("timed out"), std::string::npos) << what;
+      }
+    }
+    EXPECT_LT(resident_bytes(), before + (64u << 20)) << "announced " << announced;
+  }
 }

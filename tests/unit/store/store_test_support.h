@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <stdexcept>
@@ -108,35 +109,79 @@ class RawClient {
     return ::recv(fd_, &c, 1, 0) <= 0;
   }
 
+  // The server's greeting (protocol name and version, its nonce).
   std::string greeting() {
     auto g = read(dlaunch::comm::detail::kGreetingBytes);
     if (!g) throw std::runtime_error("RawClient: no greeting");
+    std::copy(g->begin() + 8, g->end(), server_nonce_.begin());
     return *g;
   }
 
-  void answer(const std::string& greeting, const std::string& secret) {
-    auto mac = dlaunch::comm::detail::auth_mac(
-        secret, reinterpret_cast<const unsigned char*>(greeting.data()) + 8);
-    send(std::string(reinterpret_cast<const char*>(mac.data()), mac.size()));
+  // This client's nonce, then the server's proof (32 bytes), or nullopt.
+  std::optional<std::string> send_nonce() {
+    send(std::string(reinterpret_cast<const char*>(client_nonce_.data()), client_nonce_.size()));
+    return read(dlaunch::comm::detail::kMacBytes);
   }
 
-  // Greeting, answer, and the server's acceptance (with its limits).
+  // The handshake's values for this connection's nonces and `secret`.
+  dlaunch::comm::detail::Handshake values(const std::string& secret) const {
+    return dlaunch::comm::detail::handshake_values(secret, server_nonce_, client_nonce_);
+  }
+
+  // After greeting(): the nonce, the server's proof checked against
+  // `secret`, then this client's proof computed with it.
+  void answer(const std::string& secret) {
+    auto proof = send_nonce();
+    if (!proof) throw std::runtime_error("RawClient: no proof from the server");
+    auto h = values(secret);
+    if (std::string(reinterpret_cast<const char*>(h.server_proof.data()), h.server_proof.size()) !=
+        *proof) {
+      throw std::runtime_error("RawClient: the server's proof is wrong");
+    }
+    send(std::string(reinterpret_cast<const char*>(h.client_proof.data()), h.client_proof.size()));
+    to_server_.emplace(h.to_server);
+    to_client_.emplace(h.to_client);
+  }
+
+  // Greeting, both proofs, and the server's acceptance (with its limits).
   void authenticate(const std::string& secret = kSecret) {
-    answer(greeting(), secret);
+    greeting();
+    answer(secret);
     auto ok = read_frame();
     if (!ok || (*ok)[0] != 0) throw std::runtime_error("RawClient: not accepted");
   }
 
-  // One frame's body (status byte first), or nullopt.
+  // `frame` (header and body) with the tag this connection's next frame needs.
+  std::string tagged(const std::string& frame) {
+    auto tag = to_server_->next(frame);
+    return frame + std::string(reinterpret_cast<const char*>(tag.data()), tag.size());
+  }
+  void send_frame(const std::string& frame) { send(tagged(frame)); }
+
+  // One frame's body (status byte first), its tag checked, or nullopt.
   std::optional<std::string> read_frame(
       std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
     auto header = read(4, timeout);
     if (!header) return std::nullopt;
-    return read(dlaunch::comm::detail::frame_length(header->data()), timeout);
+    auto rest =
+        read(dlaunch::comm::detail::frame_length(header->data()) + dlaunch::comm::detail::kTagBytes,
+             timeout);
+    if (!rest) return std::nullopt;
+    const size_t body = rest->size() - dlaunch::comm::detail::kTagBytes;
+    if (!to_client_ ||
+        !to_client_->check(*header + rest->substr(0, body),
+                           reinterpret_cast<const unsigned char*>(rest->data()) + body)) {
+      throw std::runtime_error("RawClient: an answer failed its tag");
+    }
+    return rest->substr(0, body);
   }
 
  private:
   int fd_;
+  dlaunch::comm::detail::Nonce server_nonce_{};
+  dlaunch::comm::detail::Nonce client_nonce_ = dlaunch::comm::detail::fresh_nonce();
+  std::optional<dlaunch::comm::detail::FrameTagger> to_server_;
+  std::optional<dlaunch::comm::detail::FrameTagger> to_client_;
 };
 
 }  // namespace store_test
