@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -15,6 +17,8 @@
 
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "cli/controller_config.h"
 #include "controller/controller.h"
@@ -23,6 +27,7 @@
 #include "dlaunch/process.h"
 #include "dlaunch/random.h"
 #include "dlaunch/text.h"
+#include "dlaunch/tunables.h"
 #include "net/master_address.h"
 #include "output/console_style.h"
 #include "output/output_sink.h"
@@ -82,22 +87,41 @@ RootCause decode_cause(const std::string& payload, const std::string& here) {
     if (at == std::string::npos) break;
     start = at + 1;
   }
-  if (f.size() < 12 || f[0] != "worker") {
+  // Another launcher's words, from the network: every number bounded, every
+  // text made printable, anything else a failure said as it is (escaped).
+  const auto number = [&](std::size_t i, long long lo, long long hi) -> std::optional<long long> {
+    long long n = 0;
+    const std::string& v = f[i];
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc() || end != v.data() + v.size() || n < lo || n > hi) return std::nullopt;
+    return n;
+  };
+  const bool worker = f.size() >= 12 && f[0] == "worker";
+  const auto rank = worker ? number(1, 0, limits::kMaxRanksPerJob - 1) : std::nullopt;
+  const auto pid = worker ? number(2, 0, INT32_MAX) : std::nullopt;
+  const auto kind = worker ? number(3, 1, 4) : std::nullopt;
+  const auto code = worker ? number(4, INT32_MIN, INT32_MAX) : std::nullopt;
+  const auto sig = worker ? number(5, 0, 128) : std::nullopt;
+  const auto runtime = worker ? number(6, 0, INT64_MAX) : std::nullopt;
+  const auto local = worker ? number(9, 0, limits::kMaxRanksPerNode - 1) : std::nullopt;
+  if (!rank || !pid || !kind || !code || !sig || !runtime || !local) {
     c.kind = CauseKind::kNode;
-    c.message = payload;
+    c.message = printable(payload.substr(0, 4000));
     return c;
   }
   c.kind = CauseKind::kWorker;
-  c.exit.rank = std::atoi(f[1].c_str());
-  c.exit.pid = std::atoi(f[2].c_str());
-  c.exit.kind = static_cast<proto::ExitKind>(std::atoi(f[3].c_str()));
-  c.exit.code = std::atoi(f[4].c_str());
-  c.exit.signal = std::atoi(f[5].c_str());
-  c.exit.runtime_ms = std::strtoull(f[6].c_str(), nullptr, 10);
-  c.exit.message = f[7];
-  c.node = f[8];
-  c.local_rank = std::atoi(f[9].c_str());
-  c.stderr_tail.assign(f.begin() + 12, f.end());
+  c.exit.rank = static_cast<std::int32_t>(*rank);
+  c.exit.pid = static_cast<std::int32_t>(*pid);
+  c.exit.kind = static_cast<proto::ExitKind>(*kind);
+  c.exit.code = static_cast<std::int32_t>(*code);
+  c.exit.signal = static_cast<std::int32_t>(*sig);
+  c.exit.runtime_ms = static_cast<std::uint64_t>(*runtime);
+  c.exit.message = printable(f[7]);
+  c.node = printable(f[8]);
+  c.local_rank = static_cast<int>(*local);
+  for (auto it = f.begin() + 12; it != f.end(); ++it) c.stderr_tail.push_back(printable(*it));
+  f[10] = printable(f[10]);
+  f[11] = printable(f[11]);
   c.notes.push_back(fmt::format("the failed rank ran under node {}'s launcher ({}){}", f[10], f[11],
                                 here.empty() ? "" : "; " + here));
   return c;
@@ -123,6 +147,19 @@ std::vector<std::string> mpi_node_names(const std::vector<std::string>& launcher
     for (std::size_t k = 0; k < hosts.size(); ++k) hosts[k] += fmt::format("-node{}", k);
   }
   return hosts;
+}
+
+std::string rendezvous_key(const std::string& secret, const std::string& run_id) {
+  const std::string msg = "dlaunch-rendezvous-key\n" + run_id;
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+           reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), mac, &len) == nullptr) {
+    throw Error(ErrorKind::kInternal, "HMAC-SHA256 failed");
+  }
+  std::string hex;
+  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", mac[i]);
+  return hex;
 }
 
 RdzvConf parse_rdzv_conf(const std::string& text) {
@@ -448,20 +485,30 @@ int run_per_node(const Options& o) {
     rs.host = ep;
     rs.port = static_cast<std::uint16_t>(n);
   }
-  if (!conf.secret.empty()) {
-    rs.secret = conf.secret;
-  } else if (const std::string env = getenv_or(head_env, "DLAUNCH_RDZV_SECRET"); !env.empty()) {
-    rs.secret = env;
-  } else if (conf.insecure || alone) {
-    // Anyone who reaches the port may join, as with torchrun's TCPStore
-    // (alone: loopback only, a secret of its own).
-    rs.secret = alone ? random_hex(32) : "dlaunch-insecure-rendezvous:" + run_id;
+  std::string user_secret = conf.secret;
+  if (user_secret.empty()) user_secret = getenv_or(head_env, "DLAUNCH_RDZV_SECRET");
+  if (!user_secret.empty() && !conf.insecure) {
+    if (user_secret.size() < kMinRdzvSecretBytes) {
+      throw InputError(
+          {conf.secret.empty() ? "DLAUNCH_RDZV_SECRET" : "--rdzv-conf"}, "secret",
+          fmt::format("the rendezvous secret is {} characters: too short to resist guessing "
+                      "(at least {})",
+                      user_secret.size(), kMinRdzvSecretBytes),
+          "use a random value, the same on every node, e.g. `openssl rand -hex 32`");
+    }
+    // The launchers' and workers' key: the user's secret never leaves this
+    // process, and jobs that share one secret still have keys of their own.
+    rs.secret = rendezvous_key(user_secret, run_id);
+  } else if (alone) {
+    // Nobody to meet: loopback only, a key of its own.
+    rs.secret = random_hex(32);
   } else {
-    throw InputError({"--rdzv-conf"}, "secret",
-                     "the launchers need a shared secret to authenticate each other",
-                     "set DLAUNCH_RDZV_SECRET to the same random value on every node (e.g. "
-                     "`openssl rand -hex 32`), or --rdzv-conf secret=..., or --rdzv-conf "
-                     "insecure=1 for an unauthenticated rendezvous as torchrun has");
+    // No secret (torchrun's command line as it is), or insecure=1: an open
+    // rendezvous, as torchrun's TCPStore is. Its key is public, so it
+    // authenticates nothing; what the launchers read from it is checked as
+    // any input from the network, and it is said once, loudly.
+    rs.secret = kOpenRendezvousKey;
+    rs.authenticated = false;
   }
 
   // What can be checked here is checked before meeting anyone.

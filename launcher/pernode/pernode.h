@@ -5,6 +5,7 @@
 // global ranks offset by the nodes before it.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,17 @@ struct RdzvConf {
   bool insecure = false;
 };
 RdzvConf parse_rdzv_conf(const std::string& text);
+
+// A rendezvous secret shorter than this is refused: the store's handshake
+// lets whoever reaches it test guesses offline (docs/security.md).
+inline constexpr std::size_t kMinRdzvSecretBytes = 16;
+// The key of an open rendezvous (no secret given, or insecure=1): public,
+// so it authenticates nobody; it only keeps the protocol one.
+inline constexpr const char* kOpenRendezvousKey = "dlaunch-open-rendezvous-no-secret";
+// The key the launchers and workers of job `run_id` use, as hex:
+// HMAC-SHA256(secret, "dlaunch-rendezvous-key\n" + run_id). Jobs that share
+// one secret (one Kubernetes Secret) get keys of their own.
+std::string rendezvous_key(const std::string& secret, const std::string& run_id);
 
 // --nproc-per-node N|gpu|cpu|auto on this machine.
 int resolve_nproc(const std::string& spec, const std::vector<std::string>& env);

@@ -7,9 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <optional>
+#include <string_view>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -19,6 +22,8 @@
 #include "dlaunch/error.h"
 #include "dlaunch/process.h"
 #include "dlaunch/proto/interfaces.h"
+#include "dlaunch/text.h"
+#include "dlaunch/tunables.h"
 #include "hostfile/hostfile.h"
 
 namespace dlaunch {
@@ -86,19 +91,51 @@ std::vector<std::string> split(const std::string& s, char sep) {
   }
 }
 
-// A round's failure entry: "status\nfinal\ntext".
+// A whole decimal number in [lo, hi], or nothing: values from the store
+// are checked like any input from the network.
+std::optional<long long> parse_number(std::string_view v, long long lo, long long hi) {
+  long long n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size() || n < lo || n > hi) return std::nullopt;
+  return n;
+}
+
+// A round's failure entry: "status\nfinal\ntext". The text is shown as
+// the report's, so it is made printable here; a status that is no exit
+// status is 1.
 PeerFailure parse_failure(const std::string& v) {
   PeerFailure f;
   const auto a = v.find('\n');
   const auto b = a == std::string::npos ? a : v.find('\n', a + 1);
   if (b == std::string::npos) {
-    f.message = v;
+    f.message = printable(v);
     return f;
   }
-  f.status = std::atoi(v.substr(0, a).c_str());
+  f.status = static_cast<int>(parse_number(v.substr(0, a), 1, 255).value_or(1));
   f.final = v.substr(a + 1, b - a - 1) == "1";
   f.message = v.substr(b + 1);
   return f;
+}
+
+// What the store says a launcher is called: "host pid N" as launchers write
+// it, printable and bounded, else the store holds something no launcher
+// wrote.
+bool valid_name(std::string_view name) {
+  if (name.empty() || name.size() > 512) return false;
+  return std::none_of(name.begin(), name.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7f;
+  });
+}
+
+// A host name or numeric address as MASTER_ADDR (what workers connect to and
+// the banner shows): letters, digits and . - _ : % only.
+bool valid_address(std::string_view a) {
+  if (a.empty() || a.size() > 253) return false;
+  return std::all_of(a.begin(), a.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '-' || c == '_' ||
+           c == ':' || c == '%';
+  });
 }
 
 }  // namespace
@@ -197,7 +234,13 @@ void Rendezvous::take_over() {
     try {
       store_ = std::make_unique<comm::Store>(co);
     } catch (const comm::StoreError& e) {
-      tried += fmt::format("; {}:{}: {}", addr, s_.port, e.what());
+      // Something there that cannot prove the secret (a process that took
+      // the freed port) is passed over, never joined.
+      tried += fmt::format("; {}:{}: {}{}", addr, s_.port,
+                           e.cause() == comm::StoreError::Cause::kOther
+                               ? ""
+                               : "held by something that is not this job's rendezvous: ",
+                           e.what());
       server_.reset();
       continue;
     }
@@ -218,9 +261,7 @@ void Rendezvous::take_over() {
       host = -1;
       if (store_->check({rkey("successor")})) {
         const std::string v = store_->get(rkey("successor"));
-        int n = -1;
-        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-        if (ec == std::errc() && end == v.data() + v.size() && n >= 1 && n < m_.nnodes) host = n;
+        host = static_cast<int>(parse_number(v, 1, m_.nnodes - 1).value_or(-1));
       }
     }
     if (host < 0) {
@@ -243,29 +284,45 @@ void Rendezvous::take_over() {
 void Rendezvous::connect() {
   // Host: static node 0, or (c10d) whoever can bind the endpoint. A port
   // already taken (another launcher hosts) or an address not of this machine
-  // makes this launcher a client.
+  // makes this launcher a client. The store listens on the endpoint's
+  // address only (a static --master-addr 127.0.0.1 is not reachable from
+  // another machine), except where a static MASTER_ADDR is not an address of
+  // node 0 itself (a Service in front of it): every address then.
   const bool try_host = s_.is_static ? s_.node_rank == 0 : true;
+  std::string client_host = s_.host;
   if (try_host) {
     comm::StoreServerOptions so;
     so.secret = s_.secret;
     so.port = s_.port;
-    if (s_.is_static) {
-      so.bind_address = s_.host.find(':') != std::string::npos ? "::" : "0.0.0.0";
-    } else {
-      so.bind_address = numeric_address(s_.host);
-      if (so.bind_address.empty()) {
-        throw Error(ErrorKind::kEnvironment,
-                    fmt::format("--rdzv-endpoint {}: cannot resolve '{}'", endpoint_, s_.host));
-      }
+    so.bind_address = numeric_address(s_.host);
+    if (so.bind_address.empty()) {
+      throw Error(ErrorKind::kEnvironment,
+                  fmt::format("{} {}: cannot resolve '{}'",
+                              s_.is_static ? "--master-addr" : "--rdzv-endpoint", endpoint_,
+                              printable(s_.host)));
     }
     // A port of 0 (--standalone) is any free one; loopback then.
     if (s_.port == 0) so.bind_address = "127.0.0.1";
-    try {
+    const auto host = [&] {
       server_ = std::make_unique<comm::ThreadedStoreServer>(so);
       m_.hosting = true;
+      client_host = so.bind_address;
       if (s_.port == 0) {
         s_.port = server_->port();
         endpoint_ = s_.host + ":" + std::to_string(s_.port);
+      }
+    };
+    try {
+      try {
+        host();
+      } catch (const std::system_error& e) {
+        if (!s_.is_static || e.code() != std::errc::address_not_available) throw;
+        so.bind_address = so.bind_address.find(':') != std::string::npos ? "::" : "0.0.0.0";
+        host();
+        client_host = so.bind_address.find(':') != std::string::npos ? "::1" : "127.0.0.1";
+        write_all(2, fmt::format("dlaunch: --master-addr {} is not an address of this machine: "
+                                 "the rendezvous listens on every address at port {}\n",
+                                 printable(s_.host), s_.port));
       }
     } catch (const std::system_error& e) {
       const auto c = e.code();
@@ -275,10 +332,23 @@ void Rendezvous::connect() {
       }
     }
   }
+  if (!s_.authenticated && !m_.hosting) {
+    write_all(2, fmt::format("dlaunch: the rendezvous at {} is open: no secret was given, so any "
+                             "host that reaches it can join this job or stop it (as with "
+                             "torchrun's); set DLAUNCH_RDZV_SECRET to the same random value on "
+                             "every node to authenticate it\n",
+                             endpoint_));
+  } else if (!s_.authenticated) {
+    write_all(2, fmt::format("dlaunch: hosting an open rendezvous at {}: no secret was given, so "
+                             "any host that reaches it can join this job or stop it (as with "
+                             "torchrun's); set DLAUNCH_RDZV_SECRET to the same random value on "
+                             "every node to authenticate it\n",
+                             endpoint_));
+  }
   m_.store_host = m_.hosting && !s_.is_static ? numeric_address(s_.host) : s_.host;
   m_.store_port = s_.port;
   comm::StoreOptions co;
-  client_host_ = m_.hosting ? (s_.is_static ? "127.0.0.1" : m_.store_host) : s_.host;
+  client_host_ = client_host;
   co.host = client_host_;
   co.port = s_.port;
   co.secret = s_.secret;
@@ -287,6 +357,18 @@ void Rendezvous::connect() {
   try {
     store_ = std::make_unique<comm::Store>(co);
   } catch (const comm::StoreError& e) {
+    if (e.cause() != comm::StoreError::Cause::kOther) {
+      // Whatever holds the endpoint could not prove this job's secret (or
+      // is no store of this release): never joined, whoever it is.
+      throw InputError(
+          {s_.is_static ? "--master-port" : "--rdzv-endpoint"}, "",
+          fmt::format("the rendezvous endpoint {} is held by something that is not this job's "
+                      "rendezvous, and this launcher does not join it: {}",
+                      endpoint_, e.what()),
+          "if it is a launcher of this job, give every launcher the same secret "
+          "(DLAUNCH_RDZV_SECRET or --rdzv-conf secret=...) and the same dlaunch release; "
+          "otherwise free that port or choose another");
+    }
     if (e.kind() == comm::ErrorKind::kUsage) {
       throw InputError(
           {"--rdzv-conf"}, "secret",
@@ -325,7 +407,8 @@ void Rendezvous::check_settings() {
         throw InputError({names[i]}, "",
                          fmt::format("the launchers at {} disagree: {} {} here ({}), {} {} on "
                                      "the launcher that came first ({})",
-                                     endpoint_, names[i], a[i], s_.me, names[i], b[i], b[6]),
+                                     endpoint_, names[i], a[i], s_.me, names[i], printable(b[i]),
+                                     printable(b[6])),
                          "give every launcher of the job the same value");
       }
     }
@@ -369,6 +452,7 @@ Membership Rendezvous::join_round() {
       std::this_thread::sleep_for(kPoll);
     }
     m_.names = st.multi_get(keys);
+    check_names();
   } else {
     const long long idx = st.add(rkey("joined"), 1) - 1;
     st.set(rkey(fmt::format("addr/{}", idx)), own_addr_);
@@ -384,7 +468,10 @@ Membership Rendezvous::join_round() {
       min_reached = enough;
       if (enough && (joined >= s_.max_nodes || Clock::now() - min_seen >= s_.last_call)) {
         // Close: the host is node 0, the others in the order they joined.
-        const long long host = std::stoll(st.get(rkey("host")));
+        const std::string host_value = st.get(rkey("host"));
+        const auto parsed = parse_number(host_value, 0, joined - 1);
+        if (!parsed) malformed("host", host_value);
+        const long long host = *parsed;
         const long long n = std::min<long long>(joined, s_.max_nodes);
         std::vector<std::string> members{std::to_string(host)};
         for (long long i = 0; i < joined && static_cast<long long>(members.size()) < n; ++i) {
@@ -405,7 +492,18 @@ Membership Rendezvous::join_round() {
       }
       std::this_thread::sleep_for(kPoll);
     }
-    const auto members = split(st.get(rkey("closed")), ',');
+    const std::string closed = st.get(rkey("closed"));
+    const auto members = split(closed, ',');
+    // Node ranks are join numbers, each once, at most MAX of them.
+    if (members.empty() || members.size() > static_cast<std::size_t>(s_.max_nodes))
+      malformed("closed", closed);
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      if (!parse_number(members[i], 0, limits::kMaxNodesPerJob) ||
+          std::find(members.begin(), members.begin() + static_cast<std::ptrdiff_t>(i),
+                    members[i]) != members.begin() + static_cast<std::ptrdiff_t>(i)) {
+        malformed("closed", closed);
+      }
+    }
     const auto it = std::find(members.begin(), members.end(), std::to_string(idx));
     if (it == members.end() && s_.min_nodes < s_.max_nodes && s_.max_restarts > 0) {
       // A running elastic job: wait for its next round, and ask for one (the
@@ -430,6 +528,10 @@ Membership Rendezvous::join_round() {
     keys.clear();
     for (const auto& i : members) keys.push_back(rkey("addr/" + i));
     m_.addrs = st.multi_get(keys);
+    check_names();
+    for (const auto& a : m_.addrs) {
+      if (!a.empty() && !valid_address(a)) malformed("addr", a);
+    }
   }
 
   // MASTER_ADDR and MASTER_PORT: node 0 chooses the port (free on it) and
@@ -439,13 +541,27 @@ Membership Rendezvous::join_round() {
     if (addr.empty()) addr = s_.host;
     st.set(rkey("master"), fmt::format("{}\n{}", addr, free_port()));
   }
-  const auto master = split(st.get(rkey("master"), s_.join_timeout), '\n');
-  if (master.size() != 2)
-    throw Error(ErrorKind::kEnvironment, "the rendezvous store holds a malformed master address");
+  const std::string master_value = st.get(rkey("master"), s_.join_timeout);
+  const auto master = split(master_value, '\n');
+  const auto master_port = master.size() == 2 ? parse_number(master[1], 1, 65535) : std::nullopt;
+  if (!master_port || !valid_address(master[0])) malformed("master", master_value);
   m_.master_addr = master[0];
-  m_.master_port = static_cast<std::uint16_t>(std::stoi(master[1]));
+  m_.master_port = static_cast<std::uint16_t>(*master_port);
   m_.round = round_;
   return m_;
+}
+
+void Rendezvous::malformed(const std::string& k, const std::string& value) const {
+  throw Error(ErrorKind::kEnvironment,
+              fmt::format("the rendezvous at {} holds a malformed value at {}: {} (no launcher "
+                          "of this release writes that; not used)",
+                          endpoint_, rkey(k), printable(value.substr(0, 200))));
+}
+
+void Rendezvous::check_names() const {
+  for (const auto& n : m_.names) {
+    if (!valid_name(n)) malformed("join", n);
+  }
 }
 
 void Rendezvous::start_watch() {

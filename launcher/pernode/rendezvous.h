@@ -33,11 +33,12 @@ struct RdzvSettings {
   std::string run_id;
   int min_nodes = 1;
   int max_nodes = 1;
-  int node_rank = -1;  // static: this node's
-  int nproc = 1;       // ranks on this node
-  std::string secret;
-  std::string local_addr;  // --local-addr
-  std::string me;          // "host pid N", how this launcher is named to the others
+  int node_rank = -1;         // static: this node's
+  int nproc = 1;              // ranks on this node
+  std::string secret;         // the store's key (pernode.h: rendezvous_key)
+  bool authenticated = true;  // false: an open rendezvous, its key public
+  std::string local_addr;     // --local-addr
+  std::string me;             // "host pid N", how this launcher is named to the others
   std::chrono::milliseconds join_timeout{600'000};
   std::chrono::milliseconds last_call{30'000};
   std::chrono::milliseconds read_timeout{60'000};
@@ -126,6 +127,10 @@ class Rendezvous {
   std::optional<PeerFailure> wait_for_others(bool failures);
   void connect();
   Membership join_round();
+  // A value read from the store that no launcher writes: an Error naming the
+  // key and the value (escaped), never used.
+  [[noreturn]] void malformed(const std::string& k, const std::string& value) const;
+  void check_names() const;                      // every member's name as a launcher writes it
   std::string key(const std::string& k) const;   // the job's
   std::string rkey(const std::string& k) const;  // this round's
   int round_ = 0;
