@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dlaunch/version.h"
 #include "transport/ssh/agent_install.h"
 #include "transport/ssh/host_options.h"
 
@@ -202,24 +203,26 @@ TEST(SshHostOptions, DescribeShowsUserAddressKeysKnownHostsAndTheChain) {
   EXPECT_NE(all.find("via: " + current_user() + "@203.0.113.5:22"), std::string::npos) << all;
 }
 
-TEST(SshAgentInstall, StartCommandPrefersTheCacheThenThePathThenSaysNone) {
-  AgentImage image;
-  image.key = "1.2.3-00000000deadbeef";
+TEST(SshAgentInstall, StartCommandPassesEverythingAsArgumentsToOneShellScript) {
+  const AgentImage image = AgentImage::from_bytes("x");
   const std::string cmd = start_command("/opt/dl/bin/dlaunch-agent", &image);
   EXPECT_EQ(cmd.rfind("exec /bin/sh -c '", 0), 0u) << cmd;
   EXPECT_NE(cmd.find("exit 97"), std::string::npos) << cmd;
-  EXPECT_NE(cmd.find("dlaunch-start 1.2.3-00000000deadbeef /opt/dl/bin/dlaunch-agent"),
+  EXPECT_NE(cmd.find("dlaunch-start " + image.key + " /opt/dl/bin/dlaunch-agent"),
             std::string::npos)
       << cmd;
-  EXPECT_LT(cmd.find("$1/dlaunch-agent"), cmd.find("exec \"$2\"")) << cmd;
+  EXPECT_NE(cmd.find(image.sha256), std::string::npos) << cmd;
   // A forced path is run as it is.
   EXPECT_EQ(start_command("/x y/agent", nullptr), "exec '/x y/agent'");
 }
 
-TEST(SshAgentInstall, TheHashSeparatesBuildsAndTheKeyCarriesTheVersion) {
+TEST(SshAgentInstall, TheHashIsSha256AndTheKeyCarriesTheVersion) {
   EXPECT_NE(content_hash("a"), content_hash("b"));
-  EXPECT_EQ(content_hash("").size(), 16u);
-  EXPECT_EQ(content_hash("abc"), content_hash("abc"));
+  // sha256("abc"), FIPS 180-2's example.
+  EXPECT_EQ(content_hash("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  const AgentImage image = AgentImage::from_bytes("abc");
+  EXPECT_EQ(image.key, std::string(kVersion) + "-ba7816bf8f01cfea414140de5dae2223");
 }
 
 // The scripts of agent_install.h, run by /bin/sh here with HOME in a
@@ -315,6 +318,101 @@ TEST_F(AgentInstallScript, ACutTransferLeavesNothingUnderTheFinalName) {
             std::string::npos)
       << r.err;
   EXPECT_TRUE(std::filesystem::is_empty(cache(img)));
+}
+
+// Issue 27 item 2: the cache runs nothing the head did not make, and the
+// installed agent of this version comes first.
+TEST_F(AgentInstallScript, TheInstalledAgentOfThisVersionIsPreferredToTheCache) {
+  const auto img = image("if [ \"$1\" = --version ]; then echo '" + expected_agent_version_line() +
+                         "'; else echo from-cache; fi\n");
+  ASSERT_EQ(run(upload_command(img), img.bytes()).status, 0);
+  const auto installed = dir_ / "installed-agent";
+  std::ofstream(installed) << "#!/bin/sh\nif [ \"$1\" = --version ]; then echo '"
+                           << expected_agent_version_line() << "'; else echo installed; fi\n";
+  std::filesystem::permissions(installed, std::filesystem::perms::owner_all);
+  auto s = run(start_command(installed.string(), &img), "");
+  EXPECT_EQ(s.status, 0) << s.err;
+  EXPECT_EQ(s.out, "installed\n");
+  // One of another version gives way to the cached copy.
+  std::ofstream(installed) << "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'dlaunch-agent "
+                              "0.0.1 (protocol 1)'; else echo installed; fi\n";
+  s = run(start_command(installed.string(), &img), "");
+  EXPECT_EQ(s.status, 0) << s.err;
+  EXPECT_EQ(s.out, "from-cache\n");
+}
+
+TEST_F(AgentInstallScript, ACachedCopyWhoseBytesChangedIsNeverRun) {
+  const auto img = image("if [ \"$1\" = --version ]; then echo '" + expected_agent_version_line() +
+                         "'; else echo from-cache; fi\n");
+  ASSERT_EQ(run(upload_command(img), img.bytes()).status, 0);
+  const auto agent = cache(img) / "dlaunch-agent";
+  std::ofstream(agent, std::ios::app) << "echo trojan\n";
+  const auto s = run(start_command("/nonexistent/dlaunch-agent", &img), "");
+  EXPECT_EQ(s.status, kNoAgentStatus);  // taken for absent: the head copies its own over it
+  EXPECT_EQ(s.out, "");
+  // The copy replaces it.
+  ASSERT_EQ(run(upload_command(img), img.bytes()).status, 0);
+  EXPECT_EQ(slurp(agent), img.bytes());
+  EXPECT_EQ(run(start_command("/nonexistent/dlaunch-agent", &img), "").out, "from-cache\n");
+}
+
+TEST_F(AgentInstallScript, ACacheFolderOthersMayWriteIsRefusedWithItsPath) {
+  const auto img = image("if [ \"$1\" = --version ]; then echo '" + expected_agent_version_line() +
+                         "'; else echo from-cache; fi\n");
+  ASSERT_EQ(run(upload_command(img), img.bytes()).status, 0);
+  const auto dotcache = dir_ / "home/.cache";
+  ::chmod(dotcache.c_str(), 0775);
+  auto s = run(start_command("/nonexistent/dlaunch-agent", &img), "");
+  EXPECT_EQ(s.status, kUnsafeCacheStatus);
+  EXPECT_EQ(s.out, "");
+  EXPECT_NE(s.err.find(dotcache.string() + " may be written by others (mode 775)"),
+            std::string::npos)
+      << s.err;
+  auto u = run(upload_command(img), img.bytes());
+  EXPECT_EQ(u.status, kUnsafeCacheStatus);
+  EXPECT_NE(u.err.find("may be written by others"), std::string::npos) << u.err;
+  ::chmod(dotcache.c_str(), 0700);
+  // Another user's folder, and a link instead of a folder.
+  if (::geteuid() == 0) {
+    const auto dl = dotcache / "dlaunch";
+    ASSERT_EQ(::chown(dl.c_str(), 65534, 65534), 0);
+    s = run(start_command("/nonexistent/dlaunch-agent", &img), "");
+    EXPECT_EQ(s.status, kUnsafeCacheStatus);
+    EXPECT_NE(s.err.find(dl.string() + " belongs to uid 65534, not to this user"),
+              std::string::npos)
+        << s.err;
+    ASSERT_EQ(::chown(dl.c_str(), 0, 0), 0);
+  }
+  const auto folder = cache(img);
+  std::filesystem::rename(folder, dir_ / "elsewhere");
+  std::filesystem::create_directory_symlink(dir_ / "elsewhere", folder);
+  s = run(start_command("/nonexistent/dlaunch-agent", &img), "");
+  EXPECT_EQ(s.status, kUnsafeCacheStatus);
+  EXPECT_NE(s.err.find(folder.string() + " is not a folder"), std::string::npos) << s.err;
+  EXPECT_EQ(s.out, "");
+}
+
+TEST_F(AgentInstallScript, APlantedLinkAtTheAgentsNameIsNeverFollowed) {
+  const auto img = image("if [ \"$1\" = --version ]; then echo '" + expected_agent_version_line() +
+                         "'; else echo from-cache; fi\n");
+  std::filesystem::create_directories(cache(img));
+  ::chmod((dir_ / "home/.cache").c_str(), 0700);
+  ::chmod((dir_ / "home/.cache/dlaunch").c_str(), 0700);
+  ::chmod(cache(img).c_str(), 0700);
+  const auto victim = dir_ / "victim";
+  std::ofstream(victim) << "the user's file\n";
+  ::chmod(victim.c_str(), 0600);
+  std::filesystem::create_symlink(victim, cache(img) / "dlaunch-agent");
+  auto s = run(start_command("/nonexistent/dlaunch-agent", &img), "");
+  EXPECT_EQ(s.status, kNoAgentStatus);
+  ASSERT_EQ(run(upload_command(img), img.bytes()).status, 0);
+  EXPECT_EQ(slurp(victim), "the user's file\n");
+  struct stat st {};
+  ASSERT_EQ(::stat(victim.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::lstat((cache(img) / "dlaunch-agent").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(run(start_command("/nonexistent/dlaunch-agent", &img), "").out, "from-cache\n");
 }
 
 }  // namespace

@@ -2,20 +2,26 @@
 // over the SSH connection it already has, into a cache of the login user on
 // that node, and starts it from there.
 //
-//   ~/.cache/dlaunch/<version>-<hash>/dlaunch-agent
+//   ~/.cache/dlaunch/<version>-<sha256 prefix>/dlaunch-agent
 //
-// <hash> is a hash of the agent's bytes, so a rebuilt agent of the same
-// version gets its own folder. The copy is written under a temporary name (in
-// that folder, mode 700), its size and `--version` answer are checked on the
-// node, and only then renamed into place: concurrent jobs and a cut
-// connection never leave a broken file behind under the final name, and a
-// file there is always one that ran. A missing shared library shows in the
+// The folder's name carries the first 128 bits of the agent's SHA-256, so a
+// rebuilt agent of the same version gets its own folder. Nothing there is
+// trusted that the head did not make (docs/security.md): every folder from
+// ~/.cache down must be this user's, not a link, and writable by nobody
+// else, or the scripts refuse it (kUnsafeCacheStatus, the reason on
+// stderr); the copy is written into a new file of a random name (mktemp:
+// O_EXCL, mode 600), its size and SHA-256 are checked against the head's
+// before it is run for its `--version` answer, and only then is it renamed
+// into place; and the start checks the cached file's owner, mode and
+// SHA-256 again before every exec. A missing shared library shows in the
 // version check, with the loader's message.
 //
-// Starting an agent (start_command): the cached copy if there is one, else
-// the agent at the expected path, else the command exits kNoAgentStatus
-// without a word (the head then uploads). An agent that answers Hello with
-// another version is replaced the same way.
+// Starting an agent (start_command): the installed agent at the expected
+// path (exec'd as it is when no copy is cached; with a copy there too, only
+// if it answers this version), else the cached copy if it is whole and
+// safe, else the command exits kNoAgentStatus without a word (the head then
+// uploads). An agent that answers Hello with another version is replaced
+// the same way.
 #pragma once
 
 #include <chrono>
@@ -29,6 +35,7 @@ namespace dlaunch::ssh {
 inline constexpr int kNoAgentStatus = 97;       // start_command: no agent found
 inline constexpr int kUploadBrokenStatus = 98;  // upload: could not write it whole
 inline constexpr int kUploadNoRunStatus = 99;   // upload: it does not run there
+inline constexpr int kUnsafeCacheStatus = 96;   // a folder of the cache others may change
 
 // The copy, its check and the new agent's start, over one connection.
 inline constexpr std::chrono::seconds kAgentUploadTimeout{120};
@@ -37,7 +44,8 @@ struct AgentImage {
   std::string path;          // on the head
   std::uint64_t size = 0;    // bytes
   std::string version_line;  // what `dlaunch-agent --version` prints (without the newline)
-  std::string key;           // "<version>-<hash>": the cache folder's name
+  std::string sha256;        // of the file, 64 hex digits
+  std::string key;           // "<version>-<first 32 hex digits of sha256>": the cache folder's name
 
   // Hashes the file without keeping it (a job whose nodes all have their
   // agent never holds the file in memory); throws dlaunch::Error
@@ -58,18 +66,22 @@ struct AgentImage {
 // The version line of this build's agent.
 std::string expected_agent_version_line();
 
-// 64-bit FNV-1a of data, as 16 hex digits (a cache key, not a checksum
-// against an attacker: the cache is the user's own).
+// SHA-256 of data, as 64 hex digits.
 std::string content_hash(const std::string& data);
 
 // The command of an exec channel that starts the agent: `agent_path` as is
-// (image null: the path was forced), or the cached copy of `image`, else
-// `agent_path`, else exit kNoAgentStatus.
+// (image null: the path was forced); else the installed agent or the cached
+// copy of `image` as above, else exit kNoAgentStatus (kUnsafeCacheStatus
+// for a cache folder others may change).
 std::string start_command(const std::string& agent_path, const AgentImage* image);
 
 // The command that receives the image on stdin and installs it; it prints
 // `ok_marker` (when not empty) on stdout once the copy is in place.
 std::string upload_command(const AgentImage& image, const std::string& ok_marker = {});
+
+// Why a node's agent was not started from its cache (kUnsafeCacheStatus),
+// with what the node said (`detail`).
+std::string unsafe_cache_reason(const std::string& detail);
 
 // Where the cached copy lives on the node, for messages.
 std::string cache_path_for_messages(const AgentImage& image);

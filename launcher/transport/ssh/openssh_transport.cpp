@@ -157,6 +157,8 @@ class OpensshLink final : public AgentLink {
     std::string reason = why;
     if (!hello_seen_ && code == 255) {
       reason = "ssh could not reach the node or log in (ssh's message is above)";
+    } else if (!hello_seen_ && image_ && code == kUnsafeCacheStatus) {
+      reason = unsafe_cache_reason("the node's message is above");
     } else if (!hello_seen_ && (code == 127 || code == kNoAgentStatus)) {
       reason = fmt::format(
           "dlaunch-agent not found at '{}' (give its path with --agent or `agent:` in the "

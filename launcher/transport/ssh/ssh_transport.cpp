@@ -135,6 +135,8 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
           "dlaunch-agent not found at '{}' (give its path with --agent or `agent:` in the "
           "hostfile)",
           agent_path);
+    } else if (image && exit_status == kUnsafeCacheStatus) {
+      reason = unsafe_cache_reason(tail);
     } else {
       reason = fmt::format("{} before it started{}", how_it_ended(exit_status),
                            tail.empty() ? "" : ": " + tail);
@@ -280,6 +282,10 @@ asio::awaitable<void> upload_agent(std::shared_ptr<LinkState> s, std::string why
     ch.reset();
     if (result.exit_status != 0) {
       s->connecting = false;
+      if (result.exit_status == kUnsafeCacheStatus) {
+        s->fail(unsafe_cache_reason(printable(result.output)));
+        co_return;
+      }
       const std::string what =
           result.exit_status == kUploadNoRunStatus
               ? "it does not run there"
