@@ -229,6 +229,59 @@ std::string tunables_markdown() {
   return out;
 }
 
+namespace {
+
+std::vector<std::string> with_peer_spellings(const CLI::App& app, int argc, char** argv) {
+  // Open MPI writes its long options with one dash (mpirun -np 4, -wdir,
+  // -hostfile); CLI11 would read -np as -n p. A word of the options (before
+  // the program) that is -WORD where --WORD, or a peer's name for one of
+  // ours, is a long option becomes that option.
+  static const std::pair<std::string_view, std::string_view> kAliases[] = {
+      {"machinefile", "hostfile"},
+      {"default-hostfile", "hostfile"},
+      {"timestamp-output", "timestamps"},
+  };
+  std::vector<std::string> args(argv, argv + argc);
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    std::string& w = args[i];
+    if (w == "--" || w.size() < 2 || w[0] != '-') break;  // the program
+    const bool dashdash = w[1] == '-';
+    const auto eq = w.find('=');
+    std::string name = w.substr(
+        dashdash ? 2 : 1, eq == std::string::npos ? std::string::npos : eq - (dashdash ? 2 : 1));
+    for (const auto& [peer, ours] : kAliases) {
+      if (name == peer) name = ours;
+    }
+    const CLI::Option* opt = nullptr;
+    if (dashdash || name.size() > 1) {
+      opt = app.get_option_no_throw("--" + name);
+      if (opt != nullptr) {
+        w = "--" + name + (eq == std::string::npos ? "" : w.substr(eq));
+      } else if (!dashdash) {
+        // -tag-ouput is a misspelt long option, not -t with "ag-ouput" attached.
+        const bool wordlike = name.size() >= 4 && std::all_of(name.begin(), name.end(), [](char c) {
+                                return (c >= 'a' && c <= 'z') || c == '-';
+                              });
+        const std::string near =
+            wordlike ? hostfile_detail::closest_match("--" + name, option_names(app)) : "";
+        if (!near.empty()) {
+          throw InputError({}, "", "unknown option -" + name + " (did you mean " + near + "?)",
+                           "dlaunch --help lists every option");
+        }
+        opt = app.get_option_no_throw(std::string("-") + w[1]);  // -n4, -xNAME=V
+        if (opt != nullptr) continue;                            // its value is attached
+      }
+    } else {
+      opt = app.get_option_no_throw(w);
+    }
+    // An option that takes a value and has none attached: the next word is it.
+    if (opt != nullptr && eq == std::string::npos && opt->get_items_expected_min() > 0) ++i;
+  }
+  return args;
+}
+
+}  // namespace
+
 bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   CLI::App app{
       "dlaunch: start a distributed job (one agent per node, workers with the torchrun "
@@ -458,7 +511,11 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   add_pernode_options(app, o);
 
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = with_peer_spellings(app, argc, argv);
+    std::vector<char*> words;
+    words.reserve(args.size());
+    for (auto& a : args) words.push_back(a.data());
+    app.parse(static_cast<int>(words.size()), words.data());
     o.connect_timeout_given = app.count(tunables::kConnectTimeout.option) > 0;
     o.host_key_check_given = app.count("--host-key-check") > 0;
   } catch (const CLI::ParseError& e) {
@@ -503,7 +560,16 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   }
   finish_pernode_options(app, o);
   // Per-node mode runs one program (--app, --host and --stdin are refused there).
-  if (!o.pernode.enabled) resolve_apps(o);
+  if (!o.pernode.enabled) {
+    resolve_apps(o);
+    // dlaunch -H hosts.yaml train.py: under Python, as torchrun and deepspeed run it.
+    if (o.apps.empty()) {
+      with_python(o.pernode, o.command);
+    } else {
+      for (auto& a : o.apps) with_python(o.pernode, a.command);
+      o.command = o.apps.front().command;
+    }
+  }
   if (!o.job_id.empty() && (o.job_id == "." || o.job_id == ".." ||
                             !std::regex_match(o.job_id, std::regex("[A-Za-z0-9_.-]{1,64}")))) {
     throw InputError({"--job-id"}, "", "'" + o.job_id + "' is not a valid job id",

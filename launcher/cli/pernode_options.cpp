@@ -23,8 +23,11 @@ constexpr std::string_view kSelectors[] = {"--nnodes",        "--node-rank", "--
                                            "--standalone"};
 // torchrun options with no meaning outside per-node mode.
 constexpr std::string_view kPerNodeOnly[] = {
-    "--module", "--no-python",  "--run-path",           "--log-dir",          "--redirects",
-    "--tee",    "--local-addr", "--local-ranks-filter", "--monitor-interval", "--use-env"};
+    "--log-dir",          "--redirects", "--tee", "--local-addr", "--local-ranks-filter",
+    "--monitor-interval", "--use-env"};
+// torchrun's ways to say how the program runs: the per-node mode without a
+// head-node option (as --nproc-per-node), and good in the head-node mode too.
+constexpr std::string_view kProgramOptions[] = {"--module", "--no-python", "--run-path"};
 // dlaunch options of the head-node mode that make no sense on one node.
 constexpr std::string_view kHeadOnly[] = {"--hosts",
                                           "--hostfile",
@@ -92,6 +95,24 @@ std::string pernode_python() {
   return exec != nullptr && *exec != '\0' ? exec : "python3";
 }
 
+void with_python(const PerNodeOptions& p, std::vector<std::string>& command) {
+  // As torchrun and `deepspeed train.py`: a .py (and -m, --run-path) runs
+  // under Python unless --no-python.
+  if (command.empty()) return;
+  if (p.module && p.no_python) {
+    throw InputError({"--module"}, "", "-m and --no-python exclude each other");
+  }
+  const std::string py = pernode_python();
+  if (p.module) {
+    command.insert(command.begin(), {py, "-m"});
+  } else if (!p.no_python) {
+    const std::string& first = command.front();
+    if (p.run_path || (first.size() > 3 && first.compare(first.size() - 3, 3, ".py") == 0)) {
+      command.insert(command.begin(), py);
+    }
+  }
+}
+
 void add_pernode_options(CLI::App& app, Options& o) {
   auto* g = app.add_option_group(kGroup);
   PerNodeOptions& p = o.pernode;
@@ -122,9 +143,12 @@ void add_pernode_options(CLI::App& app, Options& o) {
                 "per-node mode: this node's address as the others reach it (MASTER_ADDR when it "
                 "is node 0 of a c10d rendezvous)");
   g->add_flag(both("--no-python"), p.no_python,
-              "per-node mode: run the program as it is, even a .py file");
-  g->add_flag("-m,--module", p.module, "per-node mode: run the program as `python3 -m MODULE`");
-  g->add_flag(both("--run-path"), p.run_path, "per-node mode: run the program with python3");
+              "run the program as it is, even a .py file (a .py runs under $PYTHON_EXEC, else "
+              "python3, in both modes)");
+  g->add_flag("-m,--module", p.module,
+              "run the program as `python3 -m MODULE` ($PYTHON_EXEC if set)");
+  g->add_flag(both("--run-path"), p.run_path,
+              "run the program with python3 ($PYTHON_EXEC if set) whatever its name");
   g->add_option(both("--log-dir"), p.log_dir,
                 "per-node mode: also write every rank's output to DIR/<job-id>/rank.N.{out,err} "
                 "(as --output-dir)");
@@ -175,7 +199,10 @@ void finish_pernode_options(const CLI::App& app, Options& o) {
     if (given(app, n) && pernode_only_name.empty()) pernode_only_name = std::string(n);
     pernode_only |= given(app, n);
   }
-  p.enabled = selector || (!head_hosts && (pernode_only || given(app, "--nproc-per-node")));
+  bool program_option = false;
+  for (auto n : kProgramOptions) program_option |= given(app, n);
+  p.enabled = selector ||
+              (!head_hosts && (pernode_only || program_option || given(app, "--nproc-per-node")));
   // --role (an app option of the head-node mode) is ROLE_NAME here.
   if (!o.role.empty()) p.role = o.role;
   p.master_addr_given = given(app, "--master-addr");
@@ -285,20 +312,7 @@ void finish_pernode_options(const CLI::App& app, Options& o) {
     }
     o.output_dir = p.log_dir;
   }
-  // The program: torchrun runs a .py (and -m, --run-path) under Python.
-  if (o.command.empty()) return;
-  if (p.module && p.no_python) {
-    throw InputError({"--module"}, "", "-m and --no-python exclude each other");
-  }
-  const std::string py = pernode_python();
-  if (p.module) {
-    o.command.insert(o.command.begin(), {py, "-m"});
-  } else if (!p.no_python) {
-    const std::string& first = o.command.front();
-    if (p.run_path || (first.size() > 3 && first.compare(first.size() - 3, 3, ".py") == 0)) {
-      o.command.insert(o.command.begin(), py);
-    }
-  }
+  with_python(p, o.command);
 }
 
 }  // namespace dlaunch

@@ -47,11 +47,17 @@ void add_pernode_options(CLI::App& app, Options& o);
 // After parsing: decides the mode, converts --nproc-per-node for the head
 // mode, refuses what makes no sense in the mode chosen (InputError naming the
 // option), and in per-node mode rewrites the command for Python (a first word
-// ending in .py, -m, --run-path; not with --no-python).
+// ending in .py, -m, --run-path; not with --no-python; the head-node mode's
+// apps are rewritten by parse_options once they are known).
 void finish_pernode_options(const CLI::App& app, Options& o);
 
 // The Python that runs `.py` programs and -m modules: $PYTHON_EXEC (as
 // torchrun honours it), else python3 on PATH.
 std::string pernode_python();
+
+// `command` as torchrun runs it (both modes): with -m, `python3 -m` before
+// it; a first word ending in .py, or --run-path, under python3; as it is
+// with --no-python. InputError for -m with --no-python.
+void with_python(const PerNodeOptions& p, std::vector<std::string>& command);
 
 }  // namespace dlaunch

@@ -91,6 +91,54 @@ TEST(PerNodeOptions, ThePythonProgramRulesOfTorchrun) {
   EXPECT_EQ(p.o.command, (std::vector<std::string>{pernode_python(), "script"}));
 }
 
+// Issue 29: the first command lines users bring from the peers.
+TEST(DropIn, ADotPyRunsUnderPythonInTheHeadNodeModeToo) {
+  auto p = parse({"-H", "hosts.yaml", "train.py", "--lr", "1"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_FALSE(p.o.pernode.enabled);
+  EXPECT_EQ(p.o.command, (std::vector<std::string>{pernode_python(), "train.py", "--lr", "1"}));
+  p = parse({"-n", "2", "--no-python", "tool.py"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_FALSE(p.o.pernode.enabled);
+  EXPECT_EQ(p.o.command, (std::vector<std::string>{"tool.py"}));
+  p = parse({"-H", "a:2", "-m", "pkg.train"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_EQ(p.o.command, (std::vector<std::string>{pernode_python(), "-m", "pkg.train"}));
+  // Each app of an MPMD job.
+  p = parse({"-n", "1", "server.py", ":", "-n", "2", "./worker"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  ASSERT_EQ(p.o.apps.size(), 2u);
+  EXPECT_EQ(p.o.apps[0].command, (std::vector<std::string>{pernode_python(), "server.py"}));
+  EXPECT_EQ(p.o.apps[1].command, (std::vector<std::string>{"./worker"}));
+  EXPECT_EQ(p.o.command, p.o.apps[0].command);
+}
+
+TEST(DropIn, OpenMpisSingleDashLongOptionsAreItsOwn) {
+  auto p = parse({"-np", "4", "./prog"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_EQ(p.o.np, 4);
+  EXPECT_EQ(p.o.command, (std::vector<std::string>{"./prog"}));
+  // The program's own arguments are its own, whatever they look like.
+  p = parse({"-np", "2", "-x", "A=1", "-wdir", "/tmp", "-tag-output", "./prog", "-np", "3", "-wdir",
+             "x"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_EQ(p.o.np, 2);
+  EXPECT_EQ(p.o.workdir, "/tmp");
+  EXPECT_EQ(p.o.command, (std::vector<std::string>{"./prog", "-np", "3", "-wdir", "x"}));
+  p = parse({"-machinefile", "hosts.txt", "-n4", "./prog"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_EQ(p.o.hostfile, "hosts.txt");
+  EXPECT_EQ(p.o.np, 4);
+  p = parse({"--np=3", "-hostfile=h", "./prog"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_EQ(p.o.np, 3);
+  EXPECT_EQ(p.o.hostfile, "h");
+  // A misspelt one is still said to be unknown.
+  p = parse({"-np", "2", "-tag-ouput", "./prog"});
+  EXPECT_EQ(p.exit, 2);
+  EXPECT_NE(p.error.find("unknown option"), std::string::npos) << p.error;
+}
+
 TEST(PerNodeOptions, WhatMakesNoSenseIsRefusedByName) {
   struct Case {
     std::vector<std::string> words;
@@ -110,7 +158,7 @@ TEST(PerNodeOptions, WhatMakesNoSenseIsRefusedByName) {
       {{"--nnodes", "2", "--rdzv-endpoint", "h", "--master-addr", "x", "p"},
        "--master-addr is for a static rendezvous"},
       {{"--nnodes", "2", "--rdzv-endpoint", "h", "--redirects", "3", "p"}, "'3' is not supported"},
-      {{"-H", "a:2", "-m", "p"}, "--module is for the per-node mode"},
+      {{"-H", "a:2", "--log-dir", "d", "p"}, "--log-dir is for the per-node mode"},
       {{"--standalone", "--node-rank", "0", "p"}, "--standalone runs this node alone"},
   };
   for (const auto& c : cases) {
