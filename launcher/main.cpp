@@ -30,6 +30,7 @@
 #include "output/output_sink.h"
 #include "pernode/pernode.h"
 #include "plan/local_placement.h"
+#include "plan/mpi_program.h"
 #include "plan/node_pool.h"
 #include "plan/plan.h"
 #include "plan/user_env.h"
@@ -227,6 +228,8 @@ int run(int argc, char** argv) {
   dl::Options o;
   int early_exit = 0;
   if (!dl::parse_options(argc, argv, o, early_exit)) return early_exit;
+  // An Open MPI program runs as one MPI world, never as N singletons.
+  dl::choose_mpi(o, dl::current_environment());
   // --nohup: a closed terminal's SIGHUP does nothing, from here on (the
   // controller leaves it ignored; children get the default back at exec).
   if (o.nohup) ::signal(SIGHUP, SIG_IGN);

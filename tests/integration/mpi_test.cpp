@@ -38,6 +38,26 @@ TEST(Mpi, PlainMpiProgramSeesTheDlaunchWorldAcrossLogicalNodes) {
   EXPECT_FALSE(pmix_dirs_left(job));
 }
 
+// Issue 29: mpirun's command line as users bring it, without --mpi. The
+// program links Open MPI, so its ranks are one MPI world, never four
+// singletons that each say "rank 0 of 1" and exit 0.
+TEST(Mpi, AnOpenMpiProgramStartedWithoutMpiIsOneWorld) {
+  auto r = run(dlaunch_cmd({"-np", "4", MPI_HELLO_BIN}), 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("is an Open MPI program (libmpi.so.40)"), std::string::npos) << r.err;
+  std::regex re(R"(\[(\d)\] mpi rank (\d)/4, RANK=(\d) WORLD_SIZE=4, allreduce\(rank\)=6)");
+  std::set<int> seen;
+  for (const auto& line : lines_of(r.out)) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(line, m, re)) << line;
+    seen.insert(std::stoi(m[2]));
+  }
+  EXPECT_EQ(seen, (std::set<int>{0, 1, 2, 3}));
+  // --no-mpi: the user asked for singletons.
+  r = run(dlaunch_cmd({"-np", "2", "--no-mpi", MPI_HELLO_BIN}), 120);
+  EXPECT_EQ(r.err.find("is an Open MPI program"), std::string::npos) << r.err;
+}
+
 TEST(Mpi, SingleNodeJobNeedsNoFenceThroughTheHead) {
   auto r = run(dlaunch_cmd({"-n", "3", "--mpi", MPI_HELLO_BIN}), 120);
   ASSERT_EQ(r.exit_code, 0) << r.err;
