@@ -1,5 +1,11 @@
 #include "cli/controller_config.h"
 
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "dlaunch/process.h"
+
 namespace dlaunch {
 
 std::chrono::milliseconds option_ms(double seconds) {
@@ -23,7 +29,36 @@ ControllerConfig controller_config(const Options& o) {
   c.map_by = o.map_by;
   c.oversubscribe = o.oversubscribe;
   c.report_bindings = o.report_bindings;
+  if (!o.auto_python.empty()) c.python_hint = python_hint(o.auto_python, current_environment());
   return c;
+}
+
+std::string python_hint(const std::string& interpreter, const std::vector<std::string>& env) {
+  const std::string found = find_program(interpreter, env, ".");
+  std::string others;
+  std::string path;
+  for (const auto& kv : env) {
+    if (kv.rfind("PATH=", 0) == 0) path = kv.substr(5);
+  }
+  std::size_t start = 0;
+  while (start <= path.size() && interpreter.find('/') == std::string::npos) {
+    const auto colon = path.find(':', start);
+    const std::string dir = path.substr(start, colon - start);
+    start = colon == std::string::npos ? path.size() + 1 : colon + 1;
+    if (dir.empty()) continue;
+    const std::string candidate = dir + "/" + interpreter;
+    if (candidate != found && ::access(candidate.c_str(), X_OK) == 0 &&
+        others.find(candidate) == std::string::npos) {
+      others += (others.empty() ? "" : ", ") + candidate;
+    }
+  }
+  return fmt::format(
+      "dlaunch ran the program under `{}` ({}{}), the Python of PYTHON_EXEC, else the first "
+      "python3 on PATH; set PYTHON_EXEC to the interpreter that has your packages, the same on "
+      "every node (e.g. PYTHON_EXEC={}), or give it before the program",
+      interpreter, found.empty() ? "not found on this machine" : "here: " + found,
+      others.empty() ? "" : "; other Pythons on PATH here: " + others,
+      others.empty() ? "/usr/bin/python3" : others.substr(0, others.find(',')));
 }
 
 }  // namespace dlaunch

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include "cli/options.h"
 #include "controller/controller.h"
@@ -15,5 +17,9 @@ namespace dlaunch {
 std::chrono::milliseconds option_ms(double seconds);
 
 ControllerConfig controller_config(const Options& o);
+
+// The report's note when a .py's Python failed: `interpreter` as found here
+// (PATH in `env`), the other Pythons on PATH, and how to choose one.
+std::string python_hint(const std::string& interpreter, const std::vector<std::string>& env);
 
 }  // namespace dlaunch

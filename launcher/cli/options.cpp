@@ -482,7 +482,11 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                 "SECRET, PASSWORD, KEY or CREDENTIAL (hidden otherwise)");
   job->add_flag("--mpi", o.mpi,
                 "direct-launch Open MPI programs: every agent is a PMIx server, so MPI_Init joins "
-                "the dlaunch world (no mpirun)");
+                "the dlaunch world (no mpirun); on by itself for a program that links Open MPI "
+                "or a script that imports mpi4py")
+      ->excludes(job->add_flag("--no-mpi", o.no_mpi,
+                               "run an Open MPI program's ranks each on its own (singletons), "
+                               "not as one MPI world"));
 
   ssh->add_option(tunables::kSshConcurrency.option, o.ssh_concurrency,
                   tunables::kSshConcurrency.help)
@@ -564,9 +568,11 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     resolve_apps(o);
     // dlaunch -H hosts.yaml train.py: under Python, as torchrun and deepspeed run it.
     if (o.apps.empty()) {
-      with_python(o.pernode, o.command);
+      o.auto_python = with_python(o.pernode, o.command);
     } else {
-      for (auto& a : o.apps) with_python(o.pernode, a.command);
+      for (auto& a : o.apps) {
+        if (auto py = with_python(o.pernode, a.command); !py.empty()) o.auto_python = py;
+      }
       o.command = o.apps.front().command;
     }
   }

@@ -76,6 +76,10 @@ struct Options {
   bool dry_run = false;
   bool show_secrets = false;  // --dry-run shows values of variables named like secrets
   bool mpi = false;           // agents serve PMIx: Open MPI programs run without mpirun
+  bool no_mpi = false;        // --no-mpi: not even for a program that links Open MPI
+  // The interpreter dlaunch put before a .py program (with_python), for the
+  // report when it cannot run it; empty when the command is the user's own.
+  std::string auto_python;
   std::string master_addr;
   int master_port = 0;  // 0: node 0 reserves a free one
   int store_port = 0;   // 0: node 0's store listens on any free port

@@ -95,22 +95,26 @@ std::string pernode_python() {
   return exec != nullptr && *exec != '\0' ? exec : "python3";
 }
 
-void with_python(const PerNodeOptions& p, std::vector<std::string>& command) {
+std::string with_python(const PerNodeOptions& p, std::vector<std::string>& command) {
   // As torchrun and `deepspeed train.py`: a .py (and -m, --run-path) runs
   // under Python unless --no-python.
-  if (command.empty()) return;
+  if (command.empty()) return {};
   if (p.module && p.no_python) {
     throw InputError({"--module"}, "", "-m and --no-python exclude each other");
   }
   const std::string py = pernode_python();
   if (p.module) {
     command.insert(command.begin(), {py, "-m"});
-  } else if (!p.no_python) {
+    return py;
+  }
+  if (!p.no_python) {
     const std::string& first = command.front();
     if (p.run_path || (first.size() > 3 && first.compare(first.size() - 3, 3, ".py") == 0)) {
       command.insert(command.begin(), py);
+      return py;
     }
   }
+  return {};
 }
 
 void add_pernode_options(CLI::App& app, Options& o) {
@@ -312,7 +316,7 @@ void finish_pernode_options(const CLI::App& app, Options& o) {
     }
     o.output_dir = p.log_dir;
   }
-  with_python(p, o.command);
+  o.auto_python = with_python(p, o.command);
 }
 
 }  // namespace dlaunch

@@ -58,6 +58,7 @@ std::string pernode_python();
 // `command` as torchrun runs it (both modes): with -m, `python3 -m` before
 // it; a first word ending in .py, or --run-path, under python3; as it is
 // with --no-python. InputError for -m with --no-python.
-void with_python(const PerNodeOptions& p, std::vector<std::string>& command);
+// Returns the interpreter put before the command, or empty.
+std::string with_python(const PerNodeOptions& p, std::vector<std::string>& command);
 
 }  // namespace dlaunch

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -36,6 +37,15 @@ std::string seconds(milliseconds d) {
 // How long the console may take nothing at the end of a job before dlaunch
 // stops waiting for it (drain_console()).
 constexpr milliseconds kConsoleDrainStall{60'000};
+// The rank's Python was not there, or lacked a module the program imports.
+bool python_trouble(const RootCause& c) {
+  if (c.exit.kind == proto::ExitKind::kSpawnFailed) return true;
+  return std::any_of(c.stderr_tail.begin(), c.stderr_tail.end(), [](const std::string& l) {
+    return l.find("ModuleNotFoundError") != std::string::npos ||
+           l.find("ImportError") != std::string::npos ||
+           l.find("No module named") != std::string::npos;
+  });
+}
 }  // namespace
 
 Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& sink,
@@ -155,6 +165,9 @@ int Controller::run() {
                                "environment could have escaped the clean-up there");
       }
     }
+  }
+  if (cause_.kind == CauseKind::kWorker && !cfg_.python_hint.empty() && python_trouble(cause_)) {
+    cause_.notes.push_back(cfg_.python_hint);
   }
   if (cause_.kind != CauseKind::kNone && env_.agreed_cause) {
     if (auto agreed = env_.agreed_cause()) {

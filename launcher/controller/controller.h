@@ -99,6 +99,10 @@ struct ControllerConfig {
   std::string map_by;
   bool oversubscribe = false;
   bool report_bindings = false;
+  // A note for the report when the failing rank's Python could not run or
+  // import something: which interpreter dlaunch put before the .py and how
+  // to choose another (empty: the command was the user's own).
+  std::string python_hint;
   // --check's network test: the agents get no workers; once the other nodes
   // have tested which of node 0's addresses they reach (network()), every
   // agent is shut down and nothing is started.

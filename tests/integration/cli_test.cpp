@@ -27,6 +27,29 @@ TEST(Cli, HelpAndVersionExitZero) {
   EXPECT_NE(version.out.find("dlaunch "), std::string::npos);
 }
 
+// Issue 29: a .py runs under Python (PYTHON_EXEC, else python3 on PATH),
+// and when that Python lacks a module the program needs, the report says
+// which interpreter ran and how to choose another.
+TEST(Cli, ADotPyRunsUnderPythonAndAMissingModuleNamesTheInterpreter) {
+  const std::string ok = temp_file("import os\nprint('rank', os.environ['RANK'])\n", ".py");
+  auto r = run(dlaunch_cmd({"-n", "2", ok}), 60, {"PYTHON_EXEC=/usr/bin/python3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("[1] rank 1"), std::string::npos) << r.out;
+  const std::string bad = temp_file("import no_such_module_for_dlaunch_tests\n", ".py");
+  r = run(dlaunch_cmd({"-n", "2", bad}), 60, {"PYTHON_EXEC=/usr/bin/python3"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("No module named 'no_such_module_for_dlaunch_tests'"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("note: dlaunch ran the program under `/usr/bin/python3` (here: "
+                       "/usr/bin/python3)"),
+            std::string::npos)
+      << r.err;
+  // --no-python: the file is the program.
+  r = run(dlaunch_cmd({"-n", "1", "--no-python", ok}), 60);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.err.find("dlaunch ran the program under"), std::string::npos) << r.err;
+}
+
 TEST(Cli, UnknownOptionIsAUsageError) {
   auto r = run(dlaunch_cmd({"--no-such-option", "-n", "1", "true"}));
   EXPECT_EQ(r.exit_code, 2);
