@@ -1,7 +1,8 @@
 // Transports start one dlaunch-agent per node and hand the controller a
-// control link to it. Local nodes: a child process over pipes. SSH nodes (next
-// step): an exec channel. The controller only sees this interface, so tests
-// and new transports plug in without touching it.
+// control link to it. Local nodes: a child process over pipes. SSH nodes: an
+// exec channel (libssh2, or the system's ssh). Slurm: a job step. The
+// controller only sees this interface, so tests and new transports plug in
+// without touching it.
 #pragma once
 
 #include <sys/types.h>

@@ -381,19 +381,34 @@ void get(Reader& r, Stacks& m) {
 }
 
 template <std::size_t I = 0>
-Message decode_by_index(std::size_t index, Reader& r) {
+Message decode_by_id(std::uint16_t id, Reader& r) {
   if constexpr (I < std::variant_size_v<Message>) {
-    if (index == I) {
-      std::variant_alternative_t<I, Message> m;
+    using M = std::variant_alternative_t<I, Message>;
+    if (id == M::kId) {
+      M m;
       get(r, m);
       r.finish();
       return m;
     }
-    return decode_by_index<I + 1>(index, r);
+    return decode_by_id<I + 1>(id, r);
   } else {
-    throw ProtocolError("unknown message type " + std::to_string(index + 1));
+    throw ProtocolError("unknown message type " + std::to_string(id));
   }
 }
+
+template <std::size_t... I>
+constexpr bool ids_unique(std::index_sequence<I...>) {
+  constexpr std::uint16_t ids[] = {std::variant_alternative_t<I, Message>::kId...};
+  for (std::size_t a = 0; a < sizeof...(I); ++a) {
+    if (ids[a] == 0) return false;
+    for (std::size_t b = a + 1; b < sizeof...(I); ++b) {
+      if (ids[a] == ids[b]) return false;
+    }
+  }
+  return true;
+}
+static_assert(ids_unique(std::make_index_sequence<std::variant_size_v<Message>>{}),
+              "two messages share a wire id (or one has 0)");
 
 }  // namespace
 
@@ -401,7 +416,7 @@ void encode(const Message& msg, std::string& out) {
   const std::size_t start = out.size();
   Writer w(out);
   w.u32(0);  // the payload's length, filled in below
-  w.u16(static_cast<std::uint16_t>(msg.index() + 1));
+  w.u16(std::visit([](const auto& m) { return std::decay_t<decltype(m)>::kId; }, msg));
   w.u16(0);
   std::visit([&](const auto& m) { put(w, m); }, msg);
   const std::size_t len = out.size() - start - kHeaderBytes;
@@ -419,9 +434,8 @@ std::string encode(const Message& msg) {
 }
 
 Message decode_payload(std::uint16_t type, std::string_view payload) {
-  if (type == 0) throw ProtocolError("unknown message type 0");
   Reader r(payload);
-  return decode_by_index(type - 1u, r);
+  return decode_by_id(type, r);
 }
 
 void Decoder::feed(std::string_view bytes) {

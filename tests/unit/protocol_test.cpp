@@ -1,7 +1,10 @@
 #include "dlaunch/proto/protocol.h"
 
+#include <iterator>
 #include <memory>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -135,6 +138,52 @@ TEST(Protocol, EveryMessageRoundTrips) {
     auto back = round_trip(m);
     EXPECT_EQ(back.index(), m.index()) << message_name(m);
     EXPECT_EQ(encode(back), encode(m)) << message_name(m);
+  }
+}
+
+// Issue 28: each message's number on the wire is pinned, not its place in
+// the variant: an agent and a head of neighbouring releases must read each
+// other's frames as what they are. A new message takes a new number; these
+// never change.
+TEST(Protocol, EveryMessageKeepsItsWireId) {
+  using namespace dlaunch::proto;
+  const std::pair<Message, std::uint16_t> pinned[] = {{Hello{}, 1},
+                                                      {dlaunch::proto::Setup{}, 2},
+                                                      {Ready{}, 3},
+                                                      {Start{}, 4},
+                                                      {Started{}, 5},
+                                                      {Output{}, 6},
+                                                      {Exited{}, 7},
+                                                      {Abort{}, 8},
+                                                      {Heartbeat{}, 9},
+                                                      {Shutdown{}, 10},
+                                                      {Fatal{}, 11},
+                                                      {Done{}, 12},
+                                                      {FenceUp{}, 13},
+                                                      {FenceDown{}, 14},
+                                                      {WorkerAbort{}, 15},
+                                                      {Probe{}, 16},
+                                                      {ProbeResult{}, 17},
+                                                      {PauseOutput{}, 18},
+                                                      {SignalRanks{.signal = 15}, 19},
+                                                      {CollectStacks{}, 20},
+                                                      {Stacks{}, 21},
+                                                      {StdinData{}, 22},
+                                                      {StdinEof{}, 23},
+                                                      {StdinAck{}, 24},
+                                                      {Progress{}, 25}};
+  ASSERT_EQ(std::size(pinned), std::variant_size_v<Message>);
+  for (const auto& [msg, id] : pinned) {
+    const std::string frame = encode(msg);
+    // The header: u32 payload length, u16 type, u16 flags.
+    const auto type = static_cast<std::uint16_t>(static_cast<unsigned char>(frame[4]) |
+                                                 static_cast<unsigned char>(frame[5]) << 8);
+    EXPECT_EQ(type, id) << message_name(msg);
+    Decoder d;
+    d.feed(frame);
+    const auto back = d.next();
+    ASSERT_TRUE(back) << message_name(msg);
+    EXPECT_EQ(back->index(), msg.index()) << message_name(msg);
   }
 }
 

@@ -92,6 +92,7 @@ constexpr std::uint32_t ms(std::chrono::milliseconds d) {
 }
 
 struct Hello {
+  static constexpr std::uint16_t kId = 1;  // on the wire: never reused
   std::uint32_t magic = kMagic;
   std::uint16_t version = kProtocolVersion;
   std::string agent_version;
@@ -109,6 +110,7 @@ struct WorkerSpec {
 };
 
 struct Setup {
+  static constexpr std::uint16_t kId = 2;  // on the wire: never reused
   std::string job_id;
   std::int32_t node_rank = 0;
   bool reserve_master_port = false;  // node 0: find a free port and hold it
@@ -171,8 +173,9 @@ struct Interface {
 };
 
 struct Ready {
-  std::uint16_t master_port = 0;  // the reserved port, 0 when none
-  std::uint16_t store_port = 0;   // the comm store's port, 0 when none
+  static constexpr std::uint16_t kId = 3;  // on the wire: never reused
+  std::uint16_t master_port = 0;           // the reserved port, 0 when none
+  std::uint16_t store_port = 0;            // the comm store's port, 0 when none
   // The store's Unix socket (in a folder private to the job's user), for
   // workers on node 0's machine; empty when none.
   std::string store_path;
@@ -185,7 +188,8 @@ struct Ready {
 };
 
 struct Start {
-  Env env;  // common to every worker (MASTER_ADDR, MASTER_PORT, ...)
+  static constexpr std::uint16_t kId = 4;  // on the wire: never reused
+  Env env;                                 // common to every worker (MASTER_ADDR, MASTER_PORT, ...)
   // The IP address MASTER_ADDR names, when dlaunch chose or knows it: the
   // agent sets its workers' GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME (and under
   // MPI, Open MPI's TCP interface lists) to its interface toward it, where
@@ -194,6 +198,7 @@ struct Start {
 };
 
 struct Started {
+  static constexpr std::uint16_t kId = 5;  // on the wire: never reused
   std::int32_t rank = 0;
   std::int32_t pid = 0;
   // Where it runs (--report-bindings): its CPUs as a list ("0-3,8") and as
@@ -207,6 +212,7 @@ struct Started {
 enum class Stream : std::uint8_t { kStdout = 1, kStderr = 2 };
 
 struct Output {
+  static constexpr std::uint16_t kId = 6;  // on the wire: never reused
   std::int32_t rank = 0;
   Stream stream = Stream::kStdout;
   bool partial = false;  // data does not end a line (flushed by timeout or size)
@@ -216,6 +222,7 @@ struct Output {
 enum class ExitKind : std::uint8_t { kExited = 1, kSignaled = 2, kSpawnFailed = 3, kAborted = 4 };
 
 struct Exited {
+  static constexpr std::uint16_t kId = 7;  // on the wire: never reused
   std::int32_t rank = 0;
   std::int32_t pid = 0;
   ExitKind kind = ExitKind::kExited;
@@ -231,28 +238,38 @@ struct Exited {
 };
 
 struct Abort {
+  static constexpr std::uint16_t kId = 8;  // on the wire: never reused
   std::string reason;
   bool immediate = false;  // SIGKILL now instead of SIGTERM + grace
 };
 
-struct Heartbeat {};
-struct Shutdown {};
+struct Heartbeat {
+  static constexpr std::uint16_t kId = 9;
+};
+struct Shutdown {
+  static constexpr std::uint16_t kId = 10;
+};
 struct Fatal {
+  static constexpr std::uint16_t kId = 11;  // on the wire: never reused
   std::string message;
 };
 struct Done {
-  std::uint32_t leftovers_killed = 0;  // descendants that outlived their worker
+  static constexpr std::uint16_t kId = 12;  // on the wire: never reused
+  std::uint32_t leftovers_killed = 0;       // descendants that outlived their worker
 };
 struct FenceUp {
+  static constexpr std::uint16_t kId = 13;  // on the wire: never reused
   std::uint32_t seq = 0;
   std::string data;
 };
 struct FenceDown {
+  static constexpr std::uint16_t kId = 14;  // on the wire: never reused
   std::uint32_t seq = 0;
   std::string data;
 };
 // A worker asked to abort the whole job (PMIx_Abort, i.e. MPI_Abort).
 struct WorkerAbort {
+  static constexpr std::uint16_t kId = 15;  // on the wire: never reused
   std::int32_t rank = 0;
   std::int32_t status = 0;
   std::string message;
@@ -261,6 +278,7 @@ struct WorkerAbort {
 // Connect to each of node 0's candidate addresses at `port` (all at once,
 // each within timeout_ms) and say which answered.
 struct Probe {
+  static constexpr std::uint16_t kId = 16;  // on the wire: never reused
   std::uint16_t port = 0;
   std::uint32_t timeout_ms = 0;
   std::vector<std::string> addresses;  // numeric IP addresses
@@ -273,11 +291,13 @@ struct ProbeOutcome {
 };
 // One outcome per address of the Probe, in its order.
 struct ProbeResult {
+  static constexpr std::uint16_t kId = 17;  // on the wire: never reused
   std::vector<ProbeOutcome> outcomes;
 };
 
 // Head -> agent: stop (true) or resume (false) reading the workers' output.
 struct PauseOutput {
+  static constexpr std::uint16_t kId = 18;  // on the wire: never reused
   bool pause = false;
 };
 
@@ -289,6 +309,7 @@ struct PauseOutput {
 // architecture (a job that mixes architectures whose numbers differ, such as
 // Alpha or MIPS with x86, is not supported).
 struct SignalRanks {
+  static constexpr std::uint16_t kId = 19;  // on the wire: never reused
   std::int32_t signal = 0;
 };
 
@@ -300,6 +321,7 @@ inline constexpr std::size_t kMaxStackBytes = 256u << 10;
 // Take a stack of every running rank of this node, and answer with Stacks
 // within timeout_ms (with what there is by then).
 struct CollectStacks {
+  static constexpr std::uint16_t kId = 20;  // on the wire: never reused
   std::uint32_t request_id = 0;
   std::uint32_t timeout_ms = 0;
   // After its native stack, send SIGABRT to each Python rank (the job is
@@ -316,6 +338,7 @@ struct RankStack {
   std::string error;   // why there is no (complete) native stack; empty when none
 };
 struct Stacks {
+  static constexpr std::uint16_t kId = 21;  // on the wire: never reused
   std::uint32_t request_id = 0;
   std::string tool;              // the stack tool used ("eu-stack", "gdb"); empty: none found
   std::vector<RankStack> ranks;  // the ranks running when asked, in rank order
@@ -333,10 +356,14 @@ struct Stacks {
 inline constexpr std::size_t kStdinWindow = 1u << 20;
 inline constexpr std::size_t kStdinChunk = 64u << 10;  // the most bytes in one StdinData
 struct StdinData {
+  static constexpr std::uint16_t kId = 22;  // on the wire: never reused
   std::string data;
 };
-struct StdinEof {};
+struct StdinEof {
+  static constexpr std::uint16_t kId = 23;
+};
 struct StdinAck {
+  static constexpr std::uint16_t kId = 24;  // on the wire: never reused
   std::uint64_t bytes = 0;  // every byte of StdinData so far that every target worker has taken
 };
 
@@ -345,9 +372,13 @@ struct StdinAck {
 // and communicates without writing a line is not stalled. collectives: the
 // node's total so far.
 struct Progress {
+  static constexpr std::uint16_t kId = 25;  // on the wire: never reused
   std::uint64_t collectives = 0;
 };
 
+// Every message's type on the wire is its kId, pinned (a test checks each
+// one): a message added later takes the next free number, whatever its
+// place in this list; a removed one's number is never given again.
 using Message =
     std::variant<Hello, Setup, Ready, Start, Started, Output, Exited, Abort, Heartbeat, Shutdown,
                  Fatal, Done, FenceUp, FenceDown, WorkerAbort, Probe, ProbeResult, PauseOutput,
