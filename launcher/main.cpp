@@ -28,6 +28,7 @@
 #include "net/job_network.h"
 #include "output/console_style.h"
 #include "output/output_sink.h"
+#include "output/secret_mask.h"
 #include "pernode/pernode.h"
 #include "plan/local_placement.h"
 #include "plan/mpi_program.h"
@@ -118,22 +119,9 @@ void check_identity_files(const dl::Hostfile& hosts) {
   }
 }
 
-// Whether a variable's name says it holds a secret: --dry-run shows its value
-// only with --show-secrets (what it prints lands in logs and CI output).
-bool looks_secret(std::string_view name) {
-  std::string upper(name);
-  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  for (const char* word : {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL"}) {
-    if (upper.find(word) != std::string::npos) return true;
-  }
-  return false;
-}
-
-std::string join_env(const dl::EnvList& env, bool show_secrets) {
+std::string join_env(const dl::EnvList& env, dl::SecretMask& mask) {
   std::string out;
-  for (const auto& [k, v] : env) {
-    out += k + "=" + (show_secrets || !looks_secret(k) ? dl::shell_quote(v) : "<hidden>") + " ";
-  }
+  for (const auto& [k, v] : env) out += k + "=" + mask(k, v) + " ";
   return out;
 }
 
@@ -142,12 +130,14 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
                    const std::optional<dl::LocalPlacement>& placed) {
   const std::string port =
       o.master_port > 0 ? std::to_string(o.master_port) : "<reserved by node 0>";
+  dl::SecretMask mask(o.show_secrets);
   std::vector<std::string> app_cmd;
   for (const auto& app : plan.apps) {
     std::string cmd;
-    for (const auto& a : app.command) {
+    for (std::size_t k = 0; k < app.command.size(); ++k) {
       if (!cmd.empty()) cmd += ' ';
-      cmd += dl::shell_quote(a);
+      cmd += mask.argument(k > 0 ? std::string_view(app.command[k - 1]) : std::string_view(),
+                           app.command[k]);
     }
     app_cmd.push_back(std::move(cmd));
   }
@@ -163,8 +153,7 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
       const auto& app = plan.apps[k];
       std::string extra;
       for (const auto& [name, value] : app.env) {
-        extra += " " + name + "=" +
-                 (o.show_secrets || !looks_secret(name) ? dl::shell_quote(value) : "<hidden>");
+        extra += " " + name + "=" + mask(name, value);
       }
       fmt::print("app {}: ranks {}-{}, ROLE_NAME={}{}{}{}: {}\n", k + 1, app.first_rank,
                  app.first_rank + app.np - 1, app.role,
@@ -206,12 +195,11 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
                : slurm ? "dlaunch's whole environment (srun exports it), "
                          "then the node env below"
                        : "what sshd gives a command on " + h.host + ", then the node env below");
-    if (!n.env.empty()) fmt::print("  node env: {}\n", join_env(n.env, o.show_secrets));
+    if (!n.env.empty()) fmt::print("  node env: {}\n", join_env(n.env, mask));
     for (const auto& r : n.ranks) {
       fmt::print("  rank {}: {}MASTER_ADDR={} MASTER_PORT={} {}\n", r.rank,
-                 join_env(dl::rank_environment(plan, n, r), o.show_secrets),
-                 dl::shell_quote(master_addr), dl::shell_quote(port),
-                 app_cmd.at(static_cast<std::size_t>(r.app)));
+                 join_env(dl::rank_environment(plan, n, r), mask), dl::shell_quote(master_addr),
+                 dl::shell_quote(port), app_cmd.at(static_cast<std::size_t>(r.app)));
     }
     if (placed || !local) {
       if (!placed && !o.bind_to.empty() && o.bind_to != "none") {
@@ -221,6 +209,11 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
           fmt::print("  {}\n", line);
       }
     }
+  }
+  if (mask.hidden() > 0) {
+    fmt::print(
+        "{} value(s) hidden as possible secrets (by name or shape); --show-secrets shows them\n",
+        mask.hidden());
   }
 }
 

@@ -478,8 +478,9 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
       ->capture_default_str();
   job->add_flag("--dry-run", o.dry_run, "print what would run on every node, run nothing");
   job->add_flag("--show-secrets", o.show_secrets,
-                "with --dry-run, also show the values of variables whose names say TOKEN, "
-                "SECRET, PASSWORD, KEY or CREDENTIAL (hidden otherwise)");
+                "with --dry-run, also show the values that look like secrets, by the "
+                "variable's name (TOKEN, PASSWORD, MYSQL_PWD, SENTRY_DSN, ...) or the value's "
+                "shape (a URL with a password, a webhook URL, a JWT, a token); hidden otherwise");
   job->add_flag("--mpi", o.mpi,
                 "direct-launch Open MPI programs: every agent is a PMIx server, so MPI_Init joins "
                 "the dlaunch world (no mpirun); on by itself for a program that links Open MPI "

@@ -373,6 +373,14 @@ TEST(Cli, ControlBytesFromInputAreEscapedInMessages) {
   EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
 }
 
+namespace {
+std::vector<std::string> concat_args(std::vector<std::string> a,
+                                     const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+}  // namespace
+
 // Issue 15 item 4: --dry-run output lands in logs; secrets stay out of it.
 TEST(Cli, DryRunHidesValuesOfVariablesNamedLikeSecrets) {
   auto r =
@@ -382,20 +390,55 @@ TEST(Cli, DryRunHidesValuesOfVariablesNamedLikeSecrets) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* value : {"hf_abc", "=pw", "s3"})
     EXPECT_EQ(r.out.find(value), std::string::npos) << value << "\n" << r.out;
-  EXPECT_NE(r.out.find("HF_TOKEN=<hidden>"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("HF_TOKEN=<hidden: named like a secret, 6 chars>"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("PLAIN=visible"), std::string::npos) << r.out;
   r = run(dlaunch_cmd({"-n", "1", "-x", "HF_TOKEN=hf_abc", "--show-secrets", "--dry-run", "true"}),
           30);
   EXPECT_NE(r.out.find("HF_TOKEN=hf_abc"), std::string::npos) << r.out;
 }
 
-namespace {
-std::vector<std::string> concat_args(std::vector<std::string> a,
-                                     const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
+// Issue 27 item 6: names the old rule missed, values whose shape gives them
+// away under any name, and the program's arguments; one line says how many
+// were hidden and how to see them, and a name merely close to a secret's
+// stays visible.
+TEST(Cli, DryRunHidesValuesShapedLikeSecretsAndSaysHowToSeeThem) {
+  const std::vector<std::string> env = {
+      "-x", "MYSQL_PWD=pw1",
+      "-x", "SENTRY_DSN=https://k@o1.ingest.sentry.io/2",
+      "-x", "STORE=postgres://app:hunter2@db.internal/train",
+      "-x", "NOTIFY=https://hooks.slack.com/services/T0/B0/slackpart",
+      "-x", "TOKENIZERS_PARALLELISM=false",
+      "-x", "MAX_NEW_TOKENS=512"};
+  const std::vector<std::string> program = {"true", "--api-key", "k3y"};
+  auto r = run(
+      dlaunch_cmd(concat_args(concat_args({"-n", "1"}, env), concat_args({"--dry-run"}, program))),
+      30);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* secret : {"pw1", "o1.ingest", "hunter2", "slackpart", "k3y"})
+    EXPECT_EQ(r.out.find(secret), std::string::npos) << secret << "\n" << r.out;
+  EXPECT_NE(r.out.find("MYSQL_PWD=<hidden: named like a secret, 3 chars>"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("STORE=<hidden: URL with a password, 40 chars>"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("NOTIFY=<hidden: Slack webhook URL, 48 chars>"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("true --api-key <hidden: secret after --api-key, 3 chars>"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("TOKENIZERS_PARALLELISM=false"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("MAX_NEW_TOKENS=512"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("5 value(s) hidden as possible secrets (by name or shape); --show-secrets "
+                       "shows them"),
+            std::string::npos)
+      << r.out;
+  r = run(dlaunch_cmd(concat_args(concat_args({"-n", "1"}, env),
+                                  concat_args({"--show-secrets", "--dry-run"}, program))),
+          30);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* secret : {"pw1", "o1.ingest", "hunter2", "slackpart", "k3y"})
+    EXPECT_NE(r.out.find(secret), std::string::npos) << secret << "\n" << r.out;
+  EXPECT_EQ(r.out.find("hidden"), std::string::npos) << r.out;
 }
-}  // namespace
 
 namespace {
 // A "host" that accepts TCP connections (the kernel completes them) and never
