@@ -169,6 +169,9 @@ int Controller::run() {
   if (cause_.kind == CauseKind::kWorker && !cfg_.python_hint.empty() && python_trouble(cause_)) {
     cause_.notes.push_back(cfg_.python_hint);
   }
+  if (cause_.kind != CauseKind::kNone) {
+    for (const auto& [rank, note] : progress_damaged_) cause_.notes.push_back(note);
+  }
   if (cause_.kind != CauseKind::kNone && env_.agreed_cause) {
     if (auto agreed = env_.agreed_cause()) {
       // This node's failure came after another's: a consequence of it. Every
@@ -320,6 +323,8 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     on_stdin_ack(i, *ack);
   } else if (std::holds_alternative<proto::Progress>(msg)) {
     on_activity_seen();  // the node's ranks completed comm calls: not stalled
+  } else if (auto* damaged = std::get_if<proto::ProgressDamaged>(&msg)) {
+    on_progress_damaged(i, *damaged);
   } else {
     fail({.kind = CauseKind::kNode,
           .node_index = static_cast<int>(i),

@@ -269,6 +269,9 @@ class Controller {
   void stacks_complete();
   void on_activity_seen();
   void arm_stall_timer();
+  void on_progress_damaged(std::size_t node, const proto::ProgressDamaged& m);
+  // Ranks that damaged their progress memory, by rank: what the reports say.
+  std::map<int, std::string> progress_damaged_;
   std::string write_stacks_file(const std::string& text);
   std::optional<StackCollection> collecting_;
   std::uint32_t stack_requests_ = 0;

@@ -30,6 +30,7 @@
 #include "controller/stacks.h"
 #include "dlaunch/private_dir.h"
 #include "dlaunch/process.h"
+#include "dlaunch/text.h"
 
 namespace dlaunch {
 
@@ -152,6 +153,10 @@ void Controller::stacks_complete() {
     }
   }
   const bool stopping = c.reason == StackReason::kTimeout || c.reason == StackReason::kStallAbort;
+  // A report that stops the job gets these among its notes (Controller::run).
+  if (!stopping) {
+    for (const auto& [rank, note] : progress_damaged_) notes.push_back(note);
+  }
   if (python_native && !stopping) {
     notes.emplace_back(
         "Python ranks show the interpreter's native frames: their Python tracebacks are taken "
@@ -229,6 +234,21 @@ void Controller::on_activity_seen() {
     stalled_ = false;
     arm_stall_timer();
   }
+}
+
+// A rank damaged the progress memory its agent gave it (agent/progress_board.h):
+// its doing, said at once with its rank, and in every report from then on; its
+// comm calls count no more, so its stalls are judged by its output alone.
+void Controller::on_progress_damaged(std::size_t node, const proto::ProgressDamaged& m) {
+  const auto& ranks = nodes_[node].plan->ranks;
+  const bool its =
+      std::any_of(ranks.begin(), ranks.end(), [&](auto& r) { return r.rank == m.rank; });
+  if (!its || progress_damaged_.contains(m.rank)) return;
+  const std::string note = fmt::format(
+      "rank {} on {} {}: its comm calls no longer count as activity for --stall-timeout", m.rank,
+      node_label(node), printable(m.what));
+  progress_damaged_.emplace(m.rank, note);
+  say(note);
 }
 
 // Runs while output flows: it wakes at the last line's time plus the limit,

@@ -193,6 +193,10 @@ void put(Writer& w, const StdinData& m) { w.bytes(m.data); }
 void put(Writer& /*w*/, const StdinEof& /*m*/) {}
 void put(Writer& w, const StdinAck& m) { w.u64(m.bytes); }
 void put(Writer& w, const Progress& m) { w.u64(m.collectives); }
+void put(Writer& w, const ProgressDamaged& m) {
+  w.i32(m.rank);
+  w.bytes(m.what);
+}
 void put(Writer& w, const SignalRanks& m) { w.i32(m.signal); }
 void put(Writer& w, const CollectStacks& m) {
   w.u32(m.request_id);
@@ -355,6 +359,10 @@ void get(Reader& r, StdinData& m) { m.data = r.str(); }
 void get(Reader& /*r*/, StdinEof& /*m*/) {}
 void get(Reader& r, StdinAck& m) { m.bytes = r.u64(); }
 void get(Reader& r, Progress& m) { m.collectives = r.u64(); }
+void get(Reader& r, ProgressDamaged& m) {
+  m.rank = r.i32();
+  m.what = r.str();
+}
 
 void get(Reader& r, SignalRanks& m) {
   m.signal = r.i32();
@@ -475,11 +483,11 @@ std::optional<Message> Decoder::next() {
 
 const char* message_name(const Message& msg) {
   static constexpr const char* kNames[] = {
-      "Hello",  "Setup",       "Ready",       "Start",       "Started",
-      "Output", "Exited",      "Abort",       "Heartbeat",   "Shutdown",
-      "Fatal",  "Done",        "FenceUp",     "FenceDown",   "WorkerAbort",
-      "Probe",  "ProbeResult", "PauseOutput", "SignalRanks", "CollectStacks",
-      "Stacks", "StdinData",   "StdinEof",    "StdinAck",    "Progress"};
+      "Hello",       "Setup",          "Ready",       "Start",     "Started",     "Output",
+      "Exited",      "Abort",          "Heartbeat",   "Shutdown",  "Fatal",       "Done",
+      "FenceUp",     "FenceDown",      "WorkerAbort", "Probe",     "ProbeResult", "PauseOutput",
+      "SignalRanks", "CollectStacks",  "Stacks",      "StdinData", "StdinEof",    "StdinAck",
+      "Progress",    "ProgressDamaged"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[msg.index()];
 }

@@ -88,6 +88,8 @@ void protocol_seeds(const fs::path& dir) {
       {"stdin_eof", proto::StdinEof{}},
       {"stdin_ack", proto::StdinAck{.bytes = 14}},
       {"progress", proto::Progress{.collectives = 42}},
+      {"progress_damaged",
+       proto::ProgressDamaged{.rank = 3, .what = "set its progress counter back from 9 to 0"}},
   };
   std::string session;
   for (const auto& [name, m] : messages) {

@@ -133,6 +133,7 @@ TEST(Protocol, EveryMessageRoundTrips) {
       StdinEof{},
       StdinAck{.bytes = (1ull << 33) + 5},
       Progress{.collectives = (1ull << 40) + 3},
+      ProgressDamaged{.rank = 3, .what = "truncated its progress memory (0 of 64 bytes left)"},
   };
   for (const auto& m : all) {
     auto back = round_trip(m);
@@ -171,7 +172,8 @@ TEST(Protocol, EveryMessageKeepsItsWireId) {
                                                       {StdinData{}, 22},
                                                       {StdinEof{}, 23},
                                                       {StdinAck{}, 24},
-                                                      {Progress{}, 25}};
+                                                      {Progress{}, 25},
+                                                      {ProgressDamaged{}, 26}};
   ASSERT_EQ(std::size(pinned), std::variant_size_v<Message>);
   for (const auto& [msg, id] : pinned) {
     const std::string frame = encode(msg);

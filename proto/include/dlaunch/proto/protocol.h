@@ -11,7 +11,8 @@
 // kProtocolVersion; the head refuses any other version before sending work.
 //
 //   agent -> head: Hello, Ready, Started, Output, Exited, Heartbeat, Fatal, Done,
-//                  FenceUp, WorkerAbort, ProbeResult, Stacks, StdinAck
+//                  FenceUp, WorkerAbort, ProbeResult, Stacks, StdinAck, Progress,
+//                  ProgressDamaged
 //   head -> agent: Setup, Start, Abort, Heartbeat, Shutdown, FenceDown, Probe,
 //                  PauseOutput, SignalRanks, CollectStacks, StdinData, StdinEof
 //
@@ -68,7 +69,7 @@
 namespace dlaunch::proto {
 
 inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
-inline constexpr std::uint16_t kProtocolVersion = 10;
+inline constexpr std::uint16_t kProtocolVersion = 11;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
@@ -376,13 +377,22 @@ struct Progress {
   std::uint64_t collectives = 0;
 };
 
+// Agent -> head, once per rank: the rank damaged the progress memory it was
+// given (agent/progress_board.h), so its comm calls count no more; what: how
+// ("truncated its progress memory ..."), to follow "rank N ".
+struct ProgressDamaged {
+  static constexpr std::uint16_t kId = 26;  // on the wire: never reused
+  std::int32_t rank = 0;
+  std::string what;
+};
+
 // Every message's type on the wire is its kId, pinned (a test checks each
 // one): a message added later takes the next free number, whatever its
 // place in this list; a removed one's number is never given again.
-using Message =
-    std::variant<Hello, Setup, Ready, Start, Started, Output, Exited, Abort, Heartbeat, Shutdown,
-                 Fatal, Done, FenceUp, FenceDown, WorkerAbort, Probe, ProbeResult, PauseOutput,
-                 SignalRanks, CollectStacks, Stacks, StdinData, StdinEof, StdinAck, Progress>;
+using Message = std::variant<Hello, Setup, Ready, Start, Started, Output, Exited, Abort, Heartbeat,
+                             Shutdown, Fatal, Done, FenceUp, FenceDown, WorkerAbort, Probe,
+                             ProbeResult, PauseOutput, SignalRanks, CollectStacks, Stacks,
+                             StdinData, StdinEof, StdinAck, Progress, ProgressDamaged>;
 
 // Appends one complete frame for msg to out.
 void encode(const Message& msg, std::string& out);
