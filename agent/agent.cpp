@@ -247,8 +247,10 @@ void Agent::handle(proto::Setup&& m) {
   if (setup_.progress_interval_ms > 0 && !workers_.empty()) {
     if (auto board = ProgressBoard::create(workers_.size())) {
       progress_ = std::move(*board);
-      int slot = 0;
-      for (auto& [rank, w] : workers_) w.progress_slot = slot++;
+      for (auto& [rank, w] : workers_) {
+        w.progress_slot = static_cast<int>(progress_ranks_.size());
+        progress_ranks_.push_back(rank);
+      }
     }
   }
   if (setup_.mpi && !start_pmix()) return;
@@ -280,10 +282,15 @@ void Agent::arm_progress_timer() {
   progress_timer_->expires_at(
       env_.clock.now() + std::chrono::milliseconds(setup_.progress_interval_ms), [this] {
         if (phase_ != Phase::kRunning || aborting_ || !channel_->is_open()) return;
-        const std::uint64_t total = progress_->total();
-        if (total != progress_sent_) {
-          progress_sent_ = total;
-          channel_->send(proto::Progress{.collectives = total});
+        auto reading = progress_->read();
+        // The rank's doing, not the agent's: the head names it, and its calls count no more.
+        for (auto& d : reading.damaged) {
+          channel_->send(proto::ProgressDamaged{.rank = progress_ranks_.at(d.slot),
+                                                .what = std::move(d.what)});
+        }
+        if (reading.total != progress_sent_) {
+          progress_sent_ = reading.total;
+          channel_->send(proto::Progress{.collectives = reading.total});
         }
         arm_progress_timer();
       });
@@ -485,9 +492,11 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
     }
   }
   if (progress_ && w.progress_slot >= 0) {
-    opts.keep_fd = progress_->fd();
-    job_env.emplace_back("DLAUNCH_PROGRESS_FD", std::to_string(progress_->fd()));
-    job_env.emplace_back("DLAUNCH_PROGRESS_SLOT", std::to_string(w.progress_slot));
+    // Its own object, slot 0 there: no rank reaches another's counter.
+    const int fd = progress_->fd(static_cast<std::size_t>(w.progress_slot));
+    opts.keep_fd = fd;
+    job_env.emplace_back("DLAUNCH_PROGRESS_FD", std::to_string(fd));
+    job_env.emplace_back("DLAUNCH_PROGRESS_SLOT", "0");
   }
   auto [out_r, out_w] = make_pipe();
   auto [err_r, err_w] = make_pipe();

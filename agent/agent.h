@@ -135,6 +135,7 @@ class Agent {
   // --stall-timeout: the ranks' comm progress counters, from Setup (none when
   // the head asks for no progress), and the timer that reports them.
   std::unique_ptr<ProgressBoard> progress_;
+  std::vector<std::int32_t> progress_ranks_;  // the rank of each of its slots
   std::unique_ptr<Timer> progress_timer_;
   std::uint64_t progress_sent_ = 0;
   std::uint64_t stack_runs_ = 0;  // tells a run's handlers from older ones

@@ -25,13 +25,23 @@
 //                     batch every 10 ms), then flush and exit 0 (1 if a write failed)
 //   slow-read KBPS    not a worker: read stdin to its end at most KBPS kB/s,
 //                     discard it (a slow consumer of dlaunch's stdout)
+//   progress-truncate R S  rank R maps its progress memory (--stall-timeout,
+//                     DLAUNCH_PROGRESS_FD), tries to truncate it to 0 and to
+//                     grow it, prints what happened, then adds one to its
+//                     counter every 50 ms for S s without a line; the others
+//                     sleep S s; every rank prints "done <rank>"
+//   progress-scribble R S CODE  rank R writes garbage into its progress
+//                     memory where comm never writes; every rank sleeps S s
+//                     without a line, then rank R exits CODE, the others 0
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -99,6 +109,56 @@ int paced(long n, long rate) {
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
+// This rank's progress memory, mapped as comm maps it; nullptr when the
+// agent gave it none (no --stall-timeout).
+std::uint64_t* map_progress(int& fd) {
+  const char* v = std::getenv("DLAUNCH_PROGRESS_FD");
+  fd = v != nullptr ? std::atoi(v) : -1;
+  if (fd < 3) return nullptr;
+  void* p = ::mmap(nullptr, 64, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<std::uint64_t*>(p);
+}
+
+std::string outcome(int rc) { return rc == 0 ? "done" : std::strerror(errno); }
+
+int progress_truncate(int target, double seconds) {
+  if (rank() == target) {
+    int fd = -1;
+    std::uint64_t* counter = map_progress(fd);
+    if (counter == nullptr) {
+      std::fprintf(stderr, "rank %d: no progress memory\n", rank());
+      return 3;
+    }
+    const std::string shrink = outcome(::ftruncate(fd, 0));
+    const std::string grow = outcome(::ftruncate(fd, 1 << 20));
+    std::printf("rank %d: truncate: %s; grow: %s\n", rank(), shrink.c_str(), grow.c_str());
+    std::fflush(stdout);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) {
+      std::atomic_ref<std::uint64_t>(*counter).fetch_add(1, std::memory_order_relaxed);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } else {
+    sleep_s(seconds);
+  }
+  std::printf("done %d\n", rank());
+  return 0;
+}
+
+int progress_scribble(int target, double seconds, int code) {
+  if (rank() == target) {
+    int fd = -1;
+    std::uint64_t* counter = map_progress(fd);
+    if (counter == nullptr) {
+      std::fprintf(stderr, "rank %d: no progress memory\n", rank());
+      return 3;
+    }
+    std::memset(counter + 1, 0xa5, 56);
+  }
+  sleep_s(seconds);
+  return rank() == target ? code : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -112,6 +172,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "exit" && argc == 3) return std::atoi(argv[2]);
+  if (mode == "progress-truncate" && argc == 4)
+    return progress_truncate(std::atoi(argv[2]), std::atof(argv[3]));
+  if (mode == "progress-scribble" && argc == 5)
+    return progress_scribble(std::atoi(argv[2]), std::atof(argv[3]), std::atoi(argv[4]));
   if ((mode == "partial-spin" || mode == "partial-sleep") && argc == 3) {
     const bool spin = mode == "partial-spin";
     std::fputs(spin ? "begin-" : "prompt> ", stdout);

@@ -5,9 +5,10 @@
 // (tests/helpers/stuck_worker.{cpp,py}).
 //
 // Needs a stack tool (eu-stack from elfutils, or gdb: scripts/install-deps.sh);
-// without one those tests are skipped with the reason. The last two, on what
+// without one those tests are skipped with the reason. The last ones, on what
 // counts as a stall for ranks that use comm (tests/helpers/comm_quiet.cpp,
-// Open MPI under --mpi), need none.
+// Open MPI under --mpi) and on ranks that damage the progress memory their
+// agent gives them (tests/helpers/test_worker.cpp), need none.
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -229,5 +230,45 @@ TEST(Stacks, RanksWaitingInACollectiveThatNeverCompletesAreAStall) {
             std::string::npos)
       << r.err;
   EXPECT_LT(s, 30.0) << r.err;
+  EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
+}
+
+// Issue 27 item 7: a rank that truncates the progress memory its agent reads
+// killed the agent (SIGBUS), and the report blamed the agent. The memory is
+// sealed now: the rank's ftruncate fails, its counter still counts (rank 1
+// writes no line for 3 s, only its counter moves, and --stall-action abort
+// never fires), the agent lives and the job succeeds.
+TEST(StallProgress, ARankCannotTruncateItsProgressMemoryAndItsCallsStillCount) {
+  const auto job = unique_job_id("progress-truncate");
+  auto r = run(dlaunch_cmd({"-n", "2", "--job-id", job, "--stall-timeout", "1", "--stall-action",
+                            "abort", TEST_WORKER_BIN, "progress-truncate", "1", "3"}),
+               60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("rank 1: truncate: Operation not permitted; grow: Operation not permitted"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("done 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("done 1"), std::string::npos) << r.out;
+  for (const char* bad : {"SIGBUS", "stall", "agent", "lost"})
+    EXPECT_EQ(r.err.find(bad), std::string::npos) << bad << "\n" << r.err;
+  EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
+}
+
+// A rank that writes garbage into its progress memory is named at once and
+// in the failure report, as the one who did it; the agent lives on.
+TEST(StallProgress, ARankThatScribblesOnItsProgressMemoryIsNamedNotItsAgent) {
+  const auto job = unique_job_id("progress-scribble");
+  auto r = run(dlaunch_cmd({"-n", "2", "--job-id", job, "--stall-timeout", "2", TEST_WORKER_BIN,
+                            "progress-scribble", "1", "1.5", "7"}),
+               60);
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  const std::string note =
+      "rank 1 on node 0 (localhost) wrote into its progress memory where comm never writes: its "
+      "comm calls no longer count as activity for --stall-timeout";
+  EXPECT_NE(r.err.find("dlaunch: " + note), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("failed: rank 1 exited with code 7"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("  note: " + note), std::string::npos) << r.err;
+  for (const char* bad : {"SIGBUS", "agent", "lost"})
+    EXPECT_EQ(r.err.find(bad), std::string::npos) << bad << "\n" << r.err;
   EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
 }
