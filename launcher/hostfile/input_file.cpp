@@ -1,4 +1,6 @@
 // read_input_file: bounded reads of the files a user names.
+#include "hostfile/input_file.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,20 +26,29 @@ std::string mib(std::size_t bytes) { return std::to_string(bytes >> 20) + " MiB"
 
 std::string errno_text(int e) { return std::generic_category().message(e); }
 
+std::string hint_for(const std::string& field) {
+  return field == "hostfile" ? "check the path; dlaunch never falls back to running locally" : "";
+}
+
 }  // namespace
 
-std::string read_input_file(const std::string& path, const std::string& field) {
-  constexpr std::size_t kLimit = limits::kMaxInputFileBytes;
-  const std::string hint =
-      field == "hostfile" ? "check the path; dlaunch never falls back to running locally" : "";
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    const int e = errno;
-    if (e == ENOENT) refuse(path, field, "file not found", hint);
-    if (e == ELOOP) refuse(path, field, "too many levels of symbolic links (a loop?)", hint);
-    refuse(path, field, errno_text(e), hint);
+OpenedInput open_input_file(const std::string& path, const std::string& field) {
+  OpenedInput in;
+  // O_PATH: nothing is opened for reading yet (no FIFO waits, no device acts).
+  in.fd = UniqueFd(::open(path.c_str(), O_PATH | O_CLOEXEC));
+  if (!in.fd) {
+    in.error = errno;
+    return in;
   }
-  if (S_ISDIR(st.st_mode)) refuse(path, field, "is a directory, not a file", hint);
+  if (::fstat(in.fd.get(), &in.st) != 0) refuse(path, field, errno_text(errno));
+  return in;
+}
+
+std::string read_opened_input(const OpenedInput& in, const std::string& path,
+                              const std::string& field) {
+  constexpr std::size_t kLimit = limits::kMaxInputFileBytes;
+  const struct stat& st = in.st;
+  if (S_ISDIR(st.st_mode)) refuse(path, field, "is a directory, not a file", hint_for(field));
   if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
     refuse(path, field, "is not a regular file or a pipe", "give a file of at most " + mib(kLimit));
   }
@@ -45,8 +56,19 @@ std::string read_input_file(const std::string& path, const std::string& field) {
     refuse(path, field,
            "is " + std::to_string(st.st_size) + " bytes, over the limit of " + mib(kLimit));
   }
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) refuse(path, field, errno_text(errno), hint);
+  // The inode that was checked, opened for reading through its descriptor:
+  // a path swapped since (a flipped symlink) changes nothing here.
+  const std::string self = "/proc/self/fd/" + std::to_string(in.fd.get());
+  UniqueFd fd(::open(self.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!fd && errno == ENOENT) fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!fd) refuse(path, field, errno_text(errno), hint_for(field));
+  struct stat now {};
+  if (::fstat(fd.get(), &now) != 0) refuse(path, field, errno_text(errno));
+  if (now.st_dev != st.st_dev || now.st_ino != st.st_ino) {
+    // Only without /proc: the path was opened again, and it is another file now.
+    refuse(path, field, "was replaced while being opened",
+           "try again; if it recurs, find out who replaces it");
+  }
   std::string text;
   char buf[65536];
   for (;;) {
@@ -60,6 +82,17 @@ std::string read_input_file(const std::string& path, const std::string& field) {
     text.append(buf, static_cast<std::size_t>(n));
   }
   return text;
+}
+
+std::string read_input_file(const std::string& path, const std::string& field) {
+  const OpenedInput in = open_input_file(path, field);
+  if (!in.fd) {
+    const std::string hint = hint_for(field);
+    if (in.error == ENOENT) refuse(path, field, "file not found", hint);
+    if (in.error == ELOOP) refuse(path, field, "too many levels of symbolic links (a loop?)", hint);
+    refuse(path, field, errno_text(in.error), hint);
+  }
+  return read_opened_input(in, path, field);
 }
 
 }  // namespace dlaunch

@@ -4,12 +4,16 @@
 #include "transport/ssh/ssh_config.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -569,6 +573,145 @@ TEST(SshConfig, RealFilesFromATemporaryHome) {
     EXPECT_NE(std::string(e.what()).find("bad owner or permissions"), std::string::npos);
   }
   std::filesystem::remove_all(home);
+}
+
+// A temporary home for the real-file tests below, removed at the end.
+class RealHome {
+ public:
+  RealHome() {
+    char templ[] = "/tmp/ssh_config_test.XXXXXX";
+    if (::mkdtemp(templ) != nullptr) path = templ;
+    std::filesystem::create_directories(path + "/.ssh");
+    options.home = path;
+    options.system_file = path + "/no-system-file";
+  }
+  ~RealHome() { std::filesystem::remove_all(path); }
+  RealHome(const RealHome&) = delete;
+  RealHome& operator=(const RealHome&) = delete;
+
+  // Writes `text` to `rel` with `mode` (0600 for the user's config).
+  std::string write(const std::string& rel, const std::string& text, mode_t mode = 0644) const {
+    std::string p = path + "/" + rel;
+    std::filesystem::create_directories(std::filesystem::path(p).parent_path());
+    std::ofstream(p) << text;
+    ::chmod(p.c_str(), mode);
+    return p;
+  }
+  // The message of the InputError that loading throws; empty if none.
+  std::string load_error() const {
+    try {
+      (void)SshConfig::load(options);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return {};
+  }
+
+  std::string path;
+  LoadOptions options;
+};
+
+// Another user's file: owned by nobody where we may chown (CI runs as root),
+// else one that others may write; either is refused as ssh refuses it.
+void make_foreign(const std::string& file) {
+  if (::getuid() == 0 && ::chown(file.c_str(), 65534, 65534) == 0) return;
+  ::chmod(file.c_str(), 0666);
+}
+
+TEST(SshConfig, IncludedFilesOthersOwnOrMayWriteAreRefusedNamingTheFile) {
+  RealHome h;
+  h.write(".ssh/config", "Include conf.d/*\n", 0600);
+  const std::string inc = h.write(".ssh/conf.d/a", "Port 2222\n");
+  EXPECT_EQ(h.load_error(), "");
+  for (const mode_t mode : {0664, 0646, 0666}) {
+    ::chmod(inc.c_str(), mode);
+    const std::string e = h.load_error();
+    EXPECT_NE(e.find(inc), std::string::npos) << e;
+    EXPECT_NE(e.find("bad owner or permissions"), std::string::npos)
+        << std::oct << mode << " " << e;
+  }
+  ::chmod(inc.c_str(), 0644);
+  if (::getuid() == 0) {
+    ASSERT_EQ(::chown(inc.c_str(), 65534, 65534), 0);
+    const std::string e = h.load_error();
+    EXPECT_NE(e.find(inc + ": ssh config: bad owner or permissions"), std::string::npos) << e;
+  }
+}
+
+TEST(SshConfig, TheUsersOwnConfigGetsThePermissionCheckButADashFFileDoesNot) {
+  RealHome h;
+  const std::string user = h.write(".ssh/config", "Port 2222\n", 0666);
+  EXPECT_NE(h.load_error().find("bad owner or permissions"), std::string::npos);
+  h.options.config_file = user;  // -F: ssh does not check it either
+  EXPECT_EQ(h.load_error(), "");
+}
+
+TEST(SshConfig, AnIncludedSymlinkIsFollowedAndWhatItPointsAtIsChecked) {
+  RealHome h;
+  h.write(".ssh/config", "Include conf.d/*\n", 0600);
+  const std::string good = h.write("dotfiles/good", "Host web\n  Port 2222\n");
+  const std::string bad = h.write("elsewhere/bad", "Host web\n  Port 6666\n");
+  make_foreign(bad);
+  std::filesystem::create_directories(h.path + "/.ssh/conf.d");
+  std::filesystem::create_symlink(good, h.path + "/.ssh/conf.d/link");
+  ResolveContext ctx = test_ctx();
+  ctx.home = h.path;
+  EXPECT_EQ(SshConfig::load(h.options).resolve("web", ctx).port, 2222);  // as ssh: links are fine
+  std::filesystem::remove(h.path + "/.ssh/conf.d/link");
+  std::filesystem::create_symlink(bad, h.path + "/.ssh/conf.d/link");
+  const std::string e = h.load_error();
+  EXPECT_NE(e.find(h.path + "/.ssh/conf.d/link: ssh config: bad owner or permissions"),
+            std::string::npos)
+      << e;
+}
+
+// Issue 27 item 5: an Include of a folder another user may write, where they
+// flip a symlink between the user's file and their own while dlaunch reads
+// it. The check is made on the file that was opened, so their file is
+// refused every time and never read (the old stat-then-open let it through).
+TEST(SshConfig, AnIncludeSwappedWhileBeingLoadedNeverYieldsTheOtherUsersFile) {
+  RealHome h;
+  const std::string shared = h.path + "/shared";  // writable by anyone, not sticky
+  std::filesystem::create_directories(shared);
+  ::chmod(shared.c_str(), 0777);
+  h.write(".ssh/config", "Include " + shared + "/link\n", 0600);
+  const std::string good = h.write("good", "Host web\n  Port 2222\n");
+  const std::string bad = h.write("bad", "Host web\n  ProxyCommand /tmp/theirs %h\n  Port 6666\n");
+  make_foreign(bad);
+  const std::string link = shared + "/link";
+  std::filesystem::create_symlink(good, link);
+
+  std::atomic<bool> stop{false};
+  std::thread flipper([&] {
+    const std::string tmp = shared + "/next";
+    for (bool to_bad = true; !stop.load(std::memory_order_relaxed); to_bad = !to_bad) {
+      ::unlink(tmp.c_str());
+      if (::symlink((to_bad ? bad : good).c_str(), tmp.c_str()) == 0)
+        (void)::rename(tmp.c_str(), link.c_str());
+    }
+  });
+  ResolveContext ctx = test_ctx();
+  ctx.home = h.path;
+  int read_good = 0;
+  int refused = 0;
+  int read_bad = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (int i = 0; i < 5000 && std::chrono::steady_clock::now() < until; ++i) {
+    try {
+      const HostConfig c = SshConfig::load(h.options).resolve("web", ctx);
+      (c.port == 2222 && !c.proxy_command ? read_good : read_bad) += 1;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("bad owner or permissions"), std::string::npos)
+          << e.what();
+      ++refused;
+    }
+  }
+  stop = true;
+  flipper.join();
+  EXPECT_EQ(read_bad, 0) << "the other user's file was read; good " << read_good << ", refused "
+                         << refused;
+  EXPECT_GT(read_good, 0);
+  EXPECT_GT(refused, 0);
 }
 
 }  // namespace

@@ -39,7 +39,9 @@
 //   host (HostName, else the alias; lowercased unless an address), %n the
 //   alias, %p the final port, %r the final user.
 // - The user file and the files it includes must be owned by the user or
-//   root and not writable by group or others (real filesystem only).
+//   root and not writable by group or others (real filesystem only). Links
+//   are followed, as ssh follows them; the check is made on the file that
+//   was opened and is then read, never on the path again.
 //
 // Simplified, compared with OpenSSH:
 // - No `Match canonical|final|exec|localnetwork|tagged|command|version|

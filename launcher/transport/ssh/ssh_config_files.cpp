@@ -7,7 +7,9 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <system_error>
 
+#include "hostfile/input_file.h"
 #include "transport/ssh/ssh_config.h"
 #include "transport/ssh/ssh_config_internal.h"
 
@@ -34,20 +36,24 @@ class RealFiles : public FileSource {
  public:
   [[nodiscard]] std::optional<std::string> read(const std::string& path,
                                                 bool private_file) const override {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) {
-      if (errno == ENOENT || errno == ENOTDIR) return std::nullopt;
-    } else {
-      if (S_ISDIR(st.st_mode)) return std::nullopt;
-      if (private_file && ((st.st_uid != 0 && st.st_uid != ::getuid()) ||
-                           (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)) {
-        throw InputError({path, 0, 0}, "ssh config",
-                         "bad owner or permissions: must be yours or root's and not writable "
-                         "by group or others (ssh refuses it too)",
-                         "chmod go-w " + path);
-      }
+    // Symbolic links are followed, as ssh follows them; what they lead to is
+    // checked on the opened file (ssh's fopen then fstat), never by path.
+    const OpenedInput in = open_input_file(path, "ssh config");
+    if (!in.fd) {
+      if (in.error == ENOENT || in.error == ENOTDIR) return std::nullopt;
+      throw InputError({path, 0, 0}, "ssh config",
+                       in.error == ELOOP ? "too many levels of symbolic links (a loop?)"
+                                         : std::generic_category().message(in.error));
     }
-    return read_input_file(path, "ssh config");
+    if (S_ISDIR(in.st.st_mode)) return std::nullopt;
+    if (private_file && ((in.st.st_uid != 0 && in.st.st_uid != ::getuid()) ||
+                         (in.st.st_mode & (S_IWGRP | S_IWOTH)) != 0)) {
+      throw InputError({path, 0, 0}, "ssh config",
+                       "bad owner or permissions: must be yours or root's and not writable "
+                       "by group or others (ssh refuses it too)",
+                       "chmod go-w " + path);
+    }
+    return read_opened_input(in, path, "ssh config");
   }
 
   [[nodiscard]] std::vector<std::string> glob(const std::string& pattern) const override {

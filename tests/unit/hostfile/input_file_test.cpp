@@ -62,6 +62,17 @@ TEST(InputFile, APipeIsReadButNotPastTheLimit) {
   small.join();
 }
 
+// -H <(make-hosts): the shell names the pipe /dev/fd/N; it is opened through
+// the descriptor that was checked (/proc/self/fd), which works for pipes too.
+TEST(InputFile, AnAnonymousPipeNamedThroughDevFdIsRead) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ASSERT_EQ(::write(fds[1], "a slots=2\n", 10), 10);
+  ::close(fds[1]);
+  EXPECT_EQ(read_input_file("/dev/fd/" + std::to_string(fds[0]), "hostfile"), "a slots=2\n");
+  ::close(fds[0]);
+}
+
 TEST(InputFile, ALoopOfLinksIsNamedAsSuch) {
   TempDir dir;
   const auto a = dir.path() / "a";
