@@ -164,6 +164,150 @@ TEST_F(Ssh, UnknownHostIsRefusedUnderStrictAndRecordedUnderAcceptNew) {
   EXPECT_EQ(again.exit_code, 0) << again.err;
 }
 
+// Issue 27 item 3: the known_hosts line of 127.0.0.3 holds an ECDSA key, the
+// server offers its ed25519 one (a man in the middle with a key of another
+// type). OpenSSH 9.2 calls that a changed key even under accept-new; so must
+// dlaunch, and record nothing.
+TEST_F(Ssh, AKeyOfAnotherTypeForAHostKnownByEcdsaIsRefusedAsChangedUnderAcceptNew) {
+  const auto ecdsa = fs::path(*dir_) / "ecdsa_key";
+  if (!fs::exists(ecdsa)) run({"ssh-keygen", "-q", "-t", "ecdsa", "-N", "", "-f", ecdsa.string()});
+  std::ifstream pub(ecdsa.string() + ".pub");
+  std::string type, key;
+  pub >> type >> key;
+  std::string kh;
+  int line = 0;
+  int n = 0;
+  for (const auto& l : lines_of(known_hosts_text())) {
+    ++n;
+    const bool node1 = l.rfind("[127.0.0.3]", 0) == 0;
+    if (node1) line = n;
+    kh += (node1 ? "[127.0.0.3]:" + std::to_string(port_) + " " + type + " " + key : l) + "\n";
+  }
+  const auto h = private_home(kh);
+  const std::string file = h + "/.ssh/known_hosts";
+  const std::string where = "[127.0.0.3]:" + std::to_string(port_);
+  // What OpenSSH says about the same file.
+  auto ssh = run({"ssh", "-F", "/dev/null", "-o", "UserKnownHostsFile=" + file, "-o",
+                  "GlobalKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=accept-new", "-o",
+                  "BatchMode=yes", "-i", h + "/.ssh/id_ed25519", "-p", std::to_string(port_),
+                  "127.0.0.3", "true"},
+                 30);
+  EXPECT_EQ(ssh.exit_code, 255);
+  EXPECT_NE(ssh.err.find("REMOTE HOST IDENTIFICATION HAS CHANGED"), std::string::npos) << ssh.err;
+
+  const auto job = unique_job_id("keytype");
+  auto r = run(dlaunch_cmd({"-H", hostfile(4, 2), "--host-key-check", "accept-new", "--job-id", job,
+                            kWorker, "ready-sleep", "30"}),
+               60, env(h));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("host key for " + where + " has CHANGED: the server offers ssh-ed25519 "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find(file + ":" + std::to_string(line) + " holds another ECDSA key for it"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("remove the old key with: ssh-keygen -R '" + where + "' -f " + file),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(slurp(file), kh) << "nothing may be recorded";
+  EXPECT_EQ(r.out, "") << "no worker may start anywhere";
+  EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
+}
+
+TEST_F(Ssh, ARevokedHostKeyIsRefusedUnderStrictAndAcceptNew) {
+  const std::string host_key = slurp(*dir_ + "/host_key.pub");
+  const std::string where = "[127.0.0.3]:" + std::to_string(port_);
+  const std::string kh = known_hosts_text() + "@revoked " + where + " " +
+                         host_key.substr(0, host_key.find(' ', host_key.find(' ') + 1)) + "\n";
+  const int line = static_cast<int>(lines_of(kh).size());
+  const auto h = private_home(kh);
+  for (const char* policy : {"strict", "accept-new"}) {
+    auto r =
+        run(dlaunch_cmd({"-H", hostfile(2, 1), "--host-key-check", policy, "true"}), 60, env(h));
+    EXPECT_EQ(r.exit_code, 1) << policy << "\n" << r.err;
+    EXPECT_NE(r.err.find("the ED25519 host key of " + where + " (ssh-ed25519 SHA256:"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(
+        r.err.find(") is marked as revoked in " + h + "/.ssh/known_hosts:" + std::to_string(line)),
+        std::string::npos)
+        << r.err;
+  }
+  auto ssh = run({"ssh", "-F", "/dev/null", "-o", "UserKnownHostsFile=" + h + "/.ssh/known_hosts",
+                  "-o", "GlobalKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=accept-new",
+                  "-o", "BatchMode=yes", "-i", h + "/.ssh/id_ed25519", "-p", std::to_string(port_),
+                  "127.0.0.3", "true"},
+                 30);
+  EXPECT_EQ(ssh.exit_code, 255);
+  EXPECT_NE(ssh.err.find("is marked as revoked"), std::string::npos) << ssh.err;
+}
+
+// libssh2 1.10 cannot check host certificates: a host that a @cert-authority
+// line vouches for is refused with the way out, never recorded by accept-new.
+TEST_F(Ssh, AHostVouchedForByACertificateAuthorityIsRefusedNamingTheWayOut) {
+  const std::string host_key = slurp(*dir_ + "/host_key.pub");
+  const auto h =
+      private_home("@cert-authority [127.0.0.*]:* " +
+                   host_key.substr(0, host_key.find(' ', host_key.find(' ') + 1)) + "\n");
+  auto r = run(dlaunch_cmd({"-H", hostfile(1, 1), "--host-key-check", "accept-new", "true"}), 60,
+               env(h));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find(h +
+                       "/.ssh/known_hosts:1 says a certificate authority signs the keys of "
+                       "[127.0.0.2]:" +
+                       std::to_string(port_)),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("--ssh openssh"), std::string::npos) << r.err;
+  EXPECT_EQ(lines_of(slurp(h + "/.ssh/known_hosts")).size(), 1u);
+}
+
+// A server with an ECDSA and an ed25519 host key (most have several): the
+// key type on record is asked for first, as ssh does, so either record works.
+TEST_F(Ssh, AHostWithKeysOfSeveralTypesIsCheckedWithTheTypeOnRecord) {
+  const auto dir = fs::path(*dir_) / ("twokeys-" + std::to_string(counter_++));
+  fs::create_directories(dir);
+  const std::string ecdsa = (dir / "ecdsa_host").string();
+  ASSERT_EQ(run({"ssh-keygen", "-q", "-t", "ecdsa", "-N", "", "-f", ecdsa}).exit_code, 0);
+  std::string conf;
+  for (const auto& l : lines_of(slurp(*dir_ + "/sshd_config.0"))) {
+    if (l.rfind("ListenAddress", 0) == 0 || l.rfind("HostKey", 0) == 0 ||
+        l.rfind("PidFile", 0) == 0)
+      continue;
+    conf += l + "\n";
+  }
+  conf += "ListenAddress 127.0.0.10\nHostKey " + ecdsa + "\nHostKey " + *dir_ +
+          "/host_key\nPidFile " + (dir / "sshd.pid").string() + "\n";
+  std::ofstream((dir / "sshd_config").string()) << conf;
+  Process sshd({"/usr/sbin/sshd", "-D", "-f", (dir / "sshd_config").string(), "-E",
+                (dir / "sshd.log").string()});
+  bool up = false;
+  for (int i = 0; i < 100 && !up; ++i) {
+    up = run({"bash", "-c", "exec 3<>/dev/tcp/127.0.0.10/" + std::to_string(port_)}, 5).exit_code ==
+         0;
+    if (!up) ::usleep(50000);
+  }
+  ASSERT_TRUE(up) << slurp((dir / "sshd.log").string());
+  const std::string where = "[127.0.0.10]:" + std::to_string(port_) + " ";
+  const auto hosts = temp_file(
+      "hosts:\n  - {host: 127.0.0.10, transport: ssh, port: " + std::to_string(port_) + "}\n",
+      ".yaml");
+  const std::string host_key = slurp(*dir_ + "/host_key.pub");
+  const std::string ecdsa_key = slurp(ecdsa + ".pub");
+  for (const std::string& on_record : {host_key, ecdsa_key}) {
+    const auto h = private_home(
+        where + on_record.substr(0, on_record.find(' ', on_record.find(' ') + 1)) + "\n");
+    auto e = env(h);
+    e.emplace_back("DLAUNCH_DEBUG=ssh");
+    auto r = run(dlaunch_cmd({"-H", hosts, "true"}), 60, e);
+    EXPECT_EQ(r.exit_code, 0) << on_record << r.err;
+    EXPECT_NE(r.err.find("hostkey=" + on_record.substr(0, on_record.find(' '))), std::string::npos)
+        << r.err;
+  }
+  sshd.signal(SIGTERM);
+  sshd.finish(10);
+}
+
 TEST_F(Ssh, HostThatNeverAnswersFailsWithinTheConnectTimeoutAndNothingIsLeft) {
   // A port that accepts TCP but never speaks SSH: the handshake must time out.
   int silent = ::socket(AF_INET, SOCK_STREAM, 0);

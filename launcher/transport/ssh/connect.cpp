@@ -246,7 +246,8 @@ asio::awaitable<void> Connection::wait() {
 namespace {
 
 // The SSH handshake on a connected socket: 0, or libssh2's error.
-asio::awaitable<int> handshake(Connection& c, const ConnectOptions& o, const StageLog& log) {
+asio::awaitable<int> handshake(Connection& c, const ConnectOptions& o, const StageLog& log,
+                               KnownHostsCache& known_hosts, const HostKeyQuery& query) {
   c.session.reset(libssh2_session_init_ex(SessionPages::alloc, SessionPages::free,
                                           SessionPages::realloc, &c.pages));
   if (c.session) SessionPages::install(c.session.get());
@@ -254,6 +255,16 @@ asio::awaitable<int> handshake(Connection& c, const ConnectOptions& o, const Sta
   // its handshake and authentication write (the rest after the exec).
   c.pages.release_zero_pages();
   libssh2_session_set_blocking(c.session.get(), 0);
+  // As ssh: ask first for the key types on record, so that a host with keys
+  // of several types shows the one known_hosts can check.
+  const std::string methods =
+      known_hosts.preferred_methods(c.session.get(), query, o.host_key_policy);
+  if (!methods.empty() &&
+      libssh2_session_method_pref(c.session.get(), LIBSSH2_METHOD_HOSTKEY, methods.c_str()) != 0 &&
+      debug_ssh()) {
+    std::fprintf(stderr, "dlaunch: ssh %s: cannot prefer host key methods %s\n",
+                 o.display().c_str(), methods.c_str());
+  }
   int rc;
   while ((rc = libssh2_session_handshake(c.session.get(), c.socket.native_handle())) ==
          LIBSSH2_ERROR_EAGAIN) {
@@ -264,8 +275,10 @@ asio::awaitable<int> handshake(Connection& c, const ConnectOptions& o, const Sta
     if (debug_ssh()) {
       const char* cipher = libssh2_session_methods(c.session.get(), LIBSSH2_METHOD_CRYPT_SC);
       const char* mac = libssh2_session_methods(c.session.get(), LIBSSH2_METHOD_MAC_SC);
-      std::fprintf(stderr, "dlaunch: ssh %s: cipher=%s mac=%s\n", o.display().c_str(),
-                   cipher != nullptr ? cipher : "?", mac != nullptr ? mac : "?");
+      const char* hostkey = libssh2_session_methods(c.session.get(), LIBSSH2_METHOD_HOSTKEY);
+      std::fprintf(stderr, "dlaunch: ssh %s: cipher=%s mac=%s hostkey=%s\n", o.display().c_str(),
+                   cipher != nullptr ? cipher : "?", mac != nullptr ? mac : "?",
+                   hostkey != nullptr ? hostkey : "?");
     }
   }
   co_return rc;
@@ -295,6 +308,12 @@ asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io, const
   Deadline guard(c->socket, deadline);
   CancelWatch watch(o.cancel, c->socket);
   if (watch.cancelled()) throw ConnectError("cancelled", "cancelled before connecting");
+  // As ssh: the key is looked up under HostKeyAlias when given (without a
+  // port), else under the host connected to (HostName), [host]:port off 22.
+  const HostKeyQuery query{.name = o.host_key_alias.empty() ? o.host : o.host_key_alias,
+                           .port = o.host_key_alias.empty() ? o.port : 22,
+                           .user_files = o.known_hosts,
+                           .global_files = o.global_known_hosts};
   try {
     if (opener) {
       // Through a jump host or a ProxyCommand: one attempt, the proxy's own
@@ -304,7 +323,7 @@ asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io, const
       log("stream open");
       c->socket.non_blocking(true);
       stage = "handshake";
-      const int rc = co_await handshake(*c, o, log);
+      const int rc = co_await handshake(*c, o, log, known_hosts, query);
       if (rc != 0) {
         throw ConnectError("handshake", fmt::format("SSH handshake with {} failed: {}", o.display(),
                                                     last_error(c->session.get())));
@@ -331,7 +350,7 @@ asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io, const
           c->peer_address = c->socket.remote_endpoint().address().to_string();
           c->local_address = c->socket.local_endpoint().address().to_string();
           stage = "handshake";
-          const int rc = co_await handshake(*c, o, log);
+          const int rc = co_await handshake(*c, o, log, known_hosts, query);
           if (rc == 0) break;
           // sshd drops connections past MaxStartups with a reset or a closed banner.
           ec = (rc == LIBSSH2_ERROR_SOCKET_DISCONNECT || rc == LIBSSH2_ERROR_SOCKET_RECV)
@@ -359,12 +378,6 @@ asio::awaitable<std::unique_ptr<Connection>> connect(asio::io_context& io, const
     }
 
     stage = "hostkey";
-    // As ssh: the key is looked up under HostKeyAlias when given (without a
-    // port), else under the host connected to (HostName), [host]:port off 22.
-    const HostKeyQuery query{.name = o.host_key_alias.empty() ? o.host : o.host_key_alias,
-                             .port = o.host_key_alias.empty() ? o.port : 22,
-                             .user_files = o.known_hosts,
-                             .global_files = o.global_known_hosts};
     auto verdict = known_hosts.verify(c->session.get(), query, o.host_key_policy);
     if (!verdict.ok) throw ConnectError("hostkey", verdict.message);
     if (verdict.added) c->host_key_note = verdict.message;

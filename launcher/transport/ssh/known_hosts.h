@@ -1,11 +1,15 @@
-// Host key verification against OpenSSH known_hosts files (plain, hashed
-// `|1|salt|hash` and `[host]:port` entries), with OpenSSH's three policies.
-// Each file is read once per job (KnownHostsCache), not once per connection.
+// Host key verification against OpenSSH known_hosts files, as OpenSSH 9.2
+// decides it: names plain, with * and ? wildcards, negated (!), hashed
+// (|1|salt|hash) or [host]:port; @revoked keys are refused; a known host
+// that offers a key no line holds for it has CHANGED, whatever the key's
+// type. Each file is read once per job (KnownHostsCache).
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <libssh2.h>
@@ -20,8 +24,8 @@ struct HostKeyVerdict {
   std::string message;  // why not ok, or what was added
 };
 
-// "SHA256:<base64 without padding>" like ssh-keygen -l.
-std::string sha256_fingerprint(LIBSSH2_SESSION* session);
+// "SHA256:<base64 without padding>" of a public key blob, like ssh-keygen -l.
+std::string sha256_fingerprint(std::string_view key);
 
 // Where a host's key is looked up, and which files say what about it.
 struct HostKeyQuery {
@@ -31,37 +35,67 @@ struct HostKeyQuery {
   std::vector<std::string> global_files;  // checked after the user files
 };
 
+// One line of a known_hosts file that is not blank or a comment.
+struct KnownHostLine {
+  enum class Marker { kNone, kRevoked, kCertAuthority };
+  int line = 0;  // 1-based
+  Marker marker = Marker::kNone;
+  std::string hosts;   // comma-separated patterns, or one hashed |1|salt|hash
+  std::string type;    // the key type as written
+  std::string key;     // the decoded key blob; empty when broken
+  std::string broken;  // why the line cannot be used; empty when it can
+};
+
+// Every such line, broken ones too: one about the host being checked matters.
+std::vector<KnownHostLine> parse_known_hosts(std::string_view text);
+
+// Whether a line's host field names `host` ("name" or "[name]:port", lower
+// case): a hashed name, or patterns of which one matches and none negated does.
+bool host_field_matches(std::string_view field, std::string_view host);
+
+// The host key algorithms to ask for, of those libssh2 supports: the ones
+// for the key types known for the host first, as ssh orders them, so that a
+// host with keys of several types shows the one on record; certificate
+// algorithms never (libssh2 cannot check them). Empty: keep libssh2's order.
+std::string host_key_methods(const std::vector<std::string>& known_types,
+                             const std::vector<std::string>& supported);
+
 // The known_hosts files of one job, each read once on first use and kept
 // (with what accept-new added since). Not thread-safe: one event loop.
 class KnownHostsCache {
  public:
-  KnownHostsCache();
-  ~KnownHostsCache();
-  KnownHostsCache(const KnownHostsCache&) = delete;
-  KnownHostsCache& operator=(const KnownHostsCache&) = delete;
-
-  // Checks the key the session's server offered. A key that matches in any
-  // file is accepted; one that contradicts an entry in any file is refused
-  // (whatever the policy but off); an unknown key is refused under strict,
-  // and appended to the first user file under accept-new.
+  // The key the session's server offered: refused if revoked, accepted if a
+  // line for the host holds it; else refused if any other key is known for
+  // the host (changed), if a line is unreadable or a certificate authority
+  // vouches for it, or under strict; else appended to the first user file.
   HostKeyVerdict verify(LIBSSH2_SESSION* session, const HostKeyQuery& query, HostKeyPolicy policy);
+  // The same for a public key blob (what libssh2_session_hostkey gives).
+  HostKeyVerdict verify(std::string_view key, const HostKeyQuery& query, HostKeyPolicy policy);
+
+  // host_key_methods for the query's host and the session's libssh2; empty
+  // under policy off or when no key is known for the host.
+  std::string preferred_methods(LIBSSH2_SESSION* session, const HostKeyQuery& query,
+                                HostKeyPolicy policy);
 
   // How many times a file was read (tests: once per job).
   int reads() const { return reads_; }
 
  private:
-  struct File;
-  File& file(const std::string& path, LIBSSH2_SESSION* session);
-  // The collections need a session for their allocations: one of our own,
-  // never connected, that lives as long as they do.
-  LIBSSH2_SESSION* owner_ = nullptr;
+  struct File {
+    std::string path;
+    std::vector<KnownHostLine> lines;
+    int line_count = 0;  // lines in the file, for those accept-new appends
+    std::string error;   // why it could not be read; empty: read (or absent)
+    // Host -> its lines: a hashed name costs an HMAC per line and host, once.
+    std::map<std::string, std::vector<std::size_t>> about;
+  };
+  HostKeyVerdict decide(std::string_view key, const HostKeyQuery& query, HostKeyPolicy policy);
+  File& file(const std::string& path);
+  const std::vector<std::size_t>& lines_about(File& f, const std::string& host);
+  std::vector<std::string> paths(const HostKeyQuery& query) const;
   std::map<std::string, std::unique_ptr<File>> files_;
   int reads_ = 0;
 };
-
-// One-off check against one file (no cache).
-HostKeyVerdict verify_host_key(LIBSSH2_SESSION* session, const std::string& host, int port,
-                               const std::string& known_hosts_path, HostKeyPolicy policy);
 
 // $HOME/.ssh/known_hosts (HOME from the environment, else the password database).
 std::string default_known_hosts_path();

@@ -19,9 +19,6 @@ struct SessionDeleter {
 struct ChannelDeleter {
   void operator()(LIBSSH2_CHANNEL* c) const;
 };
-struct KnownHostsDeleter {
-  void operator()(LIBSSH2_KNOWNHOSTS* k) const { libssh2_knownhost_free(k); }
-};
 struct AgentDeleter {
   void operator()(LIBSSH2_AGENT* a) const {
     libssh2_agent_disconnect(a);
@@ -31,7 +28,6 @@ struct AgentDeleter {
 
 using Session = std::unique_ptr<LIBSSH2_SESSION, SessionDeleter>;
 using Channel = std::unique_ptr<LIBSSH2_CHANNEL, ChannelDeleter>;
-using KnownHosts = std::unique_ptr<LIBSSH2_KNOWNHOSTS, KnownHostsDeleter>;
 using Agent = std::unique_ptr<LIBSSH2_AGENT, AgentDeleter>;
 
 // The session's last error as text ("-18: Username/PublicKey combination invalid").
