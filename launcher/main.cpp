@@ -248,6 +248,16 @@ int run(int argc, char** argv) {
   po.command = o.command;
   po.head_env = dl::current_environment();
   po.user_env = dl::user_environment(o.env_files, o.exports, po.head_env);
+  // -x MASTER_PORT=N pins the ranks' MASTER_PORT, as --master-port does.
+  if (const int pinned = dl::pinned_master_port(po.user_env); pinned != 0) {
+    if (o.master_port != 0 && o.master_port != pinned) {
+      throw dl::InputError(
+          {"-x"}, "MASTER_PORT",
+          fmt::format("MASTER_PORT={} and --master-port {} disagree", pinned, o.master_port),
+          "give the port once");
+    }
+    o.master_port = pinned;
+  }
   po.max_restarts = o.max_restarts;
   po.collective_timeout_s = o.collective_timeout_s;
   for (const auto& a : o.apps) {

@@ -42,10 +42,15 @@ void retry_later(const std::shared_ptr<detail::ServerState>& state, Again again)
   });
 }
 
-void accept_next(const std::shared_ptr<detail::ServerState>& state) {
-  state->acceptor.async_accept([state](const error_code& ec, asio::ip::tcp::socket socket) {
-    if (state->closed) return;
-    if (ec) return retry_later(state, accept_next);
+void accept_on(const std::shared_ptr<detail::ServerState>& state,
+               asio::ip::tcp::acceptor& acceptor) {
+  acceptor.async_accept([state, &acceptor](const error_code& ec, asio::ip::tcp::socket socket) {
+    if (state->closed || !acceptor.is_open()) return;  // the store, or this port, closed
+    if (ec) {
+      return retry_later(state, [&acceptor](const std::shared_ptr<detail::ServerState>& s) {
+        if (acceptor.is_open()) accept_on(s, acceptor);
+      });
+    }
     error_code ignored;
     std::string source = socket.remote_endpoint(ignored).address().to_string();
     const auto uid = detail::local_peer_uid(socket);
@@ -54,8 +59,12 @@ void accept_next(const std::shared_ptr<detail::ServerState>& state) {
         state->io, asio::generic::stream_protocol(protocol.family(), protocol.protocol()),
         socket.release());
     start_session(state, std::move(generic), std::move(source), uid);
-    accept_next(state);
+    accept_on(state, acceptor);
   });
+}
+
+void accept_next(const std::shared_ptr<detail::ServerState>& state) {
+  accept_on(state, state->acceptor);
 }
 
 void accept_next_unix(const std::shared_ptr<detail::ServerState>& state) {
@@ -116,6 +125,33 @@ StoreServer::~StoreServer() { close(); }
 
 uint16_t StoreServer::port() const { return port_; }
 
+uint16_t StoreServer::listen_also(const std::string& bind_address, uint16_t port) {
+  error_code ec;
+  const auto address = asio::ip::make_address(bind_address, ec);
+  if (ec)
+    throw std::system_error(to_std(ec), "store server: bad bind address '" + bind_address + "'");
+  auto acceptor = std::make_unique<asio::ip::tcp::acceptor>(state_->io);
+  const asio::ip::tcp::endpoint endpoint(address, port);
+  acceptor->open(endpoint.protocol(), ec);
+  if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor->bind(endpoint, ec);
+  if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  uint16_t bound = 0;
+  if (!ec) bound = acceptor->local_endpoint(ec).port();
+  if (ec) {
+    throw std::system_error(
+        to_std(ec), "store server: cannot listen on " + bind_address + ":" + std::to_string(port));
+  }
+  state_->more_acceptors.push_back(std::move(acceptor));
+  accept_on(state_, *state_->more_acceptors.back());
+  return bound;
+}
+
+void StoreServer::stop_listening_on_first_port() {
+  error_code ignored;
+  state_->acceptor.close(ignored);
+}
+
 size_t StoreServer::connections() const { return state_->sessions.size(); }
 
 void StoreServer::close() {
@@ -123,6 +159,7 @@ void StoreServer::close() {
   state_->closed = true;
   error_code ignored;
   state_->acceptor.close(ignored);
+  for (auto& a : state_->more_acceptors) a->close(ignored);
   if (state_->unix_acceptor.is_open()) {
     state_->unix_acceptor.close(ignored);
     ::unlink(state_->opts.unix_path.c_str());
@@ -152,6 +189,29 @@ ThreadedStoreServer::~ThreadedStoreServer() {
 }
 
 uint16_t ThreadedStoreServer::port() const { return impl_->server->port(); }
+
+uint16_t ThreadedStoreServer::listen_also(const std::string& bind_address, uint16_t port) {
+  std::promise<uint16_t> answer;
+  auto result = answer.get_future();
+  asio::post(impl_->io, [&] {
+    try {
+      answer.set_value(impl_->server->listen_also(bind_address, port));
+    } catch (...) {
+      answer.set_exception(std::current_exception());
+    }
+  });
+  return result.get();
+}
+
+void ThreadedStoreServer::stop_listening_on_first_port() {
+  std::promise<void> done;
+  auto result = done.get_future();
+  asio::post(impl_->io, [&] {
+    impl_->server->stop_listening_on_first_port();
+    done.set_value();
+  });
+  result.get();
+}
 
 size_t ThreadedStoreServer::connections() const {
   std::promise<size_t> answer;

@@ -37,6 +37,9 @@ struct ServerState {
   boost::asio::io_context& io;
   StoreServerOptions opts;
   boost::asio::ip::tcp::acceptor acceptor;
+  // More TCP ports of the same store (StoreServer::listen_also), each
+  // closed on its own or with the store.
+  std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> more_acceptors;
   // Processes of this user on this machine may use a Unix socket in a
   // private folder instead (opts.unix_path): other users cannot reach it,
   // so a flood of theirs at the TCP port does not queue in front of them.

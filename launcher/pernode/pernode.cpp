@@ -446,6 +446,9 @@ int run_per_node(const Options& o) {
   rs.read_timeout = option_ms(conf.read_timeout_s);
   rs.close_timeout = option_ms(conf.close_timeout_s);
   rs.max_restarts = o.max_restarts;
+  rs.store_port = static_cast<std::uint16_t>(o.store_port);
+  rs.pinned_master_port = static_cast<std::uint16_t>(
+      pinned_master_port(user_environment(o.env_files, o.exports, head_env)));
   rs.mpi = o.mpi;
   rs.heartbeat_timeout = option_ms(o.heartbeat_timeout_s);
   char here[256] = {};

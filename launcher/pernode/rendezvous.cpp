@@ -140,7 +140,7 @@ bool valid_address(std::string_view a) {
 
 }  // namespace
 
-Rendezvous::Rendezvous(RdzvSettings s) : s_(std::move(s)) {
+Rendezvous::Rendezvous(RdzvSettings s) : s_(std::move(s)), meeting_port_(s_.port) {
   endpoint_ = (s_.host.find(':') != std::string::npos ? "[" + s_.host + "]" : s_.host) + ":" +
               std::to_string(s_.port);
 }
@@ -172,9 +172,16 @@ Membership Rendezvous::join(int round) {
     settled_ = false;
   }
   round_ = round;
-  if (store_lost_) take_over();
-  if (!store_) connect();
-  return join_round();
+  try {
+    if (store_lost_) take_over();
+    if (!store_) connect();
+    return join_round();
+  } catch (const comm::StoreError& e) {
+    // A store that stops answering mid-way is this launcher's environment,
+    // said with where it was meeting; not an internal error.
+    throw Error(ErrorKind::kEnvironment,
+                fmt::format("the rendezvous at {}: {}", endpoint_, e.what()));
+  }
 }
 
 bool Rendezvous::can_take_over() const {
@@ -307,6 +314,10 @@ void Rendezvous::connect() {
       server_ = std::make_unique<comm::ThreadedStoreServer>(so);
       m_.hosting = true;
       client_host = so.bind_address;
+      // Static: the job's store gets a port of its own on the same address;
+      // the meeting port is the workers' MASTER_PORT once all have met.
+      if (s_.is_static && meeting_port_ != 0)
+        job_port_ = server_->listen_also(so.bind_address, s_.store_port);
       if (s_.port == 0) {
         s_.port = server_->port();
         endpoint_ = s_.host + ":" + std::to_string(s_.port);
@@ -381,9 +392,36 @@ void Rendezvous::connect() {
                             endpoint_, secs(s_.join_timeout), e.what()));
   }
   check_settings();
+  if (s_.is_static && meeting_port_ != 0) move_to_job_port();
   // Where this launcher can be reached, should it host the store one day.
   own_addr_ = s_.local_addr.empty() ? proto::source_address_toward(numeric_address(s_.host))
                                     : numeric_address(s_.local_addr);
+}
+
+// Static: the host says where the job's store is; every launcher (the host
+// too) reconnects there before it claims its node rank, so that once every
+// rank is claimed nobody uses the meeting port and the host closes it.
+void Rendezvous::move_to_job_port() {
+  if (m_.hosting) store_->set(key("store_port"), std::to_string(job_port_));
+  const std::string v = store_->get(key("store_port"), s_.join_timeout);
+  const auto port = parse_number(v, 1, 65535);
+  if (!port) malformed("store_port", v);
+  comm::StoreOptions co;
+  co.host = client_host_;
+  co.port = static_cast<std::uint16_t>(*port);
+  co.secret = s_.secret;
+  co.connect_timeout = s_.join_timeout;
+  co.timeout = s_.read_timeout;
+  try {
+    store_ = std::make_unique<comm::Store>(co);
+  } catch (const comm::StoreError& e) {
+    throw Error(ErrorKind::kEnvironment,
+                fmt::format("the rendezvous at {} moved the job's store to port {}, which this "
+                            "launcher cannot reach: {}",
+                            endpoint_, *port, e.what()));
+  }
+  s_.port = co.port;
+  m_.store_port = co.port;
 }
 
 void Rendezvous::check_settings() {
@@ -453,6 +491,8 @@ Membership Rendezvous::join_round() {
     }
     m_.names = st.multi_get(keys);
     check_names();
+    // Everyone has moved to the job's store: the meeting port is MASTER_PORT's.
+    if (m_.hosting && round_ == 0 && meeting_port_ != 0) server_->stop_listening_on_first_port();
   } else {
     const long long idx = st.add(rkey("joined"), 1) - 1;
     st.set(rkey(fmt::format("addr/{}", idx)), own_addr_);
@@ -539,7 +579,11 @@ Membership Rendezvous::join_round() {
   if (m_.node_rank == 0) {
     std::string addr = s_.local_addr;
     if (addr.empty()) addr = s_.host;
-    st.set(rkey("master"), fmt::format("{}\n{}", addr, free_port()));
+    // torchrun's: the static rendezvous's MASTER_PORT is --master-port.
+    const std::uint16_t port = s_.pinned_master_port != 0           ? s_.pinned_master_port
+                               : s_.is_static && meeting_port_ != 0 ? meeting_port_
+                                                                    : free_port();
+    st.set(rkey("master"), fmt::format("{}\n{}", addr, port));
   }
   const std::string master_value = st.get(rkey("master"), s_.join_timeout);
   const auto master = split(master_value, '\n');

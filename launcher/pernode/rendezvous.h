@@ -44,6 +44,13 @@ struct RdzvSettings {
   std::chrono::milliseconds read_timeout{60'000};
   std::chrono::milliseconds close_timeout{30'000};  // a re-rendezvous's wait for MIN nodes
   int max_restarts = 0;
+  // The workers' MASTER_PORT when the user pinned it (-x MASTER_PORT=N);
+  // 0: a static rendezvous's is --master-port (as torchrun's), a c10d one's
+  // a free port node 0 finds.
+  std::uint16_t pinned_master_port = 0;
+  // Static: the port node 0's store moves to once the launchers have met
+  // (--store-port); 0: a free one.
+  std::uint16_t store_port = 0;
   bool mpi = false;                                     // --mpi: every launcher must say the same
   std::chrono::milliseconds heartbeat_timeout{30'000};  // 0: no heartbeat watch
 };
@@ -154,6 +161,12 @@ class Rendezvous {
   bool settled_ = false;     // this node's failure met the store: published_ says who won
   bool store_lost_ = false;  // the watch saw the store go: nothing more to say to it
   std::string endpoint_;     // host:port, for messages
+  // Static: the port the launchers meet at (--master-port). The store moves
+  // to a port of its own (s_.port) once everyone has met, so that rank 0 can
+  // bind this one for MASTER_PORT as under torchrun.
+  std::uint16_t meeting_port_ = 0;
+  std::uint16_t job_port_ = 0;  // the host's: where the job's store moves
+  void move_to_job_port();
   std::string client_host_;  // where this launcher connects to the store
   std::string own_addr_;     // where the others could reach this launcher
 };

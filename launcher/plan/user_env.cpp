@@ -1,5 +1,6 @@
 #include "plan/user_env.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -114,6 +115,22 @@ EnvList user_environment(const std::vector<std::string>& env_files,
   auto x = resolve_exports(exports, head_env);
   out.insert(out.end(), x.begin(), x.end());
   return out;
+}
+
+int pinned_master_port(const EnvList& user_env) {
+  int port = 0;
+  for (const auto& [k, v] : user_env) {
+    if (k != "MASTER_PORT") continue;
+    const bool digits = !v.empty() && v.size() <= 5 && std::all_of(v.begin(), v.end(), [](char c) {
+      return c >= '0' && c <= '9';
+    });
+    port = digits ? std::stoi(v) : 0;
+    if (port < 1 || port > 65535) {
+      throw InputError({"-x"}, "MASTER_PORT", "'" + v + "' is not a port (1-65535)",
+                       "give the port the ranks' MASTER_PORT must be, or leave it to dlaunch");
+    }
+  }
+  return port;
 }
 
 }  // namespace dlaunch

@@ -29,6 +29,11 @@ EnvList parse_env_file(const std::string& path);
 EnvList resolve_exports(const std::vector<std::string>& exports,
                         const std::vector<std::string>& head_env);
 
+// MASTER_PORT as the user set it for the workers (-x MASTER_PORT=N, an env
+// file), which dlaunch then uses as the job's MASTER_PORT instead of
+// choosing one: 0 when not set; InputError when it is no port.
+int pinned_master_port(const EnvList& user_env);
+
 // Env files, then -x: what PlanOptions::user_env gets.
 EnvList user_environment(const std::vector<std::string>& env_files,
                          const std::vector<std::string>& exports,

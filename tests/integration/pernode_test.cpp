@@ -138,7 +138,27 @@ TEST(PerNode, StaticTwoLaunchersMakeOneWorld) {
   expect_one_world(rs, 2, 2);
   EXPECT_NE(rs[1].err.find("node 0 of 2"), std::string::npos) << rs[1].err;
   EXPECT_NE(rs[0].err.find("node 1 of 2"), std::string::npos) << rs[0].err;
+  // Issue 29: as torchrun's, the ranks' MASTER_PORT is --master-port (a
+  // firewall that opens only that port lets the job through); the
+  // launchers' store moved to a port of its own.
+  for (const auto& r : rs) {
+    EXPECT_NE(r.err.find("MASTER_PORT=" + std::to_string(port)), std::string::npos) << r.err;
+  }
   EXPECT_TRUE(wait_job_gone(job, 5).empty());
+}
+
+TEST(PerNode, MasterPortPinnedWithDashXIsTheRanksOnC10d) {
+  const int port = free_port();
+  int pinned = free_port();
+  while (pinned == port) pinned = free_port();
+  const auto job = unique_job_id("pn-pinned");
+  const std::vector<std::string> prog = {"-x", "MASTER_PORT=" + std::to_string(pinned), "python3",
+                                         kWorld};
+  auto rs = run_all({c10d(2, 1, port, job, prog), c10d(2, 1, port, job, prog)});
+  expect_one_world(rs, 2, 1);
+  for (const auto& r : rs) {
+    EXPECT_NE(r.err.find("MASTER_PORT=" + std::to_string(pinned)), std::string::npos) << r.err;
+  }
 }
 
 TEST(PerNode, C10dTwoLaunchersMakeOneWorldAndADotPyRunsUnderPython) {
@@ -218,7 +238,9 @@ TEST(PerNodeMpi, ALauncherWithoutMpiIsRefusedNamingBoth) {
   Process first(c10d(2, 1, port, job, {"--rdzv-conf", "join_timeout=3", "--mpi", MPI_HELLO_BIN}),
                 kEnv);
   (void)first.wait_for_stderr([](const std::string&) { return false; }, 0.7);
-  auto second = run(c10d(2, 1, port, job, {MPI_HELLO_BIN}), 30, kEnv);
+  // --no-mpi: without it the second would see that mpi_hello links Open
+  // MPI and run it as --mpi does (issue 29).
+  auto second = run(c10d(2, 1, port, job, {"--no-mpi", MPI_HELLO_BIN}), 30, kEnv);
   EXPECT_EQ(second.exit_code, 2) << second.err;
   EXPECT_NE(second.err.find("--mpi off here"), std::string::npos) << second.err;
   EXPECT_NE(second.err.find("--mpi on on the launcher that came first"), std::string::npos)

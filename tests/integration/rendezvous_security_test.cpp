@@ -383,8 +383,10 @@ TEST(RendezvousValues, AHostileMasterAddressOrPortIsRefusedAndShownEscaped) {
     const int port = free_port();
     const auto job = unique_job_id("hostile-master");
     const std::string marker = temp_dir("hostile") + "/ran";
-    auto store = hostile_open_store(
-        port, {{"dlaunch/rdzv/r0/static/0", "node0 pid 1"}, {"dlaunch/rdzv/r0/master", c.master}});
+    // Node 0 (the test) says its store is where it met the launcher.
+    auto store = hostile_open_store(port, {{"dlaunch/rdzv/r0/static/0", "node0 pid 1"},
+                                           {"dlaunch/rdzv/store_port", std::to_string(port)},
+                                           {"dlaunch/rdzv/r0/master", c.master}});
     const RunResult r = run(static_launcher(2, 1, port, job, {"sh", "-c", "touch " + marker}), 30,
                             {"DLAUNCH_RDZV_SECRET="});
     EXPECT_EQ(r.exit_code, 1) << r.err;

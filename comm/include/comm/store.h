@@ -228,6 +228,13 @@ class StoreServer {
   ~StoreServer();  // close()
 
   uint16_t port() const;
+  // Also listens on bind_address:port (0: any free port) with the same
+  // table and rules; returns the port. std::system_error as the constructor.
+  uint16_t listen_also(const std::string& bind_address, uint16_t port);
+  // Stops accepting on the port the store was made with; the connections
+  // made there stay, the other ports go on (a rendezvous that met on a
+  // port its job's ranks need: docs/per-node.md).
+  void stop_listening_on_first_port();
   void close();  // stop accepting, drop all connections
   size_t connections() const;
 
@@ -245,6 +252,9 @@ class ThreadedStoreServer {
   ~ThreadedStoreServer();
 
   uint16_t port() const;
+  // As StoreServer's, run on the server's thread (these wait for it).
+  uint16_t listen_also(const std::string& bind_address, uint16_t port);
+  void stop_listening_on_first_port();
   size_t connections() const;  // asks the server's thread and waits for the answer
 
  private:
