@@ -1,8 +1,13 @@
 // Connecting: retry until the server comes up, give up with a useful error,
 // reconnect after a loss, configuration from the environment, and the server
 // on a caller's own io_context.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <future>
 #include <optional>
 #include <system_error>
@@ -175,4 +180,32 @@ TEST_F(StoreFromEnv, ConnectsWithTheEnvironmentsAddressAndSecret) {
   EXPECT_EQ(store.address(), "127.0.0.1:" + std::to_string(server.port()));
   store.set("k", "v");
   EXPECT_EQ(store.get("k"), "v");
+}
+
+// A store that met its clients on one port and moves them to another (the
+// per-node static rendezvous, whose meeting port becomes MASTER_PORT): both
+// ports serve one table; closing the first keeps its connections and the
+// other port, and frees the first for someone else to bind.
+TEST(StoreServer, ASecondPortSharesTheTableAndTheFirstCanBeClosedAlone) {
+  dlaunch::comm::ThreadedStoreServer server(server_options());
+  const uint16_t second = server.listen_also("127.0.0.1", 0);
+  ASSERT_NE(second, 0);
+  ASSERT_NE(second, server.port());
+  dlaunch::comm::Store on_first(client_options(server.port()));
+  dlaunch::comm::Store on_second(client_options(second));
+  on_first.set("k", "v");
+  EXPECT_EQ(on_second.get("k"), "v");
+  server.stop_listening_on_first_port();
+  on_first.set("k", "w");  // an existing connection stays
+  EXPECT_EQ(on_second.get("k"), "w");
+  dlaunch::comm::Store again(client_options(second));
+  EXPECT_EQ(again.get("k"), "w");
+  // The first port is free: another socket binds it (as rank 0's TCPStore will).
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a = store_test::loopback(server.port());
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+  EXPECT_EQ(::listen(fd, 1), 0);
+  ::close(fd);
 }
