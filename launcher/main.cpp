@@ -260,6 +260,7 @@ int run(int argc, char** argv) {
   }
   po.max_restarts = o.max_restarts;
   po.collective_timeout_s = o.collective_timeout_s;
+  po.virtual_local_rank = o.pernode.virtual_local_rank;
   for (const auto& a : o.apps) {
     dl::AppPlan app;
     app.np = a.np;

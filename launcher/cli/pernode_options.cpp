@@ -1,6 +1,7 @@
 #include "cli/pernode_options.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <string_view>
@@ -27,7 +28,10 @@ constexpr std::string_view kPerNodeOnly[] = {
     "--monitor-interval", "--use-env"};
 // torchrun's ways to say how the program runs: the per-node mode without a
 // head-node option (as --nproc-per-node), and good in the head-node mode too.
-constexpr std::string_view kProgramOptions[] = {"--module", "--no-python", "--run-path"};
+constexpr std::string_view kProgramOptions[] = {
+    "--module",           "--no-python",          "--run-path",
+    "--shutdown-timeout", "--virtual-local-rank", "--logs-specs",
+    "--event-log-handler"};
 // dlaunch options of the head-node mode that make no sense on one node.
 constexpr std::string_view kHeadOnly[] = {"--hosts",
                                           "--hostfile",
@@ -102,14 +106,15 @@ std::string with_python(const PerNodeOptions& p, std::vector<std::string>& comma
     throw InputError({"--module"}, "", "-m and --no-python exclude each other");
   }
   const std::string py = pernode_python();
+  // -u: unbuffered, as both run it, so that a rank's lines come as printed.
   if (p.module) {
-    command.insert(command.begin(), {py, "-m"});
+    command.insert(command.begin(), {py, "-u", "-m"});
     return py;
   }
   if (!p.no_python) {
     const std::string& first = command.front();
     if (p.run_path || (first.size() > 3 && first.compare(first.size() - 3, 3, ".py") == 0)) {
-      command.insert(command.begin(), py);
+      command.insert(command.begin(), {py, "-u"});
       return py;
     }
   }
@@ -121,7 +126,8 @@ void add_pernode_options(CLI::App& app, Options& o) {
   PerNodeOptions& p = o.pernode;
   g->add_option(both("--nproc-per-node"), p.nproc,
                 "ranks per node: N (head mode: overrides the hostfile's slots); per-node mode "
-                "also gpu (one per visible GPU), cpu (one per CPU), auto (gpu if any, else cpu)");
+                "also gpu (one per visible GPU), xpu (one per Intel GPU), cpu (one per CPU), auto "
+                "(gpu if any, else cpu)");
   g->add_option("--nnodes", p.nnodes,
                 "per-node mode: number of nodes, N or MIN:MAX (elastic, with --max-restarts)");
   g->add_option(
@@ -164,28 +170,48 @@ void add_pernode_options(CLI::App& app, Options& o) {
   bool use_env = false;
   g->add_flag(both("--use-env"), use_env,
               "torch.distributed.launch's: accepted (LOCAL_RANK is always in the environment)");
+  g->add_option(both("--shutdown-timeout"), p.shutdown_timeout_s,
+                "torchrun's: seconds between SIGTERM and SIGKILL when ranks are stopped (dlaunch's "
+                "--kill-grace; else $TORCH_ELASTIC_SHUTDOWN_TIMEOUT)")
+      ->check(CLI::NonNegativeNumber);
+  g->add_flag(both("--virtual-local-rank"), p.virtual_local_rank,
+              "torchrun's: every rank sees only its own GPU, as device 0 (LOCAL_RANK=0, "
+              "CUDA_VISIBLE_DEVICES the rank's one)");
+  g->add_option(both("--logs-specs"), p.logs_specs,
+                "torchrun's: only its built-in `default` (dlaunch's output and --log-dir)");
+  g->add_option(both("--event-log-handler"), p.event_log_handler,
+                "torchrun's: its built-in `null` or `console` (no events are logged either way)");
   // Refused by name: torchrun options that make no sense for dlaunch.
   static std::string refused_value;
-  for (const char* name : {"--start-method", "--logs-specs", "--numa-binding",
-                           "--event-log-handler", "--signals-to-handle", "--max-worker-restarts"}) {
+  for (const char* name :
+       {"--start-method", "--numa-binding", "--signals-to-handle", "--max-worker-restarts"}) {
     g->add_option(both(name), refused_value, "refused (torchrun's; see docs/per-node.md)")
         ->group("");
+  }
+  // torchrun reads every option from PET_<NAME> when it is not on the
+  // command line (PET_NPROC_PER_NODE, PET_RDZV_ENDPOINT, ...): so does dlaunch.
+  for (CLI::Option* opt : g->get_options()) {
+    for (const auto& name : opt->get_lnames()) {
+      if (name.find('_') != std::string::npos) continue;  // the underscore spelling
+      std::string env = "PET_";
+      for (char c : name) env += c == '-' ? '_' : static_cast<char>(std::toupper(c));
+      opt->envname(env);
+      break;
+    }
   }
 }
 
 void finish_pernode_options(const CLI::App& app, Options& o) {
   PerNodeOptions& p = o.pernode;
-  for (const char* name : {"--start-method", "--logs-specs", "--numa-binding",
-                           "--event-log-handler", "--signals-to-handle", "--max-worker-restarts"}) {
+  for (const char* name :
+       {"--start-method", "--numa-binding", "--signals-to-handle", "--max-worker-restarts"}) {
     if (!given(app, name)) continue;
     const std::string_view n(name);
     const char* why = n == "--start-method"
                           ? "dlaunch execs every worker (no fork or multiprocessing start)"
-                      : n == "--logs-specs" ? "there are no log-spec plugins; use --log-dir"
                       : n == "--numa-binding"
                           ? "dlaunch's placement options do it: --bind-to numa (torchrun's node), "
                             "package (socket) or l3cache (core-complex) (docs/placement.md)"
-                      : n == "--event-log-handler" ? "dlaunch has no event log plugins"
                       : n == "--signals-to-handle"
                           ? "dlaunch's signal handling is fixed (docs/troubleshooting.md)"
                           : "torchrun has no such option";
@@ -211,6 +237,36 @@ void finish_pernode_options(const CLI::App& app, Options& o) {
   p.master_addr_given = given(app, "--master-addr");
   p.master_port_given = given(app, "--master-port");
 
+  if (!p.logs_specs.empty() && p.logs_specs != "default") {
+    throw InputError({"--logs-specs"}, "",
+                     "'" + p.logs_specs + "': dlaunch has torchrun's built-in `default` only",
+                     "leave it out; --log-dir writes every rank's output to files");
+  }
+  if (!p.event_log_handler.empty() && p.event_log_handler != "null" &&
+      p.event_log_handler != "console") {
+    throw InputError(
+        {"--event-log-handler"}, "",
+        "'" + p.event_log_handler + "': dlaunch has torchrun's built-in `null` and `console` only",
+        "leave it out");
+  }
+  // torchrun's shutdown timeout is dlaunch's kill grace: the option, else
+  // TORCH_ELASTIC_SHUTDOWN_TIMEOUT, unless --kill-grace said otherwise.
+  if (p.shutdown_timeout_s >= 0) {
+    if (given(app, "--kill-grace")) {
+      throw InputError({"--shutdown-timeout"}, "", "--shutdown-timeout and --kill-grace both given",
+                       "they are the same: give one");
+    }
+    o.kill_grace_s = p.shutdown_timeout_s;
+  } else if (const char* env = std::getenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
+             env != nullptr && *env != '\0' && !given(app, "--kill-grace")) {
+    char* end = nullptr;
+    const double s = std::strtod(env, &end);
+    if (*end != '\0' || !(s >= 0) || s > 86400) {
+      throw InputError({"TORCH_ELASTIC_SHUTDOWN_TIMEOUT"}, "",
+                       std::string("'") + env + "' is not a number of seconds");
+    }
+    o.kill_grace_s = s;
+  }
   if (!p.enabled) {
     if (pernode_only) {
       throw InputError({pernode_only_name}, "", pernode_only_name + " is for the per-node mode",
@@ -231,7 +287,7 @@ void finish_pernode_options(const CLI::App& app, Options& o) {
                      "(docs/per-node.md)");
   }
   parse_nnodes(p);
-  if (p.nproc != "gpu" && p.nproc != "cpu" && p.nproc != "auto") {
+  if (p.nproc != "gpu" && p.nproc != "cpu" && p.nproc != "auto" && p.nproc != "xpu") {
     const int n = parse_count(p.nproc, "--nproc-per-node", 1);
     if (n > limits::kMaxRanksPerNode) {
       throw InputError({"--nproc-per-node"}, "",

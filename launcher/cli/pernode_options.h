@@ -36,6 +36,10 @@ struct PerNodeOptions {
   std::string redirects;
   std::string tee;
   std::string local_ranks_filter;
+  double shutdown_timeout_s = -1;   // --shutdown-timeout; < 0: not given
+  bool virtual_local_rank = false;  // --virtual-local-rank
+  std::string logs_specs;           // --logs-specs: "default" only
+  std::string event_log_handler;    // --event-log-handler: "null" or "console"
   bool master_addr_given = false;
   bool master_port_given = false;
 };

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <regex>
@@ -226,6 +227,26 @@ int resolve_nproc(const std::string& spec, const std::vector<std::string>& env) 
     return n;
   };
   if (spec == "cpu") return cpus();
+  if (spec == "xpu") {
+    // Intel GPUs: DRM render nodes of vendor 0x8086 (ZE_AFFINITY_MASK, when
+    // set, says which of them the ranks may use).
+    const std::string mask = getenv_or(env, "ZE_AFFINITY_MASK");
+    if (!mask.empty()) return static_cast<int>(std::count(mask.begin(), mask.end(), ',')) + 1;
+    int n = 0;
+    std::error_code ec;
+    for (const auto& d : std::filesystem::directory_iterator("/sys/class/drm", ec)) {
+      const std::string name = d.path().filename().string();
+      if (name.rfind("renderD", 0) != 0) continue;
+      std::ifstream vendor(d.path() / "device/vendor");
+      std::string v;
+      if (vendor >> v && v == "0x8086") ++n;
+    }
+    if (n > 0) return n;
+    throw InputError({"--nproc-per-node"}, "",
+                     "xpu: this machine has no Intel GPU (no DRM render node of vendor 0x8086, no "
+                     "ZE_AFFINITY_MASK)",
+                     "give a number, or cpu");
+  }
   if (spec == "gpu" || spec == "auto") {
     const int n = gpus();
     if (n > 0) return n;
@@ -304,6 +325,7 @@ RoundEnd run_round(const Options& o, Rendezvous& rdzv, const RdzvSettings& rs, c
   po.max_restarts = o.max_restarts;
   po.restart_count = round;
   po.collective_timeout_s = o.collective_timeout_s;
+  po.virtual_local_rank = o.pernode.virtual_local_rank;
   const JobPlan plan = make_node_plan(po, m, here, p.role, rs.secret);
   std::vector<std::string> node_of_rank(static_cast<std::size_t>(plan.world_size));
   for (std::size_t i = 0; i < node_of_rank.size(); ++i)
@@ -423,7 +445,11 @@ int run_per_node(const Options& o) {
   if (!o.job_id.empty() && p.rdzv_id != "none") {
     throw InputError({"--job-id"}, "", "--job-id and --rdzv-id both given", "use --rdzv-id");
   }
-  const std::string run_id = o.job_id.empty() ? p.rdzv_id : o.job_id;
+  std::string run_id = o.job_id.empty() ? p.rdzv_id : o.job_id;
+  // A job of one node has nobody to agree an id with: its own (torchrun's
+  // --standalone makes a uuid), so that jobs on one machine never share one.
+  const bool one_node = p.standalone || p.max_nodes == 1;
+  if (one_node && run_id == "none") run_id = "standalone-" + random_hex(6);
   if (run_id == "." || run_id == ".." ||
       !std::regex_match(run_id, std::regex("[A-Za-z0-9_.-]{1,64}"))) {
     throw InputError({"--rdzv-id"}, "", "'" + run_id + "' is not a valid job id",
@@ -481,7 +507,18 @@ int run_per_node(const Options& o) {
     }
     char* end = nullptr;
     const long n = std::strtol(port.c_str(), &end, 10);
-    if (ep.empty() || port.empty() || *end != '\0' || n < 1 || n > 65535) {
+    // HOST:0, torchrun's "a free port": only a launcher alone can use it (no
+    // other could learn which port it got).
+    if (n == 0 && port == "0" && !ep.empty() && p.max_nodes > 1) {
+      throw InputError({"--rdzv-endpoint"}, "",
+                       "'" + p.rdzv_endpoint +
+                           "': port 0 is a free port only this launcher "
+                           "would know, and --nnodes " +
+                           p.nnodes + " needs others to meet it",
+                       "give the port every launcher is told, e.g. " + ep + ":29400");
+    }
+    if (ep.empty() || port.empty() || *end != '\0' || n < 0 || n > 65535 ||
+        (n == 0 && port != "0")) {
       throw InputError({"--rdzv-endpoint"}, "",
                        "'" + p.rdzv_endpoint + "' is not HOST[:PORT] with a port from 1 to 65535");
     }

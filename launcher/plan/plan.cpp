@@ -195,6 +195,26 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
     for (const auto& kv : opts.user_env) node.env.push_back(kv);
     if (!node.host.gpus.empty())
       node.env.emplace_back("CUDA_VISIBLE_DEVICES", join_ints(node.host.gpus));
+    if (opts.virtual_local_rank) {
+      // The devices the node's ranks share: the hostfile's, else (this
+      // machine's nodes) the launcher's own CUDA_VISIBLE_DEVICES, as torchrun
+      // takes its own.
+      std::string visible;
+      for (const auto& [k, v] : node.env) {
+        if (k == "CUDA_VISIBLE_DEVICES") visible = v;
+      }
+      if (visible.empty() && node.host.transport == Transport::kLocal) {
+        for (const auto& e : opts.head_env) {
+          if (e.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) visible = e.substr(21);
+        }
+      }
+      std::size_t start = 0;
+      while (!visible.empty() && start <= visible.size()) {
+        const auto comma = visible.find(',', start);
+        node.devices.push_back(visible.substr(start, comma - start));
+        start = comma == std::string::npos ? visible.size() + 1 : comma + 1;
+      }
+    }
     if (opts.collective_timeout_s >= 0)
       node.env.emplace_back("DLAUNCH_COLLECTIVE_TIMEOUT",
                             format_seconds(opts.collective_timeout_s));
@@ -220,6 +240,7 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
     for (auto& r : node.ranks) r.role_rank = role_rank[static_cast<std::size_t>(r.rank)];
   }
   plan.nnodes = nnodes;
+  plan.virtual_local_rank = opts.virtual_local_rank;
   plan.restart_count = opts.restart_count;
   plan.max_restarts = opts.max_restarts;
   return plan;
@@ -230,9 +251,9 @@ EnvList rank_environment(const JobPlan& plan, const NodePlan& node, const RankPl
   const AppPlan* app = static_cast<std::size_t>(r.app) < plan.apps.size()
                            ? &plan.apps[static_cast<std::size_t>(r.app)]
                            : nullptr;
-  return {
+  EnvList env = {
       {"RANK", rank},
-      {"LOCAL_RANK", std::to_string(r.local_rank)},
+      {"LOCAL_RANK", plan.virtual_local_rank ? "0" : std::to_string(r.local_rank)},
       {"WORLD_SIZE", std::to_string(plan.world_size)},
       {"LOCAL_WORLD_SIZE", std::to_string(node.ranks.size())},
       {"GROUP_RANK", std::to_string(node.node_rank)},
@@ -249,6 +270,12 @@ EnvList rank_environment(const JobPlan& plan, const NodePlan& node, const RankPl
       {"DLAUNCH_JOB_ID", plan.job_id},
       {"DLAUNCH_NODE_NAME", node.host.name},
   };
+  if (plan.virtual_local_rank) {
+    const auto i = static_cast<std::size_t>(r.local_rank);
+    env.emplace_back("CUDA_VISIBLE_DEVICES",
+                     i < node.devices.size() ? node.devices[i] : std::to_string(r.local_rank));
+  }
+  return env;
 }
 
 }  // namespace dlaunch

@@ -43,6 +43,9 @@ struct NodePlan {
   // env's OMP_NUM_THREADS=1 is dlaunch's default (torchrun's rule), not the
   // user's: a bound rank gets its number of cores instead (docs/placement.md).
   bool omp_default = false;
+  // --virtual-local-rank: the node's devices, each rank gets the one at its
+  // local rank (its CUDA_VISIBLE_DEVICES); empty: the local rank's number.
+  std::vector<std::string> devices;
 };
 
 struct PlanOptions {
@@ -59,6 +62,9 @@ struct PlanOptions {
   int restart_count = 0;  // this attempt (TORCHELASTIC_RESTART_COUNT)
   int max_restarts = 0;
   double collective_timeout_s = -1;  // >= 0: DLAUNCH_COLLECTIVE_TIMEOUT for every rank
+  // torchrun's --virtual-local-rank: every rank LOCAL_RANK=0 and
+  // CUDA_VISIBLE_DEVICES its own device.
+  bool virtual_local_rank = false;
 };
 
 struct JobPlan {
@@ -67,6 +73,7 @@ struct JobPlan {
   int nnodes = 0;  // NNODES, GROUP_WORLD_SIZE: the plan's nodes, or the per-node job's
   int restart_count = 0;
   int max_restarts = 0;
+  bool virtual_local_rank = false;
   std::string master_addr;
   std::vector<std::string> command;  // the first app's
   std::vector<AppPlan> apps;         // at least one

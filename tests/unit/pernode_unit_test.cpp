@@ -1,6 +1,7 @@
 // Per-node mode's pure parts: which mode the command line selects, torchrun's
 // spellings, what is refused by name, the program under Python, --rdzv-conf,
 // --nproc-per-node and the node's plan (global ranks, torchrun's environment).
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -79,16 +80,17 @@ TEST(PerNodeOptions, NodeOptionsSelectTheModeInBothSpellings) {
 TEST(PerNodeOptions, ThePythonProgramRulesOfTorchrun) {
   auto p = parse({"--standalone", "train.py", "--lr", "1"});
   ASSERT_EQ(p.exit, -1) << p.error;
-  EXPECT_EQ(p.o.command, (std::vector<std::string>{pernode_python(), "train.py", "--lr", "1"}));
+  EXPECT_EQ(p.o.command,
+            (std::vector<std::string>{pernode_python(), "-u", "train.py", "--lr", "1"}));
   p = parse({"--standalone", "-m", "pkg.train", "--lr", "1"});
   EXPECT_EQ(p.o.command,
-            (std::vector<std::string>{pernode_python(), "-m", "pkg.train", "--lr", "1"}));
+            (std::vector<std::string>{pernode_python(), "-u", "-m", "pkg.train", "--lr", "1"}));
   p = parse({"--standalone", "--no-python", "tool.py"});
   EXPECT_EQ(p.o.command, (std::vector<std::string>{"tool.py"}));
   p = parse({"--standalone", "./prog"});
   EXPECT_EQ(p.o.command, (std::vector<std::string>{"./prog"}));
   p = parse({"--standalone", "--run-path", "script"});
-  EXPECT_EQ(p.o.command, (std::vector<std::string>{pernode_python(), "script"}));
+  EXPECT_EQ(p.o.command, (std::vector<std::string>{pernode_python(), "-u", "script"}));
 }
 
 // Issue 29: the first command lines users bring from the peers.
@@ -96,19 +98,20 @@ TEST(DropIn, ADotPyRunsUnderPythonInTheHeadNodeModeToo) {
   auto p = parse({"-H", "hosts.yaml", "train.py", "--lr", "1"});
   ASSERT_EQ(p.exit, -1) << p.error;
   EXPECT_FALSE(p.o.pernode.enabled);
-  EXPECT_EQ(p.o.command, (std::vector<std::string>{pernode_python(), "train.py", "--lr", "1"}));
+  EXPECT_EQ(p.o.command,
+            (std::vector<std::string>{pernode_python(), "-u", "train.py", "--lr", "1"}));
   p = parse({"-n", "2", "--no-python", "tool.py"});
   ASSERT_EQ(p.exit, -1) << p.error;
   EXPECT_FALSE(p.o.pernode.enabled);
   EXPECT_EQ(p.o.command, (std::vector<std::string>{"tool.py"}));
   p = parse({"-H", "a:2", "-m", "pkg.train"});
   ASSERT_EQ(p.exit, -1) << p.error;
-  EXPECT_EQ(p.o.command, (std::vector<std::string>{pernode_python(), "-m", "pkg.train"}));
+  EXPECT_EQ(p.o.command, (std::vector<std::string>{pernode_python(), "-u", "-m", "pkg.train"}));
   // Each app of an MPMD job.
   p = parse({"-n", "1", "server.py", ":", "-n", "2", "./worker"});
   ASSERT_EQ(p.exit, -1) << p.error;
   ASSERT_EQ(p.o.apps.size(), 2u);
-  EXPECT_EQ(p.o.apps[0].command, (std::vector<std::string>{pernode_python(), "server.py"}));
+  EXPECT_EQ(p.o.apps[0].command, (std::vector<std::string>{pernode_python(), "-u", "server.py"}));
   EXPECT_EQ(p.o.apps[1].command, (std::vector<std::string>{"./worker"}));
   EXPECT_EQ(p.o.command, p.o.apps[0].command);
 }
@@ -137,6 +140,68 @@ TEST(DropIn, OpenMpisSingleDashLongOptionsAreItsOwn) {
   p = parse({"-np", "2", "-tag-ouput", "./prog"});
   EXPECT_EQ(p.exit, 2);
   EXPECT_NE(p.error.find("unknown option"), std::string::npos) << p.error;
+}
+
+TEST(DropIn, TorchrunsNewestOptionsMeanWhatTheyMeanThere) {
+  // --shutdown-timeout is the kill grace; TORCH_ELASTIC_SHUTDOWN_TIMEOUT too.
+  auto p = parse({"--standalone", "--shutdown-timeout", "12", "./prog"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_EQ(p.o.kill_grace_s, 12);
+  ::setenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7", 1);
+  p = parse({"--standalone", "./prog"});
+  EXPECT_EQ(p.o.kill_grace_s, 7);
+  p = parse({"--standalone", "--kill-grace", "3", "./prog"});
+  EXPECT_EQ(p.o.kill_grace_s, 3);  // dlaunch's own option wins over the variable
+  ::unsetenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
+  p = parse({"--standalone", "--shutdown-timeout", "2", "--kill-grace", "3", "./prog"});
+  EXPECT_EQ(p.exit, 2);
+  // Built-in values are accepted, others refused by name.
+  p = parse({"--standalone", "--logs-specs", "default", "--event-log-handler", "console", "./p"});
+  EXPECT_EQ(p.exit, -1) << p.error;
+  p = parse({"--standalone", "--logs-specs", "mine", "./p"});
+  EXPECT_EQ(p.exit, 2);
+  EXPECT_NE(p.error.find("'mine': dlaunch has torchrun's built-in `default` only"),
+            std::string::npos)
+      << p.error;
+  p = parse({"--standalone", "--event-log-handler", "scuba", "./p"});
+  EXPECT_EQ(p.exit, 2);
+  // Every torchrun option from PET_<NAME>, as torchrun reads them.
+  ::setenv("PET_NNODES", "2", 1);
+  ::setenv("PET_RDZV_ENDPOINT", "node0:29411", 1);
+  ::setenv("PET_NPROC_PER_NODE", "3", 1);
+  p = parse({"./prog"});
+  ::unsetenv("PET_NNODES");
+  ::unsetenv("PET_RDZV_ENDPOINT");
+  ::unsetenv("PET_NPROC_PER_NODE");
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_TRUE(p.o.pernode.enabled);
+  EXPECT_EQ(p.o.pernode.max_nodes, 2);
+  EXPECT_EQ(p.o.pernode.rdzv_endpoint, "node0:29411");
+  EXPECT_EQ(p.o.pernode.nproc, "3");
+  // --virtual-local-rank: LOCAL_RANK 0, each rank its own device.
+  p = parse({"--standalone", "--virtual-local-rank", "./prog"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_TRUE(p.o.pernode.virtual_local_rank);
+}
+
+TEST(PerNodePlan, AVirtualLocalRankSeesOnlyItsOwnDevice) {
+  Hostfile hf = local_hostfile(3);
+  hf.hosts.front().gpus = {4, 5, 6};
+  PlanOptions po;
+  po.command = {"./prog"};
+  po.virtual_local_rank = true;
+  const JobPlan plan = make_plan(hf, po);
+  const NodePlan& node = plan.nodes.front();
+  for (const auto& r : node.ranks) {
+    const EnvList env = rank_environment(plan, node, r);
+    EXPECT_EQ(env_of(env, "LOCAL_RANK"), "0");
+    EXPECT_EQ(env_of(env, "CUDA_VISIBLE_DEVICES"), std::to_string(4 + r.local_rank));
+  }
+  po.virtual_local_rank = false;
+  const JobPlan plain = make_plan(hf, po);
+  EXPECT_EQ(env_of(rank_environment(plain, plain.nodes.front(), plain.nodes.front().ranks[2]),
+                   "LOCAL_RANK"),
+            "2");
 }
 
 TEST(PerNodeOptions, WhatMakesNoSenseIsRefusedByName) {
