@@ -148,6 +148,14 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
       plan.job_id, plan.world_size, plan.nodes.size(), master_addr, port);
   const auto ifnames = dl::net::dry_run_interface_note(plan, !o.master_addr.empty(), o.mpi);
   if (!ifnames.empty()) fmt::print("network: {}\n", ifnames);
+  // One environment on every node: what SSH nodes get of dlaunch's own, and
+  // why (local nodes inherit all of it).
+  if (!plan.forwarded.empty()) {
+    fmt::print(
+        "forwarded to SSH nodes (dlaunch's environment but what belongs to this machine or "
+        "session, docs/environment.md): {}\n",
+        join_env(plan.forwarded, mask));
+  }
   if (plan.apps.size() > 1) {
     for (std::size_t k = 0; k < plan.apps.size(); ++k) {
       const auto& app = plan.apps[k];
@@ -194,7 +202,8 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
                local   ? "dlaunch's whole environment"
                : slurm ? "dlaunch's whole environment (srun exports it), "
                          "then the node env below"
-                       : "what sshd gives a command on " + h.host + ", then the node env below");
+                       : "what sshd gives a command on " + h.host +
+                             ", then the forwarded variables (above), then the node env below");
     if (!n.env.empty()) fmt::print("  node env: {}\n", join_env(n.env, mask));
     for (const auto& r : n.ranks) {
       fmt::print("  rank {}: {}MASTER_ADDR={} MASTER_PORT={} {}\n", r.rank,

@@ -81,7 +81,8 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
     const AppPlan* app =
         plan.apps.empty() ? nullptr : &plan.apps.at(static_cast<std::size_t>(r.app));
     w.argv = app != nullptr ? app->command : plan.command;
-    w.env = np.env;
+    if (np.forwarded) w.env = plan.forwarded;
+    w.env.insert(w.env.end(), np.env.begin(), np.env.end());
     if (app != nullptr) w.env.insert(w.env.end(), app->env.begin(), app->env.end());
     for (auto& kv : rank_environment(plan, np, r)) w.env.push_back(std::move(kv));
     if (app != nullptr && !app->workdir.empty()) {

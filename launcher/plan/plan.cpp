@@ -9,11 +9,62 @@
 namespace dlaunch {
 namespace {
 
-constexpr std::array<std::string_view, 10> kForwardPrefixes = {
-    "NCCL_", "OMP_", "PYTHON", "UCX_", "MKL_", "TORCH_", "CUDA_", "HF_", "GLOO_", "OMPI_MCA_"};
-constexpr std::array<std::string_view, 9> kForwardNames = {
-    "PATH",         "LD_LIBRARY_PATH", "VIRTUAL_ENV",   "CONDA_PREFIX", "CONDA_DEFAULT_ENV",
-    "ASAN_OPTIONS", "LSAN_OPTIONS",    "UBSAN_OPTIONS", "TSAN_OPTIONS"};
+// What is this machine's or this session's, not the job's: never sent to a
+// node on another machine (docs/environment.md). Everything else the user
+// exported travels, so that every rank sees the same environment.
+constexpr std::array<std::string_view, 46> kStayNames = {"HOME",
+                                                         "USER",
+                                                         "LOGNAME",
+                                                         "SHELL",
+                                                         "PWD",
+                                                         "OLDPWD",
+                                                         "SHLVL",
+                                                         "_",
+                                                         "TERM",
+                                                         "TERMCAP",
+                                                         "COLORTERM",
+                                                         "COLUMNS",
+                                                         "LINES",
+                                                         "DISPLAY",
+                                                         "WAYLAND_DISPLAY",
+                                                         "HOSTNAME",
+                                                         "HOSTTYPE",
+                                                         "OSTYPE",
+                                                         "MACHTYPE",
+                                                         "MAIL",
+                                                         "MAILPATH",
+                                                         "TMPDIR",
+                                                         "TMUX",
+                                                         "TMUX_PANE",
+                                                         "STY",
+                                                         "WINDOW",
+                                                         "LS_COLORS",
+                                                         "LESSOPEN",
+                                                         "LESSCLOSE",
+                                                         "PS1",
+                                                         "PS2",
+                                                         "PS3",
+                                                         "PS4",
+                                                         "PROMPT_COMMAND",
+                                                         "HISTFILE",
+                                                         "HISTSIZE",
+                                                         "HISTFILESIZE",
+                                                         "HISTCONTROL",
+                                                         "KRB5CCNAME",
+                                                         "GPG_AGENT_INFO",
+                                                         "GPG_TTY",
+                                                         "LD_PRELOAD",
+                                                         "MOTD_SHOWN",
+                                                         "SUDO_USER",
+                                                         "SUDO_UID",
+                                                         "CUDA_VISIBLE_DEVICES"};
+// Prefixes of the same: the session's (SSH_, XDG_, DBUS_), a scheduler's or
+// an MPI's own bookkeeping for this process (SLURM_, PMIX_, OMPI_ but
+// OMPI_MCA_, ...), dlaunch's own (DLAUNCH_ but DLAUNCH_DEBUG), bash's
+// exported functions.
+constexpr std::array<std::string_view, 18> kStayPrefixes = {
+    "SSH_",  "XDG_", "DBUS_", "SUDO_", "SLURM_", "SLURMD_", "PMIX_",      "PMI_",     "OMPI_",
+    "PRTE_", "PBS_", "LSB_",  "LSF_",  "SGE_",   "FLUX_",   "BASH_FUNC_", "DLAUNCH_", "HIST"};
 
 bool head_has(const std::vector<std::string>& env, std::string_view name) {
   for (const auto& e : env) {
@@ -45,15 +96,18 @@ std::string join_ints(const std::vector<int>& v) {
 }  // namespace
 
 bool is_forwarded_variable(const std::string& name) {
-  // CUDA_VISIBLE_DEVICES is per node (from `gpus`), never the head's.
-  if (name == "CUDA_VISIBLE_DEVICES") return false;
-  for (auto p : kForwardPrefixes) {
-    if (std::string_view(name).substr(0, p.size()) == p) return true;
+  if (name.empty() || name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                             "0123456789_") != std::string::npos) {
+    return false;  // no portable name (bash's exported functions, say)
   }
-  for (auto n : kForwardNames) {
-    if (name == n) return true;
+  if (name.rfind("OMPI_MCA_", 0) == 0 || name == "DLAUNCH_DEBUG") return true;
+  for (auto n : kStayNames) {
+    if (name == n) return false;
   }
-  return false;
+  for (auto p : kStayPrefixes) {
+    if (std::string_view(name).substr(0, p.size()) == p) return false;
+  }
+  return true;
 }
 
 Hostfile local_hostfile(int n) {
@@ -182,14 +236,9 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
   for (auto& node : plan.nodes) {
     // Lowest to highest precedence: forwarded, hostfile env, host env,
     // --env-file and -x, devices.
-    if (node.host.transport == Transport::kSsh) {
-      for (const auto& e : opts.head_env) {
-        auto eq = e.find('=');
-        if (eq != std::string::npos && is_forwarded_variable(e.substr(0, eq))) {
-          node.env.emplace_back(e.substr(0, eq), e.substr(eq + 1));
-        }
-      }
-    }
+    // The head's variables reach an SSH node through plan.forwarded, kept
+    // once for the job, not once per node.
+    node.forwarded = node.host.transport == Transport::kSsh;
     for (const auto& kv : hostfile.env) node.env.push_back(kv);
     for (const auto& kv : node.host.env) node.env.push_back(kv);
     for (const auto& kv : opts.user_env) node.env.push_back(kv);
@@ -238,6 +287,15 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
     }
     node.env.shrink_to_fit();  // kept for the job's life, for every node
     for (auto& r : node.ranks) r.role_rank = role_rank[static_cast<std::size_t>(r.rank)];
+  }
+  if (std::any_of(plan.nodes.begin(), plan.nodes.end(),
+                  [](const NodePlan& n) { return n.forwarded; })) {
+    for (const auto& e : opts.head_env) {
+      const auto eq = e.find('=');
+      if (eq != std::string::npos && is_forwarded_variable(e.substr(0, eq))) {
+        plan.forwarded.emplace_back(e.substr(0, eq), e.substr(eq + 1));
+      }
+    }
   }
   plan.nnodes = nnodes;
   plan.virtual_local_rank = opts.virtual_local_rank;

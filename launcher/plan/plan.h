@@ -39,7 +39,10 @@ struct NodePlan {
   int node_rank = 0;
   HostEntry host;
   std::vector<RankPlan> ranks;
-  EnvList env;  // set for every rank of this node (forwarded, hostfile env, -x, devices)
+  EnvList env;  // set for every rank of this node (hostfile env, -x, devices)
+  // The node is on another machine: its ranks get plan.forwarded first
+  // (the head's environment but what stays on this machine).
+  bool forwarded = false;
   // env's OMP_NUM_THREADS=1 is dlaunch's default (torchrun's rule), not the
   // user's: a bound rank gets its number of cores instead (docs/placement.md).
   bool omp_default = false;
@@ -74,6 +77,9 @@ struct JobPlan {
   int restart_count = 0;
   int max_restarts = 0;
   bool virtual_local_rank = false;
+  // The head's variables every node on another machine gets (the lowest
+  // layer of its ranks' environment), once for the whole job.
+  EnvList forwarded;
   std::string master_addr;
   std::vector<std::string> command;  // the first app's
   std::vector<AppPlan> apps;         // at least one
@@ -96,8 +102,11 @@ Hostfile local_hostfile(int n);
 // node's "localhost" becomes 127.0.0.1 (an address every tool accepts).
 std::string default_master_addr(const HostEntry& node0);
 
-// Variables the head forwards to SSH nodes (local nodes inherit everything):
-// names with these prefixes, and these exact names.
+// Whether a variable of the head's environment travels to the ranks of SSH
+// nodes (local nodes inherit everything): every one but what belongs to
+// this machine or this session (HOME, SSH_*, LD_PRELOAD, a scheduler's and
+// dlaunch's own bookkeeping, ...; the list in docs/environment.md), so that
+// every rank sees the user's environment whatever its node.
 bool is_forwarded_variable(const std::string& name);
 
 }  // namespace dlaunch

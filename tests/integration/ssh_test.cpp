@@ -443,12 +443,18 @@ TEST_F(Ssh, LocalAndSshNodesInOneJob) {
       "hosts:\n  - {host: localhost, slots: 2}\n  - {host: 127.0.0.2, transport: ssh, port: " +
           std::to_string(port_) + ", slots: 2}\n",
       ".yaml");
-  auto r = run(dlaunch_cmd({"-H", hosts, "sh", "-c", "echo $NODE_RANK ${SSH_CONNECTION:+ssh}"}), 60,
-               env(home()));
+  // Issue 29: EPOCHS=1 dlaunch ... gives every rank EPOCHS=1, whatever its
+  // node (the local ranks inherit it, the SSH ranks get it forwarded).
+  auto e = env(home());
+  e.push_back("EPOCHS=1");
+  auto r = run(dlaunch_cmd({"-H", hosts, "sh", "-c",
+                            "echo $NODE_RANK ${SSH_CONNECTION:+ssh} epochs=$EPOCHS"}),
+               60, e);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::multiset<std::string> got;
   for (const auto& l : lines_of(r.out)) got.insert(l.substr(l.find(']') + 2));
-  EXPECT_EQ(got, (std::multiset<std::string>{"0", "0", "1 ssh", "1 ssh"}));
+  EXPECT_EQ(got, (std::multiset<std::string>{"0 epochs=1", "0 epochs=1", "1 ssh epochs=1",
+                                             "1 ssh epochs=1"}));
 }
 
 TEST_F(Ssh, HashedKnownHostsEntriesAreHonoured) {

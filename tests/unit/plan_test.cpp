@@ -112,11 +112,18 @@ TEST(Plan, ForwardedVariablesGoToSshNodesOnly) {
                              .command = {"x"},
                              .head_env = {"NCCL_DEBUG=INFO", "HOME=/root", "PATH=/opt/bin",
                                           "CUDA_VISIBLE_DEVICES=0"}});
-  EXPECT_EQ(get(plan.nodes[0].env, "NCCL_DEBUG"), "<unset>");  // local nodes inherit everything
-  EXPECT_EQ(get(plan.nodes[1].env, "NCCL_DEBUG"), "INFO");
-  EXPECT_EQ(get(plan.nodes[1].env, "PATH"), "/opt/bin");
-  EXPECT_EQ(get(plan.nodes[1].env, "HOME"), "<unset>");
-  EXPECT_EQ(get(plan.nodes[1].env, "CUDA_VISIBLE_DEVICES"), "<unset>");
+  // What a node's ranks get from the plan: the job's forwarded variables
+  // (SSH nodes), then the node's own.
+  const auto sent = [&](std::size_t i) {
+    EnvList env = plan.nodes[i].forwarded ? plan.forwarded : EnvList{};
+    env.insert(env.end(), plan.nodes[i].env.begin(), plan.nodes[i].env.end());
+    return env;
+  };
+  EXPECT_EQ(get(sent(0), "NCCL_DEBUG"), "<unset>");  // local nodes inherit everything
+  EXPECT_EQ(get(sent(1), "NCCL_DEBUG"), "INFO");
+  EXPECT_EQ(get(sent(1), "PATH"), "/opt/bin");
+  EXPECT_EQ(get(sent(1), "HOME"), "<unset>");
+  EXPECT_EQ(get(sent(1), "CUDA_VISIBLE_DEVICES"), "<unset>");
 }
 
 TEST(Plan, MasterAddrComesFromNodeZero) {

@@ -129,15 +129,76 @@ TEST(Plan, UserEnvReachesEveryNodeAfterTheHostfileAndBeforeDevices) {
 }
 
 TEST(Plan, DefaultForwardingCoversTheDocumentedNames) {
-  for (const char* name :
-       {"NCCL_DEBUG", "NCCL_SOCKET_IFNAME", "CUDA_HOME", "OMP_NUM_THREADS", "PYTHONPATH",
-        "PYTHONUNBUFFERED", "PATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX",
-        "CONDA_DEFAULT_ENV", "UCX_TLS", "TORCH_DISTRIBUTED_DEBUG", "GLOO_SOCKET_IFNAME", "HF_HOME",
-        "MKL_NUM_THREADS", "OMPI_MCA_btl"}) {
+  // Issue 29: every variable the user exported, as local ranks inherit them.
+  for (const char* name : {"NCCL_DEBUG",
+                           "NCCL_SOCKET_IFNAME",
+                           "CUDA_HOME",
+                           "OMP_NUM_THREADS",
+                           "PYTHONPATH",
+                           "PYTHONUNBUFFERED",
+                           "PATH",
+                           "LD_LIBRARY_PATH",
+                           "VIRTUAL_ENV",
+                           "CONDA_PREFIX",
+                           "CONDA_DEFAULT_ENV",
+                           "UCX_TLS",
+                           "TORCH_DISTRIBUTED_DEBUG",
+                           "GLOO_SOCKET_IFNAME",
+                           "HF_HOME",
+                           "MKL_NUM_THREADS",
+                           "OMPI_MCA_btl",
+                           "EPOCHS",
+                           "WANDB_PROJECT",
+                           "LANG",
+                           "LC_ALL",
+                           "DLAUNCH_DEBUG",
+                           "MY_TRAINING_FLAG"}) {
     EXPECT_TRUE(is_forwarded_variable(name)) << name;
   }
-  for (const char* name : {"CUDA_VISIBLE_DEVICES", "HOME", "USER", "SSH_AUTH_SOCK", "DISPLAY",
-                           "LD_PRELOAD", "TERM", "PWD"}) {
+  // What belongs to this machine, this session, a scheduler or dlaunch itself.
+  for (const char* name : {"CUDA_VISIBLE_DEVICES",
+                           "HOME",
+                           "USER",
+                           "SSH_AUTH_SOCK",
+                           "DISPLAY",
+                           "LD_PRELOAD",
+                           "TERM",
+                           "PWD",
+                           "OLDPWD",
+                           "SHLVL",
+                           "_",
+                           "TMPDIR",
+                           "XDG_RUNTIME_DIR",
+                           "SLURM_JOB_ID",
+                           "PMIX_NAMESPACE",
+                           "OMPI_COMM_WORLD_RANK",
+                           "DLAUNCH_RDZV_SECRET",
+                           "DLAUNCH_STORE_SECRET",
+                           "BASH_FUNC_f%%",
+                           "HISTFILE"}) {
     EXPECT_FALSE(is_forwarded_variable(name)) << name;
   }
+}
+
+TEST(Plan, TheForwardedVariablesAreKeptOnceForTheJobAndGoToSshNodesOnly) {
+  Hostfile hf;
+  HostEntry local;
+  local.name = local.host = "localhost";
+  local.transport = Transport::kLocal;
+  local.slots = 1;
+  HostEntry remote;
+  remote.name = remote.host = "10.0.0.2";
+  remote.transport = Transport::kSsh;
+  remote.slots = 1;
+  hf.hosts = {local, remote, remote};
+  hf.hosts[2].name = hf.hosts[2].host = "10.0.0.3";
+  PlanOptions po;
+  po.command = {"./prog"};
+  po.head_env = {"EPOCHS=1", "HOME=/root", "PATH=/usr/bin"};
+  const JobPlan plan = make_plan(hf, po);
+  EXPECT_EQ(plan.forwarded, (EnvList{{"EPOCHS", "1"}, {"PATH", "/usr/bin"}}));
+  EXPECT_FALSE(plan.nodes[0].forwarded);
+  EXPECT_TRUE(plan.nodes[1].forwarded);
+  EXPECT_TRUE(plan.nodes[2].forwarded);
+  EXPECT_EQ(get(plan.nodes[1].env, "EPOCHS"), "<unset>");  // not copied per node
 }
