@@ -194,6 +194,16 @@ int Controller::run() {
 void Controller::start() {
   milestones_.begin = env_.clock.now();
   sink_.console().attach(env_.io, [this](bool high) { pause_output(high); });
+  // `dlaunch ... | head`: the reader of stdout went away for good. A stage of
+  // a pipeline ends then (as mpirun does after its SIGPIPEs), exit 141;
+  // under --nohup the job goes on without its stdout. A paused reader is no
+  // such thing: it only holds the output back (on_pressure).
+  sink_.console().set_on_stdout_gone([this] {
+    if (cfg_.nohup || phase_ == Phase::kFinished || cause_.kind != CauseKind::kNone) return;
+    progress_.clear();
+    say("stdout's reader went away (a pipeline's end): stopping the job");
+    fail({.kind = CauseKind::kInterrupted, .signal = SIGPIPE});
+  });
   heartbeats_.start();
   arm_job_timeout();  // from dlaunch's start: a start that hangs counts too
   arm_signal_warning();

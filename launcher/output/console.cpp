@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 namespace dlaunch {
@@ -89,6 +90,7 @@ std::optional<FileWriter::Target> ConsoleStream::file_target() const {
 
 void ConsoleStream::close_with(int err) {
   closed_ = true;
+  reader_gone_ = err == EPIPE;
   if (err != EPIPE) error_ = std::strerror(err);
   queue_.clear();
   front_done_ = 0;
@@ -180,7 +182,10 @@ Console::Console(int stdout_fd, int stderr_fd, std::size_t high_water, std::size
       high_water_(high_water),
       low_water_(low_water) {}
 
-Console::~Console() { detach(); }
+Console::~Console() {
+  *alive_ = false;
+  detach();
+}
 
 void Console::write(bool to_stderr, std::string_view data) {
   (to_stderr ? err_ : out_).write(data);
@@ -215,6 +220,7 @@ void Console::flush_some() {
 void Console::attach(asio::io_context& io, std::function<void(bool)> on_pressure,
                      std::function<void()> on_empty) {
   detach();
+  io_ = &io;
   on_pressure_ = std::move(on_pressure);
   on_empty_ = std::move(on_empty);
   files_.attach(io, [this] { after_write(); });
@@ -238,6 +244,7 @@ void Console::detach() {
   waiter_[1].reset();
   on_pressure_ = {};
   on_empty_ = {};
+  io_ = nullptr;
 }
 
 // Once per stream error other than EPIPE, on stderr (if that still works);
@@ -253,6 +260,13 @@ void Console::report_errors() {
                  " '" + f.label + "': " + std::strerror(f.error) +
                  " (the job goes on; this file stays incomplete)\n");
     }
+  }
+  if (out_.reader_gone() && !stdout_gone_said_ && on_stdout_gone_ && io_ != nullptr) {
+    stdout_gone_said_ = true;
+    // Not from inside a write, which may be the controller's own.
+    asio::post(*io_, [f = on_stdout_gone_, alive = alive_] {
+      if (*alive) f();
+    });
   }
   if (out_error_said_ || !out_.closed() || out_.error().empty()) return;
   out_error_said_ = true;

@@ -37,8 +37,10 @@
 // reader is there.
 //
 // A reader that goes away (EPIPE: `dlaunch ... | head`) stops that stream
-// for good: what is queued for it is dropped and the job goes on, silently
-// (SIGPIPE is ignored; it is the ordinary end of such a pipeline). Any other
+// for good: what is queued for it is dropped, silently (SIGPIPE is
+// ignored), and, for stdout, on_stdout_gone is called once (from the loop):
+// the controller then ends the job as a pipeline stage ends (exit 141), or
+// lets it go on under --nohup. Any other
 // write error (EIO on a hung-up terminal, ENOSPC on a file) stops the stream
 // too, and is said once on stderr (if stderr is not the one that failed); so
 // is a per-rank file that cannot be created or written.
@@ -78,6 +80,8 @@ class ConsoleStream {
   std::size_t queued() const { return queued_; }
   // Stopped for good (EPIPE or another error): writes are dropped.
   bool closed() const { return closed_; }
+  // Stopped because the reader went away (EPIPE).
+  bool reader_gone() const { return reader_gone_; }
   // Why it stopped, for an error other than EPIPE; empty otherwise.
   const std::string& error() const { return error_; }
   // The fd to wait on for POLLOUT; -1 when none (closed, or writes never wait).
@@ -109,6 +113,7 @@ class ConsoleStream {
   std::size_t queued_ = 0;
   std::size_t written_ = 0;
   bool closed_ = false;
+  bool reader_gone_ = false;
   std::string error_;
 };
 
@@ -141,6 +146,9 @@ class Console {
               std::function<void()> on_empty = {});
   void detach();
   void set_on_empty(std::function<void()> on_empty) { on_empty_ = std::move(on_empty); }
+  // Called once, posted to the loop of attach(), when stdout's reader has
+  // gone for good (EPIPE).
+  void set_on_stdout_gone(std::function<void()> f) { on_stdout_gone_ = std::move(f); }
 
   ConsoleStream& out() { return out_; }
   ConsoleStream& err() { return err_; }
@@ -159,6 +167,10 @@ class Console {
   std::size_t low_water_;
   bool high_ = false;
   bool out_error_said_ = false;
+  bool stdout_gone_said_ = false;
+  std::function<void()> on_stdout_gone_;
+  boost::asio::io_context* io_ = nullptr;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for what is posted
   std::function<void(bool)> on_pressure_;
   std::function<void()> on_empty_;
   std::unique_ptr<Waiter> waiter_[2];  // stdout, stderr: while attached

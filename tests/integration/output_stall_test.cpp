@@ -213,33 +213,48 @@ TEST(OutputStall, DlaunchsOwnLinesDoNotBlockOnAStalledStderr) {
   fs::remove_all(dir);
 }
 
-// `dlaunch ... | head -n 1`: the reader goes away after a line; dlaunch stops
-// writing stdout (EPIPE) and the job runs to its end.
-TEST(OutputStall, StdoutClosedEarlyLetsTheJobFinish) {
-  const fs::path dir = temp_dir("head");
-  auto [rd, wr] = dlaunch::make_pipe();
-  dlaunch::UniqueFd err(
-      ::open((dir / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  const auto job = unique_job_id("head");
-  const std::string script =
-      kWorker + " lines 200000 60 && touch " + (dir / "done.").string() + "$RANK";
-  const pid_t pid =
-      start_dlaunch({"-n", "2", "--job-id", job, "sh", "-c", script}, wr.get(), err.get());
-  wr.reset();
-  err.reset();
-  std::string first;
-  char c = 0;
-  while (::read(rd.get(), &c, 1) == 1 && c != '\n') first.push_back(c);
-  rd.reset();  // as head(1) does after its line
-  const int code = wait_exit(pid, 60);
-  const std::string errs = slurp(dir / "stderr");
-  EXPECT_EQ(first.rfind('[', 0), 0u) << first;
-  EXPECT_EQ(code, 0) << errs;
-  EXPECT_TRUE(fs::exists(dir / "done.0")) << errs;
-  EXPECT_TRUE(fs::exists(dir / "done.1")) << errs;
-  EXPECT_EQ(errs, "");  // the end of a pipeline is no error
-  EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
-  fs::remove_all(dir);
+// `dlaunch ... | head -n 1`: the reader goes away after a line. Issue 29:
+// the job stops, and dlaunch exits as a pipeline stage ended by SIGPIPE
+// (141), as `yes | head` does; under --nohup the job runs to its end without
+// its stdout.
+TEST(OutputStall, StdoutClosedEarlyEndsThePipelineOrUnderNohupLetsTheJobFinish) {
+  for (const bool nohup : {false, true}) {
+    const fs::path dir = temp_dir("head");
+    auto [rd, wr] = dlaunch::make_pipe();
+    dlaunch::UniqueFd err(
+        ::open((dir / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    const auto job = unique_job_id("head");
+    // Still running when the reader goes (the sleep): stopped, or under
+    // --nohup on to its end.
+    const std::string script =
+        kWorker + " lines 200000 60 && sleep 3 && touch " + (dir / "done.").string() + "$RANK";
+    std::vector<std::string> args = {"-n", "2", "--job-id", job, "sh", "-c", script};
+    if (nohup) args.insert(args.begin(), "--nohup");
+    const auto start = std::chrono::steady_clock::now();
+    const pid_t pid = start_dlaunch(args, wr.get(), err.get());
+    wr.reset();
+    err.reset();
+    std::string first;
+    char c = 0;
+    while (::read(rd.get(), &c, 1) == 1 && c != '\n') first.push_back(c);
+    rd.reset();  // as head(1) does after its line
+    const int code = wait_exit(pid, 60);
+    const std::string errs = slurp(dir / "stderr");
+    EXPECT_EQ(first.rfind('[', 0), 0u) << first;
+    if (nohup) {
+      EXPECT_EQ(code, 0) << errs;
+      EXPECT_TRUE(fs::exists(dir / "done.0")) << errs;
+      EXPECT_TRUE(fs::exists(dir / "done.1")) << errs;
+      EXPECT_EQ(errs, "");  // the end of a pipeline is no error
+    } else {
+      EXPECT_EQ(code, 141) << errs;
+      EXPECT_NE(errs.find("stdout's reader went away"), std::string::npos) << errs;
+      EXPECT_FALSE(fs::exists(dir / "done.0")) << errs;
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+    }
+    EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
+    fs::remove_all(dir);
+  }
 }
 
 // --output-dir on a full disk: said once per file, with the error; the job
