@@ -29,6 +29,7 @@ ControllerConfig controller_config(const Options& o) {
   c.map_by = o.map_by;
   c.oversubscribe = o.oversubscribe;
   c.report_bindings = o.report_bindings;
+  c.forward_signals = o.forward_signals;
   if (!o.auto_python.empty()) c.python_hint = python_hint(o.auto_python, current_environment());
   return c;
 }

@@ -80,6 +80,8 @@ struct Options {
   // The interpreter dlaunch put before a .py program (with_python), for the
   // report when it cannot run it; empty when the command is the user's own.
   std::string auto_python;
+  // --signals-to-handle's signals without a meaning of dlaunch's own: forwarded.
+  std::vector<int> forward_signals;
   std::string master_addr;
   int master_port = 0;  // 0: node 0 reserves a free one
   int store_port = 0;   // 0: node 0's store listens on any free port

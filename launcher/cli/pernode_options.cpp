@@ -1,5 +1,7 @@
 #include "cli/pernode_options.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -28,10 +30,14 @@ constexpr std::string_view kPerNodeOnly[] = {
     "--monitor-interval", "--use-env"};
 // torchrun's ways to say how the program runs: the per-node mode without a
 // head-node option (as --nproc-per-node), and good in the head-node mode too.
-constexpr std::string_view kProgramOptions[] = {
-    "--module",           "--no-python",          "--run-path",
-    "--shutdown-timeout", "--virtual-local-rank", "--logs-specs",
-    "--event-log-handler"};
+constexpr std::string_view kProgramOptions[] = {"--module",
+                                                "--no-python",
+                                                "--run-path",
+                                                "--shutdown-timeout",
+                                                "--virtual-local-rank",
+                                                "--logs-specs",
+                                                "--event-log-handler",
+                                                "--signals-to-handle"};
 // dlaunch options of the head-node mode that make no sense on one node.
 constexpr std::string_view kHeadOnly[] = {"--hosts",
                                           "--hostfile",
@@ -183,11 +189,13 @@ void add_pernode_options(CLI::App& app, Options& o) {
                 "torchrun's: its built-in `null` or `console` (no events are logged either way)");
   // Refused by name: torchrun options that make no sense for dlaunch.
   static std::string refused_value;
-  for (const char* name :
-       {"--start-method", "--numa-binding", "--signals-to-handle", "--max-worker-restarts"}) {
+  for (const char* name : {"--start-method", "--numa-binding", "--max-worker-restarts"}) {
     g->add_option(both(name), refused_value, "refused (torchrun's; see docs/per-node.md)")
         ->group("");
   }
+  g->add_option(both("--signals-to-handle"), p.signals_to_handle,
+                "torchrun's: signals (SIGTERM,SIGINT,...) dlaunch acts on; those it has no "
+                "meaning of its own for are forwarded to every rank (docs/per-node.md)");
   // torchrun reads every option from PET_<NAME> when it is not on the
   // command line (PET_NPROC_PER_NODE, PET_RDZV_ENDPOINT, ...): so does dlaunch.
   for (CLI::Option* opt : g->get_options()) {
@@ -203,8 +211,7 @@ void add_pernode_options(CLI::App& app, Options& o) {
 
 void finish_pernode_options(const CLI::App& app, Options& o) {
   PerNodeOptions& p = o.pernode;
-  for (const char* name :
-       {"--start-method", "--numa-binding", "--signals-to-handle", "--max-worker-restarts"}) {
+  for (const char* name : {"--start-method", "--numa-binding", "--max-worker-restarts"}) {
     if (!given(app, name)) continue;
     const std::string_view n(name);
     const char* why = n == "--start-method"
@@ -212,8 +219,6 @@ void finish_pernode_options(const CLI::App& app, Options& o) {
                       : n == "--numa-binding"
                           ? "dlaunch's placement options do it: --bind-to numa (torchrun's node), "
                             "package (socket) or l3cache (core-complex) (docs/placement.md)"
-                      : n == "--signals-to-handle"
-                          ? "dlaunch's signal handling is fixed (docs/troubleshooting.md)"
                           : "torchrun has no such option";
     throw InputError({name}, "", std::string(name) + " is not supported: " + why,
                      "leave it out (docs/per-node.md lists what is supported)");
@@ -237,6 +242,31 @@ void finish_pernode_options(const CLI::App& app, Options& o) {
   p.master_addr_given = given(app, "--master-addr");
   p.master_port_given = given(app, "--master-port");
 
+  // torchrun's list, also from TORCHELASTIC_SIGNALS_TO_HANDLE: each must be
+  // a signal; the ones dlaunch has no meaning of its own for are forwarded.
+  std::string signals = p.signals_to_handle;
+  if (signals.empty()) {
+    const char* env = std::getenv("TORCHELASTIC_SIGNALS_TO_HANDLE");
+    if (env != nullptr) signals = env;
+  }
+  for (std::size_t start = 0; !signals.empty() && start <= signals.size();) {
+    const auto comma = signals.find(',', start);
+    const std::string name = signals.substr(start, comma - start);
+    start = comma == std::string::npos ? signals.size() + 1 : comma + 1;
+    const int sig = signal_number(name);
+    if (sig == 0 || sig == SIGKILL || sig == SIGSTOP || sig == SIGCHLD || sig == SIGPIPE) {
+      throw InputError({"--signals-to-handle"}, "",
+                       "'" + name + "' is not a signal dlaunch can handle",
+                       "give names such as SIGTERM,SIGINT,SIGUSR1");
+    }
+    static constexpr int kOwn[] = {SIGTERM, SIGINT,  SIGHUP,  SIGQUIT,
+                                   SIGUSR1, SIGUSR2, SIGCONT, SIGTSTP};
+    if (std::find(std::begin(kOwn), std::end(kOwn), sig) == std::end(kOwn) &&
+        std::find(o.forward_signals.begin(), o.forward_signals.end(), sig) ==
+            o.forward_signals.end()) {
+      o.forward_signals.push_back(sig);
+    }
+  }
   if (!p.logs_specs.empty() && p.logs_specs != "default") {
     throw InputError({"--logs-specs"}, "",
                      "'" + p.logs_specs + "': dlaunch has torchrun's built-in `default` only",

@@ -40,6 +40,7 @@ struct PerNodeOptions {
   bool virtual_local_rank = false;  // --virtual-local-rank
   std::string logs_specs;           // --logs-specs: "default" only
   std::string event_log_handler;    // --event-log-handler: "null" or "console"
+  std::string signals_to_handle;    // --signals-to-handle (else TORCHELASTIC_SIGNALS_TO_HANDLE)
   bool master_addr_given = false;
   bool master_port_given = false;
 };

@@ -110,6 +110,7 @@ int Controller::run() {
   asio::signal_set signals(env_.io, SIGINT, SIGTERM);
   if (!cfg_.nohup) signals.add(SIGHUP);
   for (int forwarded : {SIGUSR1, SIGUSR2, SIGCONT, SIGTSTP}) signals.add(forwarded);
+  for (int forwarded : cfg_.forward_signals) signals.add(forwarded);
   asio::signal_set sigchld(env_.io, SIGCHLD);
   asio::signal_set sigquit(env_.io, SIGQUIT);  // every rank's stack (controller/hang.cpp)
   std::function<void()> wait_signal = [&] {

@@ -103,6 +103,9 @@ struct ControllerConfig {
   // import something: which interpreter dlaunch put before the .py and how
   // to choose another (empty: the command was the user's own).
   std::string python_hint;
+  // --signals-to-handle's signals that dlaunch has no meaning of its own for
+  // (SIGALRM, SIGPWR, ...): forwarded to every running rank, as SIGUSR1 is.
+  std::vector<int> forward_signals;
   // --check's network test: the agents get no workers; once the other nodes
   // have tested which of node 0's addresses they reach (network()), every
   // agent is shut down and nothing is started.

@@ -46,6 +46,11 @@ void Controller::on_signal(int sig) {
       }
       break;
     default:
+      if (std::find(cfg_.forward_signals.begin(), cfg_.forward_signals.end(), sig) !=
+          cfg_.forward_signals.end()) {
+        forward_signal(sig);
+        return;
+      }
       break;
   }
   interrupt(sig);

@@ -218,6 +218,36 @@ TEST(Signals, Usr1AndUsr2AreForwardedToEveryRankOnEveryNode) {
   EXPECT_EQ(wait_job_gone(job, 3), std::vector<pid_t>{});
 }
 
+// Issue 29: torchrun's --signals-to-handle. A signal dlaunch has no meaning
+// of its own for (SIGALRM here) is forwarded to every rank when listed, as
+// SIGUSR1 always is; SIGTERM keeps its meaning (the job stops).
+TEST(Signals, SignalsToHandleForwardsTheListedOnesDlaunchHasNoMeaningFor) {
+  Records rec;
+  const auto job = unique_job_id("sighandle");
+  Process p(with({"-H", kLocalhost, "--job-id", job, "--signals-to-handle",
+                  "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGALRM"},
+                 worker(rec, "ALRM")));
+  ASSERT_TRUE(p.wait_for_lines(4, 20));
+  p.signal(SIGALRM);
+  EXPECT_TRUE(eventually(
+      [&] {
+        for (int rank = 0; rank < 4; ++rank) {
+          if (!rec.has(rank, "ALRM")) return false;
+        }
+        return true;
+      },
+      5));
+  rec.stop();
+  auto r = p.finish(20);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("SIGALRM: forwarded to every rank"), std::string::npos) << r.err;
+  EXPECT_EQ(wait_job_gone(job, 3), std::vector<pid_t>{});
+  // A name that is no signal is refused before anything starts.
+  r = run(dlaunch_cmd({"-n", "1", "--signals-to-handle", "SIGTERM,SIGFOO", "true"}), 20);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'SIGFOO' is not a signal dlaunch can handle"), std::string::npos) << r.err;
+}
+
 // SIGTSTP stops every rank (dlaunch runs on, heartbeats flow), for longer
 // than the heartbeat timeout; SIGCONT resumes them; the job ends 0.
 TEST(Signals, TstpStopsTheRanksAndContResumesThem) {
