@@ -99,6 +99,38 @@ void parse_nnodes(PerNodeOptions& p) {
 
 }  // namespace
 
+std::map<int, int> parse_std_spec(const std::string& text, const char* option) {
+  const auto stream = [&](const std::string& v) {
+    if (v.size() != 1 || v[0] < '0' || v[0] > '3') {
+      throw InputError({option}, "",
+                       "'" + text +
+                           "': expected 0-3 (none, stdout, stderr, both) or "
+                           "LOCAL_RANK:0-3,...",
+                       "e.g. " + std::string(option) + " 3, or " + option + " 0:1,1:2");
+    }
+    return v[0] - '0';
+  };
+  std::map<int, int> out;
+  if (text.find(':') == std::string::npos) {
+    out[-1] = stream(text);
+    return out;
+  }
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const auto comma = text.find(',', start);
+    const std::string item = text.substr(start, comma - start);
+    start = comma == std::string::npos ? text.size() + 1 : comma + 1;
+    const auto colon = item.find(':');
+    const std::string rank = item.substr(0, colon);
+    if (colon == std::string::npos || rank.empty() || rank.size() > 4 ||
+        rank.find_first_not_of("0123456789") != std::string::npos) {
+      throw InputError({option}, "", "'" + text + "': '" + item + "' is not LOCAL_RANK:0-3");
+    }
+    out[std::stoi(rank)] = stream(item.substr(colon + 1));
+  }
+  return out;
+}
+
 std::string pernode_python() {
   const char* exec = std::getenv("PYTHON_EXEC");
   return exec != nullptr && *exec != '\0' ? exec : "python3";
@@ -167,10 +199,13 @@ void add_pernode_options(CLI::App& app, Options& o) {
   g->add_option(both("--log-dir"), p.log_dir,
                 "per-node mode: also write every rank's output to DIR/<job-id>/rank.N.{out,err} "
                 "(as --output-dir)");
-  g->add_option("-r,--redirects", p.redirects,
-                "per-node mode: 0 only (dlaunch shows every rank's output and writes it to "
-                "--log-dir as well, torchrun's --tee 3)");
-  g->add_option("-t,--tee", p.tee, "per-node mode: accepted; see --redirects");
+  g->add_option(
+      "-r,--redirects", p.redirects,
+      "per-node mode: N or LOCAL_RANK:N,... (torchrun's: 1 stdout, 2 stderr, 3 both) goes to "
+      "the --log-dir files only, not the console");
+  g->add_option("-t,--tee", p.tee,
+                "per-node mode: N or LOCAL_RANK:N,...: to the --log-dir files as well as the "
+                "console (dlaunch writes every rank's files whenever there is a --log-dir)");
   g->add_option(both("--local-ranks-filter"), p.local_ranks_filter,
                 "per-node mode: show only these local ranks' output on the console, e.g. 0,1");
   bool use_env = false;
@@ -388,13 +423,12 @@ void finish_pernode_options(const CLI::App& app, Options& o) {
       }
     }
   }
-  if (!p.redirects.empty() && p.redirects != "0") {
-    throw InputError({"--redirects"}, "",
-                     "'" + p.redirects +
-                         "' is not supported: dlaunch always shows every rank's "
-                         "output (with [rank] prefixes) and --log-dir gets a copy",
-                     "leave --redirects out (or 0); --local-ranks-filter hides ranks");
+  // torchrun's N or LOCAL_RANK:N,... (0 none, 1 stdout, 2 stderr, 3 both).
+  for (const auto& [name, text] :
+       {std::pair<const char*, const std::string&>{"--redirects", p.redirects}, {"--tee", p.tee}}) {
+    if (!text.empty()) (void)parse_std_spec(text, name);
   }
+
   if (!p.log_dir.empty()) {
     if (!o.output_dir.empty()) {
       throw InputError({"--log-dir"}, "", "--log-dir and --output-dir both given", "use one");

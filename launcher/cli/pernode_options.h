@@ -3,6 +3,7 @@
 // name. See docs/per-node.md.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,11 @@ void add_pernode_options(CLI::App& app, Options& o);
 // ending in .py, -m, --run-path; not with --no-python; the head-node mode's
 // apps are rewritten by parse_options once they are known).
 void finish_pernode_options(const CLI::App& app, Options& o);
+
+// torchrun's --redirects / --tee value: N, or LOCAL_RANK:N,... with N 0-3
+// (none, stdout, stderr, both); key -1 for the value of every local rank.
+// InputError naming `option`.
+std::map<int, int> parse_std_spec(const std::string& text, const char* option);
 
 // The Python that runs `.py` programs and -m modules: $PYTHON_EXEC (as
 // torchrun honours it), else python3 on PATH.

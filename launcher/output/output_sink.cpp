@@ -93,8 +93,9 @@ void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bo
     console_.write_file(it->second, data);
   }
 
-  const bool shown =
-      cfg_.ranks.empty() || std::binary_search(cfg_.ranks.begin(), cfg_.ranks.end(), rank);
+  bool shown = cfg_.ranks.empty() || std::binary_search(cfg_.ranks.begin(), cfg_.ranks.end(), rank);
+  if (const auto r = cfg_.redirected.find(rank); r != cfg_.redirected.end())
+    shown = shown && (r->second & (is_err ? 2 : 1)) == 0;
   // --no-prefix: the console gets a rank's bytes as it wrote them (a line
   // longer than the agent's 64 KiB piece stays one line; no newline is added
   // at the end), like the per-rank files.

@@ -40,7 +40,10 @@ class OutputSink {
     int stdout_fd = 1;
     int stderr_fd = 2;
     std::size_t tail_lines = 20;
-    std::vector<int> ranks;     // --ranks: the console shows only these (sorted); empty: all
+    std::vector<int> ranks;  // --ranks: the console shows only these (sorted); empty: all
+    // torchrun's --redirects: rank -> streams kept off the console (1
+    // stdout, 2 stderr, 3 both); they still go to the files.
+    std::map<int, int> redirected;
     bool timestamps = false;    // --timestamps: the time a line reached dlaunch, in front
     bool color_stdout = false;  // coloured prefixes on stdout_fd (console_style.h decides)
     bool color_stderr = false;  // and on stderr_fd

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <regex>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "controller/controller.h"
 #include "controller/report.h"
 #include "dlaunch/clock.h"
+#include "dlaunch/private_dir.h"
 #include "dlaunch/process.h"
 #include "dlaunch/random.h"
 #include "dlaunch/text.h"
@@ -340,6 +342,16 @@ RoundEnd run_round(const Options& o, Rendezvous& rdzv, const RdzvSettings& rs, c
   const auto color = parse_color_mode(o.color);
   const char* no_color = std::getenv("NO_COLOR");
   const char* term = std::getenv("TERM");
+  // torchrun's --redirects: those streams of those local ranks go to the
+  // files only.
+  std::map<int, int> redirected;
+  if (!p.redirects.empty()) {
+    const auto spec = parse_std_spec(p.redirects, "--redirects");
+    for (int lr = 0; lr < m.nproc; ++lr) {
+      const auto it = spec.count(lr) != 0 ? spec.find(lr) : spec.find(-1);
+      if (it != spec.end() && it->second != 0) redirected[m.node_rank * m.nproc + lr] = it->second;
+    }
+  }
   OutputSink sink(
       {.prefix = o.prefix,
        .output_dir = o.output_dir,
@@ -347,6 +359,7 @@ RoundEnd run_round(const Options& o, Rendezvous& rdzv, const RdzvSettings& rs, c
        .job_id = round == 0 ? plan.job_id : fmt::format("{}-restart{}", plan.job_id, round),
        .node_of_rank = std::move(node_of_rank),
        .ranks = shown,
+       .redirected = std::move(redirected),
        .timestamps = o.timestamps,
        .color_stdout = color_enabled(color, ::isatty(1) == 1, no_color, term),
        .color_stderr = color_enabled(color, ::isatty(2) == 1, no_color, term)});
@@ -437,8 +450,18 @@ RoundEnd run_round(const Options& o, Rendezvous& rdzv, const RdzvSettings& rs, c
 
 }  // namespace
 
-int run_per_node(const Options& o) {
+int run_per_node(const Options& given) {
+  Options o = given;
   const PerNodeOptions& p = o.pernode;
+  // torchrun's --redirects/--tee without --log-dir write to a folder of their
+  // own (torchrun's is a temporary one too): said, so that it can be found.
+  if (o.output_dir.empty() &&
+      ((!p.redirects.empty() && p.redirects != "0") || (!p.tee.empty() && p.tee != "0"))) {
+    o.output_dir = make_private_dir(runtime_base_dir(), "dlaunch-logs-");
+    write_all(2, fmt::format("dlaunch: --redirects/--tee without --log-dir: the ranks' output "
+                             "files are under {}\n",
+                             o.output_dir));
+  }
   if (o.command.empty()) {
     throw InputError({}, "", "no program to run", "dlaunch --nnodes N [options] PROGRAM [ARGS...]");
   }

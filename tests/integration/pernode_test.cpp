@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <regex>
 #include <stdexcept>
@@ -145,6 +146,26 @@ TEST(PerNode, StaticTwoLaunchersMakeOneWorld) {
     EXPECT_NE(r.err.find("MASTER_PORT=" + std::to_string(port)), std::string::npos) << r.err;
   }
   EXPECT_TRUE(wait_job_gone(job, 5).empty());
+}
+
+// torchrun's --redirects 0:1 keeps local rank 0's stdout off the console and
+// in the --log-dir files; --tee only adds files (dlaunch always shows).
+TEST(PerNode, RedirectsKeepAStreamOfARankOffTheConsoleAndInItsFile) {
+  const std::string dir = temp_dir("redirects");
+  auto r = run(dlaunch_cmd({"--standalone", "--nproc-per-node", "2", "--redirects", "0:1",
+                            "--log-dir", dir, "--rdzv-id", unique_job_id("redir"), "sh", "-c",
+                            "echo out$LOCAL_RANK; echo err$LOCAL_RANK >&2"}),
+               30);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("out0"), std::string::npos) << r.out;  // redirected
+  EXPECT_NE(r.out.find("[1] out1"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("[0] err0"), std::string::npos) << r.err;  // only stdout was
+  std::string files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) files += slurp(e.path().string());
+  }
+  EXPECT_NE(files.find("out0"), std::string::npos) << files;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(PerNode, MasterPortPinnedWithDashXIsTheRanksOnC10d) {

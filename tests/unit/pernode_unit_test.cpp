@@ -222,7 +222,10 @@ TEST(PerNodeOptions, WhatMakesNoSenseIsRefusedByName) {
       {{"--nnodes", "3:2", "--rdzv-endpoint", "h", "p"}, "MIN is larger than MAX"},
       {{"--nnodes", "2", "--rdzv-endpoint", "h", "--master-addr", "x", "p"},
        "--master-addr is for a static rendezvous"},
-      {{"--nnodes", "2", "--rdzv-endpoint", "h", "--redirects", "3", "p"}, "'3' is not supported"},
+      {{"--nnodes", "2", "--rdzv-endpoint", "h", "--redirects", "5", "p"},
+       "'5': expected 0-3 (none, stdout, stderr, both)"},
+      {{"--nnodes", "2", "--rdzv-endpoint", "h", "--tee", "0:1,x:2", "p"},
+       "'x:2' is not LOCAL_RANK:0-3"},
       {{"-H", "a:2", "--log-dir", "d", "p"}, "--log-dir is for the per-node mode"},
       {{"--standalone", "--node-rank", "0", "p"}, "--standalone runs this node alone"},
   };
