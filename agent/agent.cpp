@@ -330,7 +330,7 @@ bool Agent::plan_placement() {
     return false;
   }
   if (policy->bind_to == placement::BindTo::kNone || mine == 0) return true;
-  auto topo = placement::load_topology(policy->bind_to == placement::BindTo::kGpu);
+  auto topo = placement::load_topology(placement::binds_to_gpu(policy->bind_to));
   if (!topo) {
     channel_->send(proto::Fatal{"cannot read the topology of " + hostname() + ": " + topo.error()});
     return false;

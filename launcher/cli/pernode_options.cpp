@@ -224,10 +224,15 @@ void add_pernode_options(CLI::App& app, Options& o) {
                 "torchrun's: its built-in `null` or `console` (no events are logged either way)");
   // Refused by name: torchrun options that make no sense for dlaunch.
   static std::string refused_value;
-  for (const char* name : {"--start-method", "--numa-binding", "--max-worker-restarts"}) {
+  for (const char* name : {"--start-method", "--max-worker-restarts"}) {
     g->add_option(both(name), refused_value, "refused (torchrun's; see docs/per-node.md)")
         ->group("");
   }
+  g->add_option(both("--numa-binding"), p.numa_binding,
+                "torchrun's: bind each rank near its GPU: node (its NUMA node), socket, exclusive "
+                "(cores of its own in that node), core-complex (an L3 cache there); dlaunch's "
+                "--bind-to gpu, gpu-package, gpu-exclusive, gpu-l3cache")
+      ->check(CLI::IsMember({"node", "socket", "exclusive", "core-complex"}));
   g->add_option(both("--signals-to-handle"), p.signals_to_handle,
                 "torchrun's: signals (SIGTERM,SIGINT,...) dlaunch acts on; those it has no "
                 "meaning of its own for are forwarded to every rank (docs/per-node.md)");
@@ -246,14 +251,11 @@ void add_pernode_options(CLI::App& app, Options& o) {
 
 void finish_pernode_options(const CLI::App& app, Options& o) {
   PerNodeOptions& p = o.pernode;
-  for (const char* name : {"--start-method", "--numa-binding", "--max-worker-restarts"}) {
+  for (const char* name : {"--start-method", "--max-worker-restarts"}) {
     if (!given(app, name)) continue;
     const std::string_view n(name);
     const char* why = n == "--start-method"
                           ? "dlaunch execs every worker (no fork or multiprocessing start)"
-                      : n == "--numa-binding"
-                          ? "dlaunch's placement options do it: --bind-to numa (torchrun's node), "
-                            "package (socket) or l3cache (core-complex) (docs/placement.md)"
                           : "torchrun has no such option";
     throw InputError({name}, "", std::string(name) + " is not supported: " + why,
                      "leave it out (docs/per-node.md lists what is supported)");
@@ -301,6 +303,20 @@ void finish_pernode_options(const CLI::App& app, Options& o) {
             o.forward_signals.end()) {
       o.forward_signals.push_back(sig);
     }
+  }
+  if (!p.numa_binding.empty()) {
+    if (!o.bind_to.empty()) {
+      throw InputError({"--numa-binding"}, "", "--numa-binding and --bind-to both given",
+                       "give one: --numa-binding " + p.numa_binding + " is --bind-to " +
+                           (p.numa_binding == "node"        ? "gpu"
+                            : p.numa_binding == "socket"    ? "gpu-package"
+                            : p.numa_binding == "exclusive" ? "gpu-exclusive"
+                                                            : "gpu-l3cache"));
+    }
+    o.bind_to = p.numa_binding == "node"        ? "gpu"
+                : p.numa_binding == "socket"    ? "gpu-package"
+                : p.numa_binding == "exclusive" ? "gpu-exclusive"
+                                                : "gpu-l3cache";
   }
   if (!p.logs_specs.empty() && p.logs_specs != "default") {
     throw InputError({"--logs-specs"}, "",

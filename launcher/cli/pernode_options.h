@@ -42,6 +42,7 @@ struct PerNodeOptions {
   std::string logs_specs;           // --logs-specs: "default" only
   std::string event_log_handler;    // --event-log-handler: "null" or "console"
   std::string signals_to_handle;    // --signals-to-handle (else TORCHELASTIC_SIGNALS_TO_HANDLE)
+  std::string numa_binding;         // --numa-binding: node|socket|exclusive|core-complex
   bool master_addr_given = false;
   bool master_port_given = false;
 };

@@ -16,7 +16,7 @@ std::optional<LocalPlacement> place_local_nodes(const JobPlan& plan,
   auto policy = placement::resolve_policy(req, host_ranks);
   if (!policy) throw InputError({}, "", policy.error());
   if (policy->bind_to == placement::BindTo::kNone) return std::nullopt;
-  auto topo = placement::load_topology(policy->bind_to == placement::BindTo::kGpu);
+  auto topo = placement::load_topology(placement::binds_to_gpu(policy->bind_to));
   if (!topo)
     throw InputError({}, "", topo.error(), "unset HWLOC_SYNTHETIC / HWLOC_XMLFILE or fix them");
   // --bind-to gpu: each rank's GPU from CUDA_VISIBLE_DEVICES (its node's
@@ -57,7 +57,7 @@ std::vector<std::string> describe_placement(const LocalPlacement& lp, const JobP
   }
   std::string head =
       fmt::format("placement: --bind-to {}{}{}{} on {}", placement::to_string(lp.policy.bind_to),
-                  lp.policy.bind_to == placement::BindTo::kGpu
+                  placement::binds_to_gpu(lp.policy.bind_to)
                       ? std::string()
                       : std::string(" --map-by ") + placement::to_string(lp.policy.map_by),
                   lp.policy.pe > 1 ? fmt::format(":PE={}", lp.policy.pe) : "",

@@ -87,8 +87,19 @@ const char* to_string(BindTo b) {
       return "package";
     case BindTo::kGpu:
       return "gpu";
+    case BindTo::kGpuPackage:
+      return "gpu-package";
+    case BindTo::kGpuL3cache:
+      return "gpu-l3cache";
+    case BindTo::kGpuExclusive:
+      return "gpu-exclusive";
   }
   return "?";
+}
+
+bool binds_to_gpu(BindTo b) {
+  return b == BindTo::kGpu || b == BindTo::kGpuPackage || b == BindTo::kGpuL3cache ||
+         b == BindTo::kGpuExclusive;
 }
 
 const char* to_string(MapBy m) {
@@ -111,15 +122,23 @@ PolicyResult parse_policy(const PolicyRequest& req) {
   Policy p;
   p.oversubscribe = req.oversubscribe;
   if (!req.bind_to.empty()) {
-    static const std::map<std::string, BindTo> kBind = {
-        {"none", BindTo::kNone},      {"hwthread", BindTo::kHwthread},
-        {"core", BindTo::kCore},      {"l3cache", BindTo::kL3cache},
-        {"numa", BindTo::kNuma},      {"package", BindTo::kPackage},
-        {"socket", BindTo::kPackage}, {"gpu", BindTo::kGpu}};
+    static const std::map<std::string, BindTo> kBind = {{"none", BindTo::kNone},
+                                                        {"hwthread", BindTo::kHwthread},
+                                                        {"core", BindTo::kCore},
+                                                        {"l3cache", BindTo::kL3cache},
+                                                        {"numa", BindTo::kNuma},
+                                                        {"package", BindTo::kPackage},
+                                                        {"socket", BindTo::kPackage},
+                                                        {"gpu", BindTo::kGpu},
+                                                        {"gpu-package", BindTo::kGpuPackage},
+                                                        {"gpu-socket", BindTo::kGpuPackage},
+                                                        {"gpu-l3cache", BindTo::kGpuL3cache},
+                                                        {"gpu-exclusive", BindTo::kGpuExclusive}};
     auto it = kBind.find(req.bind_to);
     if (it == kBind.end()) {
       return input_error("--bind-to '" + req.bind_to +
-                         "' is not one of none, hwthread, core, l3cache, numa, package, gpu");
+                         "' is not one of none, hwthread, core, l3cache, numa, package, gpu, "
+                         "gpu-package, gpu-l3cache, gpu-exclusive");
     }
     p.bind_to = it->second;
   }
@@ -150,7 +169,7 @@ PolicyResult parse_policy(const PolicyRequest& req) {
       p.pe = std::atoi(n.c_str());
     }
   }
-  if (p.bind_to == BindTo::kGpu && !req.map_by.empty()) {
+  if (binds_to_gpu(p.bind_to) && !req.map_by.empty()) {
     return input_error(
         "--map-by does not apply with --bind-to gpu (each rank goes to the NUMA "
         "node of its GPU)");
@@ -191,11 +210,16 @@ Result<Placement> map_ranks(const Topology& topo, const Policy& policy, int rank
   Placement out;
   out.ranks.resize(static_cast<std::size_t>(std::max(0, ranks)));
   if (policy.bind_to == BindTo::kNone || ranks <= 0) return out;
-  if (policy.bind_to == BindTo::kGpu) {
+  if (binds_to_gpu(policy.bind_to)) {
     if (topo.gpus.empty()) {
-      return R::failure("--bind-to gpu: no GPU in this node's topology (" + topo.source + ")",
+      return R::failure(std::string("--bind-to ") + to_string(policy.bind_to) +
+                            ": no GPU in this node's topology (" + topo.source + ")",
                         ErrorKind::kInput);
     }
+    // Each rank's GPU and that GPU's NUMA node; then, per NUMA node, the
+    // ranks near it in rank order (for the bindings that share one out).
+    std::vector<int> numa_of(static_cast<std::size_t>(ranks), -1);
+    std::map<int, std::vector<int>> near;  // NUMA node -> its ranks, in order
     for (int i = 0; i < ranks; ++i) {
       auto& r = out.ranks[static_cast<std::size_t>(i)];
       int g = static_cast<std::size_t>(i) < gpu_of_rank.size()
@@ -204,12 +228,74 @@ Result<Placement> map_ranks(const Topology& topo, const Policy& policy, int rank
       if (g < 0 || g >= static_cast<int>(topo.gpus.size()))
         g = i % static_cast<int>(topo.gpus.size());
       r.gpu = g;
-      const int numa = topo.gpus[static_cast<std::size_t>(g)].numa;
-      if (numa >= 0) {
-        r.cpus = topo.numa[static_cast<std::size_t>(numa)].pus;
-      } else {
+      numa_of[static_cast<std::size_t>(i)] = topo.gpus[static_cast<std::size_t>(g)].numa;
+      if (numa_of[static_cast<std::size_t>(i)] >= 0)
+        near[numa_of[static_cast<std::size_t>(i)]].push_back(i);
+    }
+    for (int i = 0; i < ranks; ++i) {
+      auto& r = out.ranks[static_cast<std::size_t>(i)];
+      const int numa = numa_of[static_cast<std::size_t>(i)];
+      if (numa < 0) {
         for (const auto& c : topo.cores) r.cpus.insert(r.cpus.end(), c.pus.begin(), c.pus.end());
         out.note = "the NUMA node of a GPU is not known: its rank may use every CPU";
+        finish(topo, r);
+        continue;
+      }
+      // The NUMA node's cores, in order, and this rank's place among the
+      // ranks near it.
+      std::vector<const CoreInfo*> cores;
+      for (const auto& c : topo.cores) {
+        if (c.numa == numa) cores.push_back(&c);
+      }
+      const auto& peers = near[numa];
+      const auto j =
+          static_cast<std::size_t>(std::find(peers.begin(), peers.end(), i) - peers.begin());
+      const auto add = [&r](const CoreInfo& c) {
+        r.cpus.insert(r.cpus.end(), c.pus.begin(), c.pus.end());
+      };
+      switch (policy.bind_to) {
+        case BindTo::kGpuPackage: {
+          const int package = cores.empty() ? -1 : cores.front()->package;
+          for (const auto& c : topo.cores) {
+            if (c.package == package) add(c);
+          }
+          break;
+        }
+        case BindTo::kGpuL3cache: {
+          std::vector<int> l3s;  // the NUMA node's L3 caches, in order
+          for (const CoreInfo* c : cores) {
+            if (c->l3 >= 0 && std::find(l3s.begin(), l3s.end(), c->l3) == l3s.end())
+              l3s.push_back(c->l3);
+          }
+          if (l3s.empty()) {
+            out.note = "no L3 cache in this topology: gpu-l3cache binds to the GPU's NUMA node";
+            for (const CoreInfo* c : cores) add(*c);
+            break;
+          }
+          const int l3 = l3s[j % l3s.size()];
+          for (const CoreInfo* c : cores) {
+            if (c->l3 == l3) add(*c);
+          }
+          break;
+        }
+        case BindTo::kGpuExclusive: {
+          // Cores [j*n/k, (j+1)*n/k) of the node's n, for its k ranks: each
+          // its own, none shared while there are at least as many cores.
+          const std::size_t n = cores.size();
+          const std::size_t k = peers.size();
+          std::size_t from = j * n / k;
+          std::size_t to = (j + 1) * n / k;
+          if (from == to) {
+            out.note = "more ranks than cores near a GPU: gpu-exclusive shares cores";
+            from = j % std::max<std::size_t>(n, 1);
+            to = std::min(n, from + 1);
+          }
+          for (std::size_t c = from; c < to; ++c) add(*cores[c]);
+          break;
+        }
+        default:
+          r.cpus = topo.numa[static_cast<std::size_t>(numa)].pus;
+          break;
       }
       finish(topo, r);
     }

@@ -178,6 +178,18 @@ TEST(DropIn, TorchrunsNewestOptionsMeanWhatTheyMeanThere) {
   EXPECT_EQ(p.o.pernode.max_nodes, 2);
   EXPECT_EQ(p.o.pernode.rdzv_endpoint, "node0:29411");
   EXPECT_EQ(p.o.pernode.nproc, "3");
+  // --numa-binding: near each rank's GPU, as dlaunch's --bind-to gpu and kin.
+  for (const auto& [mode, bind] :
+       std::vector<std::pair<std::string, std::string>>{{"node", "gpu"},
+                                                        {"socket", "gpu-package"},
+                                                        {"exclusive", "gpu-exclusive"},
+                                                        {"core-complex", "gpu-l3cache"}}) {
+    p = parse({"--standalone", "--numa-binding", mode, "./prog"});
+    ASSERT_EQ(p.exit, -1) << p.error;
+    EXPECT_EQ(p.o.bind_to, bind) << mode;
+  }
+  p = parse({"--standalone", "--numa-binding", "node", "--bind-to", "core", "./prog"});
+  EXPECT_EQ(p.exit, 2);
   // --virtual-local-rank: LOCAL_RANK 0, each rank its own device.
   p = parse({"--standalone", "--virtual-local-rank", "./prog"});
   ASSERT_EQ(p.exit, -1) << p.error;

@@ -303,6 +303,27 @@ TEST(PlacementGpu, BindToGpuGivesTheCoresOfTheGpusNumaNode) {
   EXPECT_EQ(pl::visible_gpu_index("", 3), 3);
 }
 
+// torchrun's --numa-binding node, socket, core-complex and exclusive, as
+// dlaunch's gpu, gpu-package, gpu-l3cache and gpu-exclusive: 2 packages x 2
+// NUMA nodes x 2 L3 caches x 4 cores x 2 threads (NUMA node j: cores
+// 8j..8j+7, PUs 16j..16j+15; its L3 caches hold 4 cores each), three GPUs
+// near NUMA node 0 and one near node 3.
+TEST(PlacementGpu, TorchrunsNumaBindingsBindEachRankNearItsGpu) {
+  auto t = synthetic("package:2 numa:2 l3cache:2 core:4 pu:2");
+  ASSERT_EQ(t.cores.size(), 32u);
+  t.gpus = {{"cuda0", "0000:01:00.0", 0},
+            {"cuda1", "0000:02:00.0", 0},
+            {"cuda2", "0000:03:00.0", 0},
+            {"cuda3", "0000:04:00.0", 3}};
+  EXPECT_EQ(lists(t, policy("gpu"), 4), (Lists{"0-15", "0-15", "0-15", "48-63"}));
+  EXPECT_EQ(lists(t, policy("gpu-package"), 4), (Lists{"0-31", "0-31", "0-31", "32-63"}));
+  // The node's L3 caches dealt among its ranks (the third shares the first).
+  EXPECT_EQ(lists(t, policy("gpu-l3cache"), 4), (Lists{"0-7", "8-15", "0-7", "48-55"}));
+  // Cores of their own: 8 cores for 3 ranks, 2, 3 and 3.
+  EXPECT_EQ(lists(t, policy("gpu-exclusive"), 4), (Lists{"0-3", "4-9", "10-15", "48-63"}));
+  EXPECT_EQ(lists(t, policy("gpu-socket"), 1), (Lists{"0-31"}));
+}
+
 TEST(PlacementGpu, BindToCoreFollowsLinuxSiblingNumbering) {
   const auto t = gpu_node();
   auto placed = pl::map_ranks(t, policy("core"), 2);

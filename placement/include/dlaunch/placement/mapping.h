@@ -13,7 +13,8 @@
 // --bind-to kind that hold its units. More ranks than units / PE is
 // oversubscription: an error unless --oversubscribe, which binds round-robin
 // (the units are dealt again from the start, and the report says so).
-// --bind-to gpu: every rank gets the CPUs of the NUMA node of its GPU.
+// --bind-to gpu: every rank gets the CPUs of the NUMA node of its GPU;
+// gpu-package, gpu-l3cache and gpu-exclusive as BindTo says.
 #pragma once
 
 #include <string>
@@ -24,7 +25,25 @@
 
 namespace dlaunch::placement {
 
-enum class BindTo { kNone, kHwthread, kCore, kL3cache, kNuma, kPackage, kGpu };
+// kGpu and its kin bind each rank near its GPU (torchrun's --numa-binding):
+// kGpu the GPU's NUMA node (torchrun's node), kGpuPackage its package
+// (socket), kGpuL3cache one of the L3 caches of its NUMA node, dealt among
+// the ranks whose GPUs share that node (core-complex), kGpuExclusive a share
+// of the NUMA node's cores of its own (exclusive).
+enum class BindTo {
+  kNone,
+  kHwthread,
+  kCore,
+  kL3cache,
+  kNuma,
+  kPackage,
+  kGpu,
+  kGpuPackage,
+  kGpuL3cache,
+  kGpuExclusive
+};
+// One of the GPU bindings above.
+bool binds_to_gpu(BindTo b);
 enum class MapBy { kSlot, kCore, kL3cache, kNuma, kPackage };
 
 const char* to_string(BindTo b);
