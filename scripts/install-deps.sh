@@ -3,12 +3,16 @@
 # Uses sudo when not root. Nothing is downloaded from anywhere but apt.
 set -euo pipefail
 
+# What building dlaunch and running a job needs (`install-deps.sh hello`).
 packages=(
   build-essential cmake ninja-build pkg-config ccache
   libyaml-cpp-dev libboost-dev libcli11-dev libfmt-dev
   libssh2-1-dev libssl-dev
   libopenmpi-dev openmpi-bin libpmix-dev
   libhwloc-dev  # placement: the node topology for --bind-to, --map-by, --report-bindings
+)
+# What the test suite, the lint and the fuzzers need besides (the default).
+test_packages=(
   libgtest-dev libgmock-dev
   openssh-server openssh-client  # the SSH tests run their own sshd on loopback
   # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes (only a
@@ -22,10 +26,12 @@ packages=(
   iproute2  # scripts/testbed/netns.sh: hosts as network namespaces (fault matrix tests)
 )
 
-# `install-deps.sh bench`: also what the benchmarks compare against.
-if [[ "${1:-}" == bench ]]; then
-  packages+=(pdsh time hyperfine python3 python3-matplotlib procps)
-fi
+case "${1:-}" in
+  hello) ;;
+  # `install-deps.sh bench`: also what the benchmarks compare against.
+  bench) packages+=("${test_packages[@]}" pdsh time hyperfine python3 python3-matplotlib procps) ;;
+  *) packages+=("${test_packages[@]}") ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
