@@ -166,7 +166,7 @@ auto Connection::handshake(const Fd& s, Clock::time_point deadline)
     return fatal(ErrorKind::kUsage,
                  "failed: the peer could not prove that it knows the job's secret: a store "
                  "given another secret (is DLAUNCH_STORE_SECRET this job's?), or something "
-                 "else holding that address; nothing was sent to it",
+                 "else holding that address; it got nothing but a nonce",
                  Cause::kPeerUnproven);
   }
   r = send_all(s.get(),
