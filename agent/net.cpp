@@ -58,7 +58,13 @@ proto::Env network_interface_env(const std::string& interface, bool mpi,
 }
 
 Result<ReservedPort> reserve_port(std::uint16_t wanted) {
-  int one = 1;
+  // A port of the job's choosing may have connections of an earlier attempt
+  // in TIME_WAIT: SO_REUSEADDR lets it be reserved anyway. A free port is
+  // picked without: Linux hands a bind(0) with SO_REUSEADDR a port that
+  // another such socket holds bound but not listening (another job's
+  // reservation), and two jobs got one MASTER_PORT (issue 34). Held without
+  // SO_REUSEADDR, a reservation keeps every other bind off its port.
+  int one = wanted != 0 ? 1 : 0;
   // IPv6 with IPv4 mapped in (not V6ONLY): one socket holds the port for both.
   UniqueFd fd(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (fd) {

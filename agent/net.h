@@ -44,7 +44,10 @@ struct ReservedPort {
   std::uint16_t port = 0;
   bool ipv6 = false;
 };
-// `wanted` 0: any free port. SO_REUSEADDR lets rank 0 bind it once released.
+// `wanted` 0: any free port, held without SO_REUSEADDR so that no other bind
+// (another job's, with SO_REUSEADDR or not) can take it meanwhile; a wanted
+// port is held with SO_REUSEADDR (an earlier attempt's connections may be in
+// TIME_WAIT there). Rank 0 binds it once it is released at Start.
 Result<ReservedPort> reserve_port(std::uint16_t wanted);
 
 // Node 0's reserved port, listening: every connection is accepted and

@@ -60,12 +60,12 @@ std::string numeric_address(const std::string& host) {
 }
 
 // A free TCP port of this machine (for MASTER_PORT): node 0's agent reserves
-// it again at once when it starts (ControllerConfig::master_port).
+// it again at once when it starts (ControllerConfig::master_port). Picked
+// without SO_REUSEADDR, which would let Linux hand out a port another job's
+// agent holds reserved (agent/net.h).
 std::uint16_t free_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw Error(ErrorKind::kEnvironment, std::string("socket: ") + std::strerror(errno));
-  int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_ANY);

@@ -54,6 +54,35 @@ int connect_loopback(std::uint16_t port) {
 
 }  // namespace
 
+// Issue 34: 1024 jobs on one machine got the same MASTER_PORT twice. A
+// reserved free port must keep every other bind off it, an SO_REUSEADDR one
+// (another job's reservation, its rank 0's TCPStore) included, until it is
+// released; then it is free.
+TEST(ReservePort, AReservedFreePortKeepsEveryOtherBindOffIt) {
+  for (int round = 0; round < 64; ++round) {
+    auto reserved = dlaunch::agent::reserve_port(0);
+    ASSERT_TRUE(reserved) << reserved.error();
+    const auto bind_again = [&](bool reuse) {
+      UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      int one = reuse ? 1 : 0;
+      ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_ANY);
+      a.sin_port = htons(reserved->port);
+      return ::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    };
+    EXPECT_FALSE(bind_again(true)) << "port " << reserved->port;
+    EXPECT_FALSE(bind_again(false)) << "port " << reserved->port;
+    // Another free-port reservation never gets the same one.
+    auto other = dlaunch::agent::reserve_port(0);
+    ASSERT_TRUE(other) << other.error();
+    EXPECT_NE(other->port, reserved->port);
+    reserved->fd.reset();
+    EXPECT_TRUE(bind_again(true)) << "port " << reserved->port;  // released: rank 0 may bind
+  }
+}
+
 TEST_F(AgentTest, ReadyListsTheMachinesInterfaces) {
   os_.ifaces = {
       {.name = "lo", .address = "127.0.0.1", .prefix_len = 8, .up = true, .loopback = true},
