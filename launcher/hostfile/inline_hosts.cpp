@@ -1,4 +1,5 @@
-// Inline hosts, as in `-H a:4,b:2,[::1]:2` (mpirun's syntax; slots default to 1).
+// Inline hosts, as in `-H a:4,b:2,[::1]:2` (mpirun's syntax; slots default to 1,
+// and a host named again adds its slots: a,a,b is a:2,b).
 #include <algorithm>
 #include <unordered_map>
 
@@ -97,10 +98,15 @@ Hostfile parse_inline_hosts(std::string_view spec) {
     HostEntry h = parse_item(spec.substr(first, last - first), first);
     auto [it, inserted] = first_index.emplace(h.name, result.hosts.size());
     if (!inserted) {
-      fail(first, "host",
-           "duplicate host '" + h.name + "' (first at column " +
-               std::to_string(result.hosts[it->second].pos.column) + ")",
-           "each host may appear once; write " + h.name + ":2 for two slots");
+      // As mpirun's -H a,a,b: a host named again has the slots of both.
+      HostEntry& earlier = result.hosts[it->second];
+      const long long sum = static_cast<long long>(earlier.slots) + h.slots;
+      if (const auto over = hostfile_detail::slots_over_limit(sum); !over.empty()) {
+        fail(first, "slots", "'" + h.name + "' named again: " + over);
+      }
+      earlier.slots = static_cast<int>(sum);
+      start = end + 1;
+      continue;
     }
     result.hosts.push_back(std::move(h));
     start = end + 1;

@@ -123,7 +123,13 @@ std::optional<LineError> parse_line(std::string_view line, PlainLine& out) {
     target = static_cast<int>(*number);
     if (key == "max_slots") max_slots_column = value_column;
   }
-  out.slots = slots.value_or(1);
+  // mpirun(1): a line with max_slots and no slots has max_slots slots.
+  if (!slots && max_slots) {
+    if (const auto over = hostfile_detail::slots_over_limit(*max_slots); !over.empty()) {
+      return LineError{max_slots_column, "max_slots", over, "write fewer slots"};
+    }
+  }
+  out.slots = slots.value_or(max_slots.value_or(1));
   // max_slots only limits oversubscription, which dlaunch never does; it is checked, not used.
   if (max_slots && *max_slots < out.slots) {
     return LineError{max_slots_column, "max_slots",

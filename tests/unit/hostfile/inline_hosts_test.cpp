@@ -72,11 +72,17 @@ TEST(InlineHosts, BadHostCharacterReportsColumn) {
   EXPECT_EQ(e.field(), "host");
 }
 
-TEST(InlineHosts, DuplicateHostIsRejected) {
-  const InputError e = parse_error("a,b,a:2");
-  EXPECT_EQ(e.pos().column, 5);
-  EXPECT_NE(e.message().find("first at column 1"), std::string::npos);
-  EXPECT_NE(e.hint().find("each host may appear once"), std::string::npos);
+// mpirun(1): "-H aa,aa,bb launches two processes on node aa and one on bb".
+TEST(InlineHosts, AHostNamedAgainAddsItsSlotsToTheFirst) {
+  const Hostfile hf = parse_inline_hosts("a,b,a:2,a");
+  ASSERT_EQ(hf.hosts.size(), 2u);
+  EXPECT_EQ(hf.hosts[0].name, "a");
+  EXPECT_EQ(hf.hosts[0].slots, 4);
+  EXPECT_EQ(hf.hosts[1].name, "b");
+  EXPECT_EQ(hf.hosts[1].slots, 1);
+  const InputError e = parse_error("a:4000,a:100");
+  EXPECT_EQ(e.field(), "slots");
+  EXPECT_NE(e.message().find("'a' named again"), std::string::npos) << e.message();
 }
 
 }  // namespace

@@ -50,6 +50,16 @@ TEST(PlainHostfile, MaxSlotsBelowSlotsIsError) {
                "(hint: raise max_slots or lower slots)");
 }
 
+// mpirun(1): "The max_slots field specifies such a limit. When it does, the
+// slots value defaults to the limit."
+TEST(PlainHostfile, MaxSlotsWithoutSlotsIsTheSlotCount) {
+  const Hostfile hf = parse_plain_hostfile("aa slots=4 max_slots=4\nbb max_slots=4\ncc\n", "h");
+  ASSERT_EQ(hf.hosts.size(), 3u);
+  EXPECT_EQ(hf.hosts[0].slots, 4);
+  EXPECT_EQ(hf.hosts[1].slots, 4);
+  EXPECT_EQ(hf.hosts[2].slots, 1);
+}
+
 TEST(PlainHostfile, GarbageTokenReportsItsColumn) {
   const InputError e = parse_error("a slots=2\nnode1 slots=2 extra\n");
   EXPECT_EQ(e.pos().line, 2);
