@@ -195,6 +195,10 @@ void Console::write(bool to_stderr, std::string_view data) {
   if (!to_stderr) arm(true);  // a note about stdout may have gone to stderr
 }
 
+FileWriter::Target Console::add_open_file(int fd, std::string label) {
+  return files_.add_fd(fd, std::move(label));
+}
+
 FileWriter::Target Console::add_file(int dir_fd, std::string name, std::string label, mode_t mode) {
   return files_.add_file(dir_fd, std::move(name), std::move(label), mode);
 }

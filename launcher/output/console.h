@@ -132,6 +132,8 @@ class Console {
   // A new file `name` in the folder dir_fd (a per-rank file of --output-dir),
   // created and written by the FileWriter; `label` names it in messages.
   FileWriter::Target add_file(int dir_fd, std::string name, std::string label, mode_t mode);
+  // A file already open (fd is not taken: the FileWriter writes to a dup).
+  FileWriter::Target add_open_file(int fd, std::string label);
   void write_file(FileWriter::Target file, std::string_view data);
   std::size_t queued() const { return out_.queued() + err_.queued() + files_.queued(); }
   std::size_t written() const { return out_.written() + err_.written() + files_.written(); }

@@ -24,6 +24,7 @@ constexpr std::size_t kMaxTailLine = 1024;  // a report line longer than this is
 
 OutputSink::OutputSink(Config cfg)
     : cfg_(std::move(cfg)), console_(cfg_.stdout_fd, cfg_.stderr_fd) {
+  if (!cfg_.mpirun_dir.empty()) open_mpirun_files();
   if (!cfg_.output_dir.empty()) {
     dir_ = (std::filesystem::path(cfg_.output_dir) / cfg_.job_id).string();
     std::error_code ec;
@@ -62,6 +63,76 @@ OutputSink::OutputSink(Config cfg)
   }
 }
 
+namespace {
+
+// A folder under parent_fd that is ours: made if missing (mpirun writes
+// into the one of an earlier run), never a link, owned by this user.
+UniqueFd own_folder(int parent_fd, const std::string& name, const std::string& path) {
+  if (::mkdirat(parent_fd, name.c_str(), 0755) != 0 && errno != EEXIST) {
+    throw Error(ErrorKind::kEnvironment,
+                "cannot create output directory '" + path + "': " + std::strerror(errno));
+  }
+  UniqueFd fd(::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || st.st_uid != ::geteuid()) {
+    throw InputError({"--output-filename"}, "",
+                     "'" + path + "' is not a folder of this user's (a link, or someone else's)",
+                     "remove it, or give another folder");
+  }
+  return fd;
+}
+
+}  // namespace
+
+void OutputSink::open_mpirun_files() {
+  std::error_code ec;
+  std::filesystem::create_directories(cfg_.mpirun_dir, ec);
+  if (ec) {
+    throw Error(ErrorKind::kEnvironment,
+                "cannot create output directory '" + cfg_.mpirun_dir + "': " + ec.message());
+  }
+  try {
+    check_shared_base(cfg_.mpirun_dir);
+  } catch (const PrivateDirError& unsafe) {
+    throw InputError({"--output-filename"}, "", unsafe.what(), "give a folder of your own");
+  }
+  const UniqueFd top(
+      ::open(cfg_.mpirun_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!top) {
+    throw Error(ErrorKind::kEnvironment,
+                "cannot open output directory '" + cfg_.mpirun_dir + "': " + std::strerror(errno));
+  }
+  // mpirun's job number: 1 for the first (here, only) job it starts.
+  const std::string base_path = cfg_.mpirun_dir + (cfg_.mpirun_jobid ? "/1" : "");
+  UniqueFd base_own = cfg_.mpirun_jobid ? own_folder(top.get(), "1", base_path) : UniqueFd();
+  const int base = cfg_.mpirun_jobid ? base_own.get() : top.get();
+  const std::size_t world = cfg_.node_of_rank.size();
+  const std::size_t digits = std::to_string(world).size();
+  for (std::size_t r = 0; r < world; ++r) {
+    std::string n = std::to_string(r);
+    const std::string folder = "rank." + std::string(digits - std::min(digits, n.size()), '0') + n;
+    const std::string folder_path = base_path + "/" + folder;
+    const UniqueFd dir = own_folder(base, folder, folder_path);
+    for (const int stream : {1, 2}) {
+      const char* name = stream == 1 ? "stdout" : "stderr";
+      // Emptied as mpirun does (O_TRUNC), without following a link put there.
+      if (::unlinkat(dir.get(), name, 0) != 0 && errno != ENOENT) {
+        throw Error(ErrorKind::kEnvironment,
+                    "cannot replace '" + folder_path + "/" + name + "': " + std::strerror(errno));
+      }
+      if (stream == 2 && cfg_.merge_stderr) continue;
+      const UniqueFd fd(
+          ::openat(dir.get(), name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+      if (!fd) {
+        throw Error(ErrorKind::kEnvironment,
+                    "cannot create '" + folder_path + "/" + name + "': " + std::strerror(errno));
+      }
+      files_.emplace(std::make_pair(static_cast<int>(r), stream),
+                     console_.add_open_file(fd.get(), folder_path + "/" + name));
+    }
+  }
+}
+
 std::string OutputSink::prefix(int rank) const {
   switch (cfg_.prefix) {
     case PrefixMode::kNone:
@@ -79,7 +150,13 @@ std::string OutputSink::prefix(int rank) const {
 
 void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bool partial) {
   if (data.empty()) return;
-  const bool is_err = stream == proto::Stream::kStderr;
+  // The report's tail keeps a rank's own stderr, merged or not.
+  const bool own_err = stream == proto::Stream::kStderr;
+  const bool is_err = own_err && !cfg_.merge_stderr;
+  if (!cfg_.mpirun_dir.empty()) {
+    const auto it = files_.find(std::make_pair(rank, is_err ? 2 : 1));
+    if (it != files_.end()) console_.write_file(it->second, data);
+  }
   if (!dir_.empty()) {
     // Created and written by the console's FileWriter, off the loop: an
     // --output-dir on a disk that stops answering does not stop dlaunch.
@@ -93,7 +170,8 @@ void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bo
     console_.write_file(it->second, data);
   }
 
-  bool shown = cfg_.ranks.empty() || std::binary_search(cfg_.ranks.begin(), cfg_.ranks.end(), rank);
+  bool shown = cfg_.console && (cfg_.ranks.empty() ||
+                                std::binary_search(cfg_.ranks.begin(), cfg_.ranks.end(), rank));
   if (const auto r = cfg_.redirected.find(rank); r != cfg_.redirected.end())
     shown = shown && (r->second & (is_err ? 2 : 1)) == 0;
   // --no-prefix: the console gets a rank's bytes as it wrote them (a line
@@ -101,7 +179,7 @@ void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bo
   // at the end), like the per-rank files.
   if (cfg_.prefix == PrefixMode::kNone && !cfg_.timestamps) {
     if (shown) console_.write(is_err, data);
-    if (is_err) remember_tail(rank, data, partial);
+    if (own_err) remember_tail(rank, data, partial);
     return;
   }
   const bool color = is_err ? cfg_.color_stderr : cfg_.color_stdout;
@@ -123,7 +201,7 @@ void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bo
   }
   batch_.clear();
   batch_.reserve(data.size() + (pre.size() + 1) * 16);
-  auto* tail = is_err ? &tails_[rank] : nullptr;
+  auto* tail = own_err ? &tails_[rank] : nullptr;
   std::size_t pos = 0;
   while (pos < data.size()) {
     auto nl = data.find('\n', pos);

@@ -1,7 +1,8 @@
 // OutputSink: where workers' output ends up on the head. Each line goes to
 // dlaunch's stdout or stderr (the stream the worker used) with a rank prefix
 // (optionally coloured, optionally after a timestamp), in one write per batch
-// so no two lines ever mix; optionally also raw to DIR/<job-id>/rank.N.{out,err}.
+// so no two lines ever mix; optionally also raw to DIR/<job-id>/rank.N.{out,err}
+// (or mpirun's DIR/1/rank.N/{stdout,stderr}).
 // --ranks limits what the console shows; the files and the report's stderr
 // tail always get every rank. It keeps the last lines of each rank's stderr
 // for the failure report. Single-threaded.
@@ -35,6 +36,14 @@ class OutputSink {
   struct Config {
     PrefixMode prefix = PrefixMode::kRank;
     std::string output_dir;  // empty: no files
+    // mpirun's --output-filename: DIR/1/rank.N/stdout and stderr (without
+    // the 1/ when !mpirun_jobid), N zero-padded to the digits of the world
+    // size, every file made at the start and emptied if it was there. Only
+    // stdout with merge_stderr.
+    std::string mpirun_dir;  // empty: none
+    bool mpirun_jobid = true;
+    bool console = true;        // false: the ranks' output goes to the files only (:nocopy)
+    bool merge_stderr = false;  // a rank's stderr goes where its stdout goes
     std::string job_id;
     std::vector<std::string> node_of_rank;  // node name per global rank
     int stdout_fd = 1;
@@ -76,6 +85,7 @@ class OutputSink {
   std::string dir_;
   UniqueFd dir_fd_;  // the job's output folder, opened when made
   std::map<std::pair<int, int>, FileWriter::Target> files_;  // (rank, 1 or 2)
+  void open_mpirun_files();
   std::map<int, std::deque<std::string>> tails_;
   std::map<int, bool> tail_open_;  // the last tail line of a rank awaits its newline
   void remember_tail(int rank, std::string_view data, bool partial);
