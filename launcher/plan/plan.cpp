@@ -301,6 +301,7 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
   plan.virtual_local_rank = opts.virtual_local_rank;
   plan.restart_count = opts.restart_count;
   plan.max_restarts = opts.max_restarts;
+  plan.mpirun_env = opts.mpirun_env;
   return plan;
 }
 
@@ -332,6 +333,17 @@ EnvList rank_environment(const JobPlan& plan, const NodePlan& node, const RankPl
     const auto i = static_cast<std::size_t>(r.local_rank);
     env.emplace_back("CUDA_VISIBLE_DEVICES",
                      i < node.devices.size() ? node.devices[i] : std::to_string(r.local_rank));
+  }
+  if (plan.mpirun_env) {
+    // Programs written for mpirun read these (Open MPI documents them for its processes).
+    const std::string world = std::to_string(plan.world_size);
+    const std::string local = std::to_string(r.local_rank);
+    env.insert(env.end(), {{"OMPI_COMM_WORLD_SIZE", world},
+                           {"OMPI_COMM_WORLD_RANK", rank},
+                           {"OMPI_COMM_WORLD_LOCAL_RANK", local},
+                           {"OMPI_COMM_WORLD_LOCAL_SIZE", std::to_string(node.ranks.size())},
+                           {"OMPI_COMM_WORLD_NODE_RANK", local},
+                           {"OMPI_UNIVERSE_SIZE", world}});
   }
   return env;
 }

@@ -68,6 +68,8 @@ struct PlanOptions {
   // torchrun's --virtual-local-rank: every rank LOCAL_RANK=0 and
   // CUDA_VISIBLE_DEVICES its own device.
   bool virtual_local_rank = false;
+  // mpirun's OMPI_COMM_WORLD_* for every rank (head-node mode, not --no-mpi).
+  bool mpirun_env = false;
 };
 
 struct JobPlan {
@@ -84,15 +86,17 @@ struct JobPlan {
   std::vector<std::string> command;  // the first app's
   std::vector<AppPlan> apps;         // at least one
   std::vector<NodePlan> nodes;
+  bool mpirun_env = false;  // PlanOptions::mpirun_env
 };
 
 // Throws InputError when np exceeds the slots available.
 JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts);
 
 // What dlaunch sets for one rank (not the inherited environment): torchrun's
-// variables and dlaunch's own. Made when asked, not kept in the plan: at a
-// thousand nodes of eight ranks that would be ten megabytes for the head to
-// hold through the job.
+// variables and dlaunch's own, and with mpirun_env the ones Open MPI documents
+// for its processes (OMPI_COMM_WORLD_RANK, ...). Made when asked, not kept in
+// the plan: at a thousand nodes of eight ranks that would be ten megabytes for the head to hold
+// through the job.
 EnvList rank_environment(const JobPlan& plan, const NodePlan& node, const RankPlan& rank);
 
 // A hostfile of one local node with n slots: `dlaunch -n N prog` without hosts.
