@@ -115,7 +115,9 @@ Hostfile parse_hosts_argument(const std::string& value);
 //   include/exclude: "host1@host2:0,2" (a host alone means all its slots; with
 //     ":i,j" only those slot indices); the two are mutually exclusive;
 //   num_nodes > 0: keep the first N nodes (error if fewer);
-//   nproc_per_node > 0: every node gets exactly that many slots.
+//   nproc_per_node > 0: every node gets exactly that many slots (and its
+//     first that many `gpus`; with device_ids, a node without `gpus` gets
+//     0..N-1, as DeepSpeed's --num_gpus).
 // Slot indices select the host's `gpus` entries when it has any; for a host
 // without `gpus` the chosen indices become its device ids (DeepSpeed meaning).
 struct NodeFilter {
@@ -123,6 +125,8 @@ struct NodeFilter {
   std::string exclude;
   int num_nodes = 0;
   int nproc_per_node = 0;
+  bool device_ids = false;
+  std::string nproc_source = "--nproc-per-node";  // the option that set nproc_per_node, for errors
 };
 
 // Throws InputError (source "--include", "--exclude", ...) for unknown hosts,

@@ -190,19 +190,22 @@ Hostfile apply_node_filter(Hostfile hostfile, const NodeFilter& filter) {
     hostfile.hosts.resize(wanted);
   }
   if (filter.nproc_per_node < 0) {
-    throw InputError({"--nproc-per-node", 0, 0}, "nproc_per_node", "must not be negative");
+    throw InputError({filter.nproc_source, 0, 0}, "nproc_per_node", "must not be negative");
   }
   if (filter.nproc_per_node > 0) {
     const auto wanted = static_cast<std::size_t>(filter.nproc_per_node);
     for (auto& host : hostfile.hosts) {
       if (!host.gpus.empty() && host.gpus.size() < wanted) {
-        throw InputError({"--nproc-per-node", 0, 0}, "nproc_per_node",
-                         "node '" + host.name + "' has " + std::to_string(host.gpus.size()) +
-                             " gpu(s) but " + std::to_string(wanted) +
-                             " processes per node were asked for",
-                         "lower --nproc-per-node or list more `gpus:` for '" + host.name + "'");
+        throw InputError(
+            {filter.nproc_source, 0, 0}, "nproc_per_node",
+            "node '" + host.name + "' has " + std::to_string(host.gpus.size()) + " gpu(s) but " +
+                std::to_string(wanted) + " processes per node were asked for",
+            "lower " + filter.nproc_source + " or list more `gpus:` for '" + host.name + "'");
       }
       if (!host.gpus.empty()) host.gpus.resize(wanted);
+      if (host.gpus.empty() && filter.device_ids) {
+        for (int g = 0; g < filter.nproc_per_node; ++g) host.gpus.push_back(g);
+      }
       host.slots = filter.nproc_per_node;
     }
   }

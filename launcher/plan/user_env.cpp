@@ -77,6 +77,34 @@ EnvList parse_env_file(const std::string& path) {
   return parse_env_file_text(read_input_file(path, "--env-file"), path);
 }
 
+EnvList parse_deepspeed_env_text(std::string_view text, const std::string& source) {
+  // Trimmed to what parse_env_file_text reads as the same variable; its
+  // checks and messages then apply.
+  std::string lines;
+  for (std::size_t start = 0; start < text.size();) {
+    const auto nl = std::min(text.find('\n', start), text.size());
+    std::string_view line = text.substr(start, nl - start);
+    start = nl + 1;
+    const auto eq = line.find('=');
+    const auto trim = [](std::string_view v) {
+      const auto b = v.find_first_not_of(" \t\r");
+      if (b == std::string_view::npos) return std::string_view();
+      return v.substr(b, v.find_last_not_of(" \t\r") - b + 1);
+    };
+    if (eq == std::string_view::npos) {
+      lines += std::string(line) + "\n";
+      continue;
+    }
+    lines += std::string(trim(line.substr(0, eq))) + "=" + std::string(trim(line.substr(eq + 1)));
+    lines += "\n";
+  }
+  return parse_env_file_text(lines, source);
+}
+
+EnvList parse_deepspeed_env(const std::string& path) {
+  return parse_deepspeed_env_text(read_input_file(path, "DeepSpeed's environment file"), path);
+}
+
 EnvList resolve_exports(const std::vector<std::string>& exports,
                         const std::vector<std::string>& head_env) {
   EnvList out;

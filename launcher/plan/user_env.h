@@ -25,6 +25,12 @@ EnvList parse_env_file_text(std::string_view text, const std::string& source);
 // Reads path; a missing or unreadable file is an InputError.
 EnvList parse_env_file(const std::string& path);
 
+// DeepSpeed's .deepspeed_env: NAME=VALUE lines, the name and the value with
+// the blanks around them taken off (as DeepSpeed does); otherwise the rules
+// of parse_env_file_text (comments, quotes). Errors name the file and line.
+EnvList parse_deepspeed_env_text(std::string_view text, const std::string& source);
+EnvList parse_deepspeed_env(const std::string& path);
+
 // -x arguments resolved against head_env ("NAME=VALUE" entries).
 EnvList resolve_exports(const std::vector<std::string>& exports,
                         const std::vector<std::string>& head_env);
