@@ -18,6 +18,7 @@
 #include "check/preflight.h"
 #include "cli/controller_config.h"
 #include "cli/options.h"
+#include "cli/peer_options.h"
 #include "controller/controller.h"
 #include "controller/setup.h"
 #include "dlaunch/clock.h"
@@ -60,6 +61,20 @@ dl::Hostfile load_hosts(const dl::Options& o) {
                          "give hosts with -H to spread them");
   }
   if (o.np > 0) return dl::local_hostfile(o.np);
+  // -N 2 ./prog, deepspeed --num_gpus 2 train.py: that many ranks here.
+  if (o.filter.nproc_per_node > 0) return dl::local_hostfile(o.filter.nproc_per_node);
+  // deepspeed --include localhost:0,1 train.py: this machine, a slot per GPU.
+  if (!o.filter.include.empty() || !o.filter.exclude.empty()) {
+    const std::string option = o.filter.include.empty() ? "--exclude" : "--include";
+    try {
+      return dl::local_hostfile(dl::resolve_nproc("gpu", dl::current_environment()));
+    } catch (const dl::InputError&) {
+      throw dl::InputError({option}, "",
+                           "no hosts given, and this machine has no GPU to choose from (no "
+                           "CUDA_VISIBLE_DEVICES, no /dev/nvidiaN)",
+                           "give the hosts with -H or --hostfile, or -n N for this machine");
+    }
+  }
   throw dl::InputError(
       {}, "", "no hosts given",
       "use -H HOSTFILE, -H host:slots,..., --hostfile FILE, or -n N for this machine");
@@ -117,6 +132,26 @@ void check_identity_files(const dl::Hostfile& hosts) {
                              "' cannot be read: " + std::strerror(errno),
                          "give the path of a private key on this machine");
   }
+}
+
+// DeepSpeed's .deepspeed_env (~, then the current directory): variables for
+// every rank, under --env-file and -x. Said on stderr, since nothing on the
+// command line names the files.
+dl::EnvList deepspeed_environment(const std::vector<std::string>& head_env) {
+  const char* home = std::getenv("HOME");
+  dl::EnvList out;
+  for (const auto& path :
+       dl::deepspeed_env_files(head_env, home != nullptr ? home : "", fs::current_path())) {
+    const auto vars = dl::parse_deepspeed_env(path);
+    std::string names;
+    for (const auto& [k, v] : vars) names += (names.empty() ? "" : ", ") + k;
+    if (!vars.empty()) {
+      std::fprintf(stderr, "dlaunch: every rank gets %s from %s (DeepSpeed's environment file)\n",
+                   dl::printable(names).c_str(), dl::printable(path).c_str());
+    }
+    out.insert(out.end(), vars.begin(), vars.end());
+  }
+  return out;
 }
 
 std::string join_env(const dl::EnvList& env, dl::SecretMask& mask) {
@@ -250,13 +285,25 @@ int run(int argc, char** argv) {
   }
   check_job_size(hosts, o);
   check_identity_files(hosts);
+  // mpirun -hostfile f -host aa ./a.out: as many ranks as aa has slots.
+  for (auto& a : o.apps) {
+    if (a.np > 0) continue;
+    for (const auto& h : hosts.hosts) {
+      if (std::find(a.hosts.begin(), a.hosts.end(), h.name) != a.hosts.end()) a.np += h.slots;
+    }
+    o.np += a.np;
+  }
   dl::PlanOptions po;
   po.np = o.np;
   po.job_id = o.job_id.empty() ? dl::random_hex(8) : o.job_id;
   po.master_addr = o.master_addr;
   po.command = o.command;
   po.head_env = dl::current_environment();
-  po.user_env = dl::user_environment(o.env_files, o.exports, po.head_env);
+  po.user_env = deepspeed_environment(po.head_env);
+  for (auto& kv : dl::user_environment(o.env_files, o.exports, po.head_env)) {
+    po.user_env.push_back(std::move(kv));
+  }
+  po.mpirun_env = !o.no_mpi;
   // -x MASTER_PORT=N pins the ranks' MASTER_PORT, as --master-port does.
   if (const int pinned = dl::pinned_master_port(po.user_env); pinned != 0) {
     if (o.master_port != 0 && o.master_port != pinned) {
@@ -349,7 +396,9 @@ int run(int argc, char** argv) {
   }
   // One descriptor per SSH node, two per local node: a job over the limit
   // would fail part-way, with some agents started (EMFILE on a connection).
-  if (!o.dry_run) dl::check_descriptors(plan, !o.output_dir.empty(), proxied);
+  if (!o.dry_run) {
+    dl::check_descriptors(plan, !o.output_dir.empty() || !o.output_filename.empty(), proxied);
+  }
   if (o.check) {
     const char* path = std::getenv("PATH");
     return dl::run_preflight(plan, {.agent_path = agent,
@@ -409,8 +458,15 @@ int run(int argc, char** argv) {
   const auto color = dl::parse_color_mode(o.color);
   const char* no_color = std::getenv("NO_COLOR");
   const char* term = std::getenv("TERM");
+  const auto per_rank_files = o.output_filename.empty()
+                                  ? dl::OutputFilename{}
+                                  : dl::parse_output_filename(o.output_filename);
   dl::OutputSink sink({.prefix = o.prefix,
                        .output_dir = o.output_dir,
+                       .mpirun_dir = per_rank_files.dir,
+                       .mpirun_jobid = per_rank_files.jobid,
+                       .console = per_rank_files.copy,
+                       .merge_stderr = o.merge_stderr,
                        .job_id = plan.job_id,
                        .node_of_rank = std::move(node_of_rank),
                        .ranks = shown_ranks,

@@ -73,7 +73,7 @@ AppSpec parse_app_words(const std::vector<std::string>& words, const SourcePos& 
     }
     if (!is_app_option_start(w)) break;
     const std::string name = w.substr(0, w.rfind("--", 0) == 0 ? w.find('=') : std::string::npos);
-    if (name == "-n" || name == "--np" || name == "-np") {
+    if (name == "-n" || name == "--np" || name == "-np" || name == "-c" || name == "--n") {
       app.np = parse_count(value_of(w, "-n"), pos, "-n");
     } else if (name == "--role") {
       app.role = value_of(w, name);
@@ -81,7 +81,7 @@ AppSpec parse_app_words(const std::vector<std::string>& words, const SourcePos& 
         throw InputError(pos, "--role", "'" + app.role + "' is not a role name",
                          "give a word without spaces or '='");
       }
-    } else if (name == "--host") {
+    } else if (name == "--host" || name == "-host" || name == "-H") {  // -H: mpirun's, per app
       const auto names = split_names(value_of(w, name), pos);
       app.hosts.insert(app.hosts.end(), names.begin(), names.end());
     } else if (name == "--nproc-per-node") {

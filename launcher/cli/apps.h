@@ -15,10 +15,11 @@
 // backslashes; no expansion); blank lines and lines starting with '#' are
 // skipped. Errors name FILE:LINE and the field.
 //
-// APP OPTIONS: -n/--np N (required), --role NAME, --host NAME[,NAME...]
-// (nodes of the hostfile by name), --nproc-per-node N (at most N ranks of this
-// app per node), -x NAME[=VALUE], --env-file FILE, --wdir DIR, and `--` before
-// a program whose name starts with '-'.
+// APP OPTIONS: -n/--np N (required; mpirun's -np, -c, --n too), --role NAME,
+// --host NAME[,NAME...] (nodes of the hostfile by name; mpirun's -H, -host too;
+// without a hostfile the apps' hosts together are the job's, cli/peer_options.h), --nproc-per-node
+// N (at most N ranks of this app per node), -x NAME[=VALUE], --env-file FILE, --wdir DIR, and `--`
+// before a program whose name starts with '-'.
 #pragma once
 
 #include <string>

@@ -109,7 +109,9 @@ Workers get RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
 GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR,
 MASTER_PORT, NODE_RANK, NNODES, TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT,
 TORCHELASTIC_MAX_RESTARTS, DLAUNCH_JOB_ID and DLAUNCH_STORE_ADDR, _PORT and
-_SECRET (the job's comm store).
+_SECRET (the job's comm store); and, unless \fB\-\-no\-mpi\fR, the variables
+mpirun gives: OMPI_COMM_WORLD_SIZE, _RANK, _LOCAL_RANK, _LOCAL_SIZE, _NODE_RANK
+and OMPI_UNIVERSE_SIZE.
 For a job on more than one machine, unless \fB\-\-master\-addr\fR or node 0's
 \fBaddress:\fR gives it, MASTER_ADDR is the first of node 0's addresses that
 every other node could connect to at start (container bridges such as docker0,
@@ -124,6 +126,10 @@ Read by hwloc: placement (\fB\-\-bind\-to\fR, \fB\-\-map\-by\fR,
 topology instead of the machine's (\fBpackage:2 numa:1 core:4 pu:1\fR), and
 nothing is bound by it. Local agents inherit dlaunch's environment.
 A bound rank gets OMP_NUM_THREADS, the number of its cores, unless it is set.
+.TP
+.B DS_ENV_FILE
+The name (or path) of DeepSpeed's environment file, in place of
+\fI.deepspeed_env\fR (FILES).
 .TP
 .B DLAUNCH_DEBUG
 Comma\-separated topics printed to stderr: \fBssh\fR (each connection's
@@ -142,6 +148,12 @@ The per-node agent, looked for next to dlaunch (\fB\-\-agent\fR, or a host's
 .I ~/.ssh/config, /etc/ssh/ssh_config
 Read as \fBssh\fR(1) reads them (\fB\-F\fR \fIFILE\fR in their place): host
 aliases, HostName, User, Port, IdentityFile, ProxyJump, ProxyCommand, known_hosts files.
+.TP
+.I ~/.deepspeed_env, ./.deepspeed_env
+DeepSpeed's NAME=VALUE lines, read in that order (the current directory's
+win), for every rank of a job started from a head (not in the per\-node
+mode), under \fB\-\-env\-file\fR and \fB\-x\fR; dlaunch says on stderr which
+variables it took from which file.
 .TP
 .I share/dlaunch/hostfiles/
 Example hostfiles.

@@ -15,6 +15,7 @@
 #include <climits>
 
 #include "cli/man_page.h"
+#include "cli/peer_options.h"
 #include "cli/pernode_options.h"
 #include "cli/version_text.h"
 #include "dlaunch/placement/mapping.h"
@@ -125,7 +126,10 @@ void resolve_apps(Options& o) {
     }
     o.apps = parse_app_file(o.app_file);
   } else if (segments.size() > 1 || !o.role.empty() || !o.app_host.empty()) {
-    if (o.np == 0) {
+    // One program on some nodes of the hostfile without -n: their slots
+    // (mpirun -hostfile f -host aa), counted once the hostfile is read.
+    const bool slots_of_hosts = segments.size() == 1 && !o.app_host.empty();
+    if (o.np == 0 && !slots_of_hosts) {
       throw InputError({"-n"}, "", "no number of ranks for the first app",
                        "start every app with -n N: dlaunch -n 1 PROG1 : -n 8 PROG2");
     }
@@ -240,6 +244,8 @@ std::vector<std::string> with_peer_spellings(const CLI::App& app, int argc, char
       {"machinefile", "hostfile"},
       {"default-hostfile", "hostfile"},
       {"timestamp-output", "timestamps"},
+      {"wd", "wdir"},
+      {"gmca", "mca"},
   };
   std::vector<std::string> args(argv, argv + argc);
   for (std::size_t i = 1; i < args.size(); ++i) {
@@ -274,8 +280,11 @@ std::vector<std::string> with_peer_spellings(const CLI::App& app, int argc, char
     } else {
       opt = app.get_option_no_throw(w);
     }
-    // An option that takes a value and has none attached: the next word is it.
-    if (opt != nullptr && eq == std::string::npos && opt->get_items_expected_min() > 0) ++i;
+    // An option that takes values and has none attached: the next words are
+    // them (two for --mca K V).
+    if (opt != nullptr && eq == std::string::npos && opt->get_items_expected_min() > 0) {
+      i += static_cast<std::size_t>(opt->get_items_expected_min());
+    }
   }
   return args;
 }
@@ -332,11 +341,28 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   hosts->add_option("-H,--hosts", o.hosts,
                     "hostfile (YAML or `host slots=N` lines), or inline hosts a:4,b:2");
   hosts->add_option("--hostfile", o.hostfile, "hostfile, never read as an inline list");
-  hosts->add_option("-n,--np", o.np, "total number of ranks (without a hostfile: on this machine)")
+  hosts
+      ->add_option("-n,-c,--np,--n", o.np,
+                   "total number of ranks (without a hostfile: on this machine)")
       ->check(kPositive);
-  hosts->add_option("--include", o.filter.include, "use only these hosts/slots: host1@host2:0,2");
-  hosts->add_option("--exclude", o.filter.exclude, "leave out these hosts/slots: host1@host2:0,2");
-  hosts->add_option("--num-nodes", o.filter.num_nodes, "use the first N nodes")->check(kPositive);
+  hosts
+      ->add_option("-N,--npernode", o.npernode,
+                   "ranks on every node, as mpirun's -N (also --map-by ppr:N:node; without "
+                   "hosts: N ranks on this machine)")
+      ->check(kPositive);
+  hosts->add_flag_callback(
+      "--pernode", [&o] { o.npernode = 1; }, "one rank on every node (mpirun's, as -N 1)");
+  hosts
+      ->add_option("--num-gpus,--num_gpus", o.num_gpus,
+                   "DeepSpeed's: N ranks on every node, each node's GPUs 0..N-1 in "
+                   "CUDA_VISIBLE_DEVICES (without hosts: on this machine)")
+      ->check(kPositive);
+  hosts->add_option("-i,--include", o.filter.include,
+                    "use only these hosts/slots: host1@host2:0,2");
+  hosts->add_option("-e,--exclude", o.filter.exclude,
+                    "leave out these hosts/slots: host1@host2:0,2");
+  hosts->add_option("--num-nodes,--num_nodes", o.filter.num_nodes, "use the first N nodes")
+      ->check(kPositive);
   hosts
       ->add_option("--transport", o.transport,
                    "how agents start: auto (hostfile: this machine's loopback names locally, "
@@ -351,10 +377,15 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                     "<= 2 ranks per machine and package otherwise (docs/placement.md)");
   hosts->add_option("--map-by", o.map_by,
                     "lay ranks out by slot|core|l3cache|numa|package (round-robin over those "
-                    "objects), OBJ:PE=n for n cores per rank; default: the --bind-to object");
+                    "objects), OBJ:PE=n for n cores per rank; default: the --bind-to object; "
+                    "ppr:N:node is -N N");
   hosts->add_flag("--oversubscribe", o.oversubscribe,
                   "allow more ranks than cores (or PE=n groups) when binding: ranks beyond them "
                   "are bound round-robin from the first");
+  bool no_oversubscribe = false;
+  hosts->add_flag("--nooversubscribe", no_oversubscribe,
+                  "accepted for mpirun's command lines: dlaunch never puts more ranks on a node "
+                  "than its slots");
   hosts->add_flag("--report-bindings", o.report_bindings,
                   "print each rank's CPUs as it starts: host, rank, CPU list and a picture "
                   "([BB/../..], one [...] per package, '/' between cores)");
@@ -367,8 +398,9 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                     "MPMD job, else `default`); an app option");
   hosts
       ->add_option("--host", o.app_host,
-                   "the (first) app runs only on these nodes of the hostfile, by name; an app "
-                   "option")
+                   "with -H or --hostfile: the (first) app runs only on these nodes, by name (an "
+                   "app option); without: the hosts, as mpirun's --host a,b:2 (1 slot unless "
+                   ":N, a name given twice has 2)")
       ->delimiter(',')
       ->allow_extra_args(false);
 
@@ -379,6 +411,12 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   env->add_option("--env-file", o.env_files,
                   "NAME=VALUE lines ('#' comments) for every worker; repeatable; -x overrides")
       ->allow_extra_args(false);
+  env->add_option("--mca", o.mca,
+                  "Open MPI's MCA parameter K set to V: OMPI_MCA_K=V for every rank (as -x, "
+                  "which wins); repeatable; also -mca, --gmca")
+      ->type_size(2)
+      ->type_name("K V")
+      ->allow_extra_args(false);
   env->add_option("--wdir", o.workdir, "working directory of the workers (default: current)");
 
   out->add_flag_callback(
@@ -387,6 +425,13 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   out->add_flag_callback(
       "--no-prefix", [&] { o.prefix = PrefixMode::kNone; }, "forward lines without a prefix");
   out->add_option("--output-dir", o.output_dir, "also write DIR/<job-id>/rank.N.{out,err}");
+  out->add_option("--output-filename", o.output_filename,
+                  "mpirun's: also write DIR/1/rank.N/stdout and stderr (rank zero-padded to the "
+                  "width of the world size; replaced on every run); DIR:nojobid leaves out "
+                  "the 1/, DIR:nocopy shows nothing on the console, DIR:nojobid,nocopy both")
+      ->type_name("DIR");
+  out->add_flag("--merge-stderr-to-stdout", o.merge_stderr,
+                "a rank's stderr goes where its stdout goes (console and files)");
   out->add_option("--ranks", o.ranks,
                   "show only these ranks' output on the console, e.g. 0,3-5 (--output-dir and "
                   "the failure report still get every rank)");
@@ -477,6 +522,13 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                   "(every rank gets a copy) or none (/dev/null)")
       ->capture_default_str();
   job->add_flag("--dry-run", o.dry_run, "print what would run on every node, run nothing");
+  bool run_as_root = false;
+  job->add_flag("--allow-run-as-root", run_as_root,
+                "accepted for mpirun's command lines: dlaunch runs as root without it");
+  bool no_local_rank = false;
+  job->add_flag("--no-local-rank,--no_local_rank", no_local_rank,
+                "accepted for DeepSpeed's command lines: dlaunch never adds --local_rank to the "
+                "program's arguments (LOCAL_RANK is in every rank's environment)");
   job->add_flag("--show-secrets", o.show_secrets,
                 "with --dry-run, also show the values that look like secrets, by the "
                 "variable's name (TOKEN, PASSWORD, MYSQL_PWD, SENTRY_DSN, ...) or the value's "
@@ -514,6 +566,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                 "preflight every host (connect, auth, host key, agent, working directory, program, "
                 "GPUs) and print a table; exit 0 only if all pass");
   add_pernode_options(app, o);
+  add_refused_peer_options(app);
 
   try {
     std::vector<std::string> args = with_peer_spellings(app, argc, argv);
@@ -563,10 +616,12 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
         "dlaunch --help lists every option; put `--` before a program whose name "
         "starts with '-'");
   }
+  finish_peer_options(app, o);
   finish_pernode_options(app, o);
   // Per-node mode runs one program (--app, --host and --stdin are refused there).
   if (!o.pernode.enabled) {
     resolve_apps(o);
+    hosts_from_apps(o);
     // dlaunch -H hosts.yaml train.py: under Python, as torchrun and deepspeed run it.
     if (o.apps.empty()) {
       o.auto_python = with_python(o.pernode, o.command);

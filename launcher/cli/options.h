@@ -51,6 +51,9 @@ struct Options {
 
   PrefixMode prefix = PrefixMode::kRank;
   std::string output_dir;
+  // --output-filename DIR[:nojobid,nocopy] (mpirun's): DIR/1/rank.N/{stdout,stderr}.
+  std::string output_filename;
+  bool merge_stderr = false;  // --merge-stderr-to-stdout: a rank's stderr is its stdout
   // Defaults: the table in dlaunch/tunables.h.
   double kill_grace_s = tunables::kKillGrace.value;
   double heartbeat_timeout_s = tunables::kHeartbeatTimeout.value;
@@ -90,8 +93,15 @@ struct Options {
   std::string job_id;            // empty: random
   std::string workdir;           // empty: the current directory
 
+  // Ranks on every node from the peers' spellings (-N, --npernode, --map-by
+  // ppr:N:node; DeepSpeed's --num_gpus, which also makes GPUs 0..N-1 the
+  // node's); 0: not given. finish_peer_options turns them into filter's.
+  int npernode = 0;
+  int num_gpus = 0;
+
   // Environment for every worker (launcher/plan/user_env.h)
   std::vector<std::string> exports;    // -x NAME or NAME=VALUE, in order
+  std::vector<std::string> mca;        // --mca K V, flattened: OMPI_MCA_K=V for every rank
   std::vector<std::string> env_files;  // --env-file, in order
   // Console output (launcher/output/console_style.h)
   std::string ranks;  // --ranks: show only these ranks; empty: all

@@ -60,7 +60,12 @@ constexpr std::string_view kHeadOnly[] = {"--hosts",
                                           "--spares",
                                           "--app",
                                           "--host",
-                                          "--stdin"};
+                                          "--stdin",
+                                          "--npernode",
+                                          "--pernode",
+                                          "--num-gpus",
+                                          "--output-filename",
+                                          "--merge-stderr-to-stdout"};
 
 std::string both(std::string_view dashed) {
   std::string s(dashed);
@@ -263,7 +268,10 @@ void finish_pernode_options(const CLI::App& app, Options& o) {
   bool selector = false;
   for (auto n : kSelectors) selector |= given(app, n);
   bool head_hosts = false;
-  for (const char* n : {"--hosts", "--hostfile", "--np"}) head_hosts |= given(app, n);
+  for (const char* n :
+       {"--hosts", "--hostfile", "--np", "--host", "--npernode", "--pernode", "--num-gpus"}) {
+    head_hosts |= given(app, n);
+  }
   bool pernode_only = false;
   std::string pernode_only_name;
   for (auto n : kPerNodeOnly) {

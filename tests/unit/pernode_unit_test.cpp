@@ -1,6 +1,10 @@
 // Per-node mode's pure parts: which mode the command line selects, torchrun's
 // spellings, what is refused by name, the program under Python, --rdzv-conf,
-// --nproc-per-node and the node's plan (global ranks, torchrun's environment).
+// --nproc-per-node and the node's plan (global ranks, torchrun's environment);
+// and the other peers' spellings (DropIn: mpirun, horovodrun, DeepSpeed).
+#include <sys/stat.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -8,9 +12,12 @@
 #include <gtest/gtest.h>
 
 #include "cli/options.h"
+#include "cli/peer_options.h"
 #include "hostfile/hostfile.h"
 #include "pernode/pernode.h"
 #include "pernode/rendezvous.h"
+#include "plan/plan.h"
+#include "plan/user_env.h"
 
 using namespace dlaunch;
 
@@ -214,6 +221,192 @@ TEST(PerNodePlan, AVirtualLocalRankSeesOnlyItsOwnDevice) {
   EXPECT_EQ(env_of(rank_environment(plain, plain.nodes.front(), plain.nodes.front().ranks[2]),
                    "LOCAL_RANK"),
             "2");
+}
+
+TEST(DropIn, MpirunsWaysToCountRanks) {
+  for (const auto& words : std::vector<std::vector<std::string>>{
+           {"-c", "3", "p"}, {"--n", "3", "p"}, {"-np", "3", "p"}, {"--np=3", "p"}}) {
+    auto p = parse(words);
+    ASSERT_EQ(p.exit, -1) << words[0] << ": " << p.error;
+    EXPECT_EQ(p.o.np, 3) << words[0];
+  }
+  // Ranks per node: -N, -npernode, --pernode, --map-by ppr:N:node; the head-node mode.
+  for (const auto& words :
+       std::vector<std::vector<std::string>>{{"-H", "a:4,b:4", "-N", "2", "p"},
+                                             {"-H", "a:4,b:4", "-npernode", "2", "p"},
+                                             {"-H", "a:4,b:4", "--map-by", "ppr:2:node", "p"},
+                                             {"-H", "a:4,b:4", "-map-by", "ppr:2:node", "p"}}) {
+    auto p = parse(words);
+    ASSERT_EQ(p.exit, -1) << words[2] << ": " << p.error;
+    EXPECT_FALSE(p.o.pernode.enabled);
+    EXPECT_EQ(p.o.filter.nproc_per_node, 2) << words[2];
+    EXPECT_EQ(p.o.map_by, "") << words[2];
+  }
+  auto p = parse({"-pernode", "-m", "pkg.train"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_FALSE(p.o.pernode.enabled);  // -m alone would be torchrun's per-node mode
+  EXPECT_EQ(p.o.filter.nproc_per_node, 1);
+  p = parse({"-N", "2", "--map-by", "ppr:3:node", "p"});
+  EXPECT_EQ(p.exit, 2);
+  EXPECT_NE(p.error.find("disagree"), std::string::npos) << p.error;
+  p = parse({"-N", "2", "--nproc-per-node", "2", "p"});
+  EXPECT_EQ(p.exit, 2);
+  EXPECT_NE(p.error.find("-N and --nproc-per-node both"), std::string::npos) << p.error;
+}
+
+TEST(DropIn, MpirunsHostWithoutAHostfileIsTheHostList) {
+  auto p = parse({"--host", "a,a,b:2", "p"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_EQ(p.o.hosts, "a:2,b:2");
+  EXPECT_TRUE(p.o.app_host.empty());
+  EXPECT_TRUE(p.o.apps.empty());
+  EXPECT_EQ(host_list_as_inline({"[::1]:2", "[::1]", "x"}), "[::1]:3,x:1");
+  // With a hostfile it is the nodes the program runs on (its slots, without -n).
+  p = parse({"-hostfile", "h", "-host", "aa", "p"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_EQ(p.o.hostfile, "h");
+  ASSERT_EQ(p.o.apps.size(), 1u);
+  EXPECT_EQ(p.o.apps[0].hosts, (std::vector<std::string>{"aa"}));
+  EXPECT_EQ(p.o.apps[0].np, 0);
+  // MPMD: the apps' hosts together, each app keeping its own.
+  p = parse({"--host", "a", "-np", "1", "x", ":", "-H", "b,c:2", "-np", "2", "y"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_EQ(p.o.hosts, "a:1,b:1,c:2");
+  ASSERT_EQ(p.o.apps.size(), 2u);
+  EXPECT_EQ(p.o.apps[1].hosts, (std::vector<std::string>{"b", "c"}));
+  p = parse({"--host", "a:x", "p"});
+  EXPECT_EQ(p.exit, 2);
+  EXPECT_NE(p.error.find("--host: 'a:x'"), std::string::npos) << p.error;
+}
+
+TEST(DropIn, MpirunsMcaIsAVariableForEveryRankThatXCanOverride) {
+  auto p = parse({"-np", "2", "--mca", "btl", "tcp,self", "-mca", "pml", "ob1", "-x",
+                  "OMPI_MCA_pml=ucx", "--gmca", "a_b", "1", "./prog", "--mca", "x", "y"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_EQ(p.o.exports, (std::vector<std::string>{"OMPI_MCA_btl=tcp,self", "OMPI_MCA_pml=ob1",
+                                                   "OMPI_MCA_a_b=1", "OMPI_MCA_pml=ucx"}));
+  EXPECT_EQ(p.o.command, (std::vector<std::string>{"./prog", "--mca", "x", "y"}));
+  p = parse({"-np", "2", "--mca", "bad-name", "1", "p"});
+  EXPECT_EQ(p.exit, 2);
+  EXPECT_NE(p.error.find("'bad-name' is not an MCA parameter name"), std::string::npos) << p.error;
+}
+
+TEST(DropIn, MpirunsOutputFilenameAndItsDirectives) {
+  auto f = parse_output_filename("out");
+  EXPECT_EQ(f.dir, "out");
+  EXPECT_TRUE(f.jobid);
+  EXPECT_TRUE(f.copy);
+  f = parse_output_filename("/tmp/o:nocopy,nojobid");
+  EXPECT_EQ(f.dir, "/tmp/o");
+  EXPECT_FALSE(f.jobid);
+  EXPECT_FALSE(f.copy);
+  auto p = parse({"-np", "2", "-output-filename", "o:nocpy", "p"});
+  EXPECT_EQ(p.exit, 2);
+  EXPECT_NE(p.error.find("unknown directive 'nocpy'"), std::string::npos) << p.error;
+  p = parse({"-np", "2", "--output-filename", "o", "--output-dir", "d", "p"});
+  EXPECT_EQ(p.exit, 2);
+  p = parse({"-np", "2", "--merge-stderr-to-stdout", "--allow-run-as-root", "p"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_TRUE(p.o.merge_stderr);
+}
+
+TEST(DropIn, DeepSpeedsSpellings) {
+  auto p = parse({"--hostfile", "h", "--num_nodes", "2", "--num_gpus", "4", "--master_port",
+                  "29501", "--no_local_rank", "train.py", "--deepspeed"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_FALSE(p.o.pernode.enabled);
+  EXPECT_EQ(p.o.filter.num_nodes, 2);
+  EXPECT_EQ(p.o.filter.nproc_per_node, 4);
+  EXPECT_TRUE(p.o.filter.device_ids);
+  EXPECT_EQ(p.o.master_port, 29501);
+  EXPECT_EQ(p.o.command, (std::vector<std::string>{pernode_python(), "train.py", "--deepspeed"}));
+  p = parse({"-H", "h", "-i", "a:0,1", "p"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_EQ(p.o.filter.include, "a:0,1");
+  p = parse({"-H", "h", "-e", "a:0", "p"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_EQ(p.o.filter.exclude, "a:0");
+  // The GPUs DeepSpeed gives each node: 0..N-1 where the hostfile says none.
+  Hostfile hf = parse_inline_hosts("a:8,b:8");
+  hf.hosts[1].gpus = {4, 5, 6, 7};
+  const Hostfile kept = apply_node_filter(hf, {.nproc_per_node = 2, .device_ids = true});
+  EXPECT_EQ(kept.hosts[0].gpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(kept.hosts[1].gpus, (std::vector<int>{4, 5}));
+  EXPECT_EQ(kept.hosts[0].slots, 2);
+}
+
+TEST(DropIn, DeepSpeedsEnvironmentFileIsReadFromHomeThenHere) {
+  const EnvList env = parse_deepspeed_env_text(
+      "NCCL_IB_DISABLE=1\n  PATH_EXTRA = /opt/x bin  \n\n# note\nQ=\"quoted\"\n", "ds");
+  EXPECT_EQ(env,
+            (EnvList{{"NCCL_IB_DISABLE", "1"}, {"PATH_EXTRA", "/opt/x bin"}, {"Q", "quoted"}}));
+  try {
+    (void)parse_deepspeed_env_text("A=1\nnot a variable\n", "/h/.deepspeed_env");
+    ADD_FAILURE() << "a line without '=' must be refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/h/.deepspeed_env:2:"), std::string::npos) << e.what();
+  }
+  const std::string home = ::testing::TempDir() + "dlaunch-ds-home";
+  const std::string here = ::testing::TempDir() + "dlaunch-ds-here";
+  for (const auto& d : {home, here}) {
+    ::mkdir(d.c_str(), 0700);
+    for (const char* f : {"/.deepspeed_env", "/other_env"}) {
+      if (FILE* out = std::fopen((d + f).c_str(), "w")) std::fclose(out);
+    }
+  }
+  EXPECT_EQ(deepspeed_env_files({}, home, here),
+            (std::vector<std::string>{home + "/.deepspeed_env", here + "/.deepspeed_env"}));
+  EXPECT_EQ(deepspeed_env_files({"DS_ENV_FILE=other_env"}, home, here),
+            (std::vector<std::string>{home + "/other_env", here + "/other_env"}));
+  EXPECT_EQ(deepspeed_env_files({"DS_ENV_FILE=" + here + "/other_env"}, home, here),
+            (std::vector<std::string>{here + "/other_env"}));
+  EXPECT_EQ(deepspeed_env_files({"DS_ENV_FILE=missing"}, home, here), std::vector<std::string>{});
+}
+
+TEST(DropIn, PeersOptionsThatCannotBeHonouredAreRefusedByNameWithAHint) {
+  struct Case {
+    std::vector<std::string> words;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{"-np", "4", "--gloo", "p"}, "horovodrun's --gloo is not supported"},
+      {{"-H", "h", "--launcher", "openmpi", "p"}, "deepspeed's --launcher is not supported"},
+      {{"-H", "h", "--launcher_args=-x A", "p"}, "--launcher_args is not supported"},
+      {{"-H", "h", "--no_ssh", "--node_rank", "0", "p"}, "--no_ssh is not supported"},
+      {{"-H", "h", "-npersocket", "2", "p"}, "mpirun's --npersocket is not supported"},
+      {{"-np", "2", "-prefix", "/opt/ompi", "p"}, "mpirun's --prefix is not supported"},
+      {{"-np", "2", "--map-by", "ppr:2:socket", "p"}, "not per socket"},
+      {{"-np", "2", "--map-by", "node", "p"}, "'node' (ranks dealt round-robin"},
+      {{"--nnodes", "2", "--node-rank", "0", "-N", "2", "p"}, "--npernode is for the head-node"},
+      {{"--standalone", "--output-filename", "o", "p"}, "--output-filename is for the head-node"},
+  };
+  for (const auto& c : cases) {
+    auto p = parse(c.words);
+    EXPECT_EQ(p.exit, 2) << c.says;
+    EXPECT_NE(p.error.find(c.says), std::string::npos) << p.error << " / wanted: " << c.says;
+    EXPECT_NE(p.error.find("(hint: "), std::string::npos) << p.error;
+  }
+}
+
+TEST(DropIn, RanksGetMpirunsVariablesWhenThePlanSaysSo) {
+  PlanOptions po;
+  po.job_id = "j";
+  po.command = {"prog"};
+  po.mpirun_env = true;
+  const JobPlan plan = make_plan(parse_inline_hosts("a:2,b:3"), po);
+  const auto& n = plan.nodes.at(1);
+  const auto env = rank_environment(plan, n, n.ranks.at(1));
+  EXPECT_EQ(env_of(env, "OMPI_COMM_WORLD_RANK"), "3");
+  EXPECT_EQ(env_of(env, "OMPI_COMM_WORLD_SIZE"), "5");
+  EXPECT_EQ(env_of(env, "OMPI_COMM_WORLD_LOCAL_RANK"), "1");
+  EXPECT_EQ(env_of(env, "OMPI_COMM_WORLD_LOCAL_SIZE"), "3");
+  EXPECT_EQ(env_of(env, "OMPI_COMM_WORLD_NODE_RANK"), "1");
+  EXPECT_EQ(env_of(env, "OMPI_UNIVERSE_SIZE"), "5");
+  po.mpirun_env = false;
+  const JobPlan plain = make_plan(parse_inline_hosts("a:2"), po);
+  EXPECT_EQ(env_of(rank_environment(plain, plain.nodes[0], plain.nodes[0].ranks[0]),
+                   "OMPI_COMM_WORLD_RANK"),
+            "<unset>");
 }
 
 TEST(PerNodeOptions, WhatMakesNoSenseIsRefusedByName) {
