@@ -81,6 +81,10 @@ void resolve_ppr(Options& o) {
     throw InputError({"--map-by"}, "", "'" + o.map_by + "' is not ppr:N:OBJECT",
                      "write ppr:N:node for N ranks on every node (as -N N)");
   }
+  if (object.rfind("node:", 0) == 0) {
+    throw InputError({"--map-by"}, "", "'" + o.map_by + "': modifiers of ppr are not supported",
+                     "give -N " + count + " and the layout apart, e.g. --map-by slot:PE=2");
+  }
   if (object != "node") {
     throw InputError({"--map-by"}, "",
                      "'" + o.map_by + "': dlaunch counts ranks per node, not per " + object,

@@ -319,7 +319,8 @@ TEST(DropIn, DeepSpeedsSpellings) {
   EXPECT_EQ(p.o.filter.nproc_per_node, 4);
   EXPECT_TRUE(p.o.filter.device_ids);
   EXPECT_EQ(p.o.master_port, 29501);
-  EXPECT_EQ(p.o.command, (std::vector<std::string>{pernode_python(), "train.py", "--deepspeed"}));
+  EXPECT_EQ(p.o.command,
+            (std::vector<std::string>{pernode_python(), "-u", "train.py", "--deepspeed"}));
   p = parse({"-H", "h", "-i", "a:0,1", "p"});
   ASSERT_EQ(p.exit, -1) << p.error;
   EXPECT_EQ(p.o.filter.include, "a:0,1");
@@ -377,6 +378,7 @@ TEST(DropIn, PeersOptionsThatCannotBeHonouredAreRefusedByNameWithAHint) {
       {{"-np", "2", "-prefix", "/opt/ompi", "p"}, "mpirun's --prefix is not supported"},
       {{"-np", "2", "--map-by", "ppr:2:socket", "p"}, "not per socket"},
       {{"-np", "2", "--map-by", "node", "p"}, "'node' (ranks dealt round-robin"},
+      {{"-np", "2", "--map-by", "ppr:2:node:PE=2", "p"}, "modifiers of ppr are not supported"},
       {{"--nnodes", "2", "--node-rank", "0", "-N", "2", "p"}, "--npernode is for the head-node"},
       {{"--standalone", "--output-filename", "o", "p"}, "--output-filename is for the head-node"},
   };
