@@ -153,6 +153,14 @@ TEST_P(CommandLine, DoesWhatThePeersDocumentationSays) {
   const Entry& e = corpus().at(GetParam());
   SCOPED_TRACE(e.id + " (" + e.source + ")\n  peer:    " + e.peer + "\n  dlaunch: " + e.run);
   const std::string dir = temp_dir("corpus");
+  // Removed however the test ends (an ASSERT returns early).
+  const struct Cleanup {
+    std::string path;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  } cleanup{dir};
   const std::string work = dir + "/work";
   const std::string home = dir + "/home";
   const std::string bin = dir + "/bin";
@@ -205,7 +213,7 @@ TEST_P(CommandLine, DoesWhatThePeersDocumentationSays) {
   const auto check_words = [&](const YAML::Node& wanted, const std::string& who,
                                const std::map<std::string, std::string>& words) {
     for (const auto& kv : wanted) {
-      const std::string name = kv.first.as<std::string>();
+      const auto name = kv.first.as<std::string>();
       const std::string value = expand(kv.second.as<std::string>(), vars);
       const auto it = words.find(name);
       EXPECT_TRUE(it != words.end() && it->second == value)
@@ -218,7 +226,7 @@ TEST_P(CommandLine, DoesWhatThePeersDocumentationSays) {
     if (x["all"]) check_words(x["all"], "rank " + std::to_string(rank), words);
   }
   for (const auto& kv : x) {
-    const std::string key = kv.first.as<std::string>();
+    const auto key = kv.first.as<std::string>();
     if (key.rfind("rank.", 0) != 0) continue;
     const int rank = std::stoi(key.substr(5));
     const auto it = ranks.find(rank);
@@ -245,7 +253,7 @@ TEST_P(CommandLine, DoesWhatThePeersDocumentationSays) {
   for (const auto& kv : x["files"]) {
     const std::string file = work + "/" + kv.first.as<std::string>();
     EXPECT_TRUE(fs::exists(file)) << kv.first.as<std::string>() << " is missing";
-    const std::string want = kv.second.as<std::string>();
+    const auto want = kv.second.as<std::string>();
     EXPECT_NE(slurp(file).find(want), std::string::npos)
         << kv.first.as<std::string>() << " lacks '" << want << "':\n"
         << slurp(file);
@@ -253,8 +261,6 @@ TEST_P(CommandLine, DoesWhatThePeersDocumentationSays) {
   for (const auto& a : strings(x["absent"])) {
     EXPECT_FALSE(fs::exists(work + "/" + a)) << a << " should not exist";
   }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, CommandLine, ::testing::Range<std::size_t>(0, corpus().size()),
