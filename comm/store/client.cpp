@@ -70,6 +70,8 @@ Store Store::from_env() {
 
 const std::string& Store::address() const { return impl_->address; }
 
+void Store::interrupt() { impl_->interrupt(); }
+
 void Store::set(const std::string& key, const std::string& value) { multi_set({key}, {value}); }
 
 void Store::set_while_connected(const std::string& key, const std::string& value) {

@@ -1,5 +1,6 @@
 #include "store/connection.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -83,13 +84,20 @@ milliseconds clamp_wait(milliseconds t) { return std::clamp(t, milliseconds(0), 
 Connection::Connection(StoreOptions options)
     : opts(std::move(options)), address(join_address(opts.host, opts.port)) {}
 
+void Connection::interrupt() {
+  const int fd = live_fd_.load();
+  if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+}
+
 void Connection::bad_answer(const std::string& op) {
+  live_fd_ = -1;
   fd_.reset();
   fail(ErrorKind::kEnvironment, op, "failed: malformed answer from the store");
 }
 
 void Connection::lost(const std::string& op, const IoResult& r, Clock::time_point since) {
   // The connection's state is unknown after a failed exchange: start afresh next call.
+  live_fd_ = -1;
   fd_.reset();
   if (r.status == Io::timeout) {
     fail(ErrorKind::kEnvironment, op,
@@ -214,6 +222,7 @@ void Connection::connect() {
         max_value = accepted->max_value;
         max_frame = accepted->max_frame;
         fd_ = std::move(*s);
+        live_fd_ = fd_.get();
         return;
       }
       if (!accepted.error().retry) {
@@ -248,6 +257,7 @@ Answer Connection::call(const std::string& op, const std::string& frame,
   if (r.status == Io::ok)
     r = recv_frame(fd_.get(), a.frame, opts.max_answer_bytes, kTagBytes, deadline);
   if (r.status == Io::error && r.err == EMSGSIZE) {
+    live_fd_ = -1;
     fd_.reset();
     fail(ErrorKind::kEnvironment, op,
          "failed: the store announced an answer of " +
@@ -258,6 +268,7 @@ Answer Connection::call(const std::string& op, const std::string& frame,
   const std::string_view tagged = std::string_view(a.frame).substr(0, a.frame.size() - kTagBytes);
   if (!to_client_->check(tagged,
                          reinterpret_cast<const unsigned char*>(a.frame.data()) + tagged.size())) {
+    live_fd_ = -1;
     fd_.reset();
     fail(ErrorKind::kEnvironment, op,
          "failed: an answer failed its tag (not from the store this connection authenticated)");
@@ -297,7 +308,7 @@ void Connection::timed_out(const std::string& op, const Answer& a, milliseconds 
   if (!rd.finish()) bad_answer(op);
   std::string what = "timed out after " + seconds(timeout);
   if (asked > 1) what += "; still missing: " + quote_list(missing);
-  fail(ErrorKind::kEnvironment, op, what);
+  fail(ErrorKind::kEnvironment, op, what, StoreError::Cause::kTimedOut);
 }
 
 }  // namespace dlaunch::comm::detail

@@ -12,6 +12,7 @@
 // may read them without the lock.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -69,6 +70,9 @@ class Connection {
   Answer call(const std::string& op, const std::string& frame, Clock::time_point deadline)
       REQUIRES(mu);
   Clock::time_point io_deadline() const { return Clock::now() + clamp_wait(opts.timeout); }
+  // Shuts the current connection down (any thread, without mu): a call
+  // blocked on it fails at once.
+  void interrupt();
   // get / wait / multi_get: the server parks the request until the keys exist or `timeout`.
   Answer await(const std::string& op, Op code, const std::vector<std::string>& keys,
                std::chrono::milliseconds timeout) REQUIRES(mu);
@@ -103,6 +107,9 @@ class Connection {
       REQUIRES(mu);
 
   Fd fd_ GUARDED_BY(mu);
+  // fd_'s descriptor, for interrupt() (-1: none); a shutdown(2) of a
+  // descriptor another thread reads is what makes that read return.
+  std::atomic<int> live_fd_{-1};
   // Each direction's frame tags, keyed by the current connection's handshake.
   std::optional<FrameTagger> to_server_ GUARDED_BY(mu);
   std::optional<FrameTagger> to_client_ GUARDED_BY(mu);

@@ -154,6 +154,8 @@ void StoreServer::stop_listening_on_first_port() {
 
 size_t StoreServer::connections() const { return state_->sessions.size(); }
 
+detail::Table& StoreServer::table() { return state_->table; }
+
 void StoreServer::close() {
   if (state_->closed) return;
   state_->closed = true;
@@ -208,6 +210,32 @@ void ThreadedStoreServer::stop_listening_on_first_port() {
   auto result = done.get_future();
   asio::post(impl_->io, [&] {
     impl_->server->stop_listening_on_first_port();
+    done.set_value();
+  });
+  result.get();
+}
+
+std::vector<std::optional<std::string>> ThreadedStoreServer::peek(
+    const std::vector<std::string>& keys) const {
+  std::promise<std::vector<std::optional<std::string>>> answer;
+  auto result = answer.get_future();
+  asio::post(impl_->io, [&] {
+    std::vector<std::optional<std::string>> out;
+    out.reserve(keys.size());
+    for (const auto& k : keys) {
+      const std::string* v = impl_->server->table().find(k);
+      out.push_back(v != nullptr ? std::optional<std::string>(*v) : std::nullopt);
+    }
+    answer.set_value(std::move(out));
+  });
+  return result.get();
+}
+
+void ThreadedStoreServer::set(const std::string& key, const std::string& value) {
+  std::promise<void> done;
+  auto result = done.get_future();
+  asio::post(impl_->io, [&] {
+    impl_->server->table().set(key, value);
     done.set_value();
   });
   result.get();

@@ -32,8 +32,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+// How often the host looks at its store's members (memory reads, no
+// requests): a launcher's closed connection is seen within kGone + this.
+constexpr milliseconds kHostLook{300};
+// How often the host looks at the join count while a round is open.
+constexpr milliseconds kClosePoll{20};
+// How often the host looks whether every member is done (exit barrier).
 constexpr milliseconds kPoll{100};
-constexpr int kHeartbeatEvery = 3;  // polls
 // How long a launcher's alive key may be gone before it is lost (a
 // reconnect sets it again within a heartbeat period).
 constexpr milliseconds kGone{1000};
@@ -91,6 +96,14 @@ std::vector<std::string> split(const std::string& s, char sep) {
   }
 }
 
+// What answers at the address is not this job's store (a launcher must not
+// join it).
+bool not_this_jobs_store(const comm::StoreError& e) {
+  using C = comm::StoreError::Cause;
+  return e.cause() == C::kPeerUnproven || e.cause() == C::kNotAStore ||
+         e.cause() == C::kOtherVersion || e.cause() == C::kOtherUser;
+}
+
 // A whole decimal number in [lo, hi], or nothing: values from the store
 // are checked like any input from the network.
 std::optional<long long> parse_number(std::string_view v, long long lo, long long hi) {
@@ -111,6 +124,9 @@ PeerFailure parse_failure(const std::string& v) {
     f.message = printable(v);
     return f;
   }
+  // "join": not a failure, the host's call to restart with a launcher that
+  // waits to join (the restart is not counted).
+  f.joining = v.substr(0, a) == "join";
   f.status = static_cast<int>(parse_number(v.substr(0, a), 1, 255).value_or(1));
   f.final = v.substr(a + 1, b - a - 1) == "1";
   f.message = v.substr(b + 1);
@@ -146,12 +162,7 @@ Rendezvous::Rendezvous(RdzvSettings s) : s_(std::move(s)), meeting_port_(s_.port
 }
 
 Rendezvous::~Rendezvous() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  wake_.notify_all();
-  if (watch_.joinable()) watch_.join();
+  stop_watch();
   store_.reset();
   server_.reset();
 }
@@ -243,11 +254,10 @@ void Rendezvous::take_over() {
     } catch (const comm::StoreError& e) {
       // Something there that cannot prove the secret (a process that took
       // the freed port) is passed over, never joined.
-      tried += fmt::format("; {}:{}: {}{}", addr, s_.port,
-                           e.cause() == comm::StoreError::Cause::kOther
-                               ? ""
-                               : "held by something that is not this job's rendezvous: ",
-                           e.what());
+      tried += fmt::format(
+          "; {}:{}: {}{}", addr, s_.port,
+          not_this_jobs_store(e) ? "held by something that is not this job's rendezvous: " : "",
+          e.what());
       server_.reset();
       continue;
     }
@@ -368,7 +378,7 @@ void Rendezvous::connect() {
   try {
     store_ = std::make_unique<comm::Store>(co);
   } catch (const comm::StoreError& e) {
-    if (e.cause() != comm::StoreError::Cause::kOther) {
+    if (not_this_jobs_store(e)) {
       // Whatever holds the endpoint could not prove this job's secret (or
       // is no store of this release): never joined, whoever it is.
       throw InputError(
@@ -475,19 +485,20 @@ Membership Rendezvous::join_round() {
     std::vector<std::string> keys;
     keys.reserve(static_cast<std::size_t>(m_.nnodes));
     for (int j = 0; j < m_.nnodes; ++j) keys.push_back(rkey(fmt::format("static/{}", j)));
-    for (;;) {
+    // One parked request, answered when the last rank is claimed: no polling,
+    // whatever the number of launchers.
+    try {
+      st.wait(keys, std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+    } catch (const comm::StoreError& e) {
+      if (e.cause() != comm::StoreError::Cause::kTimedOut) throw;
       std::vector<int> missing;
       for (int j = 0; j < m_.nnodes; ++j) {
         if (!st.check({keys[static_cast<std::size_t>(j)]})) missing.push_back(j);
       }
-      if (missing.empty()) break;
-      if (Clock::now() > deadline) {
-        throw Error(ErrorKind::kEnvironment,
-                    fmt::format("node rank(s) {} did not join the rendezvous at {} within {} "
-                                "(join_timeout)",
-                                fmt::join(missing, ", "), endpoint_, secs(s_.join_timeout)));
-      }
-      std::this_thread::sleep_for(kPoll);
+      throw Error(ErrorKind::kEnvironment,
+                  fmt::format("node rank(s) {} did not join the rendezvous at {} within {} "
+                              "(join_timeout)",
+                              fmt::join(missing, ", "), endpoint_, secs(s_.join_timeout)));
     }
     m_.names = st.multi_get(keys);
     check_names();
@@ -499,38 +510,10 @@ Membership Rendezvous::join_round() {
     st.set(rkey(fmt::format("join/{}", idx)), s_.me);
     st.set_while_connected(rkey("alive/" + s_.me), s_.me);  // before anyone can watch it
     if (m_.hosting) st.set(rkey("host"), std::to_string(idx));
-    Clock::time_point min_seen{};
-    bool min_reached = false;
-    while (!st.check({rkey("closed")})) {
-      const long long joined = st.add(rkey("joined"), 0);
-      const bool enough = st.check({rkey("host")}) && joined >= s_.min_nodes;
-      if (enough && !min_reached) min_seen = Clock::now();
-      min_reached = enough;
-      if (enough && (joined >= s_.max_nodes || Clock::now() - min_seen >= s_.last_call)) {
-        // Close: the host is node 0, the others in the order they joined.
-        const std::string host_value = st.get(rkey("host"));
-        const auto parsed = parse_number(host_value, 0, joined - 1);
-        if (!parsed) malformed("host", host_value);
-        const long long host = *parsed;
-        const long long n = std::min<long long>(joined, s_.max_nodes);
-        std::vector<std::string> members{std::to_string(host)};
-        for (long long i = 0; i < joined && static_cast<long long>(members.size()) < n; ++i) {
-          if (i != host) members.push_back(std::to_string(i));
-        }
-        (void)st.compare_set(rkey("closed"), "", fmt::format("{}", fmt::join(members, ",")));
-        break;
-      }
-      // The deadline is for MIN nodes to come; once they are here, the last
-      // call runs its course (it may be longer than close_timeout).
-      if (!min_reached && Clock::now() > deadline) {
-        throw Error(
-            ErrorKind::kEnvironment,
-            fmt::format("the rendezvous at {} did not close within {} ({}): "
-                        "{} of at least {} node(s) joined",
-                        endpoint_, secs(wait), round_ == 0 ? "join_timeout" : "close_timeout",
-                        joined, s_.min_nodes));
-      }
-      std::this_thread::sleep_for(kPoll);
+    if (m_.hosting) {
+      close_round(deadline, wait);
+    } else {
+      await_close(deadline, wait);
     }
     const std::string closed = st.get(rkey("closed"));
     const auto members = split(closed, ',');
@@ -595,6 +578,75 @@ Membership Rendezvous::join_round() {
   return m_;
 }
 
+// c10d, the launcher hosting the store: it closes the round, watching the
+// join count in its own store (no requests): when MAX have joined, or MIN
+// and last_call since. The host is node 0, the others in the order they
+// joined.
+void Rendezvous::close_round(Clock::time_point deadline, milliseconds wait) {
+  Clock::time_point min_seen{};
+  bool min_reached = false;
+  for (;;) {
+    const auto v = server_->peek({rkey("joined"), rkey("host"), rkey("closed")});
+    if (v[2]) return;  // (a launcher of an earlier release could have)
+    const std::string joined_text = v[0].value_or("0");
+    const auto joined_n = parse_number(joined_text, 0, limits::kMaxNodesPerJob);
+    if (!joined_n) malformed("joined", joined_text);
+    const long long joined = *joined_n;
+    const bool enough = v[1].has_value() && joined >= s_.min_nodes;
+    if (enough && !min_reached) min_seen = Clock::now();
+    min_reached = enough;
+    if (enough && (joined >= s_.max_nodes || Clock::now() - min_seen >= s_.last_call)) {
+      const auto parsed = parse_number(*v[1], 0, joined - 1);
+      if (!parsed) malformed("host", *v[1]);
+      const long long host = *parsed;
+      const long long n = std::min<long long>(joined, s_.max_nodes);
+      std::vector<std::string> members{std::to_string(host)};
+      for (long long i = 0; i < joined && static_cast<long long>(members.size()) < n; ++i) {
+        if (i != host) members.push_back(std::to_string(i));
+      }
+      (void)store_->compare_set(rkey("closed"), "", fmt::format("{}", fmt::join(members, ",")));
+      return;
+    }
+    // The deadline is for MIN nodes to come; once they are here, the last
+    // call runs its course (it may be longer than close_timeout).
+    if (!min_reached && Clock::now() > deadline) {
+      throw Error(ErrorKind::kEnvironment,
+                  fmt::format("the rendezvous at {} did not close within {} ({}): "
+                              "{} of at least {} node(s) joined",
+                              endpoint_, secs(wait), round_ == 0 ? "join_timeout" : "close_timeout",
+                              joined, s_.min_nodes));
+    }
+    std::this_thread::sleep_for(kClosePoll);
+  }
+}
+
+// c10d, every other launcher: one parked request for the round's close. If
+// it is not answered by the deadline, the round may still be in its last
+// call (MIN are here): it waits that out; else MIN did not come.
+void Rendezvous::await_close(Clock::time_point deadline, milliseconds wait) {
+  comm::Store& st = *store_;
+  auto until = deadline;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now());
+    try {
+      (void)st.get(rkey("closed"), std::max(left, milliseconds(1)));
+      return;
+    } catch (const comm::StoreError& e) {
+      if (e.cause() != comm::StoreError::Cause::kTimedOut) throw;
+    }
+    const long long joined = st.add(rkey("joined"), 0);
+    const bool enough = st.check({rkey("host")}) && joined >= s_.min_nodes;
+    if (!enough || until > deadline) {
+      throw Error(ErrorKind::kEnvironment,
+                  fmt::format("the rendezvous at {} did not close within {} ({}): "
+                              "{} of at least {} node(s) joined",
+                              endpoint_, secs(wait), round_ == 0 ? "join_timeout" : "close_timeout",
+                              joined, s_.min_nodes));
+    }
+    until = Clock::now() + s_.last_call + milliseconds(5000);
+  }
+}
+
 void Rendezvous::malformed(const std::string& k, const std::string& value) const {
   throw Error(ErrorKind::kEnvironment,
               fmt::format("the rendezvous at {} holds a malformed value at {}: {} (no launcher "
@@ -610,6 +662,31 @@ void Rendezvous::check_names() const {
 
 void Rendezvous::start_watch() {
   watch_ = std::thread([this] { watch_loop(); });
+  // Every launcher but the host: one parked request on this round's failure
+  // entry, answered the moment one is published (or failing the moment the
+  // host's store goes), on a connection of its own.
+  if (!m_.hosting) {
+    comm::StoreOptions co;
+    co.host = client_host_;
+    co.port = s_.port;
+    co.secret = s_.secret;
+    co.connect_timeout = s_.read_timeout;
+    co.timeout = s_.read_timeout;
+    failure_store_ = std::make_unique<comm::Store>(co);
+    failure_watch_ = std::thread([this] { failure_loop(); });
+  }
+}
+
+void Rendezvous::stop_watch() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (failure_store_) failure_store_->interrupt();
+  if (watch_.joinable()) watch_.join();
+  if (failure_watch_.joinable()) failure_watch_.join();
+  failure_store_.reset();
 }
 
 void Rendezvous::publish_failure(const std::string& report, int status, bool final) {
@@ -638,32 +715,95 @@ std::optional<PeerFailure> Rendezvous::peer_failure() {
   return peer_;
 }
 
+// The store is gone: its launcher died or its machine is out of reach. Said
+// at once, by whichever of this launcher's threads saw it first.
+void Rendezvous::store_gone(const comm::StoreError& e) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ || store_lost_) return;  // a stop's interrupt, or said already
+    store_lost_ = true;
+  }
+  const bool successor = can_take_over();
+  set_peer(
+      {fmt::format("lost the rendezvous store at {} hosted by node 0 ({}): {}{}", endpoint_,
+                   m_.names.empty() ? "?" : m_.names.front(), e.what(),
+                   successor ? " (with a restart left, a surviving launcher hosts it anew)" : ""),
+       1, !successor});
+}
+
+void Rendezvous::set_peer(PeerFailure f) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!peer_ && !published_) peer_ = std::move(f);
+  wake_.notify_all();
+}
+
+void Rendezvous::failure_loop() {
+  try {
+    // A day at a time (a job may run for weeks): nothing is sent meanwhile.
+    for (;;) {
+      try {
+        const std::string v = failure_store_->get(rkey("failed"), std::chrono::hours(24));
+        bool ours = false;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          ours = published_;
+        }
+        if (!ours) set_peer(parse_failure(v));
+        return;
+      } catch (const comm::StoreError& e) {
+        if (e.cause() != comm::StoreError::Cause::kTimedOut) throw;
+      }
+    }
+  } catch (const comm::StoreError& e) {
+    store_gone(e);
+  }
+}
+
+// Each launcher: says this node's failure the moment there is one, and
+// heartbeats (a counter and its alive key) every heartbeat period. The host
+// also watches every other member in its own store, with memory reads, not
+// requests: a member whose alive key went with its connection, or whose
+// counter stopped for --heartbeat-timeout, is lost; a published failure or a
+// launcher waiting to join ends the round for everyone (the others learn it
+// from their parked request on `failed`).
 void Rendezvous::watch_loop() {
   comm::Store& st = *store_;
   const int me = m_.node_rank;
   const std::string failed = rkey("failed");
-  std::vector<long long> last(static_cast<std::size_t>(m_.nnodes), -1);
-  std::vector<Clock::time_point> seen(static_cast<std::size_t>(m_.nnodes), Clock::now());
-  std::vector<bool> done(static_cast<std::size_t>(m_.nnodes), false);
+  const auto n = static_cast<std::size_t>(m_.nnodes);
+  std::vector<long long> last(n, -1);
+  std::vector<Clock::time_point> seen(n, Clock::now());
+  std::vector<bool> done(n, false);
   // Each launcher holds alive/<its name> while its store connection lasts
   // (Store::set_while_connected): a launcher that exits or is killed loses
   // it at once, long before its heartbeat is missed. A launcher whose key
   // was seen and is gone for kGone, without saying it is done, is lost.
   // (The key is set again every heartbeat: a launcher whose connection the
-  // network cut and that reconnected holds it again within kGone.)
-  std::vector<bool> alive_seen(static_cast<std::size_t>(m_.nnodes), false);
-  std::vector<std::optional<Clock::time_point>> gone_since(static_cast<std::size_t>(m_.nnodes));
+  // network cut and that reconnected holds it again.)
+  std::vector<bool> alive_seen(n, false);
+  std::vector<std::optional<Clock::time_point>> gone_since(n);
   const std::string alive_me = rkey("alive/" + s_.me);
+  const bool watching = m_.hosting && server_ != nullptr;
+  // What the host looks at, made once: the failure entry, a joiner, and
+  // each member's done key, alive key and counter.
+  std::vector<std::string> keys;
+  if (watching) {
+    keys = {failed, rkey("waiting")};
+    for (std::size_t j = 0; j < n; ++j) {
+      keys.push_back(rkey(fmt::format("done/{}", j)));
+      keys.push_back(rkey("alive/" + m_.names[j]));
+      keys.push_back(rkey(fmt::format("hb/{}", j)));
+    }
+  }
+  const milliseconds beat = heartbeat_period();
+  auto next_beat = Clock::now();
+  bool ended_said = false;
   // The failure entry for a lost node: "status\nfinal\ntext".
   const auto lost = [&](int j, const std::string& why) {
     return fmt::format("1\n0\nnode {} ({}) is lost: {}", j, m_.names[static_cast<std::size_t>(j)],
                        why);
   };
-  const auto set_peer = [&](PeerFailure f) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!peer_ && !published_) peer_ = std::move(f);
-  };
-  for (int tick = 0;; ++tick) {
+  for (;;) {
     std::optional<Failure> publish;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -681,100 +821,89 @@ void Rendezvous::watch_loop() {
         if (!published_ && !peer_) peer_ = parse_failure(first);
         settled_ = true;
         wake_.notify_all();
-      } else if (st.check({failed})) {
-        const std::string v = st.get(failed);
-        bool ours = false;
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          ours = published_;
-        }
-        if (!ours) set_peer(parse_failure(v));
       }
-      if (m_.nnodes < s_.max_nodes && s_.max_restarts > 0 && st.check({rkey("waiting")})) {
-        set_peer({fmt::format("to take in the launcher waiting to join ({}): the job restarts "
-                              "with it (not a failure)",
-                              st.get(rkey("waiting"))),
-                  1, false, true});
-      }
-      if (tick % kHeartbeatEvery == 0) {
+      if (Clock::now() >= next_beat) {
         st.add(rkey(fmt::format("hb/{}", me)), 1);
         st.set_while_connected(alive_me, s_.me);
-        // The host watches every other launcher (its store is in its own
-        // process: the requests stay on this machine) and publishes a lost
-        // one in `failed`, which every launcher reads each poll anyway: one
-        // launcher's requests grow with the job, not every launcher's. The
-        // others find the host lost through their store connections.
-        const bool watching = s_.heartbeat_timeout.count() > 0 && m_.hosting;
-        // One request when every other launcher holds its key (the usual case).
-        std::vector<std::string> alive_keys;
-        for (int j = 0; j < m_.nnodes && watching; ++j) {
-          if (j != me && !done[static_cast<std::size_t>(j)])
-            alive_keys.push_back(rkey("alive/" + m_.names[static_cast<std::size_t>(j)]));
+        next_beat = Clock::now() + beat;
+      }
+      if (watching) {
+        const auto v = server_->peek(keys);
+        if (v[0]) {
+          bool ours = false;
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            ours = published_;
+          }
+          if (!ours) set_peer(parse_failure(*v[0]));
+          // The others waiting at the exit barrier learn it too.
+          if (!ended_said) server_->set(rkey("ended"), "failed");
+          ended_said = true;
+        } else if (v[1] && m_.nnodes < s_.max_nodes && s_.max_restarts > 0) {
+          // A launcher waits to join: the round ends for everyone, to take
+          // it in (not a failure: the restart is not counted).
+          const std::string entry = fmt::format(
+              "join\n0\nto take in the launcher waiting to join ({}): the job "
+              "restarts with it (not a failure)",
+              *v[1]);
+          set_peer(parse_failure(st.compare_set(failed, "", entry)));
         }
-        const bool all_alive = alive_keys.empty() || st.check(alive_keys);
-        for (int j = 0; j < m_.nnodes && watching; ++j) {
-          const auto uj = static_cast<std::size_t>(j);
-          if (j == me || done[uj]) continue;
-          if (st.check({rkey(fmt::format("done/{}", j))})) {
-            done[uj] = true;
+        for (std::size_t j = 0; j < n && s_.heartbeat_timeout.count() > 0; ++j) {
+          if (static_cast<int>(j) == me || done[j]) continue;
+          if (v[2 + 3 * j]) {
+            done[j] = true;
             continue;
           }
-          if (all_alive || st.check({rkey("alive/" + m_.names[uj])})) {
-            alive_seen[uj] = true;
-            gone_since[uj].reset();
-          } else if (alive_seen[uj] && !gone_since[uj]) {
-            gone_since[uj] = Clock::now();
-          } else if (alive_seen[uj] && Clock::now() - *gone_since[uj] > kGone) {
+          if (v[3 + 3 * j]) {
+            alive_seen[j] = true;
+            gone_since[j].reset();
+          } else if (alive_seen[j] && !gone_since[j]) {
+            gone_since[j] = Clock::now();
+          } else if (alive_seen[j] && Clock::now() - *gone_since[j] > kGone) {
             set_peer(parse_failure(st.compare_set(
                 failed, "",
-                lost(j,
+                lost(static_cast<int>(j),
                      "its launcher's connection to the rendezvous closed (it exited or was "
                      "killed)"))));
-            done[uj] = true;
+            done[j] = true;
             continue;
           }
-          const long long hb = st.add(rkey(fmt::format("hb/{}", j)), 0);
-          if (hb != last[uj]) {
-            last[uj] = hb;
-            seen[uj] = Clock::now();
-          } else if (Clock::now() - seen[uj] > s_.heartbeat_timeout) {
+          const auto hb = parse_number(v[4 + 3 * j].value_or("0"), 0, INT64_MAX);
+          if (hb && *hb != last[j]) {
+            last[j] = *hb;
+            seen[j] = Clock::now();
+          } else if (Clock::now() - seen[j] > s_.heartbeat_timeout) {
             set_peer(parse_failure(st.compare_set(
                 failed, "",
-                lost(j, fmt::format("its launcher sent no heartbeat to the rendezvous for {} "
-                                    "(--heartbeat-timeout)",
-                                    secs(s_.heartbeat_timeout))))));
-            done[uj] = true;
+                lost(static_cast<int>(j),
+                     fmt::format("its launcher sent no heartbeat to the rendezvous for {} "
+                                 "(--heartbeat-timeout)",
+                                 secs(s_.heartbeat_timeout))))));
+            done[j] = true;
           }
         }
       }
     } catch (const comm::StoreError& e) {
-      // The store is gone: its launcher (node 0) died or its machine is out
-      // of reach. Said at once; nothing more to watch.
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        store_lost_ = true;
-      }
-      const bool successor = can_take_over();
-      set_peer({fmt::format(
-                    "lost the rendezvous store at {} hosted by node 0 ({}): {}{}", endpoint_,
-                    m_.names.empty() ? "?" : m_.names.front(), e.what(),
-                    successor ? " (with a restart left, a surviving launcher hosts it anew)" : ""),
-                1, !successor});
+      store_gone(e);
       return;
     }
-    // Until the next poll, or at once when this node has a failure to say.
+    // Until the next look (the host) or heartbeat, or at once when this node
+    // has a failure to say.
+    const auto until = watching ? std::min(Clock::now() + kHostLook, next_beat) : next_beat;
     std::unique_lock<std::mutex> lock(mu_);
-    wake_.wait_for(lock, kPoll, [this] { return stop_ || to_publish_.has_value(); });
+    wake_.wait_until(lock, until, [this] { return stop_ || to_publish_.has_value(); });
   }
 }
 
+std::chrono::milliseconds Rendezvous::heartbeat_period() const {
+  // Three a timeout, as the control channel's: a member is lost after
+  // missing two or three. At least every 10 s (the alive key's refresh).
+  if (s_.heartbeat_timeout.count() <= 0) return milliseconds(10'000);
+  return std::clamp(s_.heartbeat_timeout / 3, milliseconds(100), milliseconds(10'000));
+}
+
 void Rendezvous::finish(bool last) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  wake_.notify_all();
-  if (watch_.joinable()) watch_.join();
+  stop_watch();
   if (!store_ || store_lost_) return;  // a reconnect would wait out join_timeout
   try {
     // A failure of this node the watch had no time to publish goes now,
@@ -822,35 +951,63 @@ std::optional<PeerFailure> Rendezvous::finish_succeeded() {
 // ranks are done too, and a failure published meanwhile ends the wait and is
 // returned. Without (the host, about to exit): until every other launcher has
 // left the store. Either way a node that is gone (its connection closed, or
-// silent for the heartbeat timeout) is not waited for. A launcher waiting
-// here heartbeats, so that the others' waits see it.
+// silent for the heartbeat timeout) is not waited for.
+//
+// The host decides, from its own store (memory reads), and says it in
+// `ended` ("ok", or "failed": the failure entry says which); every other
+// launcher parks one request on `ended` per heartbeat period, heartbeating
+// between, so that the host can tell it is still there.
 std::optional<PeerFailure> Rendezvous::wait_for_others(bool failures) {
+  if (!m_.hosting || server_ == nullptr) {
+    if (!failures) return std::nullopt;
+    const std::string my_hb = rkey(fmt::format("hb/{}", m_.node_rank));
+    for (;;) {
+      store_->add(my_hb, 1);
+      std::string v;
+      try {
+        v = store_->get(rkey("ended"), heartbeat_period());
+      } catch (const comm::StoreError& e) {
+        if (e.cause() != comm::StoreError::Cause::kTimedOut) throw;
+        continue;
+      }
+      if (v == "failed") return parse_failure(store_->get(rkey("failed")));
+      return std::nullopt;
+    }
+  }
   const char* const until = failures ? "done" : "left";
-  const std::string my_hb = rkey(fmt::format("hb/{}", m_.node_rank));
   const milliseconds limit =
       s_.heartbeat_timeout.count() > 0 ? s_.heartbeat_timeout : milliseconds(30'000);
-  std::vector<long long> last_hb(static_cast<std::size_t>(m_.nnodes), -1);
-  std::vector<Clock::time_point> seen(static_cast<std::size_t>(m_.nnodes), Clock::now());
+  const auto n = static_cast<std::size_t>(m_.nnodes);
+  std::vector<long long> last_hb(n, -1);
+  std::vector<Clock::time_point> seen(n, Clock::now());
+  std::vector<std::string> keys = {rkey("failed")};
+  for (std::size_t j = 0; j < n; ++j) {
+    keys.push_back(rkey(fmt::format("{}/{}", until, j)));
+    keys.push_back(rkey("alive/" + m_.names[j]));
+    keys.push_back(rkey(fmt::format("hb/{}", j)));
+  }
   for (;;) {
-    if (failures && store_->check({rkey("failed")})) {
-      const std::string v = store_->get(rkey("failed"));
-      return parse_failure(v);
+    const auto v = server_->peek(keys);
+    if (failures && v[0]) {
+      server_->set(rkey("ended"), "failed");
+      return parse_failure(*v[0]);
     }
-    store_->add(my_hb, 1);
     bool waiting = false;
-    for (int j = 0; j < m_.nnodes; ++j) {
-      const auto uj = static_cast<std::size_t>(j);
-      if (j == m_.node_rank || store_->check({rkey(fmt::format("{}/{}", until, j))})) continue;
+    for (std::size_t j = 0; j < n; ++j) {
+      if (static_cast<int>(j) == m_.node_rank || v[1 + 3 * j]) continue;
       // One whose connection closed (killed) will not come back to say so.
-      if (!store_->check({rkey("alive/" + m_.names[uj])})) continue;
-      const long long hb = store_->add(rkey(fmt::format("hb/{}", j)), 0);
-      if (hb != last_hb[uj]) {
-        last_hb[uj] = hb;
-        seen[uj] = Clock::now();
+      if (!v[2 + 3 * j]) continue;
+      const auto hb = parse_number(v[3 + 3 * j].value_or("0"), 0, INT64_MAX);
+      if (hb && *hb != last_hb[j]) {
+        last_hb[j] = *hb;
+        seen[j] = Clock::now();
       }
-      if (Clock::now() - seen[uj] <= limit) waiting = true;
+      if (Clock::now() - seen[j] <= limit) waiting = true;
     }
-    if (!waiting) return std::nullopt;
+    if (!waiting) {
+      if (failures) server_->set(rkey("ended"), "ok");
+      return std::nullopt;
+    }
     std::this_thread::sleep_for(kPoll);
   }
 }

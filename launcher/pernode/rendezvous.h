@@ -21,6 +21,7 @@
 
 namespace dlaunch::comm {
 class Store;
+class StoreError;
 class ThreadedStoreServer;
 }  // namespace dlaunch::comm
 
@@ -126,6 +127,11 @@ class Rendezvous {
 
  private:
   void watch_loop();
+  void failure_loop();  // every launcher but the host: a parked get of `failed`
+  void stop_watch();
+  void store_gone(const comm::StoreError& e);
+  void set_peer(PeerFailure f);
+  std::chrono::milliseconds heartbeat_period() const;
   void check_settings();
   // After the store was lost: may a survivor host it (c10d, elastic, MIN
   // still possible without node 0)? take_over() finds or becomes it.
@@ -134,6 +140,8 @@ class Rendezvous {
   std::optional<PeerFailure> wait_for_others(bool failures);
   void connect();
   Membership join_round();
+  void close_round(std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds wait);
+  void await_close(std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds wait);
   // A value read from the store that no launcher writes: an Error naming the
   // key and the value (escaped), never used.
   [[noreturn]] void malformed(const std::string& k, const std::string& value) const;
@@ -147,6 +155,10 @@ class Rendezvous {
   std::unique_ptr<comm::ThreadedStoreServer> server_;
   std::unique_ptr<comm::Store> store_;  // joining; then the watch thread's alone
   std::thread watch_;
+  // The parked request on `failed` (every launcher but the host): its own
+  // connection, interrupted to stop it.
+  std::unique_ptr<comm::Store> failure_store_;
+  std::thread failure_watch_;
   std::mutex mu_;
   std::condition_variable wake_;  // the watch: a failure to publish, or stop
   bool stop_ = false;

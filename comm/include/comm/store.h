@@ -38,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -81,6 +82,9 @@ class StoreError : public Error {
     // A store on this machine run by another user (not root): refused
     // before a byte is exchanged (StoreOptions::refuse_other_local_users).
     kOtherUser,
+    // The store answered that a get/wait/multi_get's keys did not come in
+    // time; the connection is fine (kEnvironment).
+    kTimedOut,
   };
   // address: "host:port" (empty when not known yet); operation: e.g. `get("k")`.
   StoreError(ErrorKind kind, std::string address, std::string operation,
@@ -172,6 +176,10 @@ class Store {
   // on timeout naming how many arrived. Reusable: each round is a generation
   // (see docs/store.md); after a timeout the name is spent.
   void barrier(const std::string& name, int world_size, std::chrono::milliseconds timeout);
+  // Makes a call blocked in another thread (a parked get, say) fail at once
+  // with a StoreError, by shutting the connection down; the next call
+  // connects again. Thread-safe; does nothing without a connection.
+  void interrupt();
 
  private:
   struct Impl;
@@ -216,6 +224,7 @@ struct StoreServerOptions {
 
 namespace detail {
 struct ServerState;
+class Table;
 }
 
 class StoreServer {
@@ -237,6 +246,8 @@ class StoreServer {
   void stop_listening_on_first_port();
   void close();  // stop accepting, drop all connections
   size_t connections() const;
+  // The table, for the thread that runs the server's io_context only.
+  detail::Table& table();
 
  private:
   std::shared_ptr<detail::ServerState> state_;
@@ -255,6 +266,13 @@ class ThreadedStoreServer {
   // As StoreServer's, run on the server's thread (these wait for it).
   uint16_t listen_also(const std::string& bind_address, uint16_t port);
   void stop_listening_on_first_port();
+  // The process that hosts the store reads and writes its table directly,
+  // without a connection of its own (a rendezvous host watching a thousand
+  // members costs memory reads, not requests). peek: each key's value, or
+  // nothing where it is missing. set wakes parked requests as a client's set
+  // does. Both run on the server's thread and wait for it.
+  std::vector<std::optional<std::string>> peek(const std::vector<std::string>& keys) const;
+  void set(const std::string& key, const std::string& value);
   size_t connections() const;  // asks the server's thread and waits for the answer
 
  private:
