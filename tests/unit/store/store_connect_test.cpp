@@ -209,3 +209,49 @@ TEST(StoreServer, ASecondPortSharesTheTableAndTheFirstCanBeClosedAlone) {
   EXPECT_EQ(::listen(fd, 1), 0);
   ::close(fd);
 }
+
+// The process hosting a store reads and writes its table without a
+// connection (a rendezvous host watching its members): a set wakes a
+// client's parked get as a client's set would.
+TEST(StoreServer, TheHostReadsAndWritesItsTableInProcess) {
+  dlaunch::comm::ThreadedStoreServer server(server_options());
+  dlaunch::comm::Store client(client_options(server.port()));
+  client.set("a", "1");
+  auto got = server.peek({"a", "missing"});
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], std::optional<std::string>("1"));
+  EXPECT_FALSE(got[1].has_value());
+  auto parked = std::async(std::launch::async, [&] { return client.get("b", 10s); });
+  std::this_thread::sleep_for(100ms);
+  server.set("b", "from the host");
+  EXPECT_EQ(parked.get(), "from the host");
+}
+
+// A get parked on another thread fails at once when the Store is
+// interrupted, and the Store connects again for the next call; a get whose
+// key does not come says so with its own cause, the connection intact.
+TEST(StoreConnect, InterruptEndsAParkedCallAndATimeoutIsToldFromALoss) {
+  dlaunch::comm::ThreadedStoreServer server(server_options());
+  dlaunch::comm::Store client(client_options(server.port()));
+  try {
+    (void)client.get("never", 100ms);
+    ADD_FAILURE() << "no timeout";
+  } catch (const dlaunch::comm::StoreError& e) {
+    EXPECT_EQ(e.cause(), dlaunch::comm::StoreError::Cause::kTimedOut) << e.what();
+  }
+  const auto start = Clock::now();
+  auto parked = std::async(std::launch::async, [&]() -> std::string {
+    try {
+      return client.get("never", 60s);
+    } catch (const dlaunch::comm::StoreError& e) {
+      EXPECT_NE(e.cause(), dlaunch::comm::StoreError::Cause::kTimedOut) << e.what();
+      return "interrupted";
+    }
+  });
+  std::this_thread::sleep_for(200ms);
+  client.interrupt();
+  EXPECT_EQ(parked.get(), "interrupted");
+  EXPECT_LT(Clock::now() - start, 5s);
+  client.set("after", "ok");  // connected again
+  EXPECT_EQ(client.get("after"), "ok");
+}
