@@ -225,7 +225,7 @@ struct StoreServerOptions {
 namespace detail {
 struct ServerState;
 class Table;
-}
+}  // namespace detail
 
 class StoreServer {
  public:
