@@ -148,7 +148,7 @@ std::string with_python(const PerNodeOptions& p, std::vector<std::string>& comma
   if (p.module && p.no_python) {
     throw InputError({"--module"}, "", "-m and --no-python exclude each other");
   }
-  const std::string py = pernode_python();
+  std::string py = pernode_python();
   // -u: unbuffered, as both run it, so that a rank's lines come as printed.
   if (p.module) {
     command.insert(command.begin(), {py, "-u", "-m"});

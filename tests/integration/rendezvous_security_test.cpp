@@ -308,6 +308,7 @@ TEST(RendezvousSquat, TheEndpointTakenAfterTheHostIsLostIsNeverJoined) {
   const std::vector<std::string> program = {
       "sh", "-c", "echo rank $RANK restart $TORCHELASTIC_RESTART_COUNT; sleep 60"};
   std::vector<std::unique_ptr<Process>> ls;
+  ls.reserve(3);
   for (int i = 0; i < 3; ++i) {
     ls.push_back(std::make_unique<Process>(
         c10d_launcher("2:3", port, job, program, {"--max-restarts", "1"}), kEnv));

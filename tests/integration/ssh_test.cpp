@@ -446,7 +446,7 @@ TEST_F(Ssh, LocalAndSshNodesInOneJob) {
   // Issue 29: EPOCHS=1 dlaunch ... gives every rank EPOCHS=1, whatever its
   // node (the local ranks inherit it, the SSH ranks get it forwarded).
   auto e = env(home());
-  e.push_back("EPOCHS=1");
+  e.emplace_back("EPOCHS=1");
   auto r = run(dlaunch_cmd({"-H", hosts, "sh", "-c",
                             "echo $NODE_RANK ${SSH_CONNECTION:+ssh} epochs=$EPOCHS"}),
                60, e);
