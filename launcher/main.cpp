@@ -38,6 +38,7 @@
 #include "plan/user_env.h"
 #include "transport/link_factory.h"
 #include "transport/local_transport.h"
+#include "transport/scheduler_transport.h"
 #include "transport/slurm_transport.h"
 #include "transport/ssh/host_options.h"
 
@@ -80,18 +81,31 @@ dl::Hostfile load_hosts(const dl::Options& o) {
       "use -H HOSTFILE, -H host:slots,..., --hostfile FILE, or -n N for this machine");
 }
 
-// --transport ssh|slurm: every node that way; auto keeps what the hosts say.
-// Slurm nodes need an allocation to start steps in (outside one, srun would
-// queue a new job per node).
+// --transport ssh|slurm|sge|lsf|flux: every node that way; auto keeps what
+// the hosts say. A scheduler's nodes need its allocation to start tasks in
+// (outside one, srun would queue a new job per node; qrsh, blaunch and flux
+// would fail or do the same).
 void apply_transport(dl::Hostfile& hosts, const std::string& transport) {
   for (auto& h : hosts.hosts) {
     if (transport == "ssh") h.transport = dl::Transport::kSsh;
     if (transport == "slurm") h.transport = dl::Transport::kSlurm;
+    if (transport == "sge") h.transport = dl::Transport::kSge;
+    if (transport == "lsf") h.transport = dl::Transport::kLsf;
+    if (transport == "flux") h.transport = dl::Transport::kFlux;
+    const dl::SourcePos where = transport == "auto" ? h.pos : dl::SourcePos{"--transport"};
+    const std::string field = transport == "auto" ? "transport" : "";
     if (h.transport == dl::Transport::kSlurm && !dl::in_slurm_allocation()) {
-      throw dl::InputError(transport == "slurm" ? dl::SourcePos{"--transport"} : h.pos,
-                           transport == "slurm" ? "" : "transport",
-                           "slurm needs a Slurm allocation (SLURM_JOB_ID is not set)",
+      throw dl::InputError(where, field, "slurm needs a Slurm allocation (SLURM_JOB_ID is not set)",
                            "run dlaunch inside salloc or an sbatch script");
+    }
+    const bool scheduler = h.transport == dl::Transport::kSge ||
+                           h.transport == dl::Transport::kLsf ||
+                           h.transport == dl::Transport::kFlux;
+    if (scheduler && !dl::in_allocation_of(h.transport)) {
+      throw dl::InputError(where, field,
+                           std::string(dl::transport_name(h.transport)) + " needs " +
+                               dl::allocation_marker(h.transport),
+                           "run dlaunch inside the scheduler's job, or use --transport ssh");
     }
   }
 }
@@ -183,12 +197,12 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
       plan.job_id, plan.world_size, plan.nodes.size(), master_addr, port);
   const auto ifnames = dl::net::dry_run_interface_note(plan, !o.master_addr.empty(), o.mpi);
   if (!ifnames.empty()) fmt::print("network: {}\n", ifnames);
-  // One environment on every node: what SSH nodes get of dlaunch's own, and
-  // why (local nodes inherit all of it).
+  // One environment on every node: what SSH (and SGE, LSF) nodes get of
+  // dlaunch's own, and why (local nodes inherit all of it).
   if (!plan.forwarded.empty()) {
     fmt::print(
-        "forwarded to SSH nodes (dlaunch's environment but what belongs to this machine or "
-        "session, docs/environment.md): {}\n",
+        "forwarded to SSH, SGE and LSF nodes (dlaunch's environment but what belongs to this "
+        "machine or session, docs/environment.md): {}\n",
         join_env(plan.forwarded, mask));
   }
   if (plan.apps.size() > 1) {
@@ -210,6 +224,7 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
     const auto& h = n.host;
     const bool local = h.transport == dl::Transport::kLocal;
     const bool slurm = h.transport == dl::Transport::kSlurm;
+    const bool scheduler = !local && !slurm && h.transport != dl::Transport::kSsh;
     // Contiguous ranks as a range; MPMD apps on some nodes only can leave gaps.
     std::string ranks;
     for (std::size_t k = 0; k < n.ranks.size(); ++k) {
@@ -220,10 +235,8 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
       k = e;
     }
     fmt::print("node {}: {} ({}, {}), ranks {}\n", n.node_rank, h.name, h.host,
-               local   ? "local"
-               : slurm ? "slurm"
-                       : "ssh",
-               ranks);
+               dl::transport_name(h.transport), ranks);
+    const std::string agent_path = h.agent.empty() ? agent : h.agent;
     if (h.transport == dl::Transport::kSsh && h.ssh_client == dl::SshClient::kOpenssh) {
       std::string argv;
       for (const auto& a : dl::ssh::openssh_argv(h, ssh_openssh)) argv += dl::shell_quote(a) + " ";
@@ -231,14 +244,28 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
     } else if (h.transport == dl::Transport::kSsh) {
       for (const auto& line : dl::ssh::describe(dl::ssh::resolve_host(h, ssh)))
         fmt::print("  {}\n", line);
+    } else if (scheduler) {
+      std::string argv;
+      for (const auto& a : dl::remote_start_command(h.transport, h.host, {agent_path})) {
+        argv += (argv.empty() ? "" : " ") + dl::shell_quote(a);
+      }
+      fmt::print("  start: {}\n", argv);
     }
-    fmt::print("  agent: {}\n", dl::shell_quote(h.agent.empty() ? agent : h.agent));
+    fmt::print("  agent: {}\n", dl::shell_quote(agent_path));
     fmt::print("  inherits: {}\n",
-               local   ? "dlaunch's whole environment"
-               : slurm ? "dlaunch's whole environment (srun exports it), "
-                         "then the node env below"
-                       : "what sshd gives a command on " + h.host +
-                             ", then the forwarded variables (above), then the node env below");
+               local ? "dlaunch's whole environment"
+               : slurm || h.transport == dl::Transport::kFlux
+                   ? fmt::format("dlaunch's whole environment ({} exports it), then the node env "
+                                 "below",
+                                 slurm ? "srun" : "flux run")
+               : h.transport == dl::Transport::kSge
+                   ? "the job's environment on that node (qrsh -inherit passes not dlaunch's), "
+                     "then the forwarded variables (above), then the node env below"
+               : h.transport == dl::Transport::kLsf
+                   ? "what blaunch gives a task on " + h.host +
+                         ", then the forwarded variables (above), then the node env below"
+                   : "what sshd gives a command on " + h.host +
+                         ", then the forwarded variables (above), then the node env below");
     if (!n.env.empty()) fmt::print("  node env: {}\n", join_env(n.env, mask));
     for (const auto& r : n.ranks) {
       fmt::print("  rank {}: {}MASTER_ADDR={} MASTER_PORT={} {}\n", r.rank,

@@ -23,6 +23,7 @@
 #include "net/job_network.h"
 #include "output/output_sink.h"
 #include "transport/link_factory.h"
+#include "transport/scheduler_transport.h"
 #include "transport/slurm_transport.h"
 
 namespace dlaunch {
@@ -292,8 +293,8 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
     row.node = std::to_string(plan.nodes[i].node_rank);
     row.name = host.name;
     row.host = host.transport == Transport::kLocal ? host.host + " (local)"
-               : host.transport == Transport::kSlurm
-                   ? host.host + " (slurm)"
+               : host.transport != Transport::kSsh
+                   ? host.host + " (" + transport_name(host.transport) + ")"
                    : (host.user.empty() ? "" : host.user + "@") + host.host +
                          (host.port == 22 ? "" : ":" + std::to_string(host.port));
     const std::string agent = host.agent.empty() ? o.agent_path : host.agent;
@@ -314,6 +315,22 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
       row.connect = out.empty() ? "FAILED" : "srun";
       if (out.empty()) {
         row.problems.push_back("srun could not run a step on " + host.host);
+      } else {
+        judge(row, host, out, agent, o);
+      }
+    } else if (host.transport != Transport::kSsh) {
+      // A task of the job on that node runs the same script (qrsh, blaunch
+      // and flux print their own errors). qrsh and blaunch hand it to a
+      // shell, as ssh does.
+      const bool via_shell = host.transport != Transport::kFlux;
+      row.hostkey = row.auth = "-";
+      const std::string out =
+          run_local(script, remote_start_command(host.transport, host.host, {}), via_shell);
+      const std::string how = transport_name(host.transport);
+      row.connect = out.empty() ? "FAILED" : how;
+      if (out.empty()) {
+        row.problems.push_back(remote_start_program(host.transport) + " could not run a task on " +
+                               host.host);
       } else {
         judge(row, host, out, agent, o);
       }

@@ -366,11 +366,12 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   hosts
       ->add_option("--transport", o.transport,
                    "how agents start: auto (hostfile: this machine's loopback names locally, "
-                   "others over SSH; Slurm allocation: this node locally, the others with srun), "
-                   "ssh (every node), or slurm (every node a job step started with srun; needs "
-                   "a Slurm allocation)")
+                   "others over SSH; batch allocation: this node locally, the others with the "
+                   "scheduler's remote start, docs/schedulers.md), ssh (every node), or slurm, "
+                   "sge, lsf, flux (every node with srun, qrsh -inherit, blaunch, flux run; "
+                   "needs that scheduler's allocation)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "ssh", "slurm"}));
+      ->check(CLI::IsMember({"auto", "ssh", "slurm", "sge", "lsf", "flux"}));
   hosts->add_option("--bind-to", o.bind_to,
                     "bind each rank to its none|hwthread|core|l3cache|numa|package, or to the "
                     "cores of the NUMA node of its GPU (gpu); default none, under --mpi core for "

@@ -63,6 +63,24 @@ InputError::InputError(SourcePos pos, std::string field, std::string message, st
       message_(std::move(message)),
       hint_(std::move(hint)) {}
 
+const char* transport_name(Transport t) {
+  switch (t) {
+    case Transport::kLocal:
+      return "local";
+    case Transport::kSsh:
+      return "ssh";
+    case Transport::kSlurm:
+      return "slurm";
+    case Transport::kSge:
+      return "sge";
+    case Transport::kLsf:
+      return "lsf";
+    case Transport::kFlux:
+      return "flux";
+  }
+  return "ssh";
+}
+
 bool is_local_host(std::string_view host) {
   const std::string lower = to_lower(host);
   return lower == "localhost" || lower == "localhost.localdomain" || lower == "::1" ||

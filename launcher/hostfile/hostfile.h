@@ -45,7 +45,12 @@ class InputError : public Error {
 };
 
 // kSlurm: the agent is a Slurm job step (`srun`), see launcher/transport/slurm_transport.h.
-enum class Transport { kLocal, kSsh, kSlurm };
+// kSge, kLsf, kFlux: started through that scheduler's own remote start
+// (`qrsh -inherit`, `blaunch`, `flux run`), see launcher/transport/scheduler_transport.h.
+enum class Transport { kLocal, kSsh, kSlurm, kSge, kLsf, kFlux };
+
+// "local", "ssh", "slurm", "sge", "lsf", "flux": the hostfile's `transport:` value.
+const char* transport_name(Transport t);
 
 using EnvList = std::vector<std::pair<std::string, std::string>>;  // ordered NAME=VALUE
 

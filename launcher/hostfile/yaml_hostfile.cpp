@@ -31,7 +31,7 @@ const std::vector<std::string> kHostKeys{"host",      "name",    "slots",    "us
                                          "transport", "agent",   "identity", "ssh"};
 const std::vector<std::string> kSshClients{"libssh2", "openssh"};
 const std::vector<std::string> kHostOnlyKeys{"host", "name", "address"};
-const std::vector<std::string> kTransports{"local", "ssh", "slurm"};
+const std::vector<std::string> kTransports{"local", "ssh", "slurm", "sge", "lsf", "flux"};
 
 constexpr const char* kEmptyHint = "list at least one host, e.g. `hosts: [{host: localhost}]`";
 constexpr const char* kSyntaxHint =
@@ -459,6 +459,9 @@ class YamlParser {
     if (value == "local") return Transport::kLocal;
     if (value == "ssh") return Transport::kSsh;
     if (value == "slurm") return Transport::kSlurm;
+    if (value == "sge") return Transport::kSge;
+    if (value == "lsf") return Transport::kLsf;
+    if (value == "flux") return Transport::kFlux;
     fail(e.value, "transport", "unknown transport '" + value + "'",
          suggestion_hint(value, kTransports, "valid transports"));
   }

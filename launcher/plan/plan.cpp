@@ -236,9 +236,11 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
   for (auto& node : plan.nodes) {
     // Lowest to highest precedence: forwarded, hostfile env, host env,
     // --env-file and -x, devices.
-    // The head's variables reach an SSH node through plan.forwarded, kept
-    // once for the job, not once per node.
-    node.forwarded = node.host.transport == Transport::kSsh;
+    // The head's variables reach a node whose agent does not start in
+    // dlaunch's environment (sshd's; the job's own under qrsh -inherit and
+    // blaunch) through plan.forwarded, kept once for the job, not once per node.
+    const Transport t = node.host.transport;
+    node.forwarded = t == Transport::kSsh || t == Transport::kSge || t == Transport::kLsf;
     for (const auto& kv : hostfile.env) node.env.push_back(kv);
     for (const auto& kv : node.host.env) node.env.push_back(kv);
     for (const auto& kv : opts.user_env) node.env.push_back(kv);

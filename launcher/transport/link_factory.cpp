@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "transport/local_transport.h"
+#include "transport/scheduler_transport.h"
 #include "transport/slurm_transport.h"
 
 namespace dlaunch {
@@ -22,6 +23,11 @@ std::unique_ptr<AgentLink> TransportLinks::start(const NodePlan& node,
       return ssh_->start(host, agent_path, label, std::move(cb));
     case Transport::kSlurm:
       return start_slurm_agent(io_, host.host, agent_path, node.node_rank, std::move(cb));
+    case Transport::kSge:
+    case Transport::kLsf:
+    case Transport::kFlux:
+      return start_scheduler_agent(io_, host.transport, host.host, agent_path, node.node_rank,
+                                   std::move(cb));
     case Transport::kLocal:
       break;
   }

@@ -1,8 +1,8 @@
 // LinkFactory: how the controller gets a control link to each node's agent.
 // The controller only ever sees this interface and AgentLink (transport.h):
-// the real factory starts agents (a local child, a Slurm job step, or an SSH
-// exec channel, as each host says); the controller's unit tests give it
-// links that are no processes at all.
+// the real factory starts agents (a local child, a Slurm job step, a task of
+// an SGE, LSF or Flux job, or an SSH exec channel, as each host says); the controller's unit tests
+// give it links that are no processes at all.
 #pragma once
 
 #include <memory>
