@@ -25,7 +25,7 @@
 #include "dlaunch/process.h"
 #include "dlaunch/random.h"
 #include "dlaunch/text.h"
-#include "hostfile/slurm.h"
+#include "hostfile/allocation.h"
 #include "net/job_network.h"
 #include "output/console_style.h"
 #include "output/output_sink.h"
@@ -47,14 +47,41 @@ namespace fs = std::filesystem;
 
 namespace {
 
-dl::Hostfile load_hosts(const dl::Options& o) {
-  if (!o.hostfile.empty()) return dl::parse_hostfile_file(o.hostfile);
-  if (!o.hosts.empty()) return dl::parse_hosts_argument(o.hosts);
-  // Inside a Slurm allocation the allocation's nodes are the hosts (as mpirun
-  // does); -n then takes the first N of its slots.
+// The batch allocation dlaunch runs in (Flux, Slurm, PBS, LSF, SGE; the
+// first by docs/schedulers.md's precedence), or nullopt.
+std::optional<dl::Allocation> find_allocation() {
   char here[256] = {};
   ::gethostname(here, sizeof here - 1);
-  if (auto slurm = dl::slurm_allocation_hostfile(dl::current_environment(), here)) return *slurm;
+  dl::AllocationProbe probe;
+  probe.env = dl::current_environment();
+  probe.this_host = here;
+  probe.read_file = [](const std::string& path, const std::string& var) {
+    return dl::read_input_file(path, var);
+  };
+  probe.flux_resource_r = [] { return dl::flux_resource_r(); };
+  probe.remote_start_program = dl::remote_start_program;
+  probe.on_path = [&env = probe.env](const std::string& program) {
+    return !dl::find_program(program, env, "").empty();
+  };
+  auto a = dl::find_allocation(probe);
+  if (a && !a->ignored.empty()) {
+    // Another scheduler's variables too (a nested or inherited environment):
+    // say which allocation was taken, so a surprise is one line away.
+    std::string others;
+    for (const auto& i : a->ignored) others += (others.empty() ? "" : ", ") + i;
+    fmt::print(stderr, "dlaunch: hosts from the {} allocation ({}); also set, ignored: {}\n",
+               dl::scheduler_name(a->scheduler), a->from, others);
+  }
+  return a;
+}
+
+dl::Hostfile load_hosts(const dl::Options& o, std::optional<dl::Allocation>& allocation) {
+  if (!o.hostfile.empty()) return dl::parse_hostfile_file(o.hostfile);
+  if (!o.hosts.empty()) return dl::parse_hosts_argument(o.hosts);
+  // Inside a batch allocation its nodes are the hosts (as mpirun does); -n
+  // then takes the first N of its slots.
+  allocation = find_allocation();
+  if (allocation) return allocation->hosts;
   if (o.np > dl::limits::kMaxRanksPerNode) {
     throw dl::InputError({"-n"}, "",
                          std::to_string(o.np) + " ranks on this machine is over the limit of " +
@@ -176,7 +203,8 @@ std::string join_env(const dl::EnvList& env, dl::SecretMask& mask) {
 
 void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::string& agent,
                    const dl::ssh::HostSettings& ssh, const dl::ssh::OpensshOptions& ssh_openssh,
-                   const std::optional<dl::LocalPlacement>& placed) {
+                   const std::optional<dl::LocalPlacement>& placed,
+                   const std::optional<dl::Allocation>& allocation) {
   const std::string port =
       o.master_port > 0 ? std::to_string(o.master_port) : "<reserved by node 0>";
   dl::SecretMask mask(o.show_secrets);
@@ -195,6 +223,11 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
       "job {}: {} rank(s) on {} node(s), MASTER_ADDR={} MASTER_PORT={}; comm store on node 0 "
       "(DLAUNCH_STORE_ADDR/PORT/SECRET set at start)\n",
       plan.job_id, plan.world_size, plan.nodes.size(), master_addr, port);
+  if (allocation) {
+    fmt::print("hosts: the {} allocation, {}; other nodes start with {}\n",
+               dl::scheduler_name(allocation->scheduler), allocation->from,
+               allocation->remote_start);
+  }
   const auto ifnames = dl::net::dry_run_interface_note(plan, !o.master_addr.empty(), o.mpi);
   if (!ifnames.empty()) fmt::print("network: {}\n", ifnames);
   // One environment on every node: what SSH (and SGE, LSF) nodes get of
@@ -303,7 +336,8 @@ int run(int argc, char** argv) {
   if (o.command.empty() && !o.check)
     throw dl::InputError({}, "", "no program to run", "dlaunch [options] PROGRAM [ARGS...]");
 
-  dl::Hostfile hosts = dl::apply_node_filter(load_hosts(o), o.filter);
+  std::optional<dl::Allocation> allocation;
+  dl::Hostfile hosts = dl::apply_node_filter(load_hosts(o, allocation), o.filter);
   apply_transport(hosts, o.transport);
   if (!o.ssh_client.empty()) {
     for (auto& h : hosts.hosts) {
@@ -440,7 +474,7 @@ int run(int argc, char** argv) {
       plan,
       {.bind_to = o.bind_to, .map_by = o.map_by, .oversubscribe = o.oversubscribe, .mpi = o.mpi});
   if (o.dry_run) {
-    print_dry_run(plan, o, agent, hs, ssh_opts.openssh, placed);
+    print_dry_run(plan, o, agent, hs, ssh_opts.openssh, placed, allocation);
     for (std::size_t k = pool.active().hosts.size(); k < hosts.hosts.size(); ++k) {
       fmt::print("spare: {} ({})\n", hosts.hosts[k].name, hosts.hosts[k].host);
     }

@@ -104,6 +104,17 @@ one job step per node. Outside an allocation, dlaunch needs hosts.
 .TP
 .B DLAUNCH_SRUN
 The srun program the Slurm transport runs (default: \fBsrun\fR on PATH).
+.TP
+.B FLUX_URI, PBS_NODEFILE, LSB_DJOB_HOSTFILE, LSB_MCPU_HOSTS, PE_HOSTFILE
+Inside a Flux instance (\fBflux resource R\fR), a PBS/Torque, LSF or SGE/UGE
+job, likewise: the allocation's nodes and slots are the hosts. When several
+schedulers' variables are set, Flux comes first, then Slurm, PBS, LSF, SGE.
+Other nodes start with \fBflux run\fR, \fBblaunch\fR, \fBqrsh \-inherit\fR
+where those are on PATH, else (and always for PBS) over SSH. See
+docs/schedulers.md.
+.TP
+.B DLAUNCH_QRSH, DLAUNCH_BLAUNCH, DLAUNCH_FLUX
+The qrsh, blaunch and flux programs of those transports (default: on PATH).
 .PP
 Workers get RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
 GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR,
