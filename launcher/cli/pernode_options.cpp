@@ -6,12 +6,14 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <map>
 #include <string_view>
 
 #include <CLI/CLI.hpp>
 #include <climits>
 
 #include "cli/options.h"
+#include "dlaunch/process.h"
 #include "dlaunch/tunables.h"
 
 namespace dlaunch {
@@ -76,6 +78,24 @@ std::string both(std::string_view dashed) {
 
 bool given(const CLI::App& app, std::string_view name) { return app.count(std::string(name)) > 0; }
 
+// torchrun's variable for an option: --nproc-per-node -> PET_NPROC_PER_NODE.
+std::string pet_name(std::string_view option) {
+  std::string env = "PET_";
+  for (char c : option.substr(2)) env += c == '-' ? '_' : static_cast<char>(std::toupper(c));
+  return env;
+}
+
+// Given on the command line, not only through its PET_ variable (which
+// CLI11 reads for torchrun's options): an explicit -H, --hostfile or -n
+// keeps the head-node mode whatever the environment says.
+bool on_command_line(const CLI::App& app, std::string_view option) {
+  if (!given(app, option)) return false;
+  const char* v = std::getenv(pet_name(option).c_str());
+  if (v == nullptr || *v == '\0') return true;
+  const auto& results = app.get_option(std::string(option))->results();
+  return !(results.size() == 1 && results.front() == v);
+}
+
 int parse_count(const std::string& text, const std::string& option, int lo) {
   char* end = nullptr;
   errno = 0;
@@ -101,6 +121,90 @@ void parse_nnodes(PerNodeOptions& p) {
                      "give MIN:MAX with MIN <= MAX");
   }
 }
+
+std::string env_value(const std::vector<std::string>& env, std::string_view name) {
+  for (const auto& e : env) {
+    if (e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=') {
+      return e.substr(name.size() + 1);
+    }
+  }
+  return {};
+}
+
+// The job's shape from the environment, for the options the command line
+// leaves out (docs/per-node.md#kubernetes): torchrun's own PET_<OPTION>
+// variables first (CLI11 reads those of torchrun's options; here the
+// master's and --max-restarts'), then the older PyTorchJob variables of a pod
+// (MASTER_ADDR, MASTER_PORT, WORLD_SIZE = pods, RANK = pod index), then an
+// Indexed Job's JOB_COMPLETION_INDEX as the node rank (JobSet).
+class EnvDefaults {
+ public:
+  explicit EnvDefaults(std::vector<std::string> env) : env_(std::move(env)) {
+    // WORLD_SIZE and RANK mean the pods only where no PET_NNODES says
+    // otherwise (newer operators count processes in WORLD_SIZE), and never
+    // in a rank of a launcher (LOCAL_RANK set: they are that job's).
+    legacy_ = !get("KUBERNETES_SERVICE_HOST").empty() && !get("WORLD_SIZE").empty() &&
+              !get("RANK").empty() && !get("MASTER_ADDR").empty() && get("LOCAL_RANK").empty() &&
+              get("PET_NNODES").empty();
+  }
+
+  // The environment alone makes this the per-node mode.
+  bool selects() const { return !get("PET_NNODES").empty() || legacy_; }
+
+  // Sets `value` from the first variable that is set, for `option`.
+  bool fill(const CLI::App& app, const std::string& option, std::string& value,
+            std::initializer_list<std::pair<const char*, bool>> vars) {
+    if (given(app, option)) return false;
+    for (const auto& [var, legacy_only] : vars) {
+      if (legacy_only && !legacy_) continue;
+      const std::string v = get(var);
+      if (v.empty()) continue;
+      value = v;
+      from_[option] = std::string(var) + "=" + v;
+      return true;
+    }
+    return false;
+  }
+  bool fill_int(const CLI::App& app, const std::string& option, int& value, int lo, int hi,
+                std::initializer_list<std::pair<const char*, bool>> vars) {
+    std::string text;
+    if (!fill(app, option, text, vars)) return false;
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(text.c_str(), &end, 10);
+    if (*end != '\0' || errno == ERANGE || v < lo || v > hi) {
+      throw InputError({option}, "",
+                       "'" + text + "' is not a number from " + std::to_string(lo) + " to " +
+                           std::to_string(hi));
+    }
+    value = static_cast<int>(v);
+    return true;
+  }
+  // Options of torchrun's group CLI11 fills from PET_<OPTION> itself
+  // (add_pernode_options): notes which came from there (set in the
+  // environment, not on the command line, where it would have the same
+  // value at most), for the messages and the c10d rule.
+  void note_pet(const CLI::App& app, const std::string& option) {
+    if (given(app, option) && !on_command_line(app, option)) {
+      from_[option] = pet_name(option) + "=" + get(pet_name(option));
+    }
+  }
+  void forget(const std::string& option) { from_.erase(option); }
+  std::string get(std::string_view name) const { return env_value(env_, name); }
+  // "VAR=value" when option came from the environment, else empty.
+  std::string from(const std::string& option) const {
+    auto it = from_.find(option);
+    return it == from_.end() ? std::string() : it->second;
+  }
+
+ private:
+  std::vector<std::string> env_;
+  bool legacy_ = false;
+  std::map<std::string, std::string> from_;
+};
+
+// The per-node options, the environment's defaults filled in, checked.
+void check_pernode_options(const CLI::App& app, Options& o, EnvDefaults& env);
 
 }  // namespace
 
@@ -265,8 +369,15 @@ void finish_pernode_options(const CLI::App& app, Options& o) {
     throw InputError({name}, "", std::string(name) + " is not supported: " + why,
                      "leave it out (docs/per-node.md lists what is supported)");
   }
+  // What the command line says decides; torchrun's PET_ variables and a
+  // pod's environment select the per-node mode only without -H, --hostfile
+  // or -n.
   bool selector = false;
-  for (auto n : kSelectors) selector |= given(app, n);
+  bool env_selector = false;
+  for (auto n : kSelectors) {
+    selector |= on_command_line(app, n);
+    env_selector |= given(app, n);
+  }
   bool head_hosts = false;
   for (const char* n :
        {"--hosts", "--hostfile", "--np", "--host", "--npernode", "--pernode", "--num-gpus"}) {
@@ -275,13 +386,14 @@ void finish_pernode_options(const CLI::App& app, Options& o) {
   bool pernode_only = false;
   std::string pernode_only_name;
   for (auto n : kPerNodeOnly) {
-    if (given(app, n) && pernode_only_name.empty()) pernode_only_name = std::string(n);
-    pernode_only |= given(app, n);
+    if (on_command_line(app, n) && pernode_only_name.empty()) pernode_only_name = std::string(n);
+    pernode_only |= on_command_line(app, n);
   }
   bool program_option = false;
   for (auto n : kProgramOptions) program_option |= given(app, n);
-  p.enabled = selector ||
-              (!head_hosts && (pernode_only || program_option || given(app, "--nproc-per-node")));
+  EnvDefaults pod_env(current_environment());
+  p.enabled = selector || (!head_hosts && (pernode_only || program_option || env_selector ||
+                                           given(app, "--nproc-per-node") || pod_env.selects()));
   // --role (an app option of the head-node mode) is ROLE_NAME here.
   if (!o.role.empty()) p.role = o.role;
   p.master_addr_given = given(app, "--master-addr");
@@ -361,7 +473,7 @@ void finish_pernode_options(const CLI::App& app, Options& o) {
       throw InputError({pernode_only_name}, "", pernode_only_name + " is for the per-node mode",
                        "leave out -H/--hostfile/-n and give --nnodes (docs/per-node.md)");
     }
-    if (given(app, "--nproc-per-node")) {
+    if (on_command_line(app, "--nproc-per-node")) {
       o.filter.nproc_per_node = parse_count(p.nproc, "--nproc-per-node", 1);
     }
     return;
@@ -375,7 +487,60 @@ void finish_pernode_options(const CLI::App& app, Options& o) {
                      "run one dlaunch per node without it, or drop the per-node options "
                      "(docs/per-node.md)");
   }
+  try {
+    check_pernode_options(app, o, pod_env);
+  } catch (const InputError& e) {
+    // An option the environment gave: say which variable, or it is a riddle.
+    const std::string var = pod_env.from(e.pos().source);
+    if (var.empty()) throw;
+    throw InputError(e.pos(), e.field(), e.message() + " (" + e.pos().source + " from " + var + ")",
+                     e.hint());
+  }
+}
+
+namespace {
+
+void check_pernode_options(const CLI::App& app, Options& o, EnvDefaults& env) {
+  PerNodeOptions& p = o.pernode;
+  for (const char* option : {"--nnodes", "--nproc-per-node", "--node-rank", "--rdzv-backend",
+                             "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf"}) {
+    env.note_pet(app, option);
+  }
+  if (!p.standalone) {
+    env.fill(app, "--nnodes", p.nnodes, {{"WORLD_SIZE", true}});
+    if (o.max_restarts == 0) {
+      env.fill_int(app, "--max-restarts", o.max_restarts, 0, INT_MAX,
+                   {{"PET_MAX_RESTARTS", false}});
+    }
+    // A static rendezvous's place and this node's rank; a c10d one (an
+    // endpoint, or the backend named) assigns ranks and ignores those of the
+    // environment, as torchrun does.
+    const bool rank_on_command_line = given(app, "--node-rank") && env.from("--node-rank").empty();
+    const bool c10d = p.rdzv_backend == "c10d" ||
+                      (p.rdzv_backend.empty() && !p.rdzv_endpoint.empty() && !rank_on_command_line);
+    if (c10d && !env.from("--node-rank").empty()) {
+      p.node_rank = -1;
+      env.forget("--node-rank");
+    }
+    if (!c10d) {
+      env.fill_int(app, "--node-rank", p.node_rank, 0, INT_MAX, {{"RANK", true}});
+      if (env.fill(app, "--master-addr", o.master_addr,
+                   {{"PET_MASTER_ADDR", false}, {"MASTER_ADDR", true}})) {
+        p.master_addr_given = true;
+      }
+      if (env.fill_int(app, "--master-port", o.master_port, 1, 65535,
+                       {{"PET_MASTER_PORT", false}, {"MASTER_PORT", true}})) {
+        p.master_port_given = true;
+      }
+    }
+  }
   parse_nnodes(p);
+  // JobSet (an Indexed Job of N pods): the pod's index is its node rank.
+  if (!p.standalone && p.node_rank < 0 && p.max_nodes > 1 && !given(app, "--node-rank") &&
+      !env.get("KUBERNETES_SERVICE_HOST").empty() &&
+      (p.rdzv_backend == "static" || (p.rdzv_backend.empty() && p.rdzv_endpoint.empty()))) {
+    env.fill_int(app, "--node-rank", p.node_rank, 0, INT_MAX, {{"JOB_COMPLETION_INDEX", false}});
+  }
   if (p.nproc != "gpu" && p.nproc != "cpu" && p.nproc != "auto" && p.nproc != "xpu") {
     const int n = parse_count(p.nproc, "--nproc-per-node", 1);
     if (n > limits::kMaxRanksPerNode) {
@@ -461,5 +626,7 @@ void finish_pernode_options(const CLI::App& app, Options& o) {
   }
   o.auto_python = with_python(p, o.command);
 }
+
+}  // namespace
 
 }  // namespace dlaunch

@@ -182,6 +182,47 @@ TEST(PerNode, MasterPortPinnedWithDashXIsTheRanksOnC10d) {
   }
 }
 
+TEST(PerNode, PodEnvironmentsAloneMakeOneWorld) {
+  // Two pods' launchers, started together, each with its own environment.
+  const auto pods = [](const std::vector<std::string>& args,
+                       const std::vector<std::vector<std::string>>& envs) {
+    std::vector<std::unique_ptr<Process>> ps;
+    ps.reserve(envs.size());
+    for (const auto& e : envs) ps.push_back(std::make_unique<Process>(dlaunch_cmd(args), e));
+    std::vector<RunResult> rs;
+    rs.reserve(ps.size());
+    for (auto& p : ps) rs.push_back(p->finish(40));
+    return rs;
+  };
+  // PyTorchJob pods as Kubeflow's operator (1.7+) sets them up: torchrun's
+  // PET_* variables, and no option on the command line.
+  const int port = free_port();
+  const auto job = unique_job_id("pn-pet");
+  std::vector<std::vector<std::string>> envs;
+  for (int k : {1, 0}) {
+    envs.push_back({kEnv[0], "PET_NNODES=2", "PET_NPROC_PER_NODE=2",
+                    "PET_NODE_RANK=" + std::to_string(k), "PET_MASTER_ADDR=127.0.0.1",
+                    "PET_MASTER_PORT=" + std::to_string(port), "PET_RDZV_ID=" + job,
+                    "KUBERNETES_SERVICE_HOST=10.96.0.1", "WORLD_SIZE=4",
+                    "RANK=" + std::to_string(k), "MASTER_ADDR=127.0.0.1", "LOCAL_RANK="});
+  }
+  expect_one_world(pods({"python3", kWorld}, envs), 2, 2);
+  EXPECT_TRUE(wait_job_gone(job, 5).empty());
+
+  // An older operator's pods: WORLD_SIZE pods, RANK the pod's index.
+  const int port2 = free_port();
+  const auto job2 = unique_job_id("pn-legacy");
+  envs.clear();
+  for (int k : {1, 0}) {
+    envs.push_back({kEnv[0], "KUBERNETES_SERVICE_HOST=10.96.0.1", "WORLD_SIZE=2",
+                    "RANK=" + std::to_string(k), "MASTER_ADDR=127.0.0.1",
+                    "MASTER_PORT=" + std::to_string(port2), "LOCAL_RANK=", "PET_NNODES="});
+  }
+  expect_one_world(pods({"--nproc-per-node", "2", "--rdzv-id", job2, "python3", kWorld}, envs), 2,
+                   2);
+  EXPECT_TRUE(wait_job_gone(job2, 5).empty());
+}
+
 TEST(PerNode, C10dTwoLaunchersMakeOneWorldAndADotPyRunsUnderPython) {
   const int port = free_port();
   const auto job = unique_job_id("pn-c10d");

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -441,6 +442,139 @@ TEST(PerNodeOptions, WhatMakesNoSenseIsRefusedByName) {
     EXPECT_EQ(p.exit, 2) << c.says;
     EXPECT_NE(p.error.find(c.says), std::string::npos) << p.error << " / wanted: " << c.says;
   }
+}
+
+// Sets environment variables for one test and puts the old values back.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (const auto& [k, v] : vars) {
+      const char* old = std::getenv(k);
+      saved_.emplace_back(k, old != nullptr ? std::optional<std::string>(old) : std::nullopt);
+      ::setenv(k, v, 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [k, v] : saved_)
+      v ? ::setenv(k.c_str(), v->c_str(), 1) : ::unsetenv(k.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+TEST(PerNodeEnvironment, TorchrunsPetVariablesFillWhatTheCommandLineLeavesOut) {
+  // What Kubeflow's training operator sets in a PyTorchJob pod (1.7 and
+  // later): WORLD_SIZE counts processes there, so it is not read.
+  ScopedEnv env{{"PET_NNODES", "4"},
+                {"PET_NPROC_PER_NODE", "8"},
+                {"PET_NODE_RANK", "2"},
+                {"PET_MASTER_ADDR", "train-master-0"},
+                {"PET_MASTER_PORT", "23456"},
+                {"KUBERNETES_SERVICE_HOST", "10.96.0.1"},
+                {"WORLD_SIZE", "32"},
+                {"RANK", "2"},
+                {"MASTER_ADDR", "train-master-0"}};
+  auto p = parse({"train.py"});  // no option at all: the environment selects the mode
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_TRUE(p.o.pernode.enabled);
+  EXPECT_EQ(p.o.pernode.max_nodes, 4);
+  EXPECT_EQ(p.o.pernode.nproc, "8");
+  EXPECT_EQ(p.o.pernode.node_rank, 2);
+  EXPECT_EQ(p.o.pernode.rdzv_backend, "static");
+  EXPECT_EQ(p.o.master_addr, "train-master-0");
+  EXPECT_EQ(p.o.master_port, 23456);
+  // The command line wins.
+  p = parse({"--nproc-per-node", "2", "--node-rank", "3", "train.py"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_EQ(p.o.pernode.nproc, "2");
+  EXPECT_EQ(p.o.pernode.node_rank, 3);
+  // -H keeps the head-node mode, and the environment out of it.
+  p = parse({"-H", "a:2", "prog"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_FALSE(p.o.pernode.enabled);
+}
+
+TEST(PerNodeEnvironment, ElasticPolicyMeetsAtTheRendezvousEndpoint) {
+  // An elasticPolicy: c10d, whose ranks the rendezvous assigns (the node
+  // rank and master address the operator also sets are not used).
+  ScopedEnv env{{"PET_NNODES", "1:3"},
+                {"PET_RDZV_BACKEND", "c10d"},
+                {"PET_RDZV_ENDPOINT", "train-worker-0:23456"},
+                {"PET_RDZV_ID", "train"},
+                {"PET_MAX_RESTARTS", "3"},
+                {"PET_NODE_RANK", "1"},
+                {"PET_MASTER_ADDR", "train-worker-0"}};
+  const auto p = parse({"--nproc-per-node", "gpu", "train.py"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_EQ(p.o.pernode.rdzv_backend, "c10d");
+  EXPECT_EQ(p.o.pernode.rdzv_endpoint, "train-worker-0:23456");
+  EXPECT_EQ(p.o.pernode.rdzv_id, "train");
+  EXPECT_EQ(p.o.pernode.min_nodes, 1);
+  EXPECT_EQ(p.o.pernode.max_nodes, 3);
+  EXPECT_EQ(p.o.pernode.node_rank, -1);
+  EXPECT_EQ(p.o.max_restarts, 3);
+  EXPECT_TRUE(p.o.master_addr.empty());
+}
+
+TEST(PerNodeEnvironment, OlderPyTorchJobPodsGiveWorldSizeAsNodesAndRankAsNodeRank) {
+  // Operators before 1.7 (and Volcano's pytorch plugin): WORLD_SIZE is the
+  // number of pods, RANK the pod's index.
+  ScopedEnv env{{"KUBERNETES_SERVICE_HOST", "10.96.0.1"},
+                {"MASTER_ADDR", "train-master-0"},
+                {"MASTER_PORT", "23456"},
+                {"WORLD_SIZE", "3"},
+                {"RANK", "1"}};
+  auto p = parse({"--nproc-per-node", "8", "train.py"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_EQ(p.o.pernode.max_nodes, 3);
+  EXPECT_EQ(p.o.pernode.node_rank, 1);
+  EXPECT_EQ(p.o.master_addr, "train-master-0");
+  EXPECT_EQ(p.o.master_port, 23456);
+  {
+    // Inside a rank of a launcher (LOCAL_RANK set) these are that job's.
+    ScopedEnv rank{{"LOCAL_RANK", "0"}};
+    p = parse({"--nproc-per-node", "8", "train.py"});
+    ASSERT_EQ(p.exit, -1) << p.error;
+    EXPECT_EQ(p.o.pernode.max_nodes, 1);
+    EXPECT_EQ(p.o.pernode.node_rank, 0);
+  }
+  {
+    // Outside a pod, no guessing either.
+    ScopedEnv outside{{"KUBERNETES_SERVICE_HOST", ""}};
+    p = parse({"--nproc-per-node", "8", "train.py"});
+    EXPECT_EQ(p.o.pernode.max_nodes, 1);
+  }
+}
+
+TEST(PerNodeEnvironment, JobSetPodIndexIsTheNodeRankOfAStaticRendezvous) {
+  ScopedEnv env{{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"JOB_COMPLETION_INDEX", "2"}};
+  auto p = parse({"--nnodes", "4", "--nproc-per-node", "8", "--master-addr",
+                  "train-workers-0-0.train", "train.py"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_EQ(p.o.pernode.node_rank, 2);
+  // A c10d rendezvous assigns them; no index is taken.
+  p = parse({"--nnodes", "4", "--rdzv-endpoint", "train-workers-0-0.train:29400", "train.py"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_EQ(p.o.pernode.node_rank, -1);
+}
+
+TEST(PerNodeEnvironment, ABadValueNamesTheVariableItCameFrom) {
+  ScopedEnv env{{"PET_NNODES", "2"}, {"PET_NODE_RANK", "5"}};
+  auto p = parse({"train.py"});
+  EXPECT_EQ(p.exit, 2);
+  EXPECT_NE(p.error.find("5 is not below --nnodes 2 (--node-rank from PET_NODE_RANK=5)"),
+            std::string::npos)
+      << p.error;
+  ScopedEnv port{{"PET_NODE_RANK", "1"}, {"PET_MASTER_PORT", "http"}};
+  p = parse({"train.py"});
+  EXPECT_EQ(p.exit, 2);
+  EXPECT_NE(p.error.find("'http' is not a number from 1 to 65535 (--master-port from "
+                         "PET_MASTER_PORT=http)"),
+            std::string::npos)
+      << p.error;
 }
 
 TEST(PerNodeOptions, RdzvConf) {
