@@ -180,6 +180,29 @@ TEST_F(Sge, TransportSgeStartsAgentsWithQrshInherit) {
   EXPECT_EQ(ranks_seen(r.out, 2, true), (std::set<int>{0, 1})) << r.out;
 }
 
+TEST_F(Sge, CheckRunsThroughQrshInherit) {
+  const auto r = in_job(2, {"--check", "--transport", "sge", "true"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\(sge\)\s+sge\s)"))) << r.out;
+  EXPECT_NE(r.out.find("1 of 1 node(s) passed"), std::string::npos) << r.out;
+}
+
+TEST_F(Sge, MpiProgramsJoinTheDlaunchWorld) {
+  // Open MPI in an SGE job (JOB_ID, PE_HOSTFILE set) must take the agent's
+  // PMIx server, with the agent a child of dlaunch or a qrsh -inherit task.
+  for (const std::vector<std::string>& how :
+       {std::vector<std::string>{}, std::vector<std::string>{"--transport", "sge"}}) {
+    auto r = in_job(2, with(with(how, {"--mpi"}), {MPI_HELLO_BIN}));
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_NE(r.out.find("mpi rank " + std::to_string(rank) + "/2, RANK=" + std::to_string(rank) +
+                           " WORLD_SIZE=2, allreduce(rank)=1"),
+                std::string::npos)
+          << r.out;
+    }
+  }
+}
+
 TEST_F(Sge, TransportSgeOutsideAJobIsRefused) {
   const auto r = run(dlaunch_cmd({"--transport", "sge", "-H", "localhost:1", "true"}), 20,
                      with(env(), {"JOB_ID=", "PE_HOSTFILE="}));
