@@ -126,6 +126,20 @@ TEST(Plan, ForwardedVariablesGoToSshNodesOnly) {
   EXPECT_EQ(get(sent(1), "CUDA_VISIBLE_DEVICES"), "<unset>");
 }
 
+TEST(Plan, ForwardedVariablesGoToSgeAndLsfNodesWhoseTasksStartInTheJobsEnvironment) {
+  // qrsh -inherit and blaunch start the agent in the job's environment, not
+  // dlaunch's; srun and flux run pass dlaunch's own.
+  Hostfile hf;
+  hf.hosts = {host("s", 1, Transport::kSge), host("l", 1, Transport::kLsf),
+              host("u", 1, Transport::kSlurm), host("f", 1, Transport::kFlux)};
+  auto plan = make_plan(hf, {.job_id = "j", .command = {"x"}, .head_env = {"NCCL_DEBUG=INFO"}});
+  EXPECT_EQ(get(plan.forwarded, "NCCL_DEBUG"), "INFO");
+  EXPECT_TRUE(plan.nodes[0].forwarded);
+  EXPECT_TRUE(plan.nodes[1].forwarded);
+  EXPECT_FALSE(plan.nodes[2].forwarded);
+  EXPECT_FALSE(plan.nodes[3].forwarded);
+}
+
 TEST(Plan, MasterAddrComesFromNodeZero) {
   auto a = host("node-a", 1, Transport::kSsh);
   EXPECT_EQ(default_master_addr(a), "node-a");
