@@ -134,29 +134,35 @@ std::string env_value(const std::vector<std::string>& env, std::string_view name
 // The job's shape from the environment, for the options the command line
 // leaves out (docs/per-node.md#kubernetes): torchrun's own PET_<OPTION>
 // variables first (CLI11 reads those of torchrun's options; here the
-// master's and --max-restarts'), then the older PyTorchJob variables of a pod
-// (MASTER_ADDR, MASTER_PORT, WORLD_SIZE = pods, RANK = pod index), then an
-// Indexed Job's JOB_COMPLETION_INDEX as the node rank (JobSet).
+// master's and --max-restarts'), then a PyTorchJob pod's MASTER_ADDR,
+// MASTER_PORT and RANK (the pod's index), and an older operator's WORLD_SIZE
+// (the pods), then an Indexed Job's JOB_COMPLETION_INDEX as the node rank
+// (JobSet).
 class EnvDefaults {
  public:
+  // Where a variable counts: anywhere, in a pod, in an older operator's pod.
+  enum class Scope { kAny, kPod, kOldPod };
+
   explicit EnvDefaults(std::vector<std::string> env) : env_(std::move(env)) {
-    // WORLD_SIZE and RANK mean the pods only where no PET_NNODES says
-    // otherwise (newer operators count processes in WORLD_SIZE), and never
-    // in a rank of a launcher (LOCAL_RANK set: they are that job's).
-    legacy_ = !get("KUBERNETES_SERVICE_HOST").empty() && !get("WORLD_SIZE").empty() &&
-              !get("RANK").empty() && !get("MASTER_ADDR").empty() && get("LOCAL_RANK").empty() &&
-              get("PET_NNODES").empty();
+    // A pod, and not a rank of a launcher (LOCAL_RANK set: WORLD_SIZE, RANK,
+    // MASTER_ADDR are that job's).
+    pod_ = !get("KUBERNETES_SERVICE_HOST").empty() && get("LOCAL_RANK").empty();
+    // WORLD_SIZE is the pods only where no PET_NNODES is set: operators that
+    // set it count processes in WORLD_SIZE (pods x nprocPerNode).
+    old_pod_ = pod_ && !get("WORLD_SIZE").empty() && !get("RANK").empty() &&
+               !get("MASTER_ADDR").empty() && get("PET_NNODES").empty();
   }
 
-  // The environment alone makes this the per-node mode.
-  bool selects() const { return !get("PET_NNODES").empty() || legacy_; }
+  // The environment alone makes this the per-node mode (torchrun's PET_
+  // variables do through CLI11).
+  bool selects() const { return old_pod_; }
 
   // Sets `value` from the first variable that is set, for `option`.
   bool fill(const CLI::App& app, const std::string& option, std::string& value,
-            std::initializer_list<std::pair<const char*, bool>> vars) {
+            std::initializer_list<std::pair<const char*, Scope>> vars) {
     if (given(app, option)) return false;
-    for (const auto& [var, legacy_only] : vars) {
-      if (legacy_only && !legacy_) continue;
+    for (const auto& [var, scope] : vars) {
+      if ((scope == Scope::kPod && !pod_) || (scope == Scope::kOldPod && !old_pod_)) continue;
       const std::string v = get(var);
       if (v.empty()) continue;
       value = v;
@@ -166,7 +172,7 @@ class EnvDefaults {
     return false;
   }
   bool fill_int(const CLI::App& app, const std::string& option, int& value, int lo, int hi,
-                std::initializer_list<std::pair<const char*, bool>> vars) {
+                std::initializer_list<std::pair<const char*, Scope>> vars) {
     std::string text;
     if (!fill(app, option, text, vars)) return false;
     char* end = nullptr;
@@ -199,7 +205,8 @@ class EnvDefaults {
 
  private:
   std::vector<std::string> env_;
-  bool legacy_ = false;
+  bool pod_ = false;
+  bool old_pod_ = false;
   std::map<std::string, std::string> from_;
 };
 
@@ -507,10 +514,10 @@ void check_pernode_options(const CLI::App& app, Options& o, EnvDefaults& env) {
     env.note_pet(app, option);
   }
   if (!p.standalone) {
-    env.fill(app, "--nnodes", p.nnodes, {{"WORLD_SIZE", true}});
+    env.fill(app, "--nnodes", p.nnodes, {{"WORLD_SIZE", EnvDefaults::Scope::kOldPod}});
     if (o.max_restarts == 0) {
       env.fill_int(app, "--max-restarts", o.max_restarts, 0, INT_MAX,
-                   {{"PET_MAX_RESTARTS", false}});
+                   {{"PET_MAX_RESTARTS", EnvDefaults::Scope::kAny}});
     }
     // A static rendezvous's place and this node's rank; a c10d one (an
     // endpoint, or the backend named) assigns ranks and ignores those of the
@@ -523,13 +530,14 @@ void check_pernode_options(const CLI::App& app, Options& o, EnvDefaults& env) {
       env.forget("--node-rank");
     }
     if (!c10d) {
-      env.fill_int(app, "--node-rank", p.node_rank, 0, INT_MAX, {{"RANK", true}});
+      using S = EnvDefaults::Scope;
+      env.fill_int(app, "--node-rank", p.node_rank, 0, INT_MAX, {{"RANK", S::kPod}});
       if (env.fill(app, "--master-addr", o.master_addr,
-                   {{"PET_MASTER_ADDR", false}, {"MASTER_ADDR", true}})) {
+                   {{"PET_MASTER_ADDR", S::kAny}, {"MASTER_ADDR", S::kPod}})) {
         p.master_addr_given = true;
       }
       if (env.fill_int(app, "--master-port", o.master_port, 1, 65535,
-                       {{"PET_MASTER_PORT", false}, {"MASTER_PORT", true}})) {
+                       {{"PET_MASTER_PORT", S::kAny}, {"MASTER_PORT", S::kPod}})) {
         p.master_port_given = true;
       }
     }
@@ -539,7 +547,8 @@ void check_pernode_options(const CLI::App& app, Options& o, EnvDefaults& env) {
   if (!p.standalone && p.node_rank < 0 && p.max_nodes > 1 && !given(app, "--node-rank") &&
       !env.get("KUBERNETES_SERVICE_HOST").empty() &&
       (p.rdzv_backend == "static" || (p.rdzv_backend.empty() && p.rdzv_endpoint.empty()))) {
-    env.fill_int(app, "--node-rank", p.node_rank, 0, INT_MAX, {{"JOB_COMPLETION_INDEX", false}});
+    env.fill_int(app, "--node-rank", p.node_rank, 0, INT_MAX,
+                 {{"JOB_COMPLETION_INDEX", EnvDefaults::Scope::kAny}});
   }
   if (p.nproc != "gpu" && p.nproc != "cpu" && p.nproc != "auto" && p.nproc != "xpu") {
     const int n = parse_count(p.nproc, "--nproc-per-node", 1);

@@ -195,16 +195,16 @@ TEST(PerNode, PodEnvironmentsAloneMakeOneWorld) {
     return rs;
   };
   // PyTorchJob pods as Kubeflow's operator (1.7+) sets them up: torchrun's
-  // PET_* variables, and no option on the command line.
+  // PET_* variables and the master's MASTER_ADDR/PORT, no option given.
   const int port = free_port();
   const auto job = unique_job_id("pn-pet");
   std::vector<std::vector<std::string>> envs;
   for (int k : {1, 0}) {
     envs.push_back({kEnv[0], "PET_NNODES=2", "PET_NPROC_PER_NODE=2",
-                    "PET_NODE_RANK=" + std::to_string(k), "PET_MASTER_ADDR=127.0.0.1",
-                    "PET_MASTER_PORT=" + std::to_string(port), "PET_RDZV_ID=" + job,
+                    "PET_NODE_RANK=" + std::to_string(k), "PET_RDZV_ID=" + job,
                     "KUBERNETES_SERVICE_HOST=10.96.0.1", "WORLD_SIZE=4",
-                    "RANK=" + std::to_string(k), "MASTER_ADDR=127.0.0.1", "LOCAL_RANK="});
+                    "RANK=" + std::to_string(k), "MASTER_ADDR=127.0.0.1",
+                    "MASTER_PORT=" + std::to_string(port), "LOCAL_RANK="});
   }
   expect_one_world(pods({"python3", kWorld}, envs), 2, 2);
   EXPECT_TRUE(wait_job_gone(job, 5).empty());

@@ -467,16 +467,13 @@ class ScopedEnv {
 
 TEST(PerNodeEnvironment, TorchrunsPetVariablesFillWhatTheCommandLineLeavesOut) {
   // What Kubeflow's training operator sets in a PyTorchJob pod (1.7 and
-  // later): WORLD_SIZE counts processes there, so it is not read.
-  ScopedEnv env{{"PET_NNODES", "4"},
-                {"PET_NPROC_PER_NODE", "8"},
-                {"PET_NODE_RANK", "2"},
-                {"PET_MASTER_ADDR", "train-master-0"},
-                {"PET_MASTER_PORT", "23456"},
-                {"KUBERNETES_SERVICE_HOST", "10.96.0.1"},
-                {"WORLD_SIZE", "32"},
-                {"RANK", "2"},
-                {"MASTER_ADDR", "train-master-0"}};
+  // later): PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, and the master in
+  // MASTER_ADDR and MASTER_PORT; WORLD_SIZE counts processes there, so it is
+  // not read.
+  ScopedEnv env{{"PET_NNODES", "4"},      {"PET_NPROC_PER_NODE", "8"},
+                {"PET_NODE_RANK", "2"},   {"MASTER_ADDR", "train-master-0"},
+                {"MASTER_PORT", "23456"}, {"KUBERNETES_SERVICE_HOST", "10.96.0.1"},
+                {"WORLD_SIZE", "32"},     {"RANK", "2"}};
   auto p = parse({"train.py"});  // no option at all: the environment selects the mode
   ASSERT_EQ(p.exit, -1) << p.error;
   EXPECT_TRUE(p.o.pernode.enabled);
@@ -495,6 +492,20 @@ TEST(PerNodeEnvironment, TorchrunsPetVariablesFillWhatTheCommandLineLeavesOut) {
   p = parse({"-H", "a:2", "prog"});
   ASSERT_EQ(p.exit, -1) << p.error;
   EXPECT_FALSE(p.o.pernode.enabled);
+  EXPECT_EQ(p.o.filter.nproc_per_node, 0);
+  {
+    // torchrun's own names come first.
+    ScopedEnv pet{{"PET_MASTER_ADDR", "10.0.0.9"}, {"PET_MASTER_PORT", "29501"}};
+    p = parse({"train.py"});
+    EXPECT_EQ(p.o.master_addr, "10.0.0.9");
+    EXPECT_EQ(p.o.master_port, 29501);
+  }
+  {
+    // Outside a pod MASTER_ADDR is no one's to read.
+    ScopedEnv outside{{"KUBERNETES_SERVICE_HOST", ""}};
+    p = parse({"train.py"});
+    EXPECT_TRUE(p.o.master_addr.empty());
+  }
 }
 
 TEST(PerNodeEnvironment, ElasticPolicyMeetsAtTheRendezvousEndpoint) {
