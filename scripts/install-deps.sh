@@ -20,6 +20,8 @@ test_packages=(
   clang libclang-rt-14-dev llvm
   clang-format clang-tidy  # scripts/dev.sh lint
   slurm-wlm munge  # scripts/testbed/slurm.sh: single-node Slurm for the slurm tests
+  # scripts/testbed/sge.sh: single-node Grid Engine for the sge tests
+  gridengine-master gridengine-exec gridengine-client
   groff-base man-db dpkg-dev  # man page check (groff, man -l), cpack -G DEB (dpkg-shlibdeps)
   python3-torch  # examples/train.py and the PyTorch tests (run with /usr/bin/python3)
   elfutils gdb  # stacks of hanging ranks (dlaunch runs eu-stack, else gdb, on each node)
