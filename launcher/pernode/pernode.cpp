@@ -273,11 +273,8 @@ JobPlan make_node_plan(const PlanOptions& po, const Membership& m, const std::st
   plan.master_addr = m.master_addr;
   NodePlan& node = plan.nodes.front();
   node.node_rank = m.node_rank;
-  // torchrun's: rank 0 hosts the TCPStore at MASTER_PORT itself (dlaunch's
-  // rendezvous store is not a TCPStore), and NCCL errors abort.
-  const std::string head_async = getenv_or(po.head_env, "TORCH_NCCL_ASYNC_ERROR_HANDLING");
-  set_env(node.env, "TORCHELASTIC_USE_AGENT_STORE", "False");
-  set_env(node.env, "TORCH_NCCL_ASYNC_ERROR_HANDLING", head_async.empty() ? "1" : head_async);
+  // TORCHELASTIC_USE_AGENT_STORE and TORCH_NCCL_ASYNC_ERROR_HANDLING come
+  // from make_plan, as in the head-node mode.
   // The job's comm store is the rendezvous store, hosted by one launcher.
   set_env(node.env, "DLAUNCH_STORE_ADDR", m.store_host);
   set_env(node.env, "DLAUNCH_STORE_PORT", std::to_string(m.store_port));

@@ -287,6 +287,18 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
       for (const auto& [k, v] : node.env) set_by_user |= k == "PYTHONFAULTHANDLER";
       if (!set_by_user) node.env.emplace_back("PYTHONFAULTHANDLER", "1");
     }
+    // torchrun's (local_elastic_agent.py): rank 0's TCPStore is the workers'
+    // own at MASTER_PORT (dlaunch's store is not a TCPStore), and NCCL errors
+    // abort the rank rather than hang it; a value the user set wins.
+    for (const char* name : {"TORCHELASTIC_USE_AGENT_STORE", "TORCH_NCCL_ASYNC_ERROR_HANDLING"}) {
+      if (head_has(opts.head_env, name)) continue;
+      bool set_by_user = false;
+      for (const auto& [k, v] : node.env) set_by_user |= k == name;
+      if (!set_by_user) {
+        node.env.emplace_back(
+            name, std::string_view(name) == "TORCHELASTIC_USE_AGENT_STORE" ? "False" : "1");
+      }
+    }
     node.env.shrink_to_fit();  // kept for the job's life, for every node
     for (auto& r : node.ranks) r.role_rank = role_rank[static_cast<std::size_t>(r.rank)];
   }

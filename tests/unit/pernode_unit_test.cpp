@@ -630,7 +630,8 @@ TEST(PerNodePlan, GlobalRanksAndTorchrunEnvironmentOfNodeTwoOfThree) {
   EXPECT_EQ(n.host.name, "host2");
   EXPECT_EQ(n.host.transport, Transport::kLocal);
   EXPECT_EQ(env_of(n.env, "TORCHELASTIC_USE_AGENT_STORE"), "False");
-  EXPECT_EQ(env_of(n.env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "3");
+  // The launcher's own value is not overridden: its ranks inherit the 3.
+  EXPECT_EQ(env_of(n.env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "<unset>");
   EXPECT_EQ(env_of(n.env, "DLAUNCH_STORE_ADDR"), "10.0.0.1");
   EXPECT_EQ(env_of(n.env, "DLAUNCH_STORE_PORT"), "29400");
   EXPECT_EQ(env_of(n.env, "DLAUNCH_STORE_SECRET"), "sec");

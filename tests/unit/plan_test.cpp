@@ -94,6 +94,26 @@ TEST(Plan, GpusBecomeCudaVisibleDevicesAndOmpThreadsDefaultsToOne) {
   EXPECT_FALSE(chosen.nodes[0].omp_default);
 }
 
+TEST(Plan, TorchrunsWorkerVariablesUnlessTheUserChose) {
+  // local_elastic_agent.py's: the workers host their own TCPStore at
+  // MASTER_PORT, and NCCL errors abort a rank (issue 29).
+  Hostfile hf;
+  hf.hosts = {host("a", 1), host("remote", 1, Transport::kSsh)};
+  auto plan = make_plan(hf, {.job_id = "j", .command = {"x"}});
+  for (const auto& n : plan.nodes) {
+    EXPECT_EQ(get(n.env, "TORCHELASTIC_USE_AGENT_STORE"), "False");
+    EXPECT_EQ(get(n.env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "1");
+  }
+  // The head's value reaches every node as it is (inherited or forwarded);
+  // a hostfile's value wins on its node.
+  hf.hosts[1].env = {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}};
+  auto chosen = make_plan(
+      hf, {.job_id = "j", .command = {"x"}, .head_env = {"TORCHELASTIC_USE_AGENT_STORE=True"}});
+  EXPECT_EQ(get(chosen.nodes[0].env, "TORCHELASTIC_USE_AGENT_STORE"), "<unset>");
+  EXPECT_EQ(get(chosen.nodes[1].env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "0");
+  EXPECT_EQ(get(chosen.nodes[0].env, "TORCH_NCCL_ASYNC_ERROR_HANDLING"), "1");
+}
+
 TEST(Plan, HostEnvOverridesHostfileEnvInOrder) {
   Hostfile hf;
   auto h = host("a", 1);
