@@ -1,13 +1,18 @@
 #include "guard.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -33,6 +38,45 @@ std::string guard_frame(GuardMessage kind, const std::function<void(codec::Write
   w.u32(0).u8(static_cast<std::uint8_t>(kind));
   payload(w);
   w.u32_at(0, static_cast<std::uint32_t>(out.size() - 4));
+  return out;
+}
+
+// Waits until every one of pids has exited, or `limit` passes: on pidfds
+// (Linux 5.3), so it returns as soon as the last one is gone.
+void wait_exit(const std::vector<pid_t>& pids, std::chrono::milliseconds limit) {
+  std::vector<pollfd> fds;
+  for (pid_t p : pids) {
+    const int fd = static_cast<int>(::syscall(SYS_pidfd_open, p, 0));
+    if (fd >= 0) fds.push_back({fd, POLLIN, 0});
+  }
+  const auto until = std::chrono::steady_clock::now() + limit;
+  std::size_t open = fds.size();
+  while (open > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    const int n = ::poll(fds.data(), fds.size(), static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (auto& f : fds) {
+      if (f.fd >= 0 && f.revents != 0) {
+        ::close(f.fd);
+        f.fd = -1;  // poll skips it from now on
+        --open;
+      }
+    }
+  }
+  for (const auto& f : fds) {
+    if (f.fd >= 0) ::close(f.fd);
+  }
+}
+
+// The processes in a cgroup (v1 or v2: cgroup.procs).
+std::vector<pid_t> cgroup_pids(const std::string& cg) {
+  std::vector<pid_t> out;
+  std::ifstream in(cg + "/cgroup.procs");
+  long pid = 0;
+  while (in >> pid) out.push_back(static_cast<pid_t>(pid));
   return out;
 }
 
@@ -82,11 +126,12 @@ std::string guard_frame(GuardMessage kind, const std::function<void(codec::Write
     for (pid_t g : groups) {
       if (::kill(-g, SIGKILL) == 0) any = true;
     }
+    std::vector<pid_t> killed;
     for (pid_t p : pids_with_env_entry(token_entry)) {
-      if (::kill(p, SIGKILL) == 0) any = true;
+      if (::kill(p, SIGKILL) == 0) killed.push_back(p);
     }
-    if (!any) break;
-    ::usleep(static_cast<useconds_t>(timing::kGuardKillRound.count()) * 1000);
+    if (!any && killed.empty()) break;
+    wait_exit(killed, timing::kGuardKillRound);
   }
   for (const auto& d : dirs) {
     std::error_code ignored;
@@ -95,7 +140,7 @@ std::string guard_frame(GuardMessage kind, const std::function<void(codec::Write
   for (const auto& cg : cgroups) {
     // Empty once its processes are gone (cgroup.kill is not synchronous).
     for (int round = 0; round < timing::kGuardKillRounds && ::rmdir(cg.c_str()) != 0; ++round)
-      ::usleep(static_cast<useconds_t>(timing::kGuardKillRound.count()) * 1000);
+      wait_exit(cgroup_pids(cg), timing::kGuardKillRound);
   }
   ::_exit(0);
 }

@@ -1,7 +1,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
@@ -176,11 +178,22 @@ struct ThreadedStoreServer::Impl {
   asio::io_context io;
   std::unique_ptr<StoreServer> server;
   std::thread thread;
+  // The table's change count, written on the server's thread.
+  mutable std::mutex mu;
+  mutable std::condition_variable changed;
+  uint64_t changes = 0;
 };
 
 ThreadedStoreServer::ThreadedStoreServer(StoreServerOptions opts)
     : impl_(std::make_unique<Impl>()) {
   impl_->server = std::make_unique<StoreServer>(impl_->io, std::move(opts));
+  impl_->server->table().on_change([impl = impl_.get()] {
+    {
+      const std::lock_guard<std::mutex> lock(impl->mu);
+      ++impl->changes;
+    }
+    impl->changed.notify_all();
+  });
   impl_->thread = std::thread([impl = impl_.get()] { impl->io.run(); });
 }
 
@@ -246,6 +259,18 @@ size_t ThreadedStoreServer::connections() const {
   auto result = answer.get_future();
   asio::post(impl_->io, [&] { answer.set_value(impl_->server->connections()); });
   return result.get();
+}
+
+uint64_t ThreadedStoreServer::changes() const {
+  const std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->changes;
+}
+
+uint64_t ThreadedStoreServer::wait_change(uint64_t seen,
+                                          std::chrono::steady_clock::time_point until) const {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  impl_->changed.wait_until(lock, until, [&] { return impl_->changes != seen; });
+  return impl_->changes;
 }
 
 }  // namespace dlaunch::comm

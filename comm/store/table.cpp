@@ -13,10 +13,12 @@ const std::string* Table::find(std::string_view key) const {
 void Table::set(std::string_view key, std::string_view value) {
   if (auto it = data_.find(key); it != data_.end()) {
     it->second.assign(value);
+    changed();
     return;
   }
   data_.emplace(std::string(key), std::string(value));
   created(key);
+  changed();
 }
 
 Result<int64_t> Table::add(std::string_view key, int64_t delta) {
@@ -39,6 +41,7 @@ Result<int64_t> Table::add(std::string_view key, int64_t delta) {
     data_.emplace(std::string(key), std::to_string(result));
     created(key);
   }
+  changed();
   return result;
 }
 
@@ -50,7 +53,10 @@ std::string Table::compare_set(std::string_view key, std::string_view expected,
     set(key, desired);
     return std::string(desired);
   }
-  if (it->second == expected) it->second.assign(desired);
+  if (it->second == expected) {
+    it->second.assign(desired);
+    changed();
+  }
   return it->second;
 }
 
@@ -58,6 +64,7 @@ bool Table::erase(std::string_view key) {
   auto it = data_.find(key);
   if (it == data_.end()) return false;
   data_.erase(it);
+  changed();
   return true;
 }
 

@@ -35,10 +35,6 @@ using std::chrono::milliseconds;
 // How often the host looks at its store's members (memory reads, no
 // requests): a launcher's closed connection is seen within kGone + this.
 constexpr milliseconds kHostLook{300};
-// How often the host looks at the join count while a round is open.
-constexpr milliseconds kClosePoll{20};
-// How often the host looks whether every member is done (exit barrier).
-constexpr milliseconds kPoll{100};
 // How long a launcher's alive key may be gone before it is lost (a
 // reconnect sets it again within a heartbeat period).
 constexpr milliseconds kGone{1000};
@@ -586,6 +582,8 @@ void Rendezvous::close_round(Clock::time_point deadline, milliseconds wait) {
   Clock::time_point min_seen{};
   bool min_reached = false;
   for (;;) {
+    // Read before the look: a change after it wakes the wait below at once.
+    const uint64_t changes = server_->changes();
     const auto v = server_->peek({rkey("joined"), rkey("host"), rkey("closed")});
     if (v[2]) return;  // (a launcher of an earlier release could have)
     const std::string joined_text = v[0].value_or("0");
@@ -616,7 +614,8 @@ void Rendezvous::close_round(Clock::time_point deadline, milliseconds wait) {
                               endpoint_, secs(wait), round_ == 0 ? "join_timeout" : "close_timeout",
                               joined, s_.min_nodes));
     }
-    std::this_thread::sleep_for(kClosePoll);
+    // Until a member joins, or the last call or the deadline ends.
+    server_->wait_change(changes, min_reached ? min_seen + s_.last_call : deadline);
   }
 }
 
@@ -987,12 +986,14 @@ std::optional<PeerFailure> Rendezvous::wait_for_others(bool failures) {
     keys.push_back(rkey(fmt::format("hb/{}", j)));
   }
   for (;;) {
+    const uint64_t changes = server_->changes();
     const auto v = server_->peek(keys);
     if (failures && v[0]) {
       server_->set(rkey("ended"), "failed");
       return parse_failure(*v[0]);
     }
     bool waiting = false;
+    auto lost_at = Clock::time_point::max();
     for (std::size_t j = 0; j < n; ++j) {
       if (static_cast<int>(j) == m_.node_rank || v[1 + 3 * j]) continue;
       // One whose connection closed (killed) will not come back to say so.
@@ -1002,13 +1003,18 @@ std::optional<PeerFailure> Rendezvous::wait_for_others(bool failures) {
         last_hb[j] = *hb;
         seen[j] = Clock::now();
       }
-      if (Clock::now() - seen[j] <= limit) waiting = true;
+      if (Clock::now() - seen[j] <= limit) {
+        waiting = true;
+        lost_at = std::min(lost_at, seen[j] + limit);
+      }
     }
     if (!waiting) {
       if (failures) server_->set(rkey("ended"), "ok");
       return std::nullopt;
     }
-    std::this_thread::sleep_for(kPoll);
+    // Until a member's word (done, a failure, a heartbeat, its connection
+    // closed) or the first heartbeat to go missing.
+    server_->wait_change(changes, lost_at + milliseconds(1));
   }
 }
 

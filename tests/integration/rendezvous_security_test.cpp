@@ -118,9 +118,15 @@ class Squatter {
     return read_until([](const std::string& s) { return s.find("bound\n") != std::string::npos; },
                       timeout_s);
   }
-  // Stops it; returns everything it reported.
+  // Stops it; returns everything it reported. The launchers may have ended
+  // before the squatter got to run and tell its connections (a loaded
+  // machine): it is given until its first one is told, and a moment for the
+  // rest, before it is killed.
   std::string stop() {
     if (pid_ > 0) {
+      read_until([](const std::string& s) { return s.find("conn 0 extra") != std::string::npos; },
+                 10);
+      read_until([](const std::string&) { return false; }, 0.3);
       ::kill(pid_, SIGKILL);
       ::waitpid(pid_, nullptr, 0);
       pid_ = -1;

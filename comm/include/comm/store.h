@@ -274,6 +274,12 @@ class ThreadedStoreServer {
   std::vector<std::optional<std::string>> peek(const std::vector<std::string>& keys) const;
   void set(const std::string& key, const std::string& value);
   size_t connections() const;  // asks the server's thread and waits for the answer
+  // The table's change count: it grows with every change of a value, by a
+  // client or by set(). wait_change blocks until it differs from `seen` or
+  // `until` passes, and returns it, so that a watcher of its own table wakes
+  // on what it watches (and on its own deadlines), never on a poll period.
+  uint64_t changes() const;
+  uint64_t wait_change(uint64_t seen, std::chrono::steady_clock::time_point until) const;
 
  private:
   struct Impl;

@@ -407,7 +407,7 @@ asio::awaitable<Channel> exec(Connection& c, const std::string& command,
   Deadline guard(c.socket, deadline);
   CancelWatch watch(cancel, c.socket);
   try {
-    Channel ch;
+    Channel ch = channel_of(c.session.get());
     for (;;) {
       ch.reset(libssh2_channel_open_session(c.session.get()));
       if (ch) break;

@@ -1,7 +1,5 @@
 #include "transport/ssh/libssh2_handles.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <stdexcept>
 
@@ -15,8 +13,16 @@ void init_library() {
 }
 
 void ChannelDeleter::operator()(LIBSSH2_CHANNEL* c) const {
-  // A few ms at most: the close message goes to a socket buffer, or the peer is gone.
-  for (int i = 0; i < 50 && libssh2_channel_free(c) == LIBSSH2_ERROR_EAGAIN; ++i) ::usleep(1000);
+  if (libssh2_channel_free(c) != LIBSSH2_ERROR_EAGAIN || session == nullptr) return;
+  // The close message waits for the socket: let libssh2 wait on it, briefly
+  // (it goes to a socket buffer, or the peer is gone), then the session goes
+  // back to the event loop's non-blocking mode.
+  const long timeout = libssh2_session_get_timeout(session);
+  libssh2_session_set_timeout(session, 50);
+  libssh2_session_set_blocking(session, 1);
+  (void)libssh2_channel_free(c);
+  libssh2_session_set_blocking(session, 0);
+  libssh2_session_set_timeout(session, timeout);
 }
 
 namespace {

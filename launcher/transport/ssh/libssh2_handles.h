@@ -15,8 +15,11 @@ struct SessionDeleter {
   void operator()(LIBSSH2_SESSION* s) const;
 };
 // In non-blocking mode libssh2's free functions may return EAGAIN having
-// freed nothing; the deleters retry for a bounded time so nothing leaks.
+// freed nothing. The channel's deleter knows its session (a Channel is made
+// with channel_of), and frees in blocking mode for a bounded time, libssh2
+// waiting on the socket, so nothing leaks.
 struct ChannelDeleter {
+  LIBSSH2_SESSION* session = nullptr;
   void operator()(LIBSSH2_CHANNEL* c) const;
 };
 struct AgentDeleter {
@@ -29,6 +32,11 @@ struct AgentDeleter {
 using Session = std::unique_ptr<LIBSSH2_SESSION, SessionDeleter>;
 using Channel = std::unique_ptr<LIBSSH2_CHANNEL, ChannelDeleter>;
 using Agent = std::unique_ptr<LIBSSH2_AGENT, AgentDeleter>;
+
+// An empty Channel of `session`, to reset() with its channels.
+inline Channel channel_of(LIBSSH2_SESSION* session) {
+  return Channel(nullptr, ChannelDeleter{session});
+}
 
 // The session's last error as text ("-18: Username/PublicKey combination invalid").
 std::string last_error(LIBSSH2_SESSION* s);

@@ -480,7 +480,7 @@ asio::awaitable<void> open_tunnel(std::shared_ptr<JumpSession> js, Connection& c
       j.idle_check();
     }
   } release{*js};
-  Channel ch;
+  Channel ch = channel_of(js->session());
   for (;;) {
     if (js->owner == Owner::kNone || js->owner == Owner::kOpener) {
       js->owner = Owner::kNone;

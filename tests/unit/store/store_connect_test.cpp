@@ -227,6 +227,47 @@ TEST(StoreServer, TheHostReadsAndWritesItsTableInProcess) {
   EXPECT_EQ(parked.get(), "from the host");
 }
 
+// A watcher of its own table wakes on a change, a client's or its own, and
+// on its deadline when nothing changes; a change between its look and its
+// wait is not lost. A read changes nothing.
+TEST(StoreServer, AWatcherWakesOnAChangeNotOnAPeriod) {
+  dlaunch::comm::ThreadedStoreServer server(server_options());
+  dlaunch::comm::Store client(client_options(server.port()));
+  uint64_t seen = server.changes();
+  auto start = Clock::now();
+  EXPECT_EQ(server.wait_change(seen, start + 150ms), seen);  // nothing: the deadline
+  EXPECT_GE(Clock::now() - start, 150ms);
+  (void)client.check({"nothing"});
+  (void)server.peek({"nothing"});
+  EXPECT_EQ(server.changes(), seen);
+  auto woken = std::async(std::launch::async, [&] {
+    const auto t0 = Clock::now();
+    const uint64_t now = server.wait_change(seen, t0 + 30s);
+    return std::make_pair(now, Clock::now() - t0);
+  });
+  std::this_thread::sleep_for(100ms);
+  client.set("k", "v");
+  const auto [after, took] = woken.get();
+  EXPECT_GT(after, seen);
+  EXPECT_LT(took, 10s);
+  seen = after;
+  // Changed before the wait began: it returns at once.
+  server.set("k", "w");
+  start = Clock::now();
+  EXPECT_GT(server.wait_change(seen, start + 30s), seen);
+  EXPECT_LT(Clock::now() - start, 10s);
+  // add, compare_set that stores, erase each count; a compare_set that does not store does not.
+  seen = server.changes();
+  (void)client.add("n", 1);
+  EXPECT_EQ(server.changes(), seen + 1);
+  (void)client.compare_set("k", "other", "x");
+  EXPECT_EQ(server.changes(), seen + 1);
+  (void)client.compare_set("k", "w", "x");
+  EXPECT_EQ(server.changes(), seen + 2);
+  EXPECT_TRUE(client.delete_key("k"));
+  EXPECT_EQ(server.changes(), seen + 3);
+}
+
 // A get parked on another thread fails at once when the Store is
 // interrupted, and the Store connects again for the next call; a get whose
 // key does not come says so with its own cause, the connection intact.
