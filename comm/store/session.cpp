@@ -9,7 +9,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
-#include <openssl/rand.h>
 
 #include "store/peer_uid.h"
 
@@ -75,7 +74,7 @@ void Session::start() {
   unauthenticated_it_ = state_->unauthenticated.insert(state_->unauthenticated.end(), this);
   in_unauthenticated_ = true;
   ++state_->unauthenticated_from[source_];
-  if (RAND_bytes(nonce_.data(), static_cast<int>(nonce_.size())) != 1) return close();
+  if (!random_bytes(nonce_.data(), nonce_.size())) return close();
   std::string greeting(kGreetingMagic);
   greeting.append(reinterpret_cast<const char*>(nonce_.data()), nonce_.size());
   send_raw(std::move(greeting));

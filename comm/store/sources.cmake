@@ -5,6 +5,7 @@ set(comm_sources
   peer_uid.cpp
   server.cpp
   session.cpp
+  sha256.cpp
   socket.cpp
   table.cpp
   wire.cpp

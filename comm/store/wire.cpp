@@ -1,30 +1,12 @@
 #include "store/wire.h"
 
-#include <utility>
-
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/rand.h>
+#include <algorithm>
 
 #include "comm/error.h"
 
 namespace dlaunch::comm::detail {
 
 namespace {
-
-constexpr size_t kBlock = 64;  // SHA-256's block size
-
-[[noreturn]] void openssl_failed() { throw Error(ErrorKind::kInternal, "HMAC-SHA256 failed"); }
-
-EVP_MD_CTX* new_ctx() {
-  EVP_MD_CTX* c = EVP_MD_CTX_new();
-  if (c == nullptr) openssl_failed();
-  return c;
-}
-
-void update(EVP_MD_CTX* c, std::string_view s) {
-  if (!s.empty() && EVP_DigestUpdate(c, s.data(), s.size()) != 1) openssl_failed();
-}
 
 std::string_view view(const unsigned char* p, size_t n) {
   return {reinterpret_cast<const char*>(p), n};
@@ -33,65 +15,32 @@ std::string_view view(const unsigned char* p, size_t n) {
 }  // namespace
 
 Hmac::Hmac(std::string_view key) {
-  inner_ = new_ctx();
-  outer_ = new_ctx();
-  work_ = new_ctx();
   // RFC 2104: a key longer than a block is hashed first; then zero-padded.
-  unsigned char block[kBlock] = {};
-  if (key.size() > kBlock) {
-    unsigned int n = 0;
-    if (EVP_DigestInit_ex(work_, EVP_sha256(), nullptr) != 1) openssl_failed();
-    update(work_, key);
-    if (EVP_DigestFinal_ex(work_, block, &n) != 1) openssl_failed();
+  unsigned char block[Sha256::kBlockBytes] = {};
+  if (key.size() > Sha256::kBlockBytes) {
+    Sha256 h;
+    h.add(key);
+    const Sha256::Digest d = h.finish();
+    std::copy(d.begin(), d.end(), block);
   } else {
     std::copy(key.begin(), key.end(), block);
   }
-  unsigned char pad[kBlock];
-  for (size_t i = 0; i < kBlock; ++i) pad[i] = block[i] ^ 0x36;
-  if (EVP_DigestInit_ex(inner_, EVP_sha256(), nullptr) != 1) openssl_failed();
-  update(inner_, view(pad, kBlock));
-  for (size_t i = 0; i < kBlock; ++i) pad[i] = block[i] ^ 0x5c;
-  if (EVP_DigestInit_ex(outer_, EVP_sha256(), nullptr) != 1) openssl_failed();
-  update(outer_, view(pad, kBlock));
-  OPENSSL_cleanse(block, sizeof block);
-  OPENSSL_cleanse(pad, sizeof pad);
+  unsigned char pad[Sha256::kBlockBytes];
+  for (size_t i = 0; i < Sha256::kBlockBytes; ++i) pad[i] = block[i] ^ 0x36;
+  inner_.add(pad, sizeof pad);
+  for (size_t i = 0; i < Sha256::kBlockBytes; ++i) pad[i] = block[i] ^ 0x5c;
+  outer_.add(pad, sizeof pad);
+  wipe(block, sizeof block);
+  wipe(pad, sizeof pad);
 }
 
-Hmac::Hmac(Hmac&& o) noexcept
-    : inner_(std::exchange(o.inner_, nullptr)),
-      outer_(std::exchange(o.outer_, nullptr)),
-      work_(std::exchange(o.work_, nullptr)) {}
-
-Hmac& Hmac::operator=(Hmac&& o) noexcept {
-  if (this != &o) {
-    reset();
-    inner_ = std::exchange(o.inner_, nullptr);
-    outer_ = std::exchange(o.outer_, nullptr);
-    work_ = std::exchange(o.work_, nullptr);
-  }
-  return *this;
-}
-
-Hmac::~Hmac() { reset(); }
-
-void Hmac::reset() {
-  EVP_MD_CTX_free(inner_);
-  EVP_MD_CTX_free(outer_);
-  EVP_MD_CTX_free(work_);
-  inner_ = outer_ = work_ = nullptr;
-}
-
-Mac Hmac::operator()(std::initializer_list<std::string_view> parts) {
-  Mac inner{};
-  Mac out{};
-  unsigned int n = 0;
-  if (EVP_MD_CTX_copy_ex(work_, inner_) != 1) openssl_failed();
-  for (std::string_view p : parts) update(work_, p);
-  if (EVP_DigestFinal_ex(work_, inner.data(), &n) != 1 || n != inner.size()) openssl_failed();
-  if (EVP_MD_CTX_copy_ex(work_, outer_) != 1) openssl_failed();
-  update(work_, view(inner.data(), inner.size()));
-  if (EVP_DigestFinal_ex(work_, out.data(), &n) != 1 || n != out.size()) openssl_failed();
-  return out;
+Mac Hmac::operator()(std::initializer_list<std::string_view> parts) const {
+  Sha256 inner = inner_;
+  for (std::string_view p : parts) inner.add(p);
+  const Sha256::Digest in = inner.finish();
+  Sha256 outer = outer_;
+  outer.add(in.data(), in.size());
+  return outer.finish();
 }
 
 Handshake handshake_values(std::string_view secret, const Nonce& server_nonce,
@@ -109,14 +58,17 @@ Handshake handshake_values(std::string_view secret, const Nonce& server_nonce,
 
 Nonce fresh_nonce() {
   Nonce n{};
-  if (RAND_bytes(n.data(), static_cast<int>(n.size())) != 1) {
-    throw Error(ErrorKind::kInternal, "no random bytes for a nonce (RAND_bytes failed)");
+  if (!random_bytes(n.data(), n.size())) {
+    throw Error(ErrorKind::kInternal, "no random bytes for a nonce (getrandom failed)");
   }
   return n;
 }
 
 bool same_mac(const unsigned char* a, const unsigned char* b, size_t n) {
-  return CRYPTO_memcmp(a, b, n) == 0;
+  // Every byte is compared, whatever differs first: no timing tells where.
+  unsigned char diff = 0;
+  for (size_t i = 0; i < n; ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
 }
 
 Tag FrameTagger::next(std::string_view frame) {

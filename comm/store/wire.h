@@ -19,8 +19,7 @@
 #include <vector>
 
 #include "dlaunch/codec.h"
-
-struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX, kept out of this header
+#include "store/sha256.h"
 
 namespace dlaunch::comm::detail {
 
@@ -65,25 +64,16 @@ using Nonce = std::array<unsigned char, kNonceBytes>;
 using Tag = std::array<unsigned char, kTagBytes>;
 
 // HMAC-SHA256 with one key, its padded key blocks hashed once: each MAC then
-// costs two copies of a hash state plus the message. Move-only; one thread
-// at a time (it keeps a scratch state). Throws comm::Error (kInternal) if
-// OpenSSL fails.
+// costs two copies of a hash state plus the message. One thread at a time.
 class Hmac {
  public:
   explicit Hmac(std::string_view key);
-  Hmac(Hmac&& o) noexcept;
-  Hmac& operator=(Hmac&& o) noexcept;
-  Hmac(const Hmac&) = delete;
-  Hmac& operator=(const Hmac&) = delete;
-  ~Hmac();
   // The MAC of the concatenation of `parts`.
-  Mac operator()(std::initializer_list<std::string_view> parts);
+  Mac operator()(std::initializer_list<std::string_view> parts) const;
 
  private:
-  void reset();
-  ::evp_md_ctx_st* inner_ = nullptr;  // SHA-256 after (key ^ ipad)
-  ::evp_md_ctx_st* outer_ = nullptr;  // SHA-256 after (key ^ opad)
-  ::evp_md_ctx_st* work_ = nullptr;
+  Sha256 inner_;  // SHA-256 after (key ^ ipad)
+  Sha256 outer_;  // SHA-256 after (key ^ opad)
 };
 
 // The handshake of version 3 (docs/store.md), from the job's secret and the
@@ -105,7 +95,7 @@ struct Handshake {
 Handshake handshake_values(std::string_view secret, const Nonce& server_nonce,
                            const Nonce& client_nonce);
 
-// Fresh random bytes (OpenSSL's RAND_bytes); comm::Error (kInternal) if none.
+// Fresh random bytes (random_bytes); comm::Error (kInternal) if none.
 Nonce fresh_nonce();
 
 // Constant-time comparison of two MACs.
