@@ -14,6 +14,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include <boost/asio/post.hpp>
 #include <pmix.h>
@@ -22,6 +23,7 @@
 #include "dlaunch/error.h"
 #include "dlaunch/thread_annotations.h"
 #include "dlaunch/tunables.h"
+#include "pmix/pmix_library.h"
 
 namespace dlaunch::agent {
 
@@ -77,8 +79,31 @@ struct OpWait {
 };
 
 std::string err(const char* what, pmix_status_t rc) {
-  return std::string("PMIx ") + what + " failed: " + PMIx_Error_string(rc);
+  return std::string("PMIx ") + what + " failed: " + pmix_library().error_string(rc);
 }
+
+// An array of pmix_info_t that the library's own loader fills and its
+// destructor empties (PMIX_INFO_CREATE/LOAD/FREE, without the macros' direct
+// calls into a library that is not linked).
+class InfoArray {
+ public:
+  explicit InfoArray(std::size_t n) : info_(n) {
+    for (auto& i : info_) std::memset(&i, 0, sizeof i);
+  }
+  InfoArray(const InfoArray&) = delete;
+  InfoArray& operator=(const InfoArray&) = delete;
+  ~InfoArray() {
+    for (auto& i : info_) pmix_library().value_destruct(&i.value);
+  }
+  void load(std::size_t k, const char* key, const void* value, pmix_data_type_t type) {
+    (void)pmix_library().info_load(&info_.at(k), key, value, type);
+  }
+  pmix_info_t* data() { return info_.data(); }
+  std::size_t size() const { return info_.size(); }
+
+ private:
+  std::vector<pmix_info_t> info_;
+};
 
 void release_blob(void* blob) { delete static_cast<std::string*>(blob); }
 
@@ -137,6 +162,8 @@ void PmixHost::start(const PmixJob& job) {
     MutexLock lock(g_impl_mu);
     if (g_impl != nullptr) throw Error(ErrorKind::kInternal, "only one PMIx server per process");
   }
+  // Loaded before anything is registered: without it, the reason is all.
+  const PmixLibrary& lib = pmix_library();
   impl_->job = job;
   // The caller made job.tmpdir fresh and private: never create it here, where
   // an existing directory (perhaps another user's) would be taken as is.
@@ -144,13 +171,14 @@ void PmixHost::start(const PmixJob& job) {
 
   const std::string& host = job.node_names.at(static_cast<std::size_t>(job.node_rank));
   auto node_id = static_cast<std::uint32_t>(job.node_rank);
-  pmix_info_t* init;
-  PMIX_INFO_CREATE(init, 3);
-  PMIX_INFO_LOAD(&init[0], PMIX_SERVER_TMPDIR, job.tmpdir.c_str(), PMIX_STRING);
-  PMIX_INFO_LOAD(&init[1], PMIX_HOSTNAME, host.c_str(), PMIX_STRING);
-  PMIX_INFO_LOAD(&init[2], PMIX_NODEID, &node_id, PMIX_UINT32);
-  pmix_status_t rc = PMIx_server_init(&g_module, init, 3);
-  PMIX_INFO_FREE(init, 3);
+  pmix_status_t rc = PMIX_SUCCESS;
+  {
+    InfoArray init(3);
+    init.load(0, PMIX_SERVER_TMPDIR, job.tmpdir.c_str(), PMIX_STRING);
+    init.load(1, PMIX_HOSTNAME, host.c_str(), PMIX_STRING);
+    init.load(2, PMIX_NODEID, &node_id, PMIX_UINT32);
+    rc = lib.server_init(&g_module, init.data(), init.size());
+  }
   if (rc != PMIX_SUCCESS) {
     set_impl(nullptr);
     throw Error(ErrorKind::kEnvironment, err("server init", rc));
@@ -175,33 +203,31 @@ void PmixHost::start(const PmixJob& job) {
   for (const auto& ranks : ranks_of) per_node.push_back(join(ranks, ','));
   char* node_map = nullptr;
   char* proc_map = nullptr;
-  if ((rc = PMIx_generate_regex(join(job.node_names, ',').c_str(), &node_map)) != PMIX_SUCCESS) {
+  if ((rc = lib.generate_regex(join(job.node_names, ',').c_str(), &node_map)) != PMIX_SUCCESS) {
     throw Error(ErrorKind::kEnvironment, err("node map", rc));
   }
-  if ((rc = PMIx_generate_ppn(join(per_node, ';').c_str(), &proc_map)) != PMIX_SUCCESS) {
+  if ((rc = lib.generate_ppn(join(per_node, ';').c_str(), &proc_map)) != PMIX_SUCCESS) {
     std::free(node_map);
     throw Error(ErrorKind::kEnvironment, err("process map", rc));
   }
   auto world = static_cast<std::uint32_t>(next);
   auto nodes = static_cast<std::uint32_t>(job.node_names.size());
-  pmix_info_t* info;
-  PMIX_INFO_CREATE(info, 7);
-  PMIX_INFO_LOAD(&info[0], PMIX_NODE_MAP, node_map, PMIX_REGEX);
-  PMIX_INFO_LOAD(&info[1], PMIX_PROC_MAP, proc_map, PMIX_REGEX);
-  PMIX_INFO_LOAD(&info[2], PMIX_JOB_SIZE, &world, PMIX_UINT32);
-  PMIX_INFO_LOAD(&info[3], PMIX_UNIV_SIZE, &world, PMIX_UINT32);
-  PMIX_INFO_LOAD(&info[4], PMIX_MAX_PROCS, &world, PMIX_UINT32);
-  PMIX_INFO_LOAD(&info[5], PMIX_NUM_NODES, &nodes, PMIX_UINT32);
-  PMIX_INFO_LOAD(&info[6], PMIX_JOBID, job.nspace.c_str(), PMIX_STRING);
+  InfoArray info(7);
+  info.load(0, PMIX_NODE_MAP, node_map, PMIX_REGEX);
+  info.load(1, PMIX_PROC_MAP, proc_map, PMIX_REGEX);
+  info.load(2, PMIX_JOB_SIZE, &world, PMIX_UINT32);
+  info.load(3, PMIX_UNIV_SIZE, &world, PMIX_UINT32);
+  info.load(4, PMIX_MAX_PROCS, &world, PMIX_UINT32);
+  info.load(5, PMIX_NUM_NODES, &nodes, PMIX_UINT32);
+  info.load(6, PMIX_JOBID, job.nspace.c_str(), PMIX_STRING);
   std::free(node_map);
   std::free(proc_map);
   OpWait w;
   pmix_nspace_t ns;
   PMIX_LOAD_NSPACE(ns, job.nspace.c_str());
-  rc = w.wait(PMIx_server_register_nspace(
-      ns, job.ranks_per_node.at(static_cast<std::size_t>(job.node_rank)), info, 7, OpWait::callback,
-      &w));
-  PMIX_INFO_FREE(info, 7);
+  rc = w.wait(
+      lib.server_register_nspace(ns, job.ranks_per_node.at(static_cast<std::size_t>(job.node_rank)),
+                                 info.data(), info.size(), OpWait::callback, &w));
   if (rc != PMIX_SUCCESS) throw Error(ErrorKind::kEnvironment, err("namespace registration", rc));
 }
 
@@ -209,11 +235,12 @@ std::vector<std::string> PmixHost::client_environment(int rank) {
   pmix_proc_t proc;
   PMIX_PROC_LOAD(&proc, impl_->job.nspace.c_str(), static_cast<pmix_rank_t>(rank));
   OpWait w;
+  const PmixLibrary& lib = pmix_library();
   pmix_status_t rc = w.wait(
-      PMIx_server_register_client(&proc, ::getuid(), ::getgid(), nullptr, OpWait::callback, &w));
+      lib.server_register_client(&proc, ::getuid(), ::getgid(), nullptr, OpWait::callback, &w));
   if (rc != PMIX_SUCCESS) throw Error(ErrorKind::kEnvironment, err("client registration", rc));
   char** env = nullptr;
-  rc = PMIx_server_setup_fork(&proc, &env);
+  rc = lib.server_setup_fork(&proc, &env);
   if (rc != PMIX_SUCCESS) throw Error(ErrorKind::kEnvironment, err("setup_fork", rc));
   std::vector<std::string> out;
   for (char** e = env; e != nullptr && *e != nullptr; ++e) {
@@ -266,8 +293,8 @@ void PmixHost::stop() {
   // and exits regardless (agent/main.cpp: _exit when finalize_hung()).
   auto done = std::make_shared<std::promise<void>>();
   std::future<void> finished = done->get_future();
-  std::thread([done] {
-    PMIx_server_finalize();
+  std::thread([done, finalize = pmix_library().server_finalize] {
+    finalize();
     done->set_value();
   }).detach();
   if (finished.wait_for(timing::kPmixFinalize) != std::future_status::ready) {
