@@ -40,6 +40,7 @@
 #include "transport/local_transport.h"
 #include "transport/scheduler_transport.h"
 #include "transport/slurm_transport.h"
+#include "transport/ssh/agent_install.h"
 #include "transport/ssh/host_options.h"
 
 namespace dl = dlaunch;
@@ -424,7 +425,9 @@ int run(int argc, char** argv) {
   hs.keepalive_s = std::max(1, static_cast<int>(o.heartbeat_timeout_s / 3));
   // Nodes without an agent at the expected path get a copy of this one,
   // unless the path is forced or the user said no.
-  if (o.agent_path.empty() && !o.no_agent_upload) ssh_opts.agent_image = agent;
+  if (o.agent_path.empty() && !o.no_agent_upload) {
+    ssh_opts.agent_image = dl::ssh::packed_agent_for(agent);
+  }
   ssh_opts.openssh = {.config_file = o.ssh_config,
                       .host_key_policy = hs.host_key_policy,
                       .host_key_policy_given = hs.host_key_policy_given,

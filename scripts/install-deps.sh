@@ -10,6 +10,7 @@ packages=(
   libssh2-1-dev libssl-dev
   libopenmpi-dev openmpi-bin libpmix-dev
   libhwloc-dev  # placement: the node topology for --bind-to, --map-by, --report-bindings
+  zlib1g-dev  # the head packs an agent that has no dlaunch-agent.gz beside it
 )
 # What the test suite, the lint and the fuzzers need besides (the default).
 test_packages=(
@@ -26,6 +27,9 @@ test_packages=(
   python3-torch  # examples/train.py and the PyTorch tests (run with /usr/bin/python3)
   elfutils gdb  # stacks of hanging ranks (dlaunch runs eu-stack, else gdb, on each node)
   iproute2  # scripts/testbed/netns.sh: hosts as network namespaces (fault matrix tests)
+  # scripts/testbed/bare-root.sh: minimal Debian roots for the bare-node bed
+  # (nodes with nothing installed; made once, cached in /var/cache/dlaunch-testbed)
+  mmdebstrap
 )
 
 case "${1:-}" in

@@ -40,6 +40,7 @@ struct Row {
   std::string topology;  // the agent's summary (dlaunch-agent --topology); empty: none
   std::vector<std::string> problems;
   std::vector<std::string> programs;  // checked on the node (node_programs)
+  std::vector<std::string> scripts;   // checked on the node (node_scripts)
 };
 
 std::map<std::string, std::string> parse_kv(const std::string& text) {
@@ -88,6 +89,13 @@ void judge(Row& row, const HostEntry& host, const std::string& output, const std
       row.program = "MISSING";
       row.problems.push_back(fmt::format("program '{}' not found on PATH", row.programs[k]));
     }
+  }
+  for (std::size_t k = 0; k < row.scripts.size(); ++k) {
+    if (kv["script" + std::to_string(k)] == "ok") continue;
+    row.program = "MISSING";
+    row.problems.push_back(fmt::format(
+        "script '{}' not found{}", row.scripts[k],
+        row.scripts[k].starts_with('/') ? std::string() : fmt::format(" in '{}'", o.workdir)));
   }
   if (!host.gpus.empty()) {
     const int have = std::atoi(kv["gpus"].c_str());
@@ -245,9 +253,90 @@ std::vector<std::string> node_programs(const JobPlan& plan, std::size_t node) {
   return out;
 }
 
+namespace {
+
+// What an interpreter's options are: those that end the options with no
+// script (-c CODE, -m MODULE) and those that take the next word as a value.
+struct Interpreter {
+  std::vector<std::string> no_script;
+  std::vector<std::string> with_value;
+};
+
+const Interpreter* interpreter_of(std::string name) {
+  static const Interpreter kPython{{"-c", "-m"}, {"-W", "-X", "-Q"}};
+  static const Interpreter kShell{{"-c"}, {"-o", "+o", "-O", "+O"}};
+  static const Interpreter kPerl{{"-e", "-E"}, {"-I", "-M", "-m"}};
+  static const Interpreter kRuby{{"-e"}, {"-I", "-r", "-C"}};
+  static const Interpreter kNode{{"-e", "--eval", "-p", "--print"}, {"-r", "--require"}};
+  static const Interpreter kRscript{{"-e"}, {}};
+  static const Interpreter kJulia{{"-e", "-E", "--eval"}, {"-L", "-J", "-t", "-p"}};
+  name = name.substr(name.rfind('/') + 1);
+  // python, python3, python3.11, python3.11-dbg
+  if (name.starts_with("python")) {
+    const std::string rest = name.substr(6);
+    if (rest.find_first_not_of("0123456789.") == std::string::npos || rest.ends_with("-dbg"))
+      return &kPython;
+  }
+  if (name == "bash" || name == "sh" || name == "dash" || name == "zsh" || name == "ksh")
+    return &kShell;
+  if (name == "perl") return &kPerl;
+  if (name == "ruby") return &kRuby;
+  if (name == "node" || name == "nodejs") return &kNode;
+  if (name == "Rscript") return &kRscript;
+  if (name == "julia") return &kJulia;
+  return nullptr;
+}
+
+bool listed(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+}  // namespace
+
+std::string script_argument(const std::vector<std::string>& command) {
+  if (command.empty()) return "";
+  const Interpreter* in = interpreter_of(command.front());
+  if (in == nullptr) return "";
+  for (std::size_t k = 1; k < command.size(); ++k) {
+    const std::string& a = command[k];
+    if (a == "--") return k + 1 < command.size() ? command[k + 1] : "";
+    if (a == "-" || a.empty()) return "";
+    if (a.front() != '-' && a.front() != '+') return a;
+    if (listed(in->no_script, a)) return "";
+    // -cCODE, -mMODULE: the value joined to the option.
+    for (const auto& opt : in->no_script) {
+      if (opt.size() == 2 && a.size() > 2 && a.starts_with(opt)) return "";
+    }
+    if (listed(in->with_value, a)) ++k;
+  }
+  return "";
+}
+
+std::vector<std::string> node_scripts(const JobPlan& plan, std::size_t node) {
+  std::vector<std::string> out;
+  const auto add = [&out](const std::vector<std::string>& command) {
+    const std::string s = script_argument(command);
+    if (!s.empty() && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  };
+  if (plan.apps.empty()) {
+    add(plan.command);
+    return out;
+  }
+  std::vector<bool> here(plan.apps.size(), false);
+  for (const auto& r : plan.nodes.at(node).ranks) {
+    if (r.app >= 0 && static_cast<std::size_t>(r.app) < here.size())
+      here[static_cast<std::size_t>(r.app)] = true;
+  }
+  for (std::size_t k = 0; k < plan.apps.size(); ++k) {
+    if (here[k]) add(plan.apps[k].command);
+  }
+  return out;
+}
+
 std::string preflight_script(const std::string& agent, const std::string& workdir,
                              const std::vector<std::string>& programs, const std::string& path,
-                             bool count_gpus, const std::string& cache_key) {
+                             bool count_gpus, const std::string& cache_key,
+                             const std::vector<std::string>& scripts) {
   std::string s;
   s += "cd " + shell_quote(workdir) + " 2>/dev/null && echo wdir=ok || echo wdir=missing\n";
   s += "if [ -x " + shell_quote(agent) + " ] && v=$(" + shell_quote(agent) +
@@ -275,6 +364,12 @@ std::string preflight_script(const std::string& agent, const std::string& workdi
            "=missing; fi\n";
     }
   }
+  // Relative to the working directory (the cd above), as the worker opens it.
+  for (std::size_t k = 0; k < scripts.size(); ++k) {
+    const std::string key = "script" + std::to_string(k);
+    s += "if [ -f " + shell_quote(scripts[k]) + " ]; then echo " + key + "=ok; else echo " + key +
+         "=missing; fi\n";
+  }
   if (count_gpus) s += "echo \"gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')\"\n";
   return s;
 }
@@ -301,10 +396,13 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
     const bool may_copy =
         host.transport == Transport::kSsh && host.agent.empty() && !o.ssh.agent_image.empty();
     if (may_copy && !image) image = ssh::AgentImage::load(o.ssh.agent_image);
-    if (o.check_programs) row.programs = node_programs(plan, i);
+    if (o.check_programs) {
+      row.programs = node_programs(plan, i);
+      row.scripts = node_scripts(plan, i);
+    }
     const std::string script = preflight_script(
         agent, o.workdir, row.programs, host.transport == Transport::kSsh ? o.path : "",
-        !host.gpus.empty(), may_copy ? image->key : std::string());
+        !host.gpus.empty(), may_copy ? image->key : std::string(), row.scripts);
     if (host.transport == Transport::kLocal) {
       row.connect = row.hostkey = row.auth = "local";
       judge(row, host, run_local(script), agent, o);

@@ -1,6 +1,7 @@
 // `dlaunch --check`: checks every node of the plan in parallel without
 // starting anything (connect, host key, authentication, agent present and of
-// the same version, working directory, the program on PATH, GPU count when the
+// the same version, working directory, the program on PATH and the script an
+// interpreter is given (python3 train.py), GPU count when the
 // hostfile lists `gpus`) and prints one table. Exit status 0 only if all pass.
 // When those pass and the job spans machines, the agents are started once
 // more, without workers, and the other nodes test node 0's addresses as a
@@ -31,12 +32,26 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& opts);
 // with ranks there (MPMD), once each, in app order; else the job's program.
 std::vector<std::string> node_programs(const JobPlan& plan, std::size_t node);
 
+// The script file a command hands its interpreter, as a user reads the
+// command line: for python*, bash, sh, dash, zsh, ksh, perl, ruby, node,
+// Rscript and julia, the first argument that is neither an option nor an
+// option's value ("python3 -u train.py" -> "train.py"); "" where there is
+// none (python3 -c CODE, python3 -m MODULE, bash -c ..., a program that is
+// no interpreter, "-" for standard input).
+std::string script_argument(const std::vector<std::string>& command);
+
+// The scripts node `node` runs (script_argument of each of its programs),
+// once each, in app order.
+std::vector<std::string> node_scripts(const JobPlan& plan, std::size_t node);
+
 // The shell script one node runs; prints key=value lines (program0=,
-// program1=, ... for `programs`). Exposed for tests. `cache_key`: also
+// program1=, ... for `programs`; script0=, ... for `scripts`: a file there,
+// relative to the working directory). Exposed for tests. `cache_key`: also
 // report the agent copied to the node's cache under that key
 // (agent_install.h); empty: not looked for.
 std::string preflight_script(const std::string& agent, const std::string& workdir,
                              const std::vector<std::string>& programs, const std::string& path,
-                             bool count_gpus, const std::string& cache_key = {});
+                             bool count_gpus, const std::string& cache_key = {},
+                             const std::vector<std::string>& scripts = {});
 
 }  // namespace dlaunch

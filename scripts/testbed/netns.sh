@@ -15,6 +15,11 @@
 #                                         repeat, and after a failed start or test)
 #   netns.sh exec DIR K CMD [ARGS...]     run CMD in host K's namespace (K from 0)
 #
+# With TB_NODE_ROOT=ROOT (a root file system from bare-root.sh), every host
+# is a bare node: its sshd runs chrooted into ROOT in a mount namespace of its
+# own (bare-node.sh), so that its sessions see none of this machine's
+# libraries; DIR/share is its /srv/share, read-only.
+#
 # DIR gets what scripts/testbed/sshd.sh writes (home/.ssh/{id_ed25519,
 # known_hosts}: point HOME there; hosts.yaml with transport ssh and, if given,
 # the agent path; hostfile.plain; hosts.list; ssh_config), plus nodes (one line
@@ -140,7 +145,15 @@ for ((k = 0; k < n; k++)); do
   # login half-way.)
   echo "SetEnv SHLVL=1" >> "$conf"
   # ip netns exec execs sshd: $! is sshd's pid.
-  ip netns exec "$ns" "$sshd_bin" -D -f "$conf" -E "$dir/sshd.$k.log" </dev/null >/dev/null 2>&1 &
+  if [[ -n "${TB_NODE_ROOT:-}" ]]; then
+    # A bare node: its sshd chrooted into that root file system
+    # (bare-node.sh; the root from bare-root.sh).
+    ip netns exec "$ns" unshare -m --propagation private \
+      "$(dirname "${BASH_SOURCE[0]}")/bare-node.sh" "$TB_NODE_ROOT" "$dir" "$k" \
+      </dev/null >/dev/null 2>&1 &
+  else
+    ip netns exec "$ns" "$sshd_bin" -D -f "$conf" -E "$dir/sshd.$k.log" </dev/null >/dev/null 2>&1 &
+  fi
   echo $! >> "$dir/sshd.pids"
 done
 tb_ssh_config "$dir" "$net.*" 22

@@ -187,6 +187,25 @@ TEST(Mpmd, CheckLooksForEveryAppsProgram) {
   EXPECT_EQ(all.find("program 'true' not found"), std::string::npos) << all;
 }
 
+// Issue 30: the script an interpreter is given is looked for on every node,
+// in the working directory, as the worker would open it.
+TEST(Mpmd, CheckLooksForTheScriptAnInterpreterIsGiven) {
+  auto bad = run(dlaunch_cmd({"--check", "-H", kLocalhost, "python3", "missing-dlaunch-test.py"}));
+  EXPECT_NE(bad.exit_code, 0) << bad.out << bad.err;
+  const std::string all = bad.out + bad.err;
+  const std::string said = "script 'missing-dlaunch-test.py' not found in";
+  std::size_t times = 0;
+  for (auto at = all.find(said); at != std::string::npos; at = all.find(said, at + 1)) ++times;
+  EXPECT_EQ(times, 2u) << all;  // both nodes of the hostfile
+  EXPECT_EQ(all.find("2 of 2 passed"), std::string::npos) << all;
+  // A script that is there, and code given with -c, pass.
+  auto ok = run(dlaunch_cmd(
+      {"--check", "-H", kLocalhost, "sh", std::string(SOURCE_DIR) + "/scripts/testbed/lib.sh"}));
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  auto code = run(dlaunch_cmd({"--check", "-H", kLocalhost, "python3", "-c", "pass"}));
+  EXPECT_EQ(code.exit_code, 0) << code.out << code.err;
+}
+
 TEST(Mpmd, TwoMpiProgramsFormOneWorld) {
   auto r = run(dlaunch_cmd({"--mpi", "-n", "1", MPI_HELLO_BIN, ":", "-n", "2", MPI_ROLE_BIN}), 120,
                mpi_worker_env());

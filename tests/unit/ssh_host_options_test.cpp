@@ -243,10 +243,10 @@ class AgentInstallScript : public ::testing::Test {
     std::string out, err;
   };
   // Runs `command` (what the head sends over SSH) with `input` on stdin.
-  Result run(const std::string& command, const std::string& input) {
+  Result run(const std::string& command, const std::string& input, const std::string& env = {}) {
     std::ofstream(dir_ / "cmd.sh") << command << "\n";
     std::ofstream(dir_ / "in", std::ios::binary) << input;
-    const std::string sh = "HOME=" + (dir_ / "home").string() + " /bin/sh " +
+    const std::string sh = env + " HOME=" + (dir_ / "home").string() + " /bin/sh " +
                            (dir_ / "cmd.sh").string() + " < " + (dir_ / "in").string() + " > " +
                            (dir_ / "out").string() + " 2> " + (dir_ / "err").string();
     const int rc = std::system(sh.c_str());
@@ -273,14 +273,14 @@ class AgentInstallScript : public ::testing::Test {
 TEST_F(AgentInstallScript, ACopyThatAnswersItsVersionIsPutInPlaceAndStartedFromThere) {
   const auto img = image("if [ \"$1\" = --version ]; then echo '" + expected_agent_version_line() +
                          "'; else echo started-from-cache; fi\n");
-  const auto r = run(upload_command(img, "ok-marker"), img.bytes());
+  const auto r = run(upload_command(img, "ok-marker"), img.packed());
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, "ok-marker\n");
   const auto agent = cache(img) / "dlaunch-agent";
   struct stat st {};
   ASSERT_EQ(::stat(agent.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
-  EXPECT_EQ(slurp(agent), img.bytes());
+  EXPECT_EQ(content_hash(slurp(agent)), img.sha256);
   // Nothing else is left in the folder (no temporary copy).
   int files = 0;
   for (const auto& e : std::filesystem::directory_iterator(cache(img))) files += e.exists() ? 1 : 0;
@@ -302,7 +302,7 @@ TEST_F(AgentInstallScript, ACopyThatCannotRunThereIsRemovedAndTheLoadersMessageC
   const auto img = image(
       "echo 'dlaunch-agent: error while loading shared libraries: libpmix.so.2: cannot open "
       "shared object file: No such file or directory' >&2; exit 127\n");
-  const auto r = run(upload_command(img, "ok-marker"), img.bytes());
+  const auto r = run(upload_command(img, "ok-marker"), img.packed());
   EXPECT_EQ(r.status, kUploadNoRunStatus);
   EXPECT_EQ(r.out, "");
   EXPECT_NE(r.err.find("libpmix.so.2"), std::string::npos) << r.err;
@@ -311,10 +311,10 @@ TEST_F(AgentInstallScript, ACopyThatCannotRunThereIsRemovedAndTheLoadersMessageC
 
 TEST_F(AgentInstallScript, ACutTransferLeavesNothingUnderTheFinalName) {
   const auto img = image("echo '" + expected_agent_version_line() + "'\n");
-  const auto r = run(upload_command(img), img.bytes().substr(0, img.bytes().size() / 2));
+  const auto r = run(upload_command(img), img.packed().substr(0, img.packed().size() / 2));
   EXPECT_EQ(r.status, kUploadBrokenStatus);
-  EXPECT_NE(r.err.find("received " + std::to_string(img.bytes().size() / 2) + " of " +
-                       std::to_string(img.bytes().size()) + " bytes"),
+  EXPECT_NE(r.err.find("received " + std::to_string(img.packed().size() / 2) + " of " +
+                       std::to_string(img.packed().size()) + " bytes"),
             std::string::npos)
       << r.err;
   EXPECT_TRUE(std::filesystem::is_empty(cache(img)));
@@ -325,7 +325,7 @@ TEST_F(AgentInstallScript, ACutTransferLeavesNothingUnderTheFinalName) {
 TEST_F(AgentInstallScript, TheInstalledAgentOfThisVersionIsPreferredToTheCache) {
   const auto img = image("if [ \"$1\" = --version ]; then echo '" + expected_agent_version_line() +
                          "'; else echo from-cache; fi\n");
-  ASSERT_EQ(run(upload_command(img), img.bytes()).status, 0);
+  ASSERT_EQ(run(upload_command(img), img.packed()).status, 0);
   const auto installed = dir_ / "installed-agent";
   std::ofstream(installed) << "#!/bin/sh\nif [ \"$1\" = --version ]; then echo '"
                            << expected_agent_version_line() << "'; else echo installed; fi\n";
@@ -344,22 +344,22 @@ TEST_F(AgentInstallScript, TheInstalledAgentOfThisVersionIsPreferredToTheCache) 
 TEST_F(AgentInstallScript, ACachedCopyWhoseBytesChangedIsNeverRun) {
   const auto img = image("if [ \"$1\" = --version ]; then echo '" + expected_agent_version_line() +
                          "'; else echo from-cache; fi\n");
-  ASSERT_EQ(run(upload_command(img), img.bytes()).status, 0);
+  ASSERT_EQ(run(upload_command(img), img.packed()).status, 0);
   const auto agent = cache(img) / "dlaunch-agent";
   std::ofstream(agent, std::ios::app) << "echo trojan\n";
   const auto s = run(start_command("/nonexistent/dlaunch-agent", &img), "");
   EXPECT_EQ(s.status, kNoAgentStatus);  // taken for absent: the head copies its own over it
   EXPECT_EQ(s.out, "");
   // The copy replaces it.
-  ASSERT_EQ(run(upload_command(img), img.bytes()).status, 0);
-  EXPECT_EQ(slurp(agent), img.bytes());
+  ASSERT_EQ(run(upload_command(img), img.packed()).status, 0);
+  EXPECT_EQ(content_hash(slurp(agent)), img.sha256);
   EXPECT_EQ(run(start_command("/nonexistent/dlaunch-agent", &img), "").out, "from-cache\n");
 }
 
 TEST_F(AgentInstallScript, ACacheFolderOthersMayWriteIsRefusedWithItsPath) {
   const auto img = image("if [ \"$1\" = --version ]; then echo '" + expected_agent_version_line() +
                          "'; else echo from-cache; fi\n");
-  ASSERT_EQ(run(upload_command(img), img.bytes()).status, 0);
+  ASSERT_EQ(run(upload_command(img), img.packed()).status, 0);
   const auto dotcache = dir_ / "home/.cache";
   ::chmod(dotcache.c_str(), 0775);
   auto s = run(start_command("/nonexistent/dlaunch-agent", &img), "");
@@ -368,7 +368,7 @@ TEST_F(AgentInstallScript, ACacheFolderOthersMayWriteIsRefusedWithItsPath) {
   EXPECT_NE(s.err.find(dotcache.string() + " may be written by others (mode 775)"),
             std::string::npos)
       << s.err;
-  auto u = run(upload_command(img), img.bytes());
+  auto u = run(upload_command(img), img.packed());
   EXPECT_EQ(u.status, kUnsafeCacheStatus);
   EXPECT_NE(u.err.find("may be written by others"), std::string::npos) << u.err;
   ::chmod(dotcache.c_str(), 0700);
@@ -405,7 +405,7 @@ TEST_F(AgentInstallScript, APlantedLinkAtTheAgentsNameIsNeverFollowed) {
   std::filesystem::create_symlink(victim, cache(img) / "dlaunch-agent");
   auto s = run(start_command("/nonexistent/dlaunch-agent", &img), "");
   EXPECT_EQ(s.status, kNoAgentStatus);
-  ASSERT_EQ(run(upload_command(img), img.bytes()).status, 0);
+  ASSERT_EQ(run(upload_command(img), img.packed()).status, 0);
   EXPECT_EQ(slurp(victim), "the user's file\n");
   struct stat st {};
   ASSERT_EQ(::stat(victim.c_str(), &st), 0);
@@ -413,6 +413,66 @@ TEST_F(AgentInstallScript, APlantedLinkAtTheAgentsNameIsNeverFollowed) {
   ASSERT_EQ(::lstat((cache(img) / "dlaunch-agent").c_str(), &st), 0);
   EXPECT_TRUE(S_ISREG(st.st_mode));
   EXPECT_EQ(run(start_command("/nonexistent/dlaunch-agent", &img), "").out, "from-cache\n");
+}
+
+// Issue 30: what travels is gzip's format, unpacked and checked on the node.
+TEST_F(AgentInstallScript, TheAgentTravelsPackedAndIsUnpackedOnTheNode) {
+  std::string body = "if [ \"$1\" = --version ]; then echo '" + expected_agent_version_line() +
+                     "'; else echo unpacked; fi\nexit 0\n";
+  for (int i = 0; i < 2000; ++i) body += "# padding that packs well\n";
+  const auto img = image(body);
+  ASSERT_GE(img.packed().size(), 2u);
+  EXPECT_EQ(static_cast<unsigned char>(img.packed()[0]), 0x1f);  // gzip's magic
+  EXPECT_EQ(static_cast<unsigned char>(img.packed()[1]), 0x8b);
+  EXPECT_LT(img.packed().size() * 10, img.size);
+  EXPECT_EQ(img.packed_sha256(), content_hash(img.packed()));
+  const auto r = run(upload_command(img, "ok-marker"), img.packed());
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(content_hash(slurp(cache(img) / "dlaunch-agent")), img.sha256);
+  EXPECT_EQ(run(start_command("/nonexistent/dlaunch-agent", &img), "").out, "unpacked\n");
+}
+
+TEST_F(AgentInstallScript, ANodeWithoutGzipSaysSoAndKeepsNothing) {
+  const auto img = image("echo '" + expected_agent_version_line() + "'\n");
+  // A PATH with every program the script uses but gzip.
+  const auto bin = dir_ / "bin";
+  std::filesystem::create_directories(bin);
+  for (const char* tool :
+       {"id", "stat", "mkdir", "mktemp", "cat", "wc", "sha256sum", "chmod", "mv", "rm"}) {
+    for (const char* dir : {"/usr/bin/", "/bin/"}) {
+      if (std::filesystem::exists(std::string(dir) + tool)) {
+        std::filesystem::create_symlink(std::string(dir) + tool, bin / tool);
+        break;
+      }
+    }
+  }
+  const auto r = run(upload_command(img), img.packed(), "PATH=" + bin.string());
+  EXPECT_EQ(r.status, kUploadBrokenStatus);
+  EXPECT_NE(r.err.find("gzip is not installed"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::filesystem::is_empty(cache(img)));
+}
+
+TEST_F(AgentInstallScript, APackedAgentOnTheHeadIsHashedAsTheAgentItHolds) {
+  const auto img = image("echo '" + expected_agent_version_line() + "'\n");
+  const auto agent = dir_ / "dlaunch-agent";
+  std::ofstream(agent) << "not the packed one";
+  EXPECT_EQ(packed_agent_for(agent.string()), agent.string());
+  std::ofstream(agent.string() + ".gz", std::ios::binary) << img.packed();
+  ASSERT_EQ(packed_agent_for(agent.string()), agent.string() + ".gz");
+  const auto loaded = AgentImage::load(agent.string() + ".gz");
+  EXPECT_EQ(loaded->size, img.size);
+  EXPECT_EQ(loaded->sha256, img.sha256);
+  EXPECT_EQ(loaded->key, img.key);
+  EXPECT_EQ(loaded->packed(), img.packed());
+  // A .gz cut short is refused at load, before any node is touched.
+  std::ofstream(agent.string() + ".gz", std::ios::binary)
+      << img.packed().substr(0, img.packed().size() - 4);
+  EXPECT_THROW((void)AgentImage::load(agent.string() + ".gz"), Error);
+  // Without a .gz, the agent itself is packed on the head.
+  const auto raw = AgentImage::load(agent.string());
+  EXPECT_EQ(raw->sha256, content_hash("not the packed one"));
+  const auto sent = run(upload_command(*raw), raw->packed());
+  EXPECT_EQ(sent.status, kUploadNoRunStatus);  // it does not answer --version, but it arrived
 }
 
 }  // namespace

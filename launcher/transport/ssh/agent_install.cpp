@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -79,16 +81,40 @@ std::string content_hash(const std::string& data) {
   return h.hex();
 }
 
-std::shared_ptr<const AgentImage> AgentImage::load(const std::string& path) {
-  auto image = std::make_shared<AgentImage>();
-  image->path = path;
+namespace {
+
+[[noreturn]] void zlib_failed(const std::string& what, const std::string& path) {
+  throw Error(ErrorKind::kEnvironment,
+              fmt::format("cannot {} the agent to copy to nodes, '{}'", what, path));
+}
+
+// gzip's format (what `gzip -dc` reads on the node), at zlib's best level.
+std::string gzip(const std::string& data, const std::string& path) {
+  z_stream zs{};
+  if (deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY) != Z_OK) {
+    zlib_failed("compress", path);
+  }
+  std::string out(deflateBound(&zs, data.size()), '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  zs.avail_in = static_cast<uInt>(data.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  const int rc = deflate(&zs, Z_FINISH);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  if (rc != Z_STREAM_END) zlib_failed("compress", path);
+  return out;
+}
+
+// Reads `path` in pieces, giving each to `chunk`.
+template <typename Fn>
+void read_pieces(const std::string& path, Fn&& chunk) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) {
     throw Error(ErrorKind::kEnvironment,
                 fmt::format("cannot read the agent to copy to nodes, '{}': {}", path,
                             std::strerror(errno)));
   }
-  Sha256 h;
   std::string buf(std::size_t{64} << 10, '\0');
   for (;;) {
     const ssize_t n = ::read(fd.get(), buf.data(), buf.size());
@@ -98,27 +124,75 @@ std::shared_ptr<const AgentImage> AgentImage::load(const std::string& path) {
                   fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
     }
     if (n == 0) break;
-    h.add(std::string_view(buf.data(), static_cast<std::size_t>(n)));
-    image->size += static_cast<std::uint64_t>(n);
+    chunk(std::string_view(buf.data(), static_cast<std::size_t>(n)));
+  }
+}
+
+bool ends_with_gz(const std::string& path) {
+  return path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+}
+
+}  // namespace
+
+std::shared_ptr<const AgentImage> AgentImage::load(const std::string& path) {
+  auto image = std::make_shared<AgentImage>();
+  image->path = path;
+  image->path_is_packed_ = ends_with_gz(path);
+  Sha256 agent_hash;
+  if (!image->path_is_packed_) {
+    read_pieces(path, [&](std::string_view piece) {
+      agent_hash.add(piece);
+      image->size += piece.size();
+    });
+  } else {
+    // The .gz's own hash, and the agent's as it unpacks.
+    Sha256 packed_hash;
+    z_stream zs{};
+    if (inflateInit2(&zs, 15 + 16) != Z_OK) zlib_failed("unpack", path);
+    std::string out(std::size_t{256} << 10, '\0');
+    int rc = Z_OK;
+    try {
+      read_pieces(path, [&](std::string_view piece) {
+        packed_hash.add(piece);
+        zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(piece.data()));
+        zs.avail_in = static_cast<uInt>(piece.size());
+        while (zs.avail_in > 0 && rc != Z_STREAM_END) {
+          zs.next_out = reinterpret_cast<Bytef*>(out.data());
+          zs.avail_out = static_cast<uInt>(out.size());
+          rc = inflate(&zs, Z_NO_FLUSH);
+          if (rc != Z_OK && rc != Z_STREAM_END) zlib_failed("unpack", path);
+          const std::size_t n = out.size() - zs.avail_out;
+          agent_hash.add(std::string_view(out.data(), n));
+          image->size += n;
+        }
+      });
+    } catch (...) {
+      inflateEnd(&zs);
+      throw;
+    }
+    inflateEnd(&zs);
+    if (rc != Z_STREAM_END) zlib_failed("unpack (cut short)", path);
+    image->loaded_packed_sha256_ = packed_hash.hex();
   }
   image->version_line = expected_agent_version_line();
-  image->sha256 = h.hex();
+  image->sha256 = agent_hash.hex();
   image->key = key_of(image->sha256);
   return image;
 }
 
-AgentImage AgentImage::from_bytes(std::string bytes) {
+AgentImage AgentImage::from_bytes(std::string agent) {
   AgentImage image;
-  image.size = bytes.size();
+  image.size = agent.size();
   image.version_line = expected_agent_version_line();
-  image.sha256 = content_hash(bytes);
+  image.sha256 = content_hash(agent);
   image.key = key_of(image.sha256);
-  image.bytes_ = std::make_shared<const std::string>(std::move(bytes));
+  image.packed_ = std::make_shared<const std::string>(gzip(agent, "(in memory)"));
+  image.packed_sha256_ = content_hash(*image.packed_);
   return image;
 }
 
-const std::string& AgentImage::bytes() const {
-  if (!bytes_) {
+const std::string& AgentImage::packed() const {
+  if (!packed_) {
     std::string data;
     try {
       data = read_input_file(path, "dlaunch-agent");
@@ -126,13 +200,34 @@ const std::string& AgentImage::bytes() const {
       throw Error(ErrorKind::kEnvironment,
                   std::string("cannot read the agent to copy to nodes: ") + e.what());
     }
-    if (data.size() != size || content_hash(data) != sha256) {
+    const bool same = path_is_packed_ ? content_hash(data) == loaded_packed_sha256_
+                                      : data.size() == size && content_hash(data) == sha256;
+    if (!same) {
       throw Error(ErrorKind::kEnvironment,
                   fmt::format("'{}' changed on this machine since the job started", path));
     }
-    bytes_ = std::make_shared<const std::string>(std::move(data));
+    if (!path_is_packed_) data = gzip(data, path);
+    packed_sha256_ = content_hash(data);
+    packed_ = std::make_shared<const std::string>(std::move(data));
   }
-  return *bytes_;
+  return *packed_;
+}
+
+const std::string& AgentImage::packed_sha256() const {
+  (void)packed();
+  return packed_sha256_;
+}
+
+std::string packed_agent_for(const std::string& agent_path) {
+  const std::filesystem::path agent(agent_path);
+  const std::filesystem::path candidates[] = {
+      agent_path + ".gz",
+      agent.parent_path() / ".." / "libexec" / "dlaunch" / (agent.filename().string() + ".gz")};
+  for (const auto& c : candidates) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(c, ec)) return c.lexically_normal().string();
+  }
+  return agent_path;
 }
 
 namespace {
@@ -189,13 +284,15 @@ std::string start_command(const std::string& agent_path, const AgentImage* image
 
 std::string upload_command(const AgentImage& image, const std::string& ok_marker) {
   // The copy: into a new file of a random name (mktemp: O_EXCL, mode 600)
-  // in a folder only this user can write, its size and SHA-256 checked
+  // in a folder only this user can write, its size and SHA-256 checked,
+  // unpacked into a second such file whose size and SHA-256 are checked
   // before it is ever run, then renamed into place.
+  const std::string& packed_sha256 = image.packed_sha256();
   return sh(
       fmt::format("{2}umask 077; d=\"$HOME/.cache/dlaunch/$1\"; "
                   "mkdir -p \"$d\" || exit {0}; chain \"$1\" || exit {3}; "
-                  "command -v sha256sum >/dev/null 2>&1 || "
-                  "{{ echo \"sha256sum is not installed (coreutils)\" >&2; exit {0}; }}; "
+                  "for p in sha256sum gzip; do command -v $p >/dev/null 2>&1 || "
+                  "{{ echo \"$p is not installed (coreutils, gzip)\" >&2; exit {0}; }}; done; "
                   "t=$(mktemp \"$d/.upload.XXXXXXXX\") || exit {0}; "
                   "if cat > \"$t\"; then :; else rm -f \"$t\"; exit {0}; fi; "
                   "s=$(wc -c < \"$t\"); "
@@ -204,13 +301,23 @@ std::string upload_command(const AgentImage& image, const std::string& ok_marker
                   "if [ \"$(sha256sum < \"$t\")\" != \"$5  -\" ]; then rm -f \"$t\"; "
                   "echo \"the copy received is not the agent sent (SHA-256 differs)\" >&2; "
                   "exit {0}; fi; "
-                  "chmod 700 \"$t\"; v=$(\"$t\" --version 2>&1); "
-                  "if [ \"$v\" = \"$3\" ]; then mv -f \"$t\" \"$d/dlaunch-agent\" || exit {0}; "
-                  "else rm -f \"$t\"; echo \"$v\" >&2; exit {1}; fi; "
+                  "a=$(mktemp \"$d/.agent.XXXXXXXX\") || {{ rm -f \"$t\"; exit {0}; }}; "
+                  "if gzip -dc < \"$t\" > \"$a\"; then rm -f \"$t\"; else rm -f \"$t\" \"$a\"; "
+                  "echo \"gzip could not unpack the agent received\" >&2; exit {0}; fi; "
+                  "s=$(wc -c < \"$a\"); "
+                  "if [ \"$s\" -ne \"$6\" ]; then rm -f \"$a\"; "
+                  "echo \"unpacked $s of $6 bytes\" >&2; exit {0}; fi; "
+                  "if [ \"$(sha256sum < \"$a\")\" != \"$7  -\" ]; then rm -f \"$a\"; "
+                  "echo \"the agent unpacked is not the agent sent (SHA-256 differs)\" >&2; "
+                  "exit {0}; fi; "
+                  "chmod 700 \"$a\"; v=$(\"$a\" --version 2>&1); "
+                  "if [ \"$v\" = \"$3\" ]; then mv -f \"$a\" \"$d/dlaunch-agent\" || exit {0}; "
+                  "else rm -f \"$a\"; echo \"$v\" >&2; exit {1}; fi; "
                   "if [ -n \"$4\" ]; then echo \"$4\"; fi",
                   kUploadBrokenStatus, kUploadNoRunStatus, kSafeDir, kUnsafeCacheStatus),
       "dlaunch-upload",
-      {image.key, std::to_string(image.size), image.version_line, ok_marker, image.sha256});
+      {image.key, std::to_string(image.packed().size()), image.version_line, ok_marker,
+       packed_sha256, std::to_string(image.size), image.sha256});
 }
 
 std::string unsafe_cache_reason(const std::string& detail) {

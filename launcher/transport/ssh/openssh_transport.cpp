@@ -191,7 +191,7 @@ class OpensshLink final : public AgentLink {
     channel_.reset();
     if (pid_ > 0 && !reaped_) ::kill(pid_, SIGKILL);  // an agent of another version
     try {
-      (void)image_->bytes();  // read (once) before anything starts
+      (void)image_->packed();  // read (once) before anything starts
       Ssh ssh = spawn_ssh(upload_command(*image_, kUploadOk));
       upload_pid_ = ssh.pid;
       up_in_ = std::make_unique<asio::posix::stream_descriptor>(io_, ssh.stdin_fd.release());
@@ -199,7 +199,7 @@ class OpensshLink final : public AgentLink {
     } catch (const std::exception& e) {
       return fail(std::string("cannot copy dlaunch-agent: ") + e.what());
     }
-    asio::async_write(*up_in_, asio::buffer(image_->bytes()),
+    asio::async_write(*up_in_, asio::buffer(image_->packed()),
                       [this, alive = alive_](boost::system::error_code, std::size_t) {
                         if (!*alive) return;
                         boost::system::error_code ignored;
@@ -222,9 +222,10 @@ class OpensshLink final : public AgentLink {
           "there)",
           why, cache_path_for_messages(*image_)));
     }
-    write_all(2, fmt::format("dlaunch: {}: no usable dlaunch-agent ({}); copied this one ({}) to "
-                             "{}\n",
-                             label_, why, image_->version_line, cache_path_for_messages(*image_)));
+    write_all(2, fmt::format("dlaunch: {}: no usable dlaunch-agent ({}); copied this one ({}; {} "
+                             "bytes sent, {} unpacked) to {}\n",
+                             label_, why, image_->version_line, image_->packed().size(),
+                             image_->size, cache_path_for_messages(*image_)));
     uploaded_ = true;
     uploading_ = false;
     try {

@@ -277,7 +277,7 @@ asio::awaitable<void> upload_agent(std::shared_ptr<LinkState> s, std::string why
   try {
     const AgentImage& image = *s->image;
     auto ch = co_await exec(*s->conn, upload_command(image), s->cancel, deadline);
-    co_await send_all(*s->conn, ch.get(), image.bytes(), s->cancel, deadline);
+    co_await send_all(*s->conn, ch.get(), image.packed(), s->cancel, deadline);
     const auto result = co_await wait_command(*s->conn, ch.get(), s->cancel, deadline);
     ch.reset();
     if (result.exit_status != 0) {
@@ -303,9 +303,10 @@ asio::awaitable<void> upload_agent(std::shared_ptr<LinkState> s, std::string why
       s->drop_connection();
       co_return;
     }
-    write_all(2, fmt::format("dlaunch: {}: no usable dlaunch-agent ({}); copied this one ({}) to "
-                             "{}\n",
-                             s->label, why, image.version_line, cache_path_for_messages(image)));
+    write_all(2, fmt::format("dlaunch: {}: no usable dlaunch-agent ({}); copied this one ({}; {} "
+                             "bytes sent, {} unpacked) to {}\n",
+                             s->label, why, image.version_line, image.packed().size(), image.size,
+                             cache_path_for_messages(image)));
     s->uploaded = true;
     s->uploading = false;
     s->channel = std::move(agent);
