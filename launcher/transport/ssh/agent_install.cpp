@@ -180,7 +180,7 @@ std::shared_ptr<const AgentImage> AgentImage::load(const std::string& path) {
   return image;
 }
 
-AgentImage AgentImage::from_bytes(std::string agent) {
+AgentImage AgentImage::from_bytes(const std::string& agent) {
   AgentImage image;
   image.size = agent.size();
   image.version_line = expected_agent_version_line();

@@ -56,7 +56,7 @@ struct AgentImage {
   // dlaunch::Error (kEnvironment) when it cannot be read or unpacked.
   static std::shared_ptr<const AgentImage> load(const std::string& path);
   // An image of this agent, packed here (tests).
-  static AgentImage from_bytes(std::string agent);
+  static AgentImage from_bytes(const std::string& agent);
 
   // What is sent: the agent gzip-compressed, read (or packed) on first use
   // and kept for every later copy; throws dlaunch::Error when the file
