@@ -106,8 +106,9 @@ class BareBed {
 
   // dlaunch on the bed's nodes, as the bed's user, working in /tmp (the
   // head's folder is not on the nodes).
-  RunResult dlaunch(std::vector<std::string> args, double timeout_s = 120) const {
-    args.insert(args.begin(), {"-H", dir_ + "/hosts.yaml", "--wdir", "/tmp"});
+  RunResult dlaunch(std::vector<std::string> args, double timeout_s = 120,
+                    const std::string& wdir = "/tmp") const {
+    args.insert(args.begin(), {"-H", dir_ + "/hosts.yaml", "--wdir", wdir});
     return run(dlaunch_cmd(std::move(args)), timeout_s, env());
   }
   // A command on node k over OpenSSH (the bed's config).
@@ -244,9 +245,10 @@ TEST(BareTorch, TrainPyRunsWithTheCopiedAgent) {
   ASSERT_TRUE(bed.error().empty()) << bed.error();
   fs::copy_file(std::string(SOURCE_DIR) + "/examples/train.py", bed.dir() + "/share/train.py",
                 fs::copy_options::overwrite_existing);
-  auto r = bed.dlaunch({"--wdir", "/srv/share", "python3", "train.py"}, 600);
+  auto r = bed.dlaunch({"python3", "train.py"}, 600, "/srv/share");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(count(r.err, "copied this one"), 2u) << r.err;
+  EXPECT_NE(r.out.find("parameters identical on all 2 ranks"), std::string::npos) << r.out;
 }
 
 }  // namespace
