@@ -30,7 +30,8 @@ set(DLAUNCH_GLIBC_WRAPPED
   pthread_rwlock_destroy pthread_rwlock_rdlock pthread_rwlock_wrlock pthread_rwlock_unlock
   dlopen dlsym dlclose dlerror dladdr
   stat stat64 lstat lstat64 fstat fstat64 fstatat fstatat64
-  memfd_create close_range getrandom getentropy arc4random sigabbrev_np)
+  memfd_create close_range getrandom getentropy arc4random sigabbrev_np
+  pthread_cond_clockwait)
 
 if(DLAUNCH_PORTABLE_AGENT)
   target_sources(dlaunch-agent PRIVATE ${PROJECT_SOURCE_DIR}/agent/portable/glibc_compat.c)

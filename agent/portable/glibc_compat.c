@@ -14,7 +14,8 @@
 //   - does the work itself where NAME is newer than 2.17 (stat: the old
 //     __xstat; memfd_create, close_range, getrandom: the system call;
 //     _dl_find_object: dl_iterate_phdr), or asks the loader whether this
-//     glibc has it (sigabbrev_np, __cxa_thread_atexit_impl).
+//     glibc has it (sigabbrev_np, __cxa_thread_atexit_impl,
+//     pthread_cond_clockwait).
 // tests: `objdump -T dlaunch-agent` has no version above GLIBC_2.17
 // (PortableAgent.* in tests/integration), and the agent runs on an older
 // Debian's root (the bare-node bed).
@@ -23,12 +24,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 // __wrap_NAME: jump to NAME@VERSION.
@@ -223,6 +226,39 @@ const char* __wrap_sigabbrev_np(int sig) {
       "TTOU", "URG",  "XCPU", "XFSZ", "VTALRM", "PROF",   "WINCH", "IO",   "PWR",  "SYS"};
   if (sig <= 0 || sig >= (int)(sizeof kNames / sizeof kNames[0])) return NULL;
   return kNames[sig];
+}
+
+// std::condition_variable's waits on steady_clock (glibc 2.30's
+// pthread_cond_clockwait): where glibc lacks it, the monotonic deadline
+// becomes the same distance on CLOCK_REALTIME, which the default condition
+// variable waits on (a wall clock step during the wait shifts it; libstdc++
+// built for older glibc does the same).
+int __wrap_pthread_cond_clockwait(pthread_cond_t* cond, pthread_mutex_t* mutex, clockid_t clock,
+                                  const struct timespec* abstime) {
+  typedef int (*clockwait_fn)(pthread_cond_t*, pthread_mutex_t*, clockid_t, const struct timespec*);
+  static clockwait_fn real;
+  static int looked;
+  if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
+    void* p = dlaunch_lookup("pthread_cond_clockwait");
+    clockwait_fn found = NULL;
+    DLAUNCH_AS_FN(found, p);
+    __atomic_store_n(&real, found, __ATOMIC_RELEASE);
+    __atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
+  }
+  clockwait_fn f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+  if (f != NULL) return f(cond, mutex, clock, abstime);
+  if (clock == CLOCK_REALTIME) return pthread_cond_timedwait(cond, mutex, abstime);
+  struct timespec now;
+  struct timespec wall;
+  clock_gettime(clock, &now);
+  clock_gettime(CLOCK_REALTIME, &wall);
+  long long ns = (long long)(abstime->tv_sec - now.tv_sec) * 1000000000LL +
+                 (abstime->tv_nsec - now.tv_nsec) + wall.tv_nsec;
+  if (ns < 0) ns = 0;
+  struct timespec until;
+  until.tv_sec = wall.tv_sec + (time_t)(ns / 1000000000LL);
+  until.tv_nsec = (long)(ns % 1000000000LL);
+  return pthread_cond_timedwait(cond, mutex, &until);
 }
 
 // thread_local destructors: glibc 2.18's; before it, they are not run (the
