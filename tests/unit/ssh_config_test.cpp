@@ -209,12 +209,19 @@ TEST(SshConfig, MatchAllCannotBeCombined) {
   EXPECT_NE(error_of("Match all host x\n").find("config:1: Match"), std::string::npos);
 }
 
-TEST(SshConfig, UnsupportedMatchCriteriaNameFileLineAndTheWayOut) {
-  for (const std::string crit : {"exec \"true\"", "canonical", "final", "localnetwork 10.0.0.0/8",
-                                 "tagged x", "!exec=true"}) {
-    const std::string err = error_of("# first\nHost *\nMatch " + crit + "\n");
-    EXPECT_NE(err.find("/home/me/.ssh/config:3: Match: criterion"), std::string::npos) << err;
-    EXPECT_NE(err.find("--ssh openssh"), std::string::npos) << err;
+TEST(SshConfig, MatchCriteriaOnlyOpensshEvaluatesAreLeftToSshG) {
+  // Accepted; a host that reaches one is resolved by `ssh -G`, which needs the
+  // files on disk (tests/integration/ssh_config_diff runs the real thing).
+  for (const std::string crit : {"exec \"true\"", "canonical", "final", "!exec=true"}) {
+    EXPECT_NE(error_of("# first\nHost *\nMatch " + crit + "\n").find("needs the installed ssh"),
+              std::string::npos)
+        << crit;
+  }
+  // One that cannot match before it is not reached: dlaunch resolves alone.
+  EXPECT_EQ(resolve("Match host other exec \"true\"\n  User x\nHost h\n  User y\n", "h").user, "y");
+  // OpenSSH 9.2 has none of these.
+  for (const std::string crit : {"localnetwork 10.0.0.0/8", "tagged x"}) {
+    EXPECT_NE(error_of("Match " + crit + "\n").find("unknown criterion"), std::string::npos);
   }
   EXPECT_NE(error_of("Match frobnicate x\n").find("unknown criterion"), std::string::npos);
   EXPECT_NE(error_of("Match host\n").find("needs a value"), std::string::npos);
@@ -310,23 +317,23 @@ TEST(SshConfig, TokensInEachKeyword) {
       "Host n*\n"
       "  HostName %h.Example.com\n"
       "  Port 2200\n"
-      "  User %u-remote\n"
+      "  User %u-remote\n"  // no token in User: OpenSSH 9.2 takes it as written
       "  IdentityFile %d/.ssh/%h_%r_%p_%u_%n_%i_%l_%L_%k%%\n"
       "  CertificateFile ${KEYDIR}/%r-cert.pub\n"
       "  UserKnownHostsFile ~/.ssh/kh_%n %d/kh2\n"
       "  GlobalKnownHostsFile ~/g%h\n"
       "  ProxyCommand nc -X connect %h %p # %r\n",
       "n1");
-  EXPECT_EQ(c.hostname, "n1.Example.com");
-  EXPECT_EQ(c.user, "me-remote");
+  EXPECT_EQ(c.hostname, "n1.example.com");  // lower case, as ssh makes it
+  EXPECT_EQ(c.user, "%u-remote");
   EXPECT_EQ(c.identity_files,
-            (std::vector<std::string>{"/home/me/.ssh/n1.example.com_me-remote_2200_me_n1_1000_"
+            (std::vector<std::string>{"/home/me/.ssh/n1.example.com_%u-remote_2200_me_n1_1000_"
                                       "head.example.com_head_n1%"}));
-  EXPECT_EQ(c.certificate_files, (std::vector<std::string>{"/keys/me-remote-cert.pub"}));
+  EXPECT_EQ(c.certificate_files, (std::vector<std::string>{"/keys/%u-remote-cert.pub"}));
   EXPECT_EQ(c.user_known_hosts_files,
             (std::vector<std::string>{"/home/me/.ssh/kh_n1", "/home/me/kh2"}));
   EXPECT_EQ(c.global_known_hosts_files, (std::vector<std::string>{"/home/me/g%h"}));
-  EXPECT_EQ(c.proxy_command, "nc -X connect n1.example.com 2200 # me-remote");
+  EXPECT_EQ(c.proxy_command, "nc -X connect n1.example.com 2200 # %u-remote");
 }
 
 TEST(SshConfig, TokensUseTheCommandLineUserAndPort) {
@@ -348,7 +355,7 @@ TEST(SshConfig, BadTokensNameFileAndLine) {
             std::string::npos);
   EXPECT_NE(error_of("IdentityFile ~/%C\n").find("--ssh openssh"), std::string::npos);
   EXPECT_NE(error_of("IdentityFile ~/x%\n").find("lone %"), std::string::npos);
-  EXPECT_NE(error_of("IdentityFile ~bob/id\n").find("~user"), std::string::npos);
+  EXPECT_NE(error_of("IdentityFile ~nosuchuser-dl/id\n").find("no user"), std::string::npos);
   EXPECT_NE(error_of("ProxyCommand ssh -W %h:%p %u\n").find("unknown token %u"), std::string::npos);
   EXPECT_NE(error_of("IdentityFile ${1X}/id\n").find("bad variable name"), std::string::npos);
   EXPECT_NE(
@@ -484,7 +491,6 @@ TEST(SshConfig, BadValuesNameFileLineAndKeyword) {
       {"IdentityFile \"\"", "IdentityFile"},
       {"UserKnownHostsFile ~/a \"\"", "UserKnownHostsFile"},
       {"Include \"\"", "Include"},
-      {"Include %h.conf", "Include"},
   };
   for (const auto& [line, keyword] : cases) {
     // Checked even in a block that does not match, as OpenSSH does.
@@ -623,7 +629,8 @@ TEST(SshConfig, IncludedFilesOthersOwnOrMayWriteAreRefusedNamingTheFile) {
   h.write(".ssh/config", "Include conf.d/*\n", 0600);
   const std::string inc = h.write(".ssh/conf.d/a", "Port 2222\n");
   EXPECT_EQ(h.load_error(), "");
-  for (const mode_t mode : {0664, 0646, 0666}) {
+  // 0664 is taken where the file's group has its owner alone (Debian's ssh).
+  for (const mode_t mode : {0646, 0666}) {
     ::chmod(inc.c_str(), mode);
     const std::string e = h.load_error();
     EXPECT_NE(e.find(inc), std::string::npos) << e;

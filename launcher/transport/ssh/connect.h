@@ -51,6 +51,10 @@ class ConnectCancel {
 
 // Everything needed to reach one host, resolved from the hostfile, the
 // command line and the OpenSSH configuration (transport/ssh/host_options.h).
+// `ConnectTimeout 0`: no timeout of dlaunch's, as ssh takes it. A year keeps
+// the deadline arithmetic finite.
+inline constexpr std::chrono::milliseconds kNoConnectTimeout = std::chrono::hours(24 * 365);
+
 struct ConnectOptions {
   std::string alias;  // the name the user gave (messages, %n); empty: same as host
   std::string host;   // what to connect to (HostName)
@@ -75,6 +79,12 @@ struct ConnectOptions {
   std::string host_key_alias;                   // HostKeyAlias: look the key up by this name
   int attempts = 3;                             // for refused or reset connections
   int keepalive_s = 0;                          // SSH keepalive interval; 0: off
+  int keepalive_count_max = 3;                  // ServerAliveCountMax (libssh2 counts none)
+  std::string timeout_from;                     // what set timeout/keepalive_s, for --dry-run
+  std::string keepalive_from;
+  // Not empty: dlaunch's ssh_config reader could not follow OpenSSH for this
+  // host and the installed `ssh -G` resolved it; says why (--dry-run).
+  std::string resolved_by;
   // How the TCP stream is reached: a chain of jump hosts (first hop first,
   // each resolved like a host), or a command whose stdin/stdout is the stream
   // (ProxyCommand, already expanded). At most one of the two.

@@ -2,8 +2,12 @@
 // (ssh_config.h). resolve() is in ssh_config_resolve.cpp.
 #include "transport/ssh/ssh_config.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <string_view>
 #include <utility>
 
@@ -48,6 +52,120 @@ constexpr Keyword kKeywords[] = {
     {"serveraliveinterval", Key::kServerAliveInterval},
     {"serveralivecountmax", Key::kServerAliveCountMax},
     {"batchmode", Key::kBatchMode},
+};
+
+// Every keyword OpenSSH 9.2's ssh accepts (ssh_config(5), and the deprecated
+// ones it still takes), lower case: one dlaunch does not use is skipped; one
+// not here is left to the installed ssh (SshConfig::resolve).
+constexpr std::string_view kOpensshKeywords[] = {
+    "addkeystoagent",
+    "addressfamily",
+    "afstokenpassing",
+    "bindaddress",
+    "bindinterface",
+    "canonicaldomains",
+    "canonicalizefallbacklocal",
+    "canonicalizehostname",
+    "canonicalizemaxdots",
+    "canonicalizepermittedcnames",
+    "casignaturealgorithms",
+    "challengeresponseauthentication",
+    "checkhostip",
+    "cipher",
+    "ciphers",
+    "clearallforwardings",
+    "compression",
+    "compressionlevel",
+    "connectionattempts",
+    "controlmaster",
+    "controlpath",
+    "controlpersist",
+    "dsaauthentication",
+    "dynamicforward",
+    "enableescapecommandline",
+    "enablesshkeysign",
+    "escapechar",
+    "exitonforwardfailure",
+    "fallbacktorsh",
+    "fingerprinthash",
+    "forkafterauthentication",
+    "forwardagent",
+    "forwardx11",
+    "forwardx11timeout",
+    "forwardx11trusted",
+    "gatewayports",
+    "globalknownhostsfile2",
+    "gssapiauthentication",
+    "gssapiclientidentity",
+    "gssapidelegatecredentials",
+    "gssapikexalgorithms",
+    "gssapikeyexchange",
+    "gssapirenewalforcesrekey",
+    "gssapiserveridentity",
+    "gssapitrustdns",
+    "hashknownhosts",
+    "hostbasedacceptedalgorithms",
+    "hostbasedauthentication",
+    "hostbasedkeytypes",
+    "hostkeyalgorithms",
+    "identityagent",
+    "identityfile2",
+    "ignoreunknown",
+    "ipqos",
+    "kbdinteractiveauthentication",
+    "kbdinteractivedevices",
+    "kerberosauthentication",
+    "kerberostgtpassing",
+    "kexalgorithms",
+    "knownhostscommand",
+    "localcommand",
+    "localforward",
+    "loglevel",
+    "logverbose",
+    "macs",
+    "nohostauthenticationforlocalhost",
+    "numberofpasswordprompts",
+    "passwordauthentication",
+    "permitlocalcommand",
+    "permitremoteopen",
+    "pkcs11provider",
+    "preferredauthentications",
+    "protocol",
+    "proxyusefdpass",
+    "pubkeyacceptedalgorithms",
+    "pubkeyacceptedkeytypes",
+    "pubkeyauthentication",
+    "rekeylimit",
+    "remotecommand",
+    "remoteforward",
+    "requesttty",
+    "requiredrsasize",
+    "revokedhostkeys",
+    "rhostsauthentication",
+    "rhostsrsaauthentication",
+    "rsaauthentication",
+    "securitykeyprovider",
+    "sendenv",
+    "sessiontype",
+    "setenv",
+    "skeyauthentication",
+    "smartcarddevice",
+    "stdinnull",
+    "streamlocalbindmask",
+    "streamlocalbindunlink",
+    "syslogfacility",
+    "tcpkeepalive",
+    "tisauthentication",
+    "tunnel",
+    "tunneldevice",
+    "updatehostkeys",
+    "useprivilegedport",
+    "userknownhostsfile2",
+    "useroaming",
+    "usersh",
+    "verifyhostkeydns",
+    "visualhostkey",
+    "xauthlocation",
 };
 
 std::string lower(std::string_view s) {
@@ -105,16 +223,21 @@ std::vector<std::string> split_args(std::string_view s, const Where& where) {
   return out;
 }
 
-// A port as OpenSSH's a2port takes it, but numbers only: 1..65535.
+// A port as OpenSSH's a2port takes it: 1..65535, or a TCP service name.
 std::optional<int> parse_port(std::string_view s) {
-  if (s.empty() || s.size() > 5) return std::nullopt;
-  int value = 0;
-  for (const char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    value = value * 10 + (c - '0');
+  if (s.empty()) return std::nullopt;
+  if (std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    if (s.size() > 5) return std::nullopt;
+    int value = 0;
+    for (const char c : s) value = value * 10 + (c - '0');
+    if (value < 1 || value > 65535) return std::nullopt;
+    return value;
   }
-  if (value < 1 || value > 65535) return std::nullopt;
-  return value;
+  const std::string name(s);
+  const servent* service = ::getservbyname(
+      name.c_str(), "tcp");  // NOLINT(concurrency-mt-unsafe) load() runs before threads start
+  if (service == nullptr) return std::nullopt;
+  return ntohs(static_cast<std::uint16_t>(service->s_port));
 }
 
 // A count in 0..INT_MAX (OpenSSH's atoi_err).
@@ -199,18 +322,15 @@ bool has_control(std::string_view s) {
 
 // Which %tokens a keyword takes (readconf.c, ssh.c, sshconnect.c).
 constexpr std::string_view kPathTokens = "%dhijkLlnpru";
-constexpr std::string_view kUserTokens = "%dhijkLlnpu";
 constexpr std::string_view kHostNameTokens = "%h";
 constexpr std::string_view kProxyCommandTokens = "%hknpr";
-constexpr std::string_view kProxyJumpTokens = "%hnpr";
+// ProxyJump becomes a ProxyCommand, which takes these.
+constexpr std::string_view kProxyJumpTokens = "%hknpr";
 
 // Checks %tokens (and ${VAR} where `dollar`) so that resolve() cannot fail on
 // them, and a leading ~ where `tilde`.
-void check_expansions(std::string_view s, std::string_view tokens, bool dollar, bool tilde,
+void check_expansions(std::string_view s, std::string_view tokens, bool dollar,
                       const Where& where) {
-  if (tilde && !s.empty() && s[0] == '~' && s.size() > 1 && s[1] != '/') {
-    where.fail("\"" + std::string(s) + "\": ~user is not supported, only ~ and ~/", kUseOpenSsh);
-  }
   for (std::size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '%' && !tokens.empty()) {
       if (i + 1 == s.size()) where.fail("\"" + std::string(s) + "\": a lone % at the end");
@@ -375,7 +495,19 @@ class Loader {
     if (keyword.empty()) where.fail("a line without a keyword");
     if (rest.empty()) where.fail("no value after the keyword");
     std::vector<std::string> args = split_args(rest, where);
-    if (known == nullptr) return;  // not ours: checked for quotes, then ignored
+    if (known == nullptr) {
+      if (key_lower == "ignoreunknown" && !ignore_unknown_) ignore_unknown_ = lower(rest);
+      const bool openssh = std::find(std::begin(kOpensshKeywords), std::end(kOpensshKeywords),
+                                     key_lower) != std::end(kOpensshKeywords);
+      const bool ignored = ignore_unknown_ && match_list_lower(key_lower, *ignore_unknown_);
+      // Not a keyword of OpenSSH 9.2: the installed ssh decides (a newer one
+      // may know it; 9.2 refuses the file, and so does dlaunch then).
+      if (!openssh && !ignored && !parsed_.openssh_only) {
+        parsed_.openssh_only = detail::OpensshOnly{
+            path, line_no, "keyword \"" + printable(keyword) + "\" is not one dlaunch knows"};
+      }
+      return;  // not ours: checked for quotes, then ignored
+    }
 
     Statement st;
     st.key = known->key;
@@ -406,15 +538,15 @@ class Loader {
         const std::string& v = one();
         if (has_control(v) || std::any_of(v.begin(), v.end(), is_space))
           where.fail("\"" + v + "\" holds spaces or control characters");
-        if (st.key == Key::kHostName) check_expansions(v, kHostNameTokens, false, false, where);
-        if (st.key == Key::kUser) check_expansions(v, kUserTokens, true, false, where);
+        // OpenSSH 9.2 expands no token in User: "%u" is a user of that name.
+        if (st.key == Key::kHostName) check_expansions(v, kHostNameTokens, false, where);
         st.args = {v};
         break;
       }
       case Key::kPort: {
         const std::string& v = one();
         const auto port = parse_port(v);
-        if (!port) where.fail("\"" + v + "\" is not a port (1 to 65535)");
+        if (!port) where.fail("\"" + v + "\" is not a port (1 to 65535, or a service name)");
         st.number = *port;
         break;
       }
@@ -451,7 +583,7 @@ class Loader {
       case Key::kIdentityFile:
       case Key::kCertificateFile: {
         const std::string& v = one();
-        check_expansions(v, kPathTokens, true, true, where);
+        check_expansions(v, kPathTokens, true, where);
         st.args = {v};
         break;
       }
@@ -462,15 +594,14 @@ class Loader {
           if (lower(args[a]) == "none" && args.size() > 1)
             where.fail("\"none\" must be the only value");
           const bool user_file = st.key == Key::kUserKnownHostsFile;
-          check_expansions(args[a], user_file ? kPathTokens : std::string_view{}, user_file, true,
-                           where);
+          check_expansions(args[a], user_file ? kPathTokens : std::string_view{}, user_file, where);
         }
         st.args = std::move(args);
         break;
       case Key::kProxyCommand: {
         const std::string command(rest);
         st.none = lower(command) == "none";
-        if (!st.none) check_expansions(command, kProxyCommandTokens, false, false, where);
+        if (!st.none) check_expansions(command, kProxyCommandTokens, false, where);
         st.args = {command};
         break;
       }
@@ -512,20 +643,24 @@ class Loader {
         term.criterion = Criterion::kUser;
       } else if (name == "localuser") {
         term.criterion = Criterion::kLocalUser;
-      } else if (name == "canonical" || name == "final" || name == "exec" ||
-                 name == "localnetwork" || name == "tagged" || name == "command" ||
-                 name == "version" || name == "sessiontype") {
-        where.fail("criterion \"" + attrib + "\" is not supported", kUseOpenSsh);
+      } else if (name == "canonical" || name == "final") {
+        term.criterion = Criterion::kOpenssh;
+        term.patterns = name;
+        terms.push_back(std::move(term));
+        continue;
+      } else if (name == "exec") {
+        term.criterion = Criterion::kOpenssh;
       } else {
         where.fail("unknown criterion \"" + attrib + "\"",
-                   "all, host, originalhost, user or localuser");
+                   "all, canonical, final, exec, host, originalhost, user or localuser");
       }
       if (!value) {
         if (i + 1 == args.size()) where.fail("criterion \"" + attrib + "\" needs a value");
         value = args[++i];
       }
       if (value->empty()) where.fail("criterion \"" + attrib + "\" needs a value");
-      term.patterns = std::move(*value);
+      term.patterns =
+          term.criterion == Criterion::kOpenssh ? name + " " + *value : std::move(*value);
       terms.push_back(std::move(term));
     }
     if (terms.empty()) where.fail("no criteria");
@@ -547,8 +682,8 @@ class Loader {
         where.fail("\"" + std::string(part) + "\" is not [user@]host[:port]",
                    "a comma-separated list of jump hosts, or none");
       }
-      check_expansions(hop->user, kProxyJumpTokens, false, false, where);
-      check_expansions(hop->host, kProxyJumpTokens, false, false, where);
+      check_expansions(hop->user, kProxyJumpTokens, false, where);
+      check_expansions(hop->host, kProxyJumpTokens, false, where);
       st.hops.push_back(*hop);
       if (comma == std::string_view::npos) break;
       s.remove_prefix(comma + 1);
@@ -560,14 +695,15 @@ class Loader {
     if (args.empty()) where.fail("missing file");
     for (const std::string& arg : args) {
       if (arg.empty()) where.fail("empty file name");
-      if (arg.find('%') != std::string::npos || arg.find("${") != std::string::npos)
-        where.fail("\"" + arg + "\": tokens and ${VAR} in Include are not supported", kUseOpenSsh);
+      // OpenSSH 9.2 expands no %token or ${VAR} here: they are globbed as written.
       std::string pattern;
       if (arg[0] == '~') {
         if (!user_conf) where.fail("\"" + arg + "\": ~ is only for the user's files");
-        if (arg.size() > 1 && arg[1] != '/')
-          where.fail("\"" + arg + "\": ~user is not supported, only ~ and ~/", kUseOpenSsh);
-        pattern = home_ + arg.substr(1);
+        const std::size_t slash = arg.find('/');
+        const std::string who = arg.substr(1, slash == std::string::npos ? slash : slash - 1);
+        const auto home = who.empty() ? std::optional<std::string>(home_) : detail::home_of(who);
+        if (!home) where.fail("\"" + arg + "\": no user \"" + who + "\"");
+        pattern = *home + (slash == std::string::npos ? "" : arg.substr(slash));
       } else if (arg[0] == '/') {
         pattern = arg;
       } else {
@@ -582,9 +718,44 @@ class Loader {
     }
   }
 
+  // IgnoreUnknown's patterns, the first line's (lower case, comma-separated).
+  static bool match_list_lower(const std::string& word, const std::string& list) {
+    bool matched = false;
+    std::size_t start = 0;
+    while (start <= list.size()) {
+      std::size_t end = list.find(',', start);
+      if (end == std::string::npos) end = list.size();
+      std::string_view pattern = std::string_view(list).substr(start, end - start);
+      while (!pattern.empty() && is_space(pattern.front())) pattern.remove_prefix(1);
+      const bool negated = !pattern.empty() && pattern[0] == '!';
+      if (negated) pattern.remove_prefix(1);
+      if (wildcard_match(word, pattern)) {
+        if (negated) return false;
+        matched = true;
+      }
+      start = end + 1;
+    }
+    return matched;
+  }
+
+  // Control bytes as \ooo, for a message.
+  static std::string printable(std::string_view s) {
+    std::string out;
+    for (const char c : s) {
+      const auto u = static_cast<unsigned char>(c);
+      if (u < 0x20 || u >= 0x7f) {
+        out += "\\" + std::to_string(u >> 6) + std::to_string((u >> 3) & 7) + std::to_string(u & 7);
+      } else {
+        out += c;
+      }
+    }
+    return out;
+  }
+
   const FileSource& fs_;
   std::string home_;
   detail::Parsed parsed_;
+  std::optional<std::string> ignore_unknown_;
   std::size_t total_lines_ = 0;
   std::size_t total_bytes_ = 0;
 };
@@ -658,6 +829,8 @@ SshConfig SshConfig::load(const LoadOptions& options) {
   }
   auto parsed = std::make_shared<detail::Parsed>(loader.take());
   parsed->top = std::move(top);
+  parsed->config_file = options.config_file;
+  parsed->real_files = options.files == nullptr;
   return SshConfig(std::move(parsed));
 }
 

@@ -3,8 +3,9 @@
 // IdentityFile, IdentitiesOnly, CertificateFile, ProxyJump, ProxyCommand,
 // UserKnownHostsFile, GlobalKnownHostsFile, StrictHostKeyChecking,
 // HostKeyAlias, ConnectTimeout, ServerAliveInterval, ServerAliveCountMax and
-// BatchMode. Every other keyword is split into arguments (bad quotes are
-// still an error, as in OpenSSH) and ignored.
+// BatchMode. Every other keyword of OpenSSH 9.2 is split into arguments (bad
+// quotes are still an error, as in OpenSSH) and ignored; one OpenSSH 9.2 does
+// not have (and IgnoreUnknown does not cover) is left to the installed ssh.
 //
 // Contract: SshConfig::load reads the files (user file then system file, or
 // the -F file alone), follows Includes and checks every line of every file,
@@ -12,45 +13,56 @@
 // then applies the blocks that match one host. Both throw InputError
 // (ErrorKind::kInput) naming the file, the line and the keyword, with control
 // bytes escaped. A loaded SshConfig is immutable: resolve() may be called
-// from any thread.
+// from any thread, except where it asks ssh -G (below), which runs a process.
 //
-// Semantics (readconf.c, ssh.c):
+// Semantics (readconf.c, ssh.c, checked against `ssh -G` by
+// tests/integration/ssh_config_diff):
 // - The first value obtained for a keyword wins. IdentityFile and
 //   CertificateFile accumulate over every matching line (duplicates and
-//   `none` dropped);
+//   `none` dropped; `IdentityFile none` alone means no key file at all);
 //   UserKnownHostsFile and GlobalKnownHostsFile take their first line, which
 //   may list several files. ProxyJump and ProxyCommand share one slot: the
 //   first of the two wins (`ProxyJump none` only blocks later ProxyJumps).
+//   ConnectTimeout and ServerAliveInterval 0 mean none (no timeout, no
+//   keepalive); `none` leaves them unset.
 // - `Host` patterns (`*`, `?`, `!`) match the alias as given, case-sensitively;
 //   a negated match makes the line not match. `Match host` matches the
 //   HostName chosen so far (its %h expanded to the alias), `originalhost` the
 //   alias, `user` the remote user so far, `localuser` the local user; pattern
 //   lists are comma-separated with `!` per pattern, `!` before a criterion
-//   negates it. Other criteria are an error (use `--ssh openssh`).
+//   negates it. `Match exec`, `canonical` and `final` are evaluated by
+//   OpenSSH only: a host whose walk reaches one on a line that may still
+//   match is resolved with `ssh -G` (HostConfig::resolved_by says why), as is
+//   every host of a configuration with a keyword OpenSSH 9.2 does not have.
+//   Other criteria are an error.
 // - Include: globbed paths, relative to ~/.ssh (user file, -F file) or
-//   /etc/ssh (system file); `~` only in user files; no match is not an error;
-//   nesting deeper than 16 is. An Include in a block that does not match is
-//   read and checked but applies nothing; a Host or Match line inside an
-//   included file does not change the including file's block.
-// - Tokens: HostName %h %%; User the path tokens but %r; IdentityFile,
-//   CertificateFile, UserKnownHostsFile %% %d %h %i %j %k %L %l %n %p %r %u,
-//   ${VAR} and a leading ~; ProxyCommand %% %h %k %n %p %r; ProxyJump
-//   %% %h %n %p %r; GlobalKnownHostsFile a leading ~ only. %h is the final
-//   host (HostName, else the alias; lowercased unless an address), %n the
-//   alias, %p the final port, %r the final user.
+//   /etc/ssh (system file); `~` and `~user` only in user files; %tokens and
+//   ${VAR} are not expanded (OpenSSH 9.2 globs them as written); no match is
+//   not an error; nesting deeper than 16 is. An Include in a block that does
+//   not match is read and checked but applies nothing; a Host or Match line
+//   inside an included file does not change the including file's block.
+// - Tokens: HostName %h %%; User none (taken as written, as 9.2 does);
+//   IdentityFile, CertificateFile, UserKnownHostsFile %% %d %h %i %j %k %L %l
+//   %n %p %r %u, ${VAR} and a leading ~ or ~user; ProxyCommand and ProxyJump
+//   %% %h %k %n %p %r (ssh turns a jump into a command); GlobalKnownHostsFile
+//   a leading ~ only. %h is the final host (HostName, else the alias), in
+//   lower case unless an address, as is HostKeyAlias (%k, the alias when
+//   unset); %n the alias as given, %p the final port, %r the final user.
+// - Port: 1..65535 or a TCP service name (`ssh`).
 // - The user file and the files it includes must be owned by the user or
-//   root and not writable by group or others (real filesystem only). Links
-//   are followed, as ssh follows them; the check is made on the file that
-//   was opened and is then read, never on the path again.
+//   root and not writable by others, nor by a group unless the file's owner
+//   is that group's one member (Debian's rule). Links are followed, as ssh
+//   follows them; the check is made on the file that was opened and is then
+//   read, never on the path again.
 //
 // Simplified, compared with OpenSSH:
-// - No `Match canonical|final|exec|localnetwork|tagged|command|version|
-//   sessiontype` and no CanonicalizeHostname pass; %C and ~otheruser are
-//   errors (use `--ssh openssh`), as are %tokens and ${VAR} in Include paths
-//   (Includes are expanded once, at load, not per host).
+// - No CanonicalizeHostname pass (ssh -G does none either); the Canonicalize*
+//   and CanonicalDomains lines are accepted and not applied. %C is an error.
 // - Times (ConnectTimeout, ServerAliveInterval) take whole numbers only.
-// - Port takes numbers only (no service names). `Match host` compares
-//   without regard to case on both sides.
+// - `Match host` compares without regard to case on both sides.
+// - ~, %d and the user file come from LoadOptions::home / ResolveContext::home
+//   ($HOME first, then the password database); OpenSSH takes the password
+//   database's only.
 #pragma once
 
 #include <cstddef>
@@ -113,6 +125,7 @@ struct HostConfig {
   std::optional<std::string> user;  // unset when ResolveContext::user was given
   std::optional<int> port;          // unset when ResolveContext::port was given
   std::vector<std::string> identity_files;
+  bool identity_none = false;  // `IdentityFile none` applied: no default keys
   std::optional<bool> identities_only;
   std::vector<std::string> certificate_files;
   std::vector<ProxyHop> proxy_jump;  // first hop first
@@ -128,6 +141,9 @@ struct HostConfig {
   std::optional<int> server_alive_interval_s;
   std::optional<int> server_alive_count_max;
   std::optional<bool> batch_mode;
+  // Not empty: dlaunch's reader could not follow OpenSSH for this host, and
+  // the installed `ssh -G` resolved it; says why.
+  std::string resolved_by;
 };
 
 // Who asks, and what the hostfile or the command line already decided.

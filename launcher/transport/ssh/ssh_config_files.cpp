@@ -1,6 +1,7 @@
 // The file sources of SshConfig::load: the real filesystem and memory.
 #include <fnmatch.h>
 #include <glob.h>
+#include <grp.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -32,6 +33,34 @@ std::vector<std::string> MemoryFiles::glob(const std::string& pattern) const {
 
 namespace {
 
+// Debian's ssh takes a group-writable file when the group's one member is
+// the file's owner (a user private group): no other account has it as its
+// primary group or is listed in it. Not thread-safe (getpwent): load() runs
+// before threads start.
+bool private_group(const struct stat& st) {
+  const group* gr = ::getgrgid(st.st_gid);      // NOLINT(concurrency-mt-unsafe) see above
+  const passwd* owner = ::getpwuid(st.st_uid);  // NOLINT(concurrency-mt-unsafe) see above
+  if (gr == nullptr || owner == nullptr) return false;
+  const std::string owner_name = owner->pw_name;
+  int members = 0;
+  bool others = false;
+  ::setpwent();                              // NOLINT(concurrency-mt-unsafe) see above
+  while (const passwd* pw = ::getpwent()) {  // NOLINT(concurrency-mt-unsafe) see above
+    if (pw->pw_gid != st.st_gid) continue;
+    ++members;
+    others |= pw->pw_uid != st.st_uid;
+  }
+  ::endpwent();                // NOLINT(concurrency-mt-unsafe) see above
+  gr = ::getgrgid(st.st_gid);  // NOLINT(concurrency-mt-unsafe) getpwent may reuse its buffer
+  if (gr == nullptr) return false;
+  for (char** m = gr->gr_mem; *m != nullptr;
+       ++m) {  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic) a C list
+    ++members;
+    others |= owner_name != *m;
+  }
+  return members > 0 && !others;
+}
+
 class RealFiles : public FileSource {
  public:
   [[nodiscard]] std::optional<std::string> read(const std::string& path,
@@ -46,11 +75,12 @@ class RealFiles : public FileSource {
                                          : std::generic_category().message(in.error));
     }
     if (S_ISDIR(in.st.st_mode)) return std::nullopt;
-    if (private_file && ((in.st.st_uid != 0 && in.st.st_uid != ::getuid()) ||
-                         (in.st.st_mode & (S_IWGRP | S_IWOTH)) != 0)) {
+    if (private_file &&
+        ((in.st.st_uid != 0 && in.st.st_uid != ::getuid()) || (in.st.st_mode & S_IWOTH) != 0 ||
+         ((in.st.st_mode & S_IWGRP) != 0 && !private_group(in.st)))) {
       throw InputError({path, 0, 0}, "ssh config",
                        "bad owner or permissions: must be yours or root's and not writable "
-                       "by group or others (ssh refuses it too)",
+                       "by others, nor by a group with other members (ssh refuses it too)",
                        "chmod go-w " + path);
     }
     return read_opened_input(in, path, "ssh config");
@@ -86,6 +116,12 @@ std::string user_home() {
   if (home != nullptr && *home != '\0') return home;
   if (const passwd* pw = ::getpwuid(::getuid())) return pw->pw_dir;
   return "/";
+}
+
+std::optional<std::string> home_of(const std::string& user) {
+  if (const passwd* pw = ::getpwnam(user.c_str()))
+    return std::string(pw->pw_dir);  // NOLINT(concurrency-mt-unsafe) resolved before threads start
+  return std::nullopt;
 }
 
 }  // namespace detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,12 +33,14 @@ enum class Key {
   kBatchMode,
 };
 
-enum class Criterion { kAll, kHost, kOriginalHost, kUser, kLocalUser };
+// kOpenssh: a criterion only OpenSSH evaluates (exec, canonical, final, ...):
+// a host whose resolution reaches it is resolved with `ssh -G`.
+enum class Criterion { kAll, kHost, kOriginalHost, kUser, kLocalUser, kOpenssh };
 
 struct MatchTerm {
   Criterion criterion = Criterion::kAll;
   bool negate = false;
-  std::string patterns;  // comma-separated, `!` per pattern
+  std::string patterns;  // comma-separated, `!` per pattern; kOpenssh: the criterion
 };
 
 // One line that matters. Values are checked; tokens are expanded by resolve().
@@ -58,15 +61,35 @@ struct File {
   std::vector<Statement> statements;
 };
 
+// Where dlaunch's reader cannot follow OpenSSH for every host (a keyword it
+// does not know): every host is resolved with `ssh -G`.
+struct OpensshOnly {
+  std::string path;
+  int line = 0;
+  std::string why;
+};
+
 struct Parsed {
   std::vector<File> files;
-  std::vector<std::size_t> top;  // the files read first: user then system, or -F
+  std::vector<std::size_t> top;            // the files read first: user then system, or -F
+  std::optional<std::string> config_file;  // -F
+  bool real_files = true;                  // what ssh -G would read, too
+  std::optional<OpensshOnly> openssh_only;
 };
+
+// The host resolved by the installed `ssh -G` (ssh_config_openssh.cpp), with
+// `why` in HostConfig::resolved_by. Throws InputError naming the file and line
+// where ssh refuses the configuration.
+HostConfig resolve_with_openssh(const Parsed& parsed, const std::string& alias,
+                                const ResolveContext& ctx, const std::string& why);
 
 // Keyword names as the manual writes them, for messages.
 const char* key_name(Key key);
 
 // $HOME, else the password database's, else "/".
 std::string user_home();
+
+// The home directory of a user by name (~user); nullopt: no such user.
+std::optional<std::string> home_of(const std::string& user);
 
 }  // namespace dlaunch::ssh::detail

@@ -76,8 +76,15 @@ std::string expand(std::string_view s, const std::array<std::string, 128>& vars,
                    const Statement& st) {
   std::string out;
   if (tilde && !s.empty() && s[0] == '~') {
-    out = ctx.home;
-    s.remove_prefix(1);
+    const std::size_t slash = s.find('/');
+    const std::string who(s.substr(1, slash == std::string_view::npos ? slash : slash - 1));
+    const auto home = who.empty() ? std::optional<std::string>(ctx.home) : detail::home_of(who);
+    if (!home) {
+      throw InputError({path, st.line, 0}, detail::key_name(st.key),
+                       "\"" + std::string(s) + "\": no user \"" + who + "\"");
+    }
+    out = *home;
+    s.remove_prefix(slash == std::string_view::npos ? s.size() : slash);
   }
   for (std::size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
@@ -110,8 +117,17 @@ bool looks_like_address(std::string_view host) {
 
 class Resolver {
  public:
+  // ssh builds %h and the host name from the name in lower case (an address
+  // keeps its case); Host lines, %n and `Match originalhost` see it as given.
   Resolver(const Parsed& parsed, const std::string& alias, const ResolveContext& ctx)
-      : parsed_(parsed), alias_(alias), ctx_(ctx) {}
+      : parsed_(parsed),
+        alias_(alias),
+        host_(looks_like_address(alias) ? alias : lower(alias)),
+        ctx_(ctx) {}
+
+  // Why OpenSSH must resolve this host (a Match criterion only it evaluates
+  // was reached); empty: dlaunch's resolution stands.
+  [[nodiscard]] const std::string& needs_openssh() const { return needs_openssh_; }
 
   HostConfig run() {
     for (const std::size_t top : parsed_.top) {
@@ -163,7 +179,7 @@ class Resolver {
     return matched;
   }
 
-  [[nodiscard]] bool match_matches(const Statement& st) const {
+  [[nodiscard]] bool match_matches(const Statement& st) {
     bool result = true;
     for (const detail::MatchTerm& term : st.terms) {
       bool r = true;
@@ -183,6 +199,14 @@ class Resolver {
         case Criterion::kLocalUser:
           r = match_list(ctx_.local_user, term.patterns) == 1;
           break;
+        case Criterion::kOpenssh:
+          // Only reached while the line may still match: its outcome matters.
+          if (result && needs_openssh_.empty()) {
+            needs_openssh_ =
+                "Match " + term.patterns + " (" + path_of(st) + ":" + std::to_string(st.line) + ")";
+          }
+          r = false;
+          break;
       }
       if (r == term.negate) result = false;
     }
@@ -191,16 +215,18 @@ class Resolver {
 
   // As readconf.c's match_cfg_line: HostName so far, its %h the alias.
   [[nodiscard]] std::string host_so_far() const {
-    if (got_.hostname == nullptr) return alias_;
+    if (got_.hostname == nullptr) return host_;
     return expand_hostname();
   }
 
+  // HostName with %h expanded, in lower case unless an address (as ssh.c).
   [[nodiscard]] std::string expand_hostname() const {
     std::array<std::string, 128> vars;
     vars['%'] = "%";
-    vars['h'] = alias_;
-    return expand(got_.hostname->args[0], vars, false, false, ctx_, path_of(*got_.hostname),
-                  *got_.hostname);
+    vars['h'] = host_;
+    std::string name = expand(got_.hostname->args[0], vars, false, false, ctx_,
+                              path_of(*got_.hostname), *got_.hostname);
+    return looks_like_address(name) ? name : lower(name);
   }
 
   [[nodiscard]] std::string user_so_far() const {
@@ -279,12 +305,8 @@ class Resolver {
 
   [[nodiscard]] HostConfig finish() const {
     HostConfig out;
-    std::string host = alias_;
-    if (got_.hostname != nullptr) {
-      out.hostname = expand_hostname();
-      host = *out.hostname;
-    }
-    if (!looks_like_address(host)) host = lower(host);
+    const std::string host = got_.hostname != nullptr ? expand_hostname() : host_;
+    out.hostname = host;
 
     int port = 22;
     if (ctx_.port) {
@@ -293,7 +315,8 @@ class Resolver {
       out.port = got_.port->number;
       port = *out.port;
     }
-    if (got_.host_key_alias != nullptr) out.host_key_alias = got_.host_key_alias->args[0];
+    // ssh lowercases HostKeyAlias too, so %k and the known_hosts lookup do.
+    if (got_.host_key_alias != nullptr) out.host_key_alias = lower(got_.host_key_alias->args[0]);
 
     std::array<std::string, 128> vars;
     vars['%'] = "%";
@@ -312,12 +335,7 @@ class Resolver {
     if (ctx_.user) {
       user = *ctx_.user;
     } else if (got_.user != nullptr) {
-      out.user =
-          expand(got_.user->args[0], vars, true, false, ctx_, path_of(*got_.user), *got_.user);
-      if (out.user->empty()) {
-        throw InputError({path_of(*got_.user), got_.user->line, 0}, "User",
-                         "\"" + got_.user->args[0] + "\" expands to nothing");
-      }
+      out.user = got_.user->args[0];  // as written: OpenSSH 9.2 expands no token here
       user = *out.user;
     }
     vars['r'] = user;
@@ -325,7 +343,10 @@ class Resolver {
     const auto expand_all = [&](const std::vector<const Statement*>& list, bool dedupe) {
       std::vector<std::string> files;
       for (const Statement* st : list) {
-        if (lower(st->args[0]) == "none") continue;
+        if (lower(st->args[0]) == "none") {
+          if (st->key == Key::kIdentityFile) out.identity_none = true;
+          continue;
+        }
         std::string f = expand(st->args[0], vars, true, true, ctx_, path_of(*st), *st);
         if (!dedupe || std::find(files.begin(), files.end(), f) == files.end())
           files.push_back(std::move(f));
@@ -354,7 +375,7 @@ class Resolver {
       }
     }
 
-    // ProxyCommand and ProxyJump take %% %h %n %p %r (%k too for the command).
+    // ProxyCommand and ProxyJump take %% %h %k %n %p %r (ssh makes a jump a command).
     std::array<std::string, 128> proxy_vars;
     for (const char c : std::string_view("%hknpr")) proxy_vars.at(c) = vars.at(c);
     if (got_.jump != nullptr) {
@@ -393,8 +414,10 @@ class Resolver {
 
   const Parsed& parsed_;
   const std::string& alias_;
+  std::string host_;
   const ResolveContext& ctx_;
   Collected got_;
+  std::string needs_openssh_;
 };
 
 }  // namespace
@@ -425,7 +448,16 @@ bool wildcard_match(std::string_view text, std::string_view pattern) {
 }
 
 HostConfig SshConfig::resolve(const std::string& alias, const ResolveContext& ctx) const {
-  return Resolver(*parsed_, alias, ctx).run();
+  if (const auto& only = parsed_->openssh_only) {
+    return detail::resolve_with_openssh(
+        *parsed_, alias, ctx,
+        only->why + " (" + only->path + ":" + std::to_string(only->line) + ")");
+  }
+  Resolver resolver(*parsed_, alias, ctx);
+  HostConfig out = resolver.run();
+  if (!resolver.needs_openssh().empty())
+    return detail::resolve_with_openssh(*parsed_, alias, ctx, resolver.needs_openssh());
+  return out;
 }
 
 ResolveContext ResolveContext::current() {
