@@ -47,20 +47,18 @@ void print_keys(const std::string& prefix, const ssh::ConnectOptions& c) {
     fmt::print("{}identityfile defaults\n", prefix);
 }
 
-void print(const std::string& alias, const ssh::ConnectOptions& c, const ssh::HostSettings& s) {
+void print(const ssh::ConnectOptions& c, const ssh::HostSettings& s) {
   fmt::print("hostname {}\nuser {}\nport {}\n", c.host, user_of(c, s), c.port);
   print_keys("", c);
   fmt::print("hostkeyalias {}\n", c.host_key_alias.empty() ? "-" : c.host_key_alias);
   fmt::print("userknownhostsfile {}\n", join(c.known_hosts));
   fmt::print("globalknownhostsfile {}\n", join(c.global_known_hosts));
   fmt::print("connecttimeout {}\n",
-             std::chrono::duration_cast<std::chrono::seconds>(c.timeout).count());
+             c.timeout == ssh::kNoConnectTimeout
+                 ? 0
+                 : std::chrono::duration_cast<std::chrono::seconds>(c.timeout).count());
   fmt::print("serveraliveinterval {}\n", c.keepalive_s);
-  // What the configuration says (dlaunch's libssh2 sessions do not count
-  // unanswered keepalives).
-  ssh::ResolveContext ctx = s.context;
-  const ssh::HostConfig hc = s.config->resolve(alias, ctx);
-  fmt::print("serveralivecountmax {}\n", hc.server_alive_count_max.value_or(3));
+  fmt::print("serveralivecountmax {}\n", c.keepalive_count_max);
   for (std::size_t i = 0; i < c.jumps.size(); ++i) {
     const auto& j = c.jumps[i];
     fmt::print("jump{} {}@{}:{}\n", i, user_of(j, s), j.host, j.port);
@@ -108,7 +106,9 @@ int main(int argc, char** argv) {
   for (const auto& alias : aliases) {
     fmt::print("= {}\n", alias);
     try {
-      print(alias, ssh::resolve_alias(alias, user, port, settings), settings);
+      const auto c = ssh::resolve_alias(alias, user, port, settings);
+      print(c, settings);
+      if (!c.resolved_by.empty()) fmt::print("via {}\n", c.resolved_by);
     } catch (const dlaunch::InputError& e) {
       fmt::print("error {}:{}: {}: {}\n", e.pos().source, e.pos().line, e.field(), e.message());
       rc = 2;
