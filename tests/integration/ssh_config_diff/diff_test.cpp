@@ -308,7 +308,7 @@ Resolved oracle(const std::string& alias, const std::vector<std::string>& extra,
       g.count("identityfile") ? g.at("identityfile") : std::vector<std::string>{};
   std::vector<std::string> key_lines;
   if (keys == kDefaultKeys) {
-    key_lines.push_back("identityfile defaults");
+    key_lines.emplace_back("identityfile defaults");
   } else {
     std::vector<std::string> files;
     for (const auto& k : keys) {
@@ -316,7 +316,7 @@ Resolved oracle(const std::string& alias, const std::vector<std::string>& extra,
       std::string f = expand_path(k, vars, e);
       if (std::find(files.begin(), files.end(), f) == files.end()) files.push_back(f);
     }
-    if (files.empty()) key_lines.push_back("identityfile none");
+    if (files.empty()) key_lines.emplace_back("identityfile none");
     for (const auto& f : files) key_lines.push_back("identityfile " + f);
   }
   r.lines.insert(r.lines.end(), key_lines.begin(), key_lines.end());
