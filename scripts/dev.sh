@@ -40,7 +40,14 @@ run_tests() {
   echo "== tests ($preset) ==" >&2
   # One at a time: the integration tests time teardowns and must not compete
   # for the two cores of a CI machine.
-  ctest --test-dir "build/$preset" --output-on-failure --timeout 300
+  ctest --test-dir "build/$preset" --output-on-failure --timeout 300 -LE known_failing
+  # Tests of an open bug, failing until it is fixed (issue 32): listed, not run.
+  local known
+  known=$(ctest --test-dir "build/$preset" -N -L known_failing | sed -n 's/^ *Test *#[0-9]*: //p')
+  if [[ -n "$known" ]]; then
+    echo "tests ($preset): not run, known failing until issue 32 is fixed" \
+      "(ctest -L known_failing):" $known >&2
+  fi
 }
 
 # ThreadSanitizer over the agent and store tests (ctest label tsan: unit_tests,

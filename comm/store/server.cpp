@@ -182,14 +182,18 @@ struct ThreadedStoreServer::Impl {
   mutable std::mutex mu;
   mutable std::condition_variable changed;
   uint64_t changes = 0;
+  std::vector<std::string> quiet;  // quiet_prefixes
 };
 
 ThreadedStoreServer::ThreadedStoreServer(StoreServerOptions opts)
     : impl_(std::make_unique<Impl>()) {
   impl_->server = std::make_unique<StoreServer>(impl_->io, std::move(opts));
-  impl_->server->table().on_change([impl = impl_.get()] {
+  impl_->server->table().on_change([impl = impl_.get()](std::string_view key) {
     {
       const std::lock_guard<std::mutex> lock(impl->mu);
+      for (const auto& q : impl->quiet) {
+        if (key.starts_with(q)) return;
+      }
       ++impl->changes;
     }
     impl->changed.notify_all();
@@ -264,6 +268,19 @@ size_t ThreadedStoreServer::connections() const {
 uint64_t ThreadedStoreServer::changes() const {
   const std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->changes;
+}
+
+void ThreadedStoreServer::quiet_prefixes(std::vector<std::string> prefixes) {
+  const std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->quiet = std::move(prefixes);
+}
+
+void ThreadedStoreServer::wake_watchers() {
+  {
+    const std::lock_guard<std::mutex> lock(impl_->mu);
+    ++impl_->changes;
+  }
+  impl_->changed.notify_all();
 }
 
 uint64_t ThreadedStoreServer::wait_change(uint64_t seen,

@@ -12,13 +12,14 @@ const std::string* Table::find(std::string_view key) const {
 
 void Table::set(std::string_view key, std::string_view value) {
   if (auto it = data_.find(key); it != data_.end()) {
+    if (it->second == value) return;  // the same value: no change to tell
     it->second.assign(value);
-    changed();
+    changed(key);
     return;
   }
   data_.emplace(std::string(key), std::string(value));
   created(key);
-  changed();
+  changed(key);
 }
 
 Result<int64_t> Table::add(std::string_view key, int64_t delta) {
@@ -41,7 +42,7 @@ Result<int64_t> Table::add(std::string_view key, int64_t delta) {
     data_.emplace(std::string(key), std::to_string(result));
     created(key);
   }
-  changed();
+  changed(key);
   return result;
 }
 
@@ -55,7 +56,7 @@ std::string Table::compare_set(std::string_view key, std::string_view expected,
   }
   if (it->second == expected) {
     it->second.assign(desired);
-    changed();
+    changed(key);
   }
   return it->second;
 }
@@ -64,7 +65,7 @@ bool Table::erase(std::string_view key) {
   auto it = data_.find(key);
   if (it == data_.end()) return false;
   data_.erase(it);
-  changed();
+  changed(key);
   return true;
 }
 

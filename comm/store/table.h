@@ -57,21 +57,22 @@ class Table {
   void cancel(Waiter& w);
   size_t parked() const;  // for tests and diagnostics
 
-  // Called after every change of a value (set, add, a compare_set that
-  // stored, erase), on the table's thread: the hosting process's watchers
-  // wake on it instead of looking again and again.
-  void on_change(std::function<void()> f) { on_change_ = std::move(f); }
+  // Called with the key after every change of a value (a set of another
+  // value, add, a compare_set that stored, erase), on the table's thread:
+  // the hosting process's watchers wake on it instead of looking again and
+  // again.
+  void on_change(std::function<void(std::string_view)> f) { on_change_ = std::move(f); }
 
  private:
-  void changed() const {
-    if (on_change_) on_change_();
+  void changed(std::string_view key) const {
+    if (on_change_) on_change_(key);
   }
   void created(std::string_view key);
   bool advance(Waiter& w);
 
   StringMap<std::string> data_;
   StringMap<std::vector<Waiter*>> waiting_;
-  std::function<void()> on_change_;
+  std::function<void(std::string_view)> on_change_;
 };
 
 }  // namespace dlaunch::comm::detail

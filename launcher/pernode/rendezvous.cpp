@@ -32,9 +32,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-// How often the host looks at its store's members (memory reads, no
-// requests): a launcher's closed connection is seen within kGone + this.
-constexpr milliseconds kHostLook{300};
 // How long a launcher's alive key may be gone before it is lost (a
 // reconnect sets it again within a heartbeat period).
 constexpr milliseconds kGone{1000};
@@ -680,6 +677,7 @@ void Rendezvous::stop_watch() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    if (watch_wakes_ != nullptr) watch_wakes_->wake_watchers();
   }
   wake_.notify_all();
   if (failure_store_) failure_store_->interrupt();
@@ -691,9 +689,10 @@ void Rendezvous::stop_watch() {
 void Rendezvous::publish_failure(const std::string& report, int status, bool final) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!published_ && !to_publish_) to_publish_ = Failure{report, status, final};
-  // The watch says it now, not at its next poll: the first failure published
+  // The watch says it now, not at its next look: the first failure published
   // is the job's, and a consequence elsewhere (a peer's rank that died of the
   // broken connection) must not get there first.
+  if (watch_wakes_ != nullptr) watch_wakes_->wake_watchers();
   wake_.notify_all();
 }
 
@@ -797,12 +796,37 @@ void Rendezvous::watch_loop() {
   const milliseconds beat = heartbeat_period();
   auto next_beat = Clock::now();
   bool ended_said = false;
+  if (watching) {
+    // The host wakes on what its members say (a failure, a joiner, done, a
+    // connection closed) and on its own deadlines, not on each heartbeat
+    // counted: those it reads when one would be late.
+    server_->quiet_prefixes({rkey("hb/")});
+    std::lock_guard<std::mutex> lock(mu_);
+    watch_wakes_ = server_.get();
+  }
+  struct Unwatch {
+    Rendezvous& r;
+    ~Unwatch() {
+      std::lock_guard<std::mutex> lock(r.mu_);
+      r.watch_wakes_ = nullptr;
+    }
+  } unwatch{*this};
   // The failure entry for a lost node: "status\nfinal\ntext".
   const auto lost = [&](int j, const std::string& why) {
     return fmt::format("1\n0\nnode {} ({}) is lost: {}", j, m_.names[static_cast<std::size_t>(j)],
                        why);
   };
   for (;;) {
+    // Read before the look: a change (or wake) after it ends the wait below.
+    const uint64_t changes = watching ? server_->changes() : 0;
+    auto next_look = next_beat;
+    // The counters are read a tenth of the timeout apart (0.1-3 s): a
+    // silent member is lost within 1.1 timeouts, one look for all of them.
+    if (watching && s_.heartbeat_timeout.count() > 0) {
+      next_look =
+          std::min(next_look, Clock::now() + std::clamp(s_.heartbeat_timeout / 10,
+                                                        milliseconds(100), milliseconds(3000)));
+    }
     std::optional<Failure> publish;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -858,6 +882,7 @@ void Rendezvous::watch_loop() {
             gone_since[j].reset();
           } else if (alive_seen[j] && !gone_since[j]) {
             gone_since[j] = Clock::now();
+            next_look = std::min(next_look, *gone_since[j] + kGone + milliseconds(1));
           } else if (alive_seen[j] && Clock::now() - *gone_since[j] > kGone) {
             set_peer(parse_failure(st.compare_set(
                 failed, "",
@@ -867,11 +892,15 @@ void Rendezvous::watch_loop() {
             done[j] = true;
             continue;
           }
+          if (gone_since[j]) {
+            next_look = std::min(next_look, *gone_since[j] + kGone + milliseconds(1));
+          }
           const auto hb = parse_number(v[4 + 3 * j].value_or("0"), 0, INT64_MAX);
           if (hb && *hb != last[j]) {
             last[j] = *hb;
             seen[j] = Clock::now();
-          } else if (Clock::now() - seen[j] > s_.heartbeat_timeout) {
+          }
+          if (Clock::now() - seen[j] > s_.heartbeat_timeout) {
             set_peer(parse_failure(st.compare_set(
                 failed, "",
                 lost(static_cast<int>(j),
@@ -886,11 +915,19 @@ void Rendezvous::watch_loop() {
       store_gone(e);
       return;
     }
-    // Until the next look (the host) or heartbeat, or at once when this node
-    // has a failure to say.
-    const auto until = watching ? std::min(Clock::now() + kHostLook, next_beat) : next_beat;
+    // Until the next heartbeat, or (the host) what its members say or the
+    // first of them to be late, or at once when this node has a failure to
+    // say or is stopped.
+    if (watching) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stop_ || to_publish_) continue;
+      }
+      server_->wait_change(changes, next_look);
+      continue;
+    }
     std::unique_lock<std::mutex> lock(mu_);
-    wake_.wait_until(lock, until, [this] { return stop_ || to_publish_.has_value(); });
+    wake_.wait_until(lock, next_beat, [this] { return stop_ || to_publish_.has_value(); });
   }
 }
 
@@ -904,6 +941,12 @@ std::chrono::milliseconds Rendezvous::heartbeat_period() const {
 void Rendezvous::finish(bool last) {
   stop_watch();
   if (!store_ || store_lost_) return;  // a reconnect would wait out join_timeout
+  // A round another launcher ended with a failure: the host does not wait
+  // for this one (it learns that it left when its connection closes), and
+  // the store may be gone already (a host that ended while this launcher
+  // was cut off, its failure entry delivered when the link came back): a
+  // reconnect would wait out connect_timeout for nothing.
+  if (!m_.hosting && peer_ && !published_) return;
   try {
     // A failure of this node the watch had no time to publish goes now,
     // before this node says it is done.
@@ -979,6 +1022,7 @@ std::optional<PeerFailure> Rendezvous::wait_for_others(bool failures) {
   const auto n = static_cast<std::size_t>(m_.nnodes);
   std::vector<long long> last_hb(n, -1);
   std::vector<Clock::time_point> seen(n, Clock::now());
+  server_->quiet_prefixes({rkey("hb/")});  // read at their deadlines (below)
   std::vector<std::string> keys = {rkey("failed")};
   for (std::size_t j = 0; j < n; ++j) {
     keys.push_back(rkey(fmt::format("{}/{}", until, j)));
@@ -1012,9 +1056,12 @@ std::optional<PeerFailure> Rendezvous::wait_for_others(bool failures) {
       if (failures) server_->set(rkey("ended"), "ok");
       return std::nullopt;
     }
-    // Until a member's word (done, a failure, a heartbeat, its connection
-    // closed) or the first heartbeat to go missing.
-    server_->wait_change(changes, lost_at + milliseconds(1));
+    // Until a member's word (done, a failure, its connection closed), the
+    // first heartbeat to go missing, or the next read of the counters (a
+    // tenth of the timeout apart: a silent member is lost within 1.1 of it).
+    const auto next_read =
+        Clock::now() + std::clamp(limit / 10, milliseconds(100), milliseconds(3000));
+    server_->wait_change(changes, std::min(lost_at + milliseconds(1), next_read));
   }
 }
 

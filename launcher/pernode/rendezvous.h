@@ -161,6 +161,9 @@ class Rendezvous {
   std::thread failure_watch_;
   std::mutex mu_;
   std::condition_variable wake_;  // the watch: a failure to publish, or stop
+  // The host's watch sleeps in its store's wait_change instead: this is
+  // that store while it does (set and cleared by the watch, under mu_).
+  comm::ThreadedStoreServer* watch_wakes_ = nullptr;
   bool stop_ = false;
   std::optional<PeerFailure> peer_;
   struct Failure {

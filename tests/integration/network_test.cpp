@@ -442,12 +442,20 @@ TEST_F(Network, PerNodeLauncherCutOffIsLostAtTheHeartbeatTimeout) {
   ip(1, "link set eth0 up");
   const auto at_up = std::chrono::steady_clock::now();
   auto c = cut.finish(40);
+  const double after_up =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - at_up).count();
   std::printf(
       "network_test: the host's launcher ended %.1f s after the link went down; the "
       "cut-off one %.1f s after it came back\n",
-      after, std::chrono::duration<double>(std::chrono::steady_clock::now() - at_up).count());
+      after, after_up);
   EXPECT_NE(c.exit_code, 0) << c.err;
-  EXPECT_NE(c.err.find("lost the rendezvous store"), std::string::npos) << c.err;
+  // It learns the job's end either way: the store gone, or (the host's
+  // kernel still sending what the host wrote before it ended) the failure
+  // the host published, itself lost. Within seconds, not a connect timeout.
+  EXPECT_TRUE(c.err.find("lost the rendezvous store") != std::string::npos ||
+              c.err.find("node 1 (") != std::string::npos)
+      << c.err;
+  EXPECT_LT(after_up, 20) << c.err;
   EXPECT_TRUE(wait_job_gone(job_id, 10).empty());
 }
 

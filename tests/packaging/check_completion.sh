@@ -39,7 +39,7 @@ while read -r o; do
   grep -qxF -- "$o" <<< "$all" || { echo "FAIL: option $o not offered"; fail=1; }
 done < <("$dlaunch" --help | grep -oE '^ +-[-_[:alnum:]]+(,-[-_[:alnum:]]+)*' | tr ',' '\n' | tr -d ' ')
 contains "long options by prefix" --transport -- --tr
-expect "transport values" "$(printf 'auto\nslurm\nssh')" -- --transport ""
+expect "transport values" "$(printf 'auto\nflux\nlsf\nsge\nslurm\nssh')" -- --transport ""
 expect "transport value prefix" "slurm" -- --transport sl
 expect "transport after =" "slurm" -- --transport = sl
 expect "hostfile after -H" "$(printf 'hosts.yaml')" -- -H ho

@@ -280,6 +280,13 @@ class ThreadedStoreServer {
   // on what it watches (and on its own deadlines), never on a poll period.
   uint64_t changes() const;
   uint64_t wait_change(uint64_t seen, std::chrono::steady_clock::time_point until) const;
+  // Changes of keys under these prefixes do not count (a watcher that reads
+  // counters at its own deadlines need not wake on each increment). Replaces
+  // the list given before.
+  void quiet_prefixes(std::vector<std::string> prefixes);
+  // Wakes wait_change now, as a change would: the watcher's own events (a
+  // stop, something of its own to do).
+  void wake_watchers();
 
  private:
   struct Impl;

@@ -266,6 +266,12 @@ TEST(PlacementFormat, CpuListAndPicture) {
 }
 
 namespace {
+// gpu_node.xml, a GPU node written by hand: 2 packages, one NUMA node each,
+// 2 cores x 2 hardware threads each (siblings numbered like Linux: core 0 =
+// PUs 0 and 4), a GPU (3D controller with a CUDA device) under each package
+// and an InfiniBand NIC next to GPU 1. (No XML comment in the file: the
+// portable agent's static hwloc reads XML with hwloc's own parser, which
+// refuses comments; files lstopo writes have none.)
 pl::Topology gpu_node() {
   auto t = pl::load_xml_topology(PLACEMENT_DATA_DIR "/gpu_node.xml");
   EXPECT_TRUE(t.ok()) << t.error();

@@ -266,6 +266,20 @@ TEST(StoreServer, AWatcherWakesOnAChangeNotOnAPeriod) {
   EXPECT_EQ(server.changes(), seen + 2);
   EXPECT_TRUE(client.delete_key("k"));
   EXPECT_EQ(server.changes(), seen + 3);
+  // A set of the value a key has is no change; keys under a quiet prefix
+  // (counters read at the watcher's own deadlines) do not count; a wake does.
+  client.set("same", "1");
+  seen = server.changes();
+  client.set("same", "1");
+  EXPECT_EQ(server.changes(), seen);
+  server.quiet_prefixes({"hb/"});
+  (void)client.add("hb/3", 1);
+  client.set("hb/4", "x");
+  EXPECT_EQ(server.changes(), seen);
+  client.set("hb", "not under the prefix");
+  EXPECT_EQ(server.changes(), seen + 1);
+  server.wake_watchers();
+  EXPECT_EQ(server.changes(), seen + 2);
 }
 
 // A get parked on another thread fails at once when the Store is
