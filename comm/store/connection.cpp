@@ -197,8 +197,8 @@ auto Connection::handshake(const Fd& s, Clock::time_point deadline)
   limits.max_value = rd.u64();
   limits.max_frame = rd.u64();
   if (!accepted || !rd.finish()) return retry("unexpected answer to authentication");
-  to_server_.emplace(std::move(to_server));
-  to_client_.emplace(std::move(to_client));
+  to_server_.emplace(to_server);
+  to_client_.emplace(to_client);
   return limits;
 }
 
