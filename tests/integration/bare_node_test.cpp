@@ -69,6 +69,11 @@ class BareBed {
   BareBed(const std::string& release, const std::vector<std::string>& packages,
           const std::string& tag) {
     skip_ = why_no_bed();
+    if (kSanitizedBuild) {
+      // The portable agent is off under sanitizers: this build's agent needs
+      // the sanitizer runtimes, which a bare node has not.
+      skip_ = "a sanitizer build: its agent needs libasan/libtsan, which a bare node lacks";
+    }
     if (!skip_.empty()) return;
     std::vector<std::string> argv = {kScripts + "bare-root.sh", release};
     argv.insert(argv.end(), packages.begin(), packages.end());
