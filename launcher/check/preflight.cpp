@@ -229,6 +229,22 @@ std::pair<std::string, bool> check_network(const JobPlan& plan, const PreflightO
   return {"", false};  // the nodes that reach none say so in their own lines
 }
 
+// The command lines of the apps with ranks on `node` (the job's one command
+// when it has no apps), in app order.
+std::vector<const std::vector<std::string>*> node_commands(const JobPlan& plan, std::size_t node) {
+  if (plan.apps.empty()) return {&plan.command};
+  std::vector<bool> here(plan.apps.size(), false);
+  for (const auto& r : plan.nodes.at(node).ranks) {
+    if (r.app >= 0 && static_cast<std::size_t>(r.app) < here.size())
+      here[static_cast<std::size_t>(r.app)] = true;
+  }
+  std::vector<const std::vector<std::string>*> out;
+  for (std::size_t k = 0; k < plan.apps.size(); ++k) {
+    if (here[k]) out.push_back(&plan.apps[k].command);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> node_programs(const JobPlan& plan, std::size_t node) {
@@ -238,18 +254,7 @@ std::vector<std::string> node_programs(const JobPlan& plan, std::size_t node) {
     if (std::find(out.begin(), out.end(), command.front()) == out.end())
       out.push_back(command.front());
   };
-  if (plan.apps.empty()) {
-    add(plan.command);
-    return out;
-  }
-  std::vector<bool> here(plan.apps.size(), false);
-  for (const auto& r : plan.nodes.at(node).ranks) {
-    if (r.app >= 0 && static_cast<std::size_t>(r.app) < here.size())
-      here[static_cast<std::size_t>(r.app)] = true;
-  }
-  for (std::size_t k = 0; k < plan.apps.size(); ++k) {
-    if (here[k]) add(plan.apps[k].command);
-  }
+  for (const auto* command : node_commands(plan, node)) add(*command);
   return out;
 }
 
@@ -318,18 +323,7 @@ std::vector<std::string> node_scripts(const JobPlan& plan, std::size_t node) {
     const std::string s = script_argument(command);
     if (!s.empty() && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
   };
-  if (plan.apps.empty()) {
-    add(plan.command);
-    return out;
-  }
-  std::vector<bool> here(plan.apps.size(), false);
-  for (const auto& r : plan.nodes.at(node).ranks) {
-    if (r.app >= 0 && static_cast<std::size_t>(r.app) < here.size())
-      here[static_cast<std::size_t>(r.app)] = true;
-  }
-  for (std::size_t k = 0; k < plan.apps.size(); ++k) {
-    if (here[k]) add(plan.apps[k].command);
-  }
+  for (const auto* command : node_commands(plan, node)) add(*command);
   return out;
 }
 
