@@ -24,6 +24,17 @@ constexpr std::size_t kCoalesce = 64 * 1024;  // small batches join the last que
 // try waits on a timer instead, so that dlaunch does not spin.
 constexpr int kSpuriousWakeups = 2;
 constexpr auto kRetryAfter = std::chrono::milliseconds(20);
+
+// Whether two fds reach one pipe, FIFO, socket or terminal. Two writers on
+// one such stream interleave at whatever byte a non-blocking write stopped;
+// regular files are left apart (the FileWriter writes whole chunks to each).
+bool same_stream(int a, int b) {
+  struct stat sa {};
+  struct stat sb {};
+  if (a < 0 || b < 0 || ::fstat(a, &sa) != 0 || ::fstat(b, &sb) != 0) return false;
+  if (S_ISREG(sa.st_mode) || S_ISBLK(sa.st_mode)) return false;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino && sa.st_rdev == sb.st_rdev;
+}
 }  // namespace
 
 ConsoleStream::ConsoleStream(int fd, std::string name, FileWriter& files)
@@ -177,8 +188,9 @@ struct Console::Waiter {
 };
 
 Console::Console(int stdout_fd, int stderr_fd, std::size_t high_water, std::size_t low_water)
-    : out_(stdout_fd, "stdout", files_),
-      err_(stderr_fd, "stderr", files_),
+    : shared_(same_stream(stdout_fd, stderr_fd)),
+      out_(stdout_fd, "stdout", files_),
+      err_(shared_ ? -1 : stderr_fd, "stderr", files_),
       high_water_(high_water),
       low_water_(low_water) {}
 
@@ -188,10 +200,10 @@ Console::~Console() {
 }
 
 void Console::write(bool to_stderr, std::string_view data) {
-  (to_stderr ? err_ : out_).write(data);
+  (to_stderr ? err() : out_).write(data);
   report_errors();
   check_high();
-  arm(to_stderr);
+  arm(to_stderr && !shared_);
   if (!to_stderr) arm(true);  // a note about stdout may have gone to stderr
 }
 
@@ -260,9 +272,9 @@ void Console::report_errors() {
     } else if (f.target == err_.file_target()) {
       err_.close_with(f.error);
     } else {
-      err_.write("dlaunch: " + std::string(f.creating ? "cannot create" : "stopped writing") +
-                 " '" + f.label + "': " + std::strerror(f.error) +
-                 " (the job goes on; this file stays incomplete)\n");
+      err().write("dlaunch: " + std::string(f.creating ? "cannot create" : "stopped writing") +
+                  " '" + f.label + "': " + std::strerror(f.error) +
+                  " (the job goes on; this file stays incomplete)\n");
     }
   }
   if (out_.reader_gone() && !stdout_gone_said_ && on_stdout_gone_ && io_ != nullptr) {
@@ -274,8 +286,8 @@ void Console::report_errors() {
   }
   if (out_error_said_ || !out_.closed() || out_.error().empty()) return;
   out_error_said_ = true;
-  err_.write("dlaunch: stopped writing to stdout (" + out_.error() +
-             "); the job goes on without it\n");
+  err().write("dlaunch: stopped writing to stdout (" + out_.error() +
+              "); the job goes on without it\n");
 }
 
 void Console::after_write() {

@@ -153,7 +153,12 @@ class Console {
   void set_on_stdout_gone(std::function<void()> f) { on_stdout_gone_ = std::move(f); }
 
   ConsoleStream& out() { return out_; }
-  ConsoleStream& err() { return err_; }
+  ConsoleStream& err() { return shared_ ? out_ : err_; }
+  // stdout and stderr are one pipe, FIFO, socket or terminal (`2>&1 | less`,
+  // an interactive shell): both go through out(), in the order written, so
+  // that a line of one is never cut by a line of the other when the reader
+  // takes part of a write.
+  bool shared() const { return shared_; }
 
  private:
   struct Waiter;
@@ -163,6 +168,7 @@ class Console {
   void arm(bool to_stderr);
 
   FileWriter files_;  // before the streams, which use it
+  bool shared_;       // before err_, which is not opened when set
   ConsoleStream out_;
   ConsoleStream err_;
   std::size_t high_water_;

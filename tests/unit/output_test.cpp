@@ -186,3 +186,48 @@ TEST(Console, WriteErrorOnStdoutIsSaidOnceOnStderr) {
             "dlaunch: stopped writing to stdout (No space left on device); the job goes on "
             "without it\n");
 }
+
+// `2>&1 | less`, paused: stdout and stderr are one pipe. Ranks' lines the
+// pipe took part of, then a line of dlaunch's own on stderr: the reader, a
+// page at a time, gets every rank line whole and ours after them, never ours
+// inside one.
+TEST(Console, OnePipeForBothStreamsKeepsLinesWhole) {
+  Capture c;
+  boost::asio::io_context io;
+  Console console(c.out_w.get(), c.out_w.get());
+  EXPECT_TRUE(console.shared());
+  console.attach(io, {});
+  const int pipe_size = ::fcntl(c.out_w.get(), F_GETPIPE_SZ);
+  ASSERT_GT(pipe_size, 0);
+  std::string expected(static_cast<std::size_t>(pipe_size) - 1, 'f');
+  expected += '\n';
+  console.write(false, expected);  // the pipe is full
+  std::string ranks;
+  for (int i = 0; i < 400; ++i) ranks += "[1] line " + std::to_string(i) + " of a rank\n";
+  console.write(false, ranks);  // more than a page: taken in parts
+  expected += ranks;
+  const std::string ours = "dlaunch: SIGTSTP: stopping every rank\n";
+  console.write(true, ours);
+  expected += ours;
+  EXPECT_GT(console.queued(), ranks.size());
+  std::string got;
+  char page[4096];
+  for (int k = 0; k < 100000 && got.size() < expected.size(); ++k) {
+    const ssize_t n = ::read(c.out_r.get(), page, sizeof page);
+    if (n > 0) got.append(page, static_cast<std::size_t>(n));
+    io.poll();
+    io.restart();
+  }
+  EXPECT_TRUE(got == expected) << got.substr(static_cast<std::size_t>(pipe_size));
+}
+
+// A terminal or pipe of its own for each: two streams, as before.
+TEST(Console, TwoPipesAreTwoStreams) {
+  Capture c;
+  Console console(c.out_w.get(), c.err_w.get());
+  EXPECT_FALSE(console.shared());
+  console.write(true, "e\n");
+  console.write(false, "o\n");
+  EXPECT_EQ(Capture::drain(c.err_r.get()), "e\n");
+  EXPECT_EQ(Capture::drain(c.out_r.get()), "o\n");
+}
