@@ -285,6 +285,16 @@ lint() {
   esac
 }
 
+# step NAME COMMAND...: runs it and says how long it took (and, when it
+# failed, which step).
+step() {
+  local name=$1 start=$SECONDS rc=0
+  shift
+  "$@" || rc=$?
+  echo "== step '$name': $((SECONDS - start)) s (at $((SECONDS / 60)) min), exit $rc" >&2
+  return $rc
+}
+
 cmd=${1:-}
 case "$cmd" in
   hello)
@@ -294,14 +304,17 @@ case "$cmd" in
     exec build/release/bin/dlaunch -H hostfiles/localhost.yaml build/release/bin/hello
     ;;
   test)
-    scripts/install-deps.sh
-    lint
-    build release
-    run_tests release
-    build dev
-    run_tests dev
-    scripts/fuzz.sh "$fuzz_seconds"
-    tsan_tests
+    # Each step says how long it took; CI has 90 minutes on 2 cores and the
+    # whole of this should stay under 45 with a cold ccache.
+    step install scripts/install-deps.sh
+    step lint lint
+    step "release build" build release
+    step "release tests" run_tests release
+    step "dev build" build dev
+    step "dev tests" run_tests dev
+    step fuzz scripts/fuzz.sh "$fuzz_seconds"
+    step tsan tsan_tests
+    echo "test: all steps passed in $((SECONDS / 60)) min $((SECONDS % 60)) s" >&2
     ;;
   fuzz)
     scripts/install-deps.sh
