@@ -26,6 +26,8 @@
 #include "dlaunch/random.h"
 #include "dlaunch/text.h"
 #include "hostfile/allocation.h"
+#include "jobs/commands.h"
+#include "jobs/job_journal.h"
 #include "net/job_network.h"
 #include "output/console_style.h"
 #include "output/output_sink.h"
@@ -553,7 +555,14 @@ int run(int argc, char** argv) {
   // starts it again with fresh agents; an interrupt, a timeout or a launch
   // error ends it at once (trying again would fail the same way).
   std::vector<std::string> attempts;
-  const auto summarize = [&attempts, &pool](const std::string& last) {
+  int last_status = 0;
+  // The job's record and events (jobs/job_journal.h): `dlaunch ps` and
+  // `dlaunch status` know it from here on.
+  dl::JobJournal journal(plan, std::vector<std::string>(argv, argv + argc), o.events, sink);
+  journal.started(plan);
+  const dl::RootCause* last_cause = nullptr;
+  const auto summarize = [&](const std::string& last) {
+    journal.ended(last_status, *last_cause, static_cast<int>(attempts.size()) + 1, plan.job_id);
     if (attempts.empty()) return;
     std::string summary = fmt::format("dlaunch: {} attempt(s):\n", attempts.size() + 1);
     for (std::size_t k = 0; k < attempts.size(); ++k) {
@@ -567,9 +576,13 @@ int run(int argc, char** argv) {
     boost::asio::io_context io;
     dl::AsioClock clock(io);
     dl::TransportLinks links(io, ssh_opts);
-    dl::Controller controller(plan, config, sink, {.io = io, .links = links, .clock = clock});
+    dl::Controller controller(
+        plan, config, sink,
+        {.io = io, .links = links, .clock = clock, .events = &journal.events()});
     const int status = controller.run();
     const dl::RootCause& cause = controller.cause();
+    last_status = status;
+    last_cause = &cause;
     // A node that cannot start on a restart is one more lost node (the first
     // attempt's launch errors end the job: the hostfile or the hosts are wrong).
     const bool lost_node = pool.elastic() && cause.node_index >= 0 &&
@@ -604,6 +617,7 @@ int run(int argc, char** argv) {
     po.restart_count = attempt + 1;
     try {
       plan = dl::make_plan(pool.active(), po);
+      journal.restarting(attempt + 1, failed, plan);
     } catch (const dl::InputError& e) {
       // The nodes left cannot hold the job as asked (an app's --host was
       // excluded, too few slots): the last failure stands.
@@ -627,6 +641,8 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   dl::raise_descriptor_limit();
   try {
+    // dlaunch ps|status|events: the registry's verbs (jobs/commands.h).
+    if (argc >= 2 && dl::is_job_command(argv[1])) return dl::run_job_command(argc, argv);
     return run(argc, argv);
   } catch (const dl::Error& e) {
     // The user's input: exit 2, nothing started. Anything else: exit 1.

@@ -426,6 +426,11 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   out->add_flag_callback(
       "--no-prefix", [&] { o.prefix = PrefixMode::kNone; }, "forward lines without a prefix");
   out->add_option("--output-dir", o.output_dir, "also write DIR/<job-id>/rank.N.{out,err}");
+  out->add_option("--events", o.events,
+                  "also write the job's events (nodes ready and lost, ranks started and "
+                  "exited, restarts, the end) as JSON Lines to FILE, - for stdout "
+                  "(docs/events.md); the job's record keeps them too (dlaunch events JOB)")
+      ->type_name("FILE");
   out->add_option("--output-filename", o.output_filename,
                   "mpirun's: also write DIR/1/rank.N/stdout and stderr (rank zero-padded to the "
                   "width of the world size; replaced on every run); DIR:nojobid leaves out "

@@ -51,6 +51,7 @@ struct Options {
 
   PrefixMode prefix = PrefixMode::kRank;
   std::string output_dir;
+  std::string events;  // --events FILE|-: the job's events as JSON Lines
   // --output-filename DIR[:nojobid,nocopy] (mpirun's): DIR/1/rank.N/{stdout,stderr}.
   std::string output_filename;
   bool merge_stderr = false;  // --merge-stderr-to-stdout: a rank's stderr is its stdout

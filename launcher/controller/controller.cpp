@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <thread>
 
 #include <boost/asio/signal_set.hpp>
@@ -99,6 +100,10 @@ void Controller::say(const std::string& msg) {
   sink_.console().write(true, "dlaunch: " + msg + "\n");
 }
 
+void Controller::event(std::string_view type, const std::vector<EventField>& fields) {
+  if (env_.events != nullptr) env_.events->emit(type, fields);
+}
+
 std::string Controller::node_label(std::size_t i) const {
   const auto& h = nodes_[i].plan->host;
   if (h.name == h.host) return fmt::format("node {} ({})", i, h.name);
@@ -157,14 +162,23 @@ int Controller::run() {
   // Where no cgroup held the job together, the clean-up found what stayed in
   // a process group, the process tree or the environment token; say so when
   // the job failed (a failed job is where strays are looked for).
+  // One note per reason, with its nodes as ranges: a thousand nodes without
+  // cgroup delegation are one line, not a thousand.
   if (cause_.kind != CauseKind::kNone) {
+    std::map<std::string, std::vector<std::size_t>> no_cgroup;
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
       if (nodes_[i].ready && !nodes_[i].no_cgroup.empty()) {
-        cause_.notes.push_back(node_label(i) + " had no cgroup for the job (" +
-                               nodes_[i].no_cgroup +
-                               "): a process that left its process group and cleared its "
-                               "environment could have escaped the clean-up there");
+        no_cgroup[nodes_[i].no_cgroup].push_back(i);
       }
+    }
+    for (const auto& [why, which] : no_cgroup) {
+      const std::string who = which.size() == 1
+                                  ? node_label(which.front())
+                                  : fmt::format("nodes {} ({} of {})", index_ranges(which),
+                                                which.size(), nodes_.size());
+      cause_.notes.push_back(who + " had no cgroup for the job (" + why +
+                             "): a process that left its process group and cleared its "
+                             "environment could have escaped the clean-up there");
     }
   }
   if (cause_.kind == CauseKind::kWorker && !cfg_.python_hint.empty() && python_trouble(cause_)) {
@@ -303,6 +317,9 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     r.started_at = env_.clock.now();
     ++running_;
     if (running_ == static_cast<int>(ranks_.size())) milestones_.running = r.started_at;
+    event("rank_started", {{"rank", static_cast<long long>(started->rank)},
+                           {"node", static_cast<long long>(i)},
+                           {"pid", static_cast<long long>(started->pid)}});
     if (cfg_.report_bindings) report_binding(i, *started);
     show_progress();
   } else if (auto* out = std::get_if<proto::Output>(&msg)) {
@@ -444,6 +461,9 @@ void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
   nodes_[i].head_interfaces = proto::same_interfaces(ready.interfaces, own_interfaces());
   if (i == 0) nodes_[i].interfaces = ready.interfaces;
   ++readies_;
+  event("node_ready", {{"node", static_cast<long long>(i)},
+                       {"host", nodes_[i].plan->host.name},
+                       {"address", nodes_[i].plan->host.host}});
   show_progress();
   if (i == 0) {
     master_port_ = ready.master_port != 0 ? ready.master_port : cfg_.master_port;
@@ -532,6 +552,16 @@ void Controller::on_exited(std::size_t i, const proto::Exited& ex) {
   auto& r = ranks_[static_cast<std::size_t>(ex.rank)];
   r.exited = true;
   r.exit = ex;
+  event("rank_exited",
+        {{"rank", static_cast<long long>(ex.rank)},
+         {"node", static_cast<long long>(i)},
+         {"how", std::string(ex.kind == proto::ExitKind::kExited     ? "exited"
+                             : ex.kind == proto::ExitKind::kSignaled ? "signaled"
+                             : ex.kind == proto::ExitKind::kAborted  ? "aborted"
+                                                                     : "spawn_failed")},
+         {"code", static_cast<long long>(ex.code)},
+         {"signal", static_cast<long long>(ex.signal)},
+         {"runtime_s", static_cast<double>(ex.runtime_ms) / 1000.0}});
   update_stdin_hold();  // no reader left: stop reading stdin
   const bool failed = ex.kind != proto::ExitKind::kExited || ex.code != 0;
   if (failed && cause_.kind == CauseKind::kNone) {
@@ -598,6 +628,10 @@ void Controller::on_link_closed(std::size_t i, const std::string& reason) {
   node.closed = true;
   heartbeats_.forget(i);
   if (!node.done && phase_ != Phase::kFinished) {
+    event("node_lost", {{"node", static_cast<long long>(i)},
+                        {"host", node.plan->host.name},
+                        {"started", node.hello},
+                        {"reason", reason}});
     // Its ranks are beyond reach; the agent kills them itself on EOF.
     for (const auto& r : node.plan->ranks) ranks_[static_cast<std::size_t>(r.rank)].exited = true;
     if (node.hello) {
@@ -763,6 +797,8 @@ void Controller::show_progress() {
 void Controller::interrupt(int sig) {
   progress_.clear();
   ++interrupts_;
+  event("signal", {{"signal", std::string(signal_name(sig))},
+                   {"action", std::string(interrupts_ == 1 ? "stop" : "kill")}});
   if (interrupts_ == 1) {
     say(fmt::format("{}: stopping the job (again to kill at once)", signal_name(sig)));
     fail({.kind = CauseKind::kInterrupted, .signal = sig});

@@ -38,6 +38,7 @@
 #include "dlaunch/clock.h"
 #include "dlaunch/proto/heartbeat.h"
 #include "dlaunch/tunables.h"
+#include "jobs/events.h"
 #include "net/master_address.h"
 #include "output/output_sink.h"
 #include "plan/plan.h"
@@ -145,6 +146,9 @@ struct ControllerEnv {
   // (per-node mode: another launcher's failure got to the rendezvous first,
   // and every launcher reports that one).
   std::function<std::optional<RootCause>()> agreed_cause;
+  // Where the job's events go (jobs/events.h): nodes ready and lost, ranks
+  // started and exited, signals to the job. Null: none are kept.
+  EventLog* events = nullptr;
 };
 
 class Controller {
@@ -250,6 +254,7 @@ class Controller {
   // One line of dlaunch's own on stderr, through the console (never blocks).
   void say(const std::string& msg);
   std::string node_label(std::size_t node) const;
+  void event(std::string_view type, const std::vector<EventField>& fields);
   std::string master_addr() const;
   void show_progress();
   proto::Setup make_setup(std::size_t node) const;

@@ -13,6 +13,19 @@
 
 namespace dlaunch {
 
+std::string index_ranges(const std::vector<std::size_t>& sorted) {
+  std::string out;
+  for (std::size_t k = 0; k < sorted.size();) {
+    std::size_t end = k;
+    while (end + 1 < sorted.size() && sorted[end + 1] == sorted[end] + 1) ++end;
+    if (!out.empty()) out += ',';
+    out += std::to_string(sorted[k]);
+    if (end > k) out += "-" + std::to_string(sorted[end]);
+    k = end + 1;
+  }
+  return out;
+}
+
 namespace {
 
 constexpr std::size_t kMaxTracebackLines = 60;  // the innermost frames, where the error is

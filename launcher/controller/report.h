@@ -50,6 +50,9 @@ inline constexpr int kStallExitStatus = 123;
 // kStallExitStatus for kStall).
 int exit_status(const RootCause& cause);
 
+// Indices, ascending, as ranges: {0,1,2,3,5,7,8} -> "0-3,5,7-8".
+std::string index_ranges(const std::vector<std::size_t>& sorted);
+
 // Text for stderr: a headline and the details. Empty for kNone.
 std::string format_report(const std::string& job_id, const RootCause& cause, int ranks_stopped);
 

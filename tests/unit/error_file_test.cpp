@@ -167,3 +167,16 @@ TEST(AgentErrorFile, ReadsAtMostTheLimitAndOnlyAFreshFile) {
   EXPECT_EQ(agent::read_error_file(fifo, start, 64), "");
   fs::remove_all(d);
 }
+
+// What a note about many nodes names them by: ranges, not a list of a
+// thousand numbers.
+TEST(Report, IndexRangesJoinRunsOfConsecutiveIndices) {
+  EXPECT_EQ(dlaunch::index_ranges({}), "");
+  EXPECT_EQ(dlaunch::index_ranges({4}), "4");
+  EXPECT_EQ(dlaunch::index_ranges({0, 1}), "0-1");
+  EXPECT_EQ(dlaunch::index_ranges({0, 1, 2, 3, 5, 7, 8}), "0-3,5,7-8");
+  std::vector<std::size_t> many(1024);
+  for (std::size_t i = 0; i < many.size(); ++i) many[i] = i;
+  many.erase(many.begin() + 515);
+  EXPECT_EQ(dlaunch::index_ranges(many), "0-514,516-1023");
+}

@@ -1,0 +1,20 @@
+// The registry's verbs (jobs/registry.h), as dlaunch's first argument:
+//   dlaunch ps [--all] [--json]     the user's running jobs (--all: every record)
+//   dlaunch status JOB [--json]     one job: what was started, its state, how it ended
+//   dlaunch events JOB              its events, JSON Lines (docs/events.md)
+// JOB: a record's name, a job id, or `last`. A program of one of these names
+// runs as any other after `--` (`dlaunch -- ps`) or with a path.
+#pragma once
+
+#include <string_view>
+
+namespace dlaunch {
+
+// Whether argv[1] is one of the verbs.
+bool is_job_command(std::string_view word);
+
+// Runs the verb in argv[1]; the exit status (2 for bad arguments, 1 when the
+// registry cannot be read). Writes to stdout and stderr.
+int run_job_command(int argc, char** argv);
+
+}  // namespace dlaunch

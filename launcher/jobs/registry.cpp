@@ -1,0 +1,272 @@
+#include "jobs/registry.h"
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "dlaunch/error.h"
+#include "dlaunch/unique_fd.h"
+#include "jobs/events.h"
+
+namespace dlaunch {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+Error env_error(const std::string& msg) { return Error(ErrorKind::kEnvironment, msg); }
+
+std::string home_dir() {
+  if (const char* h = std::getenv("HOME"); h != nullptr && h[0] == '/') return h;
+  if (const passwd* pw = ::getpwuid(::geteuid()); pw != nullptr && pw->pw_dir != nullptr) {
+    return pw->pw_dir;
+  }
+  throw env_error("no home folder for the job registry ($HOME is unset and uid " +
+                  std::to_string(::geteuid()) + " has no passwd entry)");
+}
+
+// Makes `path` (0700) unless it is there, then checks it is a folder of ours
+// that nobody else may write to or read.
+void private_folder(const std::string& path, bool create) {
+  if (create && ::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    throw env_error(fmt::format("cannot make '{}': {}", path, std::strerror(errno)));
+  }
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (!create && errno == ENOENT) return;  // no jobs yet: nothing to read
+    throw env_error(fmt::format("cannot use '{}': {}", path, std::strerror(errno)));
+  }
+  if (!S_ISDIR(st.st_mode)) throw env_error(fmt::format("'{}' is not a folder", path));
+  if (st.st_uid != ::geteuid()) {
+    throw env_error(
+        fmt::format("'{}' belongs to uid {}, not to this user ({})", path, st.st_uid, ::geteuid()));
+  }
+  if ((st.st_mode & 077) != 0) {
+    throw env_error(fmt::format("'{}' has mode {:o}: group and others may use it (chmod 700 it)",
+                                path, st.st_mode & 0777));
+  }
+}
+
+// Writes `text` to dir/name whole: a temporary file of ours renamed over it.
+void write_whole(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string tmp = dir + "/." + name + ".tmp";
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd) throw env_error(fmt::format("cannot write '{}': {}", tmp, std::strerror(errno)));
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw env_error(fmt::format("cannot write '{}': {}", tmp, std::strerror(errno)));
+    done += static_cast<std::size_t>(n);
+  }
+  fd.reset();
+  if (::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) {
+    throw env_error(fmt::format("cannot write '{}/{}': {}", dir, name, std::strerror(errno)));
+  }
+}
+
+std::string start_json(const JobStart& s) {
+  std::string argv;
+  for (const auto& a : s.argv) argv += (argv.empty() ? "" : ",") + json_quote(a);
+  std::string names;
+  for (const auto& n : s.node_names) names += (names.empty() ? "" : ",") + json_quote(n);
+  return fmt::format(
+      "{{\"v\":{},\"id\":{},\"argv\":[{}],\"cwd\":{},\"head_host\":{},\"head_pid\":{},"
+      "\"head_start_ticks\":{},\"nodes\":{},\"ranks\":{},\"node_names\":[{}],"
+      "\"started\":\"{}\",\"started_ms\":{}}}\n",
+      kEventSchemaVersion, json_quote(s.id), argv, json_quote(s.cwd), json_quote(s.head_host),
+      s.head_pid, s.head_start_ticks, s.nodes, s.ranks, names, rfc3339_ms(s.started_ms),
+      s.started_ms);
+}
+
+std::optional<JobEntry> read_entry(const fs::path& dir) {
+  JobEntry e;
+  e.name = dir.filename().string();
+  e.dir = dir.string();
+  try {
+    const YAML::Node j = YAML::LoadFile((dir / "job.json").string());
+    e.start.id = j["id"].as<std::string>();
+    for (const auto& a : j["argv"]) e.start.argv.push_back(a.as<std::string>());
+    e.start.cwd = j["cwd"].as<std::string>("");
+    e.start.head_host = j["head_host"].as<std::string>("");
+    e.start.head_pid = j["head_pid"].as<long>(0);
+    e.start.head_start_ticks = j["head_start_ticks"].as<unsigned long long>(0);
+    e.start.nodes = j["nodes"].as<int>(0);
+    e.start.ranks = j["ranks"].as<int>(0);
+    for (const auto& n : j["node_names"]) e.start.node_names.push_back(n.as<std::string>());
+    e.start.started_ms = j["started_ms"].as<std::int64_t>(0);
+  } catch (const YAML::Exception&) {
+    return std::nullopt;  // not a record (or one being written)
+  }
+  std::error_code ec;
+  if (fs::exists(dir / "result.json", ec)) {
+    try {
+      const YAML::Node r = YAML::LoadFile((dir / "result.json").string());
+      e.exit_status = r["exit_status"].as<int>();
+      e.ended_ms = r["ended_ms"].as<std::int64_t>(0);
+      e.summary = r["summary"].as<std::string>("");
+      e.attempts = r["attempts"].as<int>(1);
+      e.state = "ended";
+      return e;
+    } catch (const YAML::Exception&) {
+      // a result being written: judged by the head below
+    }
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const bool here = e.start.head_host == host;
+  if (!here) {
+    e.state = "elsewhere";  // a head on another machine (a shared home)
+  } else if (e.start.head_pid > 0 &&
+             process_start_ticks(e.start.head_pid) == e.start.head_start_ticks) {
+    e.state = "running";
+  } else {
+    e.state = "lost";
+  }
+  return e;
+}
+
+}  // namespace
+
+unsigned long long process_start_ticks(long pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string all((std::istreambuf_iterator<char>(in)), {});
+  // The name (field 2) may hold spaces and parentheses: fields count from
+  // the last ')'.
+  const auto close = all.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(all.substr(close + 1));
+  std::string field;
+  for (int k = 3; k <= 22 && rest >> field; ++k) {
+    if (k == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return 0;
+}
+
+std::string jobs_dir(bool create) {
+  std::string state;
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x != nullptr && x[0] == '/') {
+    state = x;
+  } else {
+    state = home_dir() + "/.local/state";
+  }
+  if (create) {
+    // The parents are the user's own business (made as mkdir -p would);
+    // the two folders of dlaunch's are checked.
+    std::error_code ec;
+    fs::create_directories(state, ec);
+    if (ec) throw env_error(fmt::format("cannot make '{}': {}", state, ec.message()));
+  }
+  const std::string top = state + "/dlaunch";
+  private_folder(top, create);
+  const std::string jobs = top + "/jobs";
+  private_folder(jobs, create);
+  return jobs;
+}
+
+JobRecord JobRecord::create(const std::string& jobs_dir, const JobStart& start) {
+  JobRecord r;
+  for (int k = 1;; ++k) {
+    r.name_ = k == 1 ? start.id : fmt::format("{}-{}", start.id, k);
+    r.dir_ = jobs_dir + "/" + r.name_;
+    if (::mkdir(r.dir_.c_str(), 0700) == 0) break;
+    if (errno != EEXIST || k >= 1000) {
+      throw env_error(fmt::format("cannot make '{}': {}", r.dir_, std::strerror(errno)));
+    }
+  }
+  write_whole(r.dir_, "job.json", start_json(start));
+  return r;
+}
+
+void JobRecord::finish(int exit_status, const std::string& summary, int attempts) const {
+  const auto now = unix_now_ms();
+  write_whole(dir_, "result.json",
+              fmt::format("{{\"v\":{},\"exit_status\":{},\"summary\":{},\"attempts\":{},"
+                          "\"ended\":\"{}\",\"ended_ms\":{}}}\n",
+                          kEventSchemaVersion, exit_status, json_quote(summary), attempts,
+                          rfc3339_ms(now), now));
+}
+
+std::vector<JobEntry> list_jobs(const std::string& jobs_dir) {
+  std::vector<JobEntry> out;
+  std::error_code ec;
+  for (const auto& d : fs::directory_iterator(jobs_dir, ec)) {
+    if (!d.is_directory(ec) || d.is_symlink(ec)) continue;
+    if (auto e = read_entry(d.path())) out.push_back(std::move(*e));
+  }
+  std::sort(out.begin(), out.end(), [](const JobEntry& a, const JobEntry& b) {
+    if (a.start.started_ms != b.start.started_ms) return a.start.started_ms > b.start.started_ms;
+    return a.name > b.name;
+  });
+  return out;
+}
+
+JobEntry find_job(const std::string& jobs_dir, const std::string& name) {
+  const auto all = list_jobs(jobs_dir);
+  if (name == "last") {
+    if (all.empty()) throw Error(ErrorKind::kInput, "no jobs in " + jobs_dir);
+    return all.front();
+  }
+  // An id names its newest record; an older one of a reused id goes by its
+  // own name (<id>-2, ...), the first of them by <id>-1.
+  for (const auto& e : all) {
+    if (e.start.id == name) return e;  // newest first
+  }
+  for (const auto& e : all) {
+    if (e.name == name) return e;
+  }
+  if (name.size() > 2 && name.compare(name.size() - 2, 2, "-1") == 0) {
+    const std::string first = name.substr(0, name.size() - 2);
+    for (const auto& e : all) {
+      if (e.name == first) return e;
+    }
+  }
+  throw Error(ErrorKind::kInput,
+              fmt::format("no job '{}' in {} (dlaunch ps --all lists them)", name, jobs_dir));
+}
+
+void prune_jobs(const std::string& jobs_dir) {
+  const auto all = list_jobs(jobs_dir);
+  const auto cutoff = unix_now_ms() - std::int64_t{kKeepDays} * 24 * 3600 * 1000;
+  std::size_t kept = 0;
+  for (const auto& e : all) {
+    const bool done = e.state == "ended" || e.state == "lost";
+    if (!done) continue;
+    ++kept;
+    if (kept > kKeepRecords || e.start.started_ms < cutoff) {
+      std::error_code ec;
+      fs::remove_all(e.dir, ec);
+    }
+  }
+}
+
+std::string job_json(const JobEntry& e) {
+  std::string argv;
+  for (const auto& a : e.start.argv) argv += (argv.empty() ? "" : ",") + json_quote(a);
+  std::string out = fmt::format(
+      "{{\"name\":{},\"id\":{},\"state\":{},\"argv\":[{}],\"cwd\":{},\"head_host\":{},"
+      "\"head_pid\":{},\"nodes\":{},\"ranks\":{},\"started\":\"{}\"",
+      json_quote(e.name), json_quote(e.start.id), json_quote(e.state), argv,
+      json_quote(e.start.cwd), json_quote(e.start.head_host), e.start.head_pid, e.start.nodes,
+      e.start.ranks, rfc3339_ms(e.start.started_ms));
+  if (e.exit_status) {
+    out += fmt::format(",\"exit_status\":{},\"summary\":{},\"attempts\":{},\"ended\":\"{}\"",
+                       *e.exit_status, json_quote(e.summary), e.attempts, rfc3339_ms(e.ended_ms));
+  }
+  out += fmt::format(",\"record\":{}}}", json_quote(e.dir));
+  return out;
+}
+
+}  // namespace dlaunch

@@ -1,0 +1,99 @@
+// The job registry: every job started from this head leaves a record in the
+// user's state directory, $XDG_STATE_HOME/dlaunch/jobs (an absolute
+// XDG_STATE_HOME; else $HOME/.local/state/dlaunch/jobs, $HOME from the
+// passwd entry when unset), that `dlaunch ps` and `dlaunch status` read.
+//
+//   jobs/<name>/job.json      what was started: id, command line, folder,
+//                             head host and pid, nodes, ranks, start time
+//   jobs/<name>/events.jsonl  its events (jobs/events.h, docs/events.md)
+//   jobs/<name>/result.json   how it ended (absent while it runs, and when
+//                             the head died without saying)
+//
+// <name> is the job id, with "-2", "-3", ... when --job-id was used before.
+// The folders are the user's own: dlaunch/ and jobs/ are made 0700 and
+// refused when another user owns them, or when group or others may write
+// to them or read them (a record holds command lines). A record is kept
+// until it is pruned: ended records past kKeepDays days, and the oldest
+// ended ones past kKeepRecords records.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dlaunch {
+
+struct JobStart {
+  std::string id;
+  std::vector<std::string> argv;  // dlaunch's own command line
+  std::string cwd;
+  std::string head_host;
+  long head_pid = 0;
+  unsigned long long head_start_ticks = 0;  // /proc/<pid>/stat's starttime
+  int nodes = 0;
+  int ranks = 0;
+  std::vector<std::string> node_names;  // at most kListedNodes
+  std::int64_t started_ms = 0;          // Unix time
+};
+
+// What a record says now.
+struct JobEntry {
+  std::string name;  // the record's folder name, what the verbs take
+  std::string dir;
+  JobStart start;
+  // "running" (its head is alive), "ended", or "lost" (no head and no result:
+  // it was killed, or its machine went down).
+  std::string state;
+  std::optional<int> exit_status;
+  std::int64_t ended_ms = 0;
+  std::string summary;  // the report's headline, "succeeded" when none
+  int attempts = 0;     // restarts + 1, when ended
+};
+
+inline constexpr int kKeepDays = 30;
+inline constexpr std::size_t kKeepRecords = 500;
+inline constexpr std::size_t kListedNodes = 64;
+
+// The jobs folder, made as described above when `create` (else it may not
+// be there yet: no job was recorded); throws Error
+// (kEnvironment) naming the folder and what is wrong with it.
+std::string jobs_dir(bool create);
+
+class JobRecord {
+ public:
+  // Makes the job's folder and writes job.json. Throws Error.
+  static JobRecord create(const std::string& jobs_dir, const JobStart& start);
+
+  const std::string& dir() const { return dir_; }
+  const std::string& name() const { return name_; }
+  std::string events_path() const { return dir_ + "/events.jsonl"; }
+  // result.json, written whole (a temporary file renamed over it).
+  void finish(int exit_status, const std::string& summary, int attempts) const;
+
+ private:
+  std::string dir_;
+  std::string name_;
+};
+
+// The records in `jobs_dir`, newest first. Folders that are not records
+// (no readable job.json) are left out.
+std::vector<JobEntry> list_jobs(const std::string& jobs_dir);
+
+// The record `name` names: a job id (its newest record), a record's name
+// (<id>-2, ...; <id>-1 for the first of a reused id), or "last" (the newest
+// record). Throws Error (kInput) when none does.
+JobEntry find_job(const std::string& jobs_dir, const std::string& name);
+
+// Removes ended and lost records past the limits above; never a running one.
+void prune_jobs(const std::string& jobs_dir);
+
+// A record as one JSON object (ps --json, status --json).
+std::string job_json(const JobEntry& e);
+
+// /proc/<pid>/stat's starttime (clock ticks after boot), 0 when unreadable:
+// with the pid, it tells the head that wrote a record from a later process
+// that got the same pid.
+unsigned long long process_start_ticks(long pid);
+
+}  // namespace dlaunch

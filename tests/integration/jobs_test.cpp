@@ -1,0 +1,184 @@
+// Jobs beyond their terminal (issue 32), the parts that are built: every job
+// leaves a record that `dlaunch ps`, `status` and `events` read, and its
+// events as JSON Lines (docs/events.md), in the record and with --events.
+// Real local jobs; each test has a state home of its own (XDG_STATE_HOME).
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include "support.h"
+
+using namespace dltest;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kLocalhost = std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml";
+const std::string kWorker = TEST_WORKER_BIN;
+
+class Jobs : public ::testing::Test {
+ protected:
+  void SetUp() override { state_ = temp_dir("jobs-state"); }
+  void TearDown() override { fs::remove_all(state_); }
+  std::vector<std::string> env() const { return {"XDG_STATE_HOME=" + state_}; }
+  RunResult dl(std::vector<std::string> args, double timeout_s = 60) {
+    return run(dlaunch_cmd(std::move(args)), timeout_s, env());
+  }
+  std::string state_;
+};
+
+// Each line is one JSON object with the common keys; returns them parsed.
+std::vector<YAML::Node> parse_events(const std::string& text) {
+  std::vector<YAML::Node> out;
+  for (const auto& l : lines_of(text)) {
+    const YAML::Node n = YAML::Load(l);
+    EXPECT_TRUE(n.IsMap()) << l;
+    for (const char* key : {"v", "time", "job", "attempt", "type"}) {
+      EXPECT_TRUE(n[key].IsDefined()) << key << " missing in " << l;
+    }
+    EXPECT_EQ(n["v"].as<int>(), 1) << l;
+    out.push_back(n);
+  }
+  return out;
+}
+
+std::vector<std::string> types_of(const std::vector<YAML::Node>& events) {
+  std::vector<std::string> t;
+  for (const auto& e : events) t.push_back(e["type"].as<std::string>());
+  return t;
+}
+
+}  // namespace
+
+TEST_F(Jobs, AFinishedJobIsListedWithItsStatusAndEvents) {
+  const auto job = unique_job_id("jobs-ok");
+  auto r = dl({"-H", kLocalhost, "--job-id", job, kWorker, "exit", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("no record"), std::string::npos) << r.err;
+
+  auto ps = dl({"ps"});
+  EXPECT_EQ(ps.exit_code, 0) << ps.err;
+  EXPECT_EQ(ps.out.find(job), std::string::npos) << "an ended job in plain ps:\n" << ps.out;
+  ps = dl({"ps", "--all"});
+  EXPECT_NE(ps.out.find(job), std::string::npos) << ps.out;
+  ps = dl({"ps", "--all", "--json"});
+  const YAML::Node all = YAML::Load(ps.out);
+  ASSERT_TRUE(all.IsSequence()) << ps.out;
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0]["id"].as<std::string>(), job);
+  EXPECT_EQ(all[0]["state"].as<std::string>(), "ended");
+  EXPECT_EQ(all[0]["exit_status"].as<int>(), 0);
+  EXPECT_EQ(all[0]["nodes"].as<int>(), 2);
+  EXPECT_EQ(all[0]["ranks"].as<int>(), 4);
+
+  auto st = dl({"status", "last", "--json"});
+  ASSERT_EQ(st.exit_code, 0) << st.err;
+  EXPECT_EQ(YAML::Load(st.out)["summary"].as<std::string>(), "succeeded");
+
+  auto ev = dl({"events", job});
+  ASSERT_EQ(ev.exit_code, 0) << ev.err;
+  const auto events = parse_events(ev.out);
+  const auto types = types_of(events);
+  ASSERT_FALSE(types.empty());
+  EXPECT_EQ(types.front(), "start");
+  EXPECT_EQ(types.back(), "end");
+  EXPECT_EQ(std::count(types.begin(), types.end(), "node_ready"), 2);
+  EXPECT_EQ(std::count(types.begin(), types.end(), "rank_started"), 4);
+  EXPECT_EQ(std::count(types.begin(), types.end(), "rank_exited"), 4);
+  std::set<int> ranks;
+  for (const auto& e : events) {
+    EXPECT_EQ(e["job"].as<std::string>(), job);
+    if (e["type"].as<std::string>() == "rank_exited") {
+      ranks.insert(e["rank"].as<int>());
+      EXPECT_EQ(e["how"].as<std::string>(), "exited");
+      EXPECT_EQ(e["code"].as<int>(), 0);
+    }
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3}));
+  EXPECT_EQ(events.back()["exit_status"].as<int>(), 0);
+}
+
+// A failure and a restart: the events say which rank, why, and the attempt;
+// --events FILE gets the same lines as the record.
+TEST_F(Jobs, ARestartedJobsEventsCountTheAttempts) {
+  const auto job = unique_job_id("jobs-restart");
+  const std::string file = state_ + "/events.jsonl";
+  auto r = dl({"-H", kLocalhost, "--job-id", job, "--max-restarts", "1", "--events", file, kWorker,
+               "fail-rank", "1", "3", "60"});
+  ASSERT_EQ(r.exit_code, 3) << r.err;
+  const std::string own = slurp(file);
+  auto ev = dl({"events", "last"});
+  EXPECT_EQ(ev.out, own);
+  const auto events = parse_events(own);
+  const auto types = types_of(events);
+  ASSERT_EQ(std::count(types.begin(), types.end(), "restart"), 1) << own;
+  EXPECT_EQ(types.back(), "end");
+  bool failed_seen = false;
+  for (const auto& e : events) {
+    if (e["type"].as<std::string>() == "rank_exited" && e["rank"].as<int>() == 1) {
+      EXPECT_EQ(e["code"].as<int>(), 3);
+      failed_seen = true;
+    }
+    if (e["type"].as<std::string>() == "restart") {
+      EXPECT_EQ(e["attempt"].as<int>(), 1);
+    }
+  }
+  EXPECT_TRUE(failed_seen);
+  EXPECT_EQ(events.back()["attempt"].as<int>(), 1);
+  EXPECT_EQ(events.back()["attempts"].as<int>(), 2);
+  auto st = dl({"status", job, "--json"});
+  const YAML::Node s = YAML::Load(st.out);
+  EXPECT_EQ(s["exit_status"].as<int>(), 3);
+  EXPECT_EQ(s["attempts"].as<int>(), 2);
+  EXPECT_NE(s["summary"].as<std::string>().find("rank 1"), std::string::npos) << st.out;
+}
+
+// While the job runs, ps lists it as running; a head killed outright leaves
+// it "lost", never "running".
+TEST_F(Jobs, ARunningJobIsListedAndAKilledHeadLeavesItLost) {
+  const auto job = unique_job_id("jobs-live");
+  Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, kWorker, "ready-sleep", "60"}), env());
+  ASSERT_TRUE(p.wait_for_lines(4, 30));
+  auto ps = dl({"ps", "--json"});
+  const YAML::Node live = YAML::Load(ps.out);
+  ASSERT_EQ(live.size(), 1u) << ps.out;
+  EXPECT_EQ(live[0]["state"].as<std::string>(), "running");
+  EXPECT_EQ(live[0]["head_pid"].as<int>(), p.pid());
+  p.signal(SIGKILL);
+  p.finish(10);
+  EXPECT_EQ(wait_job_gone(job, 20), std::vector<pid_t>{});
+  auto st = dl({"status", job, "--json"});
+  EXPECT_EQ(YAML::Load(st.out)["state"].as<std::string>(), "lost") << st.out;
+  EXPECT_EQ(dl({"ps"}).out.find(job), std::string::npos);
+}
+
+TEST_F(Jobs, BadUseIsAnInputError) {
+  auto r = dl({"status"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("give one job"), std::string::npos) << r.err;
+  r = dl({"status", "nosuchjob"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no job 'nosuchjob'"), std::string::npos) << r.err;
+  r = dl({"ps", "--bogus"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown option '--bogus'"), std::string::npos) << r.err;
+  // An --events file that cannot be opened: nothing runs.
+  const auto job = unique_job_id("jobs-bad-events");
+  r = dl({"-H", kLocalhost, "--job-id", job, "--events", state_ + "/no/such/dir/e.jsonl", kWorker,
+          "exit", "0"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--events"), std::string::npos) << r.err;
+  EXPECT_EQ(dl({"ps", "--all"}).out.find(job), std::string::npos);
+}
+
+// A program called like a verb still runs, after `--`.
+TEST_F(Jobs, AProgramNamedLikeAVerbRunsAfterTheDoubleDash) {
+  auto r = dl({"-n", "1", "--no-prefix", "--", "ps", "-o", "comm=", "-p", "1"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(r.out.empty());
+}

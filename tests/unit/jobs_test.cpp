@@ -1,0 +1,206 @@
+// The job registry and its events (launcher/jobs/): JSON that any parser
+// reads, records made private and read back, names resolved, pruning.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include "dlaunch/error.h"
+#include "jobs/events.h"
+#include "jobs/registry.h"
+
+using namespace dlaunch;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A state home of the test's own, set as XDG_STATE_HOME while it lives.
+struct StateHome {
+  StateHome() {
+    dir = fs::temp_directory_path() / ("dlaunch-jobs-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const char* old = std::getenv("XDG_STATE_HOME");
+    if (old != nullptr) saved = old;
+    ::setenv("XDG_STATE_HOME", dir.c_str(), 1);
+  }
+  ~StateHome() {
+    if (saved) {
+      ::setenv("XDG_STATE_HOME", saved->c_str(), 1);
+    } else {
+      ::unsetenv("XDG_STATE_HOME");
+    }
+    fs::remove_all(dir);
+  }
+  fs::path dir;
+  std::optional<std::string> saved;
+};
+
+JobStart a_job(const std::string& id, std::int64_t started_ms) {
+  return JobStart{.id = id,
+                  .argv = {"dlaunch", "-n", "2", "python3", "train.py", "--name=\"x\"\n"},
+                  .cwd = "/work/a b",
+                  .head_host = "elsewhere.example",
+                  .head_pid = 1,
+                  .head_start_ticks = 1,
+                  .nodes = 2,
+                  .ranks = 4,
+                  .node_names = {"n1", "n2"},
+                  .started_ms = started_ms};
+}
+
+}  // namespace
+
+TEST(Events, JsonQuoteEscapesAndRepairsUtf8) {
+  EXPECT_EQ(json_quote("plain"), "\"plain\"");
+  EXPECT_EQ(json_quote("a\"b\\c\n\t\x01"), "\"a\\\"b\\\\c\\n\\t\\u0001\"");
+  EXPECT_EQ(json_quote("caf\xC3\xA9"), "\"caf\xC3\xA9\"");  // UTF-8 kept
+  // A lone continuation byte, a truncated sequence, an overlong '/', a surrogate.
+  EXPECT_EQ(json_quote("\x80"), "\"\xEF\xBF\xBD\"");
+  EXPECT_EQ(json_quote("\xE2\x82"), "\"\xEF\xBF\xBD\xEF\xBF\xBD\"");
+  EXPECT_EQ(json_quote("\xC0\xAF"), "\"\xEF\xBF\xBD\xEF\xBF\xBD\"");
+  EXPECT_EQ(json_quote("\xED\xA0\x80"), "\"\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\"");
+}
+
+TEST(Events, ALineHasTheCommonKeysFirstAndParses) {
+  EventLog log("job\"1");
+  log.set_attempt(2);
+  const std::string l =
+      log.line(1764165425123, "rank_exited",
+               {{"rank", 3LL}, {"runtime_s", 1.5}, {"ok", false}, {"reason", "a\nb\xFF"}});
+  EXPECT_EQ(l.rfind(R"({"v":1,"time":"2025-11-26T13:57:05.123Z","job":"job\"1","attempt":2,)", 0),
+            0u)
+      << l;
+  ASSERT_EQ(l.back(), '\n');
+  EXPECT_EQ(l.find('\n'), l.size() - 1);  // one line
+  const YAML::Node n = YAML::Load(l);
+  EXPECT_EQ(n["type"].as<std::string>(), "rank_exited");
+  EXPECT_EQ(n["rank"].as<int>(), 3);
+  EXPECT_DOUBLE_EQ(n["runtime_s"].as<double>(), 1.5);
+  EXPECT_FALSE(n["ok"].as<bool>());
+  EXPECT_EQ(n["reason"].as<std::string>(), "a\nb\xEF\xBF\xBD");
+  EXPECT_EQ(n["job"].as<std::string>(), "job\"1");
+}
+
+TEST(Events, EveryWriterGetsEveryLineAndNoneMeansNothingIsMade) {
+  EventLog log("j");
+  EXPECT_FALSE(log.active());
+  log.emit("start");  // no writer: nothing to do
+  std::string a;
+  std::string b;
+  log.add_writer([&](std::string_view l) { a += l; });
+  log.add_writer([&](std::string_view l) { b += l; });
+  log.emit("start");
+  log.emit("end", {{"exit_status", 0LL}});
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(std::count(a.begin(), a.end(), '\n'), 2);
+}
+
+TEST(Registry, ARecordIsPrivateAndReadsBackAsWritten) {
+  StateHome home;
+  const std::string jobs = jobs_dir(true);
+  EXPECT_EQ(jobs, (home.dir / "dlaunch" / "jobs").string());
+  struct stat st {};
+  ASSERT_EQ(::stat(jobs.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(::stat((home.dir / "dlaunch").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+  const auto r = JobRecord::create(jobs, a_job("abc", 1000));
+  EXPECT_EQ(r.name(), "abc");
+  ASSERT_EQ(::stat(r.dir().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(::stat((r.dir() + "/job.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  auto e = find_job(jobs, "abc");
+  EXPECT_EQ(e.start.argv, a_job("abc", 1000).argv);
+  EXPECT_EQ(e.start.cwd, "/work/a b");
+  EXPECT_EQ(e.start.node_names, (std::vector<std::string>{"n1", "n2"}));
+  EXPECT_EQ(e.state, "elsewhere");  // its head is on another machine
+  EXPECT_FALSE(e.exit_status);
+
+  r.finish(3, "job abc failed: rank 1 exited with status 3", 2);
+  e = find_job(jobs, "last");
+  EXPECT_EQ(e.state, "ended");
+  EXPECT_EQ(e.exit_status, 3);
+  EXPECT_EQ(e.attempts, 2);
+  EXPECT_EQ(e.summary, "job abc failed: rank 1 exited with status 3");
+  const YAML::Node j = YAML::Load(job_json(e));
+  EXPECT_EQ(j["state"].as<std::string>(), "ended");
+  EXPECT_EQ(j["exit_status"].as<int>(), 3);
+  EXPECT_EQ(j["argv"][5].as<std::string>(), "--name=\"x\"\n");
+}
+
+TEST(Registry, AHeadThatIsGoneLeavesALostJobAndALiveOneARunningJob) {
+  StateHome home;
+  const std::string jobs = jobs_dir(true);
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  auto mine = a_job("live", 2000);
+  mine.head_host = host;
+  mine.head_pid = ::getpid();
+  mine.head_start_ticks = process_start_ticks(::getpid());
+  ASSERT_NE(mine.head_start_ticks, 0u);
+  JobRecord::create(jobs, mine);
+  auto gone = mine;
+  gone.id = "gone";
+  gone.head_start_ticks += 1;  // the same pid, another process
+  JobRecord::create(jobs, gone);
+  EXPECT_EQ(find_job(jobs, "live").state, "running");
+  EXPECT_EQ(find_job(jobs, "gone").state, "lost");
+}
+
+TEST(Registry, AnIdUsedAgainGetsANewRecordAndTheIdNamesTheNewest) {
+  StateHome home;
+  const std::string jobs = jobs_dir(true);
+  EXPECT_EQ(JobRecord::create(jobs, a_job("same", 1000)).name(), "same");
+  EXPECT_EQ(JobRecord::create(jobs, a_job("same", 2000)).name(), "same-2");
+  EXPECT_EQ(find_job(jobs, "same").name, "same-2");
+  EXPECT_EQ(find_job(jobs, "same-2").start.started_ms, 2000);
+  EXPECT_EQ(find_job(jobs, "same-1").start.started_ms, 1000);
+  EXPECT_THROW(find_job(jobs, "other"), Error);
+  const auto all = list_jobs(jobs);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].name, "same-2");  // newest first
+}
+
+TEST(Registry, FoldersOthersMayUseAreRefused) {
+  StateHome home;
+  fs::create_directories(home.dir / "dlaunch");
+  ::chmod((home.dir / "dlaunch").c_str(), 0755);
+  try {
+    jobs_dir(true);
+    FAIL() << "a 0755 dlaunch folder was used";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has mode 755"), std::string::npos) << e.what();
+  }
+  ::chmod((home.dir / "dlaunch").c_str(), 0700);
+  fs::create_symlink("/tmp", home.dir / "dlaunch" / "jobs");
+  EXPECT_THROW(jobs_dir(true), Error);  // a link is not a folder of ours
+}
+
+TEST(Registry, PruningRemovesOldAndSurplusEndedRecordsNeverRunningOnes) {
+  StateHome home;
+  const std::string jobs = jobs_dir(true);
+  const auto now = unix_now_ms();
+  const std::int64_t day = 24LL * 3600 * 1000;
+  JobRecord::create(jobs, a_job("old", now - (kKeepDays + 1) * day)).finish(0, "succeeded", 1);
+  JobRecord::create(jobs, a_job("recent", now - day)).finish(0, "succeeded", 1);
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  auto running = a_job("old-running", now - (kKeepDays + 5) * day);
+  running.head_host = host;
+  running.head_pid = ::getpid();
+  running.head_start_ticks = process_start_ticks(::getpid());
+  JobRecord::create(jobs, running);
+  prune_jobs(jobs);
+  std::vector<std::string> left;
+  for (const auto& e : list_jobs(jobs)) left.push_back(e.name);
+  EXPECT_EQ(left, (std::vector<std::string>{"recent", "old-running"}));
+}
