@@ -524,7 +524,7 @@ TEST(SshConfigDiff, DlaunchResolvesAsSshG) {
   fs::create_directories(stage);
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   const auto r =
-      dltest::run({"unshare", "-m", "-n", self, "--in-namespace", stage, RESOLVE_TOOL,
+      dltest::run({"unshare", "-m", "-n", self, "--in-namespace", stage, DLAUNCH_SSH_RESOLVE_BIN,
                    std::string(SOURCE_DIR) + "/tests/integration/ssh_config_diff/cases.txt"},
                   300);
   fs::remove_all(stage);
