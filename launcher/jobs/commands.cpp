@@ -61,7 +61,7 @@ std::string command_line(const JobStart& s) {
 
 std::string local_time(std::int64_t unix_ms) {
   if (unix_ms <= 0) return "-";
-  const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
+  const auto t = static_cast<std::time_t>(unix_ms / 1000);
   std::tm tm{};
   ::localtime_r(&t, &tm);
   return fmt::format("{:04}-{:02}-{:02} {:02}:{:02}:{:02}", tm.tm_year + 1900, tm.tm_mon + 1,

@@ -91,7 +91,7 @@ std::string json_quote(std::string_view s) {
 }
 
 std::string rfc3339_ms(std::int64_t unix_ms) {
-  const std::time_t secs = static_cast<std::time_t>(unix_ms / 1000);
+  const auto secs = static_cast<std::time_t>(unix_ms / 1000);
   std::tm tm{};
   ::gmtime_r(&secs, &tm);
   return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,

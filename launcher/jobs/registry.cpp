@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Error env_error(const std::string& msg) { return Error(ErrorKind::kEnvironment, msg); }
+Error env_error(const std::string& msg) { return {ErrorKind::kEnvironment, msg}; }
 
 std::string home_dir() {
   if (const char* h = std::getenv("HOME"); h != nullptr && h[0] == '/') return h;
@@ -171,7 +171,7 @@ std::string jobs_dir(bool create) {
   }
   const std::string top = state + "/dlaunch";
   private_folder(top, create);
-  const std::string jobs = top + "/jobs";
+  std::string jobs = top + "/jobs";
   private_folder(jobs, create);
   return jobs;
 }

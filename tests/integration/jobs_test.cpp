@@ -49,6 +49,7 @@ std::vector<YAML::Node> parse_events(const std::string& text) {
 
 std::vector<std::string> types_of(const std::vector<YAML::Node>& events) {
   std::vector<std::string> t;
+  t.reserve(events.size());
   for (const auto& e : events) t.push_back(e["type"].as<std::string>());
   return t;
 }
