@@ -8,22 +8,15 @@
 #include <fmt/format.h>
 
 #include "controller/error_file.h"
+#include "dlaunch/placement/mapping.h"
 #include "dlaunch/process.h"
 #include "dlaunch/text.h"
 
 namespace dlaunch {
 
 std::string index_ranges(const std::vector<std::size_t>& sorted) {
-  std::string out;
-  for (std::size_t k = 0; k < sorted.size();) {
-    std::size_t end = k;
-    while (end + 1 < sorted.size() && sorted[end + 1] == sorted[end] + 1) ++end;
-    if (!out.empty()) out += ',';
-    out += std::to_string(sorted[k]);
-    if (end > k) out += "-" + std::to_string(sorted[end]);
-    k = end + 1;
-  }
-  return out;
+  // The notation of --report-bindings' CPU lists.
+  return placement::cpu_list(std::vector<int>(sorted.begin(), sorted.end()));
 }
 
 namespace {

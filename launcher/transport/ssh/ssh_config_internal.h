@@ -78,10 +78,13 @@ struct Parsed {
 };
 
 // The host resolved by the installed `ssh -G` (ssh_config_openssh.cpp), with
-// `why` in HostConfig::resolved_by. Throws InputError naming the file and line
-// where ssh refuses the configuration.
+// `why` in HostConfig::resolved_by; `where` is the line that needs ssh.
+// Throws InputError naming the file and line where ssh refuses the
+// configuration, or `where` when the configuration is not on disk (in
+// memory: ssh cannot read it).
 HostConfig resolve_with_openssh(const Parsed& parsed, const std::string& alias,
-                                const ResolveContext& ctx, const std::string& why);
+                                const ResolveContext& ctx, const std::string& why,
+                                const SourcePos& where);
 
 // Keyword names as the manual writes them, for messages.
 const char* key_name(Key key);

@@ -170,9 +170,10 @@ bool default_keys(const std::vector<std::string>& files) {
 }  // namespace
 
 HostConfig resolve_with_openssh(const Parsed& parsed, const std::string& alias,
-                                const ResolveContext& ctx, const std::string& why) {
+                                const ResolveContext& ctx, const std::string& why,
+                                const SourcePos& where) {
   if (!parsed.real_files) {
-    throw InputError({kField}, kField,
+    throw InputError(where, kField,
                      "'" + alias + "' needs the installed ssh to resolve it (" + why +
                          "), and this configuration is not on disk");
   }

@@ -128,6 +128,7 @@ class Resolver {
   // Why OpenSSH must resolve this host (a Match criterion only it evaluates
   // was reached); empty: dlaunch's resolution stands.
   [[nodiscard]] const std::string& needs_openssh() const { return needs_openssh_; }
+  [[nodiscard]] const SourcePos& needs_openssh_at() const { return needs_openssh_at_; }
 
   HostConfig run() {
     for (const std::size_t top : parsed_.top) {
@@ -204,6 +205,7 @@ class Resolver {
           if (result && needs_openssh_.empty()) {
             needs_openssh_ =
                 "Match " + term.patterns + " (" + path_of(st) + ":" + std::to_string(st.line) + ")";
+            needs_openssh_at_ = {path_of(st), st.line, 0};
           }
           r = false;
           break;
@@ -418,6 +420,7 @@ class Resolver {
   const ResolveContext& ctx_;
   Collected got_;
   std::string needs_openssh_;
+  SourcePos needs_openssh_at_;
 };
 
 }  // namespace
@@ -451,12 +454,14 @@ HostConfig SshConfig::resolve(const std::string& alias, const ResolveContext& ct
   if (const auto& only = parsed_->openssh_only) {
     return detail::resolve_with_openssh(
         *parsed_, alias, ctx,
-        only->why + " (" + only->path + ":" + std::to_string(only->line) + ")");
+        only->why + " (" + only->path + ":" + std::to_string(only->line) + ")",
+        SourcePos{only->path, only->line, 0});
   }
   Resolver resolver(*parsed_, alias, ctx);
   HostConfig out = resolver.run();
   if (!resolver.needs_openssh().empty())
-    return detail::resolve_with_openssh(*parsed_, alias, ctx, resolver.needs_openssh());
+    return detail::resolve_with_openssh(*parsed_, alias, ctx, resolver.needs_openssh(),
+                                        resolver.needs_openssh_at());
   return out;
 }
 
