@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -517,7 +518,9 @@ TEST(StoreMutualAuth, ARelayedHandshakeLetsTheRelayNeitherInjectNorReplay) {
   namespace d = dlaunch::comm::detail;
   dlaunch::comm::ThreadedStoreServer real(server_options());
   for (const bool replay : {false, true}) {
-    std::string relay_saw;
+    // The relay's verdict, from its thread: set once, waited for.
+    std::promise<std::string> verdict;
+    std::future<std::string> relay_saw = verdict.get_future();
     ScriptedPeer relay([&](int client) {
       RawClient upstream(real.port());
       write_all(client, upstream.greeting());  // the real store's nonce
@@ -539,16 +542,15 @@ TEST(StoreMutualAuth, ARelayedHandshakeLetsTheRelayNeitherInjectNorReplay) {
         const std::string mine = Writer(uint8_t(d::Op::set)).str("owned").str("by-relay").finish();
         upstream.send(mine + std::string(d::kTagBytes, 't'));
       }
-      relay_saw = upstream.hung_up_silently() ? "closed" : "served";
+      verdict.set_value(upstream.hung_up_silently() ? "closed" : "served");
     });
     dlaunch::comm::Store victim(client_options(relay.port()));
     EXPECT_EQ(victim.add("n", 1), 1);
     // The relay's own request, or the replay, was not served.
     dlaunch::comm::Store bystander(client_options(real.port()));
-    const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (relay_saw.empty() && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(10ms);
-    EXPECT_EQ(relay_saw, "closed") << (replay ? "replay" : "injection");
+    ASSERT_EQ(relay_saw.wait_for(5s), std::future_status::ready)
+        << (replay ? "replay" : "injection");
+    EXPECT_EQ(relay_saw.get(), "closed") << (replay ? "replay" : "injection");
     EXPECT_FALSE(bystander.check({"owned"}));
     EXPECT_EQ(bystander.add("n", 0), 1);  // the replayed add counted nothing
     bystander.delete_key("n");
