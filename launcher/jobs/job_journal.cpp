@@ -18,12 +18,6 @@ namespace dlaunch {
 
 namespace {
 
-std::string this_host() {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return host;
-}
-
 // The report's headline, without "dlaunch: ".
 std::string headline(const RootCause& cause, const std::string& job_id) {
   if (cause.kind == CauseKind::kNone) return "succeeded";
@@ -69,13 +63,11 @@ JobJournal::JobJournal(const JobPlan& plan, const std::vector<std::string>& argv
     JobStart s{.id = plan.job_id,
                .argv = argv,
                .cwd = std::filesystem::current_path().string(),
-               .head_host = this_host(),
-               .head_pid = static_cast<long>(::getpid()),
-               .head_start_ticks = process_start_ticks(static_cast<long>(::getpid())),
                .nodes = static_cast<int>(plan.nodes.size()),
                .ranks = plan.world_size,
                .node_names = {},
                .started_ms = unix_now_ms()};
+    set_head_to_this_process(s);
     for (std::size_t k = 0; k < plan.nodes.size() && k < kListedNodes; ++k) {
       s.node_names.push_back(plan.nodes[k].host.name);
     }

@@ -124,9 +124,7 @@ std::optional<JobEntry> read_entry(const fs::path& dir) {
       // a result being written: judged by the head below
     }
   }
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  const bool here = e.start.head_host == host;
+  const bool here = e.start.head_host == this_host();
   if (!here) {
     e.state = "elsewhere";  // a head on another machine (a shared home)
   } else if (e.start.head_pid > 0 &&
@@ -139,6 +137,18 @@ std::optional<JobEntry> read_entry(const fs::path& dir) {
 }
 
 }  // namespace
+
+std::string this_host() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return host;
+}
+
+void set_head_to_this_process(JobStart& start) {
+  start.head_host = this_host();
+  start.head_pid = static_cast<long>(::getpid());
+  start.head_start_ticks = process_start_ticks(start.head_pid);
+}
 
 unsigned long long process_start_ticks(long pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");

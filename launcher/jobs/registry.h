@@ -30,7 +30,15 @@ struct JobStart {
   std::string cwd;
   std::string head_host;
   long head_pid = 0;
-  unsigned long long head_start_ticks = 0;  // /proc/<pid>/stat's starttime
+  unsigned long long head_start_ticks =
+      0;  // This machine's host name, as records name their head's.
+  std::string this_host();
+
+  // Sets `start`'s head to this process on this machine (host, pid and start
+  // time): what tells `running` from `lost` later.
+  void set_head_to_this_process(JobStart& start);
+
+  // /proc/<pid>/stat's starttime
   int nodes = 0;
   int ranks = 0;
   std::vector<std::string> node_names;  // at most kListedNodes
@@ -90,6 +98,13 @@ void prune_jobs(const std::string& jobs_dir);
 
 // A record as one JSON object (ps --json, status --json).
 std::string job_json(const JobEntry& e);
+
+// This machine's host name, as records name their head's.
+std::string this_host();
+
+// Sets `start`'s head to this process on this machine (host, pid and start
+// time): what tells `running` from `lost` later.
+void set_head_to_this_process(JobStart& start);
 
 // /proc/<pid>/stat's starttime (clock ticks after boot), 0 when unreadable:
 // with the pid, it tells the head that wrote a record from a later process

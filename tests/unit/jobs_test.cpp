@@ -140,12 +140,8 @@ TEST(Registry, ARecordIsPrivateAndReadsBackAsWritten) {
 TEST(Registry, AHeadThatIsGoneLeavesALostJobAndALiveOneARunningJob) {
   StateHome home;
   const std::string jobs = jobs_dir(true);
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
   auto mine = a_job("live", 2000);
-  mine.head_host = host;
-  mine.head_pid = ::getpid();
-  mine.head_start_ticks = process_start_ticks(::getpid());
+  set_head_to_this_process(mine);
   ASSERT_NE(mine.head_start_ticks, 0u);
   JobRecord::create(jobs, mine);
   auto gone = mine;
@@ -192,12 +188,8 @@ TEST(Registry, PruningRemovesOldAndSurplusEndedRecordsNeverRunningOnes) {
   const std::int64_t day = 24LL * 3600 * 1000;
   JobRecord::create(jobs, a_job("old", now - (kKeepDays + 1) * day)).finish(0, "succeeded", 1);
   JobRecord::create(jobs, a_job("recent", now - day)).finish(0, "succeeded", 1);
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
   auto running = a_job("old-running", now - (kKeepDays + 5) * day);
-  running.head_host = host;
-  running.head_pid = ::getpid();
-  running.head_start_ticks = process_start_ticks(::getpid());
+  set_head_to_this_process(running);
   JobRecord::create(jobs, running);
   prune_jobs(jobs);
   std::vector<std::string> left;
