@@ -22,6 +22,7 @@
 #include "dlaunch/error.h"
 #include "dlaunch/placement/binding.h"
 #include "dlaunch/private_dir.h"
+#include "dlaunch/proc_stat.h"
 #include "dlaunch/process.h"
 #include "dlaunch/random.h"
 #include "dlaunch/tunables.h"
@@ -98,8 +99,14 @@ void Agent::start() {
   env_.os.become_subreaper();
   guard_ = env_.os.start_guard(token_entry_);
   channel_->start();
-  channel_->send(
-      proto::Hello{.agent_version = kVersion, .hostname = hostname(), .pid = ::getpid()});
+  const ProcessRef parent = env_.os.parent();
+  channel_->send(proto::Hello{.agent_version = kVersion,
+                              .hostname = hostname(),
+                              .pid = ::getpid(),
+                              .boot_id = env_.os.boot_id(),
+                              .start_ticks = process_start_ticks(::getpid()),
+                              .parent_pid = static_cast<std::int32_t>(parent.pid),
+                              .parent_start_ticks = parent.start_ticks});
   phase_ = Phase::kSetup;
 }
 
@@ -920,6 +927,15 @@ void Agent::start_heartbeats() {
                 on_channel_closed("no heartbeat from the head for " +
                                   std::to_string(setup_.heartbeat_timeout_ms) + " ms");
               }});
+  // Late is not gone: the head's heartbeats are carried by the process that
+  // started this agent (sshd, a Slurm step, the head itself) and, when the
+  // head runs on this boot of this machine, by the head.
+  auto& watch = heartbeats_->starvation();
+  watch.set_reader([this](const ProcessRef& p) { return env_.os.run_delay_ns(p); });
+  watch.watch(0, env_.os.parent());
+  if (!setup_.head_boot_id.empty() && setup_.head_boot_id == env_.os.boot_id()) {
+    watch.watch(0, {.pid = setup_.head_pid, .start_ticks = setup_.head_start_ticks});
+  }
   heartbeats_->start();
 }
 

@@ -9,11 +9,14 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "dlaunch/proc_stat.h"
 #include "dlaunch/process.h"
 #include "dlaunch/proto/protocol.h"
 
@@ -86,6 +89,14 @@ class AgentOs {
   // The interface its traffic to `address` takes (net.h interface_toward);
   // empty when unknown.
   virtual std::string route_interface(const std::string& address) = 0;
+
+  // What tells a starved head from a gone one (proto::StarvationWatch):
+  // this machine's boot (dlaunch/proc_stat.h), the process that started the
+  // agent (the sshd session, Slurm step or head that relays for it), and how
+  // long a process has waited for a CPU.
+  virtual std::string boot_id() = 0;
+  virtual ProcessRef parent() = 0;
+  virtual std::optional<std::int64_t> run_delay_ns(const ProcessRef& p) = 0;
 };
 
 // The real one.
@@ -110,6 +121,9 @@ class PosixOs final : public AgentOs {
   Result<pid_t> spawn_in(const SpawnOptions& opts, const std::string& cgroup) override;
   std::vector<proto::Interface> interfaces() override;
   std::string route_interface(const std::string& address) override;
+  std::string boot_id() override;
+  ProcessRef parent() override;
+  std::optional<std::int64_t> run_delay_ns(const ProcessRef& p) override;
 };
 
 // Where this process's cgroup (v2) is in the file system: the cgroup2 mount

@@ -149,4 +149,12 @@ std::string PosixOs::route_interface(const std::string& address) {
   return interface_toward(address, proto::list_interfaces());
 }
 
+std::string PosixOs::boot_id() { return dlaunch::boot_id(); }
+
+ProcessRef PosixOs::parent() { return parent_process(); }
+
+std::optional<std::int64_t> PosixOs::run_delay_ns(const ProcessRef& p) {
+  return dlaunch::run_delay_ns(p);
+}
+
 }  // namespace dlaunch::agent

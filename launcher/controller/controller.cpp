@@ -17,6 +17,7 @@
 #include "controller/setup.h"
 #include "controller/stdin_reader.h"
 #include "dlaunch/debug.h"
+#include "dlaunch/proc_stat.h"
 #include "dlaunch/process.h"
 #include "dlaunch/proto/interfaces.h"
 #include "dlaunch/version.h"
@@ -374,6 +375,16 @@ void Controller::on_hello(std::size_t i, const proto::Hello& hello) {
           .message = fmt::format("{}: dlaunch-agent is version {}, dlaunch is {}", node_label(i),
                                  hello.agent_version, kVersion)});
     return;
+  }
+  // An agent on this boot of this machine: its silence is excused while it,
+  // or the process relaying for it (sshd, a step), waits for a CPU.
+  static const std::string own_boot = boot_id();
+  if (!hello.boot_id.empty() && hello.boot_id == own_boot) {
+    auto& watch = heartbeats_.starvation();
+    watch.watch(i, {.pid = hello.pid, .start_ticks = hello.start_ticks});
+    if (hello.parent_pid != ::getpid()) {
+      watch.watch(i, {.pid = hello.parent_pid, .start_ticks = hello.parent_start_ticks});
+    }
   }
   ++hellos_;
   nodes_[i].hello = true;

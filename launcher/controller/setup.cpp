@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "dlaunch/proc_stat.h"
 #include "dlaunch/proto/heartbeat.h"
 #include "dlaunch/tunables.h"
 #include "hostfile/hostfile.h"
@@ -32,6 +33,13 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
   s.heartbeat_timeout_ms = ms(cfg.heartbeat_timeout);
   s.heartbeat_interval_ms = ms(proto::heartbeat_interval(cfg.heartbeat_timeout));
   s.flush_ms = ms(cfg.flush);
+  // This process, for an agent on the same boot to tell a starved head from
+  // a gone one.
+  static const std::string head_boot = boot_id();
+  static const ProcessRef head = this_process();
+  s.head_boot_id = head_boot;
+  s.head_pid = static_cast<std::int32_t>(head.pid);
+  s.head_start_ticks = head.start_ticks;
   // --stall-timeout: the ranks' comm calls count as activity, looked at four
   // times per limit (0.1 s to 5 s apart).
   if (cfg.stall_timeout.count() > 0) {

@@ -17,6 +17,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "dlaunch/error.h"
+#include "dlaunch/proc_stat.h"
 #include "dlaunch/unique_fd.h"
 #include "jobs/events.h"
 
@@ -148,21 +149,6 @@ void set_head_to_this_process(JobStart& start) {
   start.head_host = this_host();
   start.head_pid = static_cast<long>(::getpid());
   start.head_start_ticks = process_start_ticks(start.head_pid);
-}
-
-unsigned long long process_start_ticks(long pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string all((std::istreambuf_iterator<char>(in)), {});
-  // The name (field 2) may hold spaces and parentheses: fields count from
-  // the last ')'.
-  const auto close = all.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream rest(all.substr(close + 1));
-  std::string field;
-  for (int k = 3; k <= 22 && rest >> field; ++k) {
-    if (k == 22) return std::strtoull(field.c_str(), nullptr, 10);
-  }
-  return 0;
 }
 
 std::string jobs_dir(bool create) {

@@ -106,9 +106,4 @@ std::string this_host();
 // time): what tells `running` from `lost` later.
 void set_head_to_this_process(JobStart& start);
 
-// /proc/<pid>/stat's starttime (clock ticks after boot), 0 when unreadable:
-// with the pid, it tells the head that wrote a record from a later process
-// that got the same pid.
-unsigned long long process_start_ticks(long pid);
-
 }  // namespace dlaunch

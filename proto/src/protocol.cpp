@@ -43,6 +43,7 @@ class Reader {
     }
     return e;
   }
+  std::size_t remaining() const { return in_.remaining(); }
   void finish() {
     in_.finish();
     checked(0);
@@ -74,6 +75,10 @@ void put(Writer& w, const Hello& m) {
   w.bytes(m.agent_version);
   w.bytes(m.hostname);
   w.i32(m.pid);
+  w.bytes(m.boot_id);
+  w.u64(m.start_ticks);
+  w.i32(m.parent_pid);
+  w.u64(m.parent_start_ticks);
 }
 void put(Writer& w, const Setup& m) {
   w.bytes(m.job_id);
@@ -112,6 +117,9 @@ void put(Writer& w, const Setup& m) {
   w.i32(m.host_rank_offset);
   w.boolean(m.omp_default);
   w.u32(m.progress_interval_ms);
+  w.bytes(m.head_boot_id);
+  w.i32(m.head_pid);
+  w.u64(m.head_start_ticks);
 }
 void put(Writer& w, const Ready& m) {
   w.u16(m.master_port);
@@ -221,6 +229,13 @@ void get(Reader& r, Hello& m) {
   m.agent_version = r.str();
   m.hostname = r.str();
   m.pid = r.i32();
+  // An agent of another protocol may end here: the head reads its version
+  // and replaces it, and must be able to read that far.
+  if (m.version != kProtocolVersion && r.remaining() == 0) return;
+  m.boot_id = r.str();
+  m.start_ticks = r.u64();
+  m.parent_pid = r.i32();
+  m.parent_start_ticks = r.u64();
 }
 void get(Reader& r, Setup& m) {
   m.job_id = r.str();
@@ -265,6 +280,9 @@ void get(Reader& r, Setup& m) {
   m.host_rank_offset = r.i32();
   m.omp_default = r.boolean();
   m.progress_interval_ms = r.u32();
+  m.head_boot_id = r.str();
+  m.head_pid = r.i32();
+  m.head_start_ticks = r.u64();
 }
 void get(Reader& r, Ready& m) {
   m.master_port = r.u16();

@@ -48,3 +48,37 @@ TEST_F(AgentTest, WithoutTheHeadWorkersWhoseExitIsNeverSeenAreKilledAnyway) {
   EXPECT_TRUE(os_.guard->disarmed);
   EXPECT_EQ(agent_->exit_code(), 1);
 }
+
+// The head runs on this machine (same boot) and waits for a CPU most of the
+// time: its heartbeats are late, not missing, and the workers keep running;
+// once it runs freely again and stays silent, it is lost as before.
+TEST_F(AgentTest, AHeadOnThisMachineThatWaitsForACpuIsLateNotLost) {
+  auto s = setup_for(2);
+  s.head_boot_id = os_.boot;
+  s.head_pid = 4242;
+  s.head_start_ticks = 7;
+  os_.delays[4242] = 0;
+  start_workers(2, s);
+  for (int k = 0; k < 200; ++k) {  // 20 s, the head waiting 80% of it
+    os_.delays[4242] += 80'000'000;
+    advance(milliseconds(100));
+  }
+  EXPECT_EQ(os_.count(SIGTERM, true), 0) << "a starved head is not a silent one";
+  EXPECT_FALSE(head_eof_);
+  advance(milliseconds(8000));  // it no longer waits, and says nothing
+  EXPECT_EQ(os_.count(SIGTERM, true), 2);
+}
+
+TEST_F(AgentTest, AHeadOnAnotherMachineIsJudgedByItsHeartbeatsAlone) {
+  auto s = setup_for(1);
+  s.head_boot_id = "another-boot";
+  s.head_pid = 4242;
+  s.head_start_ticks = 7;
+  os_.delays[4242] = 0;
+  start_workers(1, s);
+  for (int k = 0; k < 31; ++k) {  // a pid on another machine says nothing of the head
+    os_.delays[4242] += 100'000'000;
+    advance(milliseconds(100));
+  }
+  EXPECT_EQ(os_.count(SIGTERM, true), 1);
+}

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -135,6 +137,17 @@ class FakeOs final : public dlaunch::agent::AgentOs {
   std::vector<proto::Interface> ifaces;  // what the machine has
   std::string route;                     // the interface toward any address
   std::vector<std::string> routed;       // the addresses asked about
+
+  std::string boot_id() override { return boot; }
+  dlaunch::ProcessRef parent() override { return parent_ref; }
+  std::optional<std::int64_t> run_delay_ns(const dlaunch::ProcessRef& p) override {
+    const auto it = delays.find(p.pid);
+    if (it == delays.end()) return std::nullopt;
+    return it->second;
+  }
+  std::string boot = "boot-of-the-test";
+  dlaunch::ProcessRef parent_ref;       // none unless a test sets one
+  std::map<long, std::int64_t> delays;  // pid -> ns waited for a CPU
 
   bool cgroups_work = false;
   std::vector<pid_t> in_cgroup;

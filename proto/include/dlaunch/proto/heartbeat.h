@@ -12,17 +12,25 @@
 // machine, SIGSTOP), the timer can run before the reads of the heartbeats
 // that arrived meanwhile.
 //
+// A peer is not declared silent while what carries its heartbeats is
+// starved of CPU (StarvationWatch, below).
+//
 // A timeout of zero turns the silence check off; heartbeats are still sent
 // (the peer may be checking). Thread safety: none (the owner's event loop).
 #pragma once
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "dlaunch/clock.h"
+#include "dlaunch/proc_stat.h"
 
 namespace dlaunch::proto {
 
@@ -30,6 +38,48 @@ namespace dlaunch::proto {
 // when the check is off), so that two heartbeats may be lost or late before
 // the peer gives up.
 std::chrono::milliseconds heartbeat_interval(std::chrono::milliseconds timeout);
+
+// StarvationWatch tells a silent peer from a starved one. On a saturated
+// machine a live head or agent, or the sshd that relays for it, can wait
+// many seconds for a CPU: with the kernel's autogroups (on by default) every
+// login session gets an equal share whatever its processes' nice, so 16
+// SSH sessions of 4 Open MPI ranks each, all polling in MPI_Init, left the
+// head 2% of two cores and its heartbeat timer ran 20 s late. Such a peer
+// is late, not gone. The processes that carry a peer's heartbeats and that
+// this process can see (on the same boot of the same machine: the peer
+// itself, the sshd or head that relays for it) are watched: every wake of
+// the monitor samples how long each has waited for a CPU (run_delay), and a
+// peer is starved when one of them spent at least a quarter of the time
+// since its silence began runnable but waiting. A process that is gone (or
+// is another process now) excuses nothing: a dead head on this machine is
+// still declared at the timeout.
+class StarvationWatch {
+ public:
+  // Nanoseconds `p` has waited for a CPU; nullopt when it is gone.
+  using DelayReader = std::function<std::optional<std::int64_t>(const ProcessRef&)>;
+
+  explicit StarvationWatch(DelayReader read = run_delay_ns) : read_(std::move(read)) {}
+
+  // Tests read made-up figures.
+  void set_reader(DelayReader read) { read_ = std::move(read); }
+  // `p` carries `peer`'s heartbeats (a peer may have several).
+  void watch(std::size_t peer, ProcessRef p);
+  // Records each watched process's figure (a bounded history).
+  void sample(SteadyTime now);
+  // Whether a process of `peer`'s waited for a CPU for at least a quarter
+  // of the time from `since` to `now`.
+  bool starved(std::size_t peer, SteadyTime since, SteadyTime now) const;
+  bool empty() const { return watched_.empty(); }
+
+ private:
+  struct Watched {
+    std::size_t peer = 0;
+    ProcessRef process;
+    std::deque<std::pair<SteadyTime, std::int64_t>> samples;
+  };
+  DelayReader read_;
+  std::vector<Watched> watched_;
+};
 
 class HeartbeatMonitor {
  public:
@@ -60,6 +110,10 @@ class HeartbeatMonitor {
   // No more sends or checks.
   void stop();
 
+  // The processes whose starvation excuses a peer's silence (none unless
+  // the owner adds some).
+  StarvationWatch& starvation() { return starvation_; }
+
   std::chrono::milliseconds timeout() const { return timeout_; }
   std::chrono::milliseconds interval() const { return interval_; }
 
@@ -75,6 +129,7 @@ class HeartbeatMonitor {
   std::vector<SteadyTime> last_heard_;
   std::vector<bool> watched_;
   SteadyTime sent_{};  // the last send
+  StarvationWatch starvation_;
   bool running_ = false;
 };
 

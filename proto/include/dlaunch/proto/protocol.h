@@ -69,7 +69,7 @@
 namespace dlaunch::proto {
 
 inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
-inline constexpr std::uint16_t kProtocolVersion = 11;
+inline constexpr std::uint16_t kProtocolVersion = 12;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
@@ -99,6 +99,15 @@ struct Hello {
   std::string agent_version;
   std::string hostname;
   std::int32_t pid = 0;
+  // Which boot of which machine, and the agent and its parent (the sshd,
+  // step or head that relays for it) as processes: a head on the same boot
+  // can tell a starved agent from a gone one (StarvationWatch). Absent
+  // (empty, 0) from an agent of an older protocol, which says so in
+  // `version` before anything else is read.
+  std::string boot_id;
+  std::uint64_t start_ticks = 0;
+  std::int32_t parent_pid = 0;
+  std::uint64_t parent_start_ticks = 0;
 };
 
 struct WorkerSpec {
@@ -159,6 +168,11 @@ struct Setup {
   // --stall-timeout: how often the agent looks at its ranks' comm progress
   // counters and sends Progress when they moved; 0: it gives none.
   std::uint32_t progress_interval_ms = 0;
+  // The head as a process, and its machine's boot: an agent on the same
+  // boot tells a starved head from a gone one (StarvationWatch).
+  std::string head_boot_id;
+  std::int32_t head_pid = 0;
+  std::uint64_t head_start_ticks = 0;
 };
 
 enum class AddressFamily : std::uint8_t { kIpv4 = 4, kIpv6 = 6 };
