@@ -112,6 +112,16 @@ void put(Writer& w, const Setup& m) {
   w.i32(m.host_rank_offset);
   w.boolean(m.omp_default);
   w.u32(m.progress_interval_ms);
+  const ContainerSpec& c = m.container;
+  w.bytes(c.image).bytes(c.runtime);
+  w.u32(static_cast<std::uint32_t>(c.mounts.size()));
+  for (const auto& s : c.mounts) w.bytes(s);
+  w.bytes(c.workdir);
+  w.u32(static_cast<std::uint32_t>(c.env.size()));
+  for (const auto& s : c.env) w.bytes(s);
+  w.boolean(c.mount_home);
+  w.boolean(c.entrypoint);
+  w.bytes(c.pull);
 }
 void put(Writer& w, const Ready& m) {
   w.u16(m.master_port);
@@ -265,6 +275,19 @@ void get(Reader& r, Setup& m) {
   m.host_rank_offset = r.i32();
   m.omp_default = r.boolean();
   m.progress_interval_ms = r.u32();
+  ContainerSpec& c = m.container;
+  c.image = r.str();
+  c.runtime = r.str();
+  auto nm = r.count(4);
+  c.mounts.reserve(nm);
+  for (std::uint32_t i = 0; i < nm; ++i) c.mounts.push_back(r.str());
+  c.workdir = r.str();
+  auto ne = r.count(4);
+  c.env.reserve(ne);
+  for (std::uint32_t i = 0; i < ne; ++i) c.env.push_back(r.str());
+  c.mount_home = r.boolean();
+  c.entrypoint = r.boolean();
+  c.pull = r.str();
 }
 void get(Reader& r, Ready& m) {
   m.master_port = r.u16();

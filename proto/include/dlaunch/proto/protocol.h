@@ -64,12 +64,13 @@
 #include <vector>
 
 #include "dlaunch/error.h"
+#include "dlaunch/proto/container.h"
 #include "dlaunch/tunables.h"
 
 namespace dlaunch::proto {
 
-inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
-inline constexpr std::uint16_t kProtocolVersion = 11;
+inline constexpr std::uint32_t kMagic = 0x4e4c4444;    // "DDLN"
+inline constexpr std::uint16_t kProtocolVersion = 12;  // 12: Setup.container
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
@@ -159,6 +160,9 @@ struct Setup {
   // --stall-timeout: how often the agent looks at its ranks' comm progress
   // counters and sends Progress when they moved; 0: it gives none.
   std::uint32_t progress_interval_ms = 0;
+  // --container-image and the rest (docs/containers.md): the node's ranks
+  // run in one container of this image; no image: on the host.
+  ContainerSpec container;
 };
 
 enum class AddressFamily : std::uint8_t { kIpv4 = 4, kIpv6 = 6 };
