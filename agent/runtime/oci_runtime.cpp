@@ -128,12 +128,16 @@ Result<std::string> OciRuntime::start(const RuntimeNode& node) {
   }
   env_ = node.env;
   name_ = container_name(node.job_id, node.node_rank);
-  // A leftover of this job and node (an agent before this one that was
-  // killed with its guard) would hold the name.
-  (void)run_command(oci_remove_args(kind_, program_, name_), env_, kCommandLimit);
+  hostname_ = node.hostname;
   const auto run = oci_run_args(kind_, program_, spec_, node);
   started_ = true;  // from here on teardown removes it, whatever happened
   auto started = run_command(run, env_, kRunLimit);
+  if (!started.ok() && started.output.find("already in use") != std::string::npos) {
+    // A leftover of this job and node (an agent before this one, killed
+    // with its guard, whose keep-alive has not noticed yet) holds the name.
+    (void)run_command(oci_remove_args(kind_, program_, name_), env_, kCommandLimit);
+    started = run_command(run, env_, kRunLimit);
+  }
   if (!started.ok()) return R::failure(describe_failure(run, started));
 
   const std::string format =
@@ -203,7 +207,7 @@ std::string OciRuntime::check_program(const std::string& prog, const std::vector
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  const std::string where = "in the container (image " + spec_.image + ")";
+  const std::string where = "in the container (image " + spec_.image + ") on " + hostname_;
   switch (code) {
     case 0:
       return {};

@@ -43,6 +43,7 @@ class OciRuntime final : public Runtime {
   proto::ContainerSpec spec_;
   std::vector<std::string> env_;  // the agent's, for the runtime's commands
   std::string name_;              // empty until prepare()
+  std::string hostname_;
   bool started_ = false;
   pid_t main_pid_ = 0;     // dlaunch-keepalive, in the host's PID namespace
   pid_t monitor_pid_ = 0;  // podman's conmon (a subreaper's orphan: our descendant)
