@@ -46,8 +46,11 @@ void add_container_options(CLI::App& app, Options& o) {
                 "variables whose host value wins over the image's: NAME,... (dlaunch's own, "
                 "such as RANK, always win)")
       ->type_name("NAME,...");
-  c->add_flag("--container-mount-home,!--no-container-mount-home", o.container.mount_home,
-              "mount the user's home directory at the same path (default: not)");
+  c->add_flag("--container-mount-home", o.container.mount_home,
+              "mount the user's home directory at the same path")
+      ->excludes(c->add_flag_callback(
+          "--no-container-mount-home", [&o] { o.container.mount_home = false; },
+          "do not mount the user's home directory (the default)"));
   c->add_flag("--container-entrypoint", o.container.entrypoint,
               "run the image's entrypoint with each rank's program as its arguments (default: "
               "the program alone)");
@@ -58,9 +61,10 @@ void add_container_options(CLI::App& app, Options& o) {
 }
 
 void finish_container_options(const CLI::App& app, Options& o) {
-  const char* const others[] = {
-      "--container-runtime",    "--container-mounts",     "--container-workdir", "--container-env",
-      "--container-mount-home", "--container-entrypoint", "--container-pull"};
+  const char* const others[] = {"--container-runtime",    "--container-mounts",
+                                "--container-workdir",    "--container-env",
+                                "--container-mount-home", "--no-container-mount-home",
+                                "--container-entrypoint", "--container-pull"};
   if (app.count("--container-image") > 0 && o.container.image.empty()) {
     throw InputError({"--container-image"}, "", "the image name is empty",
                      "give an image, e.g. --container-image localhost/train:1");

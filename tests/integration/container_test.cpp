@@ -221,6 +221,28 @@ TEST_F(Containers, AgentAndGuardKilledWithSigkillLeaveNoContainerAndNoProcess) {
   EXPECT_EQ(wait_job_gone(job, 5), std::vector<pid_t>{});
 }
 
+// A container of the same job and node that an earlier agent left (here one
+// made by hand, held by a process that outlives the job) is replaced, and
+// gone at the end with the job's own.
+TEST_F(Containers, ALeftoverContainerOfTheSameJobIsReplacedAndRemoved) {
+  const auto job = unique_job_id("ctr-leftover");
+  Process holder({"sleep", "120"});
+  auto made =
+      run({"podman", "run", "-d", "--rm", "--pid", "host", "--name", "dlaunch-" + job + "-node0",
+           "--label", "dlaunch.job=" + job, "--entrypoint", "/.dlaunch/keepalive", "-v",
+           std::string(DLAUNCH_KEEPALIVE_BIN) + ":/.dlaunch/keepalive:ro", kImage,
+           std::to_string(holder.pid())},
+          60, env_);
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  ASSERT_NE(containers_of(job), "");
+  auto r = dlaunch(job, {"--container-image", kImage, "sh", "-c", "echo ok=$RANK"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_of(r.out, "ok="), 4) << r.out;
+  EXPECT_EQ(wait_containers_gone(job, 5), "");
+  holder.signal(SIGKILL);
+  holder.finish(5);
+}
+
 TEST_F(Containers, MissingImageIsAClearErrorAndNoRankStarts) {
   const auto job = unique_job_id("ctr-noimage");
   auto r = dlaunch(job, {"--container-image", "localhost/dlaunch-missing:none", "--container-pull",
