@@ -97,6 +97,7 @@ std::vector<pid_t> cgroup_pids(const std::string& cg) {
 void run_bounded(const std::vector<std::string>& argv) {
   if (argv.empty()) return;
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   const pid_t pid = ::fork();

@@ -171,7 +171,7 @@ AgentsAndGuards agents_of(pid_t dlaunch) {
     std::string line;
     std::getline(stat, line);
     // pid (comm) state ppid ...
-    const pid_t parent = static_cast<pid_t>(std::atoi(line.c_str() + line.rfind(')') + 4));
+    const auto parent = static_cast<pid_t>(std::atoi(line.c_str() + line.rfind(')') + 4));
     (name_of(parent) == "dlaunch-agent" ? out.guards : out.agents).push_back(c);
   }
   return out;
