@@ -36,7 +36,8 @@ stop() {
   export $(env_of)
   ids=$(podman ps -aq 2>/dev/null || true)
   [[ -z "$ids" ]] || podman rm -f -t 0 $ids >/dev/null 2>&1 || true
-  podman system reset -f >/dev/null 2>&1 || true
+  # Not `podman system reset`: it would also remove the machine's networks.
+  podman rmi -af >/dev/null 2>&1 || true
   rm -rf "$dir"
 }
 
@@ -56,6 +57,8 @@ runtime = "runc"
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 tmp_dir = "$dir/tmp"
+[network]
+network_config_dir = "$dir/networks"
 CONF
   # vfs: works on any file system under DIR; the image is 2 MB.
   cat >"$dir/storage.conf" <<CONF

@@ -266,6 +266,40 @@ TEST_F(Containers, ProgramMissingInTheImageIsRefusedBeforeAnyRankStarts) {
   EXPECT_EQ(wait_containers_gone(job, 5), "");
 }
 
+// torchrun's per-node mode (docs/per-node.md) takes the same options.
+TEST_F(Containers, PerNodeModeRunsTheRanksInTheImage) {
+  const auto job = unique_job_id("ctr-pernode");
+  auto r = run(dlaunch_cmd({"--nnodes", "1", "--nproc-per-node", "2", "--standalone", "--job-id",
+                            job, "--container-image", kImage, "sh", "-c",
+                            "echo rank=$RANK img=$(cat /etc/dlaunch-image)"}),
+               180, env_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_of(r.out, "img=dlaunch-test-image"), 2) << r.out;
+  EXPECT_EQ(wait_containers_gone(job, 5), "");
+}
+
+// docker, where a docker daemon answers (none is started here: docker.io's
+// dockerd is not part of the test bed); the bed's image imported into it.
+TEST_F(Containers, DockerRunsTheRanksInTheImageWhereADaemonAnswers) {
+  if (run({"docker", "info"}, 20).exit_code != 0) {
+    GTEST_SKIP() << "no docker daemon answers `docker info` on this machine";
+  }
+  auto imported = run({"docker", "import", "--change", "ENV PATH=/bin", dir_ + "/rootfs.tar",
+                       "localhost/dlaunch-test:docker"},
+                      120);
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  const auto job = unique_job_id("ctr-docker");
+  auto r = dlaunch(job, {"--container-image", "localhost/dlaunch-test:docker",
+                         "--container-runtime", "docker", "--container-pull", "never", "sh", "-c",
+                         "echo img=$(cat /etc/dlaunch-image) uid=$(id -u)"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_of(r.out, "img=dlaunch-test-image uid=" + std::to_string(::geteuid())), 4)
+      << r.out;
+  auto left = run({"docker", "ps", "-a", "-q", "--filter", "label=dlaunch.job=" + job}, 30);
+  EXPECT_EQ(left.out, "");
+  (void)run({"docker", "rmi", "localhost/dlaunch-test:docker"}, 60);
+}
+
 // No runtime: said before anything starts (no root or podman needed).
 TEST(ContainerRuntime, MissingRuntimeIsAClearErrorBeforeAnythingStarts) {
   const std::string empty = temp_dir("noruntime");
