@@ -31,11 +31,9 @@ env_of() {
 
 stop() {
   [[ -f "$dir/containers.conf" ]] || { rm -rf "$dir"; return 0; }
-  local ids
   # shellcheck disable=SC2046
   export $(env_of)
-  ids=$(podman ps -aq 2>/dev/null || true)
-  [[ -z "$ids" ]] || podman rm -f -t 0 $ids >/dev/null 2>&1 || true
+  podman rm -af -t 0 >/dev/null 2>&1 || true
   # Not `podman system reset`: it would also remove the machine's networks.
   podman rmi -af >/dev/null 2>&1 || true
   rm -rf "$dir"
