@@ -324,6 +324,19 @@ TEST(ContainerRuntime, MissingRuntimeIsAClearErrorBeforeAnythingStarts) {
   std::filesystem::remove_all(empty);
 }
 
+TEST(ContainerOptions, DryRunShowsTheContainer) {
+  auto r = run(
+      dlaunch_cmd({"-H", kLocalhost, "--dry-run", "--container-image", kImage, "--container-mounts",
+                   "/data:/d:ro", "--container-env", "A,B", "--container-pull", "never", "sh"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("container: one per node of image " + kImage +
+                       ", runtime auto, pull never, mounts /data:/d:ro, host values of A,B"),
+            std::string::npos)
+      << r.out;
+  auto plain = run(dlaunch_cmd({"-H", kLocalhost, "--dry-run", "sh"}));
+  EXPECT_EQ(plain.out.find("container:"), std::string::npos) << plain.out;
+}
+
 // Bad values: exit 2, the option named, nothing started.
 TEST(ContainerOptions, BadValuesExit2NamingTheOption) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
