@@ -44,6 +44,9 @@ namespace {
 // ranks; 8 MiB here gave 21 MiB for no more throughput (bench/: footprint).
 constexpr std::size_t kHighWatermark = 1u << 20;
 
+// The removal of the node's container (podman rm -f) at the end of the job.
+constexpr std::chrono::milliseconds kRuntimeTeardown{30000};
+
 std::string hostname() {
   char buf[256] = {};
   ::gethostname(buf, sizeof buf - 1);
@@ -157,26 +160,15 @@ void Agent::handle(proto::Setup&& m) {
     return;
   }
   setup_ = std::move(m);
-  // Refuse here, before any node starts a worker, what would fail on every rank.
-  // Every working directory and program once (MPMD apps may each have their own).
-  std::set<std::pair<std::string, std::string>> checked;
-  for (const auto& w : setup_.workers) {
-    const std::string& dir = w.workdir.empty() ? setup_.workdir : w.workdir;
-    const std::string prog = w.argv.empty() ? std::string() : w.argv.front();
-    if (!checked.emplace(dir, prog).second) continue;
-    if (!dir.empty() && ::access(dir.c_str(), X_OK) != 0) {
-      channel_->send(proto::Fatal{"working directory '" + dir + "' does not exist on " +
-                                  hostname() + " (use --wdir)"});
-      return;
-    }
-    if (prog.empty()) continue;
-    const auto env = worker_environment(current_environment(), w.env, {}, token_entry_);
-    if (find_program(prog, env, dir).empty()) {
-      channel_->send(proto::Fatal{"program '" + prog + "' not found on " + hostname() +
-                                  " (not on PATH, or not executable, in " + dir + ")"});
-      return;
-    }
+  auto runtime = make_runtime(setup_.container, current_environment(), hostname());
+  if (!runtime) {
+    channel_->send(proto::Fatal{runtime.error()});
+    return;
   }
+  runtime_ = std::move(*runtime);
+  const bool contained = runtime_->kind() != RuntimeKind::kNative;
+  // In a container, programs are looked for once it runs (start_container).
+  if (!contained && !check_programs()) return;
   if (setup_.workers.empty() && !setup_.workdir.empty() &&
       ::access(setup_.workdir.c_str(), X_OK) != 0) {
     channel_->send(proto::Fatal{"working directory '" + setup_.workdir + "' does not exist on " +
@@ -260,6 +252,7 @@ void Agent::handle(proto::Setup&& m) {
       }
     }
   }
+  if (contained && !start_container()) return;
   if (setup_.mpi && !start_pmix()) return;
   channel_->send(ready);
   start_heartbeats();
@@ -374,6 +367,54 @@ bool Agent::plan_placement() {
   return true;
 }
 
+// Refuses here, before any node starts a worker, what would fail on every
+// rank: every working directory and program once (MPMD apps may each have
+// their own), as the worker will see them (runtime_: on the host, or in the
+// node's container).
+bool Agent::check_programs() {
+  std::set<std::pair<std::string, std::string>> checked;
+  const auto base = runtime_->base_environment(current_environment());
+  for (const auto& w : setup_.workers) {
+    const std::string& dir = w.workdir.empty() ? setup_.workdir : w.workdir;
+    const std::string prog = w.argv.empty() ? std::string() : w.argv.front();
+    if (!checked.emplace(dir, prog).second) continue;
+    const auto env = worker_environment(base, w.env, {}, token_entry_);
+    if (auto why = runtime_->check_program(prog, env, dir); !why.empty()) {
+      channel_->send(proto::Fatal{why});
+      return false;
+    }
+  }
+  return true;
+}
+
+// The node's container (podman, docker) or its preparation (apptainer,
+// enroot), with the job's folders of this node mounted: the error files and,
+// on node 0, the store's Unix socket. The guard is told how to remove it
+// before it exists, should the agent die while it starts.
+bool Agent::start_container() {
+  RuntimeNode node{.job_id = setup_.job_id,
+                   .node_rank = setup_.node_rank,
+                   .hostname = hostname(),
+                   .workdir = setup_.workdir,
+                   .agent_pid = ::getpid(),
+                   .uid = ::getuid(),
+                   .gid = ::getgid(),
+                   .env = current_environment()};
+  if (node.workdir.empty()) node.workdir = std::filesystem::current_path().string();
+  if (!error_dir_.empty()) node.job_dirs.push_back(error_dir_);
+  if (const char* home = std::getenv("HOME"); home != nullptr) node.home = home;
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) node.keepalive = (self.parent_path() / "dlaunch-keepalive").string();
+  if (auto rm = runtime_->removal_command(node); !rm.empty()) guard_->run_on_death(rm);
+  auto made = runtime_->prepare(node);
+  if (!made) {
+    channel_->send(proto::Fatal{made.error()});
+    return false;
+  }
+  return check_programs();
+}
+
 // A private folder for the workers' TORCHELASTIC_ERROR_FILEs. Without it
 // workers run without one (PyTorch then only logs its error).
 void Agent::make_error_dir() {
@@ -473,7 +514,10 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   }
   if (pmix_ && mpi_must_yield(w.spec.env))
     job_env.emplace_back("OMPI_MCA_mpi_yield_when_idle", "1");
-  const std::vector<std::string> base = current_environment();
+  // In a container, the image's variables where they win (runtime/runtime.h).
+  const std::vector<std::string> base = runtime_ != nullptr
+                                            ? runtime_->base_environment(current_environment())
+                                            : current_environment();
   for (auto& kv : network_interface_env(net_interface_, setup_.mpi, base, w.spec.env)) {
     job_env.push_back(std::move(kv));
   }
@@ -518,6 +562,7 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   opts.parent_death_signal = SIGKILL;
   opts.stdout_fd = out_w.get();
   opts.stderr_fd = err_w.get();
+  if (runtime_) runtime_->adapt(opts);
   w.started = env_.clock.now();
   w.started_wall = std::chrono::system_clock::now();
   SpawnResult r = env_.os.spawn_in(opts, cgroup_);
@@ -773,6 +818,10 @@ std::vector<pid_t> Agent::leftovers() {
     }
   }
   if (guard_) std::erase(out, guard_->pid());
+  // A container's own processes go with the container (finish()).
+  if (runtime_) {
+    for (pid_t p : runtime_->own_processes()) std::erase(out, p);
+  }
   return out;
 }
 
@@ -788,6 +837,12 @@ void Agent::maybe_finish() {
 // (node 0's store, the channel). Then report and exit.
 void Agent::finish() {
   if (phase_ == Phase::kDone || sweeping_) return;
+  // The node's container first: what it leaves (its monitor on its way out)
+  // is then swept as any leftover.
+  if (runtime_) {
+    if (auto why = runtime_->teardown(kRuntimeTeardown); !why.empty())
+      log("could not remove the node's container: " + why);
+  }
   const auto first = leftovers();
   if (first.empty() && cgroup_removed()) {
     complete();

@@ -13,6 +13,11 @@
 // leftovers are swept (SIGTERM, then SIGKILL at the grace), on a timer, while
 // the loop keeps serving, and Done goes to the head.
 //
+// Where the workers run is the Runtime's (runtime/runtime.h): on the host, or
+// in one container of the node that the runtime starts at Setup (before
+// Ready: a missing runtime or image fails the job before any rank starts)
+// and removes once the last worker is gone.
+//
 // Seams (AgentEnv): the operating system (os.h) and the clock are injected,
 // so that the agent's unit tests drive it over a socketpair with a fake OS and
 // a clock they move by hand. run() is the real thing with signals.
@@ -39,6 +44,7 @@
 #include "os.h"
 #include "pmix/pmix_host.h"
 #include "progress_board.h"
+#include "runtime/runtime.h"
 #include "worker.h"
 
 namespace dlaunch::agent {
@@ -94,6 +100,9 @@ class Agent {
   void stack_finish();
   void handle_shutdown();
   bool start_pmix();
+  // agent/runtime/: where the workers run (native, or the node's container).
+  bool check_programs();
+  bool start_container();
   void make_error_dir();
   bool plan_placement();
 
@@ -142,6 +151,7 @@ class Agent {
 
   std::string token_entry_;
   std::unique_ptr<GuardLink> guard_;
+  std::unique_ptr<Runtime> runtime_;          // from Setup on
   std::unique_ptr<PmixHost> pmix_;            // MPI mode only
   std::unique_ptr<comm::StoreServer> store_;  // node 0: the job's rendezvous store
   proto::Setup setup_;

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,8 +30,19 @@ namespace {
 // What the agent tells its guard, one frame each (dlaunch/codec.h):
 //   u32 length of the rest | u8 kind | payload
 // kWatch: i32 process group; kRemove: bytes path; kDisarm: nothing.
-// kCgroup: bytes path of the job's cgroup.
-enum class GuardMessage : std::uint8_t { kWatch = 1, kRemove = 2, kDisarm = 3, kCgroup = 4 };
+// kCgroup: bytes path of the job's cgroup. kRun: u32 count, then each
+// argument as bytes.
+// How long the guard waits for each command it runs once the agent died (the
+// removal of the node's container) before it kills it.
+constexpr std::chrono::milliseconds kGuardCommandLimit{30000};
+
+enum class GuardMessage : std::uint8_t {
+  kWatch = 1,
+  kRemove = 2,
+  kDisarm = 3,
+  kCgroup = 4,
+  kRun = 5
+};
 
 std::string guard_frame(GuardMessage kind, const std::function<void(codec::Writer&)>& payload) {
   std::string out;
@@ -80,7 +92,34 @@ std::vector<pid_t> cgroup_pids(const std::string& cg) {
   return out;
 }
 
+// Runs argv (a path) with the agent's environment, its output discarded,
+// and waits for it at most kGuardCommandLimit; then it is killed.
+void run_bounded(const std::vector<std::string>& argv) {
+  if (argv.empty()) return;
+  std::vector<char*> args;
+  args.reserve(argv.size() + 1);
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return;
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    const int devnull = ::open("/dev/null", O_RDWR);
+    for (int fd = 0; fd < 3; ++fd) ::dup2(devnull, fd);
+    ::close_range(3, ~0u, 0);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::signal(s, SIG_DFL);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  wait_exit({pid}, kGuardCommandLimit);
+  ::kill(-pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
 [[noreturn]] void guard_main(int from_agent, const std::string& token_entry) {
+  std::vector<std::vector<std::string>> commands;
   std::vector<pid_t> groups;
   std::vector<std::string> dirs;
   std::vector<std::string> cgroups;
@@ -107,6 +146,10 @@ std::vector<pid_t> cgroup_pids(const std::string& cg) {
       } else if (kind == GuardMessage::kCgroup) {
         std::string cg(r.bytes());
         if (r.finish() && !cg.empty()) cgroups.push_back(std::move(cg));
+      } else if (kind == GuardMessage::kRun) {
+        std::vector<std::string> argv(r.count(4));
+        for (auto& a : argv) a = std::string(r.bytes());
+        if (r.finish() && !argv.empty()) commands.push_back(std::move(argv));
       }
       buf.erase(0, 4 + std::size_t{len});
     }
@@ -137,6 +180,7 @@ std::vector<pid_t> cgroup_pids(const std::string& cg) {
     std::error_code ignored;
     std::filesystem::remove_all(d, ignored);
   }
+  for (const auto& argv : commands) run_bounded(argv);
   for (const auto& cg : cgroups) {
     // Empty once its processes are gone (cgroup.kill is not synchronous).
     for (int round = 0; round < timing::kGuardKillRounds && ::rmdir(cg.c_str()) != 0; ++round)
@@ -185,6 +229,13 @@ void Guard::remove_on_death(const std::string& dir) {
 void Guard::kill_cgroup_on_death(const std::string& cgroup) {
   write_all(to_guard_.get(),
             guard_frame(GuardMessage::kCgroup, [&](codec::Writer& w) { w.bytes(cgroup); }));
+}
+
+void Guard::run_on_death(const std::vector<std::string>& argv) {
+  write_all(to_guard_.get(), guard_frame(GuardMessage::kRun, [&](codec::Writer& w) {
+              w.u32(static_cast<std::uint32_t>(argv.size()));
+              for (const auto& a : argv) w.bytes(a);
+            }));
 }
 
 void Guard::disarm() {

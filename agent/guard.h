@@ -5,7 +5,8 @@
 // the agent closes without a "disarm" (the agent died), the guard SIGKILLs
 // those process groups and every process whose environment carries this
 // agent's token (grandchildren that left the group), removes the folders it
-// was given (the workers' error files), then exits.
+// was given (the workers' error files), runs the commands it was given (the
+// removal of the node's container), each bounded in time, then exits.
 #pragma once
 
 #include <sys/types.h>
@@ -28,6 +29,7 @@ class Guard final : public GuardLink {
   void watch_process_group(pid_t pgid) override;
   void remove_on_death(const std::string& dir) override;
   void kill_cgroup_on_death(const std::string& cgroup) override;
+  void run_on_death(const std::vector<std::string>& argv) override;
   void disarm() override;
   pid_t pid() const override { return pid_; }
 

@@ -33,6 +33,9 @@ class GuardLink {
   // The job's cgroup (AgentOs::make_cgroup): killed whole and removed if the
   // agent dies.
   virtual void kill_cgroup_on_death(const std::string& cgroup) = 0;
+  // A command to run if the agent dies, once its processes are killed: a
+  // container runtime's removal of the node's container (agent/runtime/).
+  virtual void run_on_death(const std::vector<std::string>& argv) = 0;
   // The agent cleaned up itself: the guard exits without killing anything.
   virtual void disarm() = 0;
   virtual pid_t pid() const = 0;

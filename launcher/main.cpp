@@ -233,6 +233,19 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
   }
   const auto ifnames = dl::net::dry_run_interface_note(plan, !o.master_addr.empty(), o.mpi);
   if (!ifnames.empty()) fmt::print("network: {}\n", ifnames);
+  if (!o.container.image.empty()) {
+    // Where each node's ranks run (docs/containers.md); the runtime's
+    // command lines are the agent's, made on the node.
+    const auto& c = o.container;
+    std::string more;
+    if (!c.mounts.empty()) more += fmt::format(", mounts {}", fmt::join(c.mounts, ","));
+    if (!c.workdir.empty()) more += ", workdir " + dl::shell_quote(c.workdir);
+    if (!c.env.empty()) more += fmt::format(", host values of {}", fmt::join(c.env, ","));
+    if (c.mount_home) more += ", home mounted";
+    if (c.entrypoint) more += ", through the image's entrypoint";
+    fmt::print("container: one per node of image {}, runtime {}, pull {}{} (docs/containers.md)\n",
+               c.image, c.runtime, c.pull, more);
+  }
   // One environment on every node: what SSH (and SGE, LSF) nodes get of
   // dlaunch's own, and why (local nodes inherit all of it).
   if (!plan.forwarded.empty()) {

@@ -30,6 +30,9 @@ test_packages=(
   # scripts/testbed/bare-root.sh: minimal Debian roots for the bare-node bed
   # (nodes with nothing installed; made once, cached in /var/cache/dlaunch-testbed)
   mmdebstrap
+  # scripts/testbed/podman.sh: the container tests (podman with runc, which
+  # this host's cgroups v1 need; an image imported from a static busybox)
+  podman runc busybox-static
 )
 
 case "${1:-}" in

@@ -40,7 +40,8 @@ constexpr const char* kStages[] = {"setpgid",
                                    "exec",
                                    "joining the job's cgroup",
                                    "binding to CPUs (sched_setaffinity)",
-                                   "keeping a descriptor open (fcntl)"};
+                                   "keeping a descriptor open (fcntl)",
+                                   "entering the container (setns, chroot)"};
 
 [[noreturn]] void child_fail(int errfd, int stage, int err) {
   ChildFailure f{stage, err};
@@ -75,6 +76,19 @@ std::vector<std::string> exec_candidates(const std::string& argv0,
 }
 
 }  // namespace
+
+std::vector<std::string> program_candidates(const std::string& prog,
+                                            const std::vector<std::string>& env,
+                                            const std::string& workdir) {
+  std::vector<std::string> out;
+  for (const auto& c : exec_candidates(prog, env)) {
+    std::string p;
+    if (!c.empty() && c[0] != '/' && !workdir.empty()) p.append(workdir).append("/");
+    p.append(c);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
 
 std::string find_program(const std::string& prog, const std::vector<std::string>& env,
                          const std::string& workdir) {
@@ -144,6 +158,17 @@ SpawnResult spawn(const SpawnOptions& opts) {
     if (opts.parent_death_signal != 0) {
       if (::prctl(PR_SET_PDEATHSIG, opts.parent_death_signal) != 0) child_fail(errfd, 1, errno);
       if (::getppid() != parent) ::_exit(127);  // the parent died before prctl took hold
+    }
+    // Into the container: its user namespace first (it owns the mount
+    // namespace), then its mounts, then its root as ours.
+    if (opts.enter_userns_fd >= 0 && ::setns(opts.enter_userns_fd, CLONE_NEWUSER) != 0) {
+      child_fail(errfd, 8, errno);
+    }
+    if (opts.enter_mntns_fd >= 0) {
+      if (::setns(opts.enter_mntns_fd, CLONE_NEWNS) != 0) child_fail(errfd, 8, errno);
+      if (opts.enter_root_fd >= 0 && (::fchdir(opts.enter_root_fd) != 0 || ::chroot(".") != 0))
+        child_fail(errfd, 8, errno);
+      if (::chdir("/") != 0) child_fail(errfd, 8, errno);
     }
     // Move the sources out of the way first so dup2 onto 0..2 cannot clobber one.
     int src[3] = {opts.stdin_fd, opts.stdout_fd, opts.stderr_fd};

@@ -26,6 +26,7 @@ ControllerConfig controller_config(const Options& o) {
   c.stall_abort = o.stall_action == "abort";
   c.output_dir = o.output_dir;
   c.bind_to = o.bind_to;
+  c.container = o.container;
   c.map_by = o.map_by;
   c.oversubscribe = o.oversubscribe;
   c.report_bindings = o.report_bindings;

@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <climits>
 
+#include "cli/container_options.h"
 #include "cli/man_page.h"
 #include "cli/peer_options.h"
 #include "cli/pernode_options.h"
@@ -572,6 +573,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                 "preflight every host (connect, auth, host key, agent, working directory, program, "
                 "GPUs) and print a table; exit 0 only if all pass");
   add_pernode_options(app, o);
+  add_container_options(app, o);
   add_refused_peer_options(app);
 
   try {
@@ -624,6 +626,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   }
   finish_peer_options(app, o);
   finish_pernode_options(app, o);
+  finish_container_options(app, o);
   // Per-node mode runs one program (--app, --host and --stdin are refused there).
   if (!o.pernode.enabled) {
     resolve_apps(o);

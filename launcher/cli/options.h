@@ -7,6 +7,7 @@
 
 #include "cli/apps.h"
 #include "cli/pernode_options.h"
+#include "dlaunch/proto/container.h"
 #include "dlaunch/tunables.h"
 #include "hostfile/hostfile.h"
 
@@ -121,6 +122,11 @@ struct Options {
 
   // Per-node mode: torchrun's options (cli/pernode_options.h)
   PerNodeOptions pernode;
+
+  // Containers (cli/container_options.h): checked and complete after parse.
+  proto::ContainerSpec container;
+  std::string container_mounts;  // --container-mounts as given
+  std::string container_env;     // --container-env as given
 };
 
 // docs/tunables.md: the table of dlaunch/tunables.h as Markdown.

@@ -36,6 +36,7 @@
 #include "controller/progress.h"
 #include "controller/report.h"
 #include "dlaunch/clock.h"
+#include "dlaunch/proto/container.h"
 #include "dlaunch/proto/heartbeat.h"
 #include "dlaunch/tunables.h"
 #include "jobs/events.h"
@@ -100,6 +101,9 @@ struct ControllerConfig {
   std::string map_by;
   bool oversubscribe = false;
   bool report_bindings = false;
+  // --container-* (docs/containers.md): every node's ranks in one container
+  // of this image; no image: on the host.
+  proto::ContainerSpec container;
   // A note for the report when the failing rank's Python could not run or
   // import something: which interpreter dlaunch put before the .py and how
   // to choose another (empty: the command was the user's own).

@@ -81,6 +81,7 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
   s.map_by = cfg.map_by;
   s.oversubscribe = cfg.oversubscribe;
   s.omp_default = np.omp_default;
+  s.container = cfg.container;
   for (const auto& r : np.ranks) {
     if (cfg.probe_only) break;  // --check: nothing to start
     proto::WorkerSpec w;

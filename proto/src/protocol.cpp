@@ -120,6 +120,16 @@ void put(Writer& w, const Setup& m) {
   w.bytes(m.head_boot_id);
   w.i32(m.head_pid);
   w.u64(m.head_start_ticks);
+  const ContainerSpec& c = m.container;
+  w.bytes(c.image).bytes(c.runtime);
+  w.u32(static_cast<std::uint32_t>(c.mounts.size()));
+  for (const auto& s : c.mounts) w.bytes(s);
+  w.bytes(c.workdir);
+  w.u32(static_cast<std::uint32_t>(c.env.size()));
+  for (const auto& s : c.env) w.bytes(s);
+  w.boolean(c.mount_home);
+  w.boolean(c.entrypoint);
+  w.bytes(c.pull);
 }
 void put(Writer& w, const Ready& m) {
   w.u16(m.master_port);
@@ -283,6 +293,19 @@ void get(Reader& r, Setup& m) {
   m.head_boot_id = r.str();
   m.head_pid = r.i32();
   m.head_start_ticks = r.u64();
+  ContainerSpec& c = m.container;
+  c.image = r.str();
+  c.runtime = r.str();
+  auto nm = r.count(4);
+  c.mounts.reserve(nm);
+  for (std::uint32_t i = 0; i < nm; ++i) c.mounts.push_back(r.str());
+  c.workdir = r.str();
+  auto ne = r.count(4);
+  c.env.reserve(ne);
+  for (std::uint32_t i = 0; i < ne; ++i) c.env.push_back(r.str());
+  c.mount_home = r.boolean();
+  c.entrypoint = r.boolean();
+  c.pull = r.str();
 }
 void get(Reader& r, Ready& m) {
   m.master_port = r.u16();

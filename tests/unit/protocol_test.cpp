@@ -265,11 +265,13 @@ TEST(Protocol, UnknownTypeAndBadMagicAreRejected) {
 }
 
 TEST(Protocol, HugeCountsCannotAllocateBeyondTheFrame) {
-  // Setup whose last count (node_of_rank, followed by ranks_on_host, two
+  // Setup whose count of node_of_rank (followed by ranks_on_host, two
   // empty strings, a bool, host_rank_offset, a bool and
-  // progress_interval_ms: 22 bytes) says 2^32-1 in a tiny frame.
+  // progress_interval_ms: 22 bytes, the head's empty boot id, pid and start
+  // time: 16 bytes, then the default container: 37 bytes) says 2^32-1 in a
+  // tiny frame.
   std::string wire = encode(proto::Setup{});
-  const std::size_t count_at = wire.size() - 26;
+  const std::size_t count_at = wire.size() - 26 - 16 - 37;
   for (std::size_t i = 0; i < 4; ++i) wire[count_at + i] = static_cast<char>(0xff);
   Decoder d;
   d.feed(wire);
@@ -544,4 +546,27 @@ TEST(Protocol, ReleaseIfEmptyKeepsAPartialFrameAndFreesOnlyWhatWasTaken) {
   EXPECT_EQ(d.pending(), 0u);
   d.feed(one);  // and it goes on after a release
   EXPECT_TRUE(d.next().has_value());
+}
+
+TEST(Protocol, SetupCarriesTheContainer) {
+  proto::Setup s;
+  s.container.image = "localhost/img:1";
+  s.container.runtime = "podman";
+  s.container.mounts = {"/data:/data:ro", "/scratch"};
+  s.container.workdir = "/work";
+  s.container.env = {"NCCL_DEBUG", "PATH"};
+  s.container.mount_home = true;
+  s.container.entrypoint = true;
+  s.container.pull = "never";
+  const auto back = std::get<proto::Setup>(round_trip(s)).container;
+  EXPECT_EQ(back.image, "localhost/img:1");
+  EXPECT_EQ(back.runtime, "podman");
+  EXPECT_EQ(back.mounts, s.container.mounts);
+  EXPECT_EQ(back.workdir, "/work");
+  EXPECT_EQ(back.env, s.container.env);
+  EXPECT_TRUE(back.mount_home);
+  EXPECT_TRUE(back.entrypoint);
+  EXPECT_EQ(back.pull, "never");
+  // None given: none on the other side.
+  EXPECT_TRUE(std::get<proto::Setup>(round_trip(proto::Setup{})).container.image.empty());
 }

@@ -3,7 +3,8 @@
 //
 // Child side of spawn(), in this order: reset signal mask and dispositions,
 // CPU affinity and memory policy (optional), new process group (optional), parent-death signal
-// (optional; the child exits at once if the parent already died), dup2 of the given fds onto 0/1/2,
+// (optional; the child exits at once if the parent already died), entering a
+// container's namespaces and root (optional), dup2 of the given fds onto 0/1/2,
 // close every other fd, chdir, exec. A failure in the child is reported back
 // through a close-on-exec pipe, so spawn() returns the exec error itself
 // (e.g. "No such file or directory") instead of a child that exits 127.
@@ -45,6 +46,13 @@ struct SpawnOptions {
   // A descriptor (>= 3) the program gets open at the same number; every
   // other one above stderr is closed. -1: none.
   int keep_fd = -1;
+  // A container to run in (agent/runtime/): open descriptors of its user
+  // namespace (-1: ours), its mount namespace and its root directory, which
+  // the child joins (setns) and makes its root (chroot) before the fds,
+  // the working directory and exec; -1: the host's.
+  int enter_userns_fd = -1;
+  int enter_mntns_fd = -1;
+  int enter_root_fd = -1;
 };
 
 // The child's pid (> 0), or what failed in the child.
@@ -57,6 +65,13 @@ SpawnResult spawn(const SpawnOptions& opts);
 // workdir. Empty when there is none.
 std::string find_program(const std::string& prog, const std::vector<std::string>& env,
                          const std::string& workdir);
+
+// Every path where spawn() would look for prog, in order (workdir-joined
+// when relative), without looking: for a caller that looks elsewhere (in a
+// container's root).
+std::vector<std::string> program_candidates(const std::string& prog,
+                                            const std::vector<std::string>& env,
+                                            const std::string& workdir);
 
 // pipe2(O_CLOEXEC): {read end, write end}. Throws std::system_error.
 std::pair<UniqueFd, UniqueFd> make_pipe();

@@ -35,6 +35,8 @@ class FakeGuard final : public dlaunch::agent::GuardLink {
   void watch_process_group(pid_t pgid) override { groups.push_back(pgid); }
   void remove_on_death(const std::string& dir) override { dirs.push_back(dir); }
   void kill_cgroup_on_death(const std::string& cg) override { cgroups.push_back(cg); }
+  void run_on_death(const std::vector<std::string>& argv) override { commands.push_back(argv); }
+  std::vector<std::vector<std::string>> commands;
   std::vector<std::string> cgroups;
   void disarm() override { disarmed = true; }
   pid_t pid() const override { return 4242; }

@@ -64,12 +64,13 @@
 #include <vector>
 
 #include "dlaunch/error.h"
+#include "dlaunch/proto/container.h"
 #include "dlaunch/tunables.h"
 
 namespace dlaunch::proto {
 
-inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
-inline constexpr std::uint16_t kProtocolVersion = 12;
+inline constexpr std::uint32_t kMagic = 0x4e4c4444;    // "DDLN"
+inline constexpr std::uint16_t kProtocolVersion = 12;  // 12: boot ids in Hello/Setup, Setup.container
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
@@ -173,6 +174,9 @@ struct Setup {
   std::string head_boot_id;
   std::int32_t head_pid = 0;
   std::uint64_t head_start_ticks = 0;
+  // --container-image and the rest (docs/containers.md): the node's ranks
+  // run in one container of this image; no image: on the host.
+  ContainerSpec container;
 };
 
 enum class AddressFamily : std::uint8_t { kIpv4 = 4, kIpv6 = 6 };

@@ -1,0 +1,265 @@
+#include "oci_runtime.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "command.h"
+
+namespace dlaunch::agent {
+
+namespace {
+
+using std::chrono::seconds;
+
+// A pull of a large image takes minutes; the head's --start-timeout bounds
+// the node's start anyway.
+constexpr auto kRunLimit = seconds(600);
+constexpr auto kCommandLimit = seconds(30);
+// Where dlaunch-keepalive is inside the container (mounted read-only).
+constexpr const char* kKeepaliveTarget = "/.dlaunch/keepalive";
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+// NAME=VALUE entries of /proc/PID/environ.
+std::vector<std::string> environ_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start < all.size()) {
+    auto end = all.find('\0', start);
+    if (end == std::string::npos) end = all.size();
+    if (end > start) out.push_back(all.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+ino_t inode_of(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+}  // namespace
+
+std::vector<std::string> oci_run_args(RuntimeKind kind, const std::string& program,
+                                      const proto::ContainerSpec& spec, const RuntimeNode& node) {
+  std::vector<std::string> a = {program,     "run",
+                                "-d",        "--rm",
+                                "--name",    container_name(node.job_id, node.node_rank),
+                                "--label",   "dlaunch.job=" + node.job_id,
+                                "--label",   "dlaunch.node=" + std::to_string(node.node_rank),
+                                "--network", "host",
+                                "--ipc",     "host",
+                                "--pid",     "host",
+                                "--pull",    spec.pull};
+  if (node.uid != 0) {
+    // The user's own ids inside, so that what the ranks write in mounted
+    // folders is theirs.
+    if (kind == RuntimeKind::kPodman) {
+      a.insert(a.end(), {"--userns", "keep-id"});
+    } else {
+      a.insert(a.end(), {"--user", std::to_string(node.uid) + ":" + std::to_string(node.gid)});
+    }
+  }
+  a.insert(a.end(), {"--entrypoint", kKeepaliveTarget, "-v",
+                     node.keepalive + ":" + kKeepaliveTarget + ":ro"});
+  for (const auto& m : container_mounts(spec, node)) {
+    a.insert(a.end(), {"-v", m.source + ":" + m.target + (m.read_only ? ":ro" : "")});
+  }
+  a.push_back(spec.image);
+  a.push_back(std::to_string(node.agent_pid));
+  return a;
+}
+
+std::vector<std::string> oci_remove_args(RuntimeKind kind, const std::string& program,
+                                         const std::string& name) {
+  // Nothing in it has a clean shutdown to wait for: the ranks are gone.
+  if (kind == RuntimeKind::kPodman) return {program, "rm", "-f", "--ignore", "-t", "0", name};
+  return {program, "rm", "-f", name};
+}
+
+OciRuntime::OciRuntime(RuntimeKind kind, std::string program, proto::ContainerSpec spec)
+    : kind_(kind), program_(std::move(program)), spec_(std::move(spec)) {}
+
+OciRuntime::~OciRuntime() = default;
+
+std::vector<std::string> OciRuntime::removal_command(const RuntimeNode& node) const {
+  return oci_remove_args(kind_, program_, container_name(node.job_id, node.node_rank));
+}
+
+Result<std::string> OciRuntime::prepare(const RuntimeNode& node) {
+  auto r = start(node);
+  if (!r) {
+    return Result<std::string>::failure("cannot start the " + runtime_name(kind_) +
+                                        " container of image " + spec_.image + " on " +
+                                        node.hostname + ": " + r.error());
+  }
+  return r;
+}
+
+Result<std::string> OciRuntime::start(const RuntimeNode& node) {
+  using R = Result<std::string>;
+  if (kind_ == RuntimeKind::kDocker && node.uid != 0) {
+    return R::failure(
+        "the ranks enter the container's namespaces, which docker allows to root only "
+        "(use --container-runtime podman, which runs rootless)");
+  }
+  if (node.keepalive.empty() || ::access(node.keepalive.c_str(), X_OK) != 0) {
+    return R::failure("dlaunch-keepalive is not installed next to dlaunch-agent (" +
+                      (node.keepalive.empty() ? std::string("?") : node.keepalive) + ")");
+  }
+  env_ = node.env;
+  name_ = container_name(node.job_id, node.node_rank);
+  hostname_ = node.hostname;
+  const auto run = oci_run_args(kind_, program_, spec_, node);
+  started_ = true;  // from here on teardown removes it, whatever happened
+  auto started = run_command(run, env_, kRunLimit);
+  if (!started.ok() && started.output.find("already in use") != std::string::npos) {
+    // A leftover of this job and node (an agent before this one, killed
+    // with its guard, whose keep-alive has not noticed yet) holds the name.
+    (void)run_command(oci_remove_args(kind_, program_, name_), env_, kCommandLimit);
+    started = run_command(run, env_, kRunLimit);
+  }
+  if (!started.ok()) return R::failure(describe_failure(run, started));
+
+  const std::string format =
+      kind_ == RuntimeKind::kPodman ? "{{.State.Pid}} {{.State.ConmonPid}}" : "{{.State.Pid}}";
+  const std::vector<std::string> inspect = {program_, "inspect", "--format", format, name_};
+  auto state = run_command(inspect, env_, kCommandLimit);
+  std::istringstream pids(state.output);
+  pids >> main_pid_ >> monitor_pid_;
+  if (!state.ok() || main_pid_ <= 0) {
+    main_pid_ = 0;
+    return R::failure("it ended as soon as it started (" + describe_failure(inspect, state) +
+                      "); is the image for this machine's architecture?");
+  }
+  const std::string proc = "/proc/" + std::to_string(main_pid_);
+  mntns_ = UniqueFd(::open((proc + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC));
+  root_ = UniqueFd(::open((proc + "/root").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!mntns_ || !root_) {
+    return R::failure("cannot open " + proc + "/ns/mnt or /root: " + std::strerror(errno));
+  }
+  // Rootless podman: the container has a user namespace of its own.
+  if (inode_of(proc + "/ns/user") != inode_of("/proc/self/ns/user")) {
+    userns_ = UniqueFd(::open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!userns_) return R::failure("cannot open " + proc + "/ns/user: " + std::strerror(errno));
+  }
+  image_env_ = environ_of(main_pid_);
+  if (spec_.entrypoint) {
+    const std::vector<std::string> ep = {program_,
+                                         "image",
+                                         "inspect",
+                                         "--format",
+                                         "{{range .Config.Entrypoint}}{{println .}}{{end}}",
+                                         spec_.image};
+    auto got = run_command(ep, env_, kCommandLimit);
+    if (!got.ok()) return R::failure(describe_failure(ep, got));
+    entrypoint_ = lines_of(got.output);
+  }
+  return "container " + name_ + " (" + runtime_name(kind_) + ", image " + spec_.image + ")";
+}
+
+std::string OciRuntime::check_program(const std::string& prog, const std::vector<std::string>& env,
+                                      const std::string& workdir) {
+  const std::string dir = spec_.workdir.empty() ? workdir : spec_.workdir;
+  const std::string program = entrypoint_.empty() ? prog : entrypoint_.front();
+  const auto candidates =
+      program.empty() ? std::vector<std::string>{} : program_candidates(program, env, dir);
+  const int userns = userns_.get();
+  const int mntns = mntns_.get();
+  const int root = root_.get();
+  // Looked at from inside: a child that enters the container as a worker would.
+  const pid_t pid = ::fork();
+  if (pid < 0) return std::string("fork: ") + std::strerror(errno);
+  if (pid == 0) {
+    if ((userns >= 0 && ::setns(userns, CLONE_NEWUSER) != 0) || ::setns(mntns, CLONE_NEWNS) != 0 ||
+        ::fchdir(root) != 0 || ::chroot(".") != 0) {
+      ::_exit(5);
+    }
+    if (!dir.empty() && ::access(dir.c_str(), X_OK) != 0) ::_exit(3);
+    if (program.empty()) ::_exit(0);
+    for (const auto& c : candidates) {
+      struct stat st {};
+      if (::stat(c.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(c.c_str(), X_OK) == 0)
+        ::_exit(0);
+    }
+    ::_exit(4);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const std::string where = "in the container (image " + spec_.image + ") on " + hostname_;
+  switch (code) {
+    case 0:
+      return {};
+    case 3:
+      return "working directory '" + dir + "' does not exist " + where +
+             (spec_.workdir.empty() ? " (mount it with --container-mounts)" : "");
+    case 4:
+      return "program '" + program + "' not found " + where +
+             " (not on its PATH, or not executable, in " + dir + ")";
+    default:
+      return "cannot enter the container " + name_ + " to look for '" + program + "'";
+  }
+}
+
+std::vector<std::string> OciRuntime::base_environment(std::vector<std::string> agent_env) const {
+  std::vector<std::string> keep = spec_.env;
+  if (spec_.mount_home) keep.emplace_back("HOME");
+  return layered_environment(agent_env, image_env_, keep);
+}
+
+void OciRuntime::adapt(SpawnOptions& opts) const {
+  if (!spec_.workdir.empty()) opts.workdir = spec_.workdir;
+  if (!entrypoint_.empty())
+    opts.argv.insert(opts.argv.begin(), entrypoint_.begin(), entrypoint_.end());
+  opts.enter_userns_fd = userns_.get();
+  opts.enter_mntns_fd = mntns_.get();
+  opts.enter_root_fd = root_.get();
+}
+
+std::vector<pid_t> OciRuntime::own_processes() const {
+  std::vector<pid_t> out;
+  for (pid_t p : {main_pid_, monitor_pid_}) {
+    if (p > 0) out.push_back(p);
+  }
+  return out;
+}
+
+std::string OciRuntime::teardown(std::chrono::milliseconds limit) {
+  if (!started_) return {};
+  started_ = false;
+  userns_.reset();
+  mntns_.reset();
+  root_.reset();
+  const auto rm = oci_remove_args(kind_, program_, name_);
+  auto r = run_command(rm, env_, limit);
+  main_pid_ = 0;
+  monitor_pid_ = 0;
+  // Gone already (its main process ended and --rm removed it): done too.
+  if (r.ok() || r.output.find("No such container") != std::string::npos ||
+      r.output.find("no such container") != std::string::npos)
+    return {};
+  return describe_failure(rm, r);
+}
+
+}  // namespace dlaunch::agent

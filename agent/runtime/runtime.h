@@ -1,0 +1,129 @@
+// Runtime: where the agent's workers run (the seam of docs/architecture.md).
+//
+// The agent spawns every worker itself, the same way whatever the runtime:
+// fork/exec, its own process group, the parent-death signal, the job's
+// cgroup, its pipes, the guard watching its group. A Runtime only decides
+// where the exec lands:
+//   native     on the host, as ever;
+//   podman, docker   one container per node that holds the node's ranks
+//              (pyxis's model, docs/containers.md): prepare() starts it
+//              (host network, IPC and PID; the job's folders mounted), each
+//              worker enters its mount namespace (and, rootless, its user
+//              namespace) between fork and exec, so its pid, exit status,
+//              signals and output are the agent's as for a native worker;
+//              teardown() removes it;
+//   apptainer, enroot   each worker's command is wrapped (apptainer exec
+//              IMAGE ..., enroot start NAME ...): the runtime's process is
+//              the worker.
+//
+// States: made -> prepared -> torn down; teardown() may come at any point,
+// more than once, and after a failed prepare().
+// Thread safety: none; the agent's event loop.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dlaunch/error.h"
+#include "dlaunch/process.h"
+#include "dlaunch/proto/container.h"
+
+namespace dlaunch::agent {
+
+enum class RuntimeKind { kNative, kPodman, kDocker, kApptainer, kEnroot };
+
+std::string runtime_name(RuntimeKind kind);
+
+// What a runtime needs to know of this node's share of the job.
+struct RuntimeNode {
+  std::string job_id;
+  int node_rank = 0;
+  std::string hostname;
+  std::string workdir;                // the job's working directory here (mounted at that path)
+  std::vector<std::string> job_dirs;  // the job's private folders here (error files, store socket)
+  pid_t agent_pid = 0;
+  std::string keepalive;  // dlaunch-keepalive on this host (podman, docker)
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string home;
+  std::vector<std::string> env;  // the agent's environment: PATH finds the runtime's program
+};
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+  virtual RuntimeKind kind() const = 0;
+  // Everything that can fail before a rank starts (the image, the
+  // container): what was made, for the log, or why it cannot run here.
+  virtual Result<std::string> prepare(const RuntimeNode& node) = 0;
+  // What a worker's program and directory look like from where it will run:
+  // empty when both are there, else why not (checked before any rank starts).
+  virtual std::string check_program(const std::string& prog, const std::vector<std::string>& env,
+                                    const std::string& workdir) = 0;
+  // The environment a worker starts from, before dlaunch's own variables go
+  // on top: the agent's, with the image's where the image's win.
+  virtual std::vector<std::string> base_environment(std::vector<std::string> agent_env) const {
+    return agent_env;
+  }
+  // Makes opts start the worker where it runs.
+  virtual void adapt(SpawnOptions& opts) const = 0;
+  // Processes of the runtime's own (a container's main process, its
+  // monitor) that the agent must not take for the job's leftovers.
+  virtual std::vector<pid_t> own_processes() const { return {}; }
+  // The command that removes what prepare(node) makes, for the guard to run
+  // if the agent dies (given before prepare); empty when there is nothing.
+  virtual std::vector<std::string> removal_command(const RuntimeNode& node) const {
+    (void)node;
+    return {};
+  }
+  // Removes what prepare() made, waiting at most `limit`: empty, or what
+  // went wrong.
+  virtual std::string teardown(std::chrono::milliseconds limit) = 0;
+};
+
+// The runtime for a job's ContainerSpec on this node: native without an
+// image; with one, the named runtime, or the first of podman, docker,
+// apptainer, enroot on PATH ("auto"). Fails when that program is not here.
+Result<std::unique_ptr<Runtime>> make_runtime(const proto::ContainerSpec& spec,
+                                              const std::vector<std::string>& env,
+                                              const std::string& hostname);
+
+// The pieces of the command lines, for the unit tests.
+std::string container_name(const std::string& job_id, int node_rank);
+// The runtime's mounts for a node: the job's folders, the working directory,
+// home (if asked), then the user's, in that order.
+std::vector<proto::ContainerMount> container_mounts(const proto::ContainerSpec& spec,
+                                                    const RuntimeNode& node);
+// podman / docker run of the node's container (program: the runtime's path).
+std::vector<std::string> oci_run_args(RuntimeKind kind, const std::string& program,
+                                      const proto::ContainerSpec& spec, const RuntimeNode& node);
+std::vector<std::string> oci_remove_args(RuntimeKind kind, const std::string& program,
+                                         const std::string& name);
+// apptainer exec|run IMAGE argv... for one worker.
+std::vector<std::string> apptainer_args(const std::string& program,
+                                        const proto::ContainerSpec& spec, const RuntimeNode& node,
+                                        const std::vector<std::string>& rank_env,
+                                        const std::vector<std::string>& argv);
+// enroot create of the node's container, and enroot start NAME argv... for a worker.
+std::vector<std::string> enroot_create_args(const std::string& program,
+                                            const proto::ContainerSpec& spec,
+                                            const std::string& name);
+std::vector<std::string> enroot_start_args(const std::string& program,
+                                           const proto::ContainerSpec& spec,
+                                           const RuntimeNode& node, const std::string& name,
+                                           const std::vector<std::string>& rank_env,
+                                           const std::vector<std::string>& argv);
+std::vector<std::string> enroot_remove_args(const std::string& program, const std::string& name);
+
+// The environment a worker starts from in a container: the agent's, then
+// the image's (where the user did not keep the host's value by naming it in
+// --container-env, and never HOSTNAME), later entries winning.
+std::vector<std::string> layered_environment(const std::vector<std::string>& agent_env,
+                                             const std::vector<std::string>& image_env,
+                                             const std::vector<std::string>& keep_host);
+
+}  // namespace dlaunch::agent

@@ -1,0 +1,364 @@
+// Containers (docs/containers.md, agent/runtime/): real jobs on two logical
+// nodes of this machine whose ranks run in one podman container per node,
+// on a podman of the test's own (scripts/testbed/podman.sh: configuration,
+// storage and state in a temp folder; an image made here from the static
+// busybox of busybox-static, never pulled). Needs root and podman; each test
+// says why it is skipped otherwise.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "dlaunch/process.h"
+#include "support.h"
+
+using namespace dltest;
+
+namespace {
+
+const std::string kLocalhost = std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml";
+const std::string kBed = std::string(SOURCE_DIR) + "/scripts/testbed/podman.sh";
+const std::string kImage = "localhost/dlaunch-test:latest";
+
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+class Containers : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (::geteuid() != 0) {
+      skip_ = "needs root: the test bed's podman runs as root (docs/testbeds.md)";
+      return;
+    }
+    remove_stale_beds("dlaunch-podman-", kBed);
+    dir_ = temp_dir("podman-" + std::to_string(::getpid()));
+    auto r = run({kBed, "start", dir_}, 120);
+    if (r.exit_code == 3) {
+      skip_ = "no podman test bed: " + r.err;
+    } else if (r.exit_code != 0) {
+      failed_ =
+          "scripts/testbed/podman.sh start failed (" + std::to_string(r.exit_code) + "): " + r.err;
+    } else {
+      env_ = lines_of(r.out);
+    }
+  }
+  static void TearDownTestSuite() {
+    if (!dir_.empty()) (void)run({kBed, "stop", dir_}, 120);
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    ASSERT_TRUE(failed_.empty()) << failed_;
+  }
+
+  static RunResult dlaunch(const std::string& job, std::vector<std::string> args,
+                           double timeout_s = 180) {
+    std::vector<std::string> all = {"-H", kLocalhost, "--job-id", job};
+    all.insert(all.end(), args.begin(), args.end());
+    return run(dlaunch_cmd(all), timeout_s, env_);
+  }
+  // The job's containers as podman lists them, stopped ones included.
+  static std::string containers_of(const std::string& job) {
+    auto r = run({"podman", "ps", "-a", "-q", "--filter", "label=dlaunch.job=" + job}, 30, env_);
+    return r.out + (r.exit_code == 0 ? "" : "(podman ps failed: " + r.err + ")");
+  }
+  static std::string wait_containers_gone(const std::string& job, double timeout_s) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    std::string left = containers_of(job);
+    while (!left.empty() && std::chrono::steady_clock::now() < until) {
+      ::usleep(200 * 1000);
+      left = containers_of(job);
+    }
+    return left;
+  }
+
+  static inline std::string skip_;
+  static inline std::string failed_;
+  static inline std::string dir_;
+  static inline std::vector<std::string> env_;
+};
+
+TEST_F(Containers, ShellJobRunsInTheImageWithTheUsersIdsAndTheTorchrunEnvironment) {
+  // The proof that a rank ran in the image: a file the host does not have.
+  ASSERT_FALSE(std::filesystem::exists("/etc/dlaunch-image"));
+  const auto job = unique_job_id("ctr-shell");
+  auto r = dlaunch(job, {"--container-image", kImage, "sh", "-c",
+                         "echo \"rank=$RANK/$WORLD_SIZE local=$LOCAL_RANK master=$MASTER_ADDR:"
+                         "$MASTER_PORT img=$(cat /etc/dlaunch-image) uid=$(id -u):$(id -g) "
+                         "var=$DLAUNCH_IMAGE_VAR pwd=$(pwd)\""});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string ids = std::to_string(::geteuid()) + ":" + std::to_string(::getegid());
+  const std::string cwd = std::filesystem::current_path().string();
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_NE(r.out.find("rank=" + std::to_string(rank) + "/4 local=" + std::to_string(rank % 2)),
+              std::string::npos)
+        << r.out;
+  }
+  EXPECT_EQ(count_of(r.out, "img=dlaunch-test-image uid=" + ids), 4) << r.out;
+  EXPECT_EQ(count_of(r.out, "master=127.0.0.1:"), 4) << r.out;
+  EXPECT_EQ(count_of(r.out, "var=from-image pwd=" + cwd), 4) << r.out;
+  EXPECT_EQ(wait_containers_gone(job, 5), "");
+  EXPECT_EQ(wait_job_gone(job, 2), std::vector<pid_t>{});
+}
+
+TEST_F(Containers, ContainerEnvKeepsTheHostsValueOverTheImages) {
+  const auto job = unique_job_id("ctr-env");
+  std::vector<std::string> args = {"--container-image",           kImage, "-x",
+                                   "DLAUNCH_IMAGE_VAR=from-host", "sh",   "-c",
+                                   "echo var=$DLAUNCH_IMAGE_VAR"};
+  // -x is dlaunch's own: it wins over the image like RANK does.
+  auto r = dlaunch(job, args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_of(r.out, "var=from-host"), 4) << r.out;
+}
+
+// Fail-fast: the others sleep for 10 minutes, so a job that ends within the
+// run's limit was stopped by the failure. (The bound is loose: podman's own
+// start takes seconds, tens of seconds on a loaded machine.)
+TEST_F(Containers, FailingRankFailsTheJobFastWithItsCodeAndTheReport) {
+  const auto job = unique_job_id("ctr-fail");
+  auto r = dlaunch(job,
+                   {"--container-image", kImage, "--kill-grace", "2", "sh", "-c",
+                    "if [ \"$RANK\" = 1 ]; then echo going >&2; exit 3; fi; exec sleep 600"},
+                   300);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("rank 1 exited with code 3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("| going"), std::string::npos) << r.err;
+  EXPECT_EQ(wait_containers_gone(job, 5), "");
+  EXPECT_EQ(wait_job_gone(job, 2), std::vector<pid_t>{});
+}
+
+TEST_F(Containers, DlaunchKilledWithSigkillLeavesNoContainerAndNoProcess) {
+  const auto job = unique_job_id("ctr-headkill");
+  std::vector<std::string> args = {"-H",           kLocalhost, "--job-id",          job,
+                                   "--kill-grace", "1",        "--container-image", kImage,
+                                   "sh",           "-c",       "echo up; sleep 60"};
+  Process p(dlaunch_cmd(args), env_);
+  ASSERT_TRUE(p.wait_for_lines(4, 120));
+  ASSERT_NE(containers_of(job), "");
+  p.signal(SIGKILL);
+  p.finish(10);
+  EXPECT_EQ(wait_containers_gone(job, 20), "");
+  EXPECT_EQ(wait_job_gone(job, 5), std::vector<pid_t>{});
+}
+
+// The agents of a dlaunch (not their guards, forks of theirs with the same
+// name), and the guards.
+struct AgentsAndGuards {
+  std::vector<pid_t> agents;
+  std::vector<pid_t> guards;
+};
+AgentsAndGuards agents_of(pid_t dlaunch) {
+  AgentsAndGuards out;
+  const auto name_of = [](pid_t pid) {
+    std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    return name;
+  };
+  for (pid_t c : dlaunch::descendants_of(dlaunch)) {
+    if (name_of(c) != "dlaunch-agent") continue;
+    std::ifstream stat("/proc/" + std::to_string(c) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    // pid (comm) state ppid ...
+    const auto parent = static_cast<pid_t>(std::atoi(line.c_str() + line.rfind(')') + 4));
+    (name_of(parent) == "dlaunch-agent" ? out.guards : out.agents).push_back(c);
+  }
+  return out;
+}
+
+// The agents cannot clean up: their guards remove the containers.
+TEST_F(Containers, AgentKilledWithSigkillLeavesNoContainerAndNoProcess) {
+  const auto job = unique_job_id("ctr-agentkill");
+  std::vector<std::string> args = {
+      "-H", kLocalhost, "--job-id",         job, "--container-image", kImage,
+      "sh", "-c",       "echo up; sleep 60"};
+  Process p(dlaunch_cmd(args), env_);
+  ASSERT_TRUE(p.wait_for_lines(4, 120));
+  const auto found = agents_of(p.pid());
+  ASSERT_EQ(found.agents.size(), 2u);
+  ASSERT_EQ(found.guards.size(), 2u);
+  for (pid_t a : found.agents) ::kill(a, SIGKILL);
+  auto r = p.finish(60);
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_EQ(wait_containers_gone(job, 30), "");
+  EXPECT_EQ(wait_job_gone(job, 5), std::vector<pid_t>{});
+}
+
+// Nothing of dlaunch's is left to clean up: the ranks die with their agent
+// (parent-death signal), dlaunch-keepalive sees the agent's pid go, and
+// podman removes the container (--rm).
+TEST_F(Containers, AgentAndGuardKilledWithSigkillLeaveNoContainerAndNoProcess) {
+  const auto job = unique_job_id("ctr-allkill");
+  std::vector<std::string> args = {"-H",
+                                   kLocalhost,
+                                   "--job-id",
+                                   job,
+                                   "--container-image",
+                                   kImage,
+                                   "sh",
+                                   "-c",
+                                   "echo up; exec sleep 60"};
+  Process p(dlaunch_cmd(args), env_);
+  ASSERT_TRUE(p.wait_for_lines(4, 120));
+  const auto found = agents_of(p.pid());
+  ASSERT_EQ(found.guards.size(), 2u);
+  for (pid_t g : found.guards) ::kill(g, SIGKILL);
+  for (pid_t a : found.agents) ::kill(a, SIGKILL);
+  p.signal(SIGKILL);
+  p.finish(30);
+  EXPECT_EQ(wait_containers_gone(job, 30), "");
+  EXPECT_EQ(wait_job_gone(job, 5), std::vector<pid_t>{});
+}
+
+// A container of the same job and node that an earlier agent left (here one
+// made by hand, held by a process that outlives the job) is replaced, and
+// gone at the end with the job's own.
+TEST_F(Containers, ALeftoverContainerOfTheSameJobIsReplacedAndRemoved) {
+  const auto job = unique_job_id("ctr-leftover");
+  Process holder({"sleep", "120"});
+  auto made =
+      run({"podman", "run", "-d", "--rm", "--pid", "host", "--name", "dlaunch-" + job + "-node0",
+           "--label", "dlaunch.job=" + job, "--entrypoint", "/.dlaunch/keepalive", "-v",
+           std::string(DLAUNCH_KEEPALIVE_BIN) + ":/.dlaunch/keepalive:ro", kImage,
+           std::to_string(holder.pid())},
+          60, env_);
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  ASSERT_NE(containers_of(job), "");
+  auto r = dlaunch(job, {"--container-image", kImage, "sh", "-c", "echo ok=$RANK"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_of(r.out, "ok="), 4) << r.out;
+  EXPECT_EQ(wait_containers_gone(job, 5), "");
+  holder.signal(SIGKILL);
+  holder.finish(5);
+}
+
+TEST_F(Containers, MissingImageIsAClearErrorAndNoRankStarts) {
+  const auto job = unique_job_id("ctr-noimage");
+  auto r = dlaunch(job, {"--container-image", "localhost/dlaunch-missing:none", "--container-pull",
+                         "never", "sh", "-c", "echo ran"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cannot start the podman container of image localhost/dlaunch-missing:none"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("ran"), std::string::npos) << r.out;
+  EXPECT_EQ(wait_containers_gone(job, 5), "");
+}
+
+TEST_F(Containers, ProgramMissingInTheImageIsRefusedBeforeAnyRankStarts) {
+  // /bin/true is on the host, not in the image's /bin: looked for inside.
+  const auto job = unique_job_id("ctr-noprog");
+  auto r = dlaunch(job, {"--container-image", kImage, "nproc"}, 120);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("program 'nproc' not found in the container (image " + kImage),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(wait_containers_gone(job, 5), "");
+}
+
+// torchrun's per-node mode (docs/per-node.md) takes the same options.
+TEST_F(Containers, PerNodeModeRunsTheRanksInTheImage) {
+  const auto job = unique_job_id("ctr-pernode");
+  auto r = run(dlaunch_cmd({"--nnodes", "1", "--nproc-per-node", "2", "--standalone", "--job-id",
+                            job, "--container-image", kImage, "sh", "-c",
+                            "echo rank=$RANK img=$(cat /etc/dlaunch-image)"}),
+               180, env_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_of(r.out, "img=dlaunch-test-image"), 2) << r.out;
+  EXPECT_EQ(wait_containers_gone(job, 5), "");
+}
+
+// docker, where a docker daemon answers (none is started here: docker.io's
+// dockerd is not part of the test bed); the bed's image imported into it.
+TEST_F(Containers, DockerRunsTheRanksInTheImageWhereADaemonAnswers) {
+  if (run({"docker", "info"}, 20).exit_code != 0) {
+    GTEST_SKIP() << "no docker daemon answers `docker info` on this machine";
+  }
+  auto imported = run({"docker", "import", "--change", "ENV PATH=/bin", dir_ + "/rootfs.tar",
+                       "localhost/dlaunch-test:docker"},
+                      120);
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  const auto job = unique_job_id("ctr-docker");
+  auto r = dlaunch(job, {"--container-image", "localhost/dlaunch-test:docker",
+                         "--container-runtime", "docker", "--container-pull", "never", "sh", "-c",
+                         "echo img=$(cat /etc/dlaunch-image) uid=$(id -u)"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_of(r.out, "img=dlaunch-test-image uid=" + std::to_string(::geteuid())), 4)
+      << r.out;
+  auto left = run({"docker", "ps", "-a", "-q", "--filter", "label=dlaunch.job=" + job}, 30);
+  EXPECT_EQ(left.out, "");
+  (void)run({"docker", "rmi", "localhost/dlaunch-test:docker"}, 60);
+}
+
+// No runtime: said before anything starts (no root or podman needed).
+TEST(ContainerRuntime, MissingRuntimeIsAClearErrorBeforeAnythingStarts) {
+  const std::string empty = temp_dir("noruntime");
+  const auto job = unique_job_id("ctr-noruntime");
+  auto r = run(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, "--container-image", kImage,
+                            "/bin/sh", "-c", "echo ran"}),
+               60, {"PATH=" + empty});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no container runtime on"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("looked for podman, docker, apptainer and enroot on PATH"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("ran"), std::string::npos) << r.out;
+  if (dlaunch::find_program("enroot", dlaunch::current_environment(), "").empty()) {
+    auto named = run(dlaunch_cmd({"-H", kLocalhost, "--container-image", kImage,
+                                  "--container-runtime", "enroot", "/bin/sh", "-c", "echo ran"}));
+    EXPECT_NE(named.exit_code, 0);
+    EXPECT_NE(named.err.find("container runtime 'enroot' not found on"), std::string::npos)
+        << named.err;
+    EXPECT_EQ(named.out.find("ran"), std::string::npos) << named.out;
+  }
+  std::filesystem::remove_all(empty);
+}
+
+TEST(ContainerOptions, DryRunShowsTheContainer) {
+  auto r = run(
+      dlaunch_cmd({"-H", kLocalhost, "--dry-run", "--container-image", kImage, "--container-mounts",
+                   "/data:/d:ro", "--container-env", "A,B", "--container-pull", "never", "sh"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("container: one per node of image " + kImage +
+                       ", runtime auto, pull never, mounts /data:/d:ro, host values of A,B"),
+            std::string::npos)
+      << r.out;
+  auto plain = run(dlaunch_cmd({"-H", kLocalhost, "--dry-run", "sh"}));
+  EXPECT_EQ(plain.out.find("container:"), std::string::npos) << plain.out;
+}
+
+// Bad values: exit 2, the option named, nothing started.
+TEST(ContainerOptions, BadValuesExit2NamingTheOption) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--container-image", kImage, "--container-pull", "sometimes"}, "--container-pull"},
+      {{"--container-image", kImage, "--container-runtime", "lxc"}, "--container-runtime"},
+      {{"--container-image", kImage, "--container-mounts", "data:/data"}, "--container-mounts"},
+      {{"--container-image", kImage, "--container-mounts", "/a:/b:rx"}, "--container-mounts"},
+      {{"--container-image", kImage, "--container-mounts", "/a,,/b"}, "--container-mounts"},
+      {{"--container-image", kImage, "--container-env", "A-B"}, "--container-env"},
+      {{"--container-image", kImage, "--container-workdir", "rel"}, "--container-workdir"},
+      {{"--container-mounts", "/a:/b"}, "--container-mounts"},
+      {{"--container-image", ""}, "--container-image"},
+  };
+  for (const auto& [args, option] : cases) {
+    std::vector<std::string> all = {"-H", kLocalhost};
+    all.insert(all.end(), args.begin(), args.end());
+    all.insert(all.end(), {"sh", "-c", "echo ran"});
+    auto r = run(dlaunch_cmd(all));
+    EXPECT_EQ(r.exit_code, 2) << option << ": " << r.err;
+    EXPECT_NE(r.err.find(option), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("ran"), std::string::npos) << r.out;
+  }
+}
+
+}  // namespace
