@@ -268,6 +268,7 @@ void Agent::handle(proto::Start&& m) {
   // The interface toward the job's address, for the workers' gloo, NCCL and
   // Open MPI (node 0: the one that owns it).
   if (!m.net_address.empty()) net_interface_ = env_.os.route_interface(m.net_address);
+  if (pmix_) give_pmix_the_store(m.env);
   for (auto& [rank, w] : workers_) spawn_worker(w, m.env);
   arm_progress_timer();
   maybe_finish();
@@ -428,6 +429,26 @@ bool Agent::start_pmix() {
     return false;
   }
   return true;
+}
+
+// MPI's published names and connects go through the job's store, which the
+// workers reach with DLAUNCH_STORE_*: so does the PMIx server.
+void Agent::give_pmix_the_store(const proto::Env& start_env) {
+  std::string addr, port, secret, path;
+  for (const auto& [k, v] : start_env) {
+    if (k == "DLAUNCH_STORE_ADDR") addr = v;
+    if (k == "DLAUNCH_STORE_PORT") port = v;
+    if (k == "DLAUNCH_STORE_SECRET") secret = v;
+    if (k == "DLAUNCH_STORE_PATH") path = v;
+  }
+  int port_number = 0;
+  try {
+    port_number = port.empty() ? 0 : std::stoi(port);
+  } catch (const std::exception&) {
+    port_number = 0;
+  }
+  if (addr.empty() || secret.empty() || port_number <= 0 || port_number > 65535) return;
+  pmix_->set_store(addr, static_cast<std::uint16_t>(port_number), secret, path);
 }
 
 // More ranks on this machine than CPUs this agent may use: MPI ranks must

@@ -94,6 +94,7 @@ class Agent {
   void stack_finish();
   void handle_shutdown();
   bool start_pmix();
+  void give_pmix_the_store(const proto::Env& start_env);
   void make_error_dir();
   bool plan_placement();
 

@@ -23,23 +23,12 @@
 #include "dlaunch/error.h"
 #include "dlaunch/thread_annotations.h"
 #include "dlaunch/tunables.h"
+#include "pmix/pmix_impl.h"
 #include "pmix/pmix_library.h"
 
 namespace dlaunch::agent {
 
 namespace asio = boost::asio;
-
-struct PmixHost::Impl {
-  asio::io_context& io;
-  Callbacks cb;
-  PmixJob job;
-  bool started = false;
-  // Fences waiting for the head, by sequence number (loop thread only).
-  std::uint32_t next_seq = 0;
-  std::map<std::uint32_t, std::pair<pmix_modex_cbfunc_t, void*>> fences;
-
-  Impl(asio::io_context& i, Callbacks c) : io(i), cb(std::move(c)) {}
-};
 
 namespace {
 
@@ -136,11 +125,65 @@ pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char ms
   return PMIX_SUCCESS;
 }
 
+// Calls dlaunch does not serve fail at once, each with a line that says so
+// (a NULL entry would also fail, but silently, and Open MPI's own message
+// blames "the runtime environment").
+pmix_status_t on_spawn(const pmix_proc_t* proc, const pmix_info_t[], size_t,
+                       const pmix_app_t apps[], size_t napps, pmix_spawn_cbfunc_t, void*) {
+  std::string what;
+  for (size_t k = 0; k < napps; ++k) {
+    what += (k ? ", " : "") + std::string(apps[k].cmd != nullptr ? apps[k].cmd : "?") + " x" +
+            std::to_string(apps[k].maxprocs);
+  }
+  pmix_detail::note(pmix_detail::proc_name(*proc) + " asked to start processes (" + what +
+                    ": MPI_Comm_spawn or PMIx_Spawn): dlaunch does not start processes for "
+                    "a running job yet, so the call fails (docs/mpi.md)");
+  return PMIX_ERR_NOT_SUPPORTED;
+}
+
+// Every process's data reaches every node in MPI_Init's fence: a process
+// asking for data that no fence brought gets "not found" now, never a wait.
+pmix_status_t on_direct_modex(const pmix_proc_t*, const pmix_info_t[], size_t, pmix_modex_cbfunc_t,
+                              void*) {
+  return PMIX_ERR_NOT_FOUND;
+}
+
+pmix_status_t refuse(const char* what) {
+  pmix_detail::note(std::string("a process asked for ") + what +
+                    ", which dlaunch's PMIx server does not serve; the call fails");
+  return PMIX_ERR_NOT_SUPPORTED;
+}
+
+pmix_status_t on_allocate(const pmix_proc_t*, pmix_alloc_directive_t, const pmix_info_t[], size_t,
+                          pmix_info_cbfunc_t, void*) {
+  return refuse("more resources (PMIx_Allocation_request)");
+}
+
+pmix_status_t on_job_control(const pmix_proc_t*, const pmix_proc_t[], size_t, const pmix_info_t[],
+                             size_t, pmix_info_cbfunc_t, void*) {
+  return refuse("job control (PMIx_Job_control)");
+}
+
+pmix_status_t on_group(pmix_group_operation_t, char[], const pmix_proc_t[], size_t,
+                       const pmix_info_t[], size_t, pmix_info_cbfunc_t, void*) {
+  return refuse("a process group (PMIx_Group_construct/destruct)");
+}
+
 pmix_server_module_t g_module = [] {
   pmix_server_module_t m;
   std::memset(&m, 0, sizeof m);
   m.fence_nb = on_fence;
   m.abort = on_abort;
+  m.direct_modex = on_direct_modex;
+  m.publish = pmix_publish;
+  m.lookup = pmix_lookup;
+  m.unpublish = pmix_unpublish;
+  m.spawn = on_spawn;
+  m.connect = pmix_connect;
+  m.disconnect = pmix_disconnect;
+  m.allocate = on_allocate;
+  m.job_control = on_job_control;
+  m.group = on_group;
   return m;
 }();
 
@@ -151,6 +194,29 @@ std::string join(const std::vector<std::string>& v, char sep) {
 }
 
 }  // namespace
+
+namespace pmix_detail {
+
+pmix_status_t post_to_server(std::function<void(PmixHost::Impl&)> work) {
+  MutexLock lock(g_impl_mu);
+  if (g_impl == nullptr) return PMIX_ERR_INIT;
+  asio::post(g_impl->io, [impl = g_impl, work = std::move(work)] {
+    if (impl->started) work(*impl);
+  });
+  return PMIX_SUCCESS;
+}
+
+void note(const std::string& message) {
+  std::fprintf(stderr, "dlaunch-agent: %s\n", message.c_str());
+}
+
+std::string proc_name(const pmix_proc_t& proc) {
+  std::string ns(proc.nspace, strnlen(proc.nspace, sizeof proc.nspace));
+  if (proc.rank == PMIX_RANK_WILDCARD) return ns + ":*";
+  return ns + ":" + std::to_string(proc.rank);
+}
+
+}  // namespace pmix_detail
 
 PmixHost::PmixHost(asio::io_context& io, Callbacks cb)
     : impl_(std::make_unique<Impl>(io, std::move(cb))) {}
@@ -262,6 +328,17 @@ std::vector<std::string> PmixHost::client_environment(int rank) {
   return out;
 }
 
+void PmixHost::set_store(const std::string& host, std::uint16_t port, const std::string& secret,
+                         const std::string& unix_path) {
+  comm::StoreOptions opts;
+  opts.host = host;
+  opts.port = port;
+  opts.secret = secret;
+  opts.unix_path = unix_path;
+  opts.connect_timeout = std::chrono::seconds(30);
+  impl_->store.configure(std::move(opts));
+}
+
 void PmixHost::complete_fence(std::uint32_t seq, const std::string& all_data) {
   // A FenceDown that arrives once the server is stopped (the job ending while
   // a fence was open) must not call into PMIx: its callback would wake an
@@ -304,6 +381,7 @@ void PmixHost::stop() {
                  static_cast<long long>(timing::kPmixFinalize.count()));
   }
   set_impl(nullptr);
+  impl_->store.stop();    // no answer reaches PMIx after this
   impl_->fences.clear();  // PMIx is gone: nobody can be answered
   std::error_code ec;
   std::filesystem::remove_all(impl_->job.tmpdir, ec);  // also pmix_dstor_* of a killed server

@@ -9,6 +9,12 @@
 // (fence_nb): we send our node's blob to the head, the head concatenates every
 // node's blob and sends the result back, and we complete the fence with it.
 //
+// Published names (MPI_Publish_name, and the port names of
+// MPI_Comm_connect/accept) live in the job's store, and a connect or
+// disconnect across nodes meets there (pmix_names.cpp, pmix_connect.cpp).
+// Spawn and the other calls dlaunch does not serve fail at once with a line
+// on stderr that says so (docs/mpi.md).
+//
 // Threads: PMIx calls us on its own progress thread. Every upcall is copied
 // and posted to the agent's io_context; answers (fence results) are handed
 // back to PMIx from that loop. One PmixHost per process (PMIx is global).
@@ -53,6 +59,10 @@ class PmixHost {
   // Registers a local rank and returns the NAME=VALUE entries its
   // environment needs. Throws dlaunch::Error.
   std::vector<std::string> client_environment(int rank);
+  // The job's store (Start's DLAUNCH_STORE_*): published names and
+  // connects go through it. Until it is known, they fail at once.
+  void set_store(const std::string& host, std::uint16_t port, const std::string& secret,
+                 const std::string& unix_path);
   // The head's answer to fence seq: every node's data, concatenated.
   void complete_fence(std::uint32_t seq, const std::string& all_data);
   // Stops the server and removes its directory. Idempotent.

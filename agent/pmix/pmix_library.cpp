@@ -66,6 +66,7 @@ Loaded load() {
       resolve(handle, "PMIx_generate_ppn", l.generate_ppn, e) &&
       resolve(handle, "PMIx_Info_load", l.info_load, e) &&
       resolve(handle, "PMIx_Value_destruct", l.value_destruct, e) &&
+      resolve(handle, "PMIx_Value_load", l.value_load, e) &&
       resolve(handle, "PMIx_Error_string", l.error_string, e)) {
     return out;
   }

@@ -26,6 +26,7 @@ struct PmixLibrary {
   decltype(&::PMIx_generate_ppn) generate_ppn = nullptr;
   decltype(&::PMIx_Info_load) info_load = nullptr;
   decltype(&::PMIx_Value_destruct) value_destruct = nullptr;
+  decltype(&::PMIx_Value_load) value_load = nullptr;
   decltype(&::PMIx_Error_string) error_string = nullptr;
 };
 
