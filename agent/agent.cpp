@@ -28,6 +28,7 @@
 #include "dlaunch/version.h"
 #include "guard.h"
 #include "net.h"
+#include "pmix/pmix_job_info.h"
 #include "stacks.h"
 
 namespace dlaunch::agent {
@@ -330,6 +331,7 @@ bool Agent::plan_placement() {
     channel_->send(proto::Fatal{policy.error()});
     return false;
   }
+  policy_ = *policy;
   if (policy->bind_to == placement::BindTo::kNone || mine == 0) return true;
   auto topo = placement::load_topology(placement::binds_to_gpu(policy->bind_to));
   if (!topo) {
@@ -390,6 +392,20 @@ bool Agent::start_pmix() {
   job.ranks_per_node.assign(setup_.ranks_per_node.begin(), setup_.ranks_per_node.end());
   job.node_of_rank.assign(setup_.node_of_rank.begin(), setup_.node_of_rank.end());
   job.node_rank = setup_.node_rank;
+  // What mpirun tells its ranks of their placement (pmix/pmix_job_info.h).
+  bool bound = false;
+  if (topology_ && topology_->this_system) {
+    for (const auto& [rank, placed] : placement_) {
+      if (placed.cpus.empty()) continue;
+      job.cpus[rank] = placement::cpu_list(placed.cpus);
+      bound = true;
+    }
+  }
+  if (policy_) {
+    job.map_by = mpirun_map_by(*policy_);
+    job.bind_to = mpirun_bind_to(*policy_, bound);
+  }
+  job.physical_memory = physical_memory();
   // PMIx's sockets and Open MPI's shared-memory segments go in here: it must
   // be fresh and private, never a directory someone else made (see
   // dlaunch/private_dir.h); the guard removes it if the agent is killed.

@@ -159,6 +159,7 @@ class Agent {
   // CPUs; empty when nothing is bound.
   std::unique_ptr<placement::Topology> topology_;
   std::map<int, placement::RankPlacement> placement_;  // by rank
+  std::optional<placement::Policy> policy_;            // as resolved for this node
   std::string placement_note_;
   Phase phase_ = Phase::kHello;
   bool aborting_ = false;

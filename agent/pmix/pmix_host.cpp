@@ -187,6 +187,22 @@ pmix_server_module_t g_module = [] {
   return m;
 }();
 
+// PMIX_LOCALITY_STRING of a process bound to these CPUs ("0-3,8"), as
+// libpmix makes it from its topology ("SK0:L30:L20:L10:CR0:HT0:NM0"); empty
+// when it cannot.
+std::string locality_string(const std::string& cpus) {
+  const PmixLibrary& lib = pmix_library();
+  pmix_cpuset_t set;
+  std::memset(&set, 0, sizeof set);
+  if (lib.parse_cpuset_string(("hwloc:" + cpus).c_str(), &set) != PMIX_SUCCESS) return "";
+  char* out = nullptr;
+  std::string locality;
+  if (lib.generate_locality_string(&set, &out) == PMIX_SUCCESS && out != nullptr) locality = out;
+  std::free(out);
+  lib.cpuset_destruct(&set);
+  return locality;
+}
+
 std::string join(const std::vector<std::string>& v, char sep) {
   std::string out;
   for (std::size_t i = 0; i < v.size(); ++i) out += (i ? std::string(1, sep) : "") + v[i];
@@ -254,16 +270,21 @@ void PmixHost::start(const PmixJob& job) {
   // The maps of the whole job: "node0,node1" and "0,1;2,3".
   // MPMD apps on some nodes only can leave a node's ranks apart: "0,2;1,3".
   std::vector<std::vector<std::string>> ranks_of(job.ranks_per_node.size());
-  int next = 0;
+  std::vector<std::uint32_t> node_of;   // each rank's node
+  std::vector<std::uint16_t> local_of;  // and its place among the node's ranks
+  auto place = [&](std::size_t node) {
+    local_of.push_back(static_cast<std::uint16_t>(ranks_of.at(node).size()));
+    node_of.push_back(static_cast<std::uint32_t>(node));
+    ranks_of[node].push_back(std::to_string(node_of.size() - 1));
+  };
   if (job.node_of_rank.empty()) {
     for (std::size_t k = 0; k < job.ranks_per_node.size(); ++k) {
-      for (int i = 0; i < job.ranks_per_node[k]; ++i) ranks_of[k].push_back(std::to_string(next++));
+      for (int i = 0; i < job.ranks_per_node[k]; ++i) place(k);
     }
   } else {
-    for (int node : job.node_of_rank) {
-      ranks_of.at(static_cast<std::size_t>(node)).push_back(std::to_string(next++));
-    }
+    for (int node : job.node_of_rank) place(static_cast<std::size_t>(node));
   }
+  const auto next = static_cast<int>(node_of.size());
   std::vector<std::string> per_node;
   per_node.reserve(ranks_of.size());
   for (const auto& ranks : ranks_of) per_node.push_back(join(ranks, ','));
@@ -278,14 +299,63 @@ void PmixHost::start(const PmixJob& job) {
   }
   auto world = static_cast<std::uint32_t>(next);
   auto nodes = static_cast<std::uint32_t>(job.node_names.size());
-  InfoArray info(7);
-  info.load(0, PMIX_NODE_MAP, node_map, PMIX_REGEX);
-  info.load(1, PMIX_PROC_MAP, proc_map, PMIX_REGEX);
-  info.load(2, PMIX_JOB_SIZE, &world, PMIX_UINT32);
-  info.load(3, PMIX_UNIV_SIZE, &world, PMIX_UINT32);
-  info.load(4, PMIX_MAX_PROCS, &world, PMIX_UINT32);
-  info.load(5, PMIX_NUM_NODES, &nodes, PMIX_UINT32);
-  info.load(6, PMIX_JOBID, job.nspace.c_str(), PMIX_STRING);
+  // mpirun's keys besides: one app, the first job (offset 0), this node's
+  // ranks, the policies, the memory (pmix_job_info.h).
+  auto here =
+      static_cast<std::uint32_t>(job.ranks_per_node.at(static_cast<std::size_t>(job.node_rank)));
+  const std::uint32_t one_app = 1;
+  const std::uint32_t offset = 0;
+  std::vector<std::unique_ptr<InfoArray>> procs;  // each process's keys, copied by info_load
+  std::vector<pmix_data_array_t> arrays;
+  procs.reserve(world);
+  arrays.reserve(world);
+  for (std::uint32_t r = 0; r < world; ++r) {
+    const auto cpus = job.cpus.find(static_cast<int>(r));
+    std::string locality;
+    if (cpus != job.cpus.end()) locality = locality_string(cpus->second);
+    // With data of its own, libpmix no longer derives a process's place from
+    // the maps: it is all here.
+    auto keys = std::make_unique<InfoArray>(7 + (cpus != job.cpus.end() ? 1 : 0) +
+                                            (locality.empty() ? 0 : 1));
+    pmix_rank_t rank = r;
+    std::uint32_t appnum = 0;
+    std::size_t k = 0;
+    keys->load(k++, PMIX_RANK, &rank, PMIX_PROC_RANK);
+    keys->load(k++, PMIX_LOCAL_RANK, &local_of[r], PMIX_UINT16);
+    keys->load(k++, PMIX_NODE_RANK, &local_of[r], PMIX_UINT16);
+    keys->load(k++, PMIX_NODEID, &node_of[r], PMIX_UINT32);
+    keys->load(k++, PMIX_HOSTNAME, job.node_names.at(node_of[r]).c_str(), PMIX_STRING);
+    keys->load(k++, PMIX_APPNUM, &appnum, PMIX_UINT32);
+    keys->load(k++, PMIX_GLOBAL_RANK, &rank, PMIX_PROC_RANK);
+    if (cpus != job.cpus.end()) keys->load(k++, PMIX_CPUSET, cpus->second.c_str(), PMIX_STRING);
+    if (!locality.empty()) keys->load(k++, PMIX_LOCALITY_STRING, locality.c_str(), PMIX_STRING);
+    pmix_data_array_t a;
+    a.type = PMIX_INFO;
+    a.size = keys->size();
+    a.array = keys->data();
+    arrays.push_back(a);
+    procs.push_back(std::move(keys));
+  }
+  InfoArray info(11 + (job.map_by.empty() ? 0 : 1) + (job.bind_to.empty() ? 0 : 1) +
+                 (job.physical_memory != 0 ? 1 : 0) + world);
+  std::size_t n = 0;
+  info.load(n++, PMIX_NODE_MAP, node_map, PMIX_REGEX);
+  info.load(n++, PMIX_PROC_MAP, proc_map, PMIX_REGEX);
+  info.load(n++, PMIX_JOB_SIZE, &world, PMIX_UINT32);
+  info.load(n++, PMIX_UNIV_SIZE, &world, PMIX_UINT32);
+  info.load(n++, PMIX_MAX_PROCS, &world, PMIX_UINT32);
+  info.load(n++, PMIX_NUM_NODES, &nodes, PMIX_UINT32);
+  info.load(n++, PMIX_JOBID, job.nspace.c_str(), PMIX_STRING);
+  info.load(n++, PMIX_JOB_NUM_APPS, &one_app, PMIX_UINT32);
+  info.load(n++, PMIX_NODE_SIZE, &here, PMIX_UINT32);
+  info.load(n++, PMIX_NPROC_OFFSET, &offset, PMIX_UINT32);
+  info.load(n++, PMIX_RANKBY, "SLOT", PMIX_STRING);  // ranks in slot order, always
+  if (!job.map_by.empty()) info.load(n++, PMIX_MAPBY, job.map_by.c_str(), PMIX_STRING);
+  if (!job.bind_to.empty()) info.load(n++, PMIX_BINDTO, job.bind_to.c_str(), PMIX_STRING);
+  if (job.physical_memory != 0) {
+    info.load(n++, PMIX_AVAIL_PHYS_MEMORY, &job.physical_memory, PMIX_UINT64);
+  }
+  for (auto& a : arrays) info.load(n++, PMIX_PROC_DATA, &a, PMIX_DATA_ARRAY);
   std::free(node_map);
   std::free(proc_map);
   OpWait w;

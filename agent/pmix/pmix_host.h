@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,11 @@ struct PmixJob {
   std::vector<int> node_of_rank;
   int node_rank = 0;   // this node
   std::string tmpdir;  // private to this node's server; removed at the end
+  // What mpirun also registers (pmix_job_info.h); empty or 0: not registered.
+  std::string map_by;                 // PMIX_MAPBY
+  std::string bind_to;                // PMIX_BINDTO
+  std::uint64_t physical_memory = 0;  // PMIX_AVAIL_PHYS_MEMORY
+  std::map<int, std::string> cpus;    // PMIX_CPUSET of each bound local rank: "0-3,8"
 };
 
 class PmixHost {
