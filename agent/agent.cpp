@@ -448,15 +448,21 @@ bool Agent::start_pmix() {
 }
 
 // MPI's published names and connects go through the job's store, which the
-// workers reach with DLAUNCH_STORE_*: so does the PMIx server.
+// workers reach with DLAUNCH_STORE_*: so does the PMIx server. Start's
+// variables, overridden by the workers' own (the per-node mode gives the
+// store there).
 void Agent::give_pmix_the_store(const proto::Env& start_env) {
   std::string addr, port, secret, path;
-  for (const auto& [k, v] : start_env) {
-    if (k == "DLAUNCH_STORE_ADDR") addr = v;
-    if (k == "DLAUNCH_STORE_PORT") port = v;
-    if (k == "DLAUNCH_STORE_SECRET") secret = v;
-    if (k == "DLAUNCH_STORE_PATH") path = v;
-  }
+  auto take = [&](const proto::Env& env) {
+    for (const auto& [k, v] : env) {
+      if (k == "DLAUNCH_STORE_ADDR") addr = v;
+      if (k == "DLAUNCH_STORE_PORT") port = v;
+      if (k == "DLAUNCH_STORE_SECRET") secret = v;
+      if (k == "DLAUNCH_STORE_PATH") path = v;
+    }
+  };
+  take(start_env);
+  if (!setup_.workers.empty()) take(setup_.workers.front().env);
   int port_number = 0;
   try {
     port_number = port.empty() ? 0 : std::stoi(port);
