@@ -717,6 +717,7 @@ void Agent::on_sigchld() {
 
 void Agent::on_worker_exit(Worker& w, int status) {
   w.state = WorkerState::kExited;
+  if (pmix_) pmix_->rank_exited(w.spec.rank);  // its names of PMIX_PERSIST_PROC go
   if (w.in) {
     stdin_close(w);  // what it did not read is dropped
     stdin_ack();

@@ -405,8 +405,13 @@ void PmixHost::set_store(const std::string& host, std::uint16_t port, const std:
   opts.port = port;
   opts.secret = secret;
   opts.unix_path = unix_path;
-  opts.connect_timeout = std::chrono::seconds(30);
+  // Short: the agent waits for a task that is still connecting when the job ends.
+  opts.connect_timeout = std::chrono::seconds(5);
   impl_->store.configure(std::move(opts));
+}
+
+void PmixHost::rank_exited(int rank) {
+  if (impl_ && impl_->started) pmix_forget_rank(*impl_, static_cast<pmix_rank_t>(rank));
 }
 
 void PmixHost::complete_fence(std::uint32_t seq, const std::string& all_data) {

@@ -71,6 +71,9 @@ class PmixHost {
                  const std::string& unix_path);
   // The head's answer to fence seq: every node's data, concatenated.
   void complete_fence(std::uint32_t seq, const std::string& all_data);
+  // A local rank ended: the names it published to last while it runs
+  // (PMIX_PERSIST_PROC) are removed.
+  void rank_exited(int rank);
   // Stops the server and removes its directory. Idempotent.
   void stop();
   // True once a PMIx_server_finalize did not return within its deadline (see

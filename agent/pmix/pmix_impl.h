@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,8 +38,9 @@ struct PmixHost::Impl {
   // order (a set is in one connect at a time), so the count names the round.
   std::map<std::string, std::uint32_t> connects;
   std::map<std::string, std::uint32_t> disconnects;
-  // The store keys each local rank published, for unpublish without keys.
-  std::map<pmix_rank_t, std::set<std::string>> published;
+  // The store keys each local rank published and their persistence, for
+  // unpublish without keys and for the names that end with their publisher.
+  std::map<pmix_rank_t, std::map<std::string, pmix_persistence_t>> published;
 
   Impl(boost::asio::io_context& i, Callbacks c) : io(i), cb(std::move(c)), store(i) {}
 };
@@ -64,6 +64,8 @@ pmix_status_t pmix_lookup(const pmix_proc_t* proc, char** keys, const pmix_info_
                           size_t ninfo, pmix_lookup_cbfunc_t cbfunc, void* cbdata);
 pmix_status_t pmix_unpublish(const pmix_proc_t* proc, char** keys, const pmix_info_t info[],
                              size_t ninfo, pmix_op_cbfunc_t cbfunc, void* cbdata);
+// Removes the names of PMIX_PERSIST_PROC a local rank published (it ended).
+void pmix_forget_rank(PmixHost::Impl& impl, pmix_rank_t rank);
 pmix_status_t pmix_connect(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t info[],
                            size_t ninfo, pmix_op_cbfunc_t cbfunc, void* cbdata);
 pmix_status_t pmix_disconnect(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t info[],

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -167,7 +168,45 @@ std::string why(const std::string& store_error) {
   return store_error.empty() ? "" : ": " + store_error;
 }
 
+// Deletes each key that still holds a name of this publisher; the status of
+// the whole (NOT_FOUND when one was not there, or another's).
+pmix_status_t delete_own(comm::Store& store, const pmix_proc_t& who,
+                         const std::set<std::string>& keys) {
+  pmix_status_t st = PMIX_SUCCESS;
+  for (const auto& key : keys) {
+    auto value = try_get(store, key);
+    auto r = value ? decode_record(*value) : std::nullopt;
+    if (!r || r->nspace != who.nspace || r->rank != who.rank) {
+      st = PMIX_ERR_NOT_FOUND;
+      continue;
+    }
+    store.delete_key(key);
+  }
+  return st;
+}
+
 }  // namespace
+
+void pmix_forget_rank(PmixHost::Impl& impl, pmix_rank_t rank) {
+  auto it = impl.published.find(rank);
+  if (it == impl.published.end()) return;
+  std::set<std::string> keys;
+  for (const auto& [key, persistence] : it->second) {
+    if (persistence == PMIX_PERSIST_PROC) keys.insert(key);
+  }
+  impl.published.erase(it);
+  if (keys.empty()) return;
+  pmix_proc_t who;
+  PMIX_PROC_LOAD(&who, impl.job.nspace.c_str(), rank);
+  impl.store.run([who, keys](comm::Store* store, const std::string&) -> StoreTasks::Answer {
+    try {
+      if (store != nullptr) (void)delete_own(*store, who, keys);
+    } catch (const std::exception& e) {
+      note("the names of " + pmix_detail::proc_name(who) + " outlive it: " + e.what());
+    }
+    return nullptr;
+  });
+}
 
 pmix_status_t pmix_publish(const pmix_proc_t* proc, const pmix_info_t info[], size_t ninfo,
                            pmix_op_cbfunc_t cbfunc, void* cbdata) {
@@ -190,7 +229,7 @@ pmix_status_t pmix_publish(const pmix_proc_t* proc, const pmix_info_t info[], si
     for (const auto& [name, value] : names) {
       r.value = value;
       keys.emplace_back(store_key(d.range, who.nspace, name), encode_record(r));
-      impl.published[who.rank].insert(keys.back().first);
+      impl.published[who.rank][keys.back().first] = d.persistence;
     }
     impl.store.run([&impl, keys, cbfunc, cbdata, who](
                        comm::Store* store, const std::string& error) -> StoreTasks::Answer {
@@ -314,7 +353,7 @@ pmix_status_t pmix_unpublish(const pmix_proc_t* proc, char** keys, const pmix_in
     std::set<std::string> store_keys;
     auto& mine = impl.published[who.rank];
     if (names.empty()) {
-      store_keys = mine;
+      for (const auto& [key, persistence] : mine) store_keys.insert(key);
     } else {
       for (const auto& name : names) store_keys.insert(store_key(d.range, who.nspace, name));
     }
@@ -327,21 +366,9 @@ pmix_status_t pmix_unpublish(const pmix_proc_t* proc, char** keys, const pmix_in
         note("unpublish of " + pmix_detail::proc_name(who) +
              " failed: cannot reach the job's store" + why(error));
       }
-      for (const auto& key : store_keys) {
-        if (st != PMIX_SUCCESS) break;
+      if (st == PMIX_SUCCESS) {
         try {
-          // Only its publisher removes a name.
-          auto value = try_get(*store, key);
-          if (!value) {
-            st = PMIX_ERR_NOT_FOUND;
-            continue;
-          }
-          auto r = decode_record(*value);
-          if (!r || r->nspace != who.nspace || r->rank != who.rank) {
-            st = PMIX_ERR_NOT_FOUND;
-            continue;
-          }
-          store->delete_key(key);
+          st = delete_own(*store, who, store_keys);  // only its publisher removes a name
         } catch (const std::exception& e) {
           st = PMIX_ERROR;
           note("unpublish of " + pmix_detail::proc_name(who) + " failed: " + e.what());
