@@ -168,21 +168,13 @@ std::string why(const std::string& store_error) {
   return store_error.empty() ? "" : ": " + store_error;
 }
 
-// Deletes each key that still holds a name of this publisher; the status of
-// the whole (NOT_FOUND when one was not there, or another's).
-pmix_status_t delete_own(comm::Store& store, const pmix_proc_t& who,
-                         const std::set<std::string>& keys) {
-  pmix_status_t st = PMIX_SUCCESS;
+// Deletes each key that still holds a name of this publisher.
+void delete_own(comm::Store& store, const pmix_proc_t& who, const std::set<std::string>& keys) {
   for (const auto& key : keys) {
     auto value = try_get(store, key);
     auto r = value ? decode_record(*value) : std::nullopt;
-    if (!r || r->nspace != who.nspace || r->rank != who.rank) {
-      st = PMIX_ERR_NOT_FOUND;
-      continue;
-    }
-    store.delete_key(key);
+    if (r && r->nspace == who.nspace && r->rank == who.rank) store.delete_key(key);
   }
-  return st;
 }
 
 }  // namespace
@@ -200,7 +192,7 @@ void pmix_forget_rank(PmixHost::Impl& impl, pmix_rank_t rank) {
   PMIX_PROC_LOAD(&who, impl.job.nspace.c_str(), rank);
   impl.store.run([who, keys](comm::Store* store, const std::string&) -> StoreTasks::Answer {
     try {
-      if (store != nullptr) (void)delete_own(*store, who, keys);
+      if (store != nullptr) delete_own(*store, who, keys);
     } catch (const std::exception& e) {
       note("the names of " + pmix_detail::proc_name(who) + " outlive it: " + e.what());
     }
@@ -242,10 +234,9 @@ pmix_status_t pmix_publish(const pmix_proc_t* proc, const pmix_info_t info[], si
       for (const auto& [key, record] : keys) {
         if (st != PMIX_SUCCESS) break;
         try {
-          // Only where the name is free: a name is published once in its range.
-          if (store->compare_set(key, "", record) != record) {
-            st = PMIX_ERR_DUPLICATE_KEY;
-          }
+          // As mpirun's data server: a name published again takes the new
+          // value and publisher.
+          store->set(key, record);
         } catch (const std::exception& e) {
           st = PMIX_ERROR;
           problem = e.what();
@@ -368,7 +359,9 @@ pmix_status_t pmix_unpublish(const pmix_proc_t* proc, char** keys, const pmix_in
       }
       if (st == PMIX_SUCCESS) {
         try {
-          st = delete_own(*store, who, store_keys);  // only its publisher removes a name
+          // Only its publisher removes a name; as under mpirun, unpublishing a
+          // name that is not there (or another's) is no error.
+          delete_own(*store, who, store_keys);
         } catch (const std::exception& e) {
           st = PMIX_ERROR;
           note("unpublish of " + pmix_detail::proc_name(who) + " failed: " + e.what());
