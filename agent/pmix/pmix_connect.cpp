@@ -18,7 +18,6 @@
 
 #include <pmix.h>
 
-#include "dlaunch/tunables.h"
 #include "pmix/pmix_impl.h"
 
 namespace dlaunch::agent {
@@ -27,6 +26,10 @@ namespace {
 
 using pmix_detail::note;
 using pmix_detail::post_to_server;
+
+// A connect or disconnect across nodes waits this long for the other nodes'
+// processes to join it, unless the call gives a timeout (PMIX_TIMEOUT).
+constexpr std::chrono::minutes kConnectTimeout{5};
 
 // A name for a set of processes that fits a store key: its size and a 64-bit
 // FNV-1a hash of its sorted names.
@@ -101,7 +104,7 @@ pmix_status_t collective(const char* what, const pmix_proc_t procs[], size_t npr
             std::string("pmix/") + what + "/" + id + "/" + std::to_string(round);
         const int count = static_cast<int>(nodes.size());
         const auto timeout = timeout_s > 0 ? std::chrono::milliseconds(timeout_s * 1000LL)
-                                           : std::chrono::milliseconds(timing::kPmixConnect);
+                                           : std::chrono::milliseconds(kConnectTimeout);
         impl.store.run([&impl, barrier, count, timeout, what, cbfunc, cbdata](
                            comm::Store* store, const std::string& error) -> StoreTasks::Answer {
           pmix_status_t st = PMIX_SUCCESS;

@@ -103,9 +103,6 @@ inline constexpr milliseconds kLeftoverPoll{20};
 // The PMIx server's finalize may hang on a client that died mid-call: give up
 // after this.
 inline constexpr milliseconds kPmixFinalize{5000};
-// An MPI connect or disconnect across nodes (PMIx connect) waits this long
-// for the other nodes' processes to join it, unless the call gives a timeout.
-inline constexpr milliseconds kPmixConnect{300000};
 // The guard's last rounds of SIGKILL when its agent died, this far apart.
 inline constexpr milliseconds kGuardKillRound{50};
 inline constexpr int kGuardKillRounds = 5;
