@@ -76,6 +76,28 @@ class ConnectAccept(unittest.TestCase):
             MPI.Close_port(port)
 
 
+class Join(unittest.TestCase):
+    def test_join_over_a_socket(self):
+        # Ranks 0 and 1 join through a TCP connection on loopback.
+        import socket
+        if WORLD.rank == 0:
+            server = socket.socket()
+            server.bind(("127.0.0.1", 0))
+            server.listen(1)
+            WORLD.send(server.getsockname()[1], dest=1)
+            conn, _ = server.accept()
+            server.close()
+        elif WORLD.rank == 1:
+            conn = socket.create_connection(("127.0.0.1", WORLD.recv(source=0)))
+        if WORLD.rank in (0, 1):
+            inter = MPI.Comm.Join(conn.fileno())
+            self.assertEqual(inter.remote_size, 1)
+            self.assertEqual(inter.sendrecv(WORLD.rank, dest=0, source=0), 1 - WORLD.rank)
+            inter.Disconnect()
+            conn.close()
+        WORLD.Barrier()
+
+
 class Spawn(unittest.TestCase):
     def test_spawn_self(self):
         child = MPI.COMM_SELF.Spawn(sys.executable, args=["-c", CHILD], maxprocs=1)

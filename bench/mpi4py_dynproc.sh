@@ -5,14 +5,14 @@
 # is bounded (a spawn that fails on one rank can leave the others of its
 # communicator waiting: docs/mpi.md). Needs python3-mpi4py
 # (scripts/install-deps.sh bench) and a release build.
-#   bench/mpi4py_dynproc.sh [CLASS...]   (default: Names ConnectAccept Spawn)
+#   bench/mpi4py_dynproc.sh [CLASS...]   (default: Names ConnectAccept Join Spawn)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dlaunch=${DLAUNCH:-build/release/bin/dlaunch}
 python=/usr/bin/python3
 limit=${DLAUNCH_BENCH_LIMIT:-60}
 classes=("$@")
-[[ ${#classes[@]} -eq 0 ]] && classes=(Names ConnectAccept Spawn)
+[[ ${#classes[@]} -eq 0 ]] && classes=(Names ConnectAccept Join Spawn)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 run() {  # label, command...
