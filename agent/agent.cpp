@@ -406,6 +406,7 @@ bool Agent::start_pmix() {
     job.bind_to = mpirun_bind_to(*policy_, bound);
   }
   job.physical_memory = physical_memory();
+  job.app_sizes.assign(setup_.app_sizes.begin(), setup_.app_sizes.end());
   // PMIx's sockets and Open MPI's shared-memory segments go in here: it must
   // be fresh and private, never a directory someone else made (see
   // dlaunch/private_dir.h); the guard removes it if the agent is killed.

@@ -303,7 +303,21 @@ void PmixHost::start(const PmixJob& job) {
   // ranks, the policies, the memory (pmix_job_info.h).
   auto here =
       static_cast<std::uint32_t>(job.ranks_per_node.at(static_cast<std::size_t>(job.node_rank)));
-  const std::uint32_t one_app = 1;
+  // MPMD: the app of each rank (apps number their ranks in turn); sizes that
+  // do not add up to the job are taken as one app.
+  std::vector<std::uint32_t> app_of(world, 0);
+  std::uint32_t apps = 1;
+  {
+    long long sum = 0;
+    for (int n : job.app_sizes) sum += n > 0 ? n : 0;
+    if (!job.app_sizes.empty() && sum == static_cast<long long>(world)) {
+      std::uint32_t r = 0;
+      for (std::size_t a = 0; a < job.app_sizes.size(); ++a) {
+        for (int i = 0; i < job.app_sizes[a]; ++i) app_of[r++] = static_cast<std::uint32_t>(a);
+      }
+      apps = static_cast<std::uint32_t>(job.app_sizes.size());
+    }
+  }
   const std::uint32_t offset = 0;
   std::vector<std::unique_ptr<InfoArray>> procs;  // each process's keys, copied by info_load
   std::vector<pmix_data_array_t> arrays;
@@ -318,7 +332,7 @@ void PmixHost::start(const PmixJob& job) {
     auto keys = std::make_unique<InfoArray>(7 + (cpus != job.cpus.end() ? 1 : 0) +
                                             (locality.empty() ? 0 : 1));
     pmix_rank_t rank = r;
-    std::uint32_t appnum = 0;
+    std::uint32_t appnum = app_of[r];
     std::size_t k = 0;
     keys->load(k++, PMIX_RANK, &rank, PMIX_PROC_RANK);
     keys->load(k++, PMIX_LOCAL_RANK, &local_of[r], PMIX_UINT16);
@@ -346,7 +360,7 @@ void PmixHost::start(const PmixJob& job) {
   info.load(n++, PMIX_MAX_PROCS, &world, PMIX_UINT32);
   info.load(n++, PMIX_NUM_NODES, &nodes, PMIX_UINT32);
   info.load(n++, PMIX_JOBID, job.nspace.c_str(), PMIX_STRING);
-  info.load(n++, PMIX_JOB_NUM_APPS, &one_app, PMIX_UINT32);
+  info.load(n++, PMIX_JOB_NUM_APPS, &apps, PMIX_UINT32);
   info.load(n++, PMIX_NODE_SIZE, &here, PMIX_UINT32);
   info.load(n++, PMIX_NPROC_OFFSET, &offset, PMIX_UINT32);
   info.load(n++, PMIX_RANKBY, "SLOT", PMIX_STRING);  // ranks in slot order, always

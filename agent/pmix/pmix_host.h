@@ -44,6 +44,7 @@ struct PmixJob {
   std::string bind_to;                // PMIX_BINDTO
   std::uint64_t physical_memory = 0;  // PMIX_AVAIL_PHYS_MEMORY
   std::map<int, std::string> cpus;    // PMIX_CPUSET of each bound local rank: "0-3,8"
+  std::vector<int> app_sizes;         // MPMD: ranks of each app, in app order; empty: one app
 };
 
 class PmixHost {

@@ -112,6 +112,8 @@ void put(Writer& w, const Setup& m) {
   w.i32(m.host_rank_offset);
   w.boolean(m.omp_default);
   w.u32(m.progress_interval_ms);
+  w.u32(static_cast<std::uint32_t>(m.app_sizes.size()));
+  for (auto n : m.app_sizes) w.i32(n);
 }
 void put(Writer& w, const Ready& m) {
   w.u16(m.master_port);
@@ -265,6 +267,9 @@ void get(Reader& r, Setup& m) {
   m.host_rank_offset = r.i32();
   m.omp_default = r.boolean();
   m.progress_interval_ms = r.u32();
+  auto na = r.count(4);
+  m.app_sizes.reserve(na);
+  for (std::uint32_t i = 0; i < na; ++i) m.app_sizes.push_back(r.i32());
 }
 void get(Reader& r, Ready& m) {
   m.master_port = r.u16();

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <regex>
 #include <set>
 
@@ -124,5 +125,24 @@ TEST(MpiDynproc, JobInfoKeysAreMpirunsOnes) {
         "pmix.mapby: string BY", "pmix.bindto: string ", "pmix.pmem: uint64 ",
         "self pmix.appnum: uint32 0", "self pmix.grank: rank "}) {
     EXPECT_NE(all.find(key), std::string::npos) << key << "\n" << all;
+  }
+}
+
+// MPMD: each rank's app number (MPI_APPNUM) and the number of apps, as
+// mpirun gives them for `-np 1 a : -np 2 b : -np 1 c` (0, 1, 1, 2; 3 apps),
+// with the second app's ranks on node1 (a node's ranks apart).
+TEST(MpiDynproc, MpmdAppNumbersAreMpiruns) {
+  auto r = run(dlaunch_cmd({"-H", kLocalhost, "--mpi", "-n", "1", PMIX_KEYS_BIN, ":", "-n", "2",
+                            "--host", "node1", PMIX_KEYS_BIN, ":", "-n", "1", PMIX_KEYS_BIN}),
+               60);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::map<int, int> app_of = {{0, 0}, {1, 1}, {2, 1}, {3, 2}};
+  for (const auto& [rank, app] : app_of) {
+    const std::string tag = "[" + std::to_string(rank) + "] ";
+    EXPECT_NE(r.out.find(tag + "self pmix.appnum: uint32 " + std::to_string(app)),
+              std::string::npos)
+        << rank << "\n"
+        << r.out;
+    EXPECT_NE(r.out.find(tag + "job pmix.job.napps: uint32 3"), std::string::npos) << r.out;
   }
 }

@@ -69,7 +69,7 @@
 namespace dlaunch::proto {
 
 inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
-inline constexpr std::uint16_t kProtocolVersion = 11;
+inline constexpr std::uint16_t kProtocolVersion = 12;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
@@ -159,6 +159,10 @@ struct Setup {
   // --stall-timeout: how often the agent looks at its ranks' comm progress
   // counters and sends Progress when they moved; 0: it gives none.
   std::uint32_t progress_interval_ms = 0;
+  // MPI mode, MPMD (version 12): the ranks of each app in app order (apps
+  // number their ranks in turn), for PMIx's app numbers as mpirun gives
+  // them; empty: one app.
+  std::vector<std::int32_t> app_sizes;
 };
 
 enum class AddressFamily : std::uint8_t { kIpv4 = 4, kIpv6 = 6 };
