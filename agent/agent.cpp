@@ -29,6 +29,7 @@
 #include "dlaunch/version.h"
 #include "guard.h"
 #include "net.h"
+#include "pmix/pmix_job_info.h"
 #include "stacks.h"
 
 namespace dlaunch::agent {
@@ -268,6 +269,7 @@ void Agent::handle(proto::Start&& m) {
   // The interface toward the job's address, for the workers' gloo, NCCL and
   // Open MPI (node 0: the one that owns it).
   if (!m.net_address.empty()) net_interface_ = env_.os.route_interface(m.net_address);
+  if (pmix_) give_pmix_the_store(m.env);
   for (auto& [rank, w] : workers_) spawn_worker(w, m.env);
   arm_progress_timer();
   maybe_finish();
@@ -329,6 +331,7 @@ bool Agent::plan_placement() {
     channel_->send(proto::Fatal{policy.error()});
     return false;
   }
+  policy_ = *policy;
   if (policy->bind_to == placement::BindTo::kNone || mine == 0) return true;
   auto topo = placement::load_topology(placement::binds_to_gpu(policy->bind_to));
   if (!topo) {
@@ -437,6 +440,21 @@ bool Agent::start_pmix() {
   job.ranks_per_node.assign(setup_.ranks_per_node.begin(), setup_.ranks_per_node.end());
   job.node_of_rank.assign(setup_.node_of_rank.begin(), setup_.node_of_rank.end());
   job.node_rank = setup_.node_rank;
+  // What mpirun tells its ranks of their placement (pmix/pmix_job_info.h).
+  bool bound = false;
+  if (topology_ && topology_->this_system) {
+    for (const auto& [rank, placed] : placement_) {
+      if (placed.cpus.empty()) continue;
+      job.cpus[rank] = placement::cpu_list(placed.cpus);
+      bound = true;
+    }
+  }
+  if (policy_) {
+    job.map_by = mpirun_map_by(*policy_);
+    job.bind_to = mpirun_bind_to(*policy_, bound);
+  }
+  job.physical_memory = physical_memory();
+  job.app_sizes.assign(setup_.app_sizes.begin(), setup_.app_sizes.end());
   // PMIx's sockets and Open MPI's shared-memory segments go in here: it must
   // be fresh and private, never a directory someone else made (see
   // dlaunch/private_dir.h); the guard removes it if the agent is killed.
@@ -476,6 +494,32 @@ bool Agent::start_pmix() {
     return false;
   }
   return true;
+}
+
+// MPI's published names and connects go through the job's store, which the
+// workers reach with DLAUNCH_STORE_*: so does the PMIx server. Start's
+// variables, overridden by the workers' own (the per-node mode gives the
+// store there).
+void Agent::give_pmix_the_store(const proto::Env& start_env) {
+  std::string addr, port, secret, path;
+  auto take = [&](const proto::Env& env) {
+    for (const auto& [k, v] : env) {
+      if (k == "DLAUNCH_STORE_ADDR") addr = v;
+      if (k == "DLAUNCH_STORE_PORT") port = v;
+      if (k == "DLAUNCH_STORE_SECRET") secret = v;
+      if (k == "DLAUNCH_STORE_PATH") path = v;
+    }
+  };
+  take(start_env);
+  if (!setup_.workers.empty()) take(setup_.workers.front().env);
+  int port_number = 0;
+  try {
+    port_number = port.empty() ? 0 : std::stoi(port);
+  } catch (const std::exception&) {
+    port_number = 0;
+  }
+  if (addr.empty() || secret.empty() || port_number <= 0 || port_number > 65535) return;
+  pmix_->set_store(addr, static_cast<std::uint16_t>(port_number), secret, path);
 }
 
 // More ranks on this machine than CPUs this agent may use: MPI ranks must
@@ -726,6 +770,7 @@ void Agent::on_sigchld() {
 
 void Agent::on_worker_exit(Worker& w, int status) {
   w.state = WorkerState::kExited;
+  if (pmix_) pmix_->rank_exited(w.spec.rank);  // its names of PMIX_PERSIST_PROC go
   if (w.in) {
     stdin_close(w);  // what it did not read is dropped
     stdin_ack();

@@ -103,6 +103,7 @@ class Agent {
   // agent/runtime/: where the workers run (native, or the node's container).
   bool check_programs();
   bool start_container();
+  void give_pmix_the_store(const proto::Env& start_env);
   void make_error_dir();
   bool plan_placement();
 
@@ -168,6 +169,7 @@ class Agent {
   // CPUs; empty when nothing is bound.
   std::unique_ptr<placement::Topology> topology_;
   std::map<int, placement::RankPlacement> placement_;  // by rank
+  std::optional<placement::Policy> policy_;            // as resolved for this node
   std::string placement_note_;
   Phase phase_ = Phase::kHello;
   bool aborting_ = false;

@@ -61,7 +61,8 @@ run_tests() {
 # CI's time (45 minutes more on 2 cores with a cold cache) for paths that
 # these suites already take.
 sanitize_targets=(unit_tests hostfile_test placement_tests mpi_program_tests pernode_unit_tests
-  comm_unit_tests store_tests local_job_tests signals_tests rdzv_security_tests jobs_tests)
+  comm_unit_tests store_tests local_job_tests signals_tests rdzv_security_tests jobs_tests
+  agent_pmix_tests)
 sanitize_tests() {
   echo "== tests (dev: ASan+UBSan, ctest -L sanitize) ==" >&2
   cmake --preset dev -DDLAUNCH_BUILD_TESTS=ON >/dev/null
@@ -78,7 +79,7 @@ tsan_tests() {
   local start=$SECONDS rc=0
   local reports=$PWD/build/tsan/tsan-reports
   cmake --preset tsan >/dev/null
-  cmake --build build/tsan -j"$jobs" --target unit_tests store_tests local_job_tests
+  cmake --build build/tsan -j"$jobs" --target unit_tests store_tests local_job_tests agent_pmix_tests
   rm -rf "$reports"
   mkdir -p "$reports"
   # Not the 100 MB output test: single-threaded throughput, and ten times

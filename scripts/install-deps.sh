@@ -38,7 +38,9 @@ test_packages=(
 case "${1:-}" in
   hello) ;;
   # `install-deps.sh bench`: also what the benchmarks compare against.
-  bench) packages+=("${test_packages[@]}" pdsh time hyperfine python3 python3-matplotlib procps) ;;
+  # python3-mpi4py: bench/mpi4py_dynproc.sh (MPI dynamic processes, mpirun and dlaunch side by side)
+  bench) packages+=("${test_packages[@]}" pdsh time hyperfine python3 python3-matplotlib procps
+    python3-mpi4py) ;;
   *) packages+=("${test_packages[@]}") ;;
 esac
 

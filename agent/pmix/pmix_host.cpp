@@ -23,23 +23,12 @@
 #include "dlaunch/error.h"
 #include "dlaunch/thread_annotations.h"
 #include "dlaunch/tunables.h"
+#include "pmix/pmix_impl.h"
 #include "pmix/pmix_library.h"
 
 namespace dlaunch::agent {
 
 namespace asio = boost::asio;
-
-struct PmixHost::Impl {
-  asio::io_context& io;
-  Callbacks cb;
-  PmixJob job;
-  bool started = false;
-  // Fences waiting for the head, by sequence number (loop thread only).
-  std::uint32_t next_seq = 0;
-  std::map<std::uint32_t, std::pair<pmix_modex_cbfunc_t, void*>> fences;
-
-  Impl(asio::io_context& i, Callbacks c) : io(i), cb(std::move(c)) {}
-};
 
 namespace {
 
@@ -136,13 +125,83 @@ pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char ms
   return PMIX_SUCCESS;
 }
 
+// Calls dlaunch does not serve fail at once, each with a line that says so
+// (a NULL entry would also fail, but silently, and Open MPI's own message
+// blames "the runtime environment").
+pmix_status_t on_spawn(const pmix_proc_t* proc, const pmix_info_t[], size_t,
+                       const pmix_app_t apps[], size_t napps, pmix_spawn_cbfunc_t, void*) {
+  std::string what;
+  for (size_t k = 0; k < napps; ++k) {
+    what += (k ? ", " : "") + std::string(apps[k].cmd != nullptr ? apps[k].cmd : "?") + " x" +
+            std::to_string(apps[k].maxprocs);
+  }
+  pmix_detail::note(pmix_detail::proc_name(*proc) + " asked to start processes (" + what +
+                    ": MPI_Comm_spawn or PMIx_Spawn): dlaunch does not start processes for "
+                    "a running job yet, so the call fails (docs/mpi.md)");
+  return PMIX_ERR_NOT_SUPPORTED;
+}
+
+// Every process's data reaches every node in MPI_Init's fence: a process
+// asking for data that no fence brought gets "not found" now, never a wait.
+pmix_status_t on_direct_modex(const pmix_proc_t*, const pmix_info_t[], size_t, pmix_modex_cbfunc_t,
+                              void*) {
+  return PMIX_ERR_NOT_FOUND;
+}
+
+pmix_status_t refuse(const char* what) {
+  pmix_detail::note(std::string("a process asked for ") + what +
+                    ", which dlaunch's PMIx server does not serve; the call fails");
+  return PMIX_ERR_NOT_SUPPORTED;
+}
+
+pmix_status_t on_allocate(const pmix_proc_t*, pmix_alloc_directive_t, const pmix_info_t[], size_t,
+                          pmix_info_cbfunc_t, void*) {
+  return refuse("more resources (PMIx_Allocation_request)");
+}
+
+pmix_status_t on_job_control(const pmix_proc_t*, const pmix_proc_t[], size_t, const pmix_info_t[],
+                             size_t, pmix_info_cbfunc_t, void*) {
+  return refuse("job control (PMIx_Job_control)");
+}
+
+pmix_status_t on_group(pmix_group_operation_t, char[], const pmix_proc_t[], size_t,
+                       const pmix_info_t[], size_t, pmix_info_cbfunc_t, void*) {
+  return refuse("a process group (PMIx_Group_construct/destruct)");
+}
+
 pmix_server_module_t g_module = [] {
   pmix_server_module_t m;
   std::memset(&m, 0, sizeof m);
   m.fence_nb = on_fence;
   m.abort = on_abort;
+  m.direct_modex = on_direct_modex;
+  m.publish = pmix_publish;
+  m.lookup = pmix_lookup;
+  m.unpublish = pmix_unpublish;
+  m.spawn = on_spawn;
+  m.connect = pmix_connect;
+  m.disconnect = pmix_disconnect;
+  m.allocate = on_allocate;
+  m.job_control = on_job_control;
+  m.group = on_group;
   return m;
 }();
+
+// PMIX_LOCALITY_STRING of a process bound to these CPUs ("0-3,8"), as
+// libpmix makes it from its topology ("SK0:L30:L20:L10:CR0:HT0:NM0"); empty
+// when it cannot.
+std::string locality_string(const std::string& cpus) {
+  const PmixLibrary& lib = pmix_library();
+  pmix_cpuset_t set;
+  std::memset(&set, 0, sizeof set);
+  if (lib.parse_cpuset_string(("hwloc:" + cpus).c_str(), &set) != PMIX_SUCCESS) return "";
+  char* out = nullptr;
+  std::string locality;
+  if (lib.generate_locality_string(&set, &out) == PMIX_SUCCESS && out != nullptr) locality = out;
+  std::free(out);
+  lib.cpuset_destruct(&set);
+  return locality;
+}
 
 std::string join(const std::vector<std::string>& v, char sep) {
   std::string out;
@@ -151,6 +210,29 @@ std::string join(const std::vector<std::string>& v, char sep) {
 }
 
 }  // namespace
+
+namespace pmix_detail {
+
+pmix_status_t post_to_server(std::function<void(PmixHost::Impl&)> work) {
+  MutexLock lock(g_impl_mu);
+  if (g_impl == nullptr) return PMIX_ERR_INIT;
+  asio::post(g_impl->io, [impl = g_impl, work = std::move(work)] {
+    if (impl->started) work(*impl);
+  });
+  return PMIX_SUCCESS;
+}
+
+void note(const std::string& message) {
+  std::fprintf(stderr, "dlaunch-agent: %s\n", message.c_str());
+}
+
+std::string proc_name(const pmix_proc_t& proc) {
+  std::string ns(proc.nspace, strnlen(proc.nspace, sizeof proc.nspace));
+  if (proc.rank == PMIX_RANK_WILDCARD) return ns + ":*";
+  return ns + ":" + std::to_string(proc.rank);
+}
+
+}  // namespace pmix_detail
 
 PmixHost::PmixHost(asio::io_context& io, Callbacks cb)
     : impl_(std::make_unique<Impl>(io, std::move(cb))) {}
@@ -188,16 +270,21 @@ void PmixHost::start(const PmixJob& job) {
   // The maps of the whole job: "node0,node1" and "0,1;2,3".
   // MPMD apps on some nodes only can leave a node's ranks apart: "0,2;1,3".
   std::vector<std::vector<std::string>> ranks_of(job.ranks_per_node.size());
-  int next = 0;
+  std::vector<std::uint32_t> node_of;   // each rank's node
+  std::vector<std::uint16_t> local_of;  // and its place among the node's ranks
+  auto place = [&](std::size_t node) {
+    local_of.push_back(static_cast<std::uint16_t>(ranks_of.at(node).size()));
+    node_of.push_back(static_cast<std::uint32_t>(node));
+    ranks_of[node].push_back(std::to_string(node_of.size() - 1));
+  };
   if (job.node_of_rank.empty()) {
     for (std::size_t k = 0; k < job.ranks_per_node.size(); ++k) {
-      for (int i = 0; i < job.ranks_per_node[k]; ++i) ranks_of[k].push_back(std::to_string(next++));
+      for (int i = 0; i < job.ranks_per_node[k]; ++i) place(k);
     }
   } else {
-    for (int node : job.node_of_rank) {
-      ranks_of.at(static_cast<std::size_t>(node)).push_back(std::to_string(next++));
-    }
+    for (int node : job.node_of_rank) place(static_cast<std::size_t>(node));
   }
+  const auto next = static_cast<int>(node_of.size());
   std::vector<std::string> per_node;
   per_node.reserve(ranks_of.size());
   for (const auto& ranks : ranks_of) per_node.push_back(join(ranks, ','));
@@ -212,14 +299,77 @@ void PmixHost::start(const PmixJob& job) {
   }
   auto world = static_cast<std::uint32_t>(next);
   auto nodes = static_cast<std::uint32_t>(job.node_names.size());
-  InfoArray info(7);
-  info.load(0, PMIX_NODE_MAP, node_map, PMIX_REGEX);
-  info.load(1, PMIX_PROC_MAP, proc_map, PMIX_REGEX);
-  info.load(2, PMIX_JOB_SIZE, &world, PMIX_UINT32);
-  info.load(3, PMIX_UNIV_SIZE, &world, PMIX_UINT32);
-  info.load(4, PMIX_MAX_PROCS, &world, PMIX_UINT32);
-  info.load(5, PMIX_NUM_NODES, &nodes, PMIX_UINT32);
-  info.load(6, PMIX_JOBID, job.nspace.c_str(), PMIX_STRING);
+  // mpirun's keys besides: one app, the first job (offset 0), this node's
+  // ranks, the policies, the memory (pmix_job_info.h).
+  auto here =
+      static_cast<std::uint32_t>(job.ranks_per_node.at(static_cast<std::size_t>(job.node_rank)));
+  // MPMD: the app of each rank (apps number their ranks in turn); sizes that
+  // do not add up to the job are taken as one app.
+  std::vector<std::uint32_t> app_of(world, 0);
+  std::uint32_t apps = 1;
+  {
+    long long sum = 0;
+    for (int n : job.app_sizes) sum += n > 0 ? n : 0;
+    if (!job.app_sizes.empty() && sum == static_cast<long long>(world)) {
+      std::uint32_t r = 0;
+      for (std::size_t a = 0; a < job.app_sizes.size(); ++a) {
+        for (int i = 0; i < job.app_sizes[a]; ++i) app_of[r++] = static_cast<std::uint32_t>(a);
+      }
+      apps = static_cast<std::uint32_t>(job.app_sizes.size());
+    }
+  }
+  const std::uint32_t offset = 0;
+  std::vector<std::unique_ptr<InfoArray>> procs;  // each process's keys, copied by info_load
+  std::vector<pmix_data_array_t> arrays;
+  procs.reserve(world);
+  arrays.reserve(world);
+  for (std::uint32_t r = 0; r < world; ++r) {
+    const auto cpus = job.cpus.find(static_cast<int>(r));
+    std::string locality;
+    if (cpus != job.cpus.end()) locality = locality_string(cpus->second);
+    // With data of its own, libpmix no longer derives a process's place from
+    // the maps: it is all here.
+    auto keys = std::make_unique<InfoArray>(7 + (cpus != job.cpus.end() ? 1 : 0) +
+                                            (locality.empty() ? 0 : 1));
+    pmix_rank_t rank = r;
+    std::uint32_t appnum = app_of[r];
+    std::size_t k = 0;
+    keys->load(k++, PMIX_RANK, &rank, PMIX_PROC_RANK);
+    keys->load(k++, PMIX_LOCAL_RANK, &local_of[r], PMIX_UINT16);
+    keys->load(k++, PMIX_NODE_RANK, &local_of[r], PMIX_UINT16);
+    keys->load(k++, PMIX_NODEID, &node_of[r], PMIX_UINT32);
+    keys->load(k++, PMIX_HOSTNAME, job.node_names.at(node_of[r]).c_str(), PMIX_STRING);
+    keys->load(k++, PMIX_APPNUM, &appnum, PMIX_UINT32);
+    keys->load(k++, PMIX_GLOBAL_RANK, &rank, PMIX_PROC_RANK);
+    if (cpus != job.cpus.end()) keys->load(k++, PMIX_CPUSET, cpus->second.c_str(), PMIX_STRING);
+    if (!locality.empty()) keys->load(k++, PMIX_LOCALITY_STRING, locality.c_str(), PMIX_STRING);
+    pmix_data_array_t a;
+    a.type = PMIX_INFO;
+    a.size = keys->size();
+    a.array = keys->data();
+    arrays.push_back(a);
+    procs.push_back(std::move(keys));
+  }
+  InfoArray info(11 + (job.map_by.empty() ? 0 : 1) + (job.bind_to.empty() ? 0 : 1) +
+                 (job.physical_memory != 0 ? 1 : 0) + world);
+  std::size_t n = 0;
+  info.load(n++, PMIX_NODE_MAP, node_map, PMIX_REGEX);
+  info.load(n++, PMIX_PROC_MAP, proc_map, PMIX_REGEX);
+  info.load(n++, PMIX_JOB_SIZE, &world, PMIX_UINT32);
+  info.load(n++, PMIX_UNIV_SIZE, &world, PMIX_UINT32);
+  info.load(n++, PMIX_MAX_PROCS, &world, PMIX_UINT32);
+  info.load(n++, PMIX_NUM_NODES, &nodes, PMIX_UINT32);
+  info.load(n++, PMIX_JOBID, job.nspace.c_str(), PMIX_STRING);
+  info.load(n++, PMIX_JOB_NUM_APPS, &apps, PMIX_UINT32);
+  info.load(n++, PMIX_NODE_SIZE, &here, PMIX_UINT32);
+  info.load(n++, PMIX_NPROC_OFFSET, &offset, PMIX_UINT32);
+  info.load(n++, PMIX_RANKBY, "SLOT", PMIX_STRING);  // ranks in slot order, always
+  if (!job.map_by.empty()) info.load(n++, PMIX_MAPBY, job.map_by.c_str(), PMIX_STRING);
+  if (!job.bind_to.empty()) info.load(n++, PMIX_BINDTO, job.bind_to.c_str(), PMIX_STRING);
+  if (job.physical_memory != 0) {
+    info.load(n++, PMIX_AVAIL_PHYS_MEMORY, &job.physical_memory, PMIX_UINT64);
+  }
+  for (auto& a : arrays) info.load(n++, PMIX_PROC_DATA, &a, PMIX_DATA_ARRAY);
   std::free(node_map);
   std::free(proc_map);
   OpWait w;
@@ -260,6 +410,22 @@ std::vector<std::string> PmixHost::client_environment(int rank) {
   // private one as well.
   out.emplace_back("OMPI_MCA_orte_tmpdir_base=" + impl_->job.tmpdir);
   return out;
+}
+
+void PmixHost::set_store(const std::string& host, std::uint16_t port, const std::string& secret,
+                         const std::string& unix_path) {
+  comm::StoreOptions opts;
+  opts.host = host;
+  opts.port = port;
+  opts.secret = secret;
+  opts.unix_path = unix_path;
+  // Short: the agent waits for a task that is still connecting when the job ends.
+  opts.connect_timeout = std::chrono::seconds(5);
+  impl_->store.configure(std::move(opts));
+}
+
+void PmixHost::rank_exited(int rank) {
+  if (impl_ && impl_->started) pmix_forget_rank(*impl_, static_cast<pmix_rank_t>(rank));
 }
 
 void PmixHost::complete_fence(std::uint32_t seq, const std::string& all_data) {
@@ -304,6 +470,7 @@ void PmixHost::stop() {
                  static_cast<long long>(timing::kPmixFinalize.count()));
   }
   set_impl(nullptr);
+  impl_->store.stop();    // no answer reaches PMIx after this
   impl_->fences.clear();  // PMIx is gone: nobody can be answered
   std::error_code ec;
   std::filesystem::remove_all(impl_->job.tmpdir, ec);  // also pmix_dstor_* of a killed server

@@ -66,7 +66,11 @@ Loaded load() {
       resolve(handle, "PMIx_generate_ppn", l.generate_ppn, e) &&
       resolve(handle, "PMIx_Info_load", l.info_load, e) &&
       resolve(handle, "PMIx_Value_destruct", l.value_destruct, e) &&
-      resolve(handle, "PMIx_Error_string", l.error_string, e)) {
+      resolve(handle, "PMIx_Value_load", l.value_load, e) &&
+      resolve(handle, "PMIx_Error_string", l.error_string, e) &&
+      resolve(handle, "PMIx_Parse_cpuset_string", l.parse_cpuset_string, e) &&
+      resolve(handle, "PMIx_server_generate_locality_string", l.generate_locality_string, e) &&
+      resolve(handle, "PMIx_Cpuset_destruct", l.cpuset_destruct, e)) {
     return out;
   }
   e = out.lib.path + ": " + e + " (a PMIx older than 4?)";

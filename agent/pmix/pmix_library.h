@@ -26,7 +26,11 @@ struct PmixLibrary {
   decltype(&::PMIx_generate_ppn) generate_ppn = nullptr;
   decltype(&::PMIx_Info_load) info_load = nullptr;
   decltype(&::PMIx_Value_destruct) value_destruct = nullptr;
+  decltype(&::PMIx_Value_load) value_load = nullptr;
   decltype(&::PMIx_Error_string) error_string = nullptr;
+  decltype(&::PMIx_Parse_cpuset_string) parse_cpuset_string = nullptr;
+  decltype(&::PMIx_server_generate_locality_string) generate_locality_string = nullptr;
+  decltype(&::PMIx_Cpuset_destruct) cpuset_destruct = nullptr;
 };
 
 // The library, loaded on first call. Throws dlaunch::Error (kEnvironment)

@@ -64,6 +64,10 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
     }
     if (!std::is_sorted(node_of_rank.begin(), node_of_rank.end()))
       s.node_of_rank = std::move(node_of_rank);
+    // MPMD: each app's ranks, for the app numbers MPI reads (MPI_APPNUM).
+    if (plan.apps.size() > 1) {
+      for (const auto& app : plan.apps) s.app_sizes.push_back(app.np);
+    }
   }
   // Logical nodes of one machine (this one's, or the same host name) share
   // its cores: the agent decides from this what MPI must be told.

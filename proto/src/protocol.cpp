@@ -130,6 +130,8 @@ void put(Writer& w, const Setup& m) {
   w.boolean(c.mount_home);
   w.boolean(c.entrypoint);
   w.bytes(c.pull);
+  w.u32(static_cast<std::uint32_t>(m.app_sizes.size()));
+  for (auto n : m.app_sizes) w.i32(n);
 }
 void put(Writer& w, const Ready& m) {
   w.u16(m.master_port);
@@ -306,6 +308,9 @@ void get(Reader& r, Setup& m) {
   c.mount_home = r.boolean();
   c.entrypoint = r.boolean();
   c.pull = r.str();
+  auto na = r.count(4);
+  m.app_sizes.reserve(na);
+  for (std::uint32_t i = 0; i < na; ++i) m.app_sizes.push_back(r.i32());
 }
 void get(Reader& r, Ready& m) {
   m.master_port = r.u16();

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -495,6 +496,22 @@ TEST_F(Ssh, MpiProgramOverSshNodesSeesTheWholeWorld) {
   ASSERT_EQ(lines.size(), 6u) << r.out;
   for (const auto& l : lines) EXPECT_NE(l.find("/6, RANK="), std::string::npos) << l;
   for (const auto& l : lines) EXPECT_NE(l.find("allreduce(rank)=15"), std::string::npos) << l;
+}
+
+// MPI_Comm_connect/accept between ranks of two SSH nodes (issue 35): the
+// port names and the connect meet in the job's store, which each node's agent
+// reaches over TCP with the job's secret.
+TEST_F(Ssh, MpiConnectAndAcceptAcrossSshNodes) {
+  auto e = env(home());
+  for (const auto& x : mpi_worker_env()) e.push_back(x);
+  auto r = run(dlaunch_cmd({"-H", hostfile(2, 2), "--mpi", MPI_DYNPROC_BIN, "connect"}), 120, e);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 4) << r.out;
+  EXPECT_EQ(r.out.find("failed"), std::string::npos) << r.out;
+  for (const char* side : {"accepted: remote size 2, remote ranks sum 5",
+                           "connected: remote size 2, remote ranks sum 1"}) {
+    EXPECT_NE(r.out.find(side), std::string::npos) << side << "\n" << r.out;
+  }
 }
 
 TEST_F(Ssh, TrainOverSshNodesConverges) {

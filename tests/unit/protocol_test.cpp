@@ -53,6 +53,7 @@ TEST(Protocol, SetupRoundTripsWithWorkersAndEnvironment) {
   s.omp_default = true;
   s.progress_interval_ms = 2500;
   s.node_of_rank = {0, 1, 0, 1, 1};
+  s.app_sizes = {1, 4};
   proto::WorkerSpec second{.rank = 8, .local_rank = 2, .argv = {"server"}, .env = {}};
   second.workdir = "/srv/app";
   second.stdin_pipe = true;
@@ -86,6 +87,7 @@ TEST(Protocol, SetupRoundTripsWithWorkersAndEnvironment) {
   EXPECT_EQ(back.host_rank_offset, 3);
   EXPECT_TRUE(back.omp_default);
   EXPECT_EQ(back.progress_interval_ms, 2500u);
+  EXPECT_EQ(back.app_sizes, (std::vector<std::int32_t>{1, 4}));
 }
 
 TEST(Protocol, StartedCarriesTheRanksBinding) {
@@ -268,10 +270,10 @@ TEST(Protocol, HugeCountsCannotAllocateBeyondTheFrame) {
   // Setup whose count of node_of_rank (followed by ranks_on_host, two
   // empty strings, a bool, host_rank_offset, a bool and
   // progress_interval_ms: 22 bytes, the head's empty boot id, pid and start
-  // time: 16 bytes, then the default container: 37 bytes) says 2^32-1 in a
-  // tiny frame.
+  // time: 16 bytes, the default container: 37 bytes, app_sizes' count: 4
+  // bytes) says 2^32-1 in a tiny frame.
   std::string wire = encode(proto::Setup{});
-  const std::size_t count_at = wire.size() - 26 - 16 - 37;
+  const std::size_t count_at = wire.size() - 26 - 16 - 37 - 4;
   for (std::size_t i = 0; i < 4; ++i) wire[count_at + i] = static_cast<char>(0xff);
   Decoder d;
   d.feed(wire);

@@ -70,7 +70,7 @@
 namespace dlaunch::proto {
 
 inline constexpr std::uint32_t kMagic = 0x4e4c4444;    // "DDLN"
-inline constexpr std::uint16_t kProtocolVersion = 12;  // 12: boot ids in Hello/Setup, Setup.container
+inline constexpr std::uint16_t kProtocolVersion = 12;  // 12: boot ids in Hello/Setup, Setup.container, Setup.app_sizes
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
@@ -177,6 +177,10 @@ struct Setup {
   // --container-image and the rest (docs/containers.md): the node's ranks
   // run in one container of this image; no image: on the host.
   ContainerSpec container;
+  // MPI mode, MPMD (version 12): the ranks of each app in app order (apps
+  // number their ranks in turn), for PMIx's app numbers as mpirun gives
+  // them; empty: one app.
+  std::vector<std::int32_t> app_sizes;
 };
 
 enum class AddressFamily : std::uint8_t { kIpv4 = 4, kIpv6 = 6 };
