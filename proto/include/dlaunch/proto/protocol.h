@@ -69,8 +69,9 @@
 
 namespace dlaunch::proto {
 
-inline constexpr std::uint32_t kMagic = 0x4e4c4444;    // "DDLN"
-inline constexpr std::uint16_t kProtocolVersion = 12;  // 12: boot ids in Hello/Setup, Setup.container, Setup.app_sizes
+inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
+// 12: boot ids and processes in Hello and Setup, Setup.container, Setup.app_sizes.
+inline constexpr std::uint16_t kProtocolVersion = 12;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
