@@ -153,6 +153,19 @@ bool is_directive(const pmix_info_t& i, Directives& d) {
   return true;
 }
 
+// A lookup's or unpublish's request: its directives (every info is one) and
+// the names it gives.
+struct NameRequest {
+  Directives d;
+  std::vector<std::string> names;
+};
+NameRequest name_request(char** keys, const pmix_info_t info[], size_t ninfo) {
+  NameRequest r;
+  for (size_t k = 0; k < ninfo; ++k) (void)is_directive(info[k], r.d);
+  for (char** k = keys; k != nullptr && *k != nullptr; ++k) r.names.emplace_back(*k);
+  return r;
+}
+
 // The key's value if it is there now, without waiting for it.
 std::optional<std::string> try_get(comm::Store& store, const std::string& key) {
   if (!store.check({key})) return std::nullopt;
@@ -254,10 +267,9 @@ pmix_status_t pmix_publish(const pmix_proc_t* proc, const pmix_info_t info[], si
 
 pmix_status_t pmix_lookup(const pmix_proc_t* proc, char** keys, const pmix_info_t info[],
                           size_t ninfo, pmix_lookup_cbfunc_t cbfunc, void* cbdata) {
-  Directives d;
-  for (size_t k = 0; k < ninfo; ++k) (void)is_directive(info[k], d);
-  std::vector<std::string> names;
-  for (char** k = keys; k != nullptr && *k != nullptr; ++k) names.emplace_back(*k);
+  NameRequest req = name_request(keys, info, ninfo);
+  const Directives d = req.d;
+  std::vector<std::string> names = std::move(req.names);
   const pmix_proc_t who = *proc;
   return post_to_server([who, d, names = std::move(names), cbfunc, cbdata](PmixHost::Impl& impl) {
     impl.store.run([&impl, who, d, names, cbfunc, cbdata](
@@ -334,10 +346,9 @@ pmix_status_t pmix_lookup(const pmix_proc_t* proc, char** keys, const pmix_info_
 
 pmix_status_t pmix_unpublish(const pmix_proc_t* proc, char** keys, const pmix_info_t info[],
                              size_t ninfo, pmix_op_cbfunc_t cbfunc, void* cbdata) {
-  Directives d;
-  for (size_t k = 0; k < ninfo; ++k) (void)is_directive(info[k], d);
-  std::vector<std::string> names;
-  for (char** k = keys; k != nullptr && *k != nullptr; ++k) names.emplace_back(*k);
+  NameRequest req = name_request(keys, info, ninfo);
+  const Directives d = req.d;
+  std::vector<std::string> names = std::move(req.names);
   const pmix_proc_t who = *proc;
   return post_to_server([who, d, names = std::move(names), cbfunc, cbdata](PmixHost::Impl& impl) {
     // No names: every name this process published.
