@@ -43,7 +43,7 @@ class Reader {
     }
     return e;
   }
-  std::size_t remaining() const { return in_.remaining(); }
+  std::string rest() { return std::string(in_.rest()); }
   void finish() {
     in_.finish();
     checked(0);
@@ -75,6 +75,10 @@ void put(Writer& w, const Hello& m) {
   w.bytes(m.agent_version);
   w.bytes(m.hostname);
   w.i32(m.pid);
+  if (m.version != kProtocolVersion) {
+    w.raw(m.foreign_tail);
+    return;
+  }
   w.bytes(m.boot_id);
   w.u64(m.start_ticks);
   w.i32(m.parent_pid);
@@ -241,9 +245,13 @@ void get(Reader& r, Hello& m) {
   m.agent_version = r.str();
   m.hostname = r.str();
   m.pid = r.i32();
-  // An agent of another protocol may end here: the head reads its version
-  // and replaces it, and must be able to read that far.
-  if (m.version != kProtocolVersion && r.remaining() == 0) return;
+  // An agent of another protocol: the head reads its version and replaces
+  // it, so it must read that far whatever follows, and keeps the rest as it
+  // came (one encoding per message, also for a foreign Hello).
+  if (m.version != kProtocolVersion) {
+    m.foreign_tail = r.rest();
+    return;
+  }
   m.boot_id = r.str();
   m.start_ticks = r.u64();
   m.parent_pid = r.i32();

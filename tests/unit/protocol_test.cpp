@@ -266,6 +266,35 @@ TEST(Protocol, UnknownTypeAndBadMagicAreRejected) {
   EXPECT_THROW(d.next(), ProtocolError);
 }
 
+TEST(Protocol, AHelloOfAnotherVersionIsReadUpToItsPidAndKeptAsItCame) {
+  // An agent of protocol 11 ends its Hello after the pid; one of a later
+  // protocol may carry anything there. Both are read (the head must learn the
+  // version to replace the agent) and encode back to the same bytes.
+  Hello old{.version = static_cast<std::uint16_t>(kProtocolVersion - 1),
+            .agent_version = "0.1.0",
+            .hostname = "node0",
+            .pid = 4242};
+  std::string wire = encode(old);
+  Decoder d;
+  d.feed(wire);
+  auto back = std::get<Hello>(*d.next());
+  EXPECT_EQ(back.version, kProtocolVersion - 1);
+  EXPECT_EQ(back.hostname, "node0");
+  EXPECT_EQ(back.pid, 4242);
+  EXPECT_EQ(back.foreign_tail, "");
+  EXPECT_EQ(encode(back), wire);
+
+  Hello later = old;
+  later.version = static_cast<std::uint16_t>(kProtocolVersion + 1);
+  later.foreign_tail = std::string("\x92\x10\0\0", 4);  // the fuzzer's find: a stray u32
+  wire = encode(later);
+  d.feed(wire);
+  back = std::get<Hello>(*d.next());
+  EXPECT_EQ(back.foreign_tail, later.foreign_tail);
+  EXPECT_EQ(back.boot_id, "");
+  EXPECT_EQ(encode(back), wire);
+}
+
 TEST(Protocol, HugeCountsCannotAllocateBeyondTheFrame) {
   // Setup whose count of node_of_rank (followed by ranks_on_host, two
   // empty strings, a bool, host_rank_offset, a bool and

@@ -58,6 +58,11 @@ class Writer {
     out_.append(s);
     return *this;
   }
+  // The bytes as they are, no length: only for a tail that Reader::rest() read.
+  Writer& raw(std::string_view s) {
+    out_.append(s);
+    return *this;
+  }
   // Overwrites the 4 bytes at `pos` (written before, e.g. as u32(0)) with v:
   // a length prefix that is known only once the rest is written.
   Writer& u32_at(std::size_t pos, std::uint32_t v) {
@@ -111,6 +116,12 @@ class Reader {
     const std::uint32_t n = u32();
     const char* p = take(n);
     return p == nullptr ? std::string_view() : std::string_view(p, n);
+  }
+  // Everything not read yet (a view into the input); the Reader is then used up.
+  std::string_view rest() {
+    const std::string_view r = in_;
+    in_ = {};
+    return r;
   }
   // A u32 count of items that each take at least min_item_bytes (> 0) on the
   // wire: refused (kBadCount, 0) when the rest of the input cannot hold that

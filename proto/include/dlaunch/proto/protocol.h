@@ -110,6 +110,9 @@ struct Hello {
   std::uint64_t start_ticks = 0;
   std::int32_t parent_pid = 0;
   std::uint64_t parent_start_ticks = 0;
+  // Only when `version` is not kProtocolVersion: the bytes after `pid`, kept
+  // unread (their layout is another protocol's) and written back as they are.
+  std::string foreign_tail;
 };
 
 struct WorkerSpec {
