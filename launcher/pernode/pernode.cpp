@@ -31,6 +31,7 @@
 #include "dlaunch/random.h"
 #include "dlaunch/text.h"
 #include "dlaunch/tunables.h"
+#include "drivers/attempts.h"
 #include "net/master_address.h"
 #include "output/console_style.h"
 #include "output/output_sink.h"
@@ -591,8 +592,8 @@ int run_per_node(const Options& given) {
   // --max-restarts: a failure anywhere (a rank, a lost node) stops every
   // node; the launchers that remain meet again in the next round and start
   // the job with the nodes there are (at least MIN), up to N times.
-  std::vector<std::string> attempts;  // how each attempt before the last ended
-  int restarts = 0;                   // counted against --max-restarts (a node joining is not)
+  AttemptLog attempts;
+  int restarts = 0;  // counted against --max-restarts (a node joining is not)
   for (int round = 0;; ++round) {
     const Membership m = rdzv.join(round);
     round = m.round;  // a launcher joining a running job starts in its next round
@@ -616,19 +617,11 @@ int run_per_node(const Options& given) {
         status == 0 || final || rdzv.store_lost() || (!joining && restarts >= o.max_restarts);
     rdzv.finish(last);
     if (last) {
-      if (!attempts.empty()) {
-        std::string summary = fmt::format("dlaunch: {} attempt(s):\n", attempts.size() + 1);
-        for (std::size_t k = 0; k < attempts.size(); ++k)
-          summary += fmt::format("  attempt {}: {}\n", k, attempts[k]);
-        summary +=
-            fmt::format("  attempt {}: {}\n", attempts.size(),
-                        status == 0 ? "succeeded" : fmt::format("failed, exit status {}", status));
-        write_all(2, summary);
-      }
+      write_all(2, attempts.summary(status == 0 ? "succeeded" : AttemptLog::failed(status)));
       return status;
     }
-    attempts.push_back(joining ? std::string("stopped to take in a node waiting to join")
-                               : fmt::format("failed, exit status {}", status));
+    attempts.ended(joining ? std::string("stopped to take in a node waiting to join")
+                           : AttemptLog::failed(status));
     if (joining) {
       write_all(2, "dlaunch: restarting the job to take in the node that is waiting\n");
     } else {
