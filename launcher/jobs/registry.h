@@ -30,15 +30,7 @@ struct JobStart {
   std::string cwd;
   std::string head_host;
   long head_pid = 0;
-  unsigned long long head_start_ticks =
-      0;  // This machine's host name, as records name their head's.
-  std::string this_host();
-
-  // Sets `start`'s head to this process on this machine (host, pid and start
-  // time): what tells `running` from `lost` later.
-  void set_head_to_this_process(JobStart& start);
-
-  // /proc/<pid>/stat's starttime
+  unsigned long long head_start_ticks = 0;  // /proc/<pid>/stat's starttime
   int nodes = 0;
   int ranks = 0;
   std::vector<std::string> node_names;  // at most kListedNodes
