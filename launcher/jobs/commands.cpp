@@ -1,8 +1,13 @@
 #include "jobs/commands.h"
 
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <string>
@@ -10,7 +15,9 @@
 
 #include <fmt/format.h>
 
+#include "cli/options.h"
 #include "dlaunch/error.h"
+#include "dlaunch/proc_stat.h"
 #include "dlaunch/text.h"
 #include "jobs/events.h"
 #include "jobs/registry.h"
@@ -22,11 +29,12 @@ namespace {
 struct Args {
   bool all = false;
   bool json = false;
+  std::string signal;  // stop --signal SIG
   std::vector<std::string> words;
 };
 
 Args parse(std::string_view verb, int argc, char** argv, bool takes_all, bool takes_json,
-           std::size_t words) {
+           std::size_t words, bool takes_signal = false) {
   Args a;
   for (int k = 2; k < argc; ++k) {
     const std::string_view s = argv[k];
@@ -34,6 +42,11 @@ Args parse(std::string_view verb, int argc, char** argv, bool takes_all, bool ta
       a.all = true;
     } else if (s == "--json" && takes_json) {
       a.json = true;
+    } else if (takes_signal && (s == "--signal" || s.starts_with("--signal="))) {
+      if (s == "--signal" && k + 1 == argc) {
+        throw Error(ErrorKind::kInput, fmt::format("dlaunch {}: --signal needs a signal", verb));
+      }
+      a.signal = s == "--signal" ? argv[++k] : std::string(s.substr(9));
     } else if (!s.empty() && s.front() == '-') {
       throw Error(ErrorKind::kInput,
                   fmt::format("dlaunch {}: unknown option '{}'", verb, printable(std::string(s))));
@@ -44,7 +57,11 @@ Args parse(std::string_view verb, int argc, char** argv, bool takes_all, bool ta
   if (a.words.size() != words) {
     throw Error(ErrorKind::kInput,
                 words == 0 ? fmt::format("dlaunch {}: takes no job", verb)
-                           : fmt::format("dlaunch {}: give one job (a name, an id or last)", verb));
+                : words == 2
+                    ? fmt::format("dlaunch {}: give one job (a name, an id or last) "
+                                  "and a signal",
+                                  verb)
+                    : fmt::format("dlaunch {}: give one job (a name, an id or last)", verb));
   }
   return a;
 }
@@ -131,16 +148,135 @@ int events(int argc, char** argv) {
   return 0;
 }
 
+// What the head does with each signal it may be sent from here
+// (docs/troubleshooting.md, Signals): INT, TERM and HUP stop the job; the
+// others are forwarded to every rank, or (QUIT) collect the ranks' stacks.
+bool stops_the_job(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP; }
+bool head_handles(int sig) {
+  return stops_the_job(sig) || sig == SIGUSR1 || sig == SIGUSR2 || sig == SIGTSTP ||
+         sig == SIGCONT || sig == SIGQUIT;
+}
+
+int parse_head_signal(std::string_view verb, const std::string& name) {
+  const int sig = signal_number(name);
+  if (sig == 0 || !head_handles(sig)) {
+    throw Error(ErrorKind::kInput,
+                fmt::format("dlaunch {}: '{}' is not a signal the job's head acts on (INT, TERM, "
+                            "HUP stop the job; USR1, USR2, TSTP, CONT are forwarded to every "
+                            "rank; QUIT reports the ranks' stacks)",
+                            verb, printable(name)));
+  }
+  return sig;
+}
+
+// A descriptor of the running head of `e`, or throws: the head must be a
+// process of this machine, and the one the record names (its pid and start
+// time: a pid used again by another process is never signalled). The
+// descriptor pins the process, so the check holds until it is closed.
+int open_head(std::string_view verb, const JobEntry& e) {
+  if (e.state != "running") {
+    throw Error(ErrorKind::kEnvironment,
+                e.state == "elsewhere"
+                    ? fmt::format("dlaunch {}: job {}'s head runs on {}: run this there", verb,
+                                  e.name, e.start.head_host)
+                    : fmt::format("dlaunch {}: job {} is not running ({})", verb, e.name, e.state));
+  }
+  const auto pid = static_cast<pid_t>(e.start.head_pid);
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) {
+    throw Error(ErrorKind::kEnvironment,
+                fmt::format("dlaunch {}: cannot reach job {}'s head (pid {}): {}", verb, e.name,
+                            pid, std::strerror(errno)));
+  }
+  if (process_start_ticks(pid) != e.start.head_start_ticks) {
+    ::close(fd);
+    throw Error(ErrorKind::kEnvironment,
+                fmt::format("dlaunch {}: job {} is not running (its head, pid {}, is gone)", verb,
+                            e.name, pid));
+  }
+  return fd;
+}
+
+void send(std::string_view verb, int fd, const JobEntry& e, int sig) {
+  if (::syscall(SYS_pidfd_send_signal, fd, sig, nullptr, 0) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw Error(ErrorKind::kEnvironment,
+                fmt::format("dlaunch {}: cannot signal job {}'s head (pid {}): {}", verb, e.name,
+                            e.start.head_pid, std::strerror(err)));
+  }
+}
+
+std::string sig_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : std::to_string(sig);
+}
+
+// dlaunch signal JOB SIG: SIG to the job's head, which acts on it as on one
+// from a terminal (forwarding it to every rank, or stopping the job).
+int signal_job(int argc, char** argv) {
+  const Args a = parse("signal", argc, argv, false, false, 2);
+  const int sig = parse_head_signal("signal", a.words[1]);
+  const JobEntry e = find_job(jobs_dir(false), a.words[0]);
+  const int fd = open_head("signal", e);
+  send("signal", fd, e, sig);
+  ::close(fd);
+  std::fputs(fmt::format("dlaunch: sent {} to job {} (head pid {})\n", sig_name(sig), e.name,
+                         e.start.head_pid)
+                 .c_str(),
+             stderr);
+  return 0;
+}
+
+// dlaunch stop JOB [--signal INT|TERM|HUP]: stops the job as that signal to
+// its head would (TERM by default: the job's --signal warning, then SIGTERM,
+// --kill-grace, SIGKILL on every node), and waits until the head has ended.
+// A second stop while the first is under way is a second SIGTERM: every rank
+// is killed at once.
+int stop(int argc, char** argv) {
+  const Args a = parse("stop", argc, argv, false, false, 1, true);
+  const int sig = a.signal.empty() ? SIGTERM : parse_head_signal("stop", a.signal);
+  if (!stops_the_job(sig)) {
+    throw Error(ErrorKind::kInput,
+                fmt::format("dlaunch stop: {} does not stop the job (INT, TERM or HUP do); "
+                            "`dlaunch signal JOB {}` forwards it to the ranks",
+                            sig_name(sig), a.signal));
+  }
+  const std::string dir = jobs_dir(false);
+  const JobEntry e = find_job(dir, a.words[0]);
+  const int fd = open_head("stop", e);
+  send("stop", fd, e, sig);
+  std::fputs(fmt::format("dlaunch: stopping job {} ({} to head pid {})\n", e.name, sig_name(sig),
+                         e.start.head_pid)
+                 .c_str(),
+             stderr);
+  // The descriptor becomes readable when the head has exited.
+  pollfd p{fd, POLLIN, 0};
+  int n = 0;
+  while ((n = ::poll(&p, 1, -1)) < 0 && errno == EINTR) {
+  }
+  ::close(fd);
+  const JobEntry after = find_job(dir, e.name);
+  std::fputs(fmt::format("dlaunch: job {} {}{}\n", e.name, after.state,
+                         after.exit_status ? fmt::format(", exit status {}", *after.exit_status)
+                                           : std::string())
+                 .c_str(),
+             stderr);
+  return 0;
+}
+
 }  // namespace
 
 bool is_job_command(std::string_view word) {
-  return word == "ps" || word == "status" || word == "events";
+  return word == "ps" || word == "status" || word == "events" || word == "stop" || word == "signal";
 }
 
 int run_job_command(int argc, char** argv) {
   const std::string_view verb = argv[1];
   if (verb == "ps") return ps(argc, argv);
   if (verb == "status") return status(argc, argv);
+  if (verb == "stop") return stop(argc, argv);
+  if (verb == "signal") return signal_job(argc, argv);
   return events(argc, argv);
 }
 

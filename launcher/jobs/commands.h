@@ -2,6 +2,10 @@
 //   dlaunch ps [--all] [--json]     the user's running jobs (--all: every record)
 //   dlaunch status JOB [--json]     one job: what was started, its state, how it ended
 //   dlaunch events JOB              its events, JSON Lines (docs/events.md)
+//   dlaunch stop JOB [--signal SIG] stops it (SIGTERM to its head, or INT, HUP)
+//                                   and waits until its head has ended
+//   dlaunch signal JOB SIG          SIG to its head, which forwards USR1, USR2,
+//                                   TSTP, CONT to every rank (QUIT: stacks)
 // JOB: a record's name, a job id, or `last`. A program of one of these names
 // runs as any other after `--` (`dlaunch -- ps`) or with a path.
 #pragma once

@@ -158,6 +158,58 @@ TEST_F(Jobs, ARunningJobIsListedAndAKilledHeadLeavesItLost) {
   EXPECT_EQ(dl({"ps"}).out.find(job), std::string::npos);
 }
 
+// `dlaunch signal JOB SIG` from another shell reaches every rank through the
+// head; `dlaunch stop JOB` stops the job as SIGTERM to the head would and
+// returns once the head has ended; the record says how.
+TEST_F(Jobs, SignalAndStopFromAnotherShell) {
+  const auto job = unique_job_id("jobs-stop");
+  Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, kWorker, "usr1-exit", "7", "60"}),
+            env());
+  ASSERT_TRUE(p.wait_for_lines(4, 30));
+  auto r = dl({"signal", job, "USR1"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("sent SIGUSR1 to job " + job), std::string::npos) << r.err;
+  // Every rank exits 7 on it, and the job with it.
+  EXPECT_EQ(p.finish(30).exit_code, 7);
+  EXPECT_EQ(YAML::Load(dl({"status", job, "--json"}).out)["exit_status"].as<int>(), 7);
+
+  const auto job2 = unique_job_id("jobs-stop2");
+  Process q(dlaunch_cmd({"-H", kLocalhost, "--job-id", job2, kWorker, "ready-sleep", "60"}), env());
+  ASSERT_TRUE(q.wait_for_lines(4, 30));
+  r = dl({"stop", "last"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("job " + job2 + " ended, exit status 143"), std::string::npos) << r.err;
+  // When stop returns, the head has ended and left no rank behind.
+  EXPECT_EQ(q.finish(1).exit_code, 143);
+  EXPECT_EQ(wait_job_gone(job2, 20), std::vector<pid_t>{});
+  r = dl({"stop", job2});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("is not running (ended)"), std::string::npos) << r.err;
+}
+
+// A signal the head does not act on, or one that does not stop the job given
+// to stop, is refused before anything is sent.
+TEST_F(Jobs, StopAndSignalRefuseSignalsTheHeadDoesNotActOn) {
+  const auto job = unique_job_id("jobs-badsig");
+  Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, kWorker, "ready-sleep", "60"}), env());
+  ASSERT_TRUE(p.wait_for_lines(4, 30));
+  auto r = dl({"signal", job, "KILL"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'KILL' is not a signal the job's head acts on"), std::string::npos)
+      << r.err;
+  r = dl({"stop", job, "--signal", "USR1"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("SIGUSR1 does not stop the job"), std::string::npos) << r.err;
+  r = dl({"signal", job});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("and a signal"), std::string::npos) << r.err;
+  // Still running after all that; an interrupt stops it with 130.
+  EXPECT_EQ(YAML::Load(dl({"status", job, "--json"}).out)["state"].as<std::string>(), "running");
+  r = dl({"stop", job, "--signal=INT"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(p.finish(10).exit_code, 130);
+}
+
 TEST_F(Jobs, BadUseIsAnInputError) {
   auto r = dl({"status"});
   EXPECT_EQ(r.exit_code, 2);
