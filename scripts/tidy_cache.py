@@ -71,12 +71,16 @@ def flags_of(entry):
 
 def common_inputs():
     h = hashlib.sha256()
-    h.update(b"tidy-cache v1\0")
+    h.update(b"tidy-cache v2\0")
     version = subprocess.run(["clang-tidy", "--version"], capture_output=True, text=True).stdout
     h.update(version.encode() + b"\0")
     with open(os.path.join(ROOT, ".clang-tidy"), "rb") as f:
         h.update(f.read())
     return h.digest()
+
+
+def is_codegen_level(flag):
+    return flag in ("-g", "-g1", "-g2", "-g3", "-O1", "-O2", "-O3")
 
 
 def key_of(unit, entry, common):
@@ -97,8 +101,13 @@ def key_of(unit, entry, common):
             files.add(r)
     files.add(unit)
     h = hashlib.sha256(common)
-    # Flags without the checkout's own path, so that every clone agrees.
-    h.update(" ".join(flags).replace(ROOT, "<root>").encode() + b"\0")
+    # Flags without the checkout's own path, so that every clone agrees, and
+    # without the debug-information level (-g, -g1) and optimization levels
+    # above -O0 (-O1, -O2, -O3: each defines the same __OPTIMIZE__), which
+    # change the code made, never what clang-tidy reads: a change of them
+    # alone (a preset's -g1, the tests' -O1) leaves the record valid.
+    h.update(" ".join(f for f in flags if not is_codegen_level(f)).replace(ROOT, "<root>").encode()
+             + b"\0")
     for r in sorted(files):
         h.update(r.encode() + b"\0")
         try:
