@@ -3,6 +3,7 @@
 // through MemoryFiles, and once from real files.
 #include "transport/ssh/ssh_config.h"
 
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,10 +13,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
+
+#include "transport/ssh/known_hosts.h"
 
 namespace dlaunch::ssh {
 namespace {
@@ -719,6 +723,62 @@ TEST(SshConfig, AnIncludeSwappedWhileBeingLoadedNeverYieldsTheOtherUsersFile) {
                          << refused;
   EXPECT_GT(read_good, 0);
   EXPECT_GT(refused, 0);
+}
+
+// $HOME set elsewhere than the passwd entry's home (a container, a CI job,
+// `sudo -E`) for the duration of a test.
+class OtherHome {
+ public:
+  explicit OtherHome(const std::string& home) {
+    if (const char* h = std::getenv("HOME")) saved_ = h;
+    ::setenv("HOME", home.c_str(), 1);
+  }
+  ~OtherHome() {
+    if (saved_) {
+      ::setenv("HOME", saved_->c_str(), 1);
+    } else {
+      ::unsetenv("HOME");
+    }
+  }
+  OtherHome(const OtherHome&) = delete;
+  OtherHome& operator=(const OtherHome&) = delete;
+
+ private:
+  std::optional<std::string> saved_;
+};
+
+std::string passwd_home() {
+  const passwd* pw = ::getpwuid(::getuid());
+  return pw != nullptr ? pw->pw_dir : "";
+}
+
+TEST(SshHome, IsThePasswdEntrysNotHomeAsForOpenSsh) {
+  const std::string pw_home = passwd_home();
+  ASSERT_FALSE(pw_home.empty());
+  const OtherHome other("/nonexistent/other-home");
+  EXPECT_EQ(ResolveContext::current().home, pw_home);
+  EXPECT_EQ(home_directory(), pw_home);
+  EXPECT_EQ(default_known_hosts_path(), pw_home + "/.ssh/known_hosts");
+}
+
+TEST(SshHome, UserConfigAndTildeComeFromThePasswdHomeWhenHomeDiffers) {
+  const std::string pw_home = passwd_home();
+  ASSERT_FALSE(pw_home.empty());
+  const std::string fake = "/nonexistent/other-home";
+  const OtherHome other(fake);
+  MemoryFiles files;
+  files.files[pw_home + "/.ssh/config"] =
+      "Host gpu-1\n  User frompasswd\n  IdentityFile ~/.ssh/id_gpu\n"
+      "  UserKnownHostsFile %d/kh\n";
+  files.files[fake + "/.ssh/config"] = "Host gpu-1\n  User fromhome\n  Port 2222\n";
+  LoadOptions options;  // home left empty: the process's, as dlaunch loads it
+  options.files = &files;
+  options.system_file = "/nonexistent/system";
+  const HostConfig c = SshConfig::load(options).resolve("gpu-1", ResolveContext::current());
+  EXPECT_EQ(c.user, "frompasswd");
+  EXPECT_EQ(c.port, std::nullopt);
+  EXPECT_EQ(c.identity_files, (std::vector<std::string>{pw_home + "/.ssh/id_gpu"}));
+  EXPECT_EQ(c.user_known_hosts_files, (std::vector<std::string>{pw_home + "/kh"}));
 }
 
 }  // namespace

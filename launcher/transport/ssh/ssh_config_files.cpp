@@ -110,11 +110,16 @@ const FileSource& real_files() {
 
 namespace detail {
 
-// As known_hosts.h's home_directory(), without pulling libssh2 into the fuzzer.
+// OpenSSH reads ~/.ssh and expands ~ and %d from the passwd entry, never
+// $HOME (ssh.c, misc.c's tilde_expand): in a container, a CI job or under
+// `sudo -E` the two differ, and dlaunch must reach what `ssh HOST` reaches.
+// Without an entry ssh refuses to run at all; dlaunch falls back to $HOME.
 std::string user_home() {
-  const char* home = std::getenv("HOME");
+  // NOLINTNEXTLINE(concurrency-mt-unsafe) resolved before threads start
+  if (const passwd* pw = ::getpwuid(::getuid()); pw != nullptr && pw->pw_dir != nullptr)
+    return pw->pw_dir;
+  const char* home = std::getenv("HOME");  // NOLINT(concurrency-mt-unsafe)
   if (home != nullptr && *home != '\0') return home;
-  if (const passwd* pw = ::getpwuid(::getuid())) return pw->pw_dir;
   return "/";
 }
 

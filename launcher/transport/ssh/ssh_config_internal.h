@@ -89,7 +89,8 @@ HostConfig resolve_with_openssh(const Parsed& parsed, const std::string& alias,
 // Keyword names as the manual writes them, for messages.
 const char* key_name(Key key);
 
-// $HOME, else the password database's, else "/".
+// The home ssh uses: the password database's (never $HOME), else $HOME
+// where the user has no entry (ssh itself refuses to run then), else "/".
 std::string user_home();
 
 // The home directory of a user by name (~user); nullopt: no such user.
