@@ -57,7 +57,7 @@
 //
 // Simplified, compared with OpenSSH:
 // - No CanonicalizeHostname pass (ssh -G does none either); the Canonicalize*
-//   and CanonicalDomains lines are accepted and not applied. %C is an error.
+//   and CanonicalDomains lines are accepted and not applied.
 // - Times (ConnectTimeout, ServerAliveInterval) take whole numbers only.
 // - `Match host` compares without regard to case on both sides.
 // - ~, %d and the user file come from LoadOptions::home / ResolveContext::home,

@@ -6,9 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <system_error>
+
+#include <openssl/evp.h>
 
 #include "hostfile/input_file.h"
 #include "transport/ssh/ssh_config.h"
@@ -121,6 +124,21 @@ std::string user_home() {
   const char* home = std::getenv("HOME");  // NOLINT(concurrency-mt-unsafe)
   if (home != nullptr && *home != '\0') return home;
   return "/";
+}
+
+std::string connection_hash(const std::string& local_host, const std::string& host,
+                            const std::string& port, const std::string& user) {
+  const std::string in = local_host + host + port + user;
+  std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
+  unsigned len = 0;
+  if (EVP_Digest(in.data(), in.size(), md.data(), &len, EVP_sha1(), nullptr) != 1) return "";
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < len; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 0xf];
+  }
+  return out;
 }
 
 std::optional<std::string> home_of(const std::string& user) {
