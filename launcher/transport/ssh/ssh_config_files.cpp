@@ -117,13 +117,17 @@ namespace detail {
 // $HOME (ssh.c, misc.c's tilde_expand): in a container, a CI job or under
 // `sudo -E` the two differ, and dlaunch must reach what `ssh HOST` reaches.
 // Without an entry ssh refuses to run at all; dlaunch falls back to $HOME.
+// Looked up once: every connection asks (its default keys), and a password
+// database on LDAP answers over the network.
 std::string user_home() {
-  // NOLINTNEXTLINE(concurrency-mt-unsafe) resolved before threads start
-  if (const passwd* pw = ::getpwuid(::getuid()); pw != nullptr && pw->pw_dir != nullptr)
-    return pw->pw_dir;
-  const char* home = std::getenv("HOME");  // NOLINT(concurrency-mt-unsafe)
-  if (home != nullptr && *home != '\0') return home;
-  return "/";
+  static const std::string home = [] {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe) the first call, before connections start
+    if (const passwd* pw = ::getpwuid(::getuid()); pw != nullptr && pw->pw_dir != nullptr)
+      return std::string(pw->pw_dir);
+    const char* env = std::getenv("HOME");  // NOLINT(concurrency-mt-unsafe)
+    return std::string(env != nullptr && *env != '\0' ? env : "/");
+  }();
+  return home;
 }
 
 std::string connection_hash(const std::string& local_host, const std::string& host,
