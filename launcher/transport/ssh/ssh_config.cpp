@@ -24,7 +24,6 @@ using detail::Key;
 using detail::MatchTerm;
 using detail::Statement;
 
-constexpr const char* kUseOpenSsh = "use --ssh openssh for it";
 constexpr const char* kField = "ssh config";
 
 struct Keyword {
