@@ -173,7 +173,9 @@ class Testbed:
         self.dir = d
         self.hosts = open(os.path.join(d, "hosts.list")).read().split()
         self.sshd_pids = [int(x) for x in open(os.path.join(d, "sshd.pids")).read().split()]
-        self.env = dict(os.environ, HOME=os.path.join(d, "home"))
+        # dlaunch, like ssh, takes ~ from the passwd entry, not $HOME: both get
+        # the bed's config (its key and known_hosts) with -F.
+        self.env = dict(os.environ)
         self.ssh_config = os.path.join(d, "ssh_config")
         self.mpi_env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         self.pdsh_env = dict(os.environ, PDSH_RCMD_TYPE="ssh", PDSH_SSH_ARGS=f"-F {self.ssh_config} %h")
@@ -189,7 +191,7 @@ class Testbed:
         return path
 
     def dlaunch(self, n, prog, extra=()):
-        return [DLAUNCH, "-H", os.path.join(self.dir, "hosts.yaml"), "--num-nodes", str(n),
+        return [DLAUNCH, "-F", self.ssh_config, "-H", os.path.join(self.dir, "hosts.yaml"), "--num-nodes", str(n),
                 "--wdir", "/tmp", *extra, *prog]
 
     def mpirun(self, n, prog, extra=()):

@@ -123,16 +123,18 @@ def main():
     hosts = open(os.path.join(tb, "hosts.list")).read().split()
     sshd_pid = int(open(os.path.join(tb, "sshd.pid")).read())
     cores = os.cpu_count()
-    home = os.path.join(tb, "home")
-    dl_env = dict(os.environ, HOME=home, SSH_AUTH_SOCK="", DLAUNCH_DEBUG="stats")
-    pdsh_env = dict(os.environ, HOME=home, PDSH_SSH_ARGS=f"-F {tb}/ssh_config %h")
+    # dlaunch and ssh both take ~ from the passwd entry: the bed's config (its
+    # key and known_hosts) goes to each with -F.
+    dl_env = dict(os.environ, SSH_AUTH_SOCK="", DLAUNCH_DEBUG="stats")
+    pdsh_env = dict(os.environ, PDSH_SSH_ARGS=f"-F {tb}/ssh_config %h")
+    config = ["-F", os.path.join(tb, "ssh_config")]
     hosts_yaml = os.path.join(tb, "hosts.yaml")
 
     def tool_cmd(name, n):
         if name == "dlaunch":
-            return [DLAUNCH, "-H", hosts_yaml, "--num-nodes", str(n), "--wdir", "/tmp", "true"], dl_env
+            return [DLAUNCH, *config, "-H", hosts_yaml, "--num-nodes", str(n), "--wdir", "/tmp", "true"], dl_env
         if name.startswith("dlaunch_c"):  # a fixed limit: dlaunch_c64, dlaunch_c1024
-            return [DLAUNCH, "-H", hosts_yaml, "--num-nodes", str(n), "--wdir", "/tmp",
+            return [DLAUNCH, *config, "-H", hosts_yaml, "--num-nodes", str(n), "--wdir", "/tmp",
                     "--ssh-concurrency", name[len("dlaunch_c"):], "true"], dl_env
         if name == "pdsh":
             hl = os.path.join(tb, f"hosts.{n}")

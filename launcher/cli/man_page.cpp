@@ -159,6 +159,8 @@ The per-node agent, looked for next to dlaunch (\fB\-\-agent\fR, or a host's
 .I ~/.ssh/config, /etc/ssh/ssh_config
 Read as \fBssh\fR(1) reads them (\fB\-F\fR \fIFILE\fR in their place): host
 aliases, HostName, User, Port, IdentityFile, ProxyJump, ProxyCommand, known_hosts files.
+As for \fBssh\fR, \fI~\fR there (and in the default keys and known_hosts) is the home of
+the password database's entry, not \fB$HOME\fR.
 .TP
 .I ~/.deepspeed_env, ./.deepspeed_env
 DeepSpeed's NAME=VALUE lines, read in that order (the current directory's

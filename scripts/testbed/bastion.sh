@@ -38,10 +38,13 @@
 # server.
 #
 # DIR gets (DIR is made absolute; every path written is absolute):
-#   home/.ssh/config               aliases bastion, gpu-1 .. gpu-N (ProxyJump
+#   ssh_config                     aliases bastion, gpu-1 .. gpu-N (ProxyJump
 #                                  bastion), User root, IdentityFile
 #                                  home/.ssh/cluster_key, IdentitiesOnly yes,
 #                                  UserKnownHostsFile home/.ssh/cluster_known_hosts
+#                                  (for the bastion too); give it to ssh and
+#                                  dlaunch with -F: both take ~ from the passwd
+#                                  entry, never $HOME, so no HOME can point here
 #   home/.ssh/cluster_key{,.pub}   the user's key (no id_* of default names:
 #                                  nothing works through OpenSSH's defaults)
 #   home/.ssh/cluster_known_hosts  the bastion under 10.202.I.2, node K under
@@ -258,7 +261,8 @@ ssh_config() {
     echo "  UserKnownHostsFile $known"
   } > "$1"
 }
-ssh_config "$ssh_dir/config" "ProxyJump bastion"
+ssh_config "$dir/ssh_config" "ProxyJump bastion"
+rm -f "$ssh_dir/config"  # beds before -F: nothing may read it by accident
 ssh_config "$dir/ssh_config.proxycommand" \
   "ProxyCommand ssh -F $dir/ssh_config.proxycommand -W %h:%p bastion"
 
@@ -316,12 +320,12 @@ ip route get "$net_b.11" >/dev/null 2>&1 && fail "the root namespace routes $net
 remote="hostname"
 [[ -z "$build" ]] || remote+="; ls -A $(printf %q "$build")"
 ssh_check() {  # OUT CONFIG ALIAS
-  env -u SSH_AUTH_SOCK HOME="$dir/home" ssh -F "$2" -o BatchMode=yes -o ConnectTimeout=10 "$3" \
+  env -u SSH_AUTH_SOCK ssh -F "$2" -o BatchMode=yes -o ConnectTimeout=10 "$3" \
     "$remote" > "$1" 2>&1
 }
 check_pids=()
 while read -r k ns a alias; do
-  ssh_check "$dir/check.$alias" "$ssh_dir/config" "$alias" &
+  ssh_check "$dir/check.$alias" "$dir/ssh_config" "$alias" &
   check_pids+=($!)
 done < "$dir/nodes"
 ssh_check "$dir/check.proxycommand" "$dir/ssh_config.proxycommand" "gpu-$n" &
@@ -330,7 +334,7 @@ bad=""
 for pid in "${check_pids[@]}"; do wait "$pid" || bad=1; done
 while read -r k ns a alias; do
   [[ "$(cat "$dir/check.$alias")" == "$alias" ]] ||
-    fail "ssh -F $ssh_dir/config $alias (ProxyJump through $bastion_a to $a) answered," \
+    fail "ssh -F $dir/ssh_config $alias (ProxyJump through $bastion_a to $a) answered," \
       "expected '$alias' only: $(cat "$dir/check.$alias")"
 done < "$dir/nodes"
 [[ "$(cat "$dir/check.proxycommand")" == "gpu-$n" ]] ||
@@ -338,4 +342,4 @@ done < "$dir/nodes"
     "'gpu-$n' only: $(cat "$dir/check.proxycommand")"
 [[ -z "$bad" ]] || fail "an ssh check failed"
 rm -f "$dir"/check.*
-echo "$ssh_dir/config"
+echo "$dir/ssh_config"

@@ -11,8 +11,8 @@ tb_sshd_bin() {
   echo "$b"
 }
 
-# Host key, user key (DIR/home/.ssh/id_ed25519, HOME=DIR/home) and the
-# authorized_keys file that every sshd of the bed reads.
+# Host key, user key (DIR/home/.ssh/id_ed25519, named by DIR/ssh_config) and
+# the authorized_keys file that every sshd of the bed reads.
 tb_keys() {
   local dir=$1
   mkdir -p "$dir/home/.ssh"
@@ -51,8 +51,10 @@ tb_sshd_config() {
   } > "$conf"
 }
 
-# tb_ssh_config DIR HOST_PATTERN PORT: DIR/ssh_config for the OpenSSH client
-# (which ignores $HOME: ssh -F DIR/ssh_config).
+# tb_ssh_config DIR HOST_PATTERN PORT: DIR/ssh_config, the bed's user side
+# for both clients: `ssh -F DIR/ssh_config` and `dlaunch -F DIR/ssh_config`.
+# Both take ~ (~/.ssh/config, id_*, known_hosts) from the passwd entry, never
+# $HOME, so no HOME can point them here: every path in it is absolute.
 tb_ssh_config() {
   local dir=$1 pattern=$2 port=$3
   cat > "$dir/ssh_config" <<CONF

@@ -21,8 +21,9 @@
 # libraries; DIR/share is its /srv/share, read-only.
 #
 # DIR gets what scripts/testbed/sshd.sh writes (home/.ssh/{id_ed25519,
-# known_hosts}: point HOME there; hosts.yaml with transport ssh and, if given,
-# the agent path; hostfile.plain; hosts.list; ssh_config), plus nodes (one line
+# known_hosts}; hosts.yaml with transport ssh and, if given, the agent path;
+# hostfile.plain; hosts.list; ssh_config, which names that key and known_hosts:
+# ssh -F DIR/ssh_config, dlaunch -F DIR/ssh_config), plus nodes (one line
 # per host: "K NAMESPACE ADDRESS ROOT_VETH") and netns.state (what stop removes;
 # a test that adds a route to the root namespace appends "route PREFIX" there,
 # so that stop removes it too, even after the test was killed).

@@ -7,9 +7,10 @@
 #   sshd.sh start DIR N [PORT] [SLOTS]   set up and start; prints the port
 #   sshd.sh stop DIR                     stop every sshd of DIR
 #
-# DIR gets: home/.ssh/{id_ed25519,known_hosts} (point HOME there), hosts.yaml
-# (N nodes x SLOTS), hostfile.plain (mpirun), hosts.list (pdsh -w), ssh_config
-# (for the OpenSSH client, which ignores $HOME: ssh -F DIR/ssh_config), sshd.pids.
+# DIR gets: home/.ssh/{id_ed25519,known_hosts}, hosts.yaml (N nodes x SLOTS),
+# hostfile.plain (mpirun), hosts.list (pdsh -w), ssh_config (naming that key
+# and known_hosts: give it to ssh and dlaunch with -F DIR/ssh_config; both
+# ignore $HOME), sshd.pids.
 set -euo pipefail
 
 cmd=${1:-}; dir=${2:-}

@@ -13,7 +13,7 @@
 # Host i (0-based) is 127.1.(i / 250).(i % 250 + 1): 127.1.0.1 .. 127.1.0.250,
 # 127.1.1.1 ... (up to 64000 hosts).
 #
-# DIR gets: home/.ssh/{id_ed25519,known_hosts} (point HOME there), hosts.yaml
+# DIR gets: home/.ssh/{id_ed25519,known_hosts} (named by ssh_config), hosts.yaml
 # (N nodes x SLOTS, transport ssh, the port and the login user), hosts.list
 # (one address a line; pdsh -w ^DIR/hosts.list), hostfile.plain (mpirun),
 # ssh_config (for the OpenSSH client: ssh -F DIR/ssh_config), sshd.pids,

@@ -113,7 +113,8 @@ class BareBed {
   // head's folder is not on the nodes).
   RunResult dlaunch(std::vector<std::string> args, double timeout_s = 120,
                     const std::string& wdir = "/tmp") const {
-    args.insert(args.begin(), {"-H", dir_ + "/hosts.yaml", "--wdir", wdir});
+    args.insert(args.begin(),
+                {"-F", dir_ + "/ssh_config", "-H", dir_ + "/hosts.yaml", "--wdir", wdir});
     return run(dlaunch_cmd(std::move(args)), timeout_s, env());
   }
   // A command on node k over OpenSSH (the bed's config).
@@ -130,7 +131,9 @@ class BareBed {
     }
     return "";
   }
-  std::vector<std::string> env() const { return {"HOME=" + dir_ + "/home", "SSH_AUTH_SOCK="}; }
+  // The bed's ssh config (-F) names its key and known_hosts: no HOME points
+  // there, since dlaunch, like ssh, takes ~ from the passwd entry.
+  std::vector<std::string> env() const { return {"SSH_AUTH_SOCK="}; }
 
  private:
   std::string skip_, error_, root_, dir_;

@@ -101,7 +101,7 @@ struct Bed {
   std::vector<Node> nodes;
   double start_seconds = 0;
 
-  std::string config() const { return dir + "/home/.ssh/config"; }
+  std::string config() const { return dir + "/ssh_config"; }
   std::string at(const std::string& key) const {
     const auto it = env.find(key);
     return it == env.end() ? "" : it->second;
@@ -132,9 +132,9 @@ std::string bed_dir(const std::string& tag) {
       .string();
 }
 
-std::vector<std::string> ssh_env(const Bed& bed) {
-  return {"HOME=" + bed.dir + "/home", "SSH_AUTH_SOCK="};
-}
+// The user's keys and known_hosts are the bed's (its ssh_config names them);
+// no agent of the machine's.
+std::vector<std::string> ssh_env(const Bed& /*bed*/) { return {"SSH_AUTH_SOCK="}; }
 
 std::vector<std::string> ssh_argv(const std::string& config, const std::string& alias,
                                   const std::string& command,
@@ -259,8 +259,9 @@ Bed* BastionBed::bed_ = nullptr;
 
 TEST_F(BastionBed, TheUserSideIsAConfigWithAliasesAKeyOfItsOwnAndItsOwnKnownHosts) {
   const auto ssh_dir = fs::path(bed().dir) / "home/.ssh";
-  for (const char* name : {"config", "cluster_key", "cluster_key.pub", "cluster_known_hosts"})
+  for (const char* name : {"cluster_key", "cluster_key.pub", "cluster_known_hosts"})
     EXPECT_TRUE(fs::exists(ssh_dir / name)) << name;
+  EXPECT_TRUE(fs::exists(bed().config()));
   // Nothing works by accident through OpenSSH's default key names.
   for (const auto& e : fs::directory_iterator(ssh_dir))
     EXPECT_NE(e.path().filename().string().rfind("id_", 0), 0u) << e.path();
@@ -272,7 +273,8 @@ TEST_F(BastionBed, TheUserSideIsAConfigWithAliasesAKeyOfItsOwnAndItsOwnKnownHost
   EXPECT_NE(config.find("IdentitiesOnly yes\n"), std::string::npos);
   EXPECT_NE(config.find("UserKnownHostsFile " + ssh_dir.string() + "/cluster_known_hosts\n"),
             std::string::npos);
-  EXPECT_EQ(config.find('~'), std::string::npos) << "OpenSSH expands ~ from passwd, not $HOME";
+  EXPECT_EQ(config.find('~'), std::string::npos)
+      << "ssh and dlaunch expand ~ from passwd, not $HOME";
   // Known hosts under the names OpenSSH checks: the HostName, a private
   // address for a node behind the jump host.
   const auto known = slurp((ssh_dir / "cluster_known_hosts").string());
@@ -430,7 +432,11 @@ std::string hosts_arg() { return "gpu-1:2,gpu-2:2,gpu-3:2"; }
 
 // dlaunch with these arguments, its workers in the bed's folder: the nodes
 // do not see the build folder, where the tests themselves run under ctest.
+// The bed's ssh config (-F) unless the arguments name another, as a user
+// whose cluster config is not ~/.ssh/config gives it.
 std::vector<std::string> bed_job(const Bed& b, std::vector<std::string> args) {
+  if (std::find(args.begin(), args.end(), "-F") == args.end())
+    args.insert(args.begin(), {"-F", b.config()});
   args.insert(args.begin(), {"--wdir", b.dir});
   return dlaunch_cmd(std::move(args));
 }

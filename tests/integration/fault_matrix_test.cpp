@@ -197,17 +197,18 @@ class FaultMatrix : public ::testing::Test {
                                           bool local = false) {
     std::vector<std::string> head = {"-H", bed() && !local ? *dir_ + "/hosts.yaml" : kLocalhost,
                                      "--job-id", job};
+    // The bed's ssh config names its key and known_hosts (dlaunch, like ssh,
+    // takes ~ from the passwd entry, not $HOME).
+    if (bed() && !local) head.insert(head.begin(), {"-F", *dir_ + "/ssh_config"});
     args.insert(args.begin(), head.begin(), head.end());
     return dlaunch_cmd(args);
   }
-  // The environment of dlaunch: the bed's HOME, and a tag that local agents,
-  // guards and workers inherit so the test can find every one of them.
+  // The environment of dlaunch: no ssh-agent of the machine's, and a tag that
+  // local agents, guards and workers inherit so the test can find every one
+  // of them.
   static std::vector<std::string> job_env(const std::string& job) {
     std::vector<std::string> e = {"DLTEST_FAULT_TAG=" + job};
-    if (bed()) {
-      e.push_back("HOME=" + *dir_ + "/home");
-      e.emplace_back("SSH_AUTH_SOCK=");
-    }
+    if (bed()) e.emplace_back("SSH_AUTH_SOCK=");
     return e;
   }
   static int world(bool local = false) { return bed() && !local ? kBedNodes * kBedSlots : 4; }

@@ -136,11 +136,12 @@ class Network : public ::testing::Test {
     return a;
   }
   static std::vector<std::string> job(std::vector<std::string> args) {
-    args.insert(args.begin(), {"-H", dir_ + "/hosts.yaml"});
+    // The bed's ssh config names its key and known_hosts (dlaunch, like ssh,
+    // takes ~ from the passwd entry, not $HOME).
+    args.insert(args.begin(), {"-F", dir_ + "/ssh_config", "-H", dir_ + "/hosts.yaml"});
     return dlaunch_cmd(args);
   }
   static std::vector<std::string> env(std::vector<std::string> more = {}) {
-    more.push_back("HOME=" + dir_ + "/home");
     more.emplace_back("SSH_AUTH_SOCK=");
     return more;
   }

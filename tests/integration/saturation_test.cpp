@@ -75,8 +75,11 @@ class Saturation : public ::testing::Test {
   }
 
   static std::vector<std::string> job(const std::string& job_id, std::vector<std::string> tail) {
-    std::vector<std::string> args = {
-        "-H", *dir_ + "/hosts.yaml", "--job-id", job_id, "--mpi", "--wdir", "/tmp"};
+    std::vector<std::string> args = {"-F",       *dir_ + "/ssh_config",
+                                     "-H",       *dir_ + "/hosts.yaml",
+                                     "--job-id", job_id,
+                                     "--mpi",    "--wdir",
+                                     "/tmp"};
     // What is measured is the job once it runs; the start gets room on a slow
     // CI machine (16 SSH handshakes and 64 MPI_Inits on two cores).
     for (const char* a : {"--connect-timeout", "60", "--start-timeout", "120"})
@@ -84,7 +87,7 @@ class Saturation : public ::testing::Test {
     args.insert(args.end(), tail.begin(), tail.end());
     return dlaunch_cmd(args);
   }
-  static std::vector<std::string> env() { return {"HOME=" + *dir_ + "/home", "SSH_AUTH_SOCK="}; }
+  static std::vector<std::string> env() { return {"SSH_AUTH_SOCK="}; }
 
   // Starts 64 spinning ranks, waits until all run, sends `sig` to dlaunch and
   // checks the answer: the stop announced within a second, dlaunch and every

@@ -9,7 +9,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -17,7 +16,6 @@
 #include "support.h"
 
 using namespace dltest;
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -74,24 +72,23 @@ class Scale : public ::testing::Test {
   void SetUp() override {
     prlimit_ = find_prlimit();
     if (prlimit_.empty()) GTEST_SKIP() << "prlimit (util-linux) not installed";
-    home_ = fs::temp_directory_path() / ("dlaunch-scale-" + std::to_string(::getpid()));
-    fs::create_directories(home_ / ".ssh");
   }
-  void TearDown() override {
-    std::error_code ignored;
-    if (!home_.empty()) fs::remove_all(home_, ignored);
+  // dlaunch without the machine's ssh config (-F none): no SSH login ever
+  // gets that far here, and none may change what is connected to.
+  static std::vector<std::string> cmd(std::vector<std::string> args) {
+    args.insert(args.begin(), {"-F", "none"});
+    return dlaunch_cmd(std::move(args));
   }
   // dlaunch under a descriptor limit of `nofile` (soft and hard).
   std::vector<std::string> limited(int nofile, std::vector<std::string> args) const {
-    auto cmd = dlaunch_cmd(std::move(args));
+    auto cmd = Scale::cmd(std::move(args));
     const std::string lim = std::to_string(nofile);
     cmd.insert(cmd.begin(), {prlimit_, "--nofile=" + lim + ":" + lim, "--"});
     return cmd;
   }
-  std::vector<std::string> env() const { return {"HOME=" + home_.string(), "SSH_AUTH_SOCK="}; }
+  static std::vector<std::string> env() { return {"SSH_AUTH_SOCK="}; }
 
   std::string prlimit_;
-  fs::path home_;
 };
 
 TEST_F(Scale, MoreSshNodesThanDescriptorsIsRefusedBeforeAnyConnection) {
@@ -116,7 +113,7 @@ TEST_F(Scale, TheSameHostsUnderTheUsualLimitAreConnectedTo) {
   // The control: what the refusal prevents does happen without it.
   Listener l;
   const auto hf = ssh_hosts(100, l.port());
-  Process p(dlaunch_cmd({"-H", hf, "--connect-timeout", "1", "--wdir", "/tmp", "true"}), env());
+  Process p(cmd({"-H", hf, "--connect-timeout", "1", "--wdir", "/tmp", "true"}), env());
   EXPECT_TRUE(l.connected(20000));
   auto r = p.finish(60);
   EXPECT_EQ(r.exit_code, 1) << r.err;

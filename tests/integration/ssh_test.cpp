@@ -1,6 +1,8 @@
 // Jobs over real SSH: our own sshd on loopback (scripts/testbed/sshd.sh), one
-// address per "host" (127.0.0.2 ...), generated host and user keys, HOME
-// pointed at the test bed so ~/.ssh/known_hosts and id_ed25519 are its own.
+// address per "host" (127.0.0.2 ...), generated host and user keys. dlaunch
+// gets the bed's ssh config (-F DIR/ssh_config, which names the bed's key and
+// known_hosts) as a user gives a cluster's: like ssh, dlaunch takes ~ from the
+// passwd entry, so no HOME can point it at the bed.
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -48,18 +50,33 @@ class Ssh : public ::testing::Test {
     if (skip_ != nullptr) GTEST_SKIP() << *skip_;
   }
 
-  // HOME of the test bed, or a copy of it whose known_hosts the test may change.
+  // The bed's user files (.ssh/id_ed25519, .ssh/known_hosts), which its
+  // ssh_config names; or a copy whose known_hosts the test may change, with a
+  // config of its own (config_of) naming its key (or `identity`) and
+  // known_hosts.
   static std::string home() { return *dir_ + "/home"; }
-  std::string private_home(const std::string& known_hosts) {
+  std::string private_home(const std::string& known_hosts, const std::string& identity = "") {
     const auto h = fs::path(*dir_) / ("home-" + std::to_string(counter_++));
     fs::create_directories(h / ".ssh");
     fs::copy_file(fs::path(home()) / ".ssh/id_ed25519", h / ".ssh/id_ed25519");
     std::ofstream(h / ".ssh/known_hosts") << known_hosts;
+    std::ofstream(h / "ssh_config")
+        << "Host *\n  IdentityFile "
+        << (identity.empty() ? (h / ".ssh/id_ed25519").string() : identity)
+        << "\n  UserKnownHostsFile " << (h / ".ssh/known_hosts").string() << "\n";
     return h.string();
   }
-  static std::vector<std::string> env(const std::string& home_dir) {
-    return {"HOME=" + home_dir, "SSH_AUTH_SOCK="};
+  static std::string config_of(const std::string& private_home) {
+    return private_home + "/ssh_config";
   }
+  // dlaunch with the bed's ssh config, unless the arguments give another (-F).
+  static std::vector<std::string> bed_cmd(std::vector<std::string> args) {
+    if (std::find(args.begin(), args.end(), "-F") == args.end())
+      args.insert(args.begin(), {"-F", *dir_ + "/ssh_config"});
+    return dlaunch_cmd(std::move(args));
+  }
+  // No ssh-agent of the machine's: the keys are the ones the config names.
+  static std::vector<std::string> env() { return {"SSH_AUTH_SOCK="}; }
   // A hostfile of n SSH hosts from the test bed, plus extra YAML host lines.
   static std::string hostfile(int n, int slots, const std::string& extra = "") {
     std::string y = "defaults: {transport: ssh, port: " + std::to_string(port_) +
@@ -86,7 +103,7 @@ int Ssh::counter_ = 0;
 }  // namespace
 
 TEST_F(Ssh, FourNodesTimesTwoSlotsRunEveryRankOnceWithItsNodeRank) {
-  auto r = run(dlaunch_cmd({"-H", hostfile(4, 2), HELLO_BIN}), 60, env(home()));
+  auto r = run(bed_cmd({"-H", hostfile(4, 2), HELLO_BIN}), 60, env());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::regex re(
       R"(\[(\d+)\] hello from rank (\d+)/8 \(local rank (\d+)/2, node (\d+)/4\) on \S+, master 127\.0\.0\.2:\d+)");
@@ -103,9 +120,9 @@ TEST_F(Ssh, FourNodesTimesTwoSlotsRunEveryRankOnceWithItsNodeRank) {
 }
 
 TEST_F(Ssh, WorkersRunOverSshInTheHeadsWorkingDirectory) {
-  auto r = run(dlaunch_cmd({"-H", hostfile(1, 1), "--wdir", "/tmp", "sh", "-c",
-                            "echo $SSH_CONNECTION; pwd"}),
-               60, env(home()));
+  auto r = run(
+      bed_cmd({"-H", hostfile(1, 1), "--wdir", "/tmp", "sh", "-c", "echo $SSH_CONNECTION; pwd"}),
+      60, env());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto lines = lines_of(r.out);
   ASSERT_EQ(lines.size(), 2u) << r.out;
@@ -129,8 +146,10 @@ TEST_F(Ssh, ChangedHostKeyIsRefusedUnderStrictAndNothingStartsAnywhere) {
     kh += "\n";
   }
   const auto job = unique_job_id("hostkey");
-  auto r = run(dlaunch_cmd({"-H", hostfile(4, 2), "--job-id", job, kWorker, "ready-sleep", "30"}),
-               60, env(private_home(kh)));
+  const auto h = private_home(kh);
+  auto r = run(bed_cmd({"-F", config_of(h), "-H", hostfile(4, 2), "--job-id", job, kWorker,
+                        "ready-sleep", "30"}),
+               60, env());
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("host key for [127.0.0.3]:" + std::to_string(port_) + " has CHANGED"),
             std::string::npos)
@@ -147,13 +166,14 @@ TEST_F(Ssh, ChangedHostKeyIsRefusedUnderStrictAndNothingStartsAnywhere) {
 TEST_F(Ssh, UnknownHostIsRefusedUnderStrictAndRecordedUnderAcceptNew) {
   const auto h = private_home("");
   const auto hosts = hostfile(2, 1);
-  auto strict = run(dlaunch_cmd({"-H", hosts, "true"}), 60, env(h));
+  auto strict = run(bed_cmd({"-F", config_of(h), "-H", hosts, "true"}), 60, env());
   EXPECT_EQ(strict.exit_code, 1);
   EXPECT_NE(strict.err.find("no host key for [127.0.0.2]:" + std::to_string(port_)),
             std::string::npos)
       << strict.err;
   auto accept =
-      run(dlaunch_cmd({"-H", hosts, "--host-key-check", "accept-new", "true"}), 60, env(h));
+      run(bed_cmd({"-F", config_of(h), "-H", hosts, "--host-key-check", "accept-new", "true"}), 60,
+          env());
   ASSERT_EQ(accept.exit_code, 0) << accept.err;
   std::ifstream in(h + "/.ssh/known_hosts");
   std::string text((std::istreambuf_iterator<char>(in)), {});
@@ -161,7 +181,7 @@ TEST_F(Ssh, UnknownHostIsRefusedUnderStrictAndRecordedUnderAcceptNew) {
       << text;
   EXPECT_NE(text.find("[127.0.0.3]:" + std::to_string(port_) + " ssh-ed25519 "), std::string::npos)
       << text;
-  auto again = run(dlaunch_cmd({"-H", hosts, "true"}), 60, env(h));  // now strict passes
+  auto again = run(bed_cmd({"-F", config_of(h), "-H", hosts, "true"}), 60, env());  // strict
   EXPECT_EQ(again.exit_code, 0) << again.err;
 }
 
@@ -197,9 +217,9 @@ TEST_F(Ssh, AKeyOfAnotherTypeForAHostKnownByEcdsaIsRefusedAsChangedUnderAcceptNe
   EXPECT_NE(ssh.err.find("REMOTE HOST IDENTIFICATION HAS CHANGED"), std::string::npos) << ssh.err;
 
   const auto job = unique_job_id("keytype");
-  auto r = run(dlaunch_cmd({"-H", hostfile(4, 2), "--host-key-check", "accept-new", "--job-id", job,
-                            kWorker, "ready-sleep", "30"}),
-               60, env(h));
+  auto r = run(bed_cmd({"-F", config_of(h), "-H", hostfile(4, 2), "--host-key-check", "accept-new",
+                        "--job-id", job, kWorker, "ready-sleep", "30"}),
+               60, env());
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("host key for " + where + " has CHANGED: the server offers ssh-ed25519 "),
             std::string::npos)
@@ -224,7 +244,8 @@ TEST_F(Ssh, ARevokedHostKeyIsRefusedUnderStrictAndAcceptNew) {
   const auto h = private_home(kh);
   for (const char* policy : {"strict", "accept-new"}) {
     auto r =
-        run(dlaunch_cmd({"-H", hostfile(2, 1), "--host-key-check", policy, "true"}), 60, env(h));
+        run(bed_cmd({"-F", config_of(h), "-H", hostfile(2, 1), "--host-key-check", policy, "true"}),
+            60, env());
     EXPECT_EQ(r.exit_code, 1) << policy << "\n" << r.err;
     EXPECT_NE(r.err.find("the ED25519 host key of " + where + " (ssh-ed25519 SHA256:"),
               std::string::npos)
@@ -250,8 +271,9 @@ TEST_F(Ssh, AHostVouchedForByACertificateAuthorityIsRefusedNamingTheWayOut) {
   const auto h =
       private_home("@cert-authority [127.0.0.*]:* " +
                    host_key.substr(0, host_key.find(' ', host_key.find(' ') + 1)) + "\n");
-  auto r = run(dlaunch_cmd({"-H", hostfile(1, 1), "--host-key-check", "accept-new", "true"}), 60,
-               env(h));
+  auto r = run(
+      bed_cmd({"-F", config_of(h), "-H", hostfile(1, 1), "--host-key-check", "accept-new", "true"}),
+      60, env());
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find(h +
                        "/.ssh/known_hosts:1 says a certificate authority signs the keys of "
@@ -298,9 +320,9 @@ TEST_F(Ssh, AHostWithKeysOfSeveralTypesIsCheckedWithTheTypeOnRecord) {
   for (const std::string& on_record : {host_key, ecdsa_key}) {
     const auto h = private_home(
         where + on_record.substr(0, on_record.find(' ', on_record.find(' ') + 1)) + "\n");
-    auto e = env(h);
+    auto e = env();
     e.emplace_back("DLAUNCH_DEBUG=ssh");
-    auto r = run(dlaunch_cmd({"-H", hosts, "true"}), 60, e);
+    auto r = run(bed_cmd({"-F", config_of(h), "-H", hosts, "true"}), 60, e);
     EXPECT_EQ(r.exit_code, 0) << on_record << r.err;
     EXPECT_NE(r.err.find("hostkey=" + on_record.substr(0, on_record.find(' '))), std::string::npos)
         << r.err;
@@ -322,9 +344,9 @@ TEST_F(Ssh, HostThatNeverAnswersFailsWithinTheConnectTimeoutAndNothingIsLeft) {
   const auto hosts =
       hostfile(2, 2, "  - {host: 127.0.0.9, port: " + std::to_string(ntohs(a.sin_port)) + "}\n");
   const auto job = unique_job_id("silent");
-  auto r = run(dlaunch_cmd({"-H", hosts, "--connect-timeout", "1", "--job-id", job, kWorker,
-                            "ready-sleep", "30"}),
-               60, env(home()));
+  auto r = run(bed_cmd({"-H", hosts, "--connect-timeout", "1", "--job-id", job, kWorker,
+                        "ready-sleep", "30"}),
+               60, env());
   ::close(silent);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_LT(r.seconds, 3.0);
@@ -335,7 +357,7 @@ TEST_F(Ssh, HostThatNeverAnswersFailsWithinTheConnectTimeoutAndNothingIsLeft) {
 
 TEST_F(Ssh, RefusedConnectionNamesTheHost) {
   const auto hosts = hostfile(1, 1, "  - {host: 127.0.0.8, port: 1}\n");
-  auto r = run(dlaunch_cmd({"-H", hosts, "true"}), 60, env(home()));
+  auto r = run(bed_cmd({"-H", hosts, "true"}), 60, env());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("node 1 (127.0.0.8): cannot connect to 127.0.0.8:1: Connection refused"),
             std::string::npos)
@@ -344,9 +366,9 @@ TEST_F(Ssh, RefusedConnectionNamesTheHost) {
 
 TEST_F(Ssh, FailingRankOnAnSshNodeStopsEveryNode) {
   const auto job = unique_job_id("sshfail");
-  auto r = run(
-      dlaunch_cmd({"-H", hostfile(3, 2), "--job-id", job, kWorker, "fail-rank", "3", "7", "60"}),
-      60, env(home()));
+  auto r =
+      run(bed_cmd({"-H", hostfile(3, 2), "--job-id", job, kWorker, "fail-rank", "3", "7", "60"}),
+          60, env());
   EXPECT_EQ(r.exit_code, 7) << r.err;
   EXPECT_NE(r.err.find("rank 3 exited with code 7"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("| last words of rank 3"), std::string::npos) << r.err;
@@ -356,9 +378,9 @@ TEST_F(Ssh, FailingRankOnAnSshNodeStopsEveryNode) {
 
 TEST_F(Ssh, KillingDlaunchLeavesNoWorkerOnAnyNode) {
   const auto job = unique_job_id("sshkill");
-  Process p(dlaunch_cmd({"-H", hostfile(3, 2), "--job-id", job, "--kill-grace", "1", kWorker,
-                         "grandchild", "60"}),
-            env(home()));
+  Process p(bed_cmd({"-H", hostfile(3, 2), "--job-id", job, "--kill-grace", "1", kWorker,
+                     "grandchild", "60"}),
+            env());
   ASSERT_TRUE(p.wait_for_lines(6, 30));
   EXPECT_GE(job_processes(job).size(), 18u);
   p.signal(SIGKILL);
@@ -369,21 +391,20 @@ TEST_F(Ssh, KillingDlaunchLeavesNoWorkerOnAnyNode) {
 
 TEST_F(Ssh, CheckReportsAMissingAgentOnOneHost) {
   const auto hosts = hostfile(2, 1, "  - {host: 127.0.0.4, agent: /nonexistent/dlaunch-agent}\n");
-  auto r = run(dlaunch_cmd({"--check", "-H", hosts, HELLO_BIN}), 60, env(home()));
+  auto r = run(bed_cmd({"--check", "-H", hosts, HELLO_BIN}), 60, env());
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("dlaunch-agent not found or not executable at '/nonexistent/dlaunch-agent'"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("2 of 3 node(s) passed"), std::string::npos) << r.out;
-  auto ok = run(dlaunch_cmd({"--check", "-H", hostfile(3, 1), HELLO_BIN}), 60, env(home()));
+  auto ok = run(bed_cmd({"--check", "-H", hostfile(3, 1), HELLO_BIN}), 60, env());
   EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
 }
 
 TEST_F(Ssh, MissingAgentIsReportedPerHostBeforeAnythingStarts) {
   const auto hosts = hostfile(2, 1, "  - {host: 127.0.0.4, agent: /nonexistent/dlaunch-agent}\n");
   const auto job = unique_job_id("noagent");
-  auto r = run(dlaunch_cmd({"-H", hosts, "--job-id", job, kWorker, "ready-sleep", "30"}), 60,
-               env(home()));
+  auto r = run(bed_cmd({"-H", hosts, "--job-id", job, kWorker, "ready-sleep", "30"}), 60, env());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(
       r.err.find("node 2 (127.0.0.4): dlaunch-agent not found at '/nonexistent/dlaunch-agent'"),
@@ -406,6 +427,8 @@ TEST_F(Ssh, MpmdAppsOnLocalAndSshNodesWithStdinToAnSshRank) {
                 "-c",
                 "printf 'in\\n' | \"$0\" \"$@\"",
                 DLAUNCH_BIN,
+                "-F",
+                *dir_ + "/ssh_config",
                 "-H",
                 hosts,
                 "--stdin",
@@ -431,7 +454,7 @@ TEST_F(Ssh, MpmdAppsOnLocalAndSshNodesWithStdinToAnSshRank) {
                 "sh",
                 "-c",
                 show},
-               60, env(home()));
+               60, env());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto lines = lines_of(r.out);
   EXPECT_EQ((std::multiset<std::string>(lines.begin(), lines.end())),
@@ -446,11 +469,11 @@ TEST_F(Ssh, LocalAndSshNodesInOneJob) {
       ".yaml");
   // Issue 29: EPOCHS=1 dlaunch ... gives every rank EPOCHS=1, whatever its
   // node (the local ranks inherit it, the SSH ranks get it forwarded).
-  auto e = env(home());
+  auto e = env();
   e.emplace_back("EPOCHS=1");
-  auto r = run(dlaunch_cmd({"-H", hosts, "sh", "-c",
-                            "echo $NODE_RANK ${SSH_CONNECTION:+ssh} epochs=$EPOCHS"}),
-               60, e);
+  auto r = run(
+      bed_cmd({"-H", hosts, "sh", "-c", "echo $NODE_RANK ${SSH_CONNECTION:+ssh} epochs=$EPOCHS"}),
+      60, e);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::multiset<std::string> got;
   for (const auto& l : lines_of(r.out)) got.insert(l.substr(l.find(']') + 2));
@@ -465,21 +488,22 @@ TEST_F(Ssh, HashedKnownHostsEntriesAreHonoured) {
   std::ifstream in(h + "/.ssh/known_hosts");
   std::string text((std::istreambuf_iterator<char>(in)), {});
   ASSERT_EQ(text.find("127.0.0.2"), std::string::npos) << "entries should be hashed";
-  auto r = run(dlaunch_cmd({"-H", hostfile(2, 1), "true"}), 60, env(h));
+  auto r = run(bed_cmd({"-F", config_of(h), "-H", hostfile(2, 1), "true"}), 60, env());
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 TEST_F(Ssh, RejectedKeysNameTheHostTheUserAndTheOfferedMethods) {
-  // A HOME without keys, and a hostfile identity the server does not know.
-  const auto h = private_home(known_hosts_text());
-  fs::remove(fs::path(h) / ".ssh/id_ed25519");
+  // A config that names no key (IdentityFile none: nor does dlaunch look for
+  // default ones), and a hostfile identity the server does not know: that
+  // one key is tried, and refused.
+  const auto h = private_home(known_hosts_text(), "none");
   const auto stranger = fs::path(*dir_) / "stranger_key";
   if (!fs::exists(stranger))
     run({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", stranger.string()});
   const auto hosts = temp_file("defaults: {transport: ssh, port: " + std::to_string(port_) +
                                    ", identity: " + stranger.string() + "}\nhosts: [127.0.0.2]\n",
                                ".yaml");
-  auto r = run(dlaunch_cmd({"-H", hosts, "true"}), 60, env(h));
+  auto r = run(bed_cmd({"-F", config_of(h), "-H", hosts, "true"}), 60, env());
   EXPECT_EQ(r.exit_code, 1);
   auto who = run({"id", "-un"});
   const std::string user = who.out.substr(0, who.out.find('\n'));
@@ -490,7 +514,7 @@ TEST_F(Ssh, RejectedKeysNameTheHostTheUserAndTheOfferedMethods) {
 }
 
 TEST_F(Ssh, MpiProgramOverSshNodesSeesTheWholeWorld) {
-  auto r = run(dlaunch_cmd({"-H", hostfile(3, 2), "--mpi", MPI_HELLO_BIN}), 120, env(home()));
+  auto r = run(bed_cmd({"-H", hostfile(3, 2), "--mpi", MPI_HELLO_BIN}), 120, env());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto lines = lines_of(r.out);
   ASSERT_EQ(lines.size(), 6u) << r.out;
@@ -502,9 +526,9 @@ TEST_F(Ssh, MpiProgramOverSshNodesSeesTheWholeWorld) {
 // port names and the connect meet in the job's store, which each node's agent
 // reaches over TCP with the job's secret.
 TEST_F(Ssh, MpiConnectAndAcceptAcrossSshNodes) {
-  auto e = env(home());
+  auto e = env();
   for (const auto& x : mpi_worker_env()) e.push_back(x);
-  auto r = run(dlaunch_cmd({"-H", hostfile(2, 2), "--mpi", MPI_DYNPROC_BIN, "connect"}), 120, e);
+  auto r = run(bed_cmd({"-H", hostfile(2, 2), "--mpi", MPI_DYNPROC_BIN, "connect"}), 120, e);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 4) << r.out;
   EXPECT_EQ(r.out.find("failed"), std::string::npos) << r.out;
@@ -515,17 +539,17 @@ TEST_F(Ssh, MpiConnectAndAcceptAcrossSshNodes) {
 }
 
 TEST_F(Ssh, TrainOverSshNodesConverges) {
-  auto e = env(home());
+  auto e = env();
   for (const auto& x : mpi_worker_env()) e.push_back(x);
-  auto r = run(dlaunch_cmd({"-H", hostfile(2, 2), "--mpi", TRAIN_BIN, "--backend", "mpi"}), 120, e);
+  auto r = run(bed_cmd({"-H", hostfile(2, 2), "--mpi", TRAIN_BIN, "--backend", "mpi"}), 120, e);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("parameters identical on all 4 ranks"), std::string::npos) << r.out;
 }
 
 TEST_F(Ssh, MpiAbortOverSshEndsTheJobWithItsCode) {
   const auto job = unique_job_id("sshabort");
-  auto r = run(dlaunch_cmd({"-H", hostfile(2, 2), "--mpi", "--job-id", job, MPI_HELLO_BIN, "3"}),
-               120, env(home()));
+  auto r = run(bed_cmd({"-H", hostfile(2, 2), "--mpi", "--job-id", job, MPI_HELLO_BIN, "3"}), 120,
+               env());
   EXPECT_EQ(r.exit_code, 7) << r.err;
   EXPECT_EQ(wait_job_gone(job, 3), std::vector<pid_t>{});
 }
@@ -533,9 +557,9 @@ TEST_F(Ssh, MpiAbortOverSshEndsTheJobWithItsCode) {
 TEST_F(Ssh, CommCollectivesGiveTheRightValuesOverSshNodes) {
   // comm's whole MPI test suite, every rank checking every collective, in the
   // world the agents' PMIx servers built across SSH nodes.
-  auto e = env(home());
+  auto e = env();
   for (const auto& x : mpi_worker_env()) e.push_back(x);
-  auto r = run(dlaunch_cmd({"-H", hostfile(2, 2), "--mpi", COMM_MPI_TESTS_BIN}), 300, e);
+  auto r = run(bed_cmd({"-H", hostfile(2, 2), "--mpi", COMM_MPI_TESTS_BIN}), 300, e);
   ASSERT_EQ(r.exit_code, 0) << r.out.substr(r.out.size() > 3000 ? r.out.size() - 3000 : 0) << r.err;
   EXPECT_NE(r.out.find("[  PASSED  ]"), std::string::npos);
 }
@@ -546,12 +570,12 @@ TEST_F(Ssh, ValuesWithSpacesAndQuotesSurviveTheTrip) {
   const auto envfile = temp_file("FROM_FILE=" + tricky + " (file)\n", ".env");
   const auto hosts =
       hostfile(2, 1, "env:\n  FROM_HOSTFILE: '" + std::string("it''s \"yaml\" $X") + "'\n");
-  auto r = run(dlaunch_cmd({"-H", hosts, "--env-file", envfile, "-x", "FROM_X=" + tricky, "-x",
-                            "HEAD_VAR", "sh", "-c",
-                            "printf '%s|%s|%s|%s\\n' \"$FROM_X\" \"$FROM_FILE\" \"$FROM_HOSTFILE\" "
-                            "\"$HEAD_VAR\""}),
+  auto r = run(bed_cmd({"-H", hosts, "--env-file", envfile, "-x", "FROM_X=" + tricky, "-x",
+                        "HEAD_VAR", "sh", "-c",
+                        "printf '%s|%s|%s|%s\\n' \"$FROM_X\" \"$FROM_FILE\" \"$FROM_HOSTFILE\" "
+                        "\"$HEAD_VAR\""}),
                60, [&] {
-                 auto e = env(home());
+                 auto e = env();
                  e.push_back("HEAD_VAR=" + tricky + " (head)");
                  return e;
                }());
@@ -566,13 +590,12 @@ TEST_F(Ssh, ValuesWithSpacesAndQuotesSurviveTheTrip) {
 
 TEST_F(Ssh, ErrorFileOnAnSshNodeReachesTheReport) {
   const auto job = unique_job_id("ssherr");
-  auto r =
-      run(dlaunch_cmd({"-H", hostfile(2, 2), "--job-id", job, "sh", "-c",
-                       "if [ $RANK = 3 ]; then printf '{\"message\": {\"message\": \"ValueError: "
-                       "bad batch\", \"extraInfo\": {\"py_callstack\": \"Traceback\\\\n  line "
-                       "1\\\\n\", \"timestamp\": \"1700000000\"}}}' > $TORCHELASTIC_ERROR_FILE; "
-                       "exit 1; fi; sleep 30"}),
-          60, env(home()));
+  auto r = run(bed_cmd({"-H", hostfile(2, 2), "--job-id", job, "sh", "-c",
+                        "if [ $RANK = 3 ]; then printf '{\"message\": {\"message\": \"ValueError: "
+                        "bad batch\", \"extraInfo\": {\"py_callstack\": \"Traceback\\\\n  line "
+                        "1\\\\n\", \"timestamp\": \"1700000000\"}}}' > $TORCHELASTIC_ERROR_FILE; "
+                        "exit 1; fi; sleep 30"}),
+               60, env());
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("-node1-"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("/error.3.json):\n    ValueError: bad batch\n  traceback:\n    | "
@@ -586,9 +609,9 @@ TEST_F(Ssh, TorchTrainPyOverSshNodes) {
   if (run({"/usr/bin/python3", "-c", "import torch"}, 60).exit_code != 0) {
     GTEST_SKIP() << "/usr/bin/python3 -c 'import torch' failed: install python3-torch";
   }
-  auto r = run(dlaunch_cmd({"-H", hostfile(2, 2), "/usr/bin/python3",
-                            std::string(SOURCE_DIR) + "/examples/train.py", "--steps", "30"}),
-               110, env(home()));
+  auto r = run(bed_cmd({"-H", hostfile(2, 2), "/usr/bin/python3",
+                        std::string(SOURCE_DIR) + "/examples/train.py", "--steps", "30"}),
+               110, env());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("on 4 ranks (gloo, cpu)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[0] parameters identical on all 4 ranks"), std::string::npos) << r.out;
@@ -598,8 +621,7 @@ TEST_F(Ssh, TorchTrainPyOverSshNodes) {
 // host, also those whose SSH login finished after the first report came in.
 TEST_F(Ssh, AMissingProgramIsReportedForEveryHost) {
   const auto job = unique_job_id("noprog");
-  auto r = run(dlaunch_cmd({"-H", hostfile(3, 1), "--job-id", job, "/nonexistent/prog"}), 60,
-               env(home()));
+  auto r = run(bed_cmd({"-H", hostfile(3, 1), "--job-id", job, "/nonexistent/prog"}), 60, env());
   EXPECT_EQ(r.exit_code, 1) << r.err;
   for (const char* node : {"node 0 (127.0.0.2)", "node 1 (127.0.0.3)", "node 2 (127.0.0.4)"}) {
     EXPECT_NE(r.err.find(std::string(node) + ": program '/nonexistent/prog' not found"),
@@ -626,9 +648,9 @@ TEST_F(Ssh, AChainOfJumpHostsFromTheSshConfigCarriesEveryNode) {
                         << (dir / "cluster_key").string()
                         << "\n  IdentitiesOnly yes\n  UserKnownHostsFile " << home()
                         << "/.ssh/known_hosts\n";
-  auto e = env(home());
+  auto e = env();
   e.emplace_back("DLAUNCH_DEBUG=ssh");
-  auto r = run(dlaunch_cmd({"-F", config, "-H", "n1:2,n2:1", "sh", "-c", "echo R=$RANK"}), 60, e);
+  auto r = run(bed_cmd({"-F", config, "-H", "n1:2,n2:1", "sh", "-c", "echo R=$RANK"}), 60, e);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (int rank = 0; rank < 3; ++rank)
     EXPECT_NE(r.out.find("R=" + std::to_string(rank) + "\n"), std::string::npos) << r.out;
@@ -651,7 +673,7 @@ TEST_F(Ssh, AJumpHostThatCannotBeReachedFailsEveryNodeBehindItNamingIt) {
   const std::string config = (dir / "config").string();
   std::ofstream(config) << "Host gate\n  HostName 127.0.0.9\n  Port 1\n"
                         << "Host n*\n  ProxyJump gate\n  Port " << port_ << "\n";
-  auto r = run(dlaunch_cmd({"-F", config, "-H", "n1,n2", "true"}), 60, env(home()));
+  auto r = run(bed_cmd({"-F", config, "-H", "n1,n2", "true"}), 60, env());
   EXPECT_EQ(r.exit_code, 1);
   for (const char* node : {"node 0 (n1)", "node 1 (n2)"}) {
     EXPECT_NE(r.err.find(std::string(node) + ": jump host gate (127.0.0.9:1): cannot connect"),

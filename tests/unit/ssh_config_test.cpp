@@ -3,6 +3,7 @@
 // through MemoryFiles, and once from real files.
 #include "transport/ssh/ssh_config.h"
 
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,10 +13,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
+
+#include "transport/ssh/known_hosts.h"
 
 namespace dlaunch::ssh {
 namespace {
@@ -346,6 +350,18 @@ TEST(SshConfig, TokensUseTheCommandLineUserAndPort) {
   EXPECT_EQ(c.identity_files, (std::vector<std::string>{"/home/me/cli@2999"}));
 }
 
+// %C as OpenSSH 9.2: the SHA-1 of %l%h%p%r, with the HostName, the port and
+// the user that apply (printf 'head.example.comweb22me' | sha1sum).
+TEST(SshConfig, TokenCIsTheHashOfLocalHostHostPortAndUser) {
+  EXPECT_EQ(resolve("IdentityFile ~/.ssh/%C\nUserKnownHostsFile %d/kh_%C\n", "web").identity_files,
+            (std::vector<std::string>{"/home/me/.ssh/a4f1e78f561765ae5270b4c2e21092caaa352db5"}));
+  const HostConfig c = resolve(
+      "Host web\n  HostName 10.0.0.7\n  Port 2200\n  User bob\n  UserKnownHostsFile ~/kh_%C\n",
+      "web");
+  EXPECT_EQ(c.user_known_hosts_files,
+            (std::vector<std::string>{"/home/me/kh_cb6285835afc0e5c50d05683407353a92c371bae"}));
+}
+
 TEST(SshConfig, BadTokensNameFileAndLine) {
   EXPECT_NE(error_of("Port 22\nIdentityFile ~/%Z\n")
                 .find("config:2: IdentityFile: "
@@ -353,7 +369,6 @@ TEST(SshConfig, BadTokensNameFileAndLine) {
             std::string::npos);
   EXPECT_NE(error_of("HostName %p.x\n").find("config:1: HostName: \"%p.x\": unknown token %p"),
             std::string::npos);
-  EXPECT_NE(error_of("IdentityFile ~/%C\n").find("--ssh openssh"), std::string::npos);
   EXPECT_NE(error_of("IdentityFile ~/x%\n").find("lone %"), std::string::npos);
   EXPECT_NE(error_of("IdentityFile ~nosuchuser-dl/id\n").find("no user"), std::string::npos);
   EXPECT_NE(error_of("ProxyCommand ssh -W %h:%p %u\n").find("unknown token %u"), std::string::npos);
@@ -719,6 +734,62 @@ TEST(SshConfig, AnIncludeSwappedWhileBeingLoadedNeverYieldsTheOtherUsersFile) {
                          << refused;
   EXPECT_GT(read_good, 0);
   EXPECT_GT(refused, 0);
+}
+
+// $HOME set elsewhere than the passwd entry's home (a container, a CI job,
+// `sudo -E`) for the duration of a test.
+class OtherHome {
+ public:
+  explicit OtherHome(const std::string& home) {
+    if (const char* h = std::getenv("HOME")) saved_ = h;
+    ::setenv("HOME", home.c_str(), 1);
+  }
+  ~OtherHome() {
+    if (saved_) {
+      ::setenv("HOME", saved_->c_str(), 1);
+    } else {
+      ::unsetenv("HOME");
+    }
+  }
+  OtherHome(const OtherHome&) = delete;
+  OtherHome& operator=(const OtherHome&) = delete;
+
+ private:
+  std::optional<std::string> saved_;
+};
+
+std::string passwd_home() {
+  const passwd* pw = ::getpwuid(::getuid());
+  return pw != nullptr ? pw->pw_dir : "";
+}
+
+TEST(SshHome, IsThePasswdEntrysNotHomeAsForOpenSsh) {
+  const std::string pw_home = passwd_home();
+  ASSERT_FALSE(pw_home.empty());
+  const OtherHome other("/nonexistent/other-home");
+  EXPECT_EQ(ResolveContext::current().home, pw_home);
+  EXPECT_EQ(home_directory(), pw_home);
+  EXPECT_EQ(default_known_hosts_path(), pw_home + "/.ssh/known_hosts");
+}
+
+TEST(SshHome, UserConfigAndTildeComeFromThePasswdHomeWhenHomeDiffers) {
+  const std::string pw_home = passwd_home();
+  ASSERT_FALSE(pw_home.empty());
+  const std::string fake = "/nonexistent/other-home";
+  const OtherHome other(fake);
+  MemoryFiles files;
+  files.files[pw_home + "/.ssh/config"] =
+      "Host gpu-1\n  User frompasswd\n  IdentityFile ~/.ssh/id_gpu\n"
+      "  UserKnownHostsFile %d/kh\n";
+  files.files[fake + "/.ssh/config"] = "Host gpu-1\n  User fromhome\n  Port 2222\n";
+  LoadOptions options;  // home left empty: the process's, as dlaunch loads it
+  options.files = &files;
+  options.system_file = "/nonexistent/system";
+  const HostConfig c = SshConfig::load(options).resolve("gpu-1", ResolveContext::current());
+  EXPECT_EQ(c.user, "frompasswd");
+  EXPECT_EQ(c.port, std::nullopt);
+  EXPECT_EQ(c.identity_files, (std::vector<std::string>{pw_home + "/.ssh/id_gpu"}));
+  EXPECT_EQ(c.user_known_hosts_files, (std::vector<std::string>{pw_home + "/kh"}));
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 #include "transport/ssh/known_hosts.h"
 
 #include <fcntl.h>
-#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -162,12 +161,11 @@ std::vector<std::string> methods_for(const std::string& type) {
 
 }  // namespace
 
-std::string home_directory() {
-  const char* home = std::getenv("HOME");
-  if (home != nullptr && *home != '\0') return home;
-  if (const passwd* pw = ::getpwuid(::getuid())) return pw->pw_dir;
-  return "/";
-}
+namespace detail {
+std::string user_home();  // ssh_config_internal.h (its wildcard_match would clash here)
+}  // namespace detail
+
+std::string home_directory() { return detail::user_home(); }
 
 std::string default_known_hosts_path() { return home_directory() + "/.ssh/known_hosts"; }
 

@@ -97,7 +97,8 @@ class KnownHostsCache {
   int reads_ = 0;
 };
 
-// $HOME/.ssh/known_hosts (HOME from the environment, else the password database).
+// ~/.ssh/known_hosts, ~ being the password database's home as for ssh (not
+// $HOME: see ssh_config_internal.h's user_home).
 std::string default_known_hosts_path();
 std::string home_directory();
 

@@ -24,7 +24,6 @@ using detail::Key;
 using detail::MatchTerm;
 using detail::Statement;
 
-constexpr const char* kUseOpenSsh = "use --ssh openssh for it";
 constexpr const char* kField = "ssh config";
 
 struct Keyword {
@@ -321,7 +320,7 @@ bool has_control(std::string_view s) {
 }
 
 // Which %tokens a keyword takes (readconf.c, ssh.c, sshconnect.c).
-constexpr std::string_view kPathTokens = "%dhijkLlnpru";
+constexpr std::string_view kPathTokens = "%CdhijkLlnpru";
 constexpr std::string_view kHostNameTokens = "%h";
 constexpr std::string_view kProxyCommandTokens = "%hknpr";
 // ProxyJump becomes a ProxyCommand, which takes these.
@@ -336,8 +335,6 @@ void check_expansions(std::string_view s, std::string_view tokens, bool dollar,
       if (i + 1 == s.size()) where.fail("\"" + std::string(s) + "\": a lone % at the end");
       const char t = s[++i];
       if (tokens.find(t) != std::string_view::npos) continue;
-      if (t == 'C' && tokens == kPathTokens)
-        where.fail("\"" + std::string(s) + "\": token %C is not supported", kUseOpenSsh);
       std::string takes = "%%";
       for (const char k : tokens) {
         if (k != '%') takes += std::string(", %") + k;

@@ -57,12 +57,11 @@
 //
 // Simplified, compared with OpenSSH:
 // - No CanonicalizeHostname pass (ssh -G does none either); the Canonicalize*
-//   and CanonicalDomains lines are accepted and not applied. %C is an error.
+//   and CanonicalDomains lines are accepted and not applied.
 // - Times (ConnectTimeout, ServerAliveInterval) take whole numbers only.
 // - `Match host` compares without regard to case on both sides.
-// - ~, %d and the user file come from LoadOptions::home / ResolveContext::home
-//   ($HOME first, then the password database); OpenSSH takes the password
-//   database's only.
+// - ~, %d and the user file come from LoadOptions::home / ResolveContext::home,
+//   by default the password database's home, as OpenSSH's: never $HOME.
 #pragma once
 
 #include <cstddef>
@@ -157,14 +156,14 @@ struct ResolveContext {
   // ${VAR}; nullopt: unset (an error where it is used). Empty function: none set.
   std::function<std::optional<std::string>(const std::string&)> getenv;
 
-  // This process: the password database, $HOME, gethostname, getenv. Not
+  // This process: the password database (home too), gethostname, getenv. Not
   // thread-safe (getpwuid): call it once, before starting threads.
   static ResolveContext current();
 };
 
 struct LoadOptions {
   std::optional<std::string> config_file;  // -F FILE, in place of both; "none": no file
-  std::string home;                        // empty: $HOME, else the password database
+  std::string home;                        // empty: the password database's, as ssh
   std::string system_file = "/etc/ssh/ssh_config";
   const FileSource* files = nullptr;  // nullptr: real_files()
 };

@@ -6,9 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <system_error>
+
+#include <openssl/evp.h>
 
 #include "hostfile/input_file.h"
 #include "transport/ssh/ssh_config.h"
@@ -110,12 +113,36 @@ const FileSource& real_files() {
 
 namespace detail {
 
-// As known_hosts.h's home_directory(), without pulling libssh2 into the fuzzer.
+// OpenSSH reads ~/.ssh and expands ~ and %d from the passwd entry, never
+// $HOME (ssh.c, misc.c's tilde_expand): in a container, a CI job or under
+// `sudo -E` the two differ, and dlaunch must reach what `ssh HOST` reaches.
+// Without an entry ssh refuses to run at all; dlaunch falls back to $HOME.
+// Looked up once: every connection asks (its default keys), and a password
+// database on LDAP answers over the network.
 std::string user_home() {
-  const char* home = std::getenv("HOME");
-  if (home != nullptr && *home != '\0') return home;
-  if (const passwd* pw = ::getpwuid(::getuid())) return pw->pw_dir;
-  return "/";
+  static const std::string home = [] {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe) the first call, before connections start
+    if (const passwd* pw = ::getpwuid(::getuid()); pw != nullptr && pw->pw_dir != nullptr)
+      return std::string(pw->pw_dir);
+    const char* env = std::getenv("HOME");  // NOLINT(concurrency-mt-unsafe)
+    return std::string(env != nullptr && *env != '\0' ? env : "/");
+  }();
+  return home;
+}
+
+std::string connection_hash(const std::string& local_host, const std::string& host,
+                            const std::string& port, const std::string& user) {
+  const std::string in = local_host + host + port + user;
+  std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
+  unsigned len = 0;
+  if (EVP_Digest(in.data(), in.size(), md.data(), &len, EVP_sha1(), nullptr) != 1) return "";
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < len; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 0xf];
+  }
+  return out;
 }
 
 std::optional<std::string> home_of(const std::string& user) {

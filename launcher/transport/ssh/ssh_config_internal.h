@@ -89,8 +89,14 @@ HostConfig resolve_with_openssh(const Parsed& parsed, const std::string& alias,
 // Keyword names as the manual writes them, for messages.
 const char* key_name(Key key);
 
-// $HOME, else the password database's, else "/".
+// The home ssh uses: the password database's (never $HOME), else $HOME
+// where the user has no entry (ssh itself refuses to run then), else "/".
 std::string user_home();
+
+// %C: the SHA-1 (hex) of %l%h%p%r, as OpenSSH 9.2's ssh_connection_hash
+// (9.2 hashes no %j in: `ssh -G -J` prints the same %C; newer ones may).
+std::string connection_hash(const std::string& local_host, const std::string& host,
+                            const std::string& port, const std::string& user);
 
 // The home directory of a user by name (~user); nullopt: no such user.
 std::optional<std::string> home_of(const std::string& user);

@@ -211,17 +211,20 @@ HostConfig resolve_with_openssh(const Parsed& parsed, const std::string& alias,
   if (!ctx.user) out.user = one("user");
   if (!ctx.port) out.port = number("port");
   out.host_key_alias = one("hostkeyalias");
-  std::map<char, std::string> vars = {{'%', "%"},
-                                      {'d', ctx.home},
-                                      {'h', out.hostname.value_or(alias)},
-                                      {'i', std::to_string(ctx.uid)},
-                                      {'k', out.host_key_alias.value_or(alias)},
-                                      {'L', ctx.local_host.substr(0, ctx.local_host.find('.'))},
-                                      {'l', ctx.local_host},
-                                      {'n', alias},
-                                      {'p', one("port").value_or("22")},
-                                      {'r', one("user").value_or(ctx.local_user)},
-                                      {'u', ctx.local_user}};
+  std::map<char, std::string> vars = {
+      {'%', "%"},
+      {'C', connection_hash(ctx.local_host, out.hostname.value_or(alias),
+                            one("port").value_or("22"), one("user").value_or(ctx.local_user))},
+      {'d', ctx.home},
+      {'h', out.hostname.value_or(alias)},
+      {'i', std::to_string(ctx.uid)},
+      {'k', out.host_key_alias.value_or(alias)},
+      {'L', ctx.local_host.substr(0, ctx.local_host.find('.'))},
+      {'l', ctx.local_host},
+      {'n', alias},
+      {'p', one("port").value_or("22")},
+      {'r', one("user").value_or(ctx.local_user)},
+      {'u', ctx.local_user}};
   const std::vector<std::string> keys =
       g.count("identityfile") ? g["identityfile"] : std::vector<std::string>{};
   if (!default_keys(keys)) {

@@ -341,6 +341,7 @@ class Resolver {
       user = *out.user;
     }
     vars['r'] = user;
+    vars['C'] = detail::connection_hash(vars['l'], vars['h'], vars['p'], vars['r']);
 
     const auto expand_all = [&](const std::vector<const Statement*>& list, bool dedupe) {
       std::vector<std::string> files;
