@@ -44,6 +44,7 @@
 #include "transport/slurm_transport.h"
 #include "transport/ssh/agent_install.h"
 #include "transport/ssh/host_options.h"
+#include "transport/ssh/known_hosts.h"
 
 namespace dl = dlaunch;
 namespace fs = std::filesystem;
@@ -168,8 +169,13 @@ void check_job_size(const dl::Hostfile& hosts, const dl::Options& o) {
 
 // A hostfile's `identity:` is a file of this machine: one that is not there
 // would only show as an authentication failure once connecting.
-void check_identity_files(const dl::Hostfile& hosts) {
-  for (const auto& h : hosts.hosts) {
+// `identity: ~/KEY` as IdentityFile reads it: ~ is the passwd entry's home
+// (the one ssh takes, whatever $HOME says), then every identity is checked.
+void check_identity_files(dl::Hostfile& hosts) {
+  for (auto& h : hosts.hosts) {
+    if (h.identity == "~" || h.identity.starts_with("~/")) {
+      h.identity = dl::ssh::home_directory() + h.identity.substr(1);
+    }
     if (h.identity.empty() || ::access(h.identity.c_str(), R_OK) == 0) continue;
     throw dl::InputError(h.pos, "identity",
                          "identity file '" + h.identity + "' of host '" + h.host +

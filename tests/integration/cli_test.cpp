@@ -2,6 +2,7 @@
 // anything starts, with the place and a hint.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -290,6 +291,21 @@ TEST(Cli, AMissingIdentityFileIsRefusedUpFront) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find(":2:5: identity: identity file '/nonexistent/key' of host 'n1' cannot be "
                        "read"),
+            std::string::npos)
+      << r.err;
+}
+
+// `identity: ~/KEY` is the passwd entry's home, as ssh reads ~ in IdentityFile,
+// not $HOME.
+TEST(Cli, AnIdentityUnderTildeIsInThePasswdHome) {
+  const auto yaml =
+      temp_file("hosts:\n  - host: n1\n    identity: ~/.dlaunch-no-such-key\n", ".yaml");
+  auto r = run(dlaunch_cmd({"-H", yaml, "true"}), 30, {"HOME=/nonexistent/home-from-env"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const passwd* pw = ::getpwuid(::getuid());
+  ASSERT_NE(pw, nullptr);
+  EXPECT_NE(r.err.find("identity file '" + std::string(pw->pw_dir) +
+                       "/.dlaunch-no-such-key' of host 'n1'"),
             std::string::npos)
       << r.err;
 }
