@@ -11,12 +11,12 @@
 
 namespace dltest {
 
-// Built with AddressSanitizer (the dev preset): processes are slower and
-// bigger, and a few bounds allow for it.
-#if defined(__SANITIZE_ADDRESS__)
+// Built with AddressSanitizer (the dev preset) or ThreadSanitizer (tsan):
+// processes are slower and bigger, and a few bounds allow for it.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr bool kSanitizedBuild = true;
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 constexpr bool kSanitizedBuild = true;
 #else
 constexpr bool kSanitizedBuild = false;
