@@ -22,6 +22,7 @@
 #include "dlaunch/text.h"
 #include "dlaunch/tunables.h"
 #include "dlaunch/unique_fd.h"
+#include "transport/ssh/ssh_config_internal.h"
 
 namespace dlaunch::ssh {
 namespace {
@@ -88,30 +89,6 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-// OpenSSH's wildcard match: * any run of characters, ? any one.
-bool wildcard_match(std::string_view s, std::string_view p) {
-  std::size_t si = 0;
-  std::size_t pi = 0;
-  std::size_t star = std::string_view::npos;
-  std::size_t resume = 0;
-  while (si < s.size()) {
-    if (pi < p.size() && (p[pi] == '?' || p[pi] == s[si])) {
-      ++si;
-      ++pi;
-    } else if (pi < p.size() && p[pi] == '*') {
-      star = pi++;
-      resume = si;
-    } else if (star != std::string_view::npos) {
-      pi = star + 1;
-      si = ++resume;
-    } else {
-      return false;
-    }
-  }
-  while (pi < p.size() && p[pi] == '*') ++pi;
-  return pi == p.size();
-}
-
 // |1|base64(salt)|base64(HMAC-SHA1(salt, host)), as ssh-keygen -H writes it.
 bool hashed_name_matches(std::string_view field, std::string_view host) {
   field.remove_prefix(3);
@@ -160,10 +137,6 @@ std::vector<std::string> methods_for(const std::string& type) {
 }
 
 }  // namespace
-
-namespace detail {
-std::string user_home();  // ssh_config_internal.h (its wildcard_match would clash here)
-}  // namespace detail
 
 std::string home_directory() { return detail::user_home(); }
 
