@@ -13,6 +13,7 @@
 #include "dlaunch/error.h"
 #include "jobs/events.h"
 #include "jobs/registry.h"
+#include "seams/scoped_env.h"
 
 using namespace dlaunch;
 namespace fs = std::filesystem;
@@ -21,24 +22,16 @@ namespace {
 
 // A state home of the test's own, set as XDG_STATE_HOME while it lives.
 struct StateHome {
-  StateHome() {
-    dir = fs::temp_directory_path() / ("dlaunch-jobs-" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    const char* old = std::getenv("XDG_STATE_HOME");
-    if (old != nullptr) saved = old;
-    ::setenv("XDG_STATE_HOME", dir.c_str(), 1);
-  }
-  ~StateHome() {
-    if (saved) {
-      ::setenv("XDG_STATE_HOME", saved->c_str(), 1);
-    } else {
-      ::unsetenv("XDG_STATE_HOME");
-    }
-    fs::remove_all(dir);
+  StateHome() : dir(fresh_dir()), env{{"XDG_STATE_HOME", dir.string()}} {}
+  ~StateHome() { fs::remove_all(dir); }
+  static fs::path fresh_dir() {
+    fs::path d = fs::temp_directory_path() / ("dlaunch-jobs-" + std::to_string(::getpid()));
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
   }
   fs::path dir;
-  std::optional<std::string> saved;
+  dltest::ScopedEnv env;
 };
 
 JobStart a_job(const std::string& id, std::int64_t started_ms) {

@@ -19,6 +19,7 @@
 #include "pernode/rendezvous.h"
 #include "plan/plan.h"
 #include "plan/user_env.h"
+#include "seams/scoped_env.h"
 
 using namespace dlaunch;
 
@@ -444,26 +445,7 @@ TEST(PerNodeOptions, WhatMakesNoSenseIsRefusedByName) {
   }
 }
 
-// Sets environment variables for one test and puts the old values back.
-class ScopedEnv {
- public:
-  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
-    for (const auto& [k, v] : vars) {
-      const char* old = std::getenv(k);
-      saved_.emplace_back(k, old != nullptr ? std::optional<std::string>(old) : std::nullopt);
-      ::setenv(k, v, 1);
-    }
-  }
-  ~ScopedEnv() {
-    for (const auto& [k, v] : saved_)
-      v ? ::setenv(k.c_str(), v->c_str(), 1) : ::unsetenv(k.c_str());
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
-};
+using dltest::ScopedEnv;
 
 TEST(PerNodeEnvironment, TorchrunsPetVariablesFillWhatTheCommandLineLeavesOut) {
   // What Kubeflow's training operator sets in a PyTorchJob pod (1.7 and

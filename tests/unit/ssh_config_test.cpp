@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include "seams/scoped_env.h"
 #include "transport/ssh/known_hosts.h"
 
 namespace dlaunch::ssh {
@@ -738,25 +739,7 @@ TEST(SshConfig, AnIncludeSwappedWhileBeingLoadedNeverYieldsTheOtherUsersFile) {
 
 // $HOME set elsewhere than the passwd entry's home (a container, a CI job,
 // `sudo -E`) for the duration of a test.
-class OtherHome {
- public:
-  explicit OtherHome(const std::string& home) {
-    if (const char* h = std::getenv("HOME")) saved_ = h;
-    ::setenv("HOME", home.c_str(), 1);
-  }
-  ~OtherHome() {
-    if (saved_) {
-      ::setenv("HOME", saved_->c_str(), 1);
-    } else {
-      ::unsetenv("HOME");
-    }
-  }
-  OtherHome(const OtherHome&) = delete;
-  OtherHome& operator=(const OtherHome&) = delete;
-
- private:
-  std::optional<std::string> saved_;
-};
+using OtherHome = dltest::ScopedEnv;
 
 std::string passwd_home() {
   const passwd* pw = ::getpwuid(::getuid());
@@ -766,7 +749,7 @@ std::string passwd_home() {
 TEST(SshHome, IsThePasswdEntrysNotHomeAsForOpenSsh) {
   const std::string pw_home = passwd_home();
   ASSERT_FALSE(pw_home.empty());
-  const OtherHome other("/nonexistent/other-home");
+  const OtherHome other{{"HOME", "/nonexistent/other-home"}};
   EXPECT_EQ(ResolveContext::current().home, pw_home);
   EXPECT_EQ(home_directory(), pw_home);
   EXPECT_EQ(default_known_hosts_path(), pw_home + "/.ssh/known_hosts");
@@ -776,7 +759,7 @@ TEST(SshHome, UserConfigAndTildeComeFromThePasswdHomeWhenHomeDiffers) {
   const std::string pw_home = passwd_home();
   ASSERT_FALSE(pw_home.empty());
   const std::string fake = "/nonexistent/other-home";
-  const OtherHome other(fake);
+  const OtherHome other{{"HOME", fake}};
   MemoryFiles files;
   files.files[pw_home + "/.ssh/config"] =
       "Host gpu-1\n  User frompasswd\n  IdentityFile ~/.ssh/id_gpu\n"
