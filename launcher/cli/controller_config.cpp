@@ -23,7 +23,7 @@ ControllerConfig controller_config(const Options& o) {
   c.nohup = o.nohup;
   c.stack_timeout = option_ms(o.stack_timeout_s);
   c.stall_timeout = option_ms(o.stall_timeout_s);
-  c.stall_abort = o.stall_action == "abort";
+  c.stall_abort = o.stall_action == StallAction::kAbort;
   c.output_dir = o.output_dir;
   c.bind_to = o.bind_to;
   c.container = o.container;

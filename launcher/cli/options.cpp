@@ -98,19 +98,40 @@ std::vector<std::string> option_names(const CLI::App& app) {
   return out;
 }
 
+// --stdin's word: a rank number, all or none. Whether the rank is in the
+// job is the driver's to say (the plan knows the world size).
+StdinTarget parse_stdin_target(const std::string& t) {
+  if (t == "all") return {.kind = StdinTarget::Kind::kAll};
+  if (t == "none") return {.kind = StdinTarget::Kind::kNone};
+  const bool digits = !t.empty() && t.size() <= 9 &&
+                      std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits) {
+    throw InputError({"--stdin"}, "", "'" + t + "' is neither a rank, all nor none",
+                     "give a rank number (0 is the default), all or none");
+  }
+  return {.kind = StdinTarget::Kind::kRank, .rank = std::stoi(t)};
+}
+
+// The words of the options that take one of a few, as typed values (the
+// parser has already refused any other word).
+std::optional<Transport> transport_of(const std::string& word) {
+  if (word == "ssh") return Transport::kSsh;
+  if (word == "slurm") return Transport::kSlurm;
+  if (word == "sge") return Transport::kSge;
+  if (word == "lsf") return Transport::kLsf;
+  if (word == "flux") return Transport::kFlux;
+  return std::nullopt;  // auto
+}
+
+ssh::HostKeyPolicy host_key_policy_of(const std::string& word) {
+  if (word == "off") return ssh::HostKeyPolicy::kOff;
+  if (word == "accept-new") return ssh::HostKeyPolicy::kAcceptNew;
+  return ssh::HostKeyPolicy::kStrict;
+}
+
 // MPMD: the apps of --app FILE or of the command line's `:`; o.np becomes
 // the sum of their ranks and o.command the first app's.
 void resolve_apps(Options& o) {
-  if (o.stdin_target != "all" && o.stdin_target != "none") {
-    const std::string& t = o.stdin_target;
-    const bool digits = !t.empty() && t.size() <= 9 && std::all_of(t.begin(), t.end(), [](char c) {
-      return c >= '0' && c <= '9';
-    });
-    if (!digits) {
-      throw InputError({"--stdin"}, "", "'" + t + "' is neither a rank, all nor none",
-                       "give a rank number (0 is the default), all or none");
-    }
-  }
   auto segments = split_apps(o.command);
   if (!o.app_file.empty()) {
     if (!o.command.empty()) {
@@ -326,6 +347,14 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   app.prefix_command();  // options end at PROGRAM; the rest is the job's command line
   app.formatter(std::make_shared<HelpFormatter>());
   app.set_version_flag("-V,--version", version_text());
+  // The options that take one of a few words are parsed into these, then
+  // once into Options' typed fields (below); the defaults show in --help.
+  std::string transport_word = "auto";
+  std::string stdin_word = "0";
+  std::string stall_word = "report";
+  std::string color_word = "auto";
+  std::string host_key_word = "strict";
+  std::string ssh_word;
   // Hidden (no group): the man page, generated from this app at build time.
   bool help_man = false;
   app.add_flag("--help-man", help_man, "print dlaunch(1) in roff")->group("");
@@ -365,7 +394,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   hosts->add_option("--num-nodes,--num_nodes", o.filter.num_nodes, "use the first N nodes")
       ->check(kPositive);
   hosts
-      ->add_option("--transport", o.transport,
+      ->add_option("--transport", transport_word,
                    "how agents start: auto (hostfile: this machine's loopback names locally, "
                    "others over SSH; batch allocation: this node locally, the others with the "
                    "scheduler's remote start, docs/schedulers.md), ssh (every node), or slurm, "
@@ -444,7 +473,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                   "the failure report still get every rank)");
   out->add_flag("--timestamps", o.timestamps,
                 "put the time each line reached dlaunch (HH:MM:SS.mmm) in front of it");
-  out->add_option("--color", o.color,
+  out->add_option("--color", color_word,
                   "colour the rank prefixes: auto (on a terminal, unless NO_COLOR is set), "
                   "always, never")
       ->capture_default_str()
@@ -481,7 +510,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
       ->capture_default_str()
       ->check(seconds(true));
   fault
-      ->add_option("--stall-action", o.stall_action,
+      ->add_option("--stall-action", stall_word,
                    "what a stall (--stall-timeout) does: report (the grouped stacks, once per "
                    "stall) or abort (report, stop the job, exit 123)")
       ->capture_default_str()
@@ -524,7 +553,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                   "without it gets a copy in ~/.cache/dlaunch)");
   job->add_flag("--no-agent-upload", o.no_agent_upload,
                 "never copy dlaunch-agent to an SSH node that lacks it (or has another version)");
-  job->add_option("--stdin", o.stdin_target,
+  job->add_option("--stdin", stdin_word,
                   "which rank reads dlaunch's stdin: a rank number (default 0, as mpirun), all "
                   "(every rank gets a copy) or none (/dev/null)")
       ->capture_default_str();
@@ -556,7 +585,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                   tunables::kConnectTimeout.help)
       ->capture_default_str()
       ->check(seconds(false));
-  ssh->add_option("--host-key-check", o.host_key_check,
+  ssh->add_option("--host-key-check", host_key_word,
                   "check host keys against the known_hosts files: strict, accept-new (record "
                   "unknown keys) or off (default: the ssh config's StrictHostKeyChecking, else "
                   "strict)")
@@ -565,7 +594,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   ssh->add_option("-F,--ssh-config", o.ssh_config,
                   "OpenSSH client configuration to read in place of ~/.ssh/config and "
                   "/etc/ssh/ssh_config (as ssh -F; `none`: no configuration)");
-  ssh->add_option("--ssh", o.ssh_client,
+  ssh->add_option("--ssh", ssh_word,
                   "SSH client for every SSH node: libssh2 (dlaunch's own, the default) or openssh "
                   "(the system's ssh: GSSAPI, FIDO keys, certificates, ControlMaster, Match exec)")
       ->check(CLI::IsMember({"libssh2", "openssh"}));
@@ -584,6 +613,13 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     app.parse(static_cast<int>(words.size()), words.data());
     o.connect_timeout_given = app.count(tunables::kConnectTimeout.option) > 0;
     o.host_key_check_given = app.count("--host-key-check") > 0;
+    o.transport = transport_of(transport_word);
+    o.stall_action = stall_word == "abort" ? StallAction::kAbort : StallAction::kReport;
+    o.color = parse_color_mode(color_word);
+    o.host_key_check = host_key_policy_of(host_key_word);
+    if (!ssh_word.empty()) {
+      o.ssh_client = ssh_word == "openssh" ? SshClient::kOpenssh : SshClient::kLibssh2;
+    }
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; anything else is a usage error (exit 2),
     // said the way every other error of dlaunch is.
@@ -629,6 +665,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   finish_container_options(app, o);
   // Per-node mode runs one program (--app, --host and --stdin are refused there).
   if (!o.pernode.enabled) {
+    o.stdin_target = parse_stdin_target(stdin_word);
     resolve_apps(o);
     hosts_from_apps(o);
     // dlaunch -H hosts.yaml train.py: under Python, as torchrun and deepspeed run it.

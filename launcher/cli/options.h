@@ -2,6 +2,7 @@
 // throws InputError for values that parse but make no sense.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,8 @@
 #include "dlaunch/proto/container.h"
 #include "dlaunch/tunables.h"
 #include "hostfile/hostfile.h"
+#include "output/console_style.h"
+#include "transport/ssh/host_key_policy.h"
 
 namespace dlaunch {
 
@@ -17,6 +20,16 @@ enum class PrefixMode { kRank, kHostRank, kNone };
 
 // --signal's SECONDS when not given: srun's default for its --signal.
 inline constexpr int kDefaultSignalTime = 60;
+
+// --stdin: which rank reads dlaunch's stdin.
+struct StdinTarget {
+  enum class Kind { kRank, kAll, kNone };
+  Kind kind = Kind::kRank;
+  int rank = 0;  // kRank's rank (mpirun's default: 0)
+};
+
+// --stall-action: what a stall (--stall-timeout) does.
+enum class StallAction { kReport, kAbort };
 
 struct SignalSpec {
   int signal = 0;
@@ -33,7 +46,9 @@ struct Options {
   std::string hostfile;  // --hostfile: always a file
   int np = 0;            // -n: total ranks (no hostfile: all on this machine)
   NodeFilter filter;
-  std::string transport = "auto";  // --transport: auto | ssh | slurm
+  // --transport: every node through this one; empty: auto (each host as its
+  // hostfile entry or the allocation says).
+  std::optional<Transport> transport;
   // Placement (docs/placement.md); empty: not given (the defaults apply).
   std::string bind_to;  // --bind-to none|hwthread|core|l3cache|numa|package|gpu
   std::string map_by;   // --map-by slot|core|l3cache|numa|package[:PE=n]
@@ -47,8 +62,7 @@ struct Options {
   std::string app_file;               // --app FILE
   std::string role;                   // --role: the first app's ROLE_NAME
   std::vector<std::string> app_host;  // --host: the first app's nodes
-  // --stdin: which rank reads dlaunch's stdin: a rank, "all" or "none".
-  std::string stdin_target = "0";
+  StdinTarget stdin_target;           // --stdin: a rank (0), all or none
 
   PrefixMode prefix = PrefixMode::kRank;
   std::string output_dir;
@@ -76,7 +90,7 @@ struct Options {
   // Hangs: every rank's stack at --timeout, on SIGQUIT and at a stall.
   double stack_timeout_s = tunables::kStackTimeout.value;  // 0: collect none
   double stall_timeout_s = tunables::kStallTimeout.value;  // 0: off
-  std::string stall_action = "report";                     // report | abort
+  StallAction stall_action = StallAction::kReport;
   double collective_timeout_s = -1;  // DLAUNCH_COLLECTIVE_TIMEOUT for comm; < 0: comm's default
   bool dry_run = false;
   bool show_secrets = false;  // --dry-run shows values of variables named like secrets
@@ -108,17 +122,17 @@ struct Options {
   // Console output (launcher/output/console_style.h)
   std::string ranks;  // --ranks: show only these ranks; empty: all
   bool timestamps = false;
-  std::string color = "auto";  // auto | always | never
+  ColorMode color = ColorMode::kAuto;  // --color
 
   // SSH
   int ssh_concurrency = static_cast<int>(tunables::kSshConcurrency.value);
   double connect_timeout_s = tunables::kConnectTimeout.value;
-  bool connect_timeout_given = false;     // beats the ssh config's ConnectTimeout
-  std::string host_key_check = "strict";  // strict | accept-new | off
-  bool host_key_check_given = false;      // beats the ssh config's StrictHostKeyChecking
-  std::string ssh_config;                 // -F: in place of ~/.ssh/config and /etc/ssh/ssh_config
-  std::string ssh_client;                 // --ssh libssh2|openssh; empty: what each host says
-  bool check = false;                     // preflight only
+  bool connect_timeout_given = false;  // beats the ssh config's ConnectTimeout
+  ssh::HostKeyPolicy host_key_check = ssh::HostKeyPolicy::kStrict;  // --host-key-check
+  bool host_key_check_given = false;    // beats the ssh config's StrictHostKeyChecking
+  std::string ssh_config;               // -F: in place of ~/.ssh/config and /etc/ssh/ssh_config
+  std::optional<SshClient> ssh_client;  // --ssh; empty: what each host says
+  bool check = false;                   // preflight only
 
   // Per-node mode: torchrun's options (cli/pernode_options.h)
   PerNodeOptions pernode;

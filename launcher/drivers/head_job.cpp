@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -116,15 +117,11 @@ dl::Hostfile load_hosts(const dl::Options& o, std::optional<dl::Allocation>& all
 // the hosts say. A scheduler's nodes need its allocation to start tasks in
 // (outside one, srun would queue a new job per node; qrsh, blaunch and flux
 // would fail or do the same).
-void apply_transport(dl::Hostfile& hosts, const std::string& transport) {
+void apply_transport(dl::Hostfile& hosts, std::optional<dl::Transport> transport) {
   for (auto& h : hosts.hosts) {
-    if (transport == "ssh") h.transport = dl::Transport::kSsh;
-    if (transport == "slurm") h.transport = dl::Transport::kSlurm;
-    if (transport == "sge") h.transport = dl::Transport::kSge;
-    if (transport == "lsf") h.transport = dl::Transport::kLsf;
-    if (transport == "flux") h.transport = dl::Transport::kFlux;
-    const dl::SourcePos where = transport == "auto" ? h.pos : dl::SourcePos{"--transport"};
-    const std::string field = transport == "auto" ? "transport" : "";
+    if (transport) h.transport = *transport;
+    const dl::SourcePos where = transport ? dl::SourcePos{"--transport"} : h.pos;
+    const std::string field = transport ? "" : "transport";
     if (h.transport == dl::Transport::kSlurm && !dl::in_slurm_allocation()) {
       throw dl::InputError(where, field, "slurm needs a Slurm allocation (SLURM_JOB_ID is not set)",
                            "run dlaunch inside salloc or an sbatch script");
@@ -352,10 +349,8 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   std::optional<dl::Allocation> allocation;
   dl::Hostfile hosts = dl::apply_node_filter(load_hosts(o, allocation), o.filter);
   apply_transport(hosts, o.transport);
-  if (!o.ssh_client.empty()) {
-    for (auto& h : hosts.hosts) {
-      h.ssh_client = o.ssh_client == "openssh" ? dl::SshClient::kOpenssh : dl::SshClient::kLibssh2;
-    }
+  if (o.ssh_client) {
+    for (auto& h : hosts.hosts) h.ssh_client = *o.ssh_client;
   }
   check_job_size(hosts, o);
   check_identity_files(hosts);
@@ -408,14 +403,14 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   dl::NodePool pool(hosts, {.min_nodes = o.min_nodes, .spares = o.spares});
   dl::JobPlan plan = dl::make_plan(pool.active(), po);
   int stdin_rank = dl::kStdinNone;
-  if (o.stdin_target == "all") {
+  if (o.stdin_target.kind == dl::StdinTarget::Kind::kAll) {
     stdin_rank = dl::kStdinAll;
-  } else if (o.stdin_target != "none") {
-    stdin_rank = std::stoi(o.stdin_target);
+  } else if (o.stdin_target.kind == dl::StdinTarget::Kind::kRank) {
+    stdin_rank = o.stdin_target.rank;
     if (stdin_rank >= plan.world_size) {
       throw dl::InputError(
           {"--stdin"}, "",
-          "rank " + o.stdin_target + " is not in the job (it has " +
+          "rank " + std::to_string(stdin_rank) + " is not in the job (it has " +
               std::to_string(plan.world_size) + " rank(s))",
           "give a rank from 0 to " + std::to_string(plan.world_size - 1) + ", all or none");
     }
@@ -430,9 +425,7 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   auto& hs = ssh_opts.hosts;
   hs.connect_timeout = to_ms(o.connect_timeout_s);
   hs.connect_timeout_given = o.connect_timeout_given;
-  hs.host_key_policy = o.host_key_check == "off"          ? dl::ssh::HostKeyPolicy::kOff
-                       : o.host_key_check == "accept-new" ? dl::ssh::HostKeyPolicy::kAcceptNew
-                                                          : dl::ssh::HostKeyPolicy::kStrict;
+  hs.host_key_policy = o.host_key_check;
   hs.host_key_policy_given = o.host_key_check_given;
   hs.keepalive_s = std::max(1, static_cast<int>(o.heartbeat_timeout_s / 3));
   // Nodes without an agent at the expected path get a copy of this one,
@@ -531,7 +524,7 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   for (const auto& n : plan.nodes) {
     for (const auto& r : n.ranks) node_of_rank[static_cast<std::size_t>(r.rank)] = n.host.name;
   }
-  const auto color = dl::parse_color_mode(o.color);
+  const auto color = o.color;
   const char* no_color = std::getenv("NO_COLOR");
   const char* term = std::getenv("TERM");
   const auto per_rank_files = o.output_filename.empty()

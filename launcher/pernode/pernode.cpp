@@ -337,7 +337,7 @@ RoundEnd run_round(const Options& o, Rendezvous& rdzv, const RdzvSettings& rs, c
     for (int local : parse_rank_list(p.local_ranks_filter, m.nproc))
       shown.push_back(m.node_rank * m.nproc + local);
   }
-  const auto color = parse_color_mode(o.color);
+  const auto color = o.color;
   const char* no_color = std::getenv("NO_COLOR");
   const char* term = std::getenv("TERM");
   // torchrun's --redirects: those streams of those local ranks go to the

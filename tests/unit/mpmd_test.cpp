@@ -96,7 +96,8 @@ TEST(MpmdCli, CommandLineAppsWithTheirOptions) {
 
   const Options one = parse({"-n", "2", "prog"});
   EXPECT_TRUE(one.apps.empty());
-  EXPECT_EQ(one.stdin_target, "0");
+  EXPECT_EQ(one.stdin_target.kind, StdinTarget::Kind::kRank);
+  EXPECT_EQ(one.stdin_target.rank, 0);
 }
 
 TEST(MpmdCli, BadAppsAreInputErrorsNamingTheAppAndField) {

@@ -14,9 +14,9 @@
 
 #include <libssh2.h>
 
-namespace dlaunch::ssh {
+#include "transport/ssh/host_key_policy.h"
 
-enum class HostKeyPolicy { kStrict, kAcceptNew, kOff };
+namespace dlaunch::ssh {
 
 struct HostKeyVerdict {
   bool ok = false;
