@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 
@@ -16,6 +17,7 @@
 #include "dlaunch/placement/topology.h"
 #include "dlaunch/process.h"
 #include "dlaunch/version.h"
+#include "health/node_health.h"
 #include "os.h"
 #include "pmix/pmix_host.h"
 
@@ -36,9 +38,20 @@ int main(int argc, char** argv) {
       std::printf("%s\n", dlaunch::placement::summary(*topo).c_str());
       return 0;
     }
+    if (std::strcmp(argv[i], "--health") == 0) {
+      // For dlaunch --check: what this node says of its health, one
+      // health.KEY=VALUE per line (health/node_health.h). DLAUNCH_HEALTH_ROOT
+      // stands for / under /sys, /proc and /dev/kmsg (tests only).
+      const char* root = std::getenv("DLAUNCH_HEALTH_ROOT");
+      const dlaunch::agent::health::Where where{.workdir = i + 1 < argc ? argv[i + 1] : "",
+                                                .root = root != nullptr ? root : ""};
+      std::fputs(dlaunch::agent::health::to_lines(dlaunch::agent::health::collect(where)).c_str(),
+                 stdout);
+      return 0;
+    }
     std::fprintf(
         stderr,
-        "usage: dlaunch-agent [--version | --topology]\n"
+        "usage: dlaunch-agent [--version | --topology | --health [WORKDIR]]\n"
         "dlaunch starts this program itself; it speaks the control protocol on stdin/stdout.\n");
     return 2;
   }
