@@ -20,6 +20,7 @@
 #include "dlaunch/process.h"
 #include "dlaunch/unique_fd.h"
 #include "dlaunch/version.h"
+#include "jobs/events.h"
 #include "net/job_network.h"
 #include "output/output_sink.h"
 #include "transport/link_factory.h"
@@ -41,7 +42,20 @@ struct Row {
   std::vector<std::string> problems;
   std::vector<std::string> programs;  // checked on the node (node_programs)
   std::vector<std::string> scripts;   // checked on the node (node_scripts)
+  std::string health = "-";           // the HEALTH column: ok, FAILED, - (not known)
+  health::Facts facts;                // the agent's --health lines, without "health."
+  health::ClockOffset clock;
+  // The head's wall clock when the node's script was sent and its output
+  // read: the node's clock reading lies between.
+  long long sent_ns = 0;
+  long long received_ns = 0;
 };
+
+long long wall_ns() {
+  timespec t{};
+  ::clock_gettime(CLOCK_REALTIME, &t);
+  return static_cast<long long>(t.tv_sec) * 1000000000LL + t.tv_nsec;
+}
 
 std::map<std::string, std::string> parse_kv(const std::string& text) {
   std::map<std::string, std::string> kv;
@@ -58,6 +72,9 @@ std::map<std::string, std::string> parse_kv(const std::string& text) {
 void judge(Row& row, const HostEntry& host, const std::string& output, const std::string& agent,
            const PreflightOptions& o) {
   auto kv = parse_kv(output);
+  for (const auto& [k, v] : kv) {
+    if (k.rfind("health.", 0) == 0) row.facts[k.substr(7)] = v;
+  }
   const std::string want =
       fmt::format("dlaunch-agent {} (protocol {})", kVersion, proto::kProtocolVersion);
   const std::string got = kv.count("agent") ? kv["agent"] : "missing";
@@ -152,6 +169,7 @@ asio::awaitable<void> check_ssh(Row& row, const HostEntry& host, std::string scr
     const auto opts = ssh::connect_options(host, o.ssh);
     auto conn = co_await connector->connect(opts);
     row.connect = row.hostkey = row.auth = "ok";
+    row.sent_ns = wall_ns();
     auto ch = co_await ssh::exec(*conn, script, nullptr, SteadyClock::now() + opts.timeout);
     std::string out;
     char buf[4096];
@@ -165,6 +183,7 @@ asio::awaitable<void> check_ssh(Row& row, const HostEntry& host, std::string scr
         break;
       }
     }
+    row.received_ns = wall_ns();
     judge(row, host, out, agent, o);
   } catch (const ssh::ConnectError& e) {
     const std::string& st = e.stage();
@@ -173,6 +192,87 @@ asio::awaitable<void> check_ssh(Row& row, const HostEntry& host, std::string scr
     row.auth = st == "auth" ? "FAIL" : (st == "exec" ? "ok" : "-");
     row.problems.emplace_back(e.what());
   }
+}
+
+// Each node's health facts against the thresholds and the other nodes: the
+// HEALTH column and the problems it names.
+void judge_health(const JobPlan& plan, const PreflightOptions& o, std::vector<Row>& rows) {
+  std::vector<const health::Facts*> facts;
+  facts.reserve(rows.size());
+  for (const auto& r : rows) facts.push_back(r.facts.empty() ? nullptr : &r.facts);
+  const auto across = health::judge_across(facts);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    Row& r = rows[i];
+    if (r.facts.empty()) continue;
+    r.clock = health::clock_offset(r.facts, r.sent_ns, r.received_ns);
+    const auto& gpus = plan.nodes[i].host.gpus;
+    const int need = gpus.empty() ? 0 : *std::max_element(gpus.begin(), gpus.end()) + 1;
+    auto problems = health::judge_node(r.facts, o.thresholds, r.clock, need);
+    problems.insert(problems.end(), across[i].begin(), across[i].end());
+    r.health = problems.empty() ? "ok" : "FAILED";
+    r.problems.insert(r.problems.end(), problems.begin(), problems.end());
+  }
+}
+
+// Columns, padded to the widest cell.
+void print_table(std::string& text, const std::vector<std::string>& head,
+                 const std::vector<std::vector<std::string>>& table) {
+  std::vector<std::size_t> width(head.size());
+  for (std::size_t c = 0; c < head.size(); ++c) {
+    width[c] = head[c].size();
+    for (const auto& row : table) width[c] = std::max(width[c], row[c].size());
+  }
+  auto print_row = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      line += cells[c];
+      if (c + 1 < cells.size()) line += std::string(width[c] - cells[c].size() + 2, ' ');
+    }
+    text += line + "\n";
+  };
+  print_row(head);
+  for (const auto& row : table) print_row(row);
+}
+
+std::string json_strings(const std::vector<std::string>& v) {
+  std::string out = "[";
+  for (std::size_t k = 0; k < v.size(); ++k) out += (k == 0 ? "" : ",") + json_quote(v[k]);
+  return out + "]";
+}
+
+// --check --json: the table's cells, the problems and the health facts of
+// every node, one object on one line (docs/health.md).
+void print_json(std::string& text, const std::vector<Row>& rows, const std::string& network,
+                bool network_ok, int failed) {
+  std::string out = "{\"nodes\":[";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    out += i == 0 ? "{" : ",{";
+    out += fmt::format(
+        "\"node\":{},\"name\":{},\"host\":{},\"connect\":{},\"hostkey\":{},\"auth\":{},"
+        "\"agent\":{},\"wdir\":{},\"program\":{},\"gpus\":{},\"health\":{},\"reach\":{},"
+        "\"ok\":{},\"problems\":{}",
+        r.node, json_quote(r.name), json_quote(r.host), json_quote(r.connect),
+        json_quote(r.hostkey), json_quote(r.auth), json_quote(r.agent), json_quote(r.wdir),
+        json_quote(r.program), json_quote(r.gpus), json_quote(r.health), json_quote(r.reach),
+        r.problems.empty() ? "true" : "false", json_strings(r.problems));
+    if (r.clock.known) {
+      out += fmt::format(",\"clock_offset_s\":{:.6f},\"clock_uncertainty_s\":{:.6f}",
+                         r.clock.offset_s, r.clock.uncertainty_s);
+    }
+    out += ",\"facts\":{";
+    bool first = true;
+    for (const auto& [k, v] : r.facts) {
+      out += (first ? "" : ",") + json_quote(k) + ":" + json_quote(v);
+      first = false;
+    }
+    out += "}}";
+  }
+  out += fmt::format("],\"network\":{},\"network_ok\":{},\"passed\":{},\"total\":{},\"ok\":{}}}",
+                     json_quote(network), network_ok ? "true" : "false",
+                     rows.size() - static_cast<std::size_t>(failed), rows.size(),
+                     failed == 0 && network_ok ? "true" : "false");
+  text += out + "\n";
 }
 
 // The network test: the agents once more, with no workers (Controller in
@@ -330,7 +430,7 @@ std::vector<std::string> node_scripts(const JobPlan& plan, std::size_t node) {
 std::string preflight_script(const std::string& agent, const std::string& workdir,
                              const std::vector<std::string>& programs, const std::string& path,
                              bool count_gpus, const std::string& cache_key,
-                             const std::vector<std::string>& scripts) {
+                             const std::vector<std::string>& scripts, bool health) {
   std::string s;
   s += "cd " + shell_quote(workdir) + " 2>/dev/null && echo wdir=ok || echo wdir=missing\n";
   s += "if [ -x " + shell_quote(agent) + " ] && v=$(" + shell_quote(agent) +
@@ -365,10 +465,15 @@ std::string preflight_script(const std::string& agent, const std::string& workdi
          "=missing; fi\n";
   }
   if (count_gpus) s += "echo \"gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')\"\n";
+  // Last: its clock reading is then nearest the end of the round trip.
+  if (health) {
+    s += "if [ -x " + shell_quote(agent) + " ]; then " + shell_quote(agent) + " --health " +
+         shell_quote(workdir) + " 2>/dev/null; fi\n";
+  }
   return s;
 }
 
-int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
+PreflightReport check_nodes(const JobPlan& plan, const PreflightOptions& o) {
   asio::io_context io;
   auto limiter = std::make_shared<ssh::Limiter>(
       io,
@@ -396,14 +501,21 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
     }
     const std::string script = preflight_script(
         agent, o.workdir, row.programs, host.transport == Transport::kSsh ? o.path : "",
-        !host.gpus.empty(), may_copy ? image->key : std::string(), row.scripts);
+        !host.gpus.empty(), may_copy ? image->key : std::string(), row.scripts, true);
+    // Runs the script (through `prefix`), timed for the clock offset.
+    const auto timed = [&row, &script](std::vector<std::string> prefix = {}, bool remote = false) {
+      row.sent_ns = wall_ns();
+      std::string out = run_local(script, std::move(prefix), remote);
+      row.received_ns = wall_ns();
+      return out;
+    };
     if (host.transport == Transport::kLocal) {
       row.connect = row.hostkey = row.auth = "local";
-      judge(row, host, run_local(script), agent, o);
+      judge(row, host, timed(), agent, o);
     } else if (host.transport == Transport::kSlurm) {
       // One step on that node runs the same script (srun prints its own errors).
       row.hostkey = row.auth = "-";
-      const std::string out = run_local(script, srun_command(host.host, {}));
+      const std::string out = timed(srun_command(host.host, {}));
       row.connect = out.empty() ? "FAILED" : "srun";
       if (out.empty()) {
         row.problems.push_back("srun could not run a step on " + host.host);
@@ -416,8 +528,7 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
       // shell, as ssh does.
       const bool via_shell = host.transport != Transport::kFlux;
       row.hostkey = row.auth = "-";
-      const std::string out =
-          run_local(script, remote_start_command(host.transport, host.host, {}), via_shell);
+      const std::string out = timed(remote_start_command(host.transport, host.host, {}), via_shell);
       const std::string how = transport_name(host.transport);
       row.connect = out.empty() ? "FAILED" : how;
       if (out.empty()) {
@@ -429,7 +540,7 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
     } else if (host.ssh_client == SshClient::kOpenssh) {
       // ssh prints its own errors; no output at all means it did not get in.
       row.hostkey = row.auth = "ssh";
-      const std::string out = run_local(script, ssh::openssh_argv(host, o.ssh.openssh), true);
+      const std::string out = timed(ssh::openssh_argv(host, o.ssh.openssh), true);
       row.connect = out.empty() ? "FAILED" : "openssh";
       if (out.empty()) {
         row.problems.push_back("ssh could not run a command on " + host.host +
@@ -443,6 +554,7 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
     }
   }
   io.run();
+  judge_health(plan, o, rows);
 
   // The network, as a job would test it at start: once the rest passed.
   std::string network;
@@ -459,42 +571,61 @@ int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
     }
   }
 
-  const std::vector<std::string> head = {"NODE",    "NAME", "HOST",  "CONNECT",
-                                         "HOSTKEY", "AUTH", "AGENT", "WDIR",
-                                         "PROGRAM", "GPUS", "REACH", "RESULT"};
+  const std::vector<std::string> head = {"NODE",   "NAME",  "HOST",  "CONNECT", "HOSTKEY",
+                                         "AUTH",   "AGENT", "WDIR",  "PROGRAM", "GPUS",
+                                         "HEALTH", "REACH", "RESULT"};
   std::vector<std::vector<std::string>> table;
   int failed = 0;
   for (const auto& r : rows) {
     const bool ok = r.problems.empty();
     failed += ok ? 0 : 1;
     table.push_back({r.node, r.name, r.host, r.connect, r.hostkey, r.auth, r.agent, r.wdir,
-                     r.program, r.gpus, r.reach, ok ? "ok" : "FAILED"});
+                     r.program, r.gpus, r.health, r.reach, ok ? "ok" : "FAILED"});
   }
-  std::vector<std::size_t> width(head.size());
-  for (std::size_t c = 0; c < head.size(); ++c) {
-    width[c] = head[c].size();
-    for (const auto& row : table) width[c] = std::max(width[c], row[c].size());
-  }
-  auto print_row = [&](const std::vector<std::string>& cells) {
-    std::string line;
-    for (std::size_t c = 0; c < cells.size(); ++c) {
-      line += cells[c];
-      if (c + 1 < cells.size()) line += std::string(width[c] - cells[c].size() + 2, ' ');
-    }
-    fmt::print("{}\n", line);
-  };
-  print_row(head);
-  for (const auto& row : table) print_row(row);
+  PreflightReport report;
+  report.exit_code = failed == 0 && network_ok ? 0 : 1;
   for (const auto& r : rows) {
-    if (!r.topology.empty()) fmt::print("node {} ({}): topology: {}\n", r.node, r.name, r.topology);
+    report.nodes.push_back({.name = r.name, .ok = r.problems.empty(), .problems = r.problems});
+  }
+  std::string& text = report.text;
+  if (o.json) {
+    print_json(text, rows, network, network_ok, failed);
+    return report;
+  }
+  print_table(text, head, table);
+  // The figures behind HEALTH, for the nodes that gave them.
+  std::vector<std::vector<std::string>> figures;
+  for (const auto& r : rows) {
+    if (r.facts.empty()) continue;
+    const auto s = health::summarize(r.facts, r.clock);
+    figures.push_back({r.node, r.name, s.kernel, s.load, s.mem, s.wdir, s.tmp, s.nofile, s.clock,
+                       s.gpus, s.driver, s.ib, s.xid});
+  }
+  if (!figures.empty()) {
+    text += "\n";
+    print_table(text,
+                {"NODE", "NAME", "KERNEL", "LOAD/CPUS", "MEM_AVAIL", "WDIR_FREE", "TMP_FREE",
+                 "NOFILE", "CLOCK", "GPUS", "DRIVER/CUDA", "IB", "XID"},
+                figures);
   }
   for (const auto& r : rows) {
-    for (const auto& p : r.problems) fmt::print("node {} ({}): {}\n", r.node, r.name, p);
+    if (!r.topology.empty())
+      text += fmt::format("node {} ({}): topology: {}\n", r.node, r.name, r.topology);
   }
-  if (!network.empty()) fmt::print("{}\n", network);
-  fmt::print("{} of {} node(s) passed\n", rows.size() - static_cast<std::size_t>(failed),
-             rows.size());
-  return failed == 0 && network_ok ? 0 : 1;
+  for (const auto& r : rows) {
+    for (const auto& p : r.problems) text += fmt::format("node {} ({}): {}\n", r.node, r.name, p);
+  }
+  if (!network.empty()) text += network + "\n";
+  text += fmt::format("{} of {} node(s) passed\n", rows.size() - static_cast<std::size_t>(failed),
+                      rows.size());
+  return report;
+}
+
+int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
+  const PreflightReport report = check_nodes(plan, o);
+  fmt::print("{}", report.text);
+  std::fflush(stdout);
+  return report.exit_code;
 }
 
 }  // namespace dlaunch

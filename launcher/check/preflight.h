@@ -2,7 +2,9 @@
 // starting anything (connect, host key, authentication, agent present and of
 // the same version, working directory, the program on PATH and the script an
 // interpreter is given (python3 train.py), GPU count when the
-// hostfile lists `gpus`) and prints one table. Exit status 0 only if all pass.
+// hostfile lists `gpus`, the node's health: check/health.h) and prints one
+// table, then one of the health figures (with --json: one JSON object).
+// Exit status 0 only if all pass.
 // When those pass and the job spans machines, the agents are started once
 // more, without workers, and the other nodes test node 0's addresses as a
 // job would at start (column REACH); a node that reaches none is named with
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "check/health.h"
 #include "plan/plan.h"
 #include "transport/ssh/ssh_transport.h"
 
@@ -24,8 +27,28 @@ struct PreflightOptions {
   bool check_programs = true;  // each node's programs (every app's with ranks there) on PATH
   std::string path;            // PATH the workers will have (forwarded from the head)
   ssh::TransportOptions ssh;
+  // Each node's health (its agent's --health facts, check/health.h), judged
+  // against these; a node whose agent cannot say (missing, to be copied, of
+  // another version) shows "-" in the HEALTH column.
+  health::Thresholds thresholds;
+  bool json = false;  // --json: one JSON object on stdout instead of the tables
 };
 
+// What the check found: each node's verdict (in plan order), the exit status
+// --check gives, and what it prints (the tables, or the JSON object).
+struct PreflightReport {
+  struct Node {
+    std::string name;
+    bool ok = false;
+    std::vector<std::string> problems;
+  };
+  std::vector<Node> nodes;
+  int exit_code = 1;
+  std::string text;
+};
+PreflightReport check_nodes(const JobPlan& plan, const PreflightOptions& opts);
+
+// --check: check_nodes, its text on stdout; returns its exit status.
 int run_preflight(const JobPlan& plan, const PreflightOptions& opts);
 
 // The programs node `node` of the plan runs: the first word of each app
@@ -48,10 +71,11 @@ std::vector<std::string> node_scripts(const JobPlan& plan, std::size_t node);
 // program1=, ... for `programs`; script0=, ... for `scripts`: a file there,
 // relative to the working directory). Exposed for tests. `cache_key`: also
 // report the agent copied to the node's cache under that key
-// (agent_install.h); empty: not looked for.
+// (agent_install.h); empty: not looked for. `health`: also the agent's
+// --health lines (health.KEY=VALUE).
 std::string preflight_script(const std::string& agent, const std::string& workdir,
                              const std::vector<std::string>& programs, const std::string& path,
                              bool count_gpus, const std::string& cache_key = {},
-                             const std::vector<std::string>& scripts = {});
+                             const std::vector<std::string>& scripts = {}, bool health = false);
 
 }  // namespace dlaunch

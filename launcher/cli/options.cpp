@@ -355,6 +355,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   std::string color_word = "auto";
   std::string host_key_word = "strict";
   std::string ssh_word;
+  std::vector<std::string> threshold_words;
   // Hidden (no group): the man page, generated from this app at build time.
   bool help_man = false;
   app.add_flag("--help-man", help_man, "print dlaunch(1) in roff")->group("");
@@ -601,6 +602,19 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   ssh->add_flag("--check", o.check,
                 "preflight every host (connect, auth, host key, agent, working directory, program, "
                 "GPUs) and print a table; exit 0 only if all pass");
+  ssh->add_option("--check-threshold", threshold_words,
+                  "with --check: change one health threshold, NAME=VALUE (repeatable; "
+                  "free_gb, mem_available_gb, load_per_cpu, nofile, memlock_mb, gpu_temp_c, "
+                  "ecc_volatile, ecc_aggregate, clock_offset_s, ib_link_downed; defaults and "
+                  "meaning in docs/health.md)")
+      ->type_name("NAME=VALUE");
+  ssh->add_flag("--preflight", o.preflight,
+                "run --check's checks (and the health thresholds) before the job: a failing node "
+                "is left out and a spare takes its place (--spares), or the job runs on fewer "
+                "(--min-nodes); otherwise the job does not start (docs/health.md)");
+  ssh->add_flag("--json", o.json,
+                "with --check: print one JSON object (every node's checks, problems and health "
+                "figures) instead of the tables");
   add_pernode_options(app, o);
   add_container_options(app, o);
   add_refused_peer_options(app);
@@ -660,6 +674,15 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
         "dlaunch --help lists every option; put `--` before a program whose name "
         "starts with '-'");
   }
+  for (const auto& t : threshold_words) health::set_threshold(o.check_thresholds, t);
+  if (o.json && !o.check) {
+    throw InputError({"--json"}, "", "works only with --check",
+                     "add --check to check the nodes, or leave it out to run the job");
+  }
+  if (!threshold_words.empty() && !o.check && !o.preflight) {
+    throw InputError({"--check-threshold"}, "", "works only with --check or --preflight",
+                     "add --check to check the nodes, or --preflight to check them before the job");
+  }
   finish_peer_options(app, o);
   finish_pernode_options(app, o);
   finish_container_options(app, o);
@@ -706,11 +729,13 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   if (!o.hosts.empty() && !o.hostfile.empty()) {
     throw InputError({"--hostfile"}, "", "both -H and --hostfile were given", "use one of them");
   }
-  if ((o.min_nodes > 0 || o.spares > 0) && o.max_restarts == 0) {
+  // --preflight leaves failing nodes out before the first attempt: there
+  // --spares and --min-nodes act without a restart.
+  if ((o.min_nodes > 0 || o.spares > 0) && o.max_restarts == 0 && !o.preflight) {
     throw InputError(
         {o.spares > 0 ? "--spares" : "--min-nodes"}, "",
         "drops or replaces lost nodes between attempts, and --max-restarts allows none",
-        "add --max-restarts N");
+        "add --max-restarts N, or --preflight to leave failing nodes out before the job starts");
   }
 
   if (app.count("--signal") > 0) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "check/health.h"
 #include "cli/apps.h"
 #include "cli/pernode_options.h"
 #include "dlaunch/proto/container.h"
@@ -133,6 +134,11 @@ struct Options {
   std::string ssh_config;               // -F: in place of ~/.ssh/config and /etc/ssh/ssh_config
   std::optional<SshClient> ssh_client;  // --ssh; empty: what each host says
   bool check = false;                   // preflight only
+  // --preflight: --check's checks before the job; failing nodes are left out
+  // (with --spares or --min-nodes) or the job does not start.
+  bool preflight = false;
+  health::Thresholds check_thresholds;  // --check-threshold NAME=VALUE (docs/health.md)
+  bool json = false;                    // --check --json: one JSON object
 
   // Per-node mode: torchrun's options (cli/pernode_options.h)
   PerNodeOptions pernode;

@@ -339,6 +339,68 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
         mask.hidden());
   }
 }
+// --preflight: --check's checks on every host, spares included (a spare that
+// fails is no spare), before anything starts. A failing node is left out as
+// a lost node would be (a spare in its place, or fewer nodes under
+// --min-nodes); without --spares or --min-nodes, or with too few nodes
+// left, the job does not start. The table goes to stderr when a node
+// failed. False: do not start (the reason said on stderr).
+bool preflight(const dl::Hostfile& hosts, const dl::PlanOptions& po, dl::NodePool& pool,
+               dl::JobPlan& plan, const dl::PreflightOptions& opts, int np) {
+  // Every host with all its slots, whatever -n asks: each is checked.
+  dl::PlanOptions every = po;
+  every.np = 0;
+  every.apps.clear();
+  if (every.command.empty() && !po.apps.empty()) every.command = po.apps.front().command;
+  const auto report = dl::check_nodes(dl::make_plan(hosts, every), opts);
+  const auto why = [](const dl::PreflightReport::Node& n) {
+    std::string s = n.problems.empty() ? "failed" : n.problems.front();
+    if (n.problems.size() > 1) s += fmt::format(" (and {} more)", n.problems.size() - 1);
+    return "preflight: " + s;
+  };
+  int failed = 0;
+  for (const auto& n : report.nodes) failed += n.ok ? 0 : 1;
+  if (failed == 0) {
+    dl::write_all(2, fmt::format("dlaunch: preflight: {} node(s) passed\n", report.nodes.size()));
+    return true;
+  }
+  dl::write_all(2, report.text);
+  for (const auto& n : report.nodes) {
+    if (!n.ok && pool.drop_spare(n.name, why(n))) {
+      dl::write_all(2, fmt::format("dlaunch: preflight: spare {} left out\n", n.name));
+    }
+  }
+  for (const auto& n : report.nodes) {
+    if (n.ok) continue;
+    const auto& active = pool.active().hosts;
+    const auto it = std::find_if(active.begin(), active.end(),
+                                 [&n](const dl::HostEntry& h) { return h.name == n.name; });
+    if (it == active.end()) continue;  // a spare, or left out with its host already
+    if (!pool.elastic()) {
+      dl::write_all(2, fmt::format("dlaunch: preflight: node {} failed; not starting (--spares "
+                                   "or --min-nodes would leave it out and run on the rest)\n",
+                                   n.name));
+      return false;
+    }
+    const auto change = pool.node_lost(static_cast<int>(it - active.begin()), why(n));
+    dl::write_all(2, "dlaunch: preflight: " + change.message + "\n");
+    if (!change.restart) {
+      dl::write_all(2, "dlaunch: preflight: not starting: too few nodes\n");
+      return false;
+    }
+  }
+  int slots = 0;
+  for (const auto& h : pool.active().hosts) slots += h.slots;
+  if (np > slots) {
+    dl::write_all(2, fmt::format("dlaunch: preflight: not starting: -n {} needs {} slots and the "
+                                 "nodes left have {}\n",
+                                 np, np, slots));
+    return false;
+  }
+  plan = dl::make_plan(pool.active(), po);
+  return true;
+}
+
 }  // namespace
 
 int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
@@ -474,7 +536,23 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
                                     .workdir = workdir,
                                     .check_programs = true,
                                     .path = path != nullptr ? path : "",
-                                    .ssh = ssh_opts});
+                                    .ssh = ssh_opts,
+                                    .thresholds = o.check_thresholds,
+                                    .json = o.json});
+  }
+  if (o.preflight && !o.dry_run) {
+    const char* path = std::getenv("PATH");
+    if (!preflight(hosts, po, pool, plan,
+                   {.agent_path = agent,
+                    .workdir = workdir,
+                    .check_programs = true,
+                    .path = path != nullptr ? path : "",
+                    .ssh = ssh_opts,
+                    .thresholds = o.check_thresholds,
+                    .json = false},
+                   o.np)) {
+      return 1;
+    }
   }
   // The ranks of this machine's nodes, placed as their agents will place
   // them: a policy this machine cannot meet stops here (exit 2).
@@ -567,6 +645,11 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   const auto summarize = [&](const std::string& last) {
     journal.ended(last_status, *last_cause, static_cast<int>(attempts.count()) + 1, plan.job_id);
     dl::write_all(2, attempts.summary(last, pool.excluded()));
+    // One attempt has no summary; nodes --preflight left out are still said
+    // at the end, where a user looks for how the job went.
+    if (attempts.count() == 0) {
+      for (const auto& e : pool.excluded()) dl::write_all(2, "dlaunch: left out: " + e + "\n");
+    }
   };
   for (int attempt = 0;; ++attempt) {
     boost::asio::io_context io;

@@ -1,5 +1,6 @@
 #include "plan/node_pool.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -42,6 +43,15 @@ std::string label(const HostEntry& h) {
 }
 
 }  // namespace
+
+bool NodePool::drop_spare(const std::string& name, const std::string& reason) {
+  const auto it = std::find_if(spares_.begin(), spares_.end(),
+                               [&name](const HostEntry& h) { return h.name == name; });
+  if (it == spares_.end()) return false;
+  excluded_.push_back(label(*it) + " (spare): " + reason);
+  spares_.erase(it);
+  return true;
+}
 
 NodePool::Change NodePool::node_lost(int node_index, const std::string& reason) {
   if (!elastic_ || node_index < 0 || node_index >= static_cast<int>(active_.hosts.size())) {

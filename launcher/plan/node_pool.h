@@ -46,6 +46,10 @@ class NodePool {
   // node goes), put a spare in its place or shrink.
   Change node_lost(int node_index, const std::string& reason);
 
+  // Before the first attempt (--preflight): the spare named `name` failed its
+  // check and is no spare; false when no spare has that name.
+  bool drop_spare(const std::string& name, const std::string& reason);
+
   // "host (reason)" for each excluded node, in the order they were lost.
   const std::vector<std::string>& excluded() const { return excluded_; }
 

@@ -105,3 +105,19 @@ TEST(NodePool, NumbersThatDoNotFitTheHostfileAreRefused) {
     EXPECT_NE(std::string(e.what()).find("--min-nodes"), std::string::npos) << e.what();
   }
 }
+
+// --preflight: a spare that failed its check is no spare; the next lost node
+// takes the spare after it, and the summary names both.
+TEST(NodePool, ASpareThatFailedItsCheckIsNoSpare) {
+  NodePool m(hosts({node("a", "a"), node("b", "b"), node("s1", "s1"), node("s2", "s2")}),
+             {.spares = 2});
+  EXPECT_FALSE(m.drop_spare("a", "x"));  // running, not a spare
+  EXPECT_FALSE(m.drop_spare("nope", "x"));
+  EXPECT_TRUE(m.drop_spare("s1", "preflight: disk full"));
+  EXPECT_EQ(m.spares_left(), 1);
+  EXPECT_FALSE(m.drop_spare("s1", "again"));
+  const auto c = m.node_lost(0, "preflight: GPU lost");
+  EXPECT_TRUE(c.restart);
+  EXPECT_EQ(names(m.active()), (Names{"s2", "b"}));  // in its place
+  EXPECT_EQ(m.excluded(), (Names{"s1 (spare): preflight: disk full", "a: preflight: GPU lost"}));
+}

@@ -1,0 +1,318 @@
+#include "check/health.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "hostfile/hostfile.h"
+
+namespace dlaunch::health {
+namespace {
+
+struct Named {
+  const char* name;
+  double Thresholds::*field;
+};
+constexpr Named kNames[] = {
+    {"free_gb", &Thresholds::free_gb},
+    {"mem_available_gb", &Thresholds::mem_available_gb},
+    {"load_per_cpu", &Thresholds::load_per_cpu},
+    {"nofile", &Thresholds::nofile},
+    {"memlock_mb", &Thresholds::memlock_mb},
+    {"gpu_temp_c", &Thresholds::gpu_temp_c},
+    {"ecc_volatile", &Thresholds::ecc_volatile},
+    {"ecc_aggregate", &Thresholds::ecc_aggregate},
+    {"clock_offset_s", &Thresholds::clock_offset_s},
+    {"ib_link_downed", &Thresholds::ib_link_downed},
+};
+
+// XIDs that mean the GPU or its memory needs a reset or the node a reboot
+// (NVIDIA's XID catalogue: double-bit ECC, page retirement and row
+// remapping, NVLink, fallen off the bus, contained and uncontained ECC, GSP).
+const std::set<int> kFatalXids = {48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120};
+
+const std::string* find(const Facts& f, const std::string& key) {
+  const auto it = f.find(key);
+  return it == f.end() ? nullptr : &it->second;
+}
+
+// The fact as a number; false when absent or not one ("unknown", "n/a", an error).
+bool number(const Facts& f, const std::string& key, double& out) {
+  const std::string* v = find(f, key);
+  if (v == nullptr || v->empty()) return false;
+  char* end = nullptr;
+  out = std::strtod(v->c_str(), &end);
+  return end != v->c_str() && *end == '\0';
+}
+
+std::string show(double v) { return fmt::format("{:g}", v); }
+
+// Each GPU index the facts mention, in order.
+std::vector<std::string> gpu_indices(const Facts& f) {
+  std::set<int> seen;
+  for (const auto& [k, v] : f) {
+    if (k.rfind("gpu.", 0) == 0) seen.insert(std::atoi(k.c_str() + 4));
+  }
+  std::vector<std::string> out;
+  for (const int i : seen) out.push_back(std::to_string(i));
+  return out;
+}
+
+// Each InfiniBand port ("mlx5_0/1") the facts mention.
+std::vector<std::string> ib_ports(const Facts& f) {
+  std::set<std::string> seen;
+  for (const auto& [k, v] : f) {
+    if (k.rfind("ib.", 0) != 0) continue;
+    const auto dot = k.rfind('.');
+    if (dot > 3) seen.insert(k.substr(3, dot - 3));
+  }
+  return {seen.begin(), seen.end()};
+}
+
+void judge_free(const Facts& f, const std::string& key, const std::string& where,
+                const Thresholds& t, std::vector<std::string>& out) {
+  double mb = 0;
+  if (number(f, key, mb) && mb < t.free_gb * 1024) {
+    out.push_back(fmt::format("only {} MB free in {} (threshold free_gb={})", show(mb), where,
+                              show(t.free_gb)));
+  }
+}
+
+void judge_gpu(const Facts& f, const std::string& i, const Thresholds& t,
+               std::vector<std::string>& out) {
+  const std::string k = "gpu." + i + ".";
+  for (const auto& [key, value] : f) {
+    if (key.rfind(k, 0) == 0 && value.rfind("error", 0) == 0) {
+      out.push_back(fmt::format("GPU {}: {} {}", i, key.substr(k.size()), value));
+    }
+  }
+  double v = 0;
+  if (number(f, k + "temp_c", v) && v > t.gpu_temp_c) {
+    out.push_back(
+        fmt::format("GPU {} at {} C (threshold gpu_temp_c={})", i, show(v), show(t.gpu_temp_c)));
+  }
+  if (number(f, k + "ecc_volatile_uncorrected", v) && v > t.ecc_volatile) {
+    out.push_back(
+        fmt::format("GPU {} has {} uncorrected ECC error(s) since the driver loaded (threshold "
+                    "ecc_volatile={})",
+                    i, show(v), show(t.ecc_volatile)));
+  }
+  if (number(f, k + "ecc_aggregate_uncorrected", v) && v > t.ecc_aggregate) {
+    out.push_back(fmt::format(
+        "GPU {} has {} uncorrected ECC error(s) in its life (threshold ecc_aggregate={})", i,
+        show(v), show(t.ecc_aggregate)));
+  }
+  if (number(f, k + "retired_pending", v) && v != 0) {
+    out.push_back(fmt::format("GPU {} has retired pages pending: reset the GPU or reboot", i));
+  }
+  if (number(f, k + "remap_pending", v) && v != 0) {
+    out.push_back(fmt::format("GPU {} has row remappings pending: reset the GPU or reboot", i));
+  }
+  if (number(f, k + "remap_failed", v) && v != 0) {
+    out.push_back(fmt::format("GPU {} failed a row remapping: the GPU needs service", i));
+  }
+  if (const std::string* th = find(f, k + "throttle");
+      th != nullptr && *th != "none" && *th != "n/a" && th->rfind("error", 0) != 0) {
+    out.push_back(fmt::format("GPU {} runs slowed down: {}", i, *th));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> threshold_names() {
+  std::vector<std::string> out;
+  for (const auto& n : kNames) out.emplace_back(n.name);
+  return out;
+}
+
+void set_threshold(Thresholds& t, const std::string& spec) {
+  const auto eq = spec.find('=');
+  const std::string name = spec.substr(0, eq);
+  std::string names;
+  for (const auto& n : kNames) names += (names.empty() ? "" : ", ") + std::string(n.name);
+  for (const auto& n : kNames) {
+    if (name != n.name) continue;
+    const std::string value = eq == std::string::npos ? "" : spec.substr(eq + 1);
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0' || !std::isfinite(v)) {
+      throw InputError({"--check-threshold"}, "", "'" + spec + "': '" + value + "' is not a number",
+                       "give NAME=NUMBER, e.g. free_gb=20");
+    }
+    t.*n.field = v;
+    return;
+  }
+  throw InputError({"--check-threshold"}, "", "'" + name + "' is not a threshold",
+                   "the thresholds are " + names + " (docs/health.md)");
+}
+
+ClockOffset clock_offset(const Facts& facts, long long sent_ns, long long received_ns) {
+  double node_ns = 0;
+  if (!number(facts, "time_ns", node_ns) || received_ns < sent_ns) return {};
+  const double mid = (static_cast<double>(sent_ns) + static_cast<double>(received_ns)) / 2;
+  return {.offset_s = (node_ns - mid) / 1e9,
+          .uncertainty_s = static_cast<double>(received_ns - sent_ns) / 2e9,
+          .known = true};
+}
+
+std::vector<std::string> judge_node(const Facts& f, const Thresholds& t, const ClockOffset& clock,
+                                    int need_gpus) {
+  std::vector<std::string> out;
+  judge_free(f, "workdir_free_mb", "the working directory", t, out);
+  const std::string* tmpdir = find(f, "tmpdir");
+  judge_free(f, "tmpdir_free_mb", "TMPDIR (" + (tmpdir != nullptr ? *tmpdir : "?") + ")", t, out);
+  double v = 0;
+  if (number(f, "mem_available_mb", v) && v < t.mem_available_gb * 1024) {
+    out.push_back(fmt::format("only {} MB of memory available (threshold mem_available_gb={})",
+                              show(v), show(t.mem_available_gb)));
+  }
+  double cpus = 0;
+  if (t.load_per_cpu > 0 && number(f, "load1", v) && number(f, "cpus", cpus) && cpus > 0 &&
+      v / cpus > t.load_per_cpu) {
+    out.push_back(fmt::format("load {} on {} CPU(s) (threshold load_per_cpu={})", show(v),
+                              show(cpus), show(t.load_per_cpu)));
+  }
+  if (number(f, "nofile_hard", v) && v < t.nofile) {
+    out.push_back(
+        fmt::format("the open-file limit is {} (hard; threshold nofile={}): raise it in "
+                    "/etc/security/limits.conf or the service's LimitNOFILE",
+                    show(v), show(t.nofile)));
+  }
+  const auto ports = ib_ports(f);
+  if (!ports.empty() && t.memlock_mb != 0) {
+    const std::string* hard = find(f, "memlock_hard_mb");
+    const bool unlimited = hard != nullptr && *hard == "unlimited";
+    const bool enough =
+        unlimited || (t.memlock_mb > 0 && number(f, "memlock_hard_mb", v) && v >= t.memlock_mb);
+    if (!enough) {
+      out.push_back(fmt::format(
+          "the locked-memory limit is {} MB on a node with InfiniBand (threshold memlock_mb={}: "
+          "{}); NCCL and MPI register memory with the NIC",
+          hard != nullptr ? *hard : "?", show(t.memlock_mb),
+          t.memlock_mb < 0 ? "unlimited" : "at least that"));
+    }
+  }
+  if (clock.known && std::fabs(clock.offset_s) - clock.uncertainty_s > t.clock_offset_s) {
+    out.push_back(fmt::format("the clock is {:.3f} s {} the head's (threshold clock_offset_s={})",
+                              std::fabs(clock.offset_s), clock.offset_s > 0 ? "ahead of" : "behind",
+                              show(t.clock_offset_s)));
+  }
+  for (const auto& p : ports) {
+    const std::string k = "ib." + p + ".";
+    const std::string* state = find(f, k + "state");
+    const std::string* phys = find(f, k + "phys_state");
+    if ((state != nullptr && *state != "ACTIVE") || (phys != nullptr && *phys != "LinkUp")) {
+      out.push_back(fmt::format("InfiniBand port {} is {} ({})", p, state != nullptr ? *state : "?",
+                                phys != nullptr ? *phys : "?"));
+    }
+    if (t.ib_link_downed > 0 && number(f, k + "link_downed", v) && v >= t.ib_link_downed) {
+      out.push_back(
+          fmt::format("InfiniBand port {} went down {} time(s) (threshold "
+                      "ib_link_downed={})",
+                      p, show(v), show(t.ib_link_downed)));
+    }
+  }
+  if (const std::string* xid = find(f, "xid"); xid != nullptr && *xid != "none") {
+    std::string fatal;
+    std::size_t start = 0;
+    while (start < xid->size() && std::isdigit(static_cast<unsigned char>((*xid)[start])) != 0) {
+      const auto comma = xid->find(',', start);
+      const int code = std::atoi(xid->c_str() + start);
+      if (kFatalXids.count(code) != 0 && fatal.find(std::to_string(code)) == std::string::npos)
+        fatal += (fatal.empty() ? "" : ", ") + std::to_string(code);
+      start = comma == std::string::npos ? xid->size() : comma + 1;
+    }
+    if (!fatal.empty()) {
+      out.push_back("XID " + fatal +
+                    " in the kernel log since boot (a GPU needs a reset or the node a reboot)");
+    }
+  }
+  if (const std::string* nvml = find(f, "nvml"); nvml != nullptr && *nvml == "loaded") {
+    if (number(f, "gpu_count", v) && need_gpus > 0 && v < need_gpus) {
+      out.push_back(fmt::format("the hostfile lists {} GPU(s), NVML sees {}", need_gpus, show(v)));
+    }
+    for (const auto& i : gpu_indices(f)) judge_gpu(f, i, t, out);
+  }
+  return out;
+}
+
+std::vector<std::vector<std::string>> judge_across(const std::vector<const Facts*>& nodes) {
+  std::vector<std::vector<std::string>> out(nodes.size());
+  // For every key that must agree: the value most nodes have (more than half
+  // of those that report the key), and the nodes that differ.
+  std::set<std::string> keys = {"gpu_driver", "gpu_cuda"};
+  for (const Facts* f : nodes) {
+    if (f == nullptr) continue;
+    for (const auto& [k, v] : *f) {
+      if (k.rfind("net.", 0) == 0 || (k.rfind("ib.", 0) == 0 && k.ends_with(".rate_gbps")))
+        keys.insert(k);
+    }
+  }
+  for (const auto& key : keys) {
+    std::map<std::string, int> count;
+    int reporting = 0;
+    for (const Facts* f : nodes) {
+      const std::string* v = f != nullptr ? find(*f, key) : nullptr;
+      if (v == nullptr || *v == "unknown" || *v == "n/a" || v->rfind("error", 0) == 0) continue;
+      ++count[*v];
+      ++reporting;
+    }
+    if (reporting < 2 || count.size() < 2) continue;
+    const auto most =
+        std::max_element(count.begin(), count.end(),
+                         [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (most->second * 2 <= reporting) continue;  // no majority to hold a node against
+    for (std::size_t n = 0; n < nodes.size(); ++n) {
+      const std::string* v = nodes[n] != nullptr ? find(*nodes[n], key) : nullptr;
+      if (v == nullptr || *v == most->first || count.count(*v) == 0) continue;
+      std::string what = key;
+      if (key == "gpu_driver") what = "GPU driver";
+      if (key == "gpu_cuda") what = "CUDA driver version";
+      if (key.rfind("net.", 0) == 0) {
+        const auto dot = key.rfind('.');
+        what = key.substr(4, dot - 4) + (key.ends_with(".mtu") ? " MTU" : " speed (Mb/s)");
+      }
+      if (key.rfind("ib.", 0) == 0)
+        what = "InfiniBand " + key.substr(3, key.rfind('.') - 3) + " rate (Gb/s)";
+      out[n].push_back(fmt::format("{} {} differs from the {} of {} other node(s)", what, *v,
+                                   most->first, most->second));
+    }
+  }
+  return out;
+}
+
+Summary summarize(const Facts& f, const ClockOffset& clock) {
+  const auto get = [&f](const std::string& key, const std::string& unit = "") {
+    const std::string* v = find(f, key);
+    if (v == nullptr) return std::string("-");
+    double n = 0;
+    return number(f, key, n) ? *v + unit : *v;
+  };
+  Summary s;
+  s.kernel = get("kernel");
+  s.load = get("load1") + "/" + get("cpus");
+  s.mem = get("mem_available_mb", "M");
+  s.wdir = get("workdir_free_mb", "M");
+  s.tmp = get("tmpdir_free_mb", "M");
+  s.nofile = get("nofile_hard");
+  s.clock = clock.known ? fmt::format("{:+.3f}s", clock.offset_s) : "-";
+  const std::string* nvml = find(f, "nvml");
+  const bool loaded = nvml != nullptr && *nvml == "loaded";
+  s.gpus = loaded ? get("gpu_count") : "-";
+  s.driver = loaded ? get("gpu_driver") + "/" + get("gpu_cuda") : "-";
+  const auto ports = ib_ports(f);
+  int up = 0;
+  for (const auto& p : ports) {
+    const std::string* st = find(f, "ib." + p + ".state");
+    if (st != nullptr && *st == "ACTIVE") ++up;
+  }
+  s.ib = ports.empty() ? "-" : fmt::format("{}/{} up", up, ports.size());
+  const std::string* xid = find(f, "xid");
+  s.xid = xid == nullptr ? "-" : xid->rfind("not read", 0) == 0 ? "not read" : *xid;
+  return s;
+}
+
+}  // namespace dlaunch::health

@@ -1,0 +1,65 @@
+// What `dlaunch --check` makes of each node's health facts (the lines of
+// `dlaunch-agent --health`, agent/health/node_health.h): every figure against
+// a threshold with a documented default (--check-threshold NAME=VALUE;
+// docs/health.md), and the figures that must agree across the job's nodes
+// (the GPU driver and CUDA versions, the MTU and speed of interfaces of the
+// same name, the InfiniBand rate) against what most nodes have. Pure
+// functions over text, so that they are tested without hardware.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dlaunch::health {
+
+struct Thresholds {
+  double free_gb = 1.0;           // free_gb: the working directory and TMPDIR, each
+  double mem_available_gb = 1.0;  // mem_available_gb: MemAvailable
+  double load_per_cpu = 0;        // load_per_cpu: the 1-minute load per CPU; 0: shown only
+  double nofile = 4096;           // nofile: the hard limit of open files (the agent raises to it)
+  // memlock_mb: the hard locked-memory limit on nodes with InfiniBand ports
+  // (NCCL and MPI register memory with the NIC); -1: unlimited; 0: no check.
+  double memlock_mb = -1;
+  double gpu_temp_c = 85;       // gpu_temp_c
+  double ecc_volatile = 0;      // ecc_volatile: uncorrected ECC errors since the driver loaded
+  double ecc_aggregate = 0;     // ecc_aggregate: uncorrected ECC errors in the GPU's life
+  double clock_offset_s = 1.0;  // clock_offset_s: the node's clock against the head's
+  double ib_link_downed = 0;    // ib_link_downed: link-down events of a port; 0: shown only
+};
+
+// One threshold named as in docs/health.md. Throws InputError naming
+// --check-threshold for an unknown name or a value that is not a number.
+void set_threshold(Thresholds& t, const std::string& name_equals_value);
+
+// The names, for messages and the docs.
+std::vector<std::string> threshold_names();
+
+using Facts = std::map<std::string, std::string>;  // KEY -> VALUE, without "health."
+
+// The clock of a node against the head's: the node's time_ns taken between
+// the head's `sent_ns` and `received_ns` (wall clock). Offset (seconds, +:
+// the node is ahead) and its uncertainty (half the round trip).
+struct ClockOffset {
+  double offset_s = 0;
+  double uncertainty_s = 0;
+  bool known = false;
+};
+ClockOffset clock_offset(const Facts& facts, long long sent_ns, long long received_ns);
+
+// The problems of one node by its own facts; empty: healthy. `need_gpus`: the
+// GPUs the hostfile lists for it (0: none listed).
+std::vector<std::string> judge_node(const Facts& facts, const Thresholds& t,
+                                    const ClockOffset& clock, int need_gpus);
+
+// The problems of each node (same order as `nodes`) in what must agree
+// across nodes; a node without facts (nullptr) is left out.
+std::vector<std::vector<std::string>> judge_across(const std::vector<const Facts*>& nodes);
+
+// A short line of the figures, for the health table's cells.
+struct Summary {
+  std::string kernel, load, mem, wdir, tmp, nofile, clock, gpus, driver, ib, xid;
+};
+Summary summarize(const Facts& facts, const ClockOffset& clock);
+
+}  // namespace dlaunch::health

@@ -1,0 +1,246 @@
+// dlaunch --check judges each node's health (issue 33): the agent's facts
+// (dlaunch-agent --health) against the thresholds and the other nodes. Local
+// logical nodes, each with an agent of its own (the hostfile's `agent:`): a
+// wrapper that gives that node what a test needs (a stand-in NVML library,
+// libnvidia-ml.so.1 of tests/helpers/fake_nvml.c, or a made-up /sys and
+// kernel log under DLAUNCH_HEALTH_ROOT) and runs the real agent.
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "support.h"
+
+namespace {
+
+using dltest::dlaunch_cmd;
+using dltest::run;
+namespace fs = std::filesystem;
+
+void write(const std::string& path, const std::string& text) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path) << text;
+}
+
+class Health : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = dltest::temp_dir("health"); }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // An agent for one node: the real one with these variables set.
+  std::string agent(const std::string& name, const std::vector<std::string>& env) {
+    std::string script = "#!/bin/sh\n";
+    for (const auto& e : env) script += "export " + e + "\n";
+    script += std::string("exec ") + DLAUNCH_AGENT_BIN + " \"$@\"\n";
+    const std::string path = dir_ + "/agent-" + name;
+    write(path, script);
+    ::chmod(path.c_str(), 0755);
+    return path;
+  }
+
+  // A hostfile of local nodes, one per (name, agent).
+  std::string hostfile(const std::vector<std::pair<std::string, std::string>>& nodes) {
+    std::string y = "hosts:\n";
+    for (const auto& [name, agent_path] : nodes) {
+      y += "  - host: localhost\n    name: " + name + "\n    slots: 1\n";
+      if (!agent_path.empty()) y += "    agent: " + agent_path + "\n";
+    }
+    const std::string path = dir_ + "/hosts.yaml";
+    write(path, y);
+    return path;
+  }
+
+  std::string nvml() const { return std::string("LD_LIBRARY_PATH=") + FAKE_NVML_DIR; }
+
+  std::string dir_;
+};
+
+// The last line that starts so: a node's line in the health figures, the
+// table after the check's.
+std::string line_of(const std::string& text, const std::string& start) {
+  std::string found;
+  for (const auto& l : dltest::lines_of(text)) {
+    if (l.rfind(start, 0) == 0) found = l;
+  }
+  return found;
+}
+
+// A GPU with row remappings pending, an InfiniBand port down, an XID 79 in
+// the kernel log: each node is named with its own, the healthy one passes.
+TEST_F(Health, CheckNamesEachBadNodeAndWhy) {
+  const std::string root = dir_ + "/root";
+  write(root + "/sys/class/infiniband/mlx5_0/ports/1/state", "1: DOWN\n");
+  write(root + "/sys/class/infiniband/mlx5_0/ports/1/phys_state", "2: Polling\n");
+  write(root + "/sys/class/infiniband/mlx5_0/ports/1/rate", "100 Gb/sec (4X EDR)\n");
+  write(root + "/sys/class/infiniband/mlx5_0/ports/1/counters/link_downed", "3\n");
+  write(root + "/proc/loadavg", "0.10 0.10 0.10 1/100 1\n");
+  write(root + "/proc/meminfo", "MemTotal: 16777216 kB\nMemAvailable: 8388608 kB\n");
+  const std::string xroot = dir_ + "/xroot";
+  write(xroot + "/dev/kmsg",
+        "6,1,100,-;NVRM: loading NVIDIA UNIX x86_64 Kernel Module\n"
+        "4,2,200,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n");
+  const auto hosts =
+      hostfile({{"good", ""},
+                {"remap", agent("remap", {nvml(), "FAKE_NVML=gpus=2,1.remap_pending=1"})},
+                {"ibdown", agent("ibdown", {"DLAUNCH_HEALTH_ROOT=" + root})},
+                {"xid", agent("xid", {"DLAUNCH_HEALTH_ROOT=" + xroot})}});
+  const auto r = run(dlaunch_cmd({"--check", "-H", hosts, "true"}), 60);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const std::string& o = r.out;
+  EXPECT_NE(o.find("HEALTH"), std::string::npos) << o;
+  const std::string good = dltest::lines_of(o).size() > 1 ? dltest::lines_of(o)[1] : "";
+  EXPECT_TRUE(good.starts_with("0     good") && good.ends_with(" ok") &&
+              good.find("FAILED") == std::string::npos)
+      << o;
+  EXPECT_NE(o.find("node 1 (remap): GPU 1 has row remappings pending: reset the GPU or reboot"),
+            std::string::npos)
+      << o;
+  EXPECT_EQ(o.find("node 1 (remap): GPU 0"), std::string::npos) << o;
+  EXPECT_NE(o.find("node 2 (ibdown): InfiniBand port mlx5_0/1 is DOWN (Polling)"),
+            std::string::npos)
+      << o;
+  // InfiniBand without an unlimited locked-memory limit (this machine's, unless unlimited).
+  EXPECT_NE(o.find("node 3 (xid): XID 79 in the kernel log since boot"), std::string::npos) << o;
+  EXPECT_NE(o.find("1 of 4 node(s) passed"), std::string::npos) << o;
+  // The figures: the stand-in's two GPUs and driver, the port, the XID.
+  EXPECT_NE(line_of(o, "1     remap").find("535.104.05/12.2"), std::string::npos) << o;
+  EXPECT_NE(o.find("0/1 up"), std::string::npos) << o;
+}
+
+// GPU driver versions must agree: the node whose driver differs from what
+// the others have is named; a node without NVML is not held against them.
+TEST_F(Health, ADriverUnlikeTheOthersIsNamed) {
+  const auto hosts = hostfile({{"a", agent("a", {nvml()})},
+                               {"b", agent("b", {nvml()})},
+                               {"c", agent("c", {nvml(), "FAKE_NVML_DRIVER=470.82.01"})},
+                               {"d", ""}});
+  const auto r = run(dlaunch_cmd({"--check", "-H", hosts, "true"}), 60);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("node 2 (c): GPU driver 470.82.01 differs from the 535.104.05 of 2 other "
+                       "node(s)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("3 of 4 node(s) passed"), std::string::npos) << r.out;
+}
+
+// Thresholds: one that no node meets fails every node and says which; a
+// name that is none, a value that is no number, and --json or a threshold
+// without --check are input errors (exit 2) that check nothing.
+TEST_F(Health, ThresholdsChangeTheVerdict) {
+  const auto hosts = hostfile({{"a", ""}, {"b", agent("b", {nvml(), "FAKE_NVML=temp=70"})}});
+  const auto ok = run(dlaunch_cmd({"--check", "-H", hosts, "true"}), 60);
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  const auto hot =
+      run(dlaunch_cmd({"--check", "--check-threshold", "gpu_temp_c=60", "-H", hosts, "true"}), 60);
+  EXPECT_EQ(hot.exit_code, 1) << hot.out << hot.err;
+  EXPECT_NE(hot.out.find("node 1 (b): GPU 0 at 70 C (threshold gpu_temp_c=60)"), std::string::npos)
+      << hot.out;
+  const auto full =
+      run(dlaunch_cmd({"--check", "--check-threshold=free_gb=100000000", "-H", hosts, "true"}), 60);
+  EXPECT_EQ(full.exit_code, 1) << full.out << full.err;
+  EXPECT_NE(full.out.find("node 0 (a): only "), std::string::npos) << full.out;
+  EXPECT_NE(full.out.find("MB free in the working directory (threshold free_gb=1e+08)"),
+            std::string::npos)
+      << full.out;
+  for (const auto& bad :
+       std::vector<std::vector<std::string>>{{"--check", "--check-threshold", "gpu_tmp=60"},
+                                             {"--check", "--check-threshold", "gpu_temp_c=hot"},
+                                             {"--json"},
+                                             {"--check-threshold", "free_gb=2"}}) {
+    auto args = bad;
+    args.insert(args.end(), {"-H", hosts, "true"});
+    const auto r = run(dlaunch_cmd(args), 60);
+    EXPECT_EQ(r.exit_code, 2) << bad[0] << ": " << r.out << r.err;
+    EXPECT_EQ(r.out.find("NODE"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find(bad.size() > 1 ? "--check-threshold" : "--json"), std::string::npos)
+        << r.err;
+  }
+}
+
+// --json: one object that says what the tables say, read back by Python's
+// json module.
+TEST_F(Health, JsonSaysWhatTheTableSays) {
+  const auto hosts =
+      hostfile({{"a", ""}, {"b", agent("b", {nvml(), "FAKE_NVML=0.ecc_volatile=2"})}});
+  const auto r = run(dlaunch_cmd({"--check", "--json", "-H", hosts, "true"}), 60);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const std::string file = dir_ + "/check.json";
+  write(file, r.out);
+  const auto py = run({"python3", "-c",
+                       "import json,sys\n"
+                       "d = json.load(open(sys.argv[1]))\n"
+                       "print(d['ok'], d['passed'], d['total'])\n"
+                       "for n in d['nodes']:\n"
+                       "    print(n['name'], n['health'], n['ok'], n['facts'].get('nvml', '-')[:6],"
+                       " '|'.join(n['problems']))\n",
+                       file});
+  ASSERT_EQ(py.exit_code, 0) << py.err << r.out;
+  EXPECT_NE(py.out.find("False 1 2\n"), std::string::npos) << py.out;
+  EXPECT_NE(py.out.find("a ok True not lo \n"), std::string::npos) << py.out;
+  EXPECT_NE(py.out.find("b FAILED False loaded GPU 0 has 2 uncorrected ECC error(s) since the "
+                        "driver loaded (threshold ecc_volatile=0)"),
+            std::string::npos)
+      << py.out;
+}
+
+// --preflight: the job starts on the nodes that pass. A failing node is
+// left out and a spare takes its place; the failing spare of another job is
+// no spare; without --spares or --min-nodes, or below --min-nodes, nothing
+// starts. No --max-restarts needed: nothing restarts.
+TEST_F(Health, PreflightLeavesAFailingNodeOutBeforeTheJob) {
+  const std::string bad = agent("bad", {nvml(), "FAKE_NVML=0.remap_pending=1"});
+  const std::string job = "echo ran on $DLAUNCH_NODE_NAME";
+  {
+    const auto hosts = hostfile({{"a", ""}, {"bad", bad}, {"c", ""}});
+    const auto r =
+        run(dlaunch_cmd({"--preflight", "--spares", "1", "-H", hosts, "sh", "-c", job}), 60);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("ran on a"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("ran on c"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("ran on bad"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("node 1 (bad): GPU 0 has row remappings pending"), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("dlaunch: preflight: node 1 bad (localhost) excluded; spare c "
+                         "(localhost) in its place"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("dlaunch: left out: bad (localhost): preflight: GPU 0 has row "
+                         "remappings pending"),
+              std::string::npos)
+        << r.err;
+  }
+  {  // The spare fails: it is dropped, the job runs on the node that passed.
+    const auto hosts = hostfile({{"a", ""}, {"bad", bad}});
+    const auto r =
+        run(dlaunch_cmd({"--preflight", "--spares", "1", "-H", hosts, "sh", "-c", job}), 60);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("ran on a"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("dlaunch: preflight: spare bad left out"), std::string::npos) << r.err;
+  }
+  {  // Nowhere to leave it: nothing runs.
+    const auto hosts = hostfile({{"a", ""}, {"bad", bad}});
+    for (const auto& extra : std::vector<std::vector<std::string>>{{}, {"--min-nodes", "2"}}) {
+      std::vector<std::string> args = {"--preflight"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      args.insert(args.end(), {"-H", hosts, "sh", "-c", job});
+      const auto r = run(dlaunch_cmd(args), 60);
+      EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+      EXPECT_EQ(r.out.find("ran on"), std::string::npos) << r.out;
+      EXPECT_NE(r.err.find("HEALTH"), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("not starting"), std::string::npos) << r.err;
+    }
+  }
+  {  // Every node passes: one line, and the job.
+    const auto hosts = hostfile({{"a", ""}, {"b", ""}});
+    const auto r = run(dlaunch_cmd({"--preflight", "-H", hosts, "sh", "-c", job}), 60);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.err.find("dlaunch: preflight: 2 node(s) passed"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("HEALTH"), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace

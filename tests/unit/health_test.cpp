@@ -1,0 +1,187 @@
+// The health verdicts of dlaunch --check (launcher/check/health.h) on facts
+// made up here, and the agent's reading of a kernel log's XIDs.
+#include "check/health.h"
+
+#include <gtest/gtest.h>
+
+#include "health/node_health.h"
+#include "hostfile/hostfile.h"
+
+namespace {
+
+using dlaunch::InputError;
+namespace h = dlaunch::health;
+
+h::Facts healthy() {
+  return {{"kernel", "6.1.0-18-amd64"},
+          {"cpus", "8"},
+          {"load1", "0.5"},
+          {"mem_total_mb", "64000"},
+          {"mem_available_mb", "60000"},
+          {"workdir_free_mb", "50000"},
+          {"tmpdir", "/tmp"},
+          {"tmpdir_free_mb", "50000"},
+          {"nofile_hard", "1048576"},
+          {"memlock_hard_mb", "unlimited"},
+          {"ib_ports", "0"},
+          {"xid", "none"},
+          {"nvml", "not loaded: x"}};
+}
+
+bool names(const std::vector<std::string>& problems, const std::string& text) {
+  for (const auto& p : problems) {
+    if (p.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(Health, AHealthyNodeHasNoProblem) { EXPECT_TRUE(h::judge_node(healthy(), {}, {}, 0).empty()); }
+
+TEST(Health, EachNodeFigureAgainstItsThreshold) {
+  auto f = healthy();
+  f["workdir_free_mb"] = "500";
+  f["tmpdir_free_mb"] = "100";
+  f["tmpdir"] = "/scratch";
+  f["mem_available_mb"] = "200";
+  f["nofile_hard"] = "1024";
+  f["load1"] = "40";
+  const auto p = h::judge_node(f, {}, {}, 0);
+  EXPECT_TRUE(names(p, "only 500 MB free in the working directory (threshold free_gb=1)"));
+  EXPECT_TRUE(names(p, "only 100 MB free in TMPDIR (/scratch)"));
+  EXPECT_TRUE(names(p, "only 200 MB of memory available (threshold mem_available_gb=1)"));
+  EXPECT_TRUE(names(p, "the open-file limit is 1024 (hard; threshold nofile=4096)"));
+  EXPECT_FALSE(names(p, "load"));  // shown only, unless a threshold is given
+  h::Thresholds t;
+  h::set_threshold(t, "load_per_cpu=2");
+  h::set_threshold(t, "free_gb=0.25");
+  h::set_threshold(t, "mem_available_gb=0");
+  h::set_threshold(t, "nofile=1024");
+  const auto q = h::judge_node(f, t, {}, 0);
+  EXPECT_TRUE(names(q, "load 40 on 8 CPU(s) (threshold load_per_cpu=2)"));
+  EXPECT_FALSE(names(q, "working directory"));  // 500 MB >= 256 MB
+  EXPECT_TRUE(names(q, "only 100 MB free in TMPDIR"));
+  EXPECT_FALSE(names(q, "memory"));
+  EXPECT_FALSE(names(q, "open-file"));
+}
+
+TEST(Health, InfiniBandPortsAndTheirLockedMemory) {
+  auto f = healthy();
+  f["ib_ports"] = "2";
+  f["ib.mlx5_0/1.state"] = "ACTIVE";
+  f["ib.mlx5_0/1.phys_state"] = "LinkUp";
+  f["ib.mlx5_0/1.link_downed"] = "7";
+  f["ib.mlx5_1/1.state"] = "INIT";
+  f["ib.mlx5_1/1.phys_state"] = "LinkUp";
+  auto p = h::judge_node(f, {}, {}, 0);
+  EXPECT_TRUE(names(p, "InfiniBand port mlx5_1/1 is INIT (LinkUp)"));
+  EXPECT_FALSE(names(p, "mlx5_0/1"));
+  EXPECT_FALSE(names(p, "locked-memory"));  // unlimited
+  f["memlock_hard_mb"] = "64";
+  p = h::judge_node(f, {}, {}, 0);
+  EXPECT_TRUE(names(p, "the locked-memory limit is 64 MB on a node with InfiniBand"));
+  h::Thresholds t;
+  h::set_threshold(t, "memlock_mb=64");
+  h::set_threshold(t, "ib_link_downed=5");
+  p = h::judge_node(f, t, {}, 0);
+  EXPECT_FALSE(names(p, "locked-memory"));
+  EXPECT_TRUE(names(p, "InfiniBand port mlx5_0/1 went down 7 time(s)"));
+}
+
+TEST(Health, TheClockCountsOnlyBeyondItsUncertainty) {
+  auto f = healthy();
+  // The node read 1002.0 s; the head sent at 1000.0 s and read at 1001.0 s:
+  // 1.5 s ahead, give or take 0.5 s.
+  f["time_ns"] = "1002000000000";
+  const auto c = h::clock_offset(f, 1000000000000LL, 1001000000000LL);
+  ASSERT_TRUE(c.known);
+  EXPECT_DOUBLE_EQ(c.offset_s, 1.5);
+  EXPECT_DOUBLE_EQ(c.uncertainty_s, 0.5);
+  EXPECT_FALSE(names(h::judge_node(f, {}, c, 0), "clock"));  // 1.5 - 0.5 is not over 1
+  h::Thresholds t;
+  h::set_threshold(t, "clock_offset_s=0.5");
+  EXPECT_TRUE(names(h::judge_node(f, t, c, 0), "the clock is 1.500 s ahead of the head's"));
+  EXPECT_FALSE(h::clock_offset(healthy(), 1, 2).known);  // no time_ns
+}
+
+TEST(Health, GpusThroughNvml) {
+  auto f = healthy();
+  f["nvml"] = "loaded";
+  f["gpu_count"] = "2";
+  f["gpu.0.temp_c"] = "90";
+  f["gpu.0.ecc_volatile_uncorrected"] = "0";
+  f["gpu.0.ecc_aggregate_uncorrected"] = "3";
+  f["gpu.0.retired_pending"] = "n/a";
+  f["gpu.0.throttle"] = "none";
+  f["gpu.1.temp_c"] = "40";
+  f["gpu.1.retired_pending"] = "1";
+  f["gpu.1.remap_failed"] = "1";
+  f["gpu.1.throttle"] = "hw_slowdown,hw_thermal";
+  f["gpu.1.persistence"] = "error: GPU is lost";
+  const auto p = h::judge_node(f, {}, {}, 4);
+  EXPECT_TRUE(names(p, "the hostfile lists 4 GPU(s), NVML sees 2"));
+  EXPECT_TRUE(names(p, "GPU 0 at 90 C (threshold gpu_temp_c=85)"));
+  EXPECT_TRUE(names(p, "GPU 0 has 3 uncorrected ECC error(s) in its life"));
+  EXPECT_FALSE(names(p, "GPU 0 has retired"));  // n/a: not supported there
+  EXPECT_TRUE(names(p, "GPU 1 has retired pages pending"));
+  EXPECT_TRUE(names(p, "GPU 1 failed a row remapping"));
+  EXPECT_TRUE(names(p, "GPU 1 runs slowed down: hw_slowdown,hw_thermal"));
+  EXPECT_TRUE(names(p, "GPU 1: persistence error: GPU is lost"));
+  // Without NVML the GPU facts are not judged (nvidia-smi counts them).
+  f["nvml"] = "not loaded: no driver";
+  EXPECT_FALSE(names(h::judge_node(f, {}, {}, 4), "GPU"));
+}
+
+TEST(Health, FatalXidsOnly) {
+  auto f = healthy();
+  f["xid"] = "13,31";  // a program's fault, an MMU fault: not the node's
+  EXPECT_TRUE(h::judge_node(f, {}, {}, 0).empty());
+  f["xid"] = "13,79,48,79";
+  EXPECT_TRUE(names(h::judge_node(f, {}, {}, 0), "XID 79, 48 in the kernel log since boot"));
+  EXPECT_EQ(dlaunch::agent::health::xids_in(
+                "4,2,200,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n"
+                "6,3,300,-;eth0: link up\n"
+                "4,4,400,-;NVRM: Xid (PCI:0000:86:00): 13, Graphics Exception\n"
+                "NVRM: Xid (PCI:0000:86:00) without a code\n"),
+            (std::vector<int>{79, 13}));
+}
+
+TEST(Health, WhatMustAgreeAcrossNodesHeldAgainstTheMajority) {
+  auto a = healthy();
+  a["nvml"] = "loaded";
+  a["gpu_driver"] = "535.104.05";
+  a["net.ib0.mtu"] = "4092";
+  a["net.eth0.speed_mbps"] = "100000";
+  auto b = a;
+  auto c = a;
+  c["gpu_driver"] = "470.82.01";
+  c["net.eth0.speed_mbps"] = "10000";
+  auto d = healthy();  // no NVML, no such interfaces: not held against them
+  const auto p = h::judge_across({&a, &b, &c, &d, nullptr});
+  ASSERT_EQ(p.size(), 5u);
+  EXPECT_TRUE(p[0].empty());
+  EXPECT_TRUE(p[1].empty());
+  EXPECT_TRUE(names(p[2], "GPU driver 470.82.01 differs from the 535.104.05 of 2 other node(s)"));
+  EXPECT_TRUE(names(p[2], "eth0 speed (Mb/s) 10000 differs from the 100000 of 2 other node(s)"));
+  EXPECT_TRUE(p[3].empty());
+  EXPECT_TRUE(p[4].empty());
+  // Two against two: no majority to name either side.
+  auto e = c;
+  EXPECT_TRUE(h::judge_across({&a, &b, &c, &e})[2].empty());
+}
+
+TEST(Health, ThresholdsByNameOrAnInputError) {
+  h::Thresholds t;
+  h::set_threshold(t, "gpu_temp_c=70.5");
+  EXPECT_DOUBLE_EQ(t.gpu_temp_c, 70.5);
+  for (const char* bad : {"gpu_tmp=1", "gpu_temp_c", "gpu_temp_c=", "gpu_temp_c=hot", "=3"}) {
+    try {
+      h::set_threshold(t, bad);
+      ADD_FAILURE() << bad << " was taken";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.pos().source, "--check-threshold") << bad;
+    }
+  }
+  EXPECT_EQ(h::threshold_names().size(), 10u);
+}
+
+}  // namespace
