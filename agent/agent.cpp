@@ -136,6 +136,10 @@ void Agent::on_message(proto::Message&& msg) {
     if (pmix_) pmix_->complete_fence(fence->seq, fence->data);
   } else if (auto* probe = std::get_if<proto::Probe>(&msg)) {
     handle(*probe);
+  } else if (auto* listen = std::get_if<proto::NetListen>(&msg)) {
+    handle(*listen);
+  } else if (auto* send = std::get_if<proto::NetSend>(&msg)) {
+    handle(*send);
   } else if (auto* data = std::get_if<proto::StdinData>(&msg)) {
     handle(std::move(*data));
   } else if (std::holds_alternative<proto::StdinEof>(msg)) {
@@ -263,6 +267,7 @@ void Agent::handle(proto::Start&& m) {
   if (phase_ != Phase::kSetup || aborting_) return;
   phase_ = Phase::kRunning;
   probe_.reset();
+  end_bandwidth_test();
   if (probe_listener_) probe_listener_->close();
   probe_listener_.reset();
   reserved_port_.reset();  // rank 0 binds it now
@@ -307,6 +312,38 @@ void Agent::handle(const proto::Probe& m) {
       [this](proto::ProbeResult r) {
         if (channel_->is_open()) channel_->send(std::move(r));
       });
+}
+
+// --check's network test: listen for the other nodes' streams (the head then
+// pairs the nodes, NetSend). Before Start only, as the reach test.
+void Agent::handle(const proto::NetListen& m) {
+  if (phase_ != Phase::kSetup || aborting_) return;
+  proto::NetListening answer;
+  try {
+    if (m.token.size() < proto::kMinNetTokenBytes) {
+      answer.error = "the test's token is too short";
+    } else {
+      bandwidth_sink_ = std::make_unique<BandwidthSink>(env_.io, env_.clock, m.token);
+      answer.port = bandwidth_sink_->port();
+    }
+  } catch (const Error& e) {
+    answer.error = e.what();
+  }
+  channel_->send(std::move(answer));
+}
+
+void Agent::handle(const proto::NetSend& m) {
+  if (phase_ != Phase::kSetup || aborting_) return;
+  bandwidth_senders_.push_back(
+      std::make_unique<BandwidthSender>(env_.io, env_.clock, m, [this](proto::NetSent r) {
+        if (channel_->is_open()) channel_->send(std::move(r));
+      }));
+}
+
+void Agent::end_bandwidth_test() {
+  bandwidth_senders_.clear();
+  if (bandwidth_sink_) bandwidth_sink_->close();
+  bandwidth_sink_.reset();
 }
 
 // Where each rank of this node runs: the policy from Setup (defaults here,
@@ -937,6 +974,7 @@ void Agent::complete() {
   if (store_) store_->close();
   probe_.reset();
   if (probe_listener_) probe_listener_->close();
+  end_bandwidth_test();
   grace_timer_->cancel();
   orphan_deadline_->cancel();
   sweep_timer_->cancel();

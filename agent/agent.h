@@ -34,6 +34,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "bandwidth.h"
 #include "comm/store.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/placement/mapping.h"
@@ -86,6 +87,9 @@ class Agent {
   void handle(proto::Start&& m);
   void handle(const proto::Abort& m);
   void handle(const proto::Probe& m);
+  void handle(const proto::NetListen& m);
+  void handle(const proto::NetSend& m);
+  void end_bandwidth_test();
   void handle(const proto::SignalRanks& m);
   // agent/stacks.cpp: CollectStacks (a stack of every running rank).
   struct StackRun;
@@ -161,10 +165,13 @@ class Agent {
   UniqueFd reserved_port_;
   std::unique_ptr<ProbeListener> probe_listener_;  // node 0, from Setup to Start
   std::unique_ptr<ReachProbe> probe_;              // the other nodes: the head's Probe
-  std::string net_interface_;                      // toward Start.net_address; empty: none known
-  std::string error_dir_;   // workers' TORCHELASTIC_ERROR_FILEs; removed at the end
-  std::string store_path_;  // node 0: the store's Unix socket (in error_dir_), if any
-  std::string cgroup_;      // the job's cgroup on this node; empty: none could be made
+  // --check's network test (bandwidth.h): from NetListen, and each NetSend's.
+  std::unique_ptr<BandwidthSink> bandwidth_sink_;
+  std::vector<std::unique_ptr<BandwidthSender>> bandwidth_senders_;
+  std::string net_interface_;  // toward Start.net_address; empty: none known
+  std::string error_dir_;      // workers' TORCHELASTIC_ERROR_FILEs; removed at the end
+  std::string store_path_;     // node 0: the store's Unix socket (in error_dir_), if any
+  std::string cgroup_;         // the job's cgroup on this node; empty: none could be made
   // Placement (docs/placement.md), from Setup: the topology and each rank's
   // CPUs; empty when nothing is bound.
   std::unique_ptr<placement::Topology> topology_;

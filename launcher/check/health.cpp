@@ -27,6 +27,8 @@ constexpr Named kNames[] = {
     {"ecc_aggregate", &Thresholds::ecc_aggregate},
     {"clock_offset_s", &Thresholds::clock_offset_s},
     {"ib_link_downed", &Thresholds::ib_link_downed},
+    {"net_ratio", &Thresholds::net_ratio},
+    {"net_gbps", &Thresholds::net_gbps},
 };
 
 // XIDs that mean the GPU or its memory needs a reset or the node a reboot
@@ -282,6 +284,83 @@ std::vector<std::vector<std::string>> judge_across(const std::vector<const Facts
     }
   }
   return out;
+}
+
+StreamVerdict judge_streams(const std::vector<Stream>& streams,
+                            const std::vector<std::string>& names, const Thresholds& t) {
+  const std::size_t n = names.size();
+  StreamVerdict v;
+  v.problems.resize(n);
+  v.send_gbps.assign(n, 0);
+  v.receive_gbps.assign(n, 0);
+  const auto gbps = [](const Stream& s) {
+    return s.micros == 0 ? 0.0
+                         : static_cast<double>(s.bytes) * 8 / static_cast<double>(s.micros) / 1e3;
+  };
+  std::vector<double> ok;
+  std::uint32_t rounds = 0;
+  for (const auto& s : streams) {
+    rounds = std::max(rounds, s.round);
+    if (s.error.empty() && s.micros > 0) ok.push_back(gbps(s));
+  }
+  for (const auto& s : streams) {
+    if (!s.error.empty() && s.from < n && s.to < n) {
+      v.problems[s.from].push_back(
+          fmt::format("cannot stream to {} for the network test: {}", names[s.to], s.error));
+    }
+  }
+  if (ok.empty()) {
+    v.summary = "network test: no stream ran";
+    return v;
+  }
+  std::vector<double> sorted = ok;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted.size() % 2 == 1
+                            ? sorted[sorted.size() / 2]
+                            : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+  const auto slow = [&](double g) { return g < t.net_ratio * median || g < t.net_gbps; };
+  const std::string against =
+      fmt::format("the median stream {:.2f} Gb/s; threshold net_ratio={}{}", median,
+                  show(t.net_ratio), t.net_gbps > 0 ? ", net_gbps=" + show(t.net_gbps) : "");
+  // Per node: its streams out and in, and how many of each ran slow.
+  std::vector<int> out(n), out_slow(n), in(n), in_slow(n);
+  for (const auto& s : streams) {
+    if (!s.error.empty() || s.micros == 0 || s.from >= n || s.to >= n) continue;
+    const double g = gbps(s);
+    ++out[s.from];
+    ++in[s.to];
+    auto& send = v.send_gbps[s.from];
+    auto& receive = v.receive_gbps[s.to];
+    send = send == 0 ? g : std::min(send, g);
+    receive = receive == 0 ? g : std::min(receive, g);
+    if (slow(g)) {
+      ++out_slow[s.from];
+      ++in_slow[s.to];
+    }
+  }
+  std::vector<bool> named(n, false);
+  for (std::size_t k = 0; k < n; ++k) {
+    if (out[k] > 0 && out_slow[k] == out[k]) {
+      v.problems[k].push_back(fmt::format("sends at {:.3f} Gb/s ({})", v.send_gbps[k], against));
+      named[k] = true;
+    }
+    if (in[k] > 0 && in_slow[k] == in[k]) {
+      v.problems[k].push_back(
+          fmt::format("receives at {:.3f} Gb/s ({})", v.receive_gbps[k], against));
+      named[k] = true;
+    }
+  }
+  // A slow stream that neither end explains: its link.
+  for (const auto& s : streams) {
+    if (!s.error.empty() || s.micros == 0 || s.from >= n || s.to >= n || !slow(gbps(s))) continue;
+    if (named[s.from] || named[s.to]) continue;
+    v.problems[s.from].push_back(
+        fmt::format("the stream to {} ran at {:.3f} Gb/s ({})", names[s.to], gbps(s), against));
+  }
+  v.summary = fmt::format(
+      "network test: {} stream(s) in {} round(s), median {:.2f} Gb/s, slowest {:.3f} Gb/s",
+      ok.size(), rounds, median, sorted.front());
+  return v;
 }
 
 Summary summarize(const Facts& f, const ClockOffset& clock) {

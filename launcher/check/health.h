@@ -7,6 +7,8 @@
 // functions over text, so that they are tested without hardware.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,6 +28,10 @@ struct Thresholds {
   double ecc_aggregate = 0;     // ecc_aggregate: uncorrected ECC errors in the GPU's life
   double clock_offset_s = 1.0;  // clock_offset_s: the node's clock against the head's
   double ib_link_downed = 0;    // ib_link_downed: link-down events of a port; 0: shown only
+  // The network test between nodes: a node whose streams all ran below
+  // net_ratio x the median stream (or below net_gbps Gb/s) is named.
+  double net_ratio = 0.2;
+  double net_gbps = 0;
 };
 
 // One threshold named as in docs/health.md. Throws InputError naming
@@ -55,6 +61,27 @@ std::vector<std::string> judge_node(const Facts& facts, const Thresholds& t,
 // The problems of each node (same order as `nodes`) in what must agree
 // across nodes; a node without facts (nullptr) is left out.
 std::vector<std::vector<std::string>> judge_across(const std::vector<const Facts*>& nodes);
+
+// One stream of the network test between nodes (controller/bandwidth.cpp).
+struct Stream {
+  std::size_t from = 0;
+  std::size_t to = 0;
+  std::uint32_t round = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t micros = 0;
+  std::string error;  // why it did not run
+};
+struct StreamVerdict {
+  std::vector<std::vector<std::string>> problems;  // per node
+  std::string summary;                             // one line for the report
+  std::vector<double> send_gbps, receive_gbps;     // per node: its slowest; 0: none measured
+};
+// Which node's streams ran slow: a node whose every stream out (or every one
+// in) is below the threshold is named with its figure against the median; a
+// slow stream that no node explains names its link. `names`: each node's
+// label ("node 3 (gpu-3)").
+StreamVerdict judge_streams(const std::vector<Stream>& streams,
+                            const std::vector<std::string>& names, const Thresholds& t);
 
 // A short line of the figures, for the health table's cells.
 struct Summary {

@@ -43,7 +43,9 @@ struct Row {
   std::vector<std::string> programs;  // checked on the node (node_programs)
   std::vector<std::string> scripts;   // checked on the node (node_scripts)
   std::string health = "-";           // the HEALTH column: ok, FAILED, - (not known)
-  health::Facts facts;                // the agent's --health lines, without "health."
+  std::string net_out = "-";          // the network test: its slowest stream out, in (Gb/s)
+  std::string net_in = "-";
+  health::Facts facts;  // the agent's --health lines, without "health."
   health::ClockOffset clock;
   // The head's wall clock when the node's script was sent and its output
   // read: the node's clock reading lies between.
@@ -251,10 +253,11 @@ void print_json(std::string& text, const std::vector<Row>& rows, const std::stri
     out += fmt::format(
         "\"node\":{},\"name\":{},\"host\":{},\"connect\":{},\"hostkey\":{},\"auth\":{},"
         "\"agent\":{},\"wdir\":{},\"program\":{},\"gpus\":{},\"health\":{},\"reach\":{},"
-        "\"ok\":{},\"problems\":{}",
+        "\"net_out_gbps\":{},\"net_in_gbps\":{},\"ok\":{},\"problems\":{}",
         r.node, json_quote(r.name), json_quote(r.host), json_quote(r.connect),
         json_quote(r.hostkey), json_quote(r.auth), json_quote(r.agent), json_quote(r.wdir),
         json_quote(r.program), json_quote(r.gpus), json_quote(r.health), json_quote(r.reach),
+        r.net_out == "-" ? "null" : r.net_out, r.net_in == "-" ? "null" : r.net_in,
         r.problems.empty() ? "true" : "false", json_strings(r.problems));
     if (r.clock.known) {
       out += fmt::format(",\"clock_offset_s\":{:.6f},\"clock_uncertainty_s\":{:.6f}",
@@ -295,7 +298,8 @@ std::pair<std::string, bool> check_network(const JobPlan& plan, const PreflightO
                         {.agent_path = o.agent_path,
                          .workdir = o.workdir,
                          .master_addr_explicit = master_addr_explicit,
-                         .probe_only = true},
+                         .probe_only = true,
+                         .bandwidth_round = o.bandwidth_round},
                         sink, {.io = io, .links = links, .clock = clock});
   if (controller.run() != 0)
     return {"network: not tested (the agents could not be started)", false};
@@ -316,14 +320,41 @@ std::pair<std::string, bool> check_network(const JobPlan& plan, const PreflightO
                       net.port, net::describe_attempts(net.candidates, n)));
     }
   }
+  // The network test between nodes, once the address was chosen.
+  std::string bandwidth;
+  if (!net.bandwidth_untested.empty()) {
+    bandwidth = "\nnetwork test: not run: " + net.bandwidth_untested;
+  } else if (!net.streams.empty()) {
+    std::vector<health::Stream> streams;
+    for (const auto& s : net.streams) {
+      streams.push_back({.from = s.from,
+                         .to = s.to,
+                         .round = s.round,
+                         .bytes = s.bytes,
+                         .micros = s.micros,
+                         .error = s.error});
+    }
+    std::vector<std::string> names;
+    for (const auto& r : rows) names.push_back(fmt::format("node {} ({})", r.node, r.name));
+    const auto verdict = health::judge_streams(streams, names, o.thresholds);
+    for (std::size_t k = 0; k < rows.size() && k < verdict.problems.size(); ++k) {
+      auto& row = rows[k];
+      row.problems.insert(row.problems.end(), verdict.problems[k].begin(),
+                          verdict.problems[k].end());
+      if (!verdict.problems[k].empty()) row.health = "FAILED";
+      if (verdict.send_gbps[k] > 0) row.net_out = fmt::format("{:.2f}", verdict.send_gbps[k]);
+      if (verdict.receive_gbps[k] > 0) row.net_in = fmt::format("{:.2f}", verdict.receive_gbps[k]);
+    }
+    bandwidth = "\n" + verdict.summary;
+  }
   if (!net.chosen.empty()) {
     std::string iface;
     for (const auto& c : net.candidates) {
       if (c.address == net.chosen && !c.interface.empty()) iface = " (" + c.interface + ")";
     }
-    return {
-        fmt::format("network: every node reaches node 0 ({}) at {}{}", node0, net.chosen, iface),
-        true};
+    return {fmt::format("network: every node reaches node 0 ({}) at {}{}{}", node0, net.chosen,
+                        iface, bandwidth),
+            true};
   }
   if (all_reach_some && !net.problems.empty()) return {"network: " + net.problems.front(), false};
   return {"", false};  // the nodes that reach none say so in their own lines
@@ -599,13 +630,13 @@ PreflightReport check_nodes(const JobPlan& plan, const PreflightOptions& o) {
     if (r.facts.empty()) continue;
     const auto s = health::summarize(r.facts, r.clock);
     figures.push_back({r.node, r.name, s.kernel, s.load, s.mem, s.wdir, s.tmp, s.nofile, s.clock,
-                       s.gpus, s.driver, s.ib, s.xid});
+                       s.gpus, s.driver, s.ib, s.xid, r.net_out, r.net_in});
   }
   if (!figures.empty()) {
     text += "\n";
     print_table(text,
                 {"NODE", "NAME", "KERNEL", "LOAD/CPUS", "MEM_AVAIL", "WDIR_FREE", "TMP_FREE",
-                 "NOFILE", "CLOCK", "GPUS", "DRIVER/CUDA", "IB", "XID"},
+                 "NOFILE", "CLOCK", "GPUS", "DRIVER/CUDA", "IB", "XID", "NET_OUT", "NET_IN"},
                 figures);
   }
   for (const auto& r : rows) {

@@ -11,6 +11,7 @@
 // the addresses it tried.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -32,6 +33,9 @@ struct PreflightOptions {
   // another version) shows "-" in the HEALTH column.
   health::Thresholds thresholds;
   bool json = false;  // --json: one JSON object on stdout instead of the tables
+  // The network test between nodes, when the job spans machines: each of its
+  // rounds this long (controller/bandwidth.cpp); 0: none.
+  std::chrono::milliseconds bandwidth_round{1000};
 };
 
 // What the check found: each node's verdict (in plan order), the exit status

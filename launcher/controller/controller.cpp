@@ -346,6 +346,10 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     on_worker_abort(*ab);
   } else if (auto* pr = std::get_if<proto::ProbeResult>(&msg)) {
     on_probe_result(i, std::move(*pr));
+  } else if (auto* nl = std::get_if<proto::NetListening>(&msg)) {
+    on_net_listening(i, *nl);
+  } else if (auto* ns = std::get_if<proto::NetSent>(&msg)) {
+    on_net_sent(i, std::move(*ns));
   } else if (auto* st = std::get_if<proto::Stacks>(&msg)) {
     on_stacks(i, std::move(*st));
   } else if (auto* ack = std::get_if<proto::StdinAck>(&msg)) {
@@ -470,7 +474,8 @@ void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
   nodes_[i].no_cgroup = ready.no_cgroup;
   // A thousand nodes' lists would be kept for one comparison each.
   nodes_[i].head_interfaces = proto::same_interfaces(ready.interfaces, own_interfaces());
-  if (i == 0) nodes_[i].interfaces = ready.interfaces;
+  // (--check's network test needs every node's: the address it is reached at.)
+  if (i == 0 || cfg_.bandwidth_round.count() > 0) nodes_[i].interfaces = ready.interfaces;
   ++readies_;
   event("node_ready", {{"node", static_cast<long long>(i)},
                        {"host", nodes_[i].plan->host.name},
@@ -872,6 +877,13 @@ void Controller::arm_deadline(milliseconds after, const std::string& what) {
 void Controller::on_deadline(milliseconds after, const std::string& what) {
   if (phase_ == Phase::kFinished) return;
   const std::string msg = "gave up waiting " + seconds(after) + " for " + what;
+  if (net_testing_) {
+    // --check's network test did not finish: said in its report, not a
+    // failure of the agents.
+    network_.bandwidth_untested = msg;
+    end_probe_only();
+    return;
+  }
   if (phase_ == Phase::kStarting) {
     start_deadline_passed_ = true;
     std::string late;

@@ -115,6 +115,11 @@ struct ControllerConfig {
   // have tested which of node 0's addresses they reach (network()), every
   // agent is shut down and nothing is started.
   bool probe_only = false;
+  // With probe_only, once the reach test chose an address: the network test
+  // between nodes (issue 33), each round this long. A ring (each node streams
+  // to the next at once), then, from three nodes, the ring the other way;
+  // network().streams has the figures. 0: no test.
+  std::chrono::milliseconds bandwidth_round{0};
   // --stdin: the rank that reads dlaunch's stdin, kStdinAll or kStdinNone;
   // stdin_fd is where it is read from (dlaunch's 0).
   int stdin_rank = kStdinNone;
@@ -197,6 +202,18 @@ class Controller {
     std::string chosen;                      // empty: none (yet), or not chosen here
     std::vector<std::string> problems;       // why none could be chosen
     std::string untested;                    // why the addresses were not tested, if not
+    // --check's network test (ControllerConfig::bandwidth_round): every
+    // stream of every round, and why the test did not run or finish, if so.
+    struct Stream {
+      std::size_t from = 0;
+      std::size_t to = 0;
+      std::uint32_t round = 0;
+      std::uint64_t bytes = 0;
+      std::uint64_t micros = 0;
+      std::string error;
+    };
+    std::vector<Stream> streams;
+    std::string bandwidth_untested;
   };
   const Network& network() const { return network_; }
 
@@ -225,6 +242,11 @@ class Controller {
     std::vector<proto::Interface> interfaces;
     bool head_interfaces = false;
     bool probe_answered = false;
+    // The network test: where its agent listens (NetListening) and whether
+    // it answered this round's NetSend.
+    bool net_listening = false;
+    std::uint16_t net_port = 0;
+    bool net_sent = false;
   };
 
   void start_agents();
@@ -243,6 +265,11 @@ class Controller {
   void on_probe_result(std::size_t node, proto::ProbeResult&& result);
   void finish_probe();
   void end_probe_only();
+  // controller/bandwidth.cpp: --check's network test between nodes.
+  void begin_bandwidth();
+  void on_net_listening(std::size_t node, const proto::NetListening& m);
+  void send_bandwidth_round(std::uint32_t round);
+  void on_net_sent(std::size_t node, proto::NetSent&& m);
   void send_start();
   void fail(RootCause cause);
   void record_cause(RootCause cause);
@@ -331,8 +358,12 @@ class Controller {
   std::uint16_t store_port_ = 0;
   std::string store_path_;  // node 0's store's Unix socket
   Network network_;
-  bool probing_ = false;          // Probe sent, waiting for the answers
-  bool on_this_machine_ = false;  // every agent runs on the head's machine
+  bool probing_ = false;                  // Probe sent, waiting for the answers
+  bool net_testing_ = false;              // --check's network test under way
+  std::uint32_t net_round_ = 0;           // its round
+  std::string net_token_;                 // what each of its streams begins with
+  std::vector<std::string> net_address_;  // each node's address on the job's network
+  bool on_this_machine_ = false;          // every agent runs on the head's machine
   std::optional<std::vector<proto::Interface>> own_interfaces_;  // the head's, once asked
   RootCause cause_;
   Progress progress_;

@@ -156,7 +156,11 @@ void Controller::finish_probe() {
   }
   network_.chosen = network_.candidates[*choice.chosen].address;
   if (cfg_.probe_only) {
-    end_probe_only();
+    if (cfg_.bandwidth_round.count() > 0 && nodes_.size() > 1) {
+      begin_bandwidth();
+    } else {
+      end_probe_only();
+    }
     return;
   }
   send_start();
@@ -165,6 +169,7 @@ void Controller::finish_probe() {
 // --check's network test is over: every agent goes, nothing was started.
 void Controller::end_probe_only() {
   probing_ = false;
+  net_testing_ = false;
   phase_ = Phase::kShuttingDown;
   for (auto& n : nodes_) {
     if (n.link && n.link->is_open()) n.link->send(proto::Shutdown{});

@@ -222,6 +222,25 @@ void put(Writer& w, const ProgressDamaged& m) {
   w.bytes(m.what);
 }
 void put(Writer& w, const SignalRanks& m) { w.i32(m.signal); }
+void put(Writer& w, const NetListen& m) { w.bytes(m.token); }
+void put(Writer& w, const NetListening& m) {
+  w.u16(m.port);
+  w.bytes(m.error);
+}
+void put(Writer& w, const NetSend& m) {
+  w.u32(m.round);
+  w.bytes(m.address);
+  w.u16(m.port);
+  w.bytes(m.token);
+  w.u32(m.duration_ms);
+  w.u32(m.timeout_ms);
+}
+void put(Writer& w, const NetSent& m) {
+  w.u32(m.round);
+  w.u64(m.bytes);
+  w.u64(m.micros);
+  w.bytes(m.error);
+}
 void put(Writer& w, const CollectStacks& m) {
   w.u32(m.request_id);
   w.u32(m.timeout_ms);
@@ -417,6 +436,25 @@ void get(Reader& r, ProgressDamaged& m) {
   m.rank = r.i32();
   m.what = r.str();
 }
+void get(Reader& r, NetListen& m) { m.token = r.str(); }
+void get(Reader& r, NetListening& m) {
+  m.port = r.u16();
+  m.error = r.str();
+}
+void get(Reader& r, NetSend& m) {
+  m.round = r.u32();
+  m.address = r.str();
+  m.port = r.u16();
+  m.token = r.str();
+  m.duration_ms = r.u32();
+  m.timeout_ms = r.u32();
+}
+void get(Reader& r, NetSent& m) {
+  m.round = r.u32();
+  m.bytes = r.u64();
+  m.micros = r.u64();
+  m.error = r.str();
+}
 
 void get(Reader& r, SignalRanks& m) {
   m.signal = r.i32();
@@ -537,11 +575,11 @@ std::optional<Message> Decoder::next() {
 
 const char* message_name(const Message& msg) {
   static constexpr const char* kNames[] = {
-      "Hello",       "Setup",          "Ready",       "Start",     "Started",     "Output",
-      "Exited",      "Abort",          "Heartbeat",   "Shutdown",  "Fatal",       "Done",
-      "FenceUp",     "FenceDown",      "WorkerAbort", "Probe",     "ProbeResult", "PauseOutput",
-      "SignalRanks", "CollectStacks",  "Stacks",      "StdinData", "StdinEof",    "StdinAck",
-      "Progress",    "ProgressDamaged"};
+      "Hello",       "Setup",           "Ready",       "Start",        "Started",     "Output",
+      "Exited",      "Abort",           "Heartbeat",   "Shutdown",     "Fatal",       "Done",
+      "FenceUp",     "FenceDown",       "WorkerAbort", "Probe",        "ProbeResult", "PauseOutput",
+      "SignalRanks", "CollectStacks",   "Stacks",      "StdinData",    "StdinEof",    "StdinAck",
+      "Progress",    "ProgressDamaged", "NetListen",   "NetListening", "NetSend",     "NetSent"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[msg.index()];
 }

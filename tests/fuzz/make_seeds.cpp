@@ -90,6 +90,15 @@ void protocol_seeds(const fs::path& dir) {
       {"progress", proto::Progress{.collectives = 42}},
       {"progress_damaged",
        proto::ProgressDamaged{.rank = 3, .what = "set its progress counter back from 9 to 0"}},
+      {"net_listen", proto::NetListen{.token = "5f2c9a0e1b7d4c38"}},
+      {"net_listening", proto::NetListening{.port = 41234}},
+      {"net_send", proto::NetSend{.round = 1,
+                                  .address = "10.201.0.3",
+                                  .port = 41234,
+                                  .token = "5f2c9a0e1b7d4c38",
+                                  .duration_ms = 1000,
+                                  .timeout_ms = 10000}},
+      {"net_sent", proto::NetSent{.round = 1, .bytes = 1250000000, .micros = 1000400}},
   };
   std::string session;
   for (const auto& [name, m] : messages) {

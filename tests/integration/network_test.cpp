@@ -361,6 +361,35 @@ TEST_F(Network, CheckNamesANodeThatCannotReachNodeZero) {
   EXPECT_NE(bad.out.find("2 of 3 node(s) passed"), std::string::npos) << bad.out;
 }
 
+// Issue 33: --check streams between the nodes (a ring, then the ring the
+// other way) and names the node whose link is slow, here one whose eth0
+// sends through a 50 Mbit/s token bucket (tc tbf), with its figure against
+// the median stream.
+TEST_F(Network, CheckNamesTheNodeWhoseLinkIsSlow) {
+  auto ok = run(job({"--check", "true"}), 90, env());
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("network test: 6 stream(s) in 2 round(s), median "), std::string::npos)
+      << ok.out;
+  EXPECT_NE(ok.out.find("NET_OUT"), std::string::npos) << ok.out;
+
+  const std::string ns = namespaces_.at(2);
+  struct Unthrottle {
+    std::string ns;
+    ~Unthrottle() { run({"tc", "-n", ns, "qdisc", "del", "dev", "eth0", "root"}, 30); }
+  } unthrottle{ns};
+  const auto tc = run({"tc", "-n", ns, "qdisc", "add", "dev", "eth0", "root", "tbf", "rate",
+                       "50mbit", "burst", "32kbit", "latency", "100ms"},
+                      30);
+  if (tc.exit_code != 0) GTEST_SKIP() << "cannot throttle a link with tc: " << tc.err;
+  auto slow = run(job({"--check", "true"}), 90, env());
+  EXPECT_EQ(slow.exit_code, 1) << slow.out << slow.err;
+  EXPECT_NE(slow.out.find("node 2 (" + addr(2) + "): sends at 0.0"), std::string::npos) << slow.out;
+  EXPECT_NE(slow.out.find("Gb/s (the median stream "), std::string::npos) << slow.out;
+  // Its receiving side, and the other nodes, are fine.
+  EXPECT_EQ(slow.out.find("receives at"), std::string::npos) << slow.out;
+  EXPECT_NE(slow.out.find("2 of 3 node(s) passed"), std::string::npos) << slow.out;
+}
+
 TEST_F(Network, UnderMpiOpenMpiIsToldTheInterfaceToo) {
   auto r = run(job({"--mpi", "sh", "-c",
                     "echo $OMPI_MCA_btl_tcp_if_include $OMPI_MCA_oob_tcp_if_include "

@@ -181,7 +181,87 @@ TEST(Health, ThresholdsByNameOrAnInputError) {
       EXPECT_EQ(e.pos().source, "--check-threshold") << bad;
     }
   }
-  EXPECT_EQ(h::threshold_names().size(), 10u);
+  EXPECT_EQ(h::threshold_names().size(), 12u);
+}
+
+}  // namespace
+
+namespace {
+
+// A stream of `gbps` Gb/s for one second.
+h::Stream stream(std::size_t from, std::size_t to, std::uint32_t round, double gbps) {
+  return {.from = from,
+          .to = to,
+          .round = round,
+          .bytes = static_cast<std::uint64_t>(gbps * 1e9 / 8),
+          .micros = 1000000};
+}
+
+// Two rings over four nodes: k -> k+1, then k -> k-1.
+std::vector<h::Stream> rings(const std::vector<double>& out_round1,
+                             const std::vector<double>& out_round2) {
+  std::vector<h::Stream> s;
+  const std::size_t n = out_round1.size();
+  for (std::size_t k = 0; k < n; ++k) s.push_back(stream(k, (k + 1) % n, 1, out_round1[k]));
+  for (std::size_t k = 0; k < n; ++k) s.push_back(stream(k, (k + n - 1) % n, 2, out_round2[k]));
+  return s;
+}
+
+const std::vector<std::string> kFour = {"node 0 (a)", "node 1 (b)", "node 2 (c)", "node 3 (d)"};
+
+TEST(HealthNetwork, ASlowSenderIsNamedNotTheNodesItSendsTo) {
+  const auto v = h::judge_streams(rings({10, 10, 0.05, 10}, {10, 10, 0.05, 10}), kFour, {});
+  EXPECT_TRUE(v.problems[0].empty());
+  EXPECT_TRUE(v.problems[1].empty());
+  EXPECT_TRUE(v.problems[3].empty());
+  ASSERT_EQ(v.problems[2].size(), 1u);
+  EXPECT_EQ(v.problems[2][0],
+            "sends at 0.050 Gb/s (the median stream 10.00 Gb/s; threshold net_ratio=0.2)");
+  EXPECT_EQ(v.summary,
+            "network test: 8 stream(s) in 2 round(s), median 10.00 Gb/s, slowest 0.050 Gb/s");
+  EXPECT_DOUBLE_EQ(v.send_gbps[2], 0.05);
+}
+
+TEST(HealthNetwork, ASlowReceiverIsNamed) {
+  // Node 1 receives from 0 (round 1) and from 2 (round 2): both slow.
+  const auto v = h::judge_streams(rings({0.5, 10, 10, 10}, {10, 10, 0.5, 10}), kFour, {});
+  EXPECT_TRUE(v.problems[0].empty());
+  EXPECT_TRUE(v.problems[2].empty());
+  ASSERT_EQ(v.problems[1].size(), 1u);
+  EXPECT_EQ(v.problems[1][0].rfind("receives at 0.500 Gb/s", 0), 0u) << v.problems[1][0];
+}
+
+TEST(HealthNetwork, ASlowStreamNoNodeExplainsNamesItsLink) {
+  const auto v = h::judge_streams(rings({10, 0.1, 10, 10}, {10, 10, 10, 10}), kFour, {});
+  ASSERT_EQ(v.problems[1].size(), 1u);
+  EXPECT_EQ(v.problems[1][0].rfind("the stream to node 2 (c) ran at 0.100 Gb/s", 0), 0u)
+      << v.problems[1][0];
+  EXPECT_TRUE(v.problems[2].empty());
+}
+
+TEST(HealthNetwork, UnevenButNotSlowAndTheThresholds) {
+  // Streams between 4 and 9 Gb/s: nobody is below a fifth of the median.
+  const auto even = h::judge_streams(rings({4, 9, 6, 7}, {8, 5, 9, 4}), kFour, {});
+  for (const auto& p : even.problems) EXPECT_TRUE(p.empty());
+  h::Thresholds t;
+  h::set_threshold(t, "net_gbps=4.5");
+  const auto floor = h::judge_streams(rings({4, 9, 6, 7}, {8, 5, 9, 4}), kFour, t);
+  // Node 0 sends at 4 (round 1) and 8: not all slow; node 3 sends 7 and 4; the
+  // stream 0 -> 1 (4 Gb/s) and 3 -> 2 (4 Gb/s) are their links.
+  EXPECT_TRUE(names(floor.problems[0], "the stream to node 1 (b) ran at 4.000 Gb/s"));
+  EXPECT_TRUE(names(floor.problems[3], "the stream to node 2 (c) ran at 4.000 Gb/s"));
+}
+
+TEST(HealthNetwork, AStreamThatFailedIsItsSendersProblem) {
+  auto s = rings({10, 10, 10, 10}, {10, 10, 10, 10});
+  s[3].bytes = 0;
+  s[3].micros = 0;
+  s[3].error = "connect: Connection refused";
+  const auto v = h::judge_streams(s, kFour, {});
+  ASSERT_EQ(v.problems[3].size(), 1u);
+  EXPECT_EQ(v.problems[3][0],
+            "cannot stream to node 0 (a) for the network test: connect: Connection refused");
+  EXPECT_EQ(h::judge_streams({}, kFour, {}).summary, "network test: no stream ran");
 }
 
 }  // namespace

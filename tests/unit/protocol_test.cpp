@@ -136,6 +136,15 @@ TEST(Protocol, EveryMessageRoundTrips) {
       StdinAck{.bytes = (1ull << 33) + 5},
       Progress{.collectives = (1ull << 40) + 3},
       ProgressDamaged{.rank = 3, .what = "truncated its progress memory (0 of 64 bytes left)"},
+      NetListen{.token = "0123abcd"},
+      NetListening{.port = 40000, .error = ""},
+      NetSend{.round = 2,
+              .address = "10.0.0.2",
+              .port = 40000,
+              .token = "0123abcd",
+              .duration_ms = 1000,
+              .timeout_ms = 10000},
+      NetSent{.round = 2, .bytes = 1ull << 34, .micros = 1000123, .error = "reset"},
   };
   for (const auto& m : all) {
     auto back = round_trip(m);
@@ -175,7 +184,11 @@ TEST(Protocol, EveryMessageKeepsItsWireId) {
                                                       {StdinEof{}, 23},
                                                       {StdinAck{}, 24},
                                                       {Progress{}, 25},
-                                                      {ProgressDamaged{}, 26}};
+                                                      {ProgressDamaged{}, 26},
+                                                      {NetListen{}, 27},
+                                                      {NetListening{}, 28},
+                                                      {NetSend{}, 29},
+                                                      {NetSent{}, 30}};
   ASSERT_EQ(std::size(pinned), std::variant_size_v<Message>);
   for (const auto& [msg, id] : pinned) {
     const std::string frame = encode(msg);

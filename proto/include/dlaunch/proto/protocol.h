@@ -71,7 +71,7 @@ namespace dlaunch::proto {
 
 inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
 // 12: boot ids and processes in Hello and Setup, Setup.container, Setup.app_sizes.
-inline constexpr std::uint16_t kProtocolVersion = 12;
+inline constexpr std::uint16_t kProtocolVersion = 13;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
@@ -412,13 +412,51 @@ struct ProgressDamaged {
   std::string what;
 };
 
+// --check's network test between nodes (issue 33; launcher/check/health.h,
+// agent/bandwidth.h), after the reach test, with no worker started:
+// Head -> agent: listen for the other nodes' test streams; a stream counts
+// only once it has begun with `token` (random per check, from the head).
+struct NetListen {
+  static constexpr std::uint16_t kId = 27;  // on the wire: never reused
+  std::string token;
+};
+inline constexpr std::size_t kMinNetTokenBytes = 16;
+// Agent -> head: the TCP port it listens at on every address; 0 and why when
+// it cannot.
+struct NetListening {
+  static constexpr std::uint16_t kId = 28;  // on the wire: never reused
+  std::uint16_t port = 0;
+  std::string error;
+};
+// Head -> agent: stream to address:port for duration_ms (token first), then
+// wait for the receiver to acknowledge all of it; give up at timeout_ms.
+struct NetSend {
+  static constexpr std::uint16_t kId = 29;  // on the wire: never reused
+  std::uint32_t round = 0;
+  std::string address;
+  std::uint16_t port = 0;
+  std::string token;
+  std::uint32_t duration_ms = 0;
+  std::uint32_t timeout_ms = 0;
+};
+// Agent -> head: what one NetSend moved, and in what time (from the
+// connection to the acknowledgement); error: why it did not.
+struct NetSent {
+  static constexpr std::uint16_t kId = 30;  // on the wire: never reused
+  std::uint32_t round = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t micros = 0;
+  std::string error;
+};
+
 // Every message's type on the wire is its kId, pinned (a test checks each
 // one): a message added later takes the next free number, whatever its
 // place in this list; a removed one's number is never given again.
-using Message = std::variant<Hello, Setup, Ready, Start, Started, Output, Exited, Abort, Heartbeat,
-                             Shutdown, Fatal, Done, FenceUp, FenceDown, WorkerAbort, Probe,
-                             ProbeResult, PauseOutput, SignalRanks, CollectStacks, Stacks,
-                             StdinData, StdinEof, StdinAck, Progress, ProgressDamaged>;
+using Message =
+    std::variant<Hello, Setup, Ready, Start, Started, Output, Exited, Abort, Heartbeat, Shutdown,
+                 Fatal, Done, FenceUp, FenceDown, WorkerAbort, Probe, ProbeResult, PauseOutput,
+                 SignalRanks, CollectStacks, Stacks, StdinData, StdinEof, StdinAck, Progress,
+                 ProgressDamaged, NetListen, NetListening, NetSend, NetSent>;
 
 // Appends one complete frame for msg to out.
 void encode(const Message& msg, std::string& out);
