@@ -286,9 +286,30 @@ std::vector<std::vector<std::string>> judge_across(const std::vector<const Facts
   return out;
 }
 
-StreamVerdict judge_streams(const std::vector<Stream>& streams,
+StreamVerdict judge_streams(const std::vector<Stream>& tested,
                             const std::vector<std::string>& names, const Thresholds& t) {
   const std::size_t n = names.size();
+  // Rounds 3 and 4 ran slow streams of rounds 1 and 2 again, alone: a link
+  // is as fast as its best run.
+  const auto rate = [](const Stream& s) {
+    return s.micros == 0 ? 0.0 : static_cast<double>(s.bytes) / static_cast<double>(s.micros);
+  };
+  std::vector<Stream> streams;
+  std::size_t again = 0;
+  for (const auto& s : tested) {
+    if (s.round <= 2) streams.push_back(s);
+  }
+  for (const auto& r : tested) {
+    if (r.round <= 2 || !r.error.empty() || r.micros == 0) continue;
+    ++again;
+    for (auto& s : streams) {
+      if (s.round == r.round - 2 && s.from == r.from && s.to == r.to && s.error.empty() &&
+          rate(r) > rate(s)) {
+        s.bytes = r.bytes;
+        s.micros = r.micros;
+      }
+    }
+  }
   StreamVerdict v;
   v.problems.resize(n);
   v.send_gbps.assign(n, 0);
@@ -358,8 +379,9 @@ StreamVerdict judge_streams(const std::vector<Stream>& streams,
         fmt::format("the stream to {} ran at {:.3f} Gb/s ({})", names[s.to], gbps(s), against));
   }
   v.summary = fmt::format(
-      "network test: {} stream(s) in {} round(s), median {:.2f} Gb/s, slowest {:.3f} Gb/s",
-      ok.size(), rounds, median, sorted.front());
+      "network test: {} stream(s) in {} round(s), median {:.2f} Gb/s, slowest {:.3f} Gb/s{}",
+      ok.size(), rounds, median, sorted.front(),
+      again == 0 ? std::string() : fmt::format(" ({} slow stream(s) run again alone)", again));
   return v;
 }
 

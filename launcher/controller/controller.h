@@ -270,6 +270,7 @@ class Controller {
   void on_net_listening(std::size_t node, const proto::NetListening& m);
   void send_bandwidth_round(std::uint32_t round);
   void on_net_sent(std::size_t node, proto::NetSent&& m);
+  void finish_bandwidth_round(std::uint32_t round);
   void send_start();
   void fail(RootCause cause);
   void record_cause(RootCause cause);

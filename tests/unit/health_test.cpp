@@ -265,3 +265,22 @@ TEST(HealthNetwork, AStreamThatFailedIsItsSendersProblem) {
 }
 
 }  // namespace
+
+namespace {
+
+// Rounds 3 and 4 ran the slow streams again alone: a link that was only
+// crowded is as fast as its best run, a slow one stays named.
+TEST(HealthNetwork, AStreamRunAgainAloneCountsAtItsBest) {
+  auto s = rings({10, 0.05, 0.05, 10}, {10, 10, 0.05, 10});
+  s.push_back(stream(1, 2, 3, 9));     // 1 -> 2 was crowded
+  s.push_back(stream(2, 3, 3, 0.05));  // 2 -> 3 is slow alone too
+  s.push_back(stream(2, 1, 4, 0.05));
+  const auto v = h::judge_streams(s, kFour, {});
+  EXPECT_TRUE(v.problems[1].empty()) << v.problems[1].front();
+  ASSERT_EQ(v.problems[2].size(), 1u);
+  EXPECT_EQ(v.problems[2][0].rfind("sends at 0.050 Gb/s", 0), 0u);
+  EXPECT_NE(v.summary.find("8 stream(s) in 2 round(s)"), std::string::npos) << v.summary;
+  EXPECT_NE(v.summary.find("(3 slow stream(s) run again alone)"), std::string::npos) << v.summary;
+}
+
+}  // namespace
