@@ -59,6 +59,7 @@ std::vector<std::string> gpu_indices(const Facts& f) {
     if (k.rfind("gpu.", 0) == 0) seen.insert(std::atoi(k.c_str() + 4));
   }
   std::vector<std::string> out;
+  out.reserve(seen.size());
   for (const int i : seen) out.push_back(std::to_string(i));
   return out;
 }

@@ -326,6 +326,7 @@ std::pair<std::string, bool> check_network(const JobPlan& plan, const PreflightO
     bandwidth = "\nnetwork test: not run: " + net.bandwidth_untested;
   } else if (!net.streams.empty()) {
     std::vector<health::Stream> streams;
+    streams.reserve(net.streams.size());
     for (const auto& s : net.streams) {
       streams.push_back({.from = s.from,
                          .to = s.to,
@@ -335,6 +336,7 @@ std::pair<std::string, bool> check_network(const JobPlan& plan, const PreflightO
                          .error = s.error});
     }
     std::vector<std::string> names;
+    names.reserve(rows.size());
     for (const auto& r : rows) names.push_back(fmt::format("node {} ({})", r.node, r.name));
     const auto verdict = health::judge_streams(streams, names, o.thresholds);
     for (std::size_t k = 0; k < rows.size() && k < verdict.problems.size(); ++k) {

@@ -36,7 +36,7 @@ class Health : public ::testing::Test {
     std::string script = "#!/bin/sh\n";
     for (const auto& e : env) script += "export " + e + "\n";
     script += std::string("exec ") + DLAUNCH_AGENT_BIN + " \"$@\"\n";
-    const std::string path = dir_ + "/agent-" + name;
+    std::string path = dir_ + "/agent-" + name;
     write(path, script);
     ::chmod(path.c_str(), 0755);
     return path;
@@ -49,7 +49,7 @@ class Health : public ::testing::Test {
       y += "  - host: localhost\n    name: " + name + "\n    slots: 1\n";
       if (!agent_path.empty()) y += "    agent: " + agent_path + "\n";
     }
-    const std::string path = dir_ + "/hosts.yaml";
+    std::string path = dir_ + "/hosts.yaml";
     write(path, y);
     return path;
   }
