@@ -345,8 +345,14 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
 // --min-nodes); without --spares or --min-nodes, or with too few nodes
 // left, the job does not start. The table goes to stderr when a node
 // failed. False: do not start (the reason said on stderr).
+struct LeftOut {
+  std::string host;
+  bool spare = false;
+  std::string reason;
+};
 bool preflight(const dl::Hostfile& hosts, const dl::PlanOptions& po, dl::NodePool& pool,
-               dl::JobPlan& plan, const dl::PreflightOptions& opts, int np) {
+               dl::JobPlan& plan, const dl::PreflightOptions& opts, int np,
+               std::vector<LeftOut>& left_out) {
   // Every host with all its slots, whatever -n asks: each is checked.
   dl::PlanOptions every = po;
   every.np = 0;
@@ -368,6 +374,7 @@ bool preflight(const dl::Hostfile& hosts, const dl::PlanOptions& po, dl::NodePoo
   for (const auto& n : report.nodes) {
     if (!n.ok && pool.drop_spare(n.name, why(n))) {
       dl::write_all(2, fmt::format("dlaunch: preflight: spare {} left out\n", n.name));
+      left_out.push_back({.host = n.name, .spare = true, .reason = why(n)});
     }
   }
   for (const auto& n : report.nodes) {
@@ -383,6 +390,7 @@ bool preflight(const dl::Hostfile& hosts, const dl::PlanOptions& po, dl::NodePoo
       return false;
     }
     const auto change = pool.node_lost(static_cast<int>(it - active.begin()), why(n));
+    left_out.push_back({.host = n.name, .spare = false, .reason = why(n)});
     dl::write_all(2, "dlaunch: preflight: " + change.message + "\n");
     if (!change.restart) {
       dl::write_all(2, "dlaunch: preflight: not starting: too few nodes\n");
@@ -540,6 +548,7 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
                                     .thresholds = o.check_thresholds,
                                     .json = o.json});
   }
+  std::vector<LeftOut> left_out;  // by --preflight, for the job's events
   if (o.preflight && !o.dry_run) {
     const char* path = std::getenv("PATH");
     if (!preflight(hosts, po, pool, plan,
@@ -550,7 +559,7 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
                     .ssh = ssh_opts,
                     .thresholds = o.check_thresholds,
                     .json = false},
-                   o.np)) {
+                   o.np, left_out)) {
       return 1;
     }
   }
@@ -641,6 +650,10 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   // `dlaunch status` know it from here on.
   dl::JobJournal journal(plan, argv, o.events, sink);
   journal.started(plan);
+  for (const auto& l : left_out) {
+    journal.events().emit("node_excluded",
+                          {{"host", l.host}, {"spare", l.spare}, {"reason", l.reason}});
+  }
   const dl::RootCause* last_cause = nullptr;
   const auto summarize = [&](const std::string& last) {
     journal.ended(last_status, *last_cause, static_cast<int>(attempts.count()) + 1, plan.job_id);

@@ -196,8 +196,10 @@ TEST_F(Health, PreflightLeavesAFailingNodeOutBeforeTheJob) {
   const std::string job = "echo ran on $DLAUNCH_NODE_NAME";
   {
     const auto hosts = hostfile({{"a", ""}, {"bad", bad}, {"c", ""}});
-    const auto r =
-        run(dlaunch_cmd({"--preflight", "--spares", "1", "-H", hosts, "sh", "-c", job}), 60);
+    const std::string events = dir_ + "/events.jsonl";
+    const auto r = run(dlaunch_cmd({"--preflight", "--spares", "1", "--events", events, "-H", hosts,
+                                    "sh", "-c", job}),
+                       60);
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("ran on a"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("ran on c"), std::string::npos) << r.out;
@@ -212,6 +214,12 @@ TEST_F(Health, PreflightLeavesAFailingNodeOutBeforeTheJob) {
                          "remappings pending"),
               std::string::npos)
         << r.err;
+    // The job's events say it too, once.
+    const std::string log = dltest::slurp(events);
+    const std::string said =
+        R"("type":"node_excluded","host":"bad","spare":false,"reason":"preflight: GPU 0 has row )";
+    EXPECT_NE(log.find(said), std::string::npos) << log;
+    EXPECT_EQ(log.find(said, log.find(said) + 1), std::string::npos) << log;
   }
   {  // The spare fails: it is dropped, the job runs on the node that passed.
     const auto hosts = hostfile({{"a", ""}, {"bad", bad}});
