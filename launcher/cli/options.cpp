@@ -612,6 +612,11 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                 "run --check's checks (and the health thresholds) before the job: a failing node "
                 "is left out and a spare takes its place (--spares), or the job runs on fewer "
                 "(--min-nodes); otherwise the job does not start (docs/health.md)");
+  ssh->add_option("--exclude-file", o.exclude_file,
+                  "hosts a check found failing, for the next job: --check writes FILE anew with "
+                  "the hosts that failed, --preflight adds those it left out, and a job leaves the "
+                  "hosts FILE names out (docs/health.md)")
+      ->type_name("FILE");
   ssh->add_flag("--json", o.json,
                 "with --check: print one JSON object (every node's checks, problems and health "
                 "figures) instead of the tables");

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "check/descriptors.h"
+#include "check/exclude_file.h"
 #include "check/preflight.h"
 #include "cli/controller_config.h"
 #include "cli/options.h"
@@ -352,7 +353,7 @@ struct LeftOut {
 };
 bool preflight(const dl::Hostfile& hosts, const dl::PlanOptions& po, dl::NodePool& pool,
                dl::JobPlan& plan, const dl::PreflightOptions& opts, int np,
-               std::vector<LeftOut>& left_out) {
+               std::vector<LeftOut>& left_out, std::vector<dl::ExcludedHost>& failing) {
   // Every host with all its slots, whatever -n asks: each is checked.
   dl::PlanOptions every = po;
   every.np = 0;
@@ -365,7 +366,11 @@ bool preflight(const dl::Hostfile& hosts, const dl::PlanOptions& po, dl::NodePoo
     return "preflight: " + s;
   };
   int failed = 0;
-  for (const auto& n : report.nodes) failed += n.ok ? 0 : 1;
+  for (const auto& n : report.nodes) {
+    if (n.ok) continue;
+    ++failed;
+    failing.emplace_back(n.name, why(n));
+  }
   if (failed == 0) {
     dl::write_all(2, fmt::format("dlaunch: preflight: {} node(s) passed\n", report.nodes.size()));
     return true;
@@ -418,6 +423,27 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
 
   std::optional<dl::Allocation> allocation;
   dl::Hostfile hosts = dl::apply_node_filter(load_hosts(o, allocation), o.filter);
+  // --exclude-file: the hosts an earlier check found failing stay out (a
+  // check itself looks at every host again, and rewrites the file).
+  if (!o.exclude_file.empty() && !o.check) {
+    const auto listed = dl::read_exclude_file(o.exclude_file);
+    std::string names;
+    std::erase_if(hosts.hosts, [&](const dl::HostEntry& h) {
+      if (std::find(listed.begin(), listed.end(), h.name) == listed.end()) return false;
+      names += (names.empty() ? "" : ", ") + h.name;
+      return true;
+    });
+    if (hosts.hosts.empty()) {
+      throw dl::InputError({"--exclude-file"}, "",
+                           "every host of the job is listed in '" + o.exclude_file + "'",
+                           "take the hosts that were mended out of the file, or check them again "
+                           "with --check --exclude-file");
+    }
+    if (!names.empty()) {
+      dl::write_all(2,
+                    fmt::format("dlaunch: left out as {} lists them: {}\n", o.exclude_file, names));
+    }
+  }
   apply_transport(hosts, o.transport);
   if (o.ssh_client) {
     for (auto& h : hosts.hosts) h.ssh_client = *o.ssh_client;
@@ -540,28 +566,39 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   }
   if (o.check) {
     const char* path = std::getenv("PATH");
-    return dl::run_preflight(plan, {.agent_path = agent,
-                                    .workdir = workdir,
-                                    .check_programs = true,
-                                    .path = path != nullptr ? path : "",
-                                    .ssh = ssh_opts,
-                                    .thresholds = o.check_thresholds,
-                                    .json = o.json});
+    const auto report = dl::check_nodes(plan, {.agent_path = agent,
+                                               .workdir = workdir,
+                                               .check_programs = true,
+                                               .path = path != nullptr ? path : "",
+                                               .ssh = ssh_opts,
+                                               .thresholds = o.check_thresholds,
+                                               .json = o.json});
+    fmt::print("{}", report.text);
+    std::fflush(stdout);
+    if (!o.exclude_file.empty()) {
+      std::vector<dl::ExcludedHost> failed;
+      for (const auto& n : report.nodes) {
+        if (!n.ok) failed.emplace_back(n.name, n.problems.empty() ? "" : n.problems.front());
+      }
+      dl::write_exclude_file(o.exclude_file, failed);
+    }
+    return report.exit_code;
   }
   std::vector<LeftOut> left_out;  // by --preflight, for the job's events
   if (o.preflight && !o.dry_run) {
     const char* path = std::getenv("PATH");
-    if (!preflight(hosts, po, pool, plan,
-                   {.agent_path = agent,
-                    .workdir = workdir,
-                    .check_programs = true,
-                    .path = path != nullptr ? path : "",
-                    .ssh = ssh_opts,
-                    .thresholds = o.check_thresholds,
-                    .json = false},
-                   o.np, left_out)) {
-      return 1;
-    }
+    std::vector<dl::ExcludedHost> failing;
+    const bool start = preflight(hosts, po, pool, plan,
+                                 {.agent_path = agent,
+                                  .workdir = workdir,
+                                  .check_programs = true,
+                                  .path = path != nullptr ? path : "",
+                                  .ssh = ssh_opts,
+                                  .thresholds = o.check_thresholds,
+                                  .json = false},
+                                 o.np, left_out, failing);
+    if (!o.exclude_file.empty()) dl::append_exclude_file(o.exclude_file, failing);
+    if (!start) return 1;
   }
   // The ranks of this machine's nodes, placed as their agents will place
   // them: a policy this machine cannot meet stops here (exit 2).

@@ -251,4 +251,49 @@ TEST_F(Health, PreflightLeavesAFailingNodeOutBeforeTheJob) {
   }
 }
 
+// --exclude-file: --check writes the hosts that failed (anew each time), a
+// job leaves them out, --preflight adds those it finds; a file that leaves no
+// host is an input error.
+TEST_F(Health, AnExcludeFileCarriesFailingHostsToTheNextJob) {
+  const std::string bad = agent("bad", {nvml(), "FAKE_NVML=0.remap_pending=1"});
+  const std::string worse = agent("worse", {nvml(), "FAKE_NVML=0.retired_pending=1"});
+  const auto hosts = hostfile({{"a", ""}, {"bad", bad}, {"c", ""}, {"worse", worse}});
+  const std::string file = dir_ + "/exclude.txt";
+  write(file, "stale-host  # from an older check\n");
+  const auto check = run(dlaunch_cmd({"--check", "--exclude-file", file, "-H", hosts, "true"}), 60);
+  EXPECT_EQ(check.exit_code, 1) << check.out << check.err;
+  const std::string listed = dltest::slurp(file);
+  EXPECT_EQ(listed.rfind("bad  # ", 0), 0u) << listed;
+  EXPECT_NE(listed.find("GPU 0 has row remappings pending"), std::string::npos) << listed;
+  EXPECT_NE(listed.find("\nworse  # "), std::string::npos) << listed;
+  EXPECT_EQ(listed.find("stale-host"), std::string::npos) << listed;  // written anew
+  struct stat st {};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  const std::string job = "echo ran on $DLAUNCH_NODE_NAME";
+  const auto r = run(dlaunch_cmd({"--exclude-file", file, "-H", hosts, "sh", "-c", job}), 60);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("ran on a"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ran on c"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("ran on bad"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("ran on worse"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("left out as " + file + " lists them: bad, worse"), std::string::npos)
+      << r.err;
+
+  // --preflight adds what it leaves out; a file naming every host stops the job.
+  write(file, "bad\n");
+  const auto pre = run(dlaunch_cmd({"--preflight", "--min-nodes", "1", "--exclude-file", file, "-H",
+                                    hosts, "sh", "-c", job}),
+                       60);
+  EXPECT_EQ(pre.exit_code, 0) << pre.out << pre.err;
+  EXPECT_EQ(pre.out.find("ran on worse"), std::string::npos) << pre.out;
+  const std::string added = dltest::slurp(file);
+  EXPECT_EQ(added.rfind("bad\nworse  # ", 0), 0u) << added;
+  write(file, "a\nbad\nc\nworse\n");
+  const auto none = run(dlaunch_cmd({"--exclude-file", file, "-H", hosts, "true"}), 60);
+  EXPECT_EQ(none.exit_code, 2) << none.out << none.err;
+  EXPECT_NE(none.err.find("every host of the job is listed in"), std::string::npos) << none.err;
+}
+
 }  // namespace

@@ -1,0 +1,94 @@
+#include "check/exclude_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "dlaunch/error.h"
+#include "dlaunch/process.h"
+#include "dlaunch/unique_fd.h"
+#include "hostfile/hostfile.h"
+
+namespace dlaunch {
+namespace {
+
+std::string lines(const std::vector<ExcludedHost>& hosts) {
+  char when[32] = "";
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  std::string out;
+  for (const auto& [name, reason] : hosts) {
+    std::string why = reason;
+    for (auto& c : why) {
+      if (c == '\n') c = ' ';
+    }
+    out += name + "  # " + when + " " + why + "\n";
+  }
+  return out;
+}
+
+[[noreturn]] void cannot(const std::string& what, const std::string& path) {
+  throw Error(ErrorKind::kEnvironment,
+              "--exclude-file: cannot " + what + " '" + path + "': " + std::strerror(errno));
+}
+
+}  // namespace
+
+std::vector<std::string> read_exclude_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    if (errno == ENOENT) return {};
+    throw InputError({"--exclude-file"}, "", "cannot read '" + path + "': " + std::strerror(errno));
+  }
+  std::vector<std::string> names;
+  std::string line;
+  while (std::getline(in, line)) {
+    line = line.substr(0, line.find('#'));
+    std::istringstream words(line);
+    std::string name;
+    if (words >> name) names.push_back(name);
+  }
+  return names;
+}
+
+void write_exclude_file(const std::string& path, const std::vector<ExcludedHost>& hosts) {
+  std::string tmp = path + ".XXXXXX";
+  const UniqueFd fd(::mkstemp(tmp.data()));  // 0600, a new file of this user
+  if (!fd) cannot("write beside", path);
+  const std::string text = lines(hosts);
+  if (!write_all(fd.get(), text) || ::fsync(fd.get()) != 0) {
+    ::unlink(tmp.c_str());
+    cannot("write", tmp);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    errno = err;
+    cannot("replace", path);
+  }
+}
+
+void append_exclude_file(const std::string& path, const std::vector<ExcludedHost>& hosts) {
+  if (hosts.empty()) return;
+  const UniqueFd fd(
+      ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd) cannot("open", path);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) cannot("stat", path);
+  if (st.st_uid != ::getuid()) {
+    throw Error(ErrorKind::kEnvironment,
+                "--exclude-file: '" + path + "' belongs to another user; not written");
+  }
+  if (!write_all(fd.get(), lines(hosts))) cannot("write", path);
+}
+
+}  // namespace dlaunch
