@@ -137,7 +137,7 @@ struct Options {
   // --preflight: --check's checks before the job; failing nodes are left out
   // (with --spares or --min-nodes) or the job does not start.
   bool preflight = false;
-  std::string exclude_file;  // --exclude-file FILE (check/exclude_file.h)
+  std::string exclude_file;             // --exclude-file FILE (check/exclude_file.h)
   health::Thresholds check_thresholds;  // --check-threshold NAME=VALUE (docs/health.md)
   bool json = false;                    // --check --json: one JSON object
 
