@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <memory>
 #include <string>
 
 namespace dlaunch::agent::health {
@@ -71,7 +72,10 @@ std::string answer(const Api& api, Ret r, const T& value, Show show) {
 }  // namespace
 
 void add_nvml_facts(Facts& facts) {
-  void* lib = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  // Closed on every way out.
+  const std::unique_ptr<void, int (*)(void*)> handle(
+      ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL), ::dlclose);
+  void* lib = handle.get();
   if (lib == nullptr) {
     const char* why = ::dlerror();
     facts.emplace_back("nvml", std::string("not loaded: ") + (why != nullptr ? why : "?"));
@@ -96,12 +100,10 @@ void add_nvml_facts(Facts& facts) {
     facts.emplace_back("nvml",
                        "not loaded: libnvidia-ml.so.1 lacks a function the checks use "
                        "(a driver older than 450?)");
-    ::dlclose(lib);
     return;
   }
   if (const Ret r = api.init(); r != kSuccess) {
     facts.emplace_back("nvml", std::string("not initialised: ") + api.error_string(r));
-    ::dlclose(lib);
     return;
   }
   facts.emplace_back("nvml", "loaded");
@@ -158,7 +160,6 @@ void add_nvml_facts(Facts& facts) {
                               [](int v) { return std::string(v != 0 ? "on" : "off"); }));
   }
   api.shutdown();
-  ::dlclose(lib);
 }
 
 }  // namespace dlaunch::agent::health

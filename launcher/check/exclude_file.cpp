@@ -61,7 +61,7 @@ std::vector<std::string> read_exclude_file(const std::string& path) {
 }
 
 void write_exclude_file(const std::string& path, const std::vector<ExcludedHost>& hosts) {
-  std::string tmp = path + ".XXXXXX";
+  std::string tmp = path + ".XXXXXX";        // mkstemp replaces the six X with a unique suffix
   const UniqueFd fd(::mkstemp(tmp.data()));  // 0600, a new file of this user
   if (!fd) cannot("write beside", path);
   const std::string text = lines(hosts);

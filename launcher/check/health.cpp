@@ -292,9 +292,6 @@ StreamVerdict judge_streams(const std::vector<Stream>& tested,
   const std::size_t n = names.size();
   // Rounds 3 and 4 ran slow streams of rounds 1 and 2 again, alone: a link
   // is as fast as its best run.
-  const auto rate = [](const Stream& s) {
-    return s.micros == 0 ? 0.0 : static_cast<double>(s.bytes) / static_cast<double>(s.micros);
-  };
   std::vector<Stream> streams;
   std::size_t again = 0;
   for (const auto& s : tested) {
@@ -305,7 +302,7 @@ StreamVerdict judge_streams(const std::vector<Stream>& tested,
     ++again;
     for (auto& s : streams) {
       if (s.round == r.round - 2 && s.from == r.from && s.to == r.to && s.error.empty() &&
-          rate(r) > rate(s)) {
+          net::gbps(r) > net::gbps(s)) {
         s.bytes = r.bytes;
         s.micros = r.micros;
       }
@@ -315,10 +312,7 @@ StreamVerdict judge_streams(const std::vector<Stream>& tested,
   v.problems.resize(n);
   v.send_gbps.assign(n, 0);
   v.receive_gbps.assign(n, 0);
-  const auto gbps = [](const Stream& s) {
-    return s.micros == 0 ? 0.0
-                         : static_cast<double>(s.bytes) * 8 / static_cast<double>(s.micros) / 1e3;
-  };
+  using net::gbps;
   std::vector<double> ok;
   std::uint32_t rounds = 0;
   for (const auto& s : streams) {

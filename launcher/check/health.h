@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "net/stream.h"
+
 namespace dlaunch::health {
 
 struct Thresholds {
@@ -62,15 +64,7 @@ std::vector<std::string> judge_node(const Facts& facts, const Thresholds& t,
 // across nodes; a node without facts (nullptr) is left out.
 std::vector<std::vector<std::string>> judge_across(const std::vector<const Facts*>& nodes);
 
-// One stream of the network test between nodes (controller/bandwidth.cpp).
-struct Stream {
-  std::size_t from = 0;
-  std::size_t to = 0;
-  std::uint32_t round = 0;
-  std::uint64_t bytes = 0;
-  std::uint64_t micros = 0;
-  std::string error;  // why it did not run
-};
+using Stream = net::Stream;  // one stream of the network test (net/stream.h)
 struct StreamVerdict {
   std::vector<std::vector<std::string>> problems;  // per node
   std::string summary;                             // one line for the report

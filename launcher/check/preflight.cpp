@@ -325,20 +325,10 @@ std::pair<std::string, bool> check_network(const JobPlan& plan, const PreflightO
   if (!net.bandwidth_untested.empty()) {
     bandwidth = "\nnetwork test: not run: " + net.bandwidth_untested;
   } else if (!net.streams.empty()) {
-    std::vector<health::Stream> streams;
-    streams.reserve(net.streams.size());
-    for (const auto& s : net.streams) {
-      streams.push_back({.from = s.from,
-                         .to = s.to,
-                         .round = s.round,
-                         .bytes = s.bytes,
-                         .micros = s.micros,
-                         .error = s.error});
-    }
     std::vector<std::string> names;
     names.reserve(rows.size());
     for (const auto& r : rows) names.push_back(fmt::format("node {} ({})", r.node, r.name));
-    const auto verdict = health::judge_streams(streams, names, o.thresholds);
+    const auto verdict = health::judge_streams(net.streams, names, o.thresholds);
     for (std::size_t k = 0; k < rows.size() && k < verdict.problems.size(); ++k) {
       auto& row = rows[k];
       row.problems.insert(row.problems.end(), verdict.problems[k].begin(),
@@ -652,13 +642,6 @@ PreflightReport check_nodes(const JobPlan& plan, const PreflightOptions& o) {
   text += fmt::format("{} of {} node(s) passed\n", rows.size() - static_cast<std::size_t>(failed),
                       rows.size());
   return report;
-}
-
-int run_preflight(const JobPlan& plan, const PreflightOptions& o) {
-  const PreflightReport report = check_nodes(plan, o);
-  fmt::print("{}", report.text);
-  std::fflush(stdout);
-  return report.exit_code;
 }
 
 }  // namespace dlaunch

@@ -52,9 +52,6 @@ struct PreflightReport {
 };
 PreflightReport check_nodes(const JobPlan& plan, const PreflightOptions& opts);
 
-// --check: check_nodes, its text on stdout; returns its exit status.
-int run_preflight(const JobPlan& plan, const PreflightOptions& opts);
-
 // The programs node `node` of the plan runs: the first word of each app
 // with ranks there (MPMD), once each, in app order; else the job's program.
 std::vector<std::string> node_programs(const JobPlan& plan, std::size_t node);

@@ -100,18 +100,15 @@ void Controller::send_bandwidth_round(std::uint32_t round) {
     // was only crowded (by the other streams on a shared switch or a busy
     // CPU) shows its speed now; a slow one stays slow.
     std::vector<double> all;
-    const auto gbps = [](const Network::Stream& s) {
-      return static_cast<double>(s.bytes) / static_cast<double>(s.micros);
-    };
     for (const auto& s : network_.streams) {
-      if (s.round <= 2 && s.error.empty() && s.micros > 0) all.push_back(gbps(s));
+      if (s.round <= 2 && s.error.empty() && s.micros > 0) all.push_back(net::gbps(s));
     }
     if (!all.empty()) {
       std::nth_element(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(all.size() / 2),
                        all.end());
       const double median = all[all.size() / 2];
       for (const auto& s : network_.streams) {
-        if (s.round == round - 2 && s.error.empty() && s.micros > 0 && gbps(s) < median / 2) {
+        if (s.round == round - 2 && s.error.empty() && s.micros > 0 && net::gbps(s) < median / 2) {
           pairs.emplace_back(s.from, s.to);
         }
       }

@@ -41,6 +41,7 @@
 #include "dlaunch/tunables.h"
 #include "jobs/events.h"
 #include "net/master_address.h"
+#include "net/stream.h"
 #include "output/output_sink.h"
 #include "plan/plan.h"
 #include "transport/link_factory.h"
@@ -204,15 +205,7 @@ class Controller {
     std::string untested;                    // why the addresses were not tested, if not
     // --check's network test (ControllerConfig::bandwidth_round): every
     // stream of every round, and why the test did not run or finish, if so.
-    struct Stream {
-      std::size_t from = 0;
-      std::size_t to = 0;
-      std::uint32_t round = 0;
-      std::uint64_t bytes = 0;
-      std::uint64_t micros = 0;
-      std::string error;
-    };
-    std::vector<Stream> streams;
+    std::vector<net::Stream> streams;
     std::string bandwidth_untested;
   };
   const Network& network() const { return network_; }

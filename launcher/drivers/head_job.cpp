@@ -564,15 +564,17 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   if (!o.dry_run) {
     dl::check_descriptors(plan, !o.output_dir.empty() || !o.output_filename.empty(), proxied);
   }
+  // --check's checks, for --check itself or before the job (--preflight).
+  const char* path = std::getenv("PATH");
+  const dl::PreflightOptions check_options{.agent_path = agent,
+                                           .workdir = workdir,
+                                           .check_programs = true,
+                                           .path = path != nullptr ? path : "",
+                                           .ssh = ssh_opts,
+                                           .thresholds = o.check_thresholds,
+                                           .json = o.json};  // only with --check
   if (o.check) {
-    const char* path = std::getenv("PATH");
-    const auto report = dl::check_nodes(plan, {.agent_path = agent,
-                                               .workdir = workdir,
-                                               .check_programs = true,
-                                               .path = path != nullptr ? path : "",
-                                               .ssh = ssh_opts,
-                                               .thresholds = o.check_thresholds,
-                                               .json = o.json});
+    const auto report = dl::check_nodes(plan, check_options);
     fmt::print("{}", report.text);
     std::fflush(stdout);
     if (!o.exclude_file.empty()) {
@@ -586,17 +588,8 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   }
   std::vector<LeftOut> left_out;  // by --preflight, for the job's events
   if (o.preflight && !o.dry_run) {
-    const char* path = std::getenv("PATH");
     std::vector<dl::ExcludedHost> failing;
-    const bool start = preflight(hosts, po, pool, plan,
-                                 {.agent_path = agent,
-                                  .workdir = workdir,
-                                  .check_programs = true,
-                                  .path = path != nullptr ? path : "",
-                                  .ssh = ssh_opts,
-                                  .thresholds = o.check_thresholds,
-                                  .json = false},
-                                 o.np, left_out, failing);
+    const bool start = preflight(hosts, po, pool, plan, check_options, o.np, left_out, failing);
     if (!o.exclude_file.empty()) dl::append_exclude_file(o.exclude_file, failing);
     if (!start) return 1;
   }
