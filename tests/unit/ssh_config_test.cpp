@@ -7,15 +7,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -217,7 +220,7 @@ TEST(SshConfig, MatchAllCannotBeCombined) {
 TEST(SshConfig, MatchCriteriaOnlyOpensshEvaluatesAreLeftToSshG) {
   // Accepted; a host that reaches one is resolved by `ssh -G`, which needs the
   // files on disk (tests/integration/ssh_config_diff runs the real thing).
-  for (const std::string crit : {"exec \"true\"", "canonical", "final", "!exec=true"}) {
+  for (const std::string crit : {"exec \"true\"", "!exec=true"}) {
     EXPECT_NE(error_of("# first\nHost *\nMatch " + crit + "\n").find("needs the installed ssh"),
               std::string::npos)
         << crit;
@@ -230,6 +233,163 @@ TEST(SshConfig, MatchCriteriaOnlyOpensshEvaluatesAreLeftToSshG) {
   }
   EXPECT_NE(error_of("Match frobnicate x\n").find("unknown criterion"), std::string::npos);
   EXPECT_NE(error_of("Match host\n").find("needs a value"), std::string::npos);
+}
+
+// A resolver that knows these fully qualified names (with their dot) only,
+// and remembers what it was asked.
+ResolveContext knowing(std::vector<std::string> names,
+                       std::shared_ptr<std::vector<std::string>> asked = nullptr) {
+  ResolveContext ctx = test_ctx();
+  ctx.resolves = [names = std::move(names), asked](const std::string& name) {
+    if (asked) asked->push_back(name);
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  return ctx;
+}
+
+TEST(SshConfig, CanonicalizeHostnameTriesEachDomainThenReadsTheFilesAgain) {
+  const std::string text =
+      "CanonicalizeHostname yes\n"
+      "CanonicalDomains Example.NET example.com. example.org\n"
+      "Host web.example.com\n"
+      "  User canon\n"
+      "  Port 2700\n"
+      "  IdentityFile ~/.ssh/id_%h\n"
+      "Host web\n"
+      "  Port 2200\n"
+      "  IdentityFile ~/.ssh/id_first\n";
+  auto asked = std::make_shared<std::vector<std::string>>();
+  HostConfig c = resolve(text, "Web", knowing({"web.example.com.", "web.example.org."}, asked));
+  // Domains in lower case, without their dot, in order, up to the first known.
+  EXPECT_EQ(*asked, (std::vector<std::string>{"web.example.net.", "web.example.com."}));
+  EXPECT_EQ(c.hostname, "web.example.com");
+  EXPECT_EQ(c.user, "canon");  // from the block the canonical name matches
+  // `Host web` did not match the alias as given ("Web"), so the second
+  // pass's Port stands; first-pass values would have stayed.
+  EXPECT_EQ(c.port, 2700);
+  EXPECT_EQ(c.identity_files, (std::vector<std::string>{"/home/me/.ssh/id_web.example.com"}));
+  // `none`: no domains.
+  EXPECT_EQ(resolve("CanonicalizeHostname yes\nCanonicalDomains none\n", "web",
+                    knowing({"web.example.com.", "web.none."}))
+                .hostname,
+            "web");
+  EXPECT_NE(error_of("CanonicalDomains example.com none\n").find("must be the only value"),
+            std::string::npos);
+  c = resolve(text, "web", knowing({"web.example.com."}));
+  EXPECT_EQ(c.hostname, "web.example.com");
+  EXPECT_EQ(c.port, 2200);  // the first pass's
+  EXPECT_EQ(c.identity_files, (std::vector<std::string>{"/home/me/.ssh/id_first",
+                                                        "/home/me/.ssh/id_web.example.com"}));
+  // No domain knows it: the name stays, and the second pass still runs.
+  c = resolve(text, "db", knowing({}));
+  EXPECT_EQ(c.hostname, "db");
+  EXPECT_FALSE(c.user);
+  // HostName is what is canonicalized.
+  c = resolve(text + "Host alias\n  HostName WEB\n", "alias", knowing({"web.example.com."}));
+  EXPECT_EQ(c.hostname, "web.example.com");
+  EXPECT_EQ(c.user, "canon");
+}
+
+TEST(SshConfig, CanonicalizationSkipsAddressesLongNamesAndProxiedHosts) {
+  const std::string base = "CanonicalDomains example.com\n";
+  auto asked = std::make_shared<std::vector<std::string>>();
+  const auto ctx = knowing({"a.b.example.com.", "web.example.com.", "fq.example.com."}, asked);
+  EXPECT_EQ(resolve(base + "CanonicalizeHostname yes\n", "10.0.0.1", ctx).hostname, "10.0.0.1");
+  EXPECT_EQ(resolve(base + "CanonicalizeHostname yes\n", "fe80::1%eth0", ctx).hostname,
+            "fe80::1%eth0");
+  // One dot is the default limit; more stays as it is.
+  EXPECT_EQ(resolve(base + "CanonicalizeHostname yes\n", "a.b", ctx).hostname, "a.b.example.com");
+  EXPECT_EQ(resolve(base + "CanonicalizeHostname yes\n", "x.a.b", ctx).hostname, "x.a.b");
+  EXPECT_EQ(
+      resolve(base + "CanonicalizeHostname yes\nCanonicalizeMaxDots 0\n", "a.b", ctx).hostname,
+      "a.b");
+  // Fully qualified: looked up as it is, the dot dropped.
+  EXPECT_EQ(resolve(base + "CanonicalizeHostname yes\n", "fq.example.com.", ctx).hostname,
+            "fq.example.com");
+  EXPECT_EQ(asked->size(), 2U);  // a.b once, fq. once
+  // A proxy resolves the name itself, unless `always`; ProxyJump none
+  // counts as a jump at that point, ProxyCommand none does not.
+  for (const std::string proxy :
+       {"ProxyJump bastion\n", "ProxyJump none\n", "ProxyCommand nc %h %p\n"}) {
+    EXPECT_EQ(resolve(base + "CanonicalizeHostname yes\n" + proxy, "web", ctx).hostname, "web")
+        << proxy;
+    EXPECT_EQ(resolve(base + "CanonicalizeHostname always\n" + proxy, "web", ctx).hostname,
+              "web.example.com")
+        << proxy;
+  }
+  EXPECT_EQ(resolve(base + "CanonicalizeHostname yes\nProxyCommand none\n", "web", ctx).hostname,
+            "web.example.com");
+  // Not asked for: nothing looked up.
+  asked->clear();
+  EXPECT_EQ(resolve(base, "web", ctx).hostname, "web");
+  EXPECT_TRUE(asked->empty());
+}
+
+TEST(SshConfig, CanonicalizeFallbackLocalNoRefusesANameNoDomainKnows) {
+  MemoryFiles files = user_file(
+      "CanonicalizeHostname yes\nCanonicalDomains example.com\nCanonicalizeFallbackLocal no\n");
+  std::string error;
+  try {
+    (void)load(files).resolve("db", knowing({}));
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("/home/me/.ssh/config:3"), std::string::npos) << error;
+  EXPECT_NE(error.find("CanonicalizeFallbackLocal"), std::string::npos) << error;
+  EXPECT_NE(error.find("\"db\" is not found in any of CanonicalDomains (example.com)"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(load(files).resolve("db", knowing({"db.example.com."})).hostname, "db.example.com");
+}
+
+TEST(SshConfig, MatchFinalAndCanonicalHoldInTheSecondPassOnly) {
+  const std::string text =
+      "Host w\n"
+      "  HostName GPU1\n"
+      "Match canonical\n"
+      "  User from-canonical\n"
+      "Host gpu1\n"
+      "  Port 2300\n"
+      "Match final host gpu1\n"
+      "  IdentityFile ~/final\n";
+  // `Match final` asks for the second pass: Host lines then see the host
+  // name (lower case), not the alias.
+  HostConfig c = resolve(text, "w", knowing({}));
+  EXPECT_EQ(c.hostname, "gpu1");
+  EXPECT_EQ(c.user, "from-canonical");
+  EXPECT_EQ(c.port, 2300);
+  EXPECT_EQ(c.identity_files, (std::vector<std::string>{"/home/me/final"}));
+  // `!final` asks for it too (OpenSSH 9.2): true in the first pass only.
+  c = resolve("Match !final\n  User one-pass\nMatch canonical\n  Port 9\n", "w", knowing({}));
+  EXPECT_EQ(c.user, "one-pass");
+  EXPECT_EQ(c.port, 9);
+  // A `Match final` that cannot apply (in an Include under a block that
+  // does not match) still asks for it, as ssh evaluates every Match line.
+  MemoryFiles files = user_file("Host nothing\n  Include inc\nMatch canonical\n  User again\n");
+  files.files["/home/me/.ssh/inc"] = "Match final\n";
+  EXPECT_EQ(load(files).resolve("w", knowing({})).user, "again");
+}
+
+TEST(SshConfig, CanonicalizationLinesAreChecked) {
+  EXPECT_NE(error_of("CanonicalizeHostname maybe\n").find("config:1: CanonicalizeHostname"),
+            std::string::npos);
+  EXPECT_NE(error_of("CanonicalDomains .example.com\n").find("starts with an invalid character"),
+            std::string::npos);
+  EXPECT_NE(error_of("CanonicalDomains a..b\n").find("two dots in a row"), std::string::npos);
+  EXPECT_NE(error_of("CanonicalDomains a/b\n").find("invalid character"), std::string::npos);
+  EXPECT_NE(error_of("CanonicalizeMaxDots -1\n").find("CanonicalizeMaxDots"), std::string::npos);
+  EXPECT_NE(error_of("CanonicalizeFallbackLocal sometimes\n").find("not yes or no"),
+            std::string::npos);
+  // Checked in a block that never applies, too (as ssh does); set, they
+  // change nothing while CanonicalizeHostname is unset.
+  EXPECT_NE(error_of("Host nothing\n  CanonicalizeMaxDots x\n").find("config:2"),
+            std::string::npos);
+  EXPECT_EQ(resolve("CanonicalDomains example.com\nCanonicalizeMaxDots 3\n", "web").hostname,
+            "web");
+  // ssh follows CNAMEs with its own resolver's answers: left to ssh -G.
+  EXPECT_NE(error_of("CanonicalizePermittedCNAMEs *.a.example:*.b.example\n")
+                .find("needs the installed ssh"),
+            std::string::npos);
 }
 
 TEST(SshConfig, IncludeIsRelativeToDotSshAndGlobbedInOrder) {

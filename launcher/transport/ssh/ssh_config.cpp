@@ -51,6 +51,10 @@ constexpr Keyword kKeywords[] = {
     {"serveraliveinterval", Key::kServerAliveInterval},
     {"serveralivecountmax", Key::kServerAliveCountMax},
     {"batchmode", Key::kBatchMode},
+    {"canonicalizehostname", Key::kCanonicalizeHostname},
+    {"canonicaldomains", Key::kCanonicalDomains},
+    {"canonicalizemaxdots", Key::kCanonicalizeMaxDots},
+    {"canonicalizefallbacklocal", Key::kCanonicalizeFallbackLocal},
 };
 
 // Every keyword OpenSSH 9.2's ssh accepts (ssh_config(5), and the deprecated
@@ -62,11 +66,6 @@ constexpr std::string_view kOpensshKeywords[] = {
     "afstokenpassing",
     "bindaddress",
     "bindinterface",
-    "canonicaldomains",
-    "canonicalizefallbacklocal",
-    "canonicalizehostname",
-    "canonicalizemaxdots",
-    "canonicalizepermittedcnames",
     "casignaturealgorithms",
     "challengeresponseauthentication",
     "checkhostip",
@@ -497,6 +496,14 @@ class Loader {
       const bool openssh = std::find(std::begin(kOpensshKeywords), std::end(kOpensshKeywords),
                                      key_lower) != std::end(kOpensshKeywords);
       const bool ignored = ignore_unknown_ && match_list_lower(key_lower, *ignore_unknown_);
+      // ssh follows CNAMEs by these rules with answers of its own resolver
+      // (and looks the host up even without CanonicalizeHostname): it
+      // resolves every host of such a configuration.
+      if (key_lower == "canonicalizepermittedcnames" && !parsed_.openssh_only) {
+        parsed_.openssh_only = detail::OpensshOnly{
+            path, line_no, "CanonicalizePermittedCNAMEs: ssh follows CNAMEs with its resolver"};
+        return;
+      }
       // Not a keyword of OpenSSH 9.2: the installed ssh decides (a newer one
       // may know it; 9.2 refuses the file, and so does dlaunch then).
       if (!openssh && !ignored && !parsed_.openssh_only) {
@@ -605,6 +612,40 @@ class Loader {
       case Key::kProxyJump:
         parse_jump(st, rest, where);
         break;
+      case Key::kCanonicalizeHostname: {
+        const std::string& v = one();
+        const std::string l = lower(v);
+        if (l == "always") {
+          st.number = 2;
+        } else if (const auto f = parse_flag(l)) {
+          st.number = *f;
+        } else {
+          where.fail("\"" + v + "\" is not yes, no or always");
+        }
+        break;
+      }
+      case Key::kCanonicalDomains:
+        if (args.empty()) where.fail("missing value");
+        for (std::string& a : args) {
+          // `none` (no domains) only alone, as in OpenSSH 9.2.
+          if (lower(a) == "none" && args.size() > 1) where.fail("\"none\" must be the only value");
+          st.args.push_back(canonical_domain(a, where));
+        }
+        break;
+      case Key::kCanonicalizeMaxDots: {
+        const std::string& v = one();
+        const auto n = parse_count(v);
+        if (!n) where.fail("\"" + v + "\" is not a count (a whole number, 0 or more)");
+        st.number = *n;
+        break;
+      }
+      case Key::kCanonicalizeFallbackLocal: {
+        const std::string& v = one();
+        const auto f = parse_flag(v);
+        if (!f) where.fail("\"" + v + "\" is not yes or no");
+        st.number = *f;
+        break;
+      }
     }
     out.push_back(std::move(st));
   }
@@ -641,8 +682,7 @@ class Loader {
       } else if (name == "localuser") {
         term.criterion = Criterion::kLocalUser;
       } else if (name == "canonical" || name == "final") {
-        term.criterion = Criterion::kOpenssh;
-        term.patterns = name;
+        term.criterion = name == "canonical" ? Criterion::kCanonical : Criterion::kFinal;
         terms.push_back(std::move(term));
         continue;
       } else if (name == "exec") {
@@ -662,6 +702,25 @@ class Loader {
     }
     if (terms.empty()) where.fail("no criteria");
     return terms;
+  }
+
+  // A CanonicalDomains value as OpenSSH's valid_domain takes it: a letter or
+  // digit first, then letters, digits, '.', '-' and '_', no "..", in lower
+  // case and without a trailing dot.
+  static std::string canonical_domain(const std::string& arg, const Where& where) {
+    if (arg.empty()) where.fail("empty domain name");
+    if (std::isalnum(static_cast<unsigned char>(arg[0])) == 0)
+      where.fail("domain name \"" + printable(arg) + "\" starts with an invalid character");
+    std::string out = lower(arg);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const char c = out[i];
+      if (c == '.' && i > 0 && out[i - 1] == '.')
+        where.fail("domain name \"" + printable(arg) + "\" has two dots in a row");
+      if (c != '.' && c != '-' && c != '_' && std::isalnum(static_cast<unsigned char>(c)) == 0)
+        where.fail("domain name \"" + printable(arg) + "\" holds an invalid character");
+    }
+    if (out.back() == '.') out.pop_back();
+    return out;
   }
 
   static void parse_jump(Statement& st, std::string_view rest, const Where& where) {
@@ -801,6 +860,14 @@ const char* key_name(Key key) {
       return "ServerAliveCountMax";
     case Key::kBatchMode:
       return "BatchMode";
+    case Key::kCanonicalizeHostname:
+      return "CanonicalizeHostname";
+    case Key::kCanonicalDomains:
+      return "CanonicalDomains";
+    case Key::kCanonicalizeMaxDots:
+      return "CanonicalizeMaxDots";
+    case Key::kCanonicalizeFallbackLocal:
+      return "CanonicalizeFallbackLocal";
   }
   return "?";
 }

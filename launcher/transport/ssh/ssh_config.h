@@ -30,11 +30,25 @@
 //   HostName chosen so far (its %h expanded to the alias), `originalhost` the
 //   alias, `user` the remote user so far, `localuser` the local user; pattern
 //   lists are comma-separated with `!` per pattern, `!` before a criterion
-//   negates it. `Match exec`, `canonical` and `final` are evaluated by
-//   OpenSSH only: a host whose walk reaches one on a line that may still
-//   match is resolved with `ssh -G` (HostConfig::resolved_by says why), as is
-//   every host of a configuration with a keyword OpenSSH 9.2 does not have.
-//   Other criteria are an error.
+//   negates it. `Match canonical` and `final` hold in the second pass only.
+//   `Match exec` is evaluated by OpenSSH only: a host whose walk reaches one
+//   on a line that may still match is resolved with `ssh -G`
+//   (HostConfig::resolved_by says why), as is every host of a configuration
+//   with a keyword OpenSSH 9.2 does not have, or with
+//   CanonicalizePermittedCNAMEs (ssh follows CNAMEs with its own resolver's
+//   answers). Other criteria are an error.
+// - CanonicalizeHostname (ssh.c's resolve_canonicalize): after the first
+//   pass, the host name (HostName, else the alias; lower case) is
+//   canonicalized when it is no address, has at most CanonicalizeMaxDots
+//   dots (default 1) and the connection is direct (no ProxyJump, not even
+//   `none`, no ProxyCommand; `always`: also then): NAME. as given when it
+//   ends with a dot, else NAME.DOMAIN. for each of CanonicalDomains in turn
+//   (`none` alone: no domains), the first the resolver knows (ResolveContext::resolves).
+//   None known: the name stays (CanonicalizeFallbackLocal yes, the default)
+//   or resolve() throws InputError naming that line, as ssh refuses to
+//   connect. Then, as after `Match final` in the first pass, a second pass
+//   walks the files again: HostName is the canonical name, `Host` lines
+//   match it (not the alias), values the first pass set stay.
 // - Include: globbed paths, relative to ~/.ssh (user file, -F file) or
 //   /etc/ssh (system file); `~` and `~user` only in user files; %tokens and
 //   ${VAR} are not expanded (OpenSSH 9.2 globs them as written); no match is
@@ -56,8 +70,7 @@
 //   read, never on the path again.
 //
 // Simplified, compared with OpenSSH:
-// - No CanonicalizeHostname pass (ssh -G does none either); the Canonicalize*
-//   and CanonicalDomains lines are accepted and not applied.
+// - AddressFamily is not read: canonicalization asks for any family.
 // - Times (ConnectTimeout, ServerAliveInterval) take whole numbers only.
 // - `Match host` compares without regard to case on both sides.
 // - ~, %d and the user file come from LoadOptions::home / ResolveContext::home,
@@ -155,6 +168,10 @@ struct ResolveContext {
   std::optional<int> port;
   // ${VAR}; nullopt: unset (an error where it is used). Empty function: none set.
   std::function<std::optional<std::string>(const std::string&)> getenv;
+  // Whether the system resolver knows a fully qualified NAME (with its
+  // trailing dot), for CanonicalizeHostname. Empty function: getaddrinfo(3)
+  // with ssh's hints (any family, stream sockets).
+  std::function<bool(const std::string& name)> resolves;
 
   // This process: the password database (home too), gethostname, getenv. Not
   // thread-safe (getpwuid): call it once, before starting threads.

@@ -31,11 +31,26 @@ enum class Key {
   kServerAliveInterval,
   kServerAliveCountMax,
   kBatchMode,
+  kCanonicalizeHostname,       // number: 0 no, 1 yes, 2 always
+  kCanonicalDomains,           // args: the domains, lower case, no trailing dot
+  kCanonicalizeMaxDots,        // number
+  kCanonicalizeFallbackLocal,  // number: 0 no, 1 yes
 };
 
-// kOpenssh: a criterion only OpenSSH evaluates (exec, canonical, final, ...):
-// a host whose resolution reaches it is resolved with `ssh -G`.
-enum class Criterion { kAll, kHost, kOriginalHost, kUser, kLocalUser, kOpenssh };
+// kCanonical and kFinal: true in the second pass only (after
+// CanonicalizeHostname, or one that `Match final` asked for). kOpenssh: a
+// criterion only OpenSSH evaluates (exec): a host whose resolution reaches it
+// is resolved with `ssh -G`.
+enum class Criterion {
+  kAll,
+  kHost,
+  kOriginalHost,
+  kUser,
+  kLocalUser,
+  kCanonical,
+  kFinal,
+  kOpenssh
+};
 
 struct MatchTerm {
   Criterion criterion = Criterion::kAll;

@@ -1,6 +1,8 @@
 // SshConfig::resolve: walks the checked files for one host, as ssh's first
 // pass does, then expands the tokens with the final host, user and port.
+#include <netdb.h>
 #include <pwd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -67,7 +69,25 @@ struct Collected {
   const Statement* jump = nullptr;           // ProxyJump (a chain, or none)
   const Statement* proxy_command = nullptr;  // ProxyCommand, unless a ProxyJump took the slot
   bool proxy_taken_by_jump = false;
+  const Statement* canonicalize = nullptr;  // CanonicalizeHostname
+  const Statement* domains = nullptr;       // CanonicalDomains
+  const Statement* max_dots = nullptr;      // CanonicalizeMaxDots
+  const Statement* fallback_local = nullptr;
 };
+
+// OpenSSH's limit on CanonicalDomains (MAX_CANON_DOMAINS).
+constexpr std::size_t kMaxCanonicalDomains = 32;
+
+// ssh's resolve_host for canonicalization: any family, stream sockets.
+bool system_resolves(const std::string& name) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(name.c_str(), nullptr, &hints, &res) != 0) return false;
+  ::freeaddrinfo(res);
+  return true;
+}
 
 // Expands %x from `vars` (x -> value) and, where `env` is set, ${VAR}. The
 // text was checked by load(): only the environment can fail here.
@@ -131,9 +151,19 @@ class Resolver {
   [[nodiscard]] const SourcePos& needs_openssh_at() const { return needs_openssh_at_; }
 
   HostConfig run() {
-    for (const std::size_t top : parsed_.top) {
-      bool active = true;  // each top file starts outside any block
-      walk(top, active, false);
+    walk_files();
+    if (!needs_openssh_.empty()) return {};
+    // ssh.c: with CanonicalizeHostname, or when `Match final` asked for it,
+    // the host name is fixed (canonicalized first if asked) and the files
+    // are read once more: new blocks may match it.
+    const int mode = got_.canonicalize != nullptr ? got_.canonicalize->number : 0;
+    if (mode != 0 || want_final_) {
+      std::string host = host_so_far();
+      if (mode != 0) host = canonicalize(std::move(host), mode == 2);
+      host_ = host;
+      final_host_ = std::move(host);
+      second_pass_ = true;
+      walk_files();
     }
     return finish();
   }
@@ -143,6 +173,13 @@ class Resolver {
     return parsed_.files[st.file].path;
   }
 
+  void walk_files() {
+    for (const std::size_t top : parsed_.top) {
+      bool active = true;  // each top file starts outside any block
+      walk(top, active, false);
+    }
+  }
+
   void walk(std::size_t file, bool& active, bool never_match) {
     for (const Statement& st : parsed_.files[file].statements) {
       switch (st.key) {
@@ -150,6 +187,12 @@ class Resolver {
           active = !never_match && host_matches(st);
           break;
         case Key::kMatch:
+          // ssh evaluates every Match line it reads, even one that cannot
+          // apply: a `final` there still asks for the second pass.
+          if (never_match && !second_pass_) {
+            for (const detail::MatchTerm& term : st.terms)
+              if (term.criterion == Criterion::kFinal) want_final_ = true;
+          }
           active = !never_match && match_matches(st);
           break;
         case Key::kInclude: {
@@ -168,11 +211,14 @@ class Resolver {
     }
   }
 
+  // Host lines see the alias as given; in the second pass, the host name
+  // ssh settled on (canonical, lower case).
   [[nodiscard]] bool host_matches(const Statement& st) const {
+    const std::string& name = second_pass_ ? host_ : alias_;
     bool matched = false;
     for (const std::string& arg : st.args) {
       const bool negated = arg[0] == '!';
-      if (wildcard_match(alias_, negated ? std::string_view(arg).substr(1) : arg)) {
+      if (wildcard_match(name, negated ? std::string_view(arg).substr(1) : arg)) {
         if (negated) return false;
         matched = true;
       }
@@ -200,6 +246,14 @@ class Resolver {
         case Criterion::kLocalUser:
           r = match_list(ctx_.local_user, term.patterns) == 1;
           break;
+        case Criterion::kFinal:
+          // Negated too: OpenSSH 9.2 asks for the pass at any `final`.
+          if (!second_pass_) want_final_ = true;
+          r = second_pass_;
+          break;
+        case Criterion::kCanonical:
+          r = second_pass_;
+          break;
         case Criterion::kOpenssh:
           // Only reached while the line may still match: its outcome matters.
           if (result && needs_openssh_.empty()) {
@@ -217,6 +271,7 @@ class Resolver {
 
   // As readconf.c's match_cfg_line: HostName so far, its %h the alias.
   [[nodiscard]] std::string host_so_far() const {
+    if (final_host_) return *final_host_;
     if (got_.hostname == nullptr) return host_;
     return expand_hostname();
   }
@@ -298,6 +353,18 @@ class Resolver {
           got_.proxy_taken_by_jump = true;
         }
         break;
+      case Key::kCanonicalizeHostname:
+        first(got_.canonicalize);
+        break;
+      case Key::kCanonicalDomains:
+        first(got_.domains);
+        break;
+      case Key::kCanonicalizeMaxDots:
+        first(got_.max_dots);
+        break;
+      case Key::kCanonicalizeFallbackLocal:
+        first(got_.fallback_local);
+        break;
       case Key::kHost:
       case Key::kMatch:
       case Key::kInclude:
@@ -305,9 +372,62 @@ class Resolver {
     }
   }
 
+  // ssh.c's resolve_canonicalize for `host` (lower case): the name to use.
+  [[nodiscard]] std::string canonicalize(std::string host, bool always) const {
+    // An address (or what looks like one) is never canonicalized.
+    if (host.empty() || host.find_first_of("%:") != std::string::npos ||
+        host.find_first_not_of("0123456789.") == std::string::npos)
+      return host;
+    // A name a proxy resolves is left to it, unless `always`. ProxyJump
+    // `none` counts as a jump here: ssh drops it only after this step.
+    const bool direct =
+        got_.jump == nullptr && (got_.proxy_command == nullptr || got_.proxy_command->none);
+    if (!direct && !always) return host;
+    const auto known = [&](const std::string& name) {
+      return ctx_.resolves ? ctx_.resolves(name) : system_resolves(name);
+    };
+    if (host.back() == '.') {  // fully qualified: only as it is
+      if (known(host)) {
+        host.pop_back();
+        return host;
+      }
+      return not_found(std::move(host));
+    }
+    const auto dots = static_cast<int>(std::count(host.begin(), host.end(), '.'));
+    if (dots > (got_.max_dots != nullptr ? got_.max_dots->number : 1)) return host;
+    if (got_.domains != nullptr) {
+      if (got_.domains->args.size() > kMaxCanonicalDomains) {
+        throw InputError({path_of(*got_.domains), got_.domains->line, 0},
+                         detail::key_name(Key::kCanonicalDomains),
+                         "more than " + std::to_string(kMaxCanonicalDomains) +
+                             " domains (ssh refuses them too)");
+      }
+      for (const std::string& domain : got_.domains->args) {
+        if (domain == "none") break;  // alone: no domains
+        if (known(host + "." + domain + ".")) return host + "." + domain;
+      }
+    }
+    return not_found(std::move(host));
+  }
+
+  [[nodiscard]] std::string not_found(std::string host) const {
+    if (got_.fallback_local == nullptr || got_.fallback_local->number != 0) return host;
+    std::string domains;
+    if (got_.domains != nullptr) {
+      for (const std::string& d : got_.domains->args) domains += (domains.empty() ? "" : " ") + d;
+    }
+    throw InputError({path_of(*got_.fallback_local), got_.fallback_local->line, 0},
+                     detail::key_name(Key::kCanonicalizeFallbackLocal),
+                     "\"" + host + "\" is not found in any of CanonicalDomains (" +
+                         (domains.empty() ? "none set" : domains) +
+                         ") and CanonicalizeFallbackLocal is no: ssh does not connect either");
+  }
+
   [[nodiscard]] HostConfig finish() const {
     HostConfig out;
-    const std::string host = got_.hostname != nullptr ? expand_hostname() : host_;
+    const std::string host = final_host_                ? *final_host_
+                             : got_.hostname != nullptr ? expand_hostname()
+                                                        : host_;
     out.hostname = host;
 
     int port = 22;
@@ -420,6 +540,9 @@ class Resolver {
   std::string host_;
   const ResolveContext& ctx_;
   Collected got_;
+  bool want_final_ = false;  // `Match final` was read in the first pass
+  bool second_pass_ = false;
+  std::optional<std::string> final_host_;  // the second pass's host name
   std::string needs_openssh_;
   SourcePos needs_openssh_at_;
 };

@@ -12,13 +12,16 @@
 // unless root with unshare and ssh.
 //
 // The corpus: cases.txt (written by hand, one class or more per keyword and
-// token) and kGenerated configurations drawn with a fixed seed.
+// token) and kGenerated configurations drawn with a fixed seed, kCanonical
+// more with the CanonicalizeHostname keywords and an /etc/hosts that answers
+// some fully qualified names.
 #include <pwd.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -42,6 +45,7 @@ namespace {
 constexpr int kGenerated = 300;
 constexpr int kQueriesPerGenerated = 4;
 constexpr unsigned kSeed = 30;
+constexpr int kCanonical = 80;
 // Appended to the system file (or the -F file): ssh -G prints 0 both for an
 // unset ServerAliveInterval and for "0", which mean different things to
 // dlaunch (its own keepalive, or none). With this line, unset reads 7777.
@@ -105,8 +109,8 @@ std::vector<Case> read_cases(const std::string& path) {
 }
 
 // Configurations drawn with a fixed seed from the keywords and tokens dlaunch uses.
-std::vector<Case> generated_cases() {
-  std::mt19937 rng(kSeed);
+std::vector<Case> generated_cases(bool canonical) {
+  std::mt19937 rng(canonical ? kSeed + 1 : kSeed);
   const auto pick = [&](const auto& v) {
     return v[std::uniform_int_distribution<std::size_t>(0, v.size() - 1)(rng)];
   };
@@ -143,18 +147,57 @@ std::vector<Case> generated_cases() {
        "UserKnownHostsFile /etc/kh %d/kh2"},
       {"ForwardAgent yes", "Compression no"},
   };
+  std::vector<std::string> heads_here = heads;
+  std::vector<std::vector<std::string>> lines_here = lines;
+  if (canonical) {
+    for (const char* h : {"Match canonical", "Match final host *.example.com", "Match !final",
+                          "Host *.example.org", "Match canonical host web.example.com"})
+      heads_here.emplace_back(h);
+    lines_here.push_back(
+        {"CanonicalizeHostname yes", "CanonicalizeHostname always", "CanonicalizeHostname no"});
+    lines_here.push_back({"CanonicalDomains example.com",
+                          "CanonicalDomains example.org example.com", "CanonicalDomains none",
+                          "CanonicalDomains Example.ORG."});
+    lines_here.push_back({"CanonicalizeMaxDots 0", "CanonicalizeMaxDots 2"});
+    lines_here.push_back({"CanonicalizeFallbackLocal no", "CanonicalizeFallbackLocal yes"});
+    // Twice as likely as another line: the point of these cases.
+    lines_here.push_back(lines_here[lines_here.size() - 4]);
+    lines_here.push_back(lines_here[lines_here.size() - 4]);
+  }
   std::vector<Case> out;
-  for (int n = 0; n < kGenerated; ++n) {
-    Case c{fmt::format("gen{:03}", n), "generated", {}, {}, {}, {}, false};
+  for (int n = 0; n < (canonical ? kCanonical : kGenerated); ++n) {
+    Case c{fmt::format("{}{:03}", canonical ? "canon" : "gen", n),
+           canonical ? "generated-canonical" : "generated",
+           {},
+           {},
+           {},
+           {},
+           false};
     std::string text;
+    // Most canonical cases ask for it before any block, as users write it.
+    if (canonical && std::uniform_int_distribution<int>(0, 3)(rng) != 0) {
+      text += pick(
+          std::vector<std::string>{"CanonicalizeHostname yes\n", "CanonicalizeHostname always\n"});
+      text += pick(std::vector<std::string>{"CanonicalDomains example.com\n",
+                                            "CanonicalDomains example.org example.com\n"});
+    }
     const int blocks = std::uniform_int_distribution<int>(1, 5)(rng);
     for (int b = 0; b < blocks; ++b) {
-      if (b > 0 || std::uniform_int_distribution<int>(0, 3)(rng) != 0) text += pick(heads) + "\n";
+      if (b > 0 || std::uniform_int_distribution<int>(0, 3)(rng) != 0)
+        text += pick(heads_here) + "\n";
       const int count = std::uniform_int_distribution<int>(1, 4)(rng);
-      for (int k = 0; k < count; ++k) text += "  " + pick(pick(lines)) + "\n";
+      for (int k = 0; k < count; ++k) text += "  " + pick(pick(lines_here)) + "\n";
     }
     const bool system = std::uniform_int_distribution<int>(0, 3)(rng) == 0;
     c.files[system ? "/etc/ssh/ssh_config" : "~/.ssh/config"] = text;
+    // The names a DNS server would answer (glibc's files source matches a
+    // name with its trailing dot only when written so).
+    if (canonical) {
+      c.files["/etc/hosts"] =
+          "127.0.0.1 localhost\n"
+          "10.9.0.1 web.example.com. db.example.org. gpu-1.example.com. h1.example.com.\n"
+          "10.9.0.2 web.example.org. node.example.com. bastion.example.com.\n";
+    }
     for (int q = 0; q < kQueriesPerGenerated; ++q) {
       const std::string a = pick(aliases);
       if (std::find(c.queries.begin(), c.queries.end(), a) == c.queries.end())
@@ -420,7 +463,9 @@ int in_namespace(const std::string& stage, const std::string& tool, const std::s
   must(::mount(hosts.c_str(), "/etc/hosts", nullptr, MS_BIND, nullptr) == 0, "bind /etc/hosts");
 
   std::vector<Case> cases = read_cases(cases_file);
-  for (auto& c : generated_cases()) cases.push_back(std::move(c));
+  for (const bool canonical : {false, true}) {
+    for (auto& c : generated_cases(canonical)) cases.push_back(std::move(c));
+  }
   for (const Case& c : cases) {
     for (const auto& dir : {base.home, std::string("/etc/ssh"), other_home}) {
       if (!fs::exists(dir)) continue;
@@ -498,6 +543,16 @@ int in_namespace(const std::string& stage, const std::string& tool, const std::s
       }
       if (via.count(alias) && verdict != "differ") verdict = "agree-via-ssh-G";
       fmt::print("RESULT {} {} {} {} {}\n", c.klass, c.name, alias, verdict, field);
+      // Evidence that the canonicalization cases canonicalize: ssh's host
+      // name is the alias with one of the test domains added.
+      std::string lower_alias = alias;
+      for (char& ch : lower_alias)
+        ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      for (const char* domain : {".example.com", ".example.org"}) {
+        if (!want.error && !want.lines.empty() &&
+            want.lines.front() == "hostname " + lower_alias + domain)
+          fmt::print("CANONICALIZED {} {}\n", c.name, alias);
+      }
       if (verdict == "differ") {
         fmt::print("  ssh -G:");
         if (want.error) fmt::print(" error {}", want.why);
@@ -536,11 +591,16 @@ TEST(SshConfigDiff, DlaunchResolvesAsSshG) {
   std::map<std::string, int> cases;
   int queries = 0;
   int differ = 0;
+  int canonicalized = 0;
   std::string details;
   std::string last_case;
   for (const auto& line : dltest::lines_of(r.out)) {
     const auto w = words(line);
     if (w.empty()) continue;
+    if (w[0] == "CANONICALIZED") {
+      ++canonicalized;
+      continue;
+    }
     if (w[0] != "RESULT") {
       details += line + "\n";
       continue;
@@ -575,7 +635,10 @@ TEST(SshConfigDiff, DlaunchResolvesAsSshG) {
   }
   for (const auto& [field, n] : differ_by_field)
     fmt::print("  differing in {:<20} {:>4}\n", field, n);
+  fmt::print("  {} queries that ssh canonicalized (its host name the alias and a domain)\n",
+             canonicalized);
   EXPECT_GT(queries, 800) << "the corpus did not run";
+  EXPECT_GT(canonicalized, 20) << "the CanonicalizeHostname cases did not canonicalize";
   int unexpected = differ;
   for (const auto& [klass, why] : kKnownDifferent) {
     const auto it = by_class.find(klass);
