@@ -440,6 +440,8 @@ bool Agent::start_container() {
                    .uid = ::getuid(),
                    .gid = ::getgid(),
                    .env = current_environment()};
+  const char* root = std::getenv("DLAUNCH_HEALTH_ROOT");  // tests: the node's /dev and /etc
+  node.gpus = find_node_gpus(root != nullptr ? root : "");
   if (node.workdir.empty()) node.workdir = std::filesystem::current_path().string();
   if (!error_dir_.empty()) node.job_dirs.push_back(error_dir_);
   if (const char* home = std::getenv("HOME"); home != nullptr) node.home = home;

@@ -79,6 +79,18 @@ std::vector<std::string> oci_run_args(RuntimeKind kind, const std::string& progr
       a.insert(a.end(), {"--user", std::to_string(node.uid) + ":" + std::to_string(node.gid)});
     }
   }
+  if (node.gpus.present) {
+    if (kind == RuntimeKind::kDocker) {
+      a.insert(a.end(), {"--gpus", "all"});
+    } else if (!node.gpus.cdi_spec.empty()) {
+      a.insert(a.end(), {"--device", "nvidia.com/gpu=all"});
+    } else {
+      // No CDI spec: NVIDIA's OCI hook, where installed, acts on these.
+      std::vector<std::string> hook;
+      add_nvidia_hook_env(hook);
+      for (const auto& e : hook) a.insert(a.end(), {"-e", e});
+    }
+  }
   a.insert(a.end(), {"--entrypoint", kKeepaliveTarget, "-v",
                      node.keepalive + ":" + kKeepaliveTarget + ":ro"});
   for (const auto& m : container_mounts(spec, node)) {

@@ -3,6 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include "oci_runtime.h"
@@ -94,6 +97,43 @@ Result<std::unique_ptr<Runtime>> make_runtime(const proto::ContainerSpec& spec,
   }
   return R::failure("container runtime '" + spec.runtime + "' not found on " + hostname +
                     " (not on PATH; --container-runtime chose it)");
+}
+
+NodeGpus find_node_gpus(const std::string& root) {
+  NodeGpus gpus;
+  std::error_code ec;
+  gpus.present = std::filesystem::exists(root + "/dev/nvidiactl", ec);
+  if (!gpus.present) return gpus;
+  // nvidia-ctk writes its spec (kind: nvidia.com/gpu) to either folder.
+  for (const char* dir : {"/etc/cdi", "/var/run/cdi"}) {
+    std::vector<std::filesystem::path> files;
+    for (const auto& entry : std::filesystem::directory_iterator(root + dir, ec)) {
+      const auto ext = entry.path().extension();
+      if ((ext == ".yaml" || ext == ".json") && entry.is_regular_file(ec))
+        files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files) {
+      std::ifstream in(file);
+      const std::string text((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+      if (text.find("nvidia.com/gpu") != std::string::npos) {
+        gpus.cdi_spec = file.string();
+        return gpus;
+      }
+    }
+  }
+  return gpus;
+}
+
+void add_nvidia_hook_env(std::vector<std::string>& env) {
+  for (const char* entry :
+       {"NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility"}) {
+    const std::string name = name_of(entry);
+    if (std::none_of(env.begin(), env.end(),
+                     [&](const std::string& e) { return name_of(e) == name; }))
+      env.emplace_back(entry);
+  }
 }
 
 std::string container_name(const std::string& job_id, int node_rank) {

@@ -38,6 +38,20 @@ enum class RuntimeKind { kNative, kPodman, kDocker, kApptainer, kEnroot };
 
 std::string runtime_name(RuntimeKind kind);
 
+// The node's NVIDIA GPUs as the agent finds them (find_node_gpus): when it
+// has any, every runtime gives them all to the container (each rank's
+// CUDA_VISIBLE_DEVICES then means what it means outside): podman through
+// the CDI spec of nvidia.com/gpu when the node has one, else the NVIDIA
+// OCI hook's NVIDIA_VISIBLE_DEVICES; docker `--gpus all`; apptainer `--nv`;
+// enroot its NVIDIA hook, through NVIDIA_VISIBLE_DEVICES.
+struct NodeGpus {
+  bool present = false;  // /dev/nvidiactl: the NVIDIA driver is loaded here
+  std::string cdi_spec;  // a CDI spec file naming nvidia.com/gpu; empty: none
+};
+
+// `root` replaces / (tests); the CDI folders are podman's: /etc/cdi, /var/run/cdi.
+NodeGpus find_node_gpus(const std::string& root = "");
+
 // What a runtime needs to know of this node's share of the job.
 struct RuntimeNode {
   std::string job_id;
@@ -51,6 +65,7 @@ struct RuntimeNode {
   gid_t gid = 0;
   std::string home;
   std::vector<std::string> env;  // the agent's environment: PATH finds the runtime's program
+  NodeGpus gpus;
 };
 
 class Runtime {
@@ -103,6 +118,9 @@ std::vector<std::string> oci_run_args(RuntimeKind kind, const std::string& progr
                                       const proto::ContainerSpec& spec, const RuntimeNode& node);
 std::vector<std::string> oci_remove_args(RuntimeKind kind, const std::string& program,
                                          const std::string& name);
+// The variables NVIDIA's hooks (the OCI hook, enroot's) read to give a
+// container the GPUs, where the rank's environment does not set them.
+void add_nvidia_hook_env(std::vector<std::string>& env);
 // apptainer exec|run IMAGE argv... for one worker.
 std::vector<std::string> apptainer_args(const std::string& program,
                                         const proto::ContainerSpec& spec, const RuntimeNode& node,

@@ -38,6 +38,7 @@ std::vector<std::string> apptainer_args(const std::string& program,
   std::vector<std::string> a = {program, spec.entrypoint ? "run" : "exec"};
   // Apptainer mounts home unless told not to.
   if (!spec.mount_home) a.emplace_back("--no-home");
+  if (node.gpus.present) a.emplace_back("--nv");  // the driver's libraries and devices
   for (const auto& m : container_mounts(spec, node)) {
     if (m.source == node.home && spec.mount_home) continue;  // its own
     a.insert(a.end(), {"--bind", m.source + ":" + m.target + (m.read_only ? ":ro" : "")});
@@ -127,6 +128,8 @@ Result<std::string> EnrootRuntime::prepare(const RuntimeNode& node) {
 }
 
 void EnrootRuntime::adapt(SpawnOptions& opts) const {
+  // enroot's NVIDIA hook gives the container the GPUs these name.
+  if (node_.gpus.present) add_nvidia_hook_env(opts.env);
   opts.argv = enroot_start_args(program_, spec_, node_, name_, opts.env, opts.argv);
 }
 

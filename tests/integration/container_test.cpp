@@ -243,6 +243,72 @@ TEST_F(Containers, ALeftoverContainerOfTheSameJobIsReplacedAndRemoved) {
   holder.finish(5);
 }
 
+// A node with NVIDIA GPUs gives them to the container through podman's CDI
+// spec. No GPU here: the node's /dev/nvidiactl comes from a test root
+// (DLAUNCH_HEALTH_ROOT), and the spec, which podman reads from /etc/cdi,
+// names /dev/null as the device and sets a variable; /etc/cdi exists only
+// in the job's private mount namespace (an overlay over /etc), never on
+// this machine. The ranks see the device and the variable, that is, podman
+// applied the spec; on a node without the driver, nothing is asked.
+TEST_F(Containers, TheNodesGpusReachTheContainerThroughTheCdiSpec) {
+  if (run({"sh", "-c", "command -v unshare"}, 10).exit_code != 0)
+    GTEST_SKIP() << "unshare(1) is not installed";
+  const std::string dir = temp_dir("cdi");
+  const std::string root = dir + "/root";
+  std::filesystem::create_directories(root + "/dev");
+  std::filesystem::create_directories(root + "/etc/cdi");
+  std::filesystem::create_directories(dir + "/upper");
+  std::filesystem::create_directories(dir + "/work");
+  std::ofstream(root + "/dev/nvidiactl").close();
+  std::ofstream(root + "/etc/cdi/nvidia.yaml") << "cdiVersion: \"0.5.0\"\n"
+                                                  "kind: nvidia.com/gpu\n"
+                                                  "devices:\n"
+                                                  "- name: all\n"
+                                                  "  containerEdits:\n"
+                                                  "    deviceNodes:\n"
+                                                  "    - path: /dev/nvidia-fake0\n"
+                                                  "      hostPath: /dev/null\n"
+                                                  "containerEdits:\n"
+                                                  "  env:\n"
+                                                  "  - DLAUNCH_CDI_EDITS=applied\n";
+  const auto job_in_namespace = [&](const std::string& job, bool gpus) {
+    std::vector<std::string> argv = {
+        "unshare",
+        "-m",
+        "sh",
+        "-c",
+        "mount -t overlay overlay -o lowerdir=/etc,upperdir=\"$0\"/upper,workdir=\"$0\"/work "
+        "/etc && mkdir -p /etc/cdi && cp \"$0\"/root/etc/cdi/nvidia.yaml /etc/cdi/ && exec \"$@\"",
+        dir};
+    const auto cmd =
+        dlaunch_cmd({"-H", kLocalhost, "--job-id", job, "--container-image", kImage, "sh", "-c",
+                     "echo gpu=$RANK:$DLAUNCH_CDI_EDITS:$(test -c /dev/nvidia-fake0 "
+                     "&& echo device)"});
+    argv.insert(argv.end(), cmd.begin(), cmd.end());
+    std::vector<std::string> env = env_;
+    if (gpus) env.push_back("DLAUNCH_HEALTH_ROOT=" + root);
+    return run(argv, 180, env);
+  };
+  const auto job = unique_job_id("ctr-gpus");
+  auto r = job_in_namespace(job, true);
+  if (r.exit_code != 0 && r.err.find("overlay") != std::string::npos)
+    GTEST_SKIP() << "no overlay mount over /etc here: " << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_EQ(count_of(r.out, "gpu=" + std::to_string(rank) + ":applied:device"), 1) << r.out;
+  EXPECT_EQ(wait_containers_gone(job, 5), "");
+
+  const auto plain = unique_job_id("ctr-nogpus");
+  r = job_in_namespace(plain, false);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_of(r.out, "gpu="), 4) << r.out;
+  EXPECT_EQ(count_of(r.out, "applied"), 0) << r.out;
+  EXPECT_EQ(count_of(r.out, "device"), 0) << r.out;
+  EXPECT_EQ(wait_containers_gone(plain, 5), "");
+  EXPECT_FALSE(std::filesystem::exists("/etc/cdi/nvidia.yaml"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(Containers, MissingImageIsAClearErrorAndNoRankStarts) {
   const auto job = unique_job_id("ctr-noimage");
   auto r = dlaunch(job, {"--container-image", "localhost/dlaunch-missing:none", "--container-pull",

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -190,6 +192,69 @@ TEST(RuntimeArgs, EnrootCreatesOnceStartsEachRankWithItsEnvironmentAndRemoves) {
             std::string::npos);
   EXPECT_EQ(dlaunch::agent::enroot_remove_args("enroot", "n"),
             (Args{"enroot", "remove", "--force", "n"}));
+}
+
+TEST(RuntimeArgs, ANodesGpusGoIntoTheContainerTheWayEachRuntimeTakesThem) {
+  RuntimeNode n = node(1000);
+  // No GPU on the node: nothing asked of any runtime.
+  for (const auto kind : {RuntimeKind::kPodman, RuntimeKind::kDocker}) {
+    const Args a = dlaunch::agent::oci_run_args(kind, "rt", spec(), n);
+    EXPECT_EQ(find_run(a, {"--device", "nvidia.com/gpu=all"}), std::string::npos);
+    EXPECT_EQ(find_run(a, {"--gpus", "all"}), std::string::npos);
+    EXPECT_EQ(find_run(a, {"-e", "NVIDIA_VISIBLE_DEVICES=all"}), std::string::npos);
+  }
+  EXPECT_EQ(find_run(dlaunch::agent::apptainer_args("a", spec(), n, {}, {"x"}), {"--nv"}),
+            std::string::npos);
+
+  n.gpus.present = true;
+  n.gpus.cdi_spec = "/etc/cdi/nvidia.yaml";
+  const auto before_image = [](const Args& a, const Args& what) {
+    const auto at = find_run(a, what);
+    return at != std::string::npos && at < find_run(a, {"localhost/img:1"});
+  };
+  // podman: the CDI spec's devices; docker: its --gpus (nvidia-container-toolkit).
+  EXPECT_TRUE(before_image(dlaunch::agent::oci_run_args(RuntimeKind::kPodman, "podman", spec(), n),
+                           {"--device", "nvidia.com/gpu=all"}));
+  EXPECT_TRUE(before_image(dlaunch::agent::oci_run_args(RuntimeKind::kDocker, "docker", spec(), n),
+                           {"--gpus", "all"}));
+  // podman without a CDI spec: what NVIDIA's OCI hook acts on.
+  n.gpus.cdi_spec.clear();
+  const Args hook = dlaunch::agent::oci_run_args(RuntimeKind::kPodman, "podman", spec(), n);
+  EXPECT_TRUE(before_image(hook, {"-e", "NVIDIA_VISIBLE_DEVICES=all", "-e",
+                                  "NVIDIA_DRIVER_CAPABILITIES=compute,utility"}));
+  EXPECT_EQ(find_run(hook, {"--device", "nvidia.com/gpu=all"}), std::string::npos);
+  // apptainer: --nv, before the image.
+  EXPECT_TRUE(before_image(dlaunch::agent::apptainer_args("a", spec(), n, {}, {"x"}), {"--nv"}));
+  // enroot's hook reads the rank's environment: added where the rank has none.
+  Args env = {"RANK=0", "NVIDIA_DRIVER_CAPABILITIES=all"};
+  dlaunch::agent::add_nvidia_hook_env(env);
+  EXPECT_EQ(env, (Args{"RANK=0", "NVIDIA_DRIVER_CAPABILITIES=all", "NVIDIA_VISIBLE_DEVICES=all"}));
+}
+
+TEST(RuntimeArgs, TheNodesGpusAreFoundByTheDriversDeviceAndCdiSpec) {
+  char tmpl[] = "/tmp/dlaunch-gpus-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  const auto write = [&](const std::string& path, const std::string& text) {
+    const std::string full = root + path;
+    std::filesystem::create_directories(std::filesystem::path(full).parent_path());
+    std::ofstream(full) << text;
+  };
+  auto g = dlaunch::agent::find_node_gpus(root);
+  EXPECT_FALSE(g.present);
+  // A CDI spec alone is no GPU; a spec of another kind is no spec for GPUs.
+  write("/etc/cdi/other.yaml", "cdiVersion: 0.5.0\nkind: vendor.com/fpga\n");
+  write("/var/run/cdi/nvidia.yaml", "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\n");
+  EXPECT_FALSE(dlaunch::agent::find_node_gpus(root).present);
+  write("/dev/nvidiactl", "");
+  g = dlaunch::agent::find_node_gpus(root);
+  EXPECT_TRUE(g.present);
+  EXPECT_EQ(g.cdi_spec, root + "/var/run/cdi/nvidia.yaml");
+  // /etc/cdi first, as nvidia-ctk's default; other files are not specs.
+  write("/etc/cdi/nvidia.json", "{\"cdiVersion\":\"0.5.0\",\"kind\":\"nvidia.com/gpu\"}");
+  write("/etc/cdi/notes.txt", "nvidia.com/gpu");
+  EXPECT_EQ(dlaunch::agent::find_node_gpus(root).cdi_spec, root + "/etc/cdi/nvidia.json");
+  std::filesystem::remove_all(root);
 }
 
 TEST(RuntimeArgs, ImageVariablesWinOverTheHostsExceptTheNamedOnesAndHostname) {
