@@ -418,6 +418,9 @@ def write(results_path, md_path, png_path):
         w("|---|---:|---:|")
         w(f"| the writers straight to /dev/null (no launcher) | {mib['direct']:.0f} | |")
         w(f"| dlaunch, one local node, `[rank]` prefixes | {mib['dlaunch']:.0f} | {mib['dlaunch'] / mib['mpirun']:.1f}x |")
+        if "dlaunch_nolog" in mib:
+            w(f"| dlaunch, one local node, `--log-size 0` (no rank logs in the job's record) | "
+              f"{mib['dlaunch_nolog']:.0f} | {mib['dlaunch_nolog'] / mib['mpirun']:.1f}x |")
         w(f"| mpirun --tag-output, one node | {mib['mpirun']:.0f} | 1 |")
         w(f"| dlaunch, 2 SSH nodes x 4 | {mib['dlaunch_ssh']:.0f} | {mib['dlaunch_ssh'] / mib['mpirun_ssh']:.1f}x |")
         w(f"| mpirun --tag-output, 2 ssh nodes x 4 | {mib['mpirun_ssh']:.0f} | 1 |")

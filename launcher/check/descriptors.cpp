@@ -74,6 +74,14 @@ long long open_descriptors() {
   return n > 0 ? n - 1 : 0;  // less the directory's own descriptor
 }
 
+bool descriptors_fit(const JobPlan& plan, bool output_dir, long long proxied, long long extra) {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return true;
+  auto need = descriptors_needed(plan, output_dir, open_descriptors(), proxied);
+  need.base += extra;
+  return static_cast<unsigned long long>(need.total()) <= rl.rlim_cur;
+}
+
 void check_descriptors(const JobPlan& plan, bool output_dir, long long proxied) {
   rlimit rl{};
   if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return;

@@ -57,6 +57,11 @@ DescriptorNeed descriptors_needed(const JobPlan& plan, bool output_dir, long lon
 std::optional<std::string> descriptor_shortfall(const DescriptorNeed& need,
                                                 unsigned long long limit, unsigned long long hard);
 
+// Whether `extra` more descriptors than check_descriptors counts still fit
+// under the soft limit (something the job can do without, like the record's
+// per-rank logs).
+bool descriptors_fit(const JobPlan& plan, bool output_dir, long long proxied, long long extra);
+
 // Descriptors this process has open (entries of /proc/self/fd), or 0 if that
 // cannot be read.
 long long open_descriptors();

@@ -462,6 +462,12 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                   "exited, restarts, the end) as JSON Lines to FILE, - for stdout "
                   "(docs/events.md); the job's record keeps them too (dlaunch events JOB)")
       ->type_name("FILE");
+  out->add_option("--log-size", o.log_size,
+                  "the job's record keeps each rank's output, the last SIZE bytes or so of "
+                  "each attempt (dlaunch logs JOB); e.g. 64M, 0 for none")
+      ->type_name("SIZE")
+      ->capture_default_str()
+      ->transform(CLI::AsSizeValue(false));
   out->add_option("--output-filename", o.output_filename,
                   "mpirun's: also write DIR/1/rank.N/stdout and stderr (rank zero-padded to the "
                   "width of the world size; replaced on every run); DIR:nojobid leaves out "

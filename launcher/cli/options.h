@@ -68,6 +68,9 @@ struct Options {
   PrefixMode prefix = PrefixMode::kRank;
   std::string output_dir;
   std::string events;  // --events FILE|-: the job's events as JSON Lines
+  // --log-size: the bytes of each rank's output (per attempt) the job's
+  // record keeps (dlaunch logs); 0: none.
+  std::uint64_t log_size = 16ULL << 20;
   // --output-filename DIR[:nojobid,nocopy] (mpirun's): DIR/1/rank.N/{stdout,stderr}.
   std::string output_filename;
   bool merge_stderr = false;  // --merge-stderr-to-stdout: a rank's stderr is its stdout

@@ -554,7 +554,8 @@ void Controller::on_worker_abort(const proto::WorkerAbort& ab) {
         .exit = aborted,
         .node = nodes_[static_cast<std::size_t>(r.node)].plan->host.name,
         .local_rank = r.local_rank,
-        .stderr_tail = sink_.stderr_tail(ab.rank)});
+        .stderr_tail = sink_.stderr_tail(ab.rank),
+        .output_file = sink_.rank_log(ab.rank)});
 }
 
 void Controller::on_exited(std::size_t i, const proto::Exited& ex) {
@@ -585,7 +586,8 @@ void Controller::on_exited(std::size_t i, const proto::Exited& ex) {
           .exit = ex,
           .node = nodes_[i].plan->host.name,
           .local_rank = r.local_rank,
-          .stderr_tail = sink_.stderr_tail(ex.rank)});
+          .stderr_tail = sink_.stderr_tail(ex.rank),
+          .output_file = sink_.rank_log(ex.rank)});
   }
   maybe_shutdown();
 }

@@ -130,6 +130,10 @@ std::string format_report(const std::string& job_id, const RootCause& c, int ran
         out += fmt::format("  last {} line(s) of its stderr:\n", c.stderr_tail.size());
         for (const auto& l : c.stderr_tail) out += "    | " + l + "\n";
       }
+      if (!c.output_file.empty()) {
+        out += fmt::format("  its whole output: {} (dlaunch logs {} --rank {})\n", c.output_file,
+                           job_id, e.rank);
+      }
       break;
     }
     case CauseKind::kNode:

@@ -17,6 +17,9 @@ struct RootCause {
   std::string node;
   int local_rank = 0;
   std::vector<std::string> stderr_tail;
+  // kWorker: where the job's record keeps the rank's whole output (dlaunch
+  // logs); empty when it does not.
+  std::string output_file;
   // kNode, kLaunch: the node (its index in the plan) that was lost, could not
   // start or misbehaved; -1 when the cause is no one node's (--min-nodes and
   // --spares exclude this one).

@@ -680,6 +680,19 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   // `dlaunch status` know it from here on.
   dl::JobJournal journal(plan, argv, o.events, sink);
   journal.started(plan);
+  // The record keeps each rank's output (dlaunch logs): one file per rank
+  // open at a time, where the open-file limit leaves room for them.
+  if (journal.record() && o.log_size > 0) {
+    if (dl::descriptors_fit(plan, !o.output_dir.empty() || !o.output_filename.empty(), proxied,
+                            plan.world_size + 2LL)) {
+      sink.keep_rank_logs(journal.record()->dir(), o.log_size);
+    } else {
+      dl::write_all(2, fmt::format("dlaunch: the ranks' output is not kept in the job's record: "
+                                   "{} more open files would pass the limit (ulimit -n; "
+                                   "--log-size 0 says you do not want it)\n",
+                                   plan.world_size + 2));
+    }
+  }
   for (const auto& l : left_out) {
     journal.events().emit("node_excluded",
                           {{"host", l.host}, {"spare", l.spare}, {"reason", l.reason}});
@@ -695,6 +708,7 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
     }
   };
   for (int attempt = 0;; ++attempt) {
+    sink.start_attempt(attempt);
     boost::asio::io_context io;
     dl::AsioClock clock(io);
     dl::TransportLinks links(io, ssh_opts);

@@ -1,15 +1,25 @@
 #include "jobs/commands.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <deque>
+#include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,7 +28,9 @@
 #include "cli/options.h"
 #include "dlaunch/error.h"
 #include "dlaunch/proc_stat.h"
+#include "dlaunch/process.h"
 #include "dlaunch/text.h"
+#include "dlaunch/unique_fd.h"
 #include "jobs/events.h"
 #include "jobs/registry.h"
 
@@ -265,10 +277,305 @@ int stop(int argc, char** argv) {
   return 0;
 }
 
+// ---- dlaunch logs ----
+
+struct LogsArgs {
+  std::string job;
+  std::optional<int> rank;
+  std::optional<int> attempt;
+  std::optional<std::size_t> tail;
+  bool follow = false;
+};
+
+int whole_number(std::string_view option, const std::string& text) {
+  int v = -1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 0) {
+    throw Error(ErrorKind::kInput, fmt::format("dlaunch logs: {} takes a whole number, not '{}'",
+                                               option, printable(text)));
+  }
+  return v;
+}
+
+LogsArgs parse_logs(int argc, char** argv) {
+  LogsArgs a;
+  for (int k = 2; k < argc; ++k) {
+    const std::string s = argv[k];
+    const auto value = [&](std::string_view name) -> std::optional<std::string> {
+      if (s == name) {
+        if (k + 1 == argc) {
+          throw Error(ErrorKind::kInput, fmt::format("dlaunch logs: {} needs a value", name));
+        }
+        return std::string(argv[++k]);
+      }
+      if (s.starts_with(std::string(name) + "=")) return s.substr(name.size() + 1);
+      return std::nullopt;
+    };
+    if (auto v = value("--rank")) {
+      a.rank = whole_number("--rank", *v);
+    } else if (auto v2 = value("--attempt")) {
+      a.attempt = whole_number("--attempt", *v2);
+    } else if (auto v3 = value("--tail")) {
+      a.tail = static_cast<std::size_t>(whole_number("--tail", *v3));
+    } else if (s == "--follow" || s == "-f") {
+      a.follow = true;
+    } else if (!s.empty() && s.front() == '-') {
+      throw Error(ErrorKind::kInput,
+                  fmt::format("dlaunch logs: unknown option '{}' (--rank N, --attempt K, --tail N, "
+                              "--follow)",
+                              printable(s)));
+    } else if (a.job.empty()) {
+      a.job = s;
+    } else {
+      throw Error(ErrorKind::kInput, "dlaunch logs: give one job (a name, an id or last)");
+    }
+  }
+  if (a.job.empty()) {
+    throw Error(ErrorKind::kInput, "dlaunch logs: give one job (a name, an id or last)");
+  }
+  return a;
+}
+
+// The numbered entries of a folder: attempts ("0", "1", ...) or rank files
+// ("rank-N.log"), sorted by number.
+std::vector<int> numbered(const std::string& dir, std::string_view prefix,
+                          std::string_view suffix) {
+  std::vector<int> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix) || !name.ends_with(suffix) ||
+        name.size() <= prefix.size() + suffix.size())
+      continue;
+    const std::string digits =
+        name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    int v = -1;
+    const auto [end, err] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (err == std::errc() && end == digits.data() + digits.size() && v >= 0) out.push_back(v);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// One rank's file being followed: the open file (it stays readable when
+// the head rotates it away to .1), where it was read to, and whether the
+// next byte starts a line (for the prefix).
+struct Followed {
+  int rank = 0;
+  std::string path;
+  int fd = -1;
+  ino_t inode = 0;
+  bool line_start = true;
+};
+
+class LogPrinter {
+ public:
+  explicit LogPrinter(bool prefix) : prefix_(prefix) {}
+  // Prints `data` of `rank`, each line prefixed with "[rank] " when asked.
+  void print(int rank, std::string_view data, bool& line_start) {
+    if (!prefix_) {
+      out_.append(data);
+    } else {
+      const std::string tag = "[" + std::to_string(rank) + "] ";
+      for (const char c : data) {
+        if (line_start) out_ += tag;
+        out_ += c;
+        line_start = c == '\n';
+      }
+    }
+    if (out_.size() > 65536) flush();
+  }
+  void flush() {
+    if (!out_.empty()) write_all(1, out_);
+    out_.clear();
+  }
+
+ private:
+  bool prefix_;
+  std::string out_;
+};
+
+// The last n lines of text (all when n is unset).
+std::string_view last_lines(std::string_view text, std::optional<std::size_t> n) {
+  if (!n) return text;
+  if (*n == 0) return {};
+  std::size_t end = text.size();
+  if (end > 0 && text[end - 1] == '\n') --end;  // the last line's own newline
+  std::size_t count = 0;
+  while (end > 0) {
+    const std::size_t nl = text.rfind('\n', end - 1);
+    if (nl == std::string_view::npos) return text;
+    if (++count == *n) return text.substr(nl + 1);
+    end = nl;
+  }
+  return text;
+}
+
+// Reads what fd has past where it was, to its end.
+void drain(Followed& f, LogPrinter& printer) {
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(f.fd, buf, sizeof buf);
+    if (n > 0) {
+      printer.print(f.rank, std::string_view(buf, static_cast<std::size_t>(n)), f.line_start);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      return;
+    }
+  }
+}
+
+// dlaunch logs JOB [--rank N] [--attempt K] [--tail N] [--follow]: the ranks'
+// output the job's record keeps (OutputSink::keep_rank_logs): one rank's as
+// it wrote it, or every rank's with a [rank] prefix, rank after rank; of the
+// newest attempt unless --attempt. --follow goes on printing what comes
+// until the job's head has ended (a new attempt is followed when it starts).
+int logs(int argc, char** argv) {
+  const LogsArgs a = parse_logs(argc, argv);
+  const std::string jobs = jobs_dir(false);
+  JobEntry e = find_job(jobs, a.job);
+  const std::string base = e.dir + "/output";
+  const auto attempt_dir = [&]() -> std::optional<std::pair<int, std::string>> {
+    const auto attempts = numbered(base, "", "");
+    if (a.attempt) {
+      if (std::find(attempts.begin(), attempts.end(), *a.attempt) == attempts.end()) {
+        if (attempts.empty()) return std::nullopt;
+        throw Error(ErrorKind::kInput,
+                    fmt::format("dlaunch logs: job {} has no attempt {} (attempts 0 to {})", e.name,
+                                *a.attempt, attempts.back()));
+      }
+      return std::make_pair(*a.attempt, base + "/" + std::to_string(*a.attempt));
+    }
+    if (attempts.empty()) return std::nullopt;
+    return std::make_pair(attempts.back(), base + "/" + std::to_string(attempts.back()));
+  };
+  auto dir = attempt_dir();
+  if (!dir && !(a.follow && e.state == "running")) {
+    throw Error(ErrorKind::kEnvironment,
+                fmt::format("dlaunch logs: job {}'s record keeps none of its ranks' output (it "
+                            "ran with --log-size 0, before dlaunch kept it, or wrote nothing)",
+                            e.name));
+  }
+  LogPrinter printer(!a.rank.has_value());
+  std::map<int, Followed> followed;
+  const auto rank_path = [&](int rank) {
+    return dir->second + "/rank-" + std::to_string(rank) + ".log";
+  };
+  // Opens a rank's file and prints what it holds now (the rotated part
+  // first), the last --tail lines of it when `tail`.
+  const auto start = [&](int rank, bool tail) {
+    Followed f;
+    f.rank = rank;
+    f.path = rank_path(rank);
+    f.fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st {};
+    if (f.fd >= 0 && ::fstat(f.fd, &st) == 0) f.inode = st.st_ino;
+    std::string now = read_file(f.path + ".1");
+    if (f.fd >= 0) {
+      char buf[65536];
+      ssize_t n = 0;
+      while ((n = ::read(f.fd, buf, sizeof buf)) > 0) now.append(buf, static_cast<std::size_t>(n));
+    }
+    printer.print(rank, tail ? last_lines(now, a.tail) : std::string_view(now), f.line_start);
+    followed.emplace(rank, std::move(f));
+  };
+  if (dir) {
+    if (a.rank) {
+      if (!std::filesystem::exists(rank_path(*a.rank)) && !a.follow) {
+        throw Error(ErrorKind::kEnvironment,
+                    fmt::format("dlaunch logs: job {} has no output of rank {} in attempt {} ({})",
+                                e.name, *a.rank, dir->first, rank_path(*a.rank)));
+      }
+      start(*a.rank, true);
+    } else {
+      for (const int r : numbered(dir->second, "rank-", ".log")) start(r, true);
+    }
+  }
+  printer.flush();
+  if (!a.follow) return 0;
+  // Following: woken by inotify on the record's folders (a file written,
+  // made or rotated; a new attempt), and at least every half second to see
+  // whether the head is still there; until it is gone, then once more for
+  // what came last.
+  const UniqueFd watch(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  const auto watch_folders = [&] {
+    if (!watch) return;
+    constexpr std::uint32_t kEvents = IN_CREATE | IN_MODIFY | IN_MOVED_TO | IN_MOVED_FROM;
+    (void)::inotify_add_watch(watch.get(), e.dir.c_str(), kEvents);
+    (void)::inotify_add_watch(watch.get(), base.c_str(), kEvents);
+    if (dir) (void)::inotify_add_watch(watch.get(), dir->second.c_str(), kEvents);
+  };
+  bool last_round = false;
+  for (;;) {
+    watch_folders();
+    const bool running = e.state == "running";
+    if (auto now = attempt_dir(); now && (!dir || now->first != dir->first) && !a.attempt) {
+      if (dir) {
+        for (auto& [r, f] : followed) drain(f, printer);
+        printer.flush();
+        write_all(2, fmt::format("dlaunch logs: attempt {} started\n", now->first));
+      }
+      for (auto& [r, f] : followed) {
+        if (f.fd >= 0) ::close(f.fd);
+      }
+      followed.clear();
+      dir = now;
+    }
+    if (dir) {
+      if (a.rank) {
+        if (followed.count(*a.rank) == 0) start(*a.rank, false);
+      } else {
+        for (const int r : numbered(dir->second, "rank-", ".log"))
+          if (followed.count(r) == 0) start(r, false);
+      }
+      for (auto& [r, f] : followed) {
+        if (f.fd >= 0) drain(f, printer);
+        // Rotated (or made since): the rest of the old file was read above;
+        // the new one is read from its start.
+        struct stat st {};
+        if (::stat(f.path.c_str(), &st) == 0 && st.st_ino != f.inode) {
+          if (f.fd >= 0) ::close(f.fd);
+          f.fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+          f.inode = st.st_ino;
+          if (f.fd >= 0) drain(f, printer);
+        }
+      }
+    }
+    printer.flush();
+    if (last_round) break;
+    if (!running) {
+      last_round = true;
+      continue;
+    }
+    if (watch) {
+      pollfd p{watch.get(), POLLIN, 0};
+      if (::poll(&p, 1, 500) > 0) {
+        alignas(inotify_event) char events[4096];
+        while (::read(watch.get(), events, sizeof events) > 0) {
+        }
+      }
+    } else {
+      (void)::poll(nullptr, 0, 200);  // no inotify here: look again shortly
+    }
+    e = find_job(jobs, e.name);
+  }
+  for (auto& [r, f] : followed) {
+    if (f.fd >= 0) ::close(f.fd);
+  }
+  return 0;
+}
+
 }  // namespace
 
 bool is_job_command(std::string_view word) {
-  return word == "ps" || word == "status" || word == "events" || word == "stop" || word == "signal";
+  return word == "ps" || word == "status" || word == "events" || word == "stop" ||
+         word == "signal" || word == "logs";
 }
 
 int run_job_command(int argc, char** argv) {
@@ -277,6 +584,7 @@ int run_job_command(int argc, char** argv) {
   if (verb == "status") return status(argc, argv);
   if (verb == "stop") return stop(argc, argv);
   if (verb == "signal") return signal_job(argc, argv);
+  if (verb == "logs") return logs(argc, argv);
   return events(argc, argv);
 }
 

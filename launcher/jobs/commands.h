@@ -6,6 +6,8 @@
 //                                   and waits until its head has ended
 //   dlaunch signal JOB SIG          SIG to its head, which forwards USR1, USR2,
 //                                   TSTP, CONT to every rank (QUIT: stacks)
+//   dlaunch logs JOB [--rank N] [--attempt K] [--tail N] [--follow]
+//                                   the ranks' output the record keeps
 // JOB: a record's name, a job id, or `last`. A program of one of these names
 // runs as any other after `--` (`dlaunch -- ps`) or with a path.
 #pragma once

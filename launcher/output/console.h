@@ -135,6 +135,7 @@ class Console {
   // A file already open (fd is not taken: the FileWriter writes to a dup).
   FileWriter::Target add_open_file(int fd, std::string label);
   void write_file(FileWriter::Target file, std::string_view data);
+  void rotate_file(FileWriter::Target file) { files_.rotate(file); }
   std::size_t queued() const { return out_.queued() + err_.queued() + files_.queued(); }
   std::size_t written() const { return out_.written() + err_.written() + files_.written(); }
   bool over_high_water() const { return high_; }

@@ -34,6 +34,7 @@ struct FileWriter::State {
   struct Chunk {
     Target target = 0;
     std::string data;
+    bool rotate = false;  // no data: rotate the file here (rotate())
   };
 
   Mutex mu;
@@ -164,13 +165,25 @@ void FileWriter::write(Target t, std::string_view data) {
     wake = s_->queue.empty();
     // The thread takes the front chunk out before writing it: the back one
     // is never being written.
-    if (!s_->queue.empty() && s_->queue.back().target == t &&
+    if (!s_->queue.empty() && s_->queue.back().target == t && !s_->queue.back().rotate &&
         s_->queue.back().data.size() < kCoalesce) {
       s_->queue.back().data.append(data);
     } else {
       s_->queue.push_back({.target = t, .data = std::string(data)});
     }
     s_->queued += data.size();
+  }
+  if (!thread_.joinable()) start();
+  if (wake) s_->work.notify_one();
+}
+
+void FileWriter::rotate(Target t) {
+  bool wake = false;
+  {
+    MutexLock lock(s_->mu);
+    if (t >= s_->files.size() || s_->files[t].failed || s_->files[t].dir_fd < 0) return;
+    wake = s_->queue.empty();
+    s_->queue.push_back({.target = t, .data = {}, .rotate = true});
   }
   if (!thread_.joinable()) start();
   if (wake) s_->work.notify_one();
@@ -238,6 +251,23 @@ void FileWriter::run(const std::shared_ptr<State>& s) {
     State::File& f = s->files[chunk.target];
     if (f.failed) {  // (fail() takes a failed file's chunks out of the queue)
       s->queued -= chunk.data.size();
+      continue;
+    }
+    if (chunk.rotate) {
+      UniqueFd old = std::move(f.owned);
+      f.fd = -1;
+      const int dir = f.dir_fd;
+      const std::string name = f.name;
+      s->mu.unlock();
+      old.reset();  // (a close may flush, and wait on the disk)
+      // Not made yet (nothing written since the last rotation): nothing to move.
+      const bool moved = ::renameat(dir, name.c_str(), dir, (name + ".1").c_str()) == 0;
+      const int err = errno;
+      s->mu.lock();
+      if (!moved && err != ENOENT) {
+        (void)s->fail(chunk.target, err, false);  // closed above
+        s->notify_loop(s);
+      }
       continue;
     }
     if (f.fd < 0) {

@@ -70,6 +70,10 @@ class FileWriter {
 
   // Hands data over; never blocks on I/O. Dropped for a failed file.
   void write(Target t, std::string_view data);
+  // For a file made by add_file: after what was handed over so far, the
+  // thread closes it and renames it to NAME.1 (replacing one there), and
+  // the next write() creates NAME anew. A failed rename fails the file.
+  void rotate(Target t);
 
   std::size_t queued() const;   // bytes handed over, not yet written or dropped
   std::size_t written() const;  // bytes written, all files

@@ -148,8 +148,81 @@ std::string OutputSink::prefix(int rank) const {
   return std::string("[").append(std::to_string(rank)).append("] ");
 }
 
+void OutputSink::keep_rank_logs(const std::string& record_dir, std::size_t rank_bytes) {
+  if (rank_bytes == 0) return;
+  const std::string dir = record_dir + "/output";
+  const UniqueFd record(
+      ::open(record_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd fd;
+  if (record) {
+    if (::mkdirat(record.get(), "output", 0700) != 0 && errno != EEXIST) {
+      // (said below)
+    } else {
+      fd.reset(::openat(record.get(), "output", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    }
+  }
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || st.st_uid != ::geteuid()) {
+    const int e = errno;
+    write_all(2,
+              "dlaunch: the ranks' output is not kept in the job's record: cannot make " + dir +
+                  (fd ? std::string(" (not this user's)") : ": " + std::string(std::strerror(e))) +
+                  "\n");
+    return;
+  }
+  logs_dir_ = dir;
+  logs_fd_ = std::move(fd);
+  rank_log_bytes_ = rank_bytes;
+}
+
+void OutputSink::start_attempt(int attempt) {
+  rank_logs_.clear();
+  attempt_ = -1;
+  if (!logs_fd_) return;
+  const std::string name = std::to_string(attempt);
+  UniqueFd fd;
+  if (::mkdirat(logs_fd_.get(), name.c_str(), 0700) == 0 || errno == EEXIST)
+    fd.reset(
+        ::openat(logs_fd_.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || st.st_uid != ::geteuid()) {
+    write_all(2, "dlaunch: the ranks' output of attempt " + name +
+                     " is not kept in the job's record: cannot make " + logs_dir_ + "/" + name +
+                     "\n");
+    return;
+  }
+  attempt_fds_.push_back(std::move(fd));
+  attempt_ = attempt;
+}
+
+std::string OutputSink::rank_log(int rank) const {
+  if (attempt_ < 0 || rank_logs_.count(rank) == 0) return {};  // (made at its first byte)
+  return logs_dir_ + "/" + std::to_string(attempt_) + "/rank-" + std::to_string(rank) + ".log";
+}
+
+void OutputSink::keep_rank_output(int rank, std::string_view data) {
+  auto it = rank_logs_.find(rank);
+  if (it == rank_logs_.end()) {
+    const std::string name = "rank-" + std::to_string(rank) + ".log";
+    it = rank_logs_
+             .emplace(rank, RankLog{.target = console_.add_file(attempt_fds_.back().get(), name,
+                                                                rank_log(rank), 0600)})
+             .first;
+  }
+  RankLog& log = it->second;
+  // Two files of half the budget each: the newest output always whole.
+  const std::size_t half = std::max<std::size_t>(rank_log_bytes_ / 2, 1);
+  if (log.bytes > 0 && log.bytes + data.size() > half) {
+    console_.rotate_file(log.target);
+    log.bytes = 0;
+  }
+  console_.write_file(log.target, data);
+  log.bytes += data.size();
+}
+
 void OutputSink::write(int rank, proto::Stream stream, std::string_view data, bool partial) {
   if (data.empty()) return;
+  if (attempt_ >= 0) keep_rank_output(rank, data);
   // The report's tail keeps a rank's own stderr, merged or not.
   const bool own_err = stream == proto::Stream::kStderr;
   const bool is_err = own_err && !cfg_.merge_stderr;

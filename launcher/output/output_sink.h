@@ -79,6 +79,20 @@ class OutputSink {
   std::optional<FileWriter::Target> add_job_file(const std::string& name, mode_t mode);
   std::string output_path(const std::string& name) const { return dir_ + "/" + name; }
 
+  // The job's record (jobs/registry.h) keeps each rank's output, stdout and
+  // stderr as they came, in RECORD/output/<attempt>/rank-N.log (0600, the
+  // folders 0700): at most about `rank_bytes` per rank and attempt, since
+  // past half of it the file becomes rank-N.log.1 (the one before it goes)
+  // and a new one starts. Written by the console's FileWriter like the
+  // --output-dir files. A folder that cannot be made is said once on
+  // stderr, and nothing is kept.
+  void keep_rank_logs(const std::string& record_dir, std::size_t rank_bytes);
+  // The ranks' output from here on is of this attempt (0, then one more for
+  // each restart).
+  void start_attempt(int attempt);
+  // Where the record keeps rank's output of this attempt; empty: it does not.
+  std::string rank_log(int rank) const;
+
  private:
   Config cfg_;
   Console console_;
@@ -86,6 +100,18 @@ class OutputSink {
   UniqueFd dir_fd_;  // the job's output folder, opened when made
   std::map<std::pair<int, int>, FileWriter::Target> files_;  // (rank, 1 or 2)
   void open_mpirun_files();
+  void keep_rank_output(int rank, std::string_view data);
+  struct RankLog {
+    FileWriter::Target target = 0;
+    std::size_t bytes = 0;  // in the file now, since its last rotation
+  };
+  std::string logs_dir_;  // RECORD/output; empty: nothing kept
+  UniqueFd logs_fd_;
+  std::vector<UniqueFd> attempt_fds_;  // every attempt's, kept open: the
+                                       // FileWriter knows folders by number
+  int attempt_ = -1;
+  std::size_t rank_log_bytes_ = 0;
+  std::map<int, RankLog> rank_logs_;  // this attempt's
   std::map<int, std::deque<std::string>> tails_;
   std::map<int, bool> tail_open_;  // the last tail line of a rank awaits its newline
   void remember_tail(int rank, std::string_view data, bool partial);

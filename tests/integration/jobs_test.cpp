@@ -235,3 +235,108 @@ TEST_F(Jobs, AProgramNamedLikeAVerbRunsAfterTheDoubleDash) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(r.out.empty());
 }
+
+// The record keeps each rank's output (OutputSink::keep_rank_logs): `dlaunch
+// logs` shows one rank's as it wrote it, or every rank's with its prefix,
+// and the failure report names the failing rank's file. Private to the user.
+TEST_F(Jobs, TheRecordKeepsEachRanksOutputForLogs) {
+  const auto job = unique_job_id("jobs-logs");
+  auto r = dl({"-H", kLocalhost, "--job-id", job, "sh", "-c",
+               "for i in 1 2 3 4 5; do echo \"rank $RANK line $i\"; done; "
+               "echo \"to stderr $RANK\" >&2; sleep 1; [ $RANK = 2 ] && exit 3; sleep 5"});
+  ASSERT_EQ(r.exit_code, 3) << r.err;
+  const std::string folder = state_ + "/dlaunch/jobs/" + job + "/output/0";
+  EXPECT_NE(
+      r.err.find("its whole output: " + folder + "/rank-2.log (dlaunch logs " + job + " --rank 2)"),
+      std::string::npos)
+      << r.err;
+  auto logs = dl({"logs", "last", "--rank", "1"});
+  EXPECT_EQ(logs.exit_code, 0) << logs.err;
+  for (int i = 1; i <= 5; ++i)
+    EXPECT_NE(logs.out.find("rank 1 line " + std::to_string(i) + "\n"), std::string::npos)
+        << logs.out;
+  EXPECT_NE(logs.out.find("to stderr 1\n"), std::string::npos) << logs.out;
+  EXPECT_EQ(logs.out.find("rank 0"), std::string::npos) << logs.out;
+  // stdout alone keeps its order: the last lines of it are the last lines.
+  logs = dl({"logs", job, "--rank=3", "--tail", "2"});
+  EXPECT_TRUE(logs.out == "rank 3 line 5\nto stderr 3\n" ||
+              logs.out == "rank 3 line 4\nrank 3 line 5\n")
+      << logs.out;
+  // Every rank, prefixed, rank after rank.
+  logs = dl({"logs", "last"});
+  const auto lines = lines_of(logs.out);
+  ASSERT_EQ(lines.size(), 24u) << logs.out;
+  for (int rank = 0; rank < 4; ++rank) {
+    for (int k = 0; k < 6; ++k) {
+      EXPECT_EQ(
+          lines[static_cast<std::size_t>(rank * 6 + k)].rfind("[" + std::to_string(rank) + "] ", 0),
+          0u)
+          << logs.out;
+    }
+  }
+  EXPECT_EQ(fs::status(folder).permissions() & fs::perms::all, fs::perms::owner_all);
+  EXPECT_EQ(fs::status(folder + "/rank-0.log").permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  // What is not there is said.
+  r = dl({"logs", "last", "--rank", "9"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("has no output of rank 9 in attempt 0"), std::string::npos) << r.err;
+  r = dl({"logs", "last", "--attempt", "4"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("has no attempt 4 (attempts 0 to 0)"), std::string::npos) << r.err;
+  r = dl({"logs", "last", "--tail", "x"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--tail takes a whole number"), std::string::npos) << r.err;
+  // --log-size 0: nothing kept, and logs says so.
+  const auto none = unique_job_id("jobs-nologs");
+  ASSERT_EQ(dl({"-H", kLocalhost, "--job-id", none, "--log-size", "0", "true"}).exit_code, 0);
+  r = dl({"logs", none});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("keeps none of its ranks' output"), std::string::npos) << r.err;
+}
+
+// Each rank's file stays within --log-size (two halves: the newest output
+// and the half before it), whatever the rank writes; each attempt of a
+// restarted job has its own.
+TEST_F(Jobs, RankLogsAreBoundedAndEachAttemptHasItsOwn) {
+  const auto job = unique_job_id("jobs-logsize");
+  auto r = dl({"-H", kLocalhost, "--job-id", job, "-n", "1", "--log-size", "2K", "sh", "-c",
+               "i=0; while [ $i -lt 40 ]; do j=0; while [ $j -lt 5 ]; do "
+               "echo \"line $i.$j of a rank that writes far more than it may keep\"; "
+               "j=$((j+1)); done; sleep 0.02; i=$((i+1)); done"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string folder = state_ + "/dlaunch/jobs/" + job + "/output/0";
+  ASSERT_TRUE(fs::exists(folder + "/rank-0.log.1"));
+  // Half the budget each, give or take the last piece the agent sent.
+  EXPECT_LE(fs::file_size(folder + "/rank-0.log"), 1024u + 4096u);
+  EXPECT_LE(fs::file_size(folder + "/rank-0.log.1"), 1024u + 4096u);
+  auto logs = dl({"logs", "last", "--tail", "1"});
+  EXPECT_EQ(logs.out, "[0] line 39.4 of a rank that writes far more than it may keep\n");
+  logs = dl({"logs", "last", "--rank", "0"});
+  EXPECT_EQ(logs.out.find("line 0.0 "), std::string::npos) << "the oldest output is gone";
+
+  const auto restarted = unique_job_id("jobs-logattempts");
+  r = dl({"-H", kLocalhost, "--job-id", restarted, "--max-restarts", "1", "sh", "-c",
+          "echo \"attempt $TORCHELASTIC_RESTART_COUNT rank $RANK\"; [ $RANK = 1 ] && exit 5; "
+          "sleep 1"});
+  ASSERT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_EQ(dl({"logs", "last", "--rank", "1"}).out, "attempt 1 rank 1\n");
+  EXPECT_EQ(dl({"logs", "last", "--rank", "1", "--attempt", "0"}).out, "attempt 0 rank 1\n");
+  EXPECT_NE(r.err.find("/output/1/rank-1.log"), std::string::npos) << r.err;
+}
+
+// --follow prints what comes while the job runs, and returns once it ended.
+TEST_F(Jobs, LogsFollowsARunningJobToItsEnd) {
+  const auto job = unique_job_id("jobs-follow");
+  Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, "sh", "-c",
+                         "echo started; i=0; while [ $i -lt 10 ]; do sleep 0.2; "
+                         "echo \"tick $i\"; i=$((i+1)); done"}),
+            env());
+  ASSERT_TRUE(p.wait_for_lines(4, 30));
+  auto f = dl({"logs", job, "--rank", "2", "--follow"}, 30);
+  EXPECT_EQ(f.exit_code, 0) << f.err;
+  EXPECT_EQ(p.finish(30).exit_code, 0);
+  std::string want = "started\n";
+  for (int i = 0; i < 10; ++i) want += "tick " + std::to_string(i) + "\n";
+  EXPECT_EQ(f.out, want);
+}

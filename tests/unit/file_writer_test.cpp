@@ -151,6 +151,37 @@ TEST(FileWriter, FilesAreCreatedNewByTheThread) {
   EXPECT_FALSE(w.failed(a));
 }
 
+// A rotation comes in order with the writes: what was handed over before it
+// ends up in NAME.1 (the one before is replaced), what comes after in a new
+// NAME; a rotation before anything was written again moves nothing.
+TEST(FileWriter, RotationMovesWhatCameBeforeItAside) {
+  TempDir dir;
+  FileWriter w;
+  const auto a = w.add_file(dir.fd.get(), "a", "A", 0600);
+  w.rotate(a);  // nothing made yet
+  w.write(a, "one\n");
+  w.write(a, "two\n");  // (joins the chunk before: the rotation must not)
+  w.rotate(a);
+  w.write(a, "three\n");
+  w.rotate(a);
+  w.rotate(a);  // nothing since: "three" stays in a.1
+  w.write(a, "four\n");
+  EXPECT_TRUE(w.finish(milliseconds(10000)));
+  EXPECT_EQ(slurp(dir.path / "a"), "four\n");
+  EXPECT_EQ(slurp(dir.path / "a.1"), "three\n");
+  EXPECT_FALSE(w.failed(a));
+  EXPECT_TRUE(w.take_failures().empty());
+  // A file given by descriptor is never renamed.
+  const UniqueFd fd(::open((dir.path / "given").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+  const auto given = w.add_fd(fd.get(), "GIVEN");
+  w.write(given, "x\n");
+  w.rotate(given);
+  w.write(given, "y\n");
+  EXPECT_TRUE(w.finish(milliseconds(10000)));
+  EXPECT_EQ(slurp(dir.path / "given"), "x\ny\n");
+  EXPECT_FALSE(std::filesystem::exists(dir.path / "given.1"));
+}
+
 // The loop hears of progress (to lower back-pressure, to end the drain).
 TEST(FileWriter, TheAttachedLoopHearsOfProgress) {
   TempDir dir;
