@@ -315,6 +315,9 @@ class Controller {
   bool abort_after_stacks_ = false;  // the cause is set; Abort goes once the stacks are in
   std::string stacks_dir_;  // without --output-dir: the private folder made for stacks files
   int stacks_files_ = 0;
+  // An answer to SIGQUIT, also written to the job's record (dlaunch stacks).
+  void record_stacks_answer(const std::string& text);
+  int stacks_answers_ = 0;
   void reap_children();
   void pause_output(bool pause);
   void drain_console(boost::asio::signal_set& signals);

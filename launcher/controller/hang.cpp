@@ -57,20 +57,33 @@ void Controller::stop_with_stacks(RootCause cause, StackReason reason) {
 
 void Controller::report_stacks_now() {
   progress_.clear();
+  // Each answer is also a file in the job's record, for `dlaunch stacks`
+  // (jobs/commands.cpp), which sent the SIGQUIT and waits for it.
+  const auto refuse = [&](const std::string& why) {
+    say("SIGQUIT: " + why);
+    record_stacks_answer("dlaunch: job " + plan_.job_id + ": " + why + "\n");
+  };
   if (phase_ != Phase::kRunning) {
-    say("SIGQUIT: no job running to take stacks of");
+    refuse("no job running to take stacks of");
     return;
   }
   if (collecting_) {
-    say("SIGQUIT: stacks are being collected already");
+    say("SIGQUIT: stacks are being collected already");  // that one answers
     return;
   }
   if (cfg_.stack_timeout.count() <= 0) {
-    say("SIGQUIT: no stacks are collected with --stack-timeout 0");
+    refuse("no stacks are collected with --stack-timeout 0");
     return;
   }
   say("SIGQUIT: collecting every rank's stack (the job goes on)");
-  if (!collect_stacks(StackReason::kOnDemand)) say("SIGQUIT: no rank is running");
+  if (!collect_stacks(StackReason::kOnDemand)) refuse("no rank is running");
+}
+
+void Controller::record_stacks_answer(const std::string& text) {
+  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  (void)sink_.write_record_file(fmt::format("stacks-{}-{}.txt", now, ++stacks_answers_), text);
 }
 
 bool Controller::collect_stacks(StackReason reason) {
@@ -185,8 +198,7 @@ void Controller::stacks_complete() {
     return;
   }
   progress_.clear();
-  sink_.console().write(
-      true,
+  const std::string report =
       fmt::format(
           "dlaunch: job {}: {}", plan_.job_id,
           c.reason == StackReason::kOnDemand
@@ -194,13 +206,15 @@ void Controller::stacks_complete() {
               : fmt::format(
                     "no rank wrote a line or completed a comm call for {} (--stall-timeout)\n",
                     seconds_text(cfg_.stall_timeout))) +
-          section);
+      section;
+  sink_.console().write(true, report);
+  if (c.reason == StackReason::kOnDemand) record_stacks_answer(report);
 }
 
 // DIR/<job-id>/stacks.txt with --output-dir (the folder OutputSink made);
-// else a fresh private folder (mkdtemp, 0700) in the runtime folder, kept
-// for the user to read. The file is new (O_EXCL, O_NOFOLLOW, 0600); later
-// collections of the same job write stacks.2.txt, ... Returns its path, or
+// else the job's record (jobs/registry.h); else a fresh private folder
+// (mkdtemp, 0700) in the runtime folder, kept for the user to read. The file is new (O_EXCL,
+// O_NOFOLLOW, 0600); later collections of the same job write stacks.2.txt, ... Returns its path, or
 // why it was not written.
 std::string Controller::write_stacks_file(const std::string& text) {
   ++stacks_files_;
@@ -213,6 +227,7 @@ std::string Controller::write_stacks_file(const std::string& text) {
     sink_.console().write_file(*file, text);
     return sink_.output_path(name);
   }
+  if (sink_.write_record_file(name, text)) return sink_.record_path(name);
   if (stacks_dir_.empty()) {
     try {
       stacks_dir_ = make_private_dir(runtime_base_dir(), "dlaunch-stacks-" + plan_.job_id + "-");

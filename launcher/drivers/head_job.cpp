@@ -681,7 +681,9 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   dl::JobJournal journal(plan, argv, o.events, sink);
   journal.started(plan);
   // The record keeps each rank's output (dlaunch logs): one file per rank
-  // open at a time, where the open-file limit leaves room for them.
+  // open at a time, where the open-file limit leaves room for them; and the
+  // stacks reports asked for from another shell (dlaunch stacks).
+  if (journal.record()) sink.keep_record(journal.record()->dir());
   if (journal.record() && o.log_size > 0) {
     if (dl::descriptors_fit(plan, !o.output_dir.empty() || !o.output_filename.empty(), proxied,
                             plan.world_size + 2LL)) {

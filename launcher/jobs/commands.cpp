@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -571,11 +572,69 @@ int logs(int argc, char** argv) {
   return 0;
 }
 
+// dlaunch stacks JOB: SIGQUIT to the job's head, which collects every
+// rank's stack (the job goes on) and writes its grouped report to the job's
+// record as well as to its own stderr (Controller::report_stacks_now); this
+// waits for that report and prints it.
+int stacks(int argc, char** argv) {
+  const Args a = parse("stacks", argc, argv, false, false, 1);
+  const JobEntry e = find_job(jobs_dir(false), a.words[0]);
+  const int fd = open_head("stacks", e);
+  const auto answers = [&] {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(e.dir, ec)) {
+      const std::string n = entry.path().filename().string();
+      if (n.starts_with("stacks-") && n.ends_with(".txt")) names.push_back(n);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  // Watch first, then look, then ask: an answer cannot slip in between.
+  const UniqueFd watch(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (watch) (void)::inotify_add_watch(watch.get(), e.dir.c_str(), IN_MOVED_TO | IN_CREATE);
+  const auto before = answers();
+  send("stacks", fd, e, SIGQUIT);
+  // The head waits --stack-timeout (30 s by default) for the nodes' stacks.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  bool head_gone = false;
+  for (;;) {
+    for (const auto& n : answers()) {
+      if (std::binary_search(before.begin(), before.end(), n)) continue;
+      ::close(fd);
+      write_all(1, read_file(e.dir + "/" + n));
+      return 0;
+    }
+    if (head_gone) {
+      throw Error(ErrorKind::kEnvironment,
+                  fmt::format("dlaunch stacks: job {}'s head ended before it answered", e.name));
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      ::close(fd);
+      throw Error(ErrorKind::kEnvironment,
+                  fmt::format("dlaunch stacks: job {}'s head (pid {}) wrote no stacks in 120 s "
+                              "(its stderr may say why)",
+                              e.name, e.start.head_pid));
+    }
+    std::array<pollfd, 2> p{{{fd, POLLIN, 0}, {watch.get(), POLLIN, 0}}};
+    const int n =
+        ::poll(p.data(), watch ? 2 : 1, static_cast<int>(std::min<long long>(left.count(), 500)));
+    if (n > 0 && (p[0].revents & POLLIN) != 0) head_gone = true;  // one more look, then give up
+    if (n > 0 && (p[1].revents & POLLIN) != 0) {
+      alignas(inotify_event) char events[4096];
+      while (::read(watch.get(), events, sizeof events) > 0) {
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool is_job_command(std::string_view word) {
   return word == "ps" || word == "status" || word == "events" || word == "stop" ||
-         word == "signal" || word == "logs";
+         word == "signal" || word == "logs" || word == "stacks";
 }
 
 int run_job_command(int argc, char** argv) {
@@ -585,6 +644,7 @@ int run_job_command(int argc, char** argv) {
   if (verb == "stop") return stop(argc, argv);
   if (verb == "signal") return signal_job(argc, argv);
   if (verb == "logs") return logs(argc, argv);
+  if (verb == "stacks") return stacks(argc, argv);
   return events(argc, argv);
 }
 

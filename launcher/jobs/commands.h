@@ -8,6 +8,8 @@
 //                                   TSTP, CONT to every rank (QUIT: stacks)
 //   dlaunch logs JOB [--rank N] [--attempt K] [--tail N] [--follow]
 //                                   the ranks' output the record keeps
+//   dlaunch stacks JOB              every rank's stack, grouped (SIGQUIT to
+//                                   its head, which answers in the record)
 // JOB: a record's name, a job id, or `last`. A program of one of these names
 // runs as any other after `--` (`dlaunch -- ps`) or with a path.
 #pragma once

@@ -8,6 +8,8 @@
 //   jobs/<name>/events.jsonl  its events (jobs/events.h, docs/events.md)
 //   jobs/<name>/result.json   how it ended (absent while it runs, and when
 //                             the head died without saying)
+//   jobs/<name>/output/       each rank's output per attempt (OutputSink)
+//   jobs/<name>/stacks*.txt   stacks reports (controller/hang.cpp)
 //
 // <name> is the job id, with "-2", "-3", ... when --job-id was used before.
 // The folders are the user's own: dlaunch/ and jobs/ are made 0700 and

@@ -136,6 +136,9 @@ class Console {
   FileWriter::Target add_open_file(int fd, std::string label);
   void write_file(FileWriter::Target file, std::string_view data);
   void rotate_file(FileWriter::Target file) { files_.rotate(file); }
+  void publish_file(FileWriter::Target file, std::string final_name) {
+    files_.publish(file, std::move(final_name));
+  }
   std::size_t queued() const { return out_.queued() + err_.queued() + files_.queued(); }
   std::size_t written() const { return out_.written() + err_.written() + files_.written(); }
   bool over_high_water() const { return high_; }

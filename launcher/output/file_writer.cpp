@@ -34,7 +34,8 @@ struct FileWriter::State {
   struct Chunk {
     Target target = 0;
     std::string data;
-    bool rotate = false;  // no data: rotate the file here (rotate())
+    bool rotate = false;    // no data: rename the file here (rotate(), publish())
+    std::string rename_to;  // publish(): this name; rotate(): empty (NAME.1)
   };
 
   Mutex mu;
@@ -177,13 +178,16 @@ void FileWriter::write(Target t, std::string_view data) {
   if (wake) s_->work.notify_one();
 }
 
-void FileWriter::rotate(Target t) {
+void FileWriter::rotate(Target t) { publish(t, {}); }
+
+void FileWriter::publish(Target t, std::string final_name) {
   bool wake = false;
   {
     MutexLock lock(s_->mu);
     if (t >= s_->files.size() || s_->files[t].failed || s_->files[t].dir_fd < 0) return;
     wake = s_->queue.empty();
-    s_->queue.push_back({.target = t, .data = {}, .rotate = true});
+    s_->queue.push_back(
+        {.target = t, .data = {}, .rotate = true, .rename_to = std::move(final_name)});
   }
   if (!thread_.joinable()) start();
   if (wake) s_->work.notify_one();
@@ -258,10 +262,11 @@ void FileWriter::run(const std::shared_ptr<State>& s) {
       f.fd = -1;
       const int dir = f.dir_fd;
       const std::string name = f.name;
+      const std::string to = chunk.rename_to.empty() ? name + ".1" : chunk.rename_to;
       s->mu.unlock();
       old.reset();  // (a close may flush, and wait on the disk)
       // Not made yet (nothing written since the last rotation): nothing to move.
-      const bool moved = ::renameat(dir, name.c_str(), dir, (name + ".1").c_str()) == 0;
+      const bool moved = ::renameat(dir, name.c_str(), dir, to.c_str()) == 0;
       const int err = errno;
       s->mu.lock();
       if (!moved && err != ENOENT) {

@@ -74,6 +74,11 @@ class FileWriter {
   // thread closes it and renames it to NAME.1 (replacing one there), and
   // the next write() creates NAME anew. A failed rename fails the file.
   void rotate(Target t);
+  // For a file made by add_file: after what was handed over so far, the
+  // thread closes it and renames it to `final_name` in the same folder, so
+  // that it appears there whole (a reader waiting for that name never sees
+  // half of it). Nothing is written to it afterwards.
+  void publish(Target t, std::string final_name);
 
   std::size_t queued() const;   // bytes handed over, not yet written or dropped
   std::size_t written() const;  // bytes written, all files

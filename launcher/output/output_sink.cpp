@@ -175,6 +175,24 @@ void OutputSink::keep_rank_logs(const std::string& record_dir, std::size_t rank_
   rank_log_bytes_ = rank_bytes;
 }
 
+void OutputSink::keep_record(const std::string& record_dir) {
+  UniqueFd fd(::open(record_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st {};
+  if (fd && ::fstat(fd.get(), &st) == 0 && st.st_uid == ::geteuid()) {
+    record_fd_ = std::move(fd);
+    record_dir_ = record_dir;
+  }
+}
+
+bool OutputSink::write_record_file(const std::string& name, std::string_view text) {
+  if (!record_fd_) return false;
+  const std::string part = "." + name + ".part";
+  const auto t = console_.add_file(record_fd_.get(), part, part, 0600);
+  console_.write_file(t, text);
+  console_.publish_file(t, name);
+  return true;
+}
+
 void OutputSink::start_attempt(int attempt) {
   rank_logs_.clear();
   attempt_ = -1;

@@ -87,11 +87,20 @@ class OutputSink {
   // --output-dir files. A folder that cannot be made is said once on
   // stderr, and nothing is kept.
   void keep_rank_logs(const std::string& record_dir, std::size_t rank_bytes);
+  // The record's folder, for write_record_file.
+  void keep_record(const std::string& record_dir);
   // The ranks' output from here on is of this attempt (0, then one more for
   // each restart).
   void start_attempt(int attempt);
   // Where the record keeps rank's output of this attempt; empty: it does not.
   std::string rank_log(int rank) const;
+  // Writes `text` to RECORD/name (0600) off the loop, where it appears
+  // whole (written as .name.part, then renamed); false without a record.
+  bool write_record_file(const std::string& name, std::string_view text);
+  // Where write_record_file puts `name`; empty without a record.
+  std::string record_path(const std::string& name) const {
+    return record_dir_.empty() ? std::string() : record_dir_ + "/" + name;
+  }
 
  private:
   Config cfg_;
@@ -107,6 +116,8 @@ class OutputSink {
   };
   std::string logs_dir_;  // RECORD/output; empty: nothing kept
   UniqueFd logs_fd_;
+  UniqueFd record_fd_;  // RECORD
+  std::string record_dir_;
   std::vector<UniqueFd> attempt_fds_;  // every attempt's, kept open: the
                                        // FileWriter knows folders by number
   int attempt_ = -1;

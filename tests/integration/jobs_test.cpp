@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 
@@ -339,4 +340,32 @@ TEST_F(Jobs, LogsFollowsARunningJobToItsEnd) {
   std::string want = "started\n";
   for (int i = 0; i < 10; ++i) want += "tick " + std::to_string(i) + "\n";
   EXPECT_EQ(f.out, want);
+}
+
+// `dlaunch stacks JOB` from another shell: the head collects every rank's
+// stack (the job goes on) and answers in the job's record; a job that is
+// not running is refused.
+TEST_F(Jobs, StacksFromAnotherShell) {
+  if (std::system("command -v gdb >/dev/null 2>&1 || command -v eu-stack >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "no stack tool (gdb or eu-stack) installed";
+  const auto job = unique_job_id("jobs-stacks");
+  Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, kWorker, "ready-sleep", "60"}), env());
+  ASSERT_TRUE(p.wait_for_lines(4, 30));
+  auto r = dl({"stacks", "last"}, 90);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("dlaunch: job " + job + ": stacks on SIGQUIT (the job goes on)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("stacks of 4 rank(s) on SIGQUIT"), std::string::npos) << r.out;
+  // The full stacks are in the record too.
+  const std::string full = state_ + "/dlaunch/jobs/" + job + "/stacks.txt";
+  EXPECT_NE(r.out.find("full stacks: " + full), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(full));
+  // The job went on: it still runs, and stops as asked.
+  EXPECT_EQ(YAML::Load(dl({"status", job, "--json"}).out)["state"].as<std::string>(), "running");
+  EXPECT_EQ(dl({"stop", job}).exit_code, 0);
+  EXPECT_EQ(p.finish(30).exit_code, 143);
+  r = dl({"stacks", job});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("is not running (ended)"), std::string::npos) << r.err;
 }

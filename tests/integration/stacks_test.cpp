@@ -115,7 +115,8 @@ TEST(Stacks, TimeoutReportsPythonTracebacksFromFaulthandler) {
   EXPECT_NE(odd.find("stuck_in_data_loader (stuck_worker.py:"), std::string::npos) << r.err;
   EXPECT_NE(rest.find("wait_for_gradients (stuck_worker.py:"), std::string::npos) << r.err;
   EXPECT_LT(r.err.find(odd), r.err.find(rest)) << r.err;
-  // Without --output-dir the full stacks go to a private folder the report names.
+  // Without --output-dir the full stacks go to the job's record (a private folder),
+  // which the report names.
   const auto at = r.err.find("full stacks: ");
   ASSERT_NE(at, std::string::npos) << r.err;
   const auto path = r.err.substr(at + 13, r.err.find(')', at) - at - 13);

@@ -238,7 +238,7 @@ TEST(SshConfig, MatchCriteriaOnlyOpensshEvaluatesAreLeftToSshG) {
 // A resolver that knows these fully qualified names (with their dot) only,
 // and remembers what it was asked.
 ResolveContext knowing(std::vector<std::string> names,
-                       std::shared_ptr<std::vector<std::string>> asked = nullptr) {
+                       const std::shared_ptr<std::vector<std::string>>& asked = nullptr) {
   ResolveContext ctx = test_ctx();
   ctx.resolves = [names = std::move(names), asked](const std::string& name) {
     if (asked) asked->push_back(name);
