@@ -278,6 +278,39 @@ int stop(int argc, char** argv) {
   return 0;
 }
 
+// dlaunch wait JOB: waits until the job's head has ended (a running job of
+// this machine; one that ended already at once), then exits with the job's
+// exit status, as the shell's `wait` does. A job that ended without a result
+// (its head was killed: `lost`) is an error (exit 1).
+int wait_job(int argc, char** argv) {
+  const Args a = parse("wait", argc, argv, false, false, 1);
+  const std::string dir = jobs_dir(false);
+  JobEntry e = find_job(dir, a.words[0]);
+  if (e.state == "running") {
+    int fd = -1;
+    try {
+      fd = open_head("wait", e);
+    } catch (const Error&) {
+      // It ended between the two looks: the record says how.
+    }
+    if (fd >= 0) {
+      pollfd p{fd, POLLIN, 0};  // readable once the head has exited
+      while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
+      }
+      ::close(fd);
+    }
+    e = find_job(dir, e.name);
+  }
+  if (e.exit_status) return *e.exit_status;
+  throw Error(ErrorKind::kEnvironment,
+              e.state == "elsewhere"
+                  ? fmt::format("dlaunch wait: job {}'s head runs on {}: run this there", e.name,
+                                e.start.head_host)
+                  : fmt::format("dlaunch wait: job {} ended without an exit status ({}: its head "
+                                "was killed, or its machine went down)",
+                                e.name, e.state));
+}
+
 // ---- dlaunch logs ----
 
 struct LogsArgs {
@@ -634,7 +667,7 @@ int stacks(int argc, char** argv) {
 
 bool is_job_command(std::string_view word) {
   return word == "ps" || word == "status" || word == "events" || word == "stop" ||
-         word == "signal" || word == "logs" || word == "stacks";
+         word == "signal" || word == "logs" || word == "stacks" || word == "wait";
 }
 
 int run_job_command(int argc, char** argv) {
@@ -645,6 +678,7 @@ int run_job_command(int argc, char** argv) {
   if (verb == "signal") return signal_job(argc, argv);
   if (verb == "logs") return logs(argc, argv);
   if (verb == "stacks") return stacks(argc, argv);
+  if (verb == "wait") return wait_job(argc, argv);
   return events(argc, argv);
 }
 

@@ -10,6 +10,8 @@
 //                                   the ranks' output the record keeps
 //   dlaunch stacks JOB              every rank's stack, grouped (SIGQUIT to
 //                                   its head, which answers in the record)
+//   dlaunch wait JOB                until the job has ended; exits with its
+//                                   exit status
 // JOB: a record's name, a job id, or `last`. A program of one of these names
 // runs as any other after `--` (`dlaunch -- ps`) or with a path.
 #pragma once

@@ -369,3 +369,26 @@ TEST_F(Jobs, StacksFromAnotherShell) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("is not running (ended)"), std::string::npos) << r.err;
 }
+
+// `dlaunch wait JOB` returns with the job's exit status once it has ended,
+// at once for one that ended already; a lost job has none.
+TEST_F(Jobs, WaitReturnsTheJobsExitStatus) {
+  const auto job = unique_job_id("jobs-wait");
+  Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, "sh", "-c",
+                         "echo up; sleep 1; [ $RANK = 3 ] && exit 6; sleep 30"}),
+            env());
+  ASSERT_TRUE(p.wait_for_lines(4, 30));
+  auto r = dl({"wait", job}, 60);
+  EXPECT_EQ(r.exit_code, 6) << r.err;
+  EXPECT_EQ(p.finish(10).exit_code, 6);
+  EXPECT_EQ(dl({"wait", "last"}).exit_code, 6);
+  const auto lost = unique_job_id("jobs-wait-lost");
+  Process q(dlaunch_cmd({"-H", kLocalhost, "--job-id", lost, kWorker, "ready-sleep", "60"}), env());
+  ASSERT_TRUE(q.wait_for_lines(4, 30));
+  q.signal(SIGKILL);
+  q.finish(10);
+  EXPECT_EQ(wait_job_gone(lost, 20), std::vector<pid_t>{});
+  r = dl({"wait", lost});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("ended without an exit status (lost"), std::string::npos) << r.err;
+}
