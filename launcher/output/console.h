@@ -139,6 +139,7 @@ class Console {
   void publish_file(FileWriter::Target file, std::string final_name) {
     files_.publish(file, std::move(final_name));
   }
+  void close_file(FileWriter::Target file) { files_.close(file); }
   std::size_t queued() const { return out_.queued() + err_.queued() + files_.queued(); }
   std::size_t written() const { return out_.written() + err_.written() + files_.written(); }
   bool over_high_water() const { return high_; }

@@ -46,6 +46,10 @@ struct FileWriter::State {
   std::deque<Chunk> queue GUARDED_BY(mu);
   std::size_t queued GUARDED_BY(mu) = 0;  // also counts the chunk being written
   std::size_t written GUARDED_BY(mu) = 0;
+  // Renames (rotate, publish, close) handed over and not done yet, and done
+  // so far: finish() waits for them too.
+  std::size_t renames_queued GUARDED_BY(mu) = 0;
+  std::size_t renames_done GUARDED_BY(mu) = 0;
   std::vector<Failure> failures GUARDED_BY(mu);
   bool stop GUARDED_BY(mu) = false;
   bool exited GUARDED_BY(mu) = false;
@@ -81,6 +85,10 @@ struct FileWriter::State {
     for (auto it = queue.begin(); it != queue.end();) {
       if (it->target == t) {
         queued -= it->data.size();
+        if (it->rotate) {
+          --renames_queued;
+          ++renames_done;
+        }
         it = queue.erase(it);
       } else {
         ++it;
@@ -180,6 +188,16 @@ void FileWriter::write(Target t, std::string_view data) {
 
 void FileWriter::rotate(Target t) { publish(t, {}); }
 
+void FileWriter::close(Target t) {
+  std::string name;
+  {
+    MutexLock lock(s_->mu);
+    if (t >= s_->files.size()) return;
+    name = s_->files[t].name;
+  }
+  publish(t, std::move(name));  // renamed to itself: closed, left where it is
+}
+
 void FileWriter::publish(Target t, std::string final_name) {
   bool wake = false;
   {
@@ -188,6 +206,7 @@ void FileWriter::publish(Target t, std::string final_name) {
     wake = s_->queue.empty();
     s_->queue.push_back(
         {.target = t, .data = {}, .rotate = true, .rename_to = std::move(final_name)});
+    ++s_->renames_queued;
   }
   if (!thread_.joinable()) start();
   if (wake) s_->work.notify_one();
@@ -230,12 +249,13 @@ void FileWriter::detach() {
 
 bool FileWriter::finish(std::chrono::milliseconds stall) {
   MutexLock lock(s_->mu);
-  std::size_t seen = s_->written;
+  // Progress: bytes written or renames done.
+  std::size_t seen = s_->written + s_->renames_done;
   auto until = std::chrono::steady_clock::now() + stall;
-  while (s_->queued > 0) {
+  while (s_->queued > 0 || s_->renames_queued > 0) {
     if (s_->progress.wait_until(s_->mu, until) != std::cv_status::timeout) continue;
-    if (s_->written == seen) return false;
-    seen = s_->written;
+    if (s_->written + s_->renames_done == seen) return false;
+    seen = s_->written + s_->renames_done;
     until = std::chrono::steady_clock::now() + stall;
   }
   return true;
@@ -255,6 +275,11 @@ void FileWriter::run(const std::shared_ptr<State>& s) {
     State::File& f = s->files[chunk.target];
     if (f.failed) {  // (fail() takes a failed file's chunks out of the queue)
       s->queued -= chunk.data.size();
+      if (chunk.rotate) {
+        --s->renames_queued;
+        ++s->renames_done;
+        s->progress.notify_all();
+      }
       continue;
     }
     if (chunk.rotate) {
@@ -269,10 +294,13 @@ void FileWriter::run(const std::shared_ptr<State>& s) {
       const bool moved = ::renameat(dir, name.c_str(), dir, to.c_str()) == 0;
       const int err = errno;
       s->mu.lock();
+      --s->renames_queued;
+      ++s->renames_done;
       if (!moved && err != ENOENT) {
         (void)s->fail(chunk.target, err, false);  // closed above
         s->notify_loop(s);
       }
+      s->progress.notify_all();
       continue;
     }
     if (f.fd < 0) {

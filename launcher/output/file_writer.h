@@ -79,6 +79,9 @@ class FileWriter {
   // that it appears there whole (a reader waiting for that name never sees
   // half of it). Nothing is written to it afterwards.
   void publish(Target t, std::string final_name);
+  // For a file made by add_file: closed once what was handed over is
+  // written; nothing is written to it afterwards.
+  void close(Target t);
 
   std::size_t queued() const;   // bytes handed over, not yet written or dropped
   std::size_t written() const;  // bytes written, all files
@@ -89,8 +92,8 @@ class FileWriter {
   void attach(boost::asio::io_context& io, std::function<void()> on_progress);
   void detach();
 
-  // Waits until all is written (true), or until nothing was written for
-  // `stall` (false).
+  // Waits until all is written and renamed (true), or until nothing was
+  // written or renamed for `stall` (false).
   bool finish(std::chrono::milliseconds stall);
 
  private:

@@ -194,6 +194,9 @@ bool OutputSink::write_record_file(const std::string& name, std::string_view tex
 }
 
 void OutputSink::start_attempt(int attempt) {
+  // The last attempt's files are done: closed once written, so that a job
+  // that restarts holds one file per rank, not one per rank and attempt.
+  for (const auto& [rank, log] : rank_logs_) console_.close_file(log.target);
   rank_logs_.clear();
   attempt_ = -1;
   if (!logs_fd_) return;
@@ -222,9 +225,10 @@ void OutputSink::keep_rank_output(int rank, std::string_view data) {
   auto it = rank_logs_.find(rank);
   if (it == rank_logs_.end()) {
     const std::string name = "rank-" + std::to_string(rank) + ".log";
+    const std::string path = logs_dir_ + "/" + std::to_string(attempt_) + "/" + name;
     it = rank_logs_
              .emplace(rank, RankLog{.target = console_.add_file(attempt_fds_.back().get(), name,
-                                                                rank_log(rank), 0600)})
+                                                                path, 0600)})
              .first;
   }
   RankLog& log = it->second;

@@ -171,6 +171,25 @@ TEST(FileWriter, RotationMovesWhatCameBeforeItAside) {
   EXPECT_EQ(slurp(dir.path / "a.1"), "three\n");
   EXPECT_FALSE(w.failed(a));
   EXPECT_TRUE(w.take_failures().empty());
+  // Published: it appears under its final name once written; closed: it
+  // stays, and its descriptor is given back.
+  const auto part = w.add_file(dir.fd.get(), ".report.part", "REPORT", 0600);
+  w.write(part, "whole\n");
+  w.publish(part, "report");
+  w.write(a, "five\n");
+  w.close(a);
+  EXPECT_TRUE(w.finish(milliseconds(10000)));
+  EXPECT_EQ(slurp(dir.path / "report"), "whole\n");
+  EXPECT_FALSE(std::filesystem::exists(dir.path / ".report.part"));
+  EXPECT_EQ(slurp(dir.path / "a"), "four\nfive\n");
+  int open_in_dir = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const auto target = std::filesystem::read_symlink(e.path(), ec);
+    if (!ec && target.parent_path() == dir.path) ++open_in_dir;
+  }
+  EXPECT_EQ(open_in_dir, 0) << "a closed or published file is not held open";
+  EXPECT_TRUE(w.take_failures().empty());
   // A file given by descriptor is never renamed.
   const UniqueFd fd(::open((dir.path / "given").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
   const auto given = w.add_fd(fd.get(), "GIVEN");
