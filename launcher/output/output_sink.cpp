@@ -82,6 +82,21 @@ UniqueFd own_folder(int parent_fd, const std::string& name, const std::string& p
   return fd;
 }
 
+// A private folder (0700) `name` under parent_fd for the job's record: made
+// if missing, never a link, this user's; else none (errno says why, where
+// the system said).
+UniqueFd private_folder_at(int parent_fd, const char* name) {
+  if (parent_fd < 0 || (::mkdirat(parent_fd, name, 0700) != 0 && errno != EEXIST)) return {};
+  UniqueFd fd(::openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0) return {};
+  if (st.st_uid != ::geteuid()) {
+    errno = EPERM;
+    return {};
+  }
+  return fd;
+}
+
 }  // namespace
 
 void OutputSink::open_mpirun_files() {
@@ -153,21 +168,10 @@ void OutputSink::keep_rank_logs(const std::string& record_dir, std::size_t rank_
   const std::string dir = record_dir + "/output";
   const UniqueFd record(
       ::open(record_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  UniqueFd fd;
-  if (record) {
-    if (::mkdirat(record.get(), "output", 0700) != 0 && errno != EEXIST) {
-      // (said below)
-    } else {
-      fd.reset(::openat(record.get(), "output", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    }
-  }
-  struct stat st {};
-  if (!fd || ::fstat(fd.get(), &st) != 0 || st.st_uid != ::geteuid()) {
-    const int e = errno;
-    write_all(2,
-              "dlaunch: the ranks' output is not kept in the job's record: cannot make " + dir +
-                  (fd ? std::string(" (not this user's)") : ": " + std::string(std::strerror(e))) +
-                  "\n");
+  UniqueFd fd = private_folder_at(record.get(), "output");
+  if (!fd) {
+    write_all(2, "dlaunch: the ranks' output is not kept in the job's record: cannot make " + dir +
+                     ": " + std::strerror(errno) + "\n");
     return;
   }
   logs_dir_ = dir;
@@ -201,12 +205,8 @@ void OutputSink::start_attempt(int attempt) {
   attempt_ = -1;
   if (!logs_fd_) return;
   const std::string name = std::to_string(attempt);
-  UniqueFd fd;
-  if (::mkdirat(logs_fd_.get(), name.c_str(), 0700) == 0 || errno == EEXIST)
-    fd.reset(
-        ::openat(logs_fd_.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  struct stat st {};
-  if (!fd || ::fstat(fd.get(), &st) != 0 || st.st_uid != ::geteuid()) {
+  UniqueFd fd = private_folder_at(logs_fd_.get(), name.c_str());
+  if (!fd) {
     write_all(2, "dlaunch: the ranks' output of attempt " + name +
                      " is not kept in the job's record: cannot make " + logs_dir_ + "/" + name +
                      "\n");

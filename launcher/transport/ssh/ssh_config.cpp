@@ -562,7 +562,8 @@ class Loader {
         st.number = *t;
         break;
       }
-      case Key::kServerAliveCountMax: {
+      case Key::kServerAliveCountMax:
+      case Key::kCanonicalizeMaxDots: {
         const std::string& v = one();
         const auto n = parse_count(v);
         if (!n) where.fail("\"" + v + "\" is not a count (a whole number, 0 or more)");
@@ -570,7 +571,8 @@ class Loader {
         break;
       }
       case Key::kIdentitiesOnly:
-      case Key::kBatchMode: {
+      case Key::kBatchMode:
+      case Key::kCanonicalizeFallbackLocal: {
         const std::string& v = one();
         const auto f = parse_flag(v);
         if (!f) where.fail("\"" + v + "\" is not yes or no");
@@ -632,20 +634,6 @@ class Loader {
           st.args.push_back(canonical_domain(a, where));
         }
         break;
-      case Key::kCanonicalizeMaxDots: {
-        const std::string& v = one();
-        const auto n = parse_count(v);
-        if (!n) where.fail("\"" + v + "\" is not a count (a whole number, 0 or more)");
-        st.number = *n;
-        break;
-      }
-      case Key::kCanonicalizeFallbackLocal: {
-        const std::string& v = one();
-        const auto f = parse_flag(v);
-        if (!f) where.fail("\"" + v + "\" is not yes or no");
-        st.number = *f;
-        break;
-      }
     }
     out.push_back(std::move(st));
   }

@@ -232,7 +232,7 @@ TEST(RuntimeArgs, ANodesGpusGoIntoTheContainerTheWayEachRuntimeTakesThem) {
 }
 
 TEST(RuntimeArgs, TheNodesGpusAreFoundByTheDriversDeviceAndCdiSpec) {
-  char tmpl[] = "/tmp/dlaunch-gpus-XXXXXX";
+  char tmpl[] = "/tmp/dlaunch-gpus-XXXXXX";  // mkdtemp replaces the six X
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const std::string root = tmpl;
   const auto write = [&](const std::string& path, const std::string& text) {
