@@ -167,7 +167,7 @@ def machine_info():
 
 
 class Testbed:
-    """The loopback sshd test bed bench/run started (scripts/testbed/sshd.sh)."""
+    """The loopback sshd test bed bench/run started (tests/testbed/sshd.sh)."""
 
     def __init__(self, d):
         self.dir = d

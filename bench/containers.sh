@@ -4,7 +4,7 @@
 # natively and in a podman container per node, alternately, R times each;
 # and `podman run --rm` of the same image by hand (one container, one `true`)
 # for scale. Wall time of each run (median, min, max). The podman is the
-# test bed's (scripts/testbed/podman.sh: its own storage in a temp folder, an
+# test bed's (tests/testbed/podman.sh: its own storage in a temp folder, an
 # image made from busybox-static): root and podman needed.
 #
 #   bench/containers.sh [--runs 10] [--build build/release]
@@ -23,9 +23,9 @@ dlaunch=$build/bin/dlaunch
 [[ -x $dlaunch && -x $build/bin/dlaunch-keepalive ]] || { echo "build dlaunch and dlaunch-agent first" >&2; exit 1; }
 
 bed=$(mktemp -d /tmp/dlaunch-podman-bench-XXXXXX)
-trap 'scripts/testbed/podman.sh stop "$bed"' EXIT
+trap 'tests/testbed/podman.sh stop "$bed"' EXIT
 # shellcheck disable=SC2046
-export $(scripts/testbed/podman.sh start "$bed")
+export $(tests/testbed/podman.sh start "$bed")
 image=localhost/dlaunch-test:latest
 
 # Seconds of wall time of one command, its output discarded; fails the bench if it fails.

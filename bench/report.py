@@ -277,7 +277,7 @@ def write(results_path, md_path, png_path):
         w("Time from the command's start to every rank having run `true` (pdsh: every host, once, as its "
           "users run it), and to every rank having passed an MPI barrier (`bench_barrier`: "
           "`comm::ProcessGroup::create(kMpi)` and `barrier()`, the same binary under both launchers). "
-          "Test bed: `scripts/testbed/sshd.sh`, one address 127.0.0.2, 127.0.0.3, ... per node, our own "
+          "Test bed: `tests/testbed/sshd.sh`, one address 127.0.0.2, 127.0.0.3, ... per node, our own "
           "sshd processes; the login user has /bin/sh as login shell. mpirun starts every daemon from the "
           "head (`plm_rsh_no_tree_spawn`), as dlaunch and pdsh do, through `bench/ssh-own-tmpdir.sh` (a "
           "TMPDIR per host: on one machine its daemons otherwise race for one session directory). The "
@@ -491,7 +491,7 @@ def write(results_path, md_path, png_path):
     # ---- commands
     w("## Exact commands")
     w("")
-    w("Paths as on the measuring machine; `DIR` is the test bed (`scripts/testbed/sshd.sh`).")
+    w("Paths as on the measuring machine; `DIR` is the test bed (`tests/testbed/sshd.sh`).")
     w("")
     w("```")
     for key, what in (("launch", "launch, {} (16 nodes)"), ("teardown", "teardown, {}"),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Launch at 256 and 1024 SSH nodes on one machine (scripts/testbed/wide.sh: one
+# Launch at 256 and 1024 SSH nodes on one machine (tests/testbed/wide.sh: one
 # sshd answering for 127.1.b.c), dlaunch side by side with pdsh in the same
 # run, each under `ulimit -Sn 1024`:
 #
@@ -49,11 +49,11 @@ cmake --build build/release --target dlaunch dlaunch-agent ssh_session_memory >/
 max=$(tr ',' '\n' <<<"$nodes" | sort -n | tail -1)
 tb=$(mktemp -d /tmp/dlaunch-wide-tb.XXXXXX)
 cleanup() {
-  scripts/testbed/wide.sh stop "$tb" || true
+  tests/testbed/wide.sh stop "$tb" || true
   rm -rf "$tb"
 }
 trap cleanup EXIT
-nice -n "$nice" scripts/testbed/wide.sh start "$tb" "$max" 1 >/dev/null
+nice -n "$nice" tests/testbed/wide.sh start "$tb" "$max" 1 >/dev/null
 mkdir -p "$(dirname "$out")"
 /usr/bin/python3 bench/ssh_wide.py --testbed "$tb" --nodes "$nodes" --runs "$runs" \
   --pdsh-fanout "$fanout" --tools "$tools" --out "$out" --nice "$nice"

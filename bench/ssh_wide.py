@@ -261,7 +261,7 @@ def markdown(res, memory_text):
     w(f"Measured by `bench/ssh-wide.sh` (defaults: `--nodes 256,1024 --runs 3 --pdsh-fanout "
       f"{res['pdsh_fanout']}`) on {m['date']}, {m['cores']} cores, dlaunch git {m['git']}, "
       f"{m['pdsh']}, {m['openssh']}; the median of {res['runs']} runs, the tools taking turns. "
-      "Test bed: `scripts/testbed/wide.sh`, one sshd answering for every 127.1.b.c (one address "
+      "Test bed: `tests/testbed/wide.sh`, one sshd answering for every 127.1.b.c (one address "
       "and known_hosts entry per host), the login user with /bin/sh as shell, the listener a child "
       "subreaper (an agent that outlives its session is still counted). Every command runs under "
       f"`ulimit -Sn {res['soft_nofile']}` (dlaunch raises it to the hard limit itself).")

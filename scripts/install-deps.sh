@@ -20,17 +20,17 @@ test_packages=(
   # Recommends of clang-14, so named here), llvm-symbolizer for its reports
   clang libclang-rt-14-dev llvm
   clang-format clang-tidy  # scripts/dev.sh lint
-  slurm-wlm munge  # scripts/testbed/slurm.sh: single-node Slurm for the slurm tests
-  # scripts/testbed/sge.sh: single-node Grid Engine for the sge tests
+  slurm-wlm munge  # tests/testbed/slurm.sh: single-node Slurm for the slurm tests
+  # tests/testbed/sge.sh: single-node Grid Engine for the sge tests
   gridengine-master gridengine-exec gridengine-client
   groff-base man-db dpkg-dev  # man page check (groff, man -l), cpack -G DEB (dpkg-shlibdeps)
   python3-torch  # examples/train.py and the PyTorch tests (run with /usr/bin/python3)
   elfutils gdb  # stacks of hanging ranks (dlaunch runs eu-stack, else gdb, on each node)
-  iproute2  # scripts/testbed/netns.sh: hosts as network namespaces (fault matrix tests)
-  # scripts/testbed/bare-root.sh: minimal Debian roots for the bare-node bed
+  iproute2  # tests/testbed/netns.sh: hosts as network namespaces (fault matrix tests)
+  # tests/testbed/bare-root.sh: minimal Debian roots for the bare-node bed
   # (nodes with nothing installed; made once, cached in /var/cache/dlaunch-testbed)
   mmdebstrap
-  # scripts/testbed/podman.sh: the container tests (podman with runc, which
+  # tests/testbed/podman.sh: the container tests (podman with runc, which
   # this host's cgroups v1 need; an image imported from a static busybox)
   podman runc busybox-static
 )

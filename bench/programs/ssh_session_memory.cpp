@@ -10,7 +10,7 @@
 //
 //   ssh_session_memory HOSTS_FILE PORT USER KEY_FILE N [COMMAND]
 //
-// HOSTS_FILE: one address a line (scripts/testbed/wide.sh's hosts.list).
+// HOSTS_FILE: one address a line (tests/testbed/wide.sh's hosts.list).
 #include <arpa/inet.h>
 #include <malloc.h>
 #include <netinet/in.h>

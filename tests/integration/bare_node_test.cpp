@@ -1,5 +1,5 @@
 // Nodes with nothing installed (issue 30): each node an sshd chrooted into a
-// minimal Debian (scripts/testbed/bare-root.sh: mmdebstrap --variant=minbase
+// minimal Debian (tests/testbed/bare-root.sh: mmdebstrap --variant=minbase
 // with openssh-server, no Open MPI, PMIx, hwloc, libevent) in its own network
 // and mount namespace (netns.sh with TB_NODE_ROOT). dlaunch must copy its
 // packed agent there and run:
@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kScripts = std::string(SOURCE_DIR) + "/scripts/testbed/";
+const std::string kScripts = std::string(SOURCE_DIR) + "/tests/testbed/";
 constexpr int kNodes = 2;
 
 std::string trim(std::string s) {

@@ -1,4 +1,4 @@
-// The bastion test bed (scripts/testbed/bastion.sh), checked with OpenSSH and
+// The bastion test bed (tests/testbed/bastion.sh), checked with OpenSSH and
 // the kernel rather than with dlaunch: a later test that fails on it must be
 // able to blame dlaunch. One bed of three nodes for the suite:
 //   - each alias of the user's ssh config (ProxyJump bastion) reaches its own
@@ -42,7 +42,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-const std::string kBed = std::string(SOURCE_DIR) + "/scripts/testbed/bastion.sh";
+const std::string kBed = std::string(SOURCE_DIR) + "/tests/testbed/bastion.sh";
 const std::string kBuildDir = BUILD_DIR;
 constexpr int kNodes = 3;
 
@@ -373,10 +373,10 @@ TEST_F(BastionBed, NodesReachEachOtherAndTheBastionButNotTheHead) {
 
 TEST_F(BastionBed, ANodeSessionSeesAnEmptyBuildFolderAndTheRestOfTheFileSystem) {
   ASSERT_TRUE(fs::exists(kBuildDir + "/CMakeCache.txt")) << "the head sees the build folder";
-  const auto r = ssh("gpu-3", "ls -A " + kBuildDir + "; echo ---; ls " + SOURCE_DIR +
-                                  "/scripts/testbed/bastion.sh");
+  const auto r = ssh(
+      "gpu-3", "ls -A " + kBuildDir + "; echo ---; ls " + SOURCE_DIR + "/tests/testbed/bastion.sh");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "---\n" + std::string(SOURCE_DIR) + "/scripts/testbed/bastion.sh\n");
+  EXPECT_EQ(r.out, "---\n" + std::string(SOURCE_DIR) + "/tests/testbed/bastion.sh\n");
   // While the node's namespace, as the head uses it, sees the build folder.
   const auto e = bed_exec("3", "ls " + kBuildDir + "/CMakeCache.txt");
   EXPECT_EQ(e.exit_code, 0) << e.err;

@@ -1,6 +1,6 @@
 // Containers (docs/containers.md, agent/runtime/): real jobs on two logical
 // nodes of this machine whose ranks run in one podman container per node,
-// on a podman of the test's own (scripts/testbed/podman.sh: configuration,
+// on a podman of the test's own (tests/testbed/podman.sh: configuration,
 // storage and state in a temp folder; an image made here from the static
 // busybox of busybox-static, never pulled). Needs root and podman; each test
 // says why it is skipped otherwise.
@@ -23,7 +23,7 @@ using namespace dltest;
 namespace {
 
 const std::string kLocalhost = std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml";
-const std::string kBed = std::string(SOURCE_DIR) + "/scripts/testbed/podman.sh";
+const std::string kBed = std::string(SOURCE_DIR) + "/tests/testbed/podman.sh";
 const std::string kImage = "localhost/dlaunch-test:latest";
 
 int count_of(const std::string& text, const std::string& what) {
@@ -46,7 +46,7 @@ class Containers : public ::testing::Test {
       skip_ = "no podman test bed: " + r.err;
     } else if (r.exit_code != 0) {
       failed_ =
-          "scripts/testbed/podman.sh start failed (" + std::to_string(r.exit_code) + "): " + r.err;
+          "tests/testbed/podman.sh start failed (" + std::to_string(r.exit_code) + "): " + r.err;
     } else {
       env_ = lines_of(r.out);
     }

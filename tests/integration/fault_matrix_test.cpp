@@ -3,7 +3,7 @@
 // dlaunch has exited and every node is clean, and that no process of the job
 // is left anywhere (workers, their children and grandchildren, agents, guards).
 //
-// Faults about the network run on scripts/testbed/netns.sh: three hosts, each
+// Faults about the network run on tests/testbed/netns.sh: three hosts, each
 // a network namespace with its own stack, address and sshd on port 22, joined
 // to this (the head's) namespace by veth pairs on a bridge. It needs root;
 // without it those tests skip, and the faults that are not about the network
@@ -49,7 +49,7 @@ namespace {
 
 const std::string kWorker = TEST_WORKER_BIN;
 const std::string kLocalhost = std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml";
-const std::string kNetns = std::string(SOURCE_DIR) + "/scripts/testbed/netns.sh";
+const std::string kNetns = std::string(SOURCE_DIR) + "/tests/testbed/netns.sh";
 constexpr int kBedNodes = 3;
 constexpr int kBedSlots = 2;
 

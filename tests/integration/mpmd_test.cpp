@@ -200,7 +200,7 @@ TEST(Mpmd, CheckLooksForTheScriptAnInterpreterIsGiven) {
   EXPECT_EQ(all.find("2 of 2 passed"), std::string::npos) << all;
   // A script that is there, and code given with -c, pass.
   auto ok = run(dlaunch_cmd(
-      {"--check", "-H", kLocalhost, "sh", std::string(SOURCE_DIR) + "/scripts/testbed/lib.sh"}));
+      {"--check", "-H", kLocalhost, "sh", std::string(SOURCE_DIR) + "/tests/testbed/lib.sh"}));
   EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
   auto code = run(dlaunch_cmd({"--check", "-H", kLocalhost, "python3", "-c", "pass"}));
   EXPECT_EQ(code.exit_code, 0) << code.out << code.err;

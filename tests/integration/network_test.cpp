@@ -1,4 +1,4 @@
-// Which network the workers use, on real network stacks: scripts/testbed/netns.sh
+// Which network the workers use, on real network stacks: tests/testbed/netns.sh
 // gives three hosts, each a network namespace with its own eth0 (10.201.X.k)
 // and sshd, joined by a bridge to this (the head's) namespace. Each host also
 // gets a decoy docker0 bridge with the same 172.17.0.1/16 on every one, as a
@@ -34,7 +34,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kNetns = std::string(SOURCE_DIR) + "/scripts/testbed/netns.sh";
+const std::string kNetns = std::string(SOURCE_DIR) + "/tests/testbed/netns.sh";
 const std::string kWorker = TEST_WORKER_BIN;
 const std::string kPython = "/usr/bin/python3";
 constexpr int kNodes = 3;

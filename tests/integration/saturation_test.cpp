@@ -3,7 +3,7 @@
 // on CI's two). Whatever the ranks do, heartbeats must keep flowing both ways
 // (a busy machine is not a dead head or agent), and SIGINT/SIGTERM must be
 // acted on within a second, with every process of the job gone within the
-// kill grace plus a second. Real sshd on loopback (scripts/testbed/sshd.sh),
+// kill grace plus a second. Real sshd on loopback (tests/testbed/sshd.sh),
 // real agents serving PMIx, real Open MPI ranks (tests/helpers/mpi_spin.c).
 #include <signal.h>
 #include <unistd.h>
@@ -54,7 +54,7 @@ class Saturation : public ::testing::Test {
                    sysconf(_SC_NPROCESSORS_ONLN));
     }
     dir_ = new std::string(temp_dir("saturation"));
-    auto r = run({std::string(SOURCE_DIR) + "/scripts/testbed/sshd.sh", "start", *dir_,
+    auto r = run({std::string(SOURCE_DIR) + "/tests/testbed/sshd.sh", "start", *dir_,
                   std::to_string(kNodes), "0", std::to_string(kSlots)},
                  60);
     if (r.exit_code != 0) {
@@ -65,7 +65,7 @@ class Saturation : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     if (dir_ != nullptr) {
-      run({std::string(SOURCE_DIR) + "/scripts/testbed/sshd.sh", "stop", *dir_}, 30);
+      run({std::string(SOURCE_DIR) + "/tests/testbed/sshd.sh", "stop", *dir_}, 30);
       std::error_code ignored;
       fs::remove_all(*dir_, ignored);
     }

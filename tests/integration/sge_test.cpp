@@ -1,5 +1,5 @@
 // Jobs in a real Grid Engine allocation: a single-node cluster of our own
-// (scripts/testbed/sge.sh: sge_qmaster and sge_execd of Debian's gridengine
+// (tests/testbed/sge.sh: sge_qmaster and sge_execd of Debian's gridengine
 // 8.1.9, a cell in a temp dir, the parallel environment `dlaunch` with
 // control_slaves TRUE), with dlaunch run by `qrsh -pe dlaunch N` (hosts from
 // PE_HOSTFILE) and with `--transport sge` (every agent a task of the job,
@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kWorker = TEST_WORKER_BIN;
-const std::string kScript = std::string(SOURCE_DIR) + "/scripts/testbed/sge.sh";
+const std::string kScript = std::string(SOURCE_DIR) + "/tests/testbed/sge.sh";
 
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();

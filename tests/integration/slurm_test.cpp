@@ -1,5 +1,5 @@
 // Jobs in a real Slurm allocation: a single-node cluster of our own
-// (scripts/testbed/slurm.sh: munged, slurmctld, slurmd, files in a temp dir,
+// (tests/testbed/slurm.sh: munged, slurmctld, slurmd, files in a temp dir,
 // node name = `hostname -s`, NodeAddr 127.0.0.1), with dlaunch run by
 // `salloc` (hosts from the allocation) and with `--transport slurm` (every
 // agent a job step started by srun). Every test checks that each rank ran and
@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kWorker = TEST_WORKER_BIN;
-const std::string kScript = std::string(SOURCE_DIR) + "/scripts/testbed/slurm.sh";
+const std::string kScript = std::string(SOURCE_DIR) + "/tests/testbed/slurm.sh";
 
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();

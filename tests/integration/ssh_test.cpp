@@ -1,4 +1,4 @@
-// Jobs over real SSH: our own sshd on loopback (scripts/testbed/sshd.sh), one
+// Jobs over real SSH: our own sshd on loopback (tests/testbed/sshd.sh), one
 // address per "host" (127.0.0.2 ...), generated host and user keys. dlaunch
 // gets the bed's ssh config (-F DIR/ssh_config, which names the bed's key and
 // known_hosts) as a user gives a cluster's: like ssh, dlaunch takes ~ from the
@@ -31,7 +31,7 @@ class Ssh : public ::testing::Test {
     dir_ = new std::string(
         (fs::temp_directory_path() / ("dlaunch-sshd-" + std::to_string(::getpid()))).string());
     auto r = run(
-        {std::string(SOURCE_DIR) + "/scripts/testbed/sshd.sh", "start", *dir_, "8", "0", "2"}, 60);
+        {std::string(SOURCE_DIR) + "/tests/testbed/sshd.sh", "start", *dir_, "8", "0", "2"}, 60);
     if (r.exit_code != 0) {
       skip_ = new std::string("cannot start a loopback sshd (exit " + std::to_string(r.exit_code) +
                               "): " + r.err);
@@ -41,7 +41,7 @@ class Ssh : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     if (dir_ != nullptr) {
-      run({std::string(SOURCE_DIR) + "/scripts/testbed/sshd.sh", "stop", *dir_}, 30);
+      run({std::string(SOURCE_DIR) + "/tests/testbed/sshd.sh", "stop", *dir_}, 30);
       std::error_code ignored;  // a daemon may still be removing its own files
       fs::remove_all(*dir_, ignored);
     }

@@ -65,7 +65,7 @@ usage="usage: $0 start DIR N [BUILD_DIR] | stop DIR | exec DIR K|bastion CMD [AR
 [[ -n "$cmd" && -n "$dir" ]] || { echo "$usage" >&2; exit 2; }
 dir=$(realpath -m -- "$dir")
 
-# shellcheck source=scripts/testbed/lib.sh
+# shellcheck source=tests/testbed/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 stop() {
@@ -244,7 +244,7 @@ done < "$dir/nodes"
 # through the bastion ("ProxyJump bastion", or a ProxyCommand).
 ssh_config() {
   {
-    echo "# A cluster behind a bastion (scripts/testbed/bastion.sh, bed $idx)."
+    echo "# A cluster behind a bastion (tests/testbed/bastion.sh, bed $idx)."
     echo "Host bastion"
     echo "  HostName $bastion_a"
     while read -r k ns a alias; do

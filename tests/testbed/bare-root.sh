@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A root file system of a bare node, for scripts/testbed/bare.sh: a minimal
+# A root file system of a bare node, for tests/testbed/bare.sh: a minimal
 # Debian made by `mmdebstrap --variant=minbase` (no Open MPI, PMIx, hwloc,
 # libevent: nothing of dlaunch's libraries), with openssh-server and the
 # packages named. Made once and kept in the cache, keyed by release and

@@ -20,7 +20,7 @@
 # own (bare-node.sh), so that its sessions see none of this machine's
 # libraries; DIR/share is its /srv/share, read-only.
 #
-# DIR gets what scripts/testbed/sshd.sh writes (home/.ssh/{id_ed25519,
+# DIR gets what tests/testbed/sshd.sh writes (home/.ssh/{id_ed25519,
 # known_hosts}; hosts.yaml with transport ssh and, if given, the agent path;
 # hostfile.plain; hosts.list; ssh_config, which names that key and known_hosts:
 # ssh -F DIR/ssh_config, dlaunch -F DIR/ssh_config), plus nodes (one line
@@ -33,7 +33,7 @@ cmd=${1:-}; dir=${2:-}
 usage="usage: $0 start DIR N [SLOTS] [AGENT] | stop DIR | exec DIR K CMD [ARGS...]"
 [[ -n "$cmd" && -n "$dir" ]] || { echo "$usage" >&2; exit 2; }
 
-# shellcheck source=scripts/testbed/lib.sh
+# shellcheck source=tests/testbed/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 stop() {
@@ -81,7 +81,7 @@ n=${3:?N}; slots=${4:-2}; agent=${5:-}
 (( n >= 1 && n <= 250 )) || { echo "N must be 1..250" >&2; exit 2; }
 [[ $(id -u) -eq 0 ]] || { echo "netns.sh needs root (network namespaces)" >&2; exit 3; }
 if ! command -v ip >/dev/null; then
-  "$(dirname "${BASH_SOURCE[0]}")/../install-deps.sh" >&2 || true
+  "$(dirname "${BASH_SOURCE[0]}")/../../scripts/install-deps.sh" >&2 || true
   command -v ip >/dev/null || { echo "netns.sh needs iproute2 (scripts/install-deps.sh)" >&2; exit 3; }
 fi
 sshd_bin=$(tb_sshd_bin) || exit 3
