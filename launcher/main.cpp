@@ -1,7 +1,7 @@
 // dlaunch: the head-node launcher. Parses the command line and hands the
 // job to its driver: the head-node driver (drivers/head_job.h) for a job of
-// the hostfile's nodes, the per-node driver (pernode/pernode.h) for
-// torchrun's options, or a verb of the job registry (jobs/commands.h). See
+// the hostfile's nodes, the per-node driver (drivers/pernode.h) for
+// torchrun's options, or a verb of the job registry (drivers/job_commands.h). See
 // docs/architecture.md.
 #include <fcntl.h>
 #include <signal.h>
@@ -18,8 +18,8 @@
 #include "dlaunch/process.h"
 #include "dlaunch/text.h"
 #include "drivers/head_job.h"
-#include "jobs/commands.h"
-#include "pernode/pernode.h"
+#include "drivers/job_commands.h"
+#include "drivers/pernode.h"
 #include "plan/mpi_program.h"
 
 namespace dl = dlaunch;
@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   dl::raise_descriptor_limit();
   try {
-    // dlaunch ps|status|events: the registry's verbs (jobs/commands.h).
+    // dlaunch ps|status|events: the registry's verbs (drivers/job_commands.h).
     if (argc >= 2 && dl::is_job_command(argv[1])) return dl::run_job_command(argc, argv);
     return run(argc, argv);
   } catch (const dl::Error& e) {

@@ -1,6 +1,6 @@
 // The controller's settings that come straight from the command line, the
 // same in the head-node mode (main.cpp) and the per-node mode
-// (pernode/pernode.cpp); each mode then sets what is its own (the agent, the
+// (drivers/pernode.cpp); each mode then sets what is its own (the agent, the
 // working directory, ports, the store, MPI, stdin, progress).
 #pragma once
 

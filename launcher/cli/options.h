@@ -17,8 +17,6 @@
 
 namespace dlaunch {
 
-enum class PrefixMode { kRank, kHostRank, kNone };
-
 // --signal's SECONDS when not given: srun's default for its --signal.
 inline constexpr int kDefaultSignalTime = 60;
 
@@ -159,5 +157,11 @@ std::string tunables_markdown();
 // Returns false when dlaunch should exit at once with exit_code: after
 // --help/--version (0) or a usage error already printed (2).
 bool parse_options(int argc, char** argv, Options& out, int& exit_code);
+
+// Sets o.mpi when a program of the job is an Open MPI program
+// (plan/mpi_program.h) and --mpi was not given (unless --no-mpi), saying so
+// once on stderr; InputError for a program of another MPI, which only its own
+// launcher can start. `env` holds the PATH the programs are found with.
+void choose_mpi(Options& o, const std::vector<std::string>& env);
 
 }  // namespace dlaunch

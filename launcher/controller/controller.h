@@ -34,12 +34,12 @@
 #include <boost/asio/signal_set.hpp>
 
 #include "controller/progress.h"
-#include "controller/report.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/proto/container.h"
 #include "dlaunch/proto/heartbeat.h"
 #include "dlaunch/tunables.h"
 #include "jobs/events.h"
+#include "jobs/report.h"
 #include "net/master_address.h"
 #include "net/stream.h"
 #include "output/output_sink.h"

@@ -4,7 +4,7 @@
 // anything starts, and runs the job through a Controller per attempt, again
 // after a failure that --max-restarts allows (lost nodes are dropped or
 // replaced from --spares). --dry-run and --check stop before the first
-// attempt. The per-node driver (pernode/pernode.h) is the other one.
+// attempt. The per-node driver (drivers/pernode.h) is the other one.
 #pragma once
 
 #include <string>

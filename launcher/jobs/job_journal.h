@@ -12,9 +12,9 @@
 #include <optional>
 #include <string>
 
-#include "controller/report.h"
 #include "jobs/events.h"
 #include "jobs/registry.h"
+#include "jobs/report.h"
 #include "output/output_sink.h"
 #include "plan/plan.h"
 

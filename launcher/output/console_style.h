@@ -10,6 +10,10 @@
 
 namespace dlaunch {
 
+// --tag-output's shape: each line's prefix names the rank ("[3] "), the node
+// and the rank, or nothing.
+enum class PrefixMode { kRank, kHostRank, kNone };
+
 // "0,3-5" -> {0, 3, 4, 5}, sorted and without duplicates. Throws InputError
 // (source "--ranks") for anything else, or a rank >= world_size.
 std::vector<int> parse_rank_list(std::string_view spec, int world_size);

@@ -24,10 +24,10 @@
 #include <string_view>
 #include <vector>
 
-#include "cli/options.h"
 #include "dlaunch/proto/protocol.h"
 #include "dlaunch/unique_fd.h"
 #include "output/console.h"
+#include "output/console_style.h"
 
 namespace dlaunch {
 

@@ -15,8 +15,6 @@
 
 namespace dlaunch {
 
-struct Options;
-
 enum class MpiKind { kNone, kOpenMpi, kOther };
 
 struct MpiLinkage {
@@ -32,10 +30,5 @@ MpiLinkage elf_mpi_linkage(const std::string& path);
 // with PATH in `env` from `workdir`.
 MpiLinkage mpi_linkage(const std::vector<std::string>& command, const std::vector<std::string>& env,
                        const std::string& workdir);
-
-// Sets o.mpi when a program of the job is an Open MPI program and --mpi
-// was not given (unless --no-mpi), saying so once on stderr; InputError for
-// a program of another MPI, which only its own launcher can start.
-void choose_mpi(Options& o, const std::vector<std::string>& env);
 
 }  // namespace dlaunch

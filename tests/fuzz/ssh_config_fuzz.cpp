@@ -1,4 +1,4 @@
-// Fuzzes the OpenSSH client-config reader (launcher/transport/ssh/ssh_config.h)
+// Fuzzes the OpenSSH client-config reader (launcher/ssh_config/ssh_config.h)
 // in memory, through MemoryFiles.
 //
 // Input: up to five files separated by a line "----": the user's config,
@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "transport/ssh/ssh_config.h"
+#include "ssh_config/ssh_config.h"
 
 namespace {
 

@@ -46,7 +46,7 @@ namespace {
 constexpr const char* kAttacker = "dlaunch-attacker";
 // 32 characters: a secret as `openssl rand -hex 16` makes one.
 const std::vector<std::string> kEnv = {"DLAUNCH_RDZV_SECRET=0123456789abcdef0123456789abcdef"};
-// launcher/pernode/pernode.h's kOpenRendezvousKey: the public key of a
+// launcher/drivers/pernode.h's kOpenRendezvousKey: the public key of a
 // rendezvous with no secret (pinned here: it is part of the wire protocol).
 constexpr const char* kOpenKey = "dlaunch-open-rendezvous-no-secret";
 

@@ -1,6 +1,6 @@
 // TORCHELASTIC_ERROR_FILE: the agent's side (where the file is, reading it
 // back) and the head's (what PyTorch wrote, and how the report shows it).
-#include "controller/error_file.h"
+#include "jobs/error_file.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "controller/report.h"
+#include "jobs/report.h"
 #include "worker.h"
 
 using namespace dlaunch;

@@ -14,8 +14,8 @@
 
 #include "cli/options.h"
 #include "cli/peer_options.h"
+#include "drivers/pernode.h"
 #include "hostfile/hostfile.h"
-#include "pernode/pernode.h"
 #include "pernode/rendezvous.h"
 #include "plan/plan.h"
 #include "plan/user_env.h"

@@ -1,7 +1,7 @@
-// The OpenSSH client-config reader (launcher/transport/ssh/ssh_config.h):
+// The OpenSSH client-config reader (launcher/ssh_config/ssh_config.h):
 // precedence, Host/Match, Include, tokens, errors and caps, from memory
 // through MemoryFiles, and once from real files.
-#include "transport/ssh/ssh_config.h"
+#include "ssh_config/ssh_config.h"
 
 #include <pwd.h>
 #include <sys/stat.h>

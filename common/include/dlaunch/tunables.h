@@ -140,7 +140,7 @@ inline constexpr std::size_t kMaxArgStringBytes = std::size_t{128} << 10;
 // small file into a huge one).
 inline constexpr std::size_t kMaxHostEnvBytes = std::size_t{1} << 20;
 
-// OpenSSH client configuration files (launcher/transport/ssh/ssh_config.h),
+// OpenSSH client configuration files (launcher/ssh_config/ssh_config.h),
 // over all the files of one load: a real config is a few hundred short lines
 // in a few files.
 inline constexpr std::size_t kMaxSshConfigLineBytes = std::size_t{16} << 10;

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "hostfile/hostfile.h"
+#include "ssh_config/ssh_config.h"
 #include "transport/ssh/connect.h"
-#include "transport/ssh/ssh_config.h"
 
 namespace dlaunch::ssh {
 

@@ -22,7 +22,7 @@
 #include "dlaunch/text.h"
 #include "dlaunch/tunables.h"
 #include "dlaunch/unique_fd.h"
-#include "transport/ssh/ssh_config_internal.h"
+#include "ssh_config/ssh_config_internal.h"
 
 namespace dlaunch::ssh {
 namespace {

@@ -19,8 +19,8 @@
 #include <fmt/format.h>
 
 #include "hostfile/hostfile.h"
+#include "ssh_config/ssh_config.h"
 #include "transport/ssh/host_options.h"
-#include "transport/ssh/ssh_config.h"
 
 namespace {
 

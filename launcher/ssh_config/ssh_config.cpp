@@ -1,6 +1,6 @@
 // SshConfig::load: reads the files, follows Includes and checks every line
 // (ssh_config.h). resolve() is in ssh_config_resolve.cpp.
-#include "transport/ssh/ssh_config.h"
+#include "ssh_config/ssh_config.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -13,7 +13,7 @@
 
 #include <climits>
 
-#include "transport/ssh/ssh_config_internal.h"
+#include "ssh_config/ssh_config_internal.h"
 
 namespace dlaunch::ssh {
 

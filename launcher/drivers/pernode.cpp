@@ -1,4 +1,4 @@
-#include "pernode/pernode.h"
+#include "drivers/pernode.h"
 
 #include <dirent.h>
 #include <unistd.h>
@@ -24,7 +24,6 @@
 
 #include "cli/controller_config.h"
 #include "controller/controller.h"
-#include "controller/report.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/private_dir.h"
 #include "dlaunch/process.h"
@@ -32,6 +31,7 @@
 #include "dlaunch/text.h"
 #include "dlaunch/tunables.h"
 #include "drivers/attempts.h"
+#include "jobs/report.h"
 #include "net/master_address.h"
 #include "output/console_style.h"
 #include "output/output_sink.h"

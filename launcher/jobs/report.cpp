@@ -1,4 +1,4 @@
-#include "controller/report.h"
+#include "jobs/report.h"
 
 #include <ctime>
 #include <string_view>
@@ -7,10 +7,10 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
-#include "controller/error_file.h"
 #include "dlaunch/placement/mapping.h"
 #include "dlaunch/process.h"
 #include "dlaunch/text.h"
+#include "jobs/error_file.h"
 
 namespace dlaunch {
 

@@ -1,4 +1,4 @@
-#include "jobs/commands.h"
+#include "drivers/job_commands.h"
 
 #include <fcntl.h>
 #include <poll.h>

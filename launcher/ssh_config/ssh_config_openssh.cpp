@@ -17,8 +17,8 @@
 #include <string_view>
 
 #include "dlaunch/process.h"
-#include "transport/ssh/ssh_config.h"
-#include "transport/ssh/ssh_config_internal.h"
+#include "ssh_config/ssh_config.h"
+#include "ssh_config/ssh_config_internal.h"
 
 namespace dlaunch::ssh::detail {
 

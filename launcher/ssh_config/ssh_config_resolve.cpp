@@ -13,8 +13,8 @@
 
 #include <climits>
 
-#include "transport/ssh/ssh_config.h"
-#include "transport/ssh/ssh_config_internal.h"
+#include "ssh_config/ssh_config.h"
+#include "ssh_config/ssh_config_internal.h"
 
 namespace dlaunch::ssh {
 

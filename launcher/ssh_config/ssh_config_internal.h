@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "transport/ssh/ssh_config.h"
+#include "ssh_config/ssh_config.h"
 
 namespace dlaunch::ssh::detail {
 

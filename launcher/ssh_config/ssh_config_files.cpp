@@ -14,8 +14,8 @@
 #include <openssl/evp.h>
 
 #include "hostfile/input_file.h"
-#include "transport/ssh/ssh_config.h"
-#include "transport/ssh/ssh_config_internal.h"
+#include "ssh_config/ssh_config.h"
+#include "ssh_config/ssh_config_internal.h"
 
 namespace dlaunch::ssh {
 

@@ -1,4 +1,4 @@
-#include "controller/error_file.h"
+#include "jobs/error_file.h"
 
 #include <cstdint>
 #include <vector>
