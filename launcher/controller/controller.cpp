@@ -168,7 +168,7 @@ int Controller::run() {
   if (cause_.kind != CauseKind::kNone) {
     std::map<std::string, std::vector<std::size_t>> no_cgroup;
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      if (nodes_[i].ready && !nodes_[i].no_cgroup.empty()) {
+      if (nodes_[i].life.said_ready() && !nodes_[i].no_cgroup.empty()) {
         no_cgroup[nodes_[i].no_cgroup].push_back(i);
       }
     }
@@ -277,7 +277,8 @@ void Controller::start_agents() {
       nodes_[i].link = env_.links.start(*nodes_[i].plan, agent, node_label(i), std::move(cb));
       if (const pid_t pid = nodes_[i].link->agent_pid(); pid > 0) agent_pids_.emplace(pid, i);
     } catch (const std::exception& e) {
-      nodes_[i].closed = nodes_[i].done = true;
+      nodes_[i].life.to(NodeState::kDone);  // nothing started: no loss to report
+      nodes_[i].life.close();
       heartbeats_.forget(i);
       fail({.kind = CauseKind::kLaunch, .message = node_label(i) + ": " + e.what()});
       if (phase_ != Phase::kStarting) return;  // everything else is being stopped
@@ -306,6 +307,16 @@ void Controller::report_binding(std::size_t i, const proto::Started& s) {
 
 void Controller::on_message(std::size_t i, proto::Message&& msg) {
   Node& node = nodes_[i];
+  // Which message an agent may send in which state is core/node_state.h's
+  // table; the handlers below only handle.
+  if (!node.life.accepts(msg)) {
+    if (node.life.link_gone()) return;  // a link the head has cut has nothing more to say
+    fail({.kind = CauseKind::kNode,
+          .node_index = static_cast<int>(i),
+          .message = fmt::format("{}: unexpected message {} (its agent is {})", node_label(i),
+                                 proto::message_name(msg), node_state_name(node.life.state()))});
+    return;
+  }
   heartbeats_.heard(i);
   if (auto* hello = std::get_if<proto::Hello>(&msg)) {
     on_hello(i, *hello);
@@ -335,7 +346,7 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
           .node_index = static_cast<int>(i),
           .message = node_label(i) + ": " + fatal->message});
   } else if (std::holds_alternative<proto::Done>(msg)) {
-    node.done = true;
+    node.life.to(NodeState::kDone);
     heartbeats_.forget(i);
     maybe_finish();
   } else if (std::holds_alternative<proto::Heartbeat>(msg)) {
@@ -359,9 +370,10 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
   } else if (auto* damaged = std::get_if<proto::ProgressDamaged>(&msg)) {
     on_progress_damaged(i, *damaged);
   } else {
+    // Accepted by the table but handled by nothing above: the two disagree.
     fail({.kind = CauseKind::kNode,
           .node_index = static_cast<int>(i),
-          .message = node_label(i) + ": unexpected message " + proto::message_name(msg)});
+          .message = node_label(i) + ": no handler for message " + proto::message_name(msg)});
   }
 }
 
@@ -391,7 +403,7 @@ void Controller::on_hello(std::size_t i, const proto::Hello& hello) {
     }
   }
   ++hellos_;
-  nodes_[i].hello = true;
+  nodes_[i].life.to(NodeState::kHello);
   if (hellos_ == static_cast<int>(nodes_.size())) milestones_.connected = env_.clock.now();
   show_progress();
   if (phase_ == Phase::kStarting) nodes_[i].link->send(make_setup(i));
@@ -404,7 +416,7 @@ void Controller::on_hello(std::size_t i, const proto::Hello& hello) {
 void Controller::pause_output(bool pause) {
   output_paused_ = pause;
   for (auto& n : nodes_) {
-    if (n.link && n.link->is_open() && n.hello && !n.done) {
+    if (n.link && n.link->is_open() && n.life.set_up()) {
       n.link->send(proto::PauseOutput{pause});
     }
   }
@@ -470,7 +482,7 @@ void Controller::drain_console(asio::signal_set& signals) {
 }
 
 void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
-  nodes_[i].ready = true;
+  nodes_[i].life.to(NodeState::kReady);
   nodes_[i].no_cgroup = ready.no_cgroup;
   // A thousand nodes' lists would be kept for one comparison each.
   nodes_[i].head_interfaces = proto::same_interfaces(ready.interfaces, own_interfaces());
@@ -494,7 +506,7 @@ void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
     return;
   }
   for (const auto& n : nodes_) {
-    if (!n.ready) return;
+    if (!n.life.said_ready()) return;
   }
   milestones_.ready = env_.clock.now();
   deadline_->cancel();
@@ -503,7 +515,7 @@ void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
 }
 
 void Controller::send_start() {
-  phase_ = Phase::kRunning;
+  enter(Phase::kRunning);
   start_sent_ = true;
   deadline_->cancel();
   last_output_ = env_.clock.now();
@@ -637,22 +649,22 @@ void Controller::complete_fence(std::uint32_t seq, std::string all) {
 // To every agent still connected.
 void Controller::send_all(const proto::Message& msg) {
   for (auto& n : nodes_) {
-    if (n.link && n.link->is_open() && !n.done) n.link->send(msg);
+    if (n.link && n.link->is_open() && !n.life.done()) n.link->send(msg);
   }
 }
 
 void Controller::on_link_closed(std::size_t i, const std::string& reason) {
   Node& node = nodes_[i];
-  node.closed = true;
+  node.life.close();
   heartbeats_.forget(i);
-  if (!node.done && phase_ != Phase::kFinished) {
+  if (!node.life.done() && phase_ != Phase::kFinished) {
     event("node_lost", {{"node", static_cast<long long>(i)},
                         {"host", node.plan->host.name},
-                        {"started", node.hello},
+                        {"started", node.life.said_hello()},
                         {"reason", reason}});
     // Its ranks are beyond reach; the agent kills them itself on EOF.
     for (const auto& r : node.plan->ranks) ranks_[static_cast<std::size_t>(r.rank)].exited = true;
-    if (node.hello) {
+    if (node.life.said_hello()) {
       fail(
           {.kind = CauseKind::kNode,
            .node_index = static_cast<int>(i),
@@ -703,7 +715,7 @@ void Controller::record_cause(RootCause cause) {
 // Every node is ready, or failed its checks, or is gone.
 bool Controller::start_settled() const {
   for (const auto& n : nodes_) {
-    if (!n.ready && !n.failed && !n.closed) return false;
+    if (!n.life.said_ready() && !n.failed && !n.life.link_gone()) return false;
   }
   return true;
 }
@@ -731,17 +743,17 @@ void Controller::abort_all(const std::string& reason, bool immediate) {
     return;
   }
   const bool first = phase_ != Phase::kAborting;
-  phase_ = Phase::kAborting;
+  enter(Phase::kAborting);
   // A node whose agent has not said Hello yet (an SSH login in progress, a
   // host that accepts TCP and never answers) is dropped now: its connection
   // attempt is cancelled rather than waited out, and no agent of it has
   // started anything.
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     Node& n = nodes_[i];
-    if (!n.link || !n.link->is_open() || n.hello) continue;
+    if (!n.link || !n.link->is_open() || n.life.said_hello()) continue;
     n.link->kill_agent();
     n.link->close();
-    n.closed = true;
+    n.life.close();
     heartbeats_.forget(i);
   }
   for (auto& n : nodes_) {
@@ -757,9 +769,10 @@ void Controller::maybe_shutdown() {
   if (phase_ == Phase::kShuttingDown || phase_ == Phase::kFinished) return;
   if (!start_sent_ && phase_ != Phase::kAborting) return;
   for (const auto& r : ranks_) {
-    if (start_sent_ && !r.exited && !nodes_[static_cast<std::size_t>(r.node)].closed) return;
+    const Node& n = nodes_[static_cast<std::size_t>(r.node)];
+    if (start_sent_ && !r.exited && !n.life.link_gone()) return;
   }
-  phase_ = Phase::kShuttingDown;
+  enter(Phase::kShuttingDown);
   for (auto& n : nodes_) {
     if (n.link && n.link->is_open()) n.link->send(proto::Shutdown{});
   }
@@ -776,7 +789,7 @@ void Controller::maybe_finish() {
     n.link->reap();
     if (!n.link->agent_gone()) return;
   }
-  phase_ = Phase::kFinished;
+  enter(Phase::kFinished);
   job_timer_->cancel();
   stacks_timer_->cancel();
   stall_timer_->cancel();
@@ -834,7 +847,7 @@ void Controller::arm_job_timeout() {
     if (phase_ == Phase::kStarting) {
       std::string late;
       for (std::size_t i = 0; i < nodes_.size(); ++i) {
-        if (!nodes_[i].ready) late += (late.empty() ? "" : ", ") + node_label(i);
+        if (!nodes_[i].life.said_ready()) late += (late.empty() ? "" : ", ") + node_label(i);
       }
       fail({.kind = CauseKind::kTimeout,
             .message = fmt::format("--timeout of {} expired while the job was starting; not "
@@ -865,7 +878,7 @@ void Controller::arm_job_timeout() {
 // The heartbeat monitor found node i silent past the timeout.
 void Controller::on_silent(std::size_t i) {
   Node& n = nodes_[i];
-  if (!n.link || !n.link->is_open() || n.done || phase_ == Phase::kFinished) return;
+  if (!n.link || !n.link->is_open() || n.life.done() || phase_ == Phase::kFinished) return;
   n.link->close();
   on_link_closed(i, "no heartbeat for " + seconds(cfg_.heartbeat_timeout));
 }
@@ -890,7 +903,8 @@ void Controller::on_deadline(milliseconds after, const std::string& what) {
     start_deadline_passed_ = true;
     std::string late;
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      const bool waiting = probing_ ? i > 0 && !nodes_[i].probe_answered : !nodes_[i].ready;
+      const bool waiting =
+          probing_ ? i > 0 && !nodes_[i].probe_answered : !nodes_[i].life.said_ready();
       if (waiting) late += (late.empty() ? "" : ", ") + node_label(i);
     }
     fail({.kind = CauseKind::kLaunch,
@@ -903,10 +917,10 @@ void Controller::on_deadline(milliseconds after, const std::string& what) {
       n.link->kill_agent();  // first: an SSH link is then dropped, not closed politely
       n.link->close();
     }
-    n.closed = true;
+    n.life.close();
   }
   for (auto& r : ranks_) r.exited = true;
-  if (phase_ != Phase::kShuttingDown) phase_ = Phase::kShuttingDown;
+  enter(Phase::kShuttingDown);
   maybe_finish();
 }
 

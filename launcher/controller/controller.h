@@ -1,5 +1,6 @@
-// Controller: runs one job from the head. A state machine per node
-// (starting -> hello -> ready -> running -> done | lost) and per rank
+// Controller: runs one job from the head. A state per node (the job core's
+// NodeLifecycle, core/node_state.h: starting -> hello -> ready -> done ->
+// ended | lost, and which message each state accepts) and per rank
 // (planned -> running -> exited), driven by the agents' control links,
 // signals and timers on one event loop.
 //
@@ -34,6 +35,8 @@
 #include <boost/asio/signal_set.hpp>
 
 #include "controller/progress.h"
+#include "core/job_phase.h"
+#include "core/node_state.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/proto/container.h"
 #include "dlaunch/proto/heartbeat.h"
@@ -211,7 +214,9 @@ class Controller {
   const Network& network() const { return network_; }
 
  private:
-  enum class Phase { kStarting, kRunning, kAborting, kShuttingDown, kFinished };
+  using Phase = JobPhase;  // core/job_phase.h: its moves are a table there
+  // The only way phase_ changes: a move the table does not allow is a bug.
+  void enter(Phase next) { phase_ = checked_job_phase_move(phase_, next); }
   struct RankState {
     int node = 0;
     int local_rank = 0;
@@ -224,11 +229,8 @@ class Controller {
   struct Node {
     const NodePlan* plan = nullptr;
     std::unique_ptr<AgentLink> link;
-    bool hello = false;
-    bool ready = false;
-    bool done = false;
-    bool closed = false;
-    bool failed = false;    // said Fatal (a check before start failed there)
+    NodeLifecycle life;     // starting, hello, ready, done, ended | lost (core/node_state.h)
+    bool failed = false;    // said Fatal, or Hello of another version: settled, starts nothing
     std::string no_cgroup;  // why its agent has no cgroup for the job (Ready)
     // Its agent's machine's interfaces (Ready): node 0's are kept (MASTER_ADDR
     // is chosen among them); of the others, only whether they are the head's.

@@ -58,7 +58,7 @@ void Controller::stop_with_stacks(RootCause cause, StackReason reason) {
 void Controller::report_stacks_now() {
   progress_.clear();
   // Each answer is also a file in the job's record, for `dlaunch stacks`
-  // (jobs/commands.cpp), which sent the SIGQUIT and waits for it.
+  // (drivers/job_commands.cpp), which sent the SIGQUIT and waits for it.
   const auto refuse = [&](const std::string& why) {
     say("SIGQUIT: " + why);
     record_stacks_answer("dlaunch: job " + plan_.job_id + ": " + why + "\n");
@@ -102,7 +102,7 @@ bool Controller::collect_stacks(StackReason reason) {
   bool any = false;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     Node& n = nodes_[i];
-    if (!n.link || !n.link->is_open() || !n.hello || n.done) continue;
+    if (!n.link || !n.link->is_open() || !n.life.said_hello() || n.life.done()) continue;
     const bool running = std::any_of(n.plan->ranks.begin(), n.plan->ranks.end(), [&](auto& r) {
       const auto& s = ranks_[static_cast<std::size_t>(r.rank)];
       return s.started && !s.exited;

@@ -170,7 +170,7 @@ void Controller::finish_probe() {
 void Controller::end_probe_only() {
   probing_ = false;
   net_testing_ = false;
-  phase_ = Phase::kShuttingDown;
+  enter(Phase::kShuttingDown);
   for (auto& n : nodes_) {
     if (n.link && n.link->is_open()) n.link->send(proto::Shutdown{});
   }

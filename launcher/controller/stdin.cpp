@@ -35,7 +35,7 @@ void Controller::start_stdin() {
 // The node still has a chosen rank that has not exited, and a link to it.
 bool Controller::stdin_target_open(std::size_t node) const {
   const Node& n = nodes_[node];
-  if (!n.link || !n.link->is_open() || n.closed || n.done) return false;
+  if (!n.link || !n.link->is_open() || n.life.link_gone() || n.life.done()) return false;
   return std::any_of(n.plan->ranks.begin(), n.plan->ranks.end(), [&](const RankPlan& r) {
     return (cfg_.stdin_rank == kStdinAll || cfg_.stdin_rank == r.rank) &&
            !ranks_.at(static_cast<std::size_t>(r.rank)).exited;
