@@ -509,7 +509,7 @@ PreflightReport check_nodes(const JobPlan& plan, const PreflightOptions& o) {
     Row& row = rows[i];
     row.node = std::to_string(plan.nodes[i].node_rank);
     row.name = host.name;
-    row.host = host.transport == Transport::kLocal ? host.host + " (local)"
+    row.host = host.on_head_machine() ? host.host + " (local)"
                : host.transport != Transport::kSsh
                    ? host.host + " (" + transport_name(host.transport) + ")"
                    : (host.user.empty() ? "" : host.user + "@") + host.host +
@@ -532,7 +532,7 @@ PreflightReport check_nodes(const JobPlan& plan, const PreflightOptions& o) {
       row.received_ns = wall_ns();
       return out;
     };
-    if (host.transport == Transport::kLocal) {
+    if (host.on_head_machine()) {
       row.connect = row.hostkey = row.auth = "local";
       judge(row, host, timed(), agent, o);
     } else if (host.transport == Transport::kSlurm) {

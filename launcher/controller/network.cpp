@@ -32,7 +32,7 @@ bool Controller::on_this_machine_only() const {
   if (net::all_local(plan_)) return true;
   if (!own_interfaces_ || own_interfaces_->empty()) return false;
   for (const auto& n : nodes_) {
-    if (n.plan->host.transport != Transport::kLocal && !n.head_interfaces) return false;
+    if (!n.plan->host.on_head_machine() && !n.head_interfaces) return false;
   }
   return true;
 }

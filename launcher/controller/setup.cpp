@@ -71,11 +71,11 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
   }
   // Logical nodes of one machine (this one's, or the same host name) share
   // its cores: the agent decides from this what MPI must be told.
-  const bool local = np.host.transport == Transport::kLocal;
+  const bool local = np.host.on_head_machine();
   for (const auto& n : plan.nodes) {
     const bool same_machine =
-        local ? n.host.transport == Transport::kLocal
-              : n.host.transport != Transport::kLocal && n.host.host == np.host.host;
+        local ? n.host.on_head_machine()
+              : !n.host.on_head_machine() && n.host.host == np.host.host;
     if (!same_machine) continue;
     // Logical nodes before this one on its machine: this node binds the slice after theirs.
     if (n.node_rank < np.node_rank) s.host_rank_offset += static_cast<std::int32_t>(n.ranks.size());
@@ -165,7 +165,7 @@ void check_job_fits(const JobPlan& plan, const ControllerConfig& cfg,
                          proto::kMaxFrameBytes),
              "fewer ranks per node, or less environment per rank");
     }
-    const bool local = plan.nodes[i].host.transport == Transport::kLocal;
+    const bool local = plan.nodes[i].host.on_head_machine();
     std::vector<bool> app_seen(std::max<std::size_t>(plan.apps.size(), 1));
     for (std::size_t wi = 0; wi < setup.workers.size(); ++wi) {
       const auto& w = setup.workers[wi];

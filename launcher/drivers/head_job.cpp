@@ -147,7 +147,7 @@ void check_job_size(const dl::Hostfile& hosts, const dl::Options& o) {
   const long long ranks = o.np > 0 ? std::min<long long>(o.np, slots) : slots;
   // Logical nodes of this machine share it: their ranks count as one node's.
   long long here = 0;
-  for (const auto& h : hosts.hosts) here += h.transport == dl::Transport::kLocal ? h.slots : 0;
+  for (const auto& h : hosts.hosts) here += h.on_head_machine() ? h.slots : 0;
   if (o.np > 0) here = std::min<long long>(here, o.np);
   if (here > dl::limits::kMaxRanksPerNode) {
     throw dl::InputError({hosts.source}, "slots",
@@ -275,7 +275,7 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
   for (std::size_t i = 0; i < plan.nodes.size(); ++i) {
     const auto& n = plan.nodes[i];
     const auto& h = n.host;
-    const bool local = h.transport == dl::Transport::kLocal;
+    const bool local = h.on_head_machine();
     const bool slurm = h.transport == dl::Transport::kSlurm;
     const bool scheduler = !local && !slurm && h.transport != dl::Transport::kSsh;
     // Contiguous ranks as a range; MPMD apps on some nodes only can leave gaps.
@@ -609,7 +609,7 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   // SSH nodes check the same in their agent before any worker starts.
   bool any_local = false;
   for (const auto& n : plan.nodes) {
-    if (n.host.transport != dl::Transport::kLocal) continue;
+    if (!n.host.on_head_machine()) continue;
     any_local = true;
     const std::string a = n.host.agent.empty() ? agent : n.host.agent;
     if (::access(a.c_str(), X_OK) != 0) {

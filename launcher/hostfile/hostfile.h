@@ -73,6 +73,11 @@ struct HostEntry {
   std::string identity;                   // SSH private key file for this host; empty: none
   SshClient ssh_client = SshClient::kLibssh2;  // hostfile `ssh:` / --ssh
   SourcePos pos;                               // where the entry was defined
+
+  // Whether this node is the head's own machine, its agent a child of
+  // dlaunch (transport local): the one answer every part asks (placement,
+  // the job's network, the agents' setup), not the transport.
+  bool on_head_machine() const { return transport == Transport::kLocal; }
 };
 
 struct Hostfile {

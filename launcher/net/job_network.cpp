@@ -6,7 +6,7 @@ namespace dlaunch::net {
 
 bool all_local(const JobPlan& plan) {
   for (const auto& n : plan.nodes) {
-    if (n.host.transport != Transport::kLocal) return false;
+    if (!n.host.on_head_machine()) return false;
   }
   return true;
 }

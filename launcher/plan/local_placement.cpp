@@ -10,7 +10,7 @@ std::optional<LocalPlacement> place_local_nodes(const JobPlan& plan,
                                                 const placement::PolicyRequest& req) {
   int host_ranks = 0;
   for (const auto& n : plan.nodes) {
-    if (n.host.transport == Transport::kLocal) host_ranks += static_cast<int>(n.ranks.size());
+    if (n.host.on_head_machine()) host_ranks += static_cast<int>(n.ranks.size());
   }
   if (host_ranks == 0) return std::nullopt;
   auto policy = placement::resolve_policy(req, host_ranks);
@@ -24,7 +24,7 @@ std::optional<LocalPlacement> place_local_nodes(const JobPlan& plan,
   std::vector<int> gpus;
   const char* head_visible = std::getenv("CUDA_VISIBLE_DEVICES");
   for (const auto& n : plan.nodes) {
-    if (n.host.transport != Transport::kLocal) continue;
+    if (!n.host.on_head_machine()) continue;
     std::string visible = head_visible != nullptr ? head_visible : "";
     for (const auto& [k, v] : n.env) {
       if (k == "CUDA_VISIBLE_DEVICES") visible = v;
@@ -39,7 +39,7 @@ std::optional<LocalPlacement> place_local_nodes(const JobPlan& plan,
       .topo = std::move(*topo), .policy = *policy, .nodes = {}, .note = placed->note};
   std::size_t next = 0;
   for (std::size_t i = 0; i < plan.nodes.size(); ++i) {
-    if (plan.nodes[i].host.transport != Transport::kLocal) continue;
+    if (!plan.nodes[i].host.on_head_machine()) continue;
     auto& mine = out.nodes[i];
     for (std::size_t k = 0; k < plan.nodes[i].ranks.size(); ++k)
       mine.push_back(placed->ranks[next++]);

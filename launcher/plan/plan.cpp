@@ -123,7 +123,7 @@ Hostfile local_hostfile(int n) {
 
 std::string default_master_addr(const HostEntry& node0) {
   if (!node0.address.empty()) return node0.address;
-  if (node0.transport == Transport::kLocal && !is_local_host(node0.host)) return "127.0.0.1";
+  if (node0.on_head_machine() && !is_local_host(node0.host)) return "127.0.0.1";
   if (node0.host == "localhost" || node0.host == "localhost.localdomain") return "127.0.0.1";
   return node0.host;
 }
@@ -254,7 +254,7 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
       for (const auto& [k, v] : node.env) {
         if (k == "CUDA_VISIBLE_DEVICES") visible = v;
       }
-      if (visible.empty() && node.host.transport == Transport::kLocal) {
+      if (visible.empty() && node.host.on_head_machine()) {
         for (const auto& e : opts.head_env) {
           if (e.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) visible = e.substr(21);
         }
