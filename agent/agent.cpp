@@ -14,8 +14,11 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <system_error>
 #include <tuple>
+#include <variant>
 
 #include <boost/asio/signal_set.hpp>
 
@@ -111,7 +114,15 @@ void Agent::start() {
                               .start_ticks = process_start_ticks(::getpid()),
                               .parent_pid = static_cast<std::int32_t>(parent.pid),
                               .parent_start_ticks = parent.start_ticks});
-  phase_ = Phase::kSetup;
+  enter(Phase::kSetup);
+}
+
+void Agent::enter(Phase next) {
+  if (!agent_move_allowed(phase_, next)) {
+    throw std::logic_error("agent phase: no move from " + std::string(agent_phase_name(phase_)) +
+                           " to " + std::string(agent_phase_name(next)));
+  }
+  phase_ = next;
 }
 
 void Agent::terminate(int sig) {
@@ -122,6 +133,19 @@ void Agent::terminate(int sig) {
 
 void Agent::on_message(proto::Message&& msg) {
   if (heartbeats_) heartbeats_->heard(0);
+  // Whether a message may come now is lifecycle.h's table, not the handlers'.
+  const std::uint16_t id = std::visit([](const auto& m) { return m.kId; }, msg);
+  switch (agent_verdict(phase_, id)) {
+    case Verdict::kHandle:
+      break;
+    case Verdict::kIgnore:
+      return;
+    case Verdict::kFatal:
+      channel_->send(proto::Fatal{std::string("unexpected message from head: ") +
+                                  proto::message_name(msg) + " (the agent is in phase " +
+                                  std::string(agent_phase_name(phase_)) + ")"});
+      return;
+  }
   if (auto* setup = std::get_if<proto::Setup>(&msg)) {
     handle(std::move(*setup));
   } else if (auto* start = std::get_if<proto::Start>(&msg)) {
@@ -154,16 +178,13 @@ void Agent::on_message(proto::Message&& msg) {
   } else if (auto* collect = std::get_if<proto::CollectStacks>(&msg)) {
     handle(*collect);
   } else {
+    // Accepted by the table but handled by nothing above: the two disagree.
     channel_->send(
-        proto::Fatal{std::string("unexpected message from head: ") + proto::message_name(msg)});
+        proto::Fatal{std::string("no handler for message from head: ") + proto::message_name(msg)});
   }
 }
 
 void Agent::handle(proto::Setup&& m) {
-  if (phase_ != Phase::kSetup) {
-    channel_->send(proto::Fatal{"Setup received twice"});
-    return;
-  }
   setup_ = std::move(m);
   auto runtime = make_runtime(setup_.container, current_environment(), hostname());
   if (!runtime) {
@@ -260,12 +281,12 @@ void Agent::handle(proto::Setup&& m) {
   if (contained && !start_container()) return;
   if (setup_.mpi && !start_pmix()) return;
   channel_->send(ready);
+  enter(Phase::kReady);
   start_heartbeats();
 }
 
 void Agent::handle(proto::Start&& m) {
-  if (phase_ != Phase::kSetup || aborting_) return;
-  phase_ = Phase::kRunning;
+  enter(Phase::kRunning);
   probe_.reset();
   end_bandwidth_test();
   if (probe_listener_) probe_listener_->close();
@@ -306,7 +327,6 @@ void Agent::arm_progress_timer() {
 // Which of node 0's addresses this node reaches (the head chooses from the
 // answers of every node); the answer goes back whatever happens meanwhile.
 void Agent::handle(const proto::Probe& m) {
-  if (phase_ != Phase::kSetup || aborting_) return;
   probe_ = std::make_unique<ReachProbe>(
       env_.io, env_.clock, m, [this](const std::string& a) { return env_.os.route_interface(a); },
       [this](proto::ProbeResult r) {
@@ -317,7 +337,6 @@ void Agent::handle(const proto::Probe& m) {
 // --check's network test: listen for the other nodes' streams (the head then
 // pairs the nodes, NetSend). Before Start only, as the reach test.
 void Agent::handle(const proto::NetListen& m) {
-  if (phase_ != Phase::kSetup || aborting_) return;
   proto::NetListening answer;
   try {
     if (m.token.size() < proto::kMinNetTokenBytes) {
@@ -333,7 +352,6 @@ void Agent::handle(const proto::NetListen& m) {
 }
 
 void Agent::handle(const proto::NetSend& m) {
-  if (phase_ != Phase::kSetup || aborting_) return;
   bandwidth_senders_.push_back(
       std::make_unique<BandwidthSender>(env_.io, env_.clock, m, [this](proto::NetSent r) {
         if (channel_->is_open()) channel_->send(std::move(r));
@@ -846,7 +864,8 @@ void Agent::begin_abort(const std::string& reason, bool immediate) {
   (void)reason;
   if (!aborting_) {
     aborting_ = true;
-    if (phase_ == Phase::kSetup) phase_ = Phase::kStopping;  // never start workers now
+    // Never start workers now.
+    if (phase_ == Phase::kSetup || phase_ == Phase::kReady) enter(Phase::kStopping);
     signal_everything(immediate ? SIGKILL : SIGTERM);
     // Ranks stopped by a forwarded SIGTSTP would act on SIGTERM only once
     // continued (and use none of the grace): continue them now.
@@ -968,7 +987,7 @@ bool Agent::cgroup_removed() {
 }
 
 void Agent::complete() {
-  phase_ = Phase::kDone;
+  enter(Phase::kDone);
   sweeping_ = false;
   if (!error_dir_.empty()) env_.os.remove_dir(error_dir_);
   if (!cgroup_removed()) log("the job's cgroup " + cgroup_ + " is still in use; left behind");

@@ -7,11 +7,12 @@
 // workers' orphaned children reparent to it and are swept at the end; a guard
 // process covers the case where the agent itself is SIGKILLed.
 //
-// States: hello -> setup -> running -> stopping -> done. Stopping: SIGTERM to
-// every worker's process group and every descendant, SIGKILL after the kill
-// grace; once no worker runs and the head asked for Shutdown (or is gone),
-// leftovers are swept (SIGTERM, then SIGKILL at the grace), on a timer, while
-// the loop keeps serving, and Done goes to the head.
+// Phases (lifecycle.h, where they and what each accepts are tables): hello ->
+// setup -> ready -> running -> done, or stopping before anything started. A
+// stop: SIGTERM to every worker's process group and every descendant, SIGKILL
+// after the kill grace; once no worker runs and the head asked for Shutdown
+// (or is gone), leftovers are swept (SIGTERM, then SIGKILL at the grace), on a
+// timer, while the loop keeps serving, and Done goes to the head.
 //
 // Where the workers run is the Runtime's (runtime/runtime.h): on the host, or
 // in one container of the node that the runtime starts at Setup (before
@@ -41,6 +42,7 @@
 #include "dlaunch/proto/channel.h"
 #include "dlaunch/proto/heartbeat.h"
 #include "dlaunch/unique_fd.h"
+#include "lifecycle.h"
 #include "net.h"
 #include "os.h"
 #include "pmix/pmix_host.h"
@@ -79,7 +81,9 @@ class Agent {
   int exit_code() const { return exit_code_; }
 
  private:
-  enum class Phase { kHello, kSetup, kRunning, kStopping, kDone };
+  using Phase = AgentPhase;  // lifecycle.h: its moves and what each phase accepts are tables
+  // The only way phase_ changes: a move the table does not allow is a bug.
+  void enter(Phase next);
 
   void on_message(proto::Message&& msg);
   void on_channel_closed(const std::string& reason);
