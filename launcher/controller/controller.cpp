@@ -535,8 +535,7 @@ void Controller::send_start() {
   // local) reach the store through its Unix socket too.
   const bool node0_local = nodes_.front().plan->host.on_head_machine();
   for (std::size_t k = 0; k < nodes_.size(); ++k) {
-    const bool with_node0 =
-        k == 0 || (node0_local && nodes_[k].plan->host.on_head_machine());
+    const bool with_node0 = k == 0 || (node0_local && nodes_[k].plan->host.on_head_machine());
     if (store_port_ != 0 && !store_path_.empty() && with_node0) {
       proto::Start local = start;
       local.env.emplace_back("DLAUNCH_STORE_PATH", store_path_);

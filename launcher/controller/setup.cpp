@@ -74,8 +74,7 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
   const bool local = np.host.on_head_machine();
   for (const auto& n : plan.nodes) {
     const bool same_machine =
-        local ? n.host.on_head_machine()
-              : !n.host.on_head_machine() && n.host.host == np.host.host;
+        local ? n.host.on_head_machine() : !n.host.on_head_machine() && n.host.host == np.host.host;
     if (!same_machine) continue;
     // Logical nodes before this one on its machine: this node binds the slice after theirs.
     if (n.node_rank < np.node_rank) s.host_rank_offset += static_cast<std::int32_t>(n.ranks.size());

@@ -62,8 +62,7 @@ NodePool::Change NodePool::node_lost(int node_index, const std::string& reason) 
   // same remote host goes too (they would fail the next start). Local
   // logical nodes share this machine, which is still here: only the one.
   const auto same_machine = [&lost](const HostEntry& h) {
-    return !h.on_head_machine() && !lost.on_head_machine() &&
-           h.host == lost.host;
+    return !h.on_head_machine() && !lost.on_head_machine() && h.host == lost.host;
   };
   std::string what = fmt::format("node {} {}", node_index, label(lost));
   excluded_.push_back(label(lost) + ": " + reason);
