@@ -14,11 +14,8 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
-#include <stdexcept>
-#include <string>
 #include <system_error>
 #include <tuple>
-#include <variant>
 
 #include <boost/asio/signal_set.hpp>
 
@@ -117,14 +114,6 @@ void Agent::start() {
   enter(Phase::kSetup);
 }
 
-void Agent::enter(Phase next) {
-  if (!agent_move_allowed(phase_, next)) {
-    throw std::logic_error("agent phase: no move from " + std::string(agent_phase_name(phase_)) +
-                           " to " + std::string(agent_phase_name(next)));
-  }
-  phase_ = next;
-}
-
 void Agent::terminate(int sig) {
   if (channel_->is_open()) channel_->send(proto::Fatal{"agent received " + signal_name(sig)});
   shutdown_requested_ = true;
@@ -134,8 +123,7 @@ void Agent::terminate(int sig) {
 void Agent::on_message(proto::Message&& msg) {
   if (heartbeats_) heartbeats_->heard(0);
   // Whether a message may come now is lifecycle.h's table, not the handlers'.
-  const std::uint16_t id = std::visit([](const auto& m) { return m.kId; }, msg);
-  switch (agent_verdict(phase_, id)) {
+  switch (agent_verdict(phase_, proto::message_id(msg))) {
     case Verdict::kHandle:
       break;
     case Verdict::kIgnore:

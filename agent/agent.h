@@ -83,7 +83,7 @@ class Agent {
  private:
   using Phase = AgentPhase;  // lifecycle.h: its moves and what each phase accepts are tables
   // The only way phase_ changes: a move the table does not allow is a bug.
-  void enter(Phase next);
+  void enter(Phase next) { phase_ = checked_agent_move(phase_, next); }
 
   void on_message(proto::Message&& msg);
   void on_channel_closed(const std::string& reason);

@@ -1,7 +1,6 @@
 #include "lifecycle.h"
 
-#include <array>
-
+#include "dlaunch/move_table.h"
 #include "dlaunch/proto/protocol.h"
 
 namespace dlaunch::agent {
@@ -11,27 +10,16 @@ namespace {
 using P = AgentPhase;
 using namespace proto;
 
-constexpr int idx(P p) { return static_cast<int>(p); }
-
-constexpr std::array<std::array<bool, kAgentPhases>, kAgentPhases> kMoves = [] {
-  std::array<std::array<bool, kAgentPhases>, kAgentPhases> m{};
-  const auto allow = [&m](P from, P to) { m.at(idx(from)).at(idx(to)) = true; };
-  allow(P::kHello, P::kSetup);     // Hello went: Setup may come
-  allow(P::kSetup, P::kReady);     // Setup done, Ready went
-  allow(P::kSetup, P::kStopping);  // Abort, a signal or the head lost before Ready
-  allow(P::kSetup, P::kDone);      // Shutdown before Ready
-  allow(P::kReady, P::kRunning);   // Start
-  allow(P::kReady, P::kStopping);  // Abort, a signal or the head lost before Start
-  allow(P::kReady, P::kDone);      // Shutdown without Start (--check)
-  allow(P::kRunning, P::kDone);    // every worker gone, Shutdown or the head gone
-  allow(P::kStopping, P::kDone);   // the same, nothing having started
-  return m;
-}();
-
-template <typename... M>
-constexpr bool any_of_ids(std::uint16_t id) {
-  return ((id == M::kId) || ...);
-}
+constexpr auto kMoves = MoveTable<P, kAgentPhases>()
+                            .allow(P::kHello, P::kSetup)     // Hello went: Setup may come
+                            .allow(P::kSetup, P::kReady)     // Setup done, Ready went
+                            .allow(P::kSetup, P::kStopping)  // Abort, a signal or the head lost
+                            .allow(P::kSetup, P::kDone)      // Shutdown before Ready
+                            .allow(P::kReady, P::kRunning)   // Start
+                            .allow(P::kReady, P::kStopping)  // Abort, a signal or the head lost
+                            .allow(P::kReady, P::kDone)      // Shutdown without Start (--check)
+                            .allow(P::kRunning, P::kDone)    // every worker gone, Shutdown, no head
+                            .allow(P::kStopping, P::kDone);  // the same, nothing having started
 
 }  // namespace
 
@@ -54,22 +42,29 @@ std::string_view agent_phase_name(AgentPhase p) {
 }
 
 bool agent_move_allowed(AgentPhase from, AgentPhase to) {
-  return from == to || kMoves.at(idx(from)).at(idx(to));
+  return from == to || kMoves.allows(from, to);
+}
+
+AgentPhase checked_agent_move(AgentPhase from, AgentPhase next) {
+  if (!agent_move_allowed(from, next)) {
+    throw_bad_move("agent phase", agent_phase_name(from), agent_phase_name(next));
+  }
+  return next;
 }
 
 Verdict agent_verdict(AgentPhase p, std::uint16_t id) {
   // Whatever the phase: the head stopping or pacing the job, the fences and
   // the requests that every phase answers (the handlers tell when there is
   // nothing to do: no worker to signal, no stack to take).
-  if (any_of_ids<Abort, Shutdown, Heartbeat, FenceDown, PauseOutput, SignalRanks, CollectStacks,
-                 StdinData, StdinEof>(id)) {
+  if (is_one_of<Abort, Shutdown, Heartbeat, FenceDown, PauseOutput, SignalRanks, CollectStacks,
+                StdinData, StdinEof>(id)) {
     return Verdict::kHandle;
   }
   // Once: a second Setup is the head's mistake.
   if (id == Setup::kId) return p == P::kSetup ? Verdict::kHandle : Verdict::kFatal;
   // Start and the tests of the network that come before it: only once ready;
   // after an Abort (stopping) or at any other time, too late or too early.
-  if (any_of_ids<Start, Probe, NetListen, NetSend>(id)) {
+  if (is_one_of<Start, Probe, NetListen, NetSend>(id)) {
     return p == P::kReady ? Verdict::kHandle : Verdict::kIgnore;
   }
   // The agent's own messages (Hello, Ready, Output, ...) never come from the head.

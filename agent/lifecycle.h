@@ -27,6 +27,10 @@ std::string_view agent_phase_name(AgentPhase p);
 // Whether the table allows the move; staying (from == to) is allowed.
 bool agent_move_allowed(AgentPhase from, AgentPhase to);
 
+// `next` if the table allows the move from `from`; std::logic_error (a bug
+// of the agent) otherwise.
+AgentPhase checked_agent_move(AgentPhase from, AgentPhase next);
+
 // What the agent does with a message of wire type `id` (proto's kId) from
 // the head in phase `p`:
 enum class Verdict : std::uint8_t {

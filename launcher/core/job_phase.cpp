@@ -1,8 +1,6 @@
 #include "core/job_phase.h"
 
-#include <array>
-#include <stdexcept>
-#include <string>
+#include "dlaunch/move_table.h"
 
 namespace dlaunch {
 
@@ -10,20 +8,15 @@ namespace {
 
 using P = JobPhase;
 
-constexpr int idx(P p) { return static_cast<int>(p); }
-
-constexpr std::array<std::array<bool, kJobPhases>, kJobPhases> kMoves = [] {
-  std::array<std::array<bool, kJobPhases>, kJobPhases> m{};
-  const auto allow = [&m](P from, P to) { m.at(idx(from)).at(idx(to)) = true; };
-  allow(P::kStarting, P::kRunning);       // every node ready (and the network chosen): Start
-  allow(P::kStarting, P::kAborting);      // a node failed or was lost, a signal, a deadline
-  allow(P::kStarting, P::kShuttingDown);  // --check's probes and tests are over
-  allow(P::kRunning, P::kAborting);       // a rank failed, a node was lost, a signal, --timeout
-  allow(P::kRunning, P::kShuttingDown);   // every rank exited
-  allow(P::kAborting, P::kShuttingDown);  // every rank stopped, or the deadline passed
-  allow(P::kShuttingDown, P::kFinished);  // every agent gone
-  return m;
-}();
+constexpr auto kMoves =
+    MoveTable<P, kJobPhases>()
+        .allow(P::kStarting, P::kRunning)       // every node ready (and the network chosen): Start
+        .allow(P::kStarting, P::kAborting)      // a node failed or was lost, a signal, a deadline
+        .allow(P::kStarting, P::kShuttingDown)  // --check's probes and tests are over
+        .allow(P::kRunning, P::kAborting)  // a rank failed, a node was lost, a signal, --timeout
+        .allow(P::kRunning, P::kShuttingDown)    // every rank exited
+        .allow(P::kAborting, P::kShuttingDown)   // every rank stopped, or the deadline passed
+        .allow(P::kShuttingDown, P::kFinished);  // every agent gone
 
 }  // namespace
 
@@ -44,13 +37,12 @@ std::string_view job_phase_name(JobPhase p) {
 }
 
 bool job_phase_move_allowed(JobPhase from, JobPhase to) {
-  return from == to || kMoves.at(idx(from)).at(idx(to));
+  return from == to || kMoves.allows(from, to);
 }
 
 JobPhase checked_job_phase_move(JobPhase from, JobPhase next) {
   if (!job_phase_move_allowed(from, next)) {
-    throw std::logic_error("job phase: no move from " + std::string(job_phase_name(from)) + " to " +
-                           std::string(job_phase_name(next)));
+    throw_bad_move("job phase", job_phase_name(from), job_phase_name(next));
   }
   return next;
 }

@@ -516,7 +516,7 @@ void encode(const Message& msg, std::string& out) {
   const std::size_t start = out.size();
   Writer w(out);
   w.u32(0);  // the payload's length, filled in below
-  w.u16(std::visit([](const auto& m) { return std::decay_t<decltype(m)>::kId; }, msg));
+  w.u16(message_id(msg));
   w.u16(0);
   std::visit([&](const auto& m) { put(w, m); }, msg);
   const std::size_t len = out.size() - start - kHeaderBytes;

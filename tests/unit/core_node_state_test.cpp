@@ -1,13 +1,13 @@
 // The job core (launcher/core/): each node's state, its moves and which
 // messages it accepts, and the job's phase, without processes or sockets.
 #include <stdexcept>
-#include <utility>
 #include <variant>
 
 #include <gtest/gtest.h>
 
 #include "core/job_phase.h"
 #include "core/node_state.h"
+#include "seams/every_message.h"
 
 namespace dlaunch {
 namespace {
@@ -106,16 +106,7 @@ TEST(NodeState, TheWorkersMessagesOnlyOnceReady) {
 }
 
 TEST(NodeState, NothingAfterDoneAndNothingTheHeadSends) {
-  for (std::size_t type = 0; type < std::variant_size_v<proto::Message>; ++type) {
-    // Every message type, by building one of each through its variant index.
-    proto::Message m = [type] {
-      proto::Message out;
-      [&]<std::size_t... I>(std::index_sequence<I...>) {
-        ((I == type ? (void)out.emplace<I>() : (void)0), ...);
-      }
-      (std::make_index_sequence<std::variant_size_v<proto::Message>>{});
-      return out;
-    }();
+  for (const proto::Message& m : test::every_message()) {
     for (S s : {S::kDone, S::kEnded, S::kLost}) {
       NodeLifecycle n;
       if (s != S::kLost) n.to(S::kDone);
@@ -134,7 +125,7 @@ TEST(NodeState, NothingAfterDoneAndNothingTheHeadSends) {
         std::holds_alternative<proto::NetListen>(m) || std::holds_alternative<proto::NetSend>(m);
     if (head_sends) {
       for (S s : kAll) {
-        EXPECT_FALSE(node_accepts(s, std::visit([](const auto& x) { return x.kId; }, m)))
+        EXPECT_FALSE(node_accepts(s, proto::message_id(m)))
             << proto::message_name(m) << " in " << node_state_name(s);
       }
     }

@@ -1,10 +1,10 @@
 // The agent's lifecycle tables (agent/lifecycle.h): its moves, and what it
 // does with every message from the head in every phase, without a process.
-#include <utility>
 #include <variant>
 
 #include <gtest/gtest.h>
 
+#include "../seams/every_message.h"
 #include "dlaunch/proto/protocol.h"
 #include "lifecycle.h"
 
@@ -14,20 +14,6 @@ namespace {
 using P = AgentPhase;
 
 constexpr P kAll[] = {P::kHello, P::kSetup, P::kReady, P::kRunning, P::kStopping, P::kDone};
-
-// One message of each type, by its place in the variant.
-proto::Message message_at(std::size_t type) {
-  proto::Message out;
-  [&]<std::size_t... I>(std::index_sequence<I...>) {
-    ((I == type ? (void)out.emplace<I>() : (void)0), ...);
-  }
-  (std::make_index_sequence<std::variant_size_v<proto::Message>>{});
-  return out;
-}
-
-std::uint16_t id_of(const proto::Message& m) {
-  return std::visit([](const auto& x) { return x.kId; }, m);
-}
 
 TEST(AgentLifecycle, TheMovesAreForwardOnly) {
   int moves = 0;
@@ -65,8 +51,7 @@ TEST(AgentLifecycle, SetupOnceAndStartOnlyWhenReady) {
 }
 
 TEST(AgentLifecycle, TheHeadsStopsAndRequestsInEveryPhaseItsOwnMessagesInNone) {
-  for (std::size_t type = 0; type < std::variant_size_v<proto::Message>; ++type) {
-    const proto::Message m = message_at(type);
+  for (const proto::Message& m : test::every_message()) {
     const bool any_time =
         std::holds_alternative<proto::Abort>(m) || std::holds_alternative<proto::Shutdown>(m) ||
         std::holds_alternative<proto::Heartbeat>(m) ||
@@ -87,11 +72,11 @@ TEST(AgentLifecycle, TheHeadsStopsAndRequestsInEveryPhaseItsOwnMessagesInNone) {
         std::holds_alternative<proto::NetListening>(m) || std::holds_alternative<proto::NetSent>(m);
     for (P p : kAll) {
       if (any_time) {
-        EXPECT_EQ(agent_verdict(p, id_of(m)), Verdict::kHandle)
+        EXPECT_EQ(agent_verdict(p, proto::message_id(m)), Verdict::kHandle)
             << proto::message_name(m) << " in " << agent_phase_name(p);
       }
       if (agents_own) {
-        EXPECT_EQ(agent_verdict(p, id_of(m)), Verdict::kFatal)
+        EXPECT_EQ(agent_verdict(p, proto::message_id(m)), Verdict::kFatal)
             << proto::message_name(m) << " in " << agent_phase_name(p);
       }
     }

@@ -59,6 +59,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -487,5 +488,16 @@ class Decoder {
 Message decode_payload(std::uint16_t type, std::string_view payload);
 
 const char* message_name(const Message& msg);
+
+// A message's type on the wire (its kId).
+inline std::uint16_t message_id(const Message& msg) {
+  return std::visit([](const auto& m) { return std::decay_t<decltype(m)>::kId; }, msg);
+}
+
+// Whether `id` is the wire type of one of the messages M...
+template <typename... M>
+constexpr bool is_one_of(std::uint16_t id) {
+  return ((id == M::kId) || ...);
+}
 
 }  // namespace dlaunch::proto
