@@ -149,7 +149,8 @@ bool valid_address(std::string_view a) {
 
 }  // namespace
 
-Rendezvous::Rendezvous(RdzvSettings s) : s_(std::move(s)), meeting_port_(s_.port) {
+Rendezvous::Rendezvous(RdzvSettings s, rdzv::StoreNetwork& network)
+    : s_(std::move(s)), net_(network), meeting_port_(s_.port) {
   endpoint_ = (s_.host.find(':') != std::string::npos ? "[" + s_.host + "]" : s_.host) + ":" +
               std::to_string(s_.port);
 }
@@ -228,7 +229,7 @@ void Rendezvous::take_over() {
       // launchers sharing a machine) knows it is not the old host back.
       so.initial_keys = {{rkey("successor"), std::to_string(k)}};
       try {
-        server_ = std::make_unique<comm::ThreadedStoreServer>(so);
+        server_ = net_.host(so);
         m_.hosting = true;
       } catch (const std::system_error& e) {
         tried += fmt::format("; hosting at {}:{}: {}", addr, s_.port, e.what());
@@ -243,7 +244,7 @@ void Rendezvous::take_over() {
     co.connect_timeout = k < 0 ? milliseconds(500) : each;
     co.timeout = s_.read_timeout;
     try {
-      store_ = std::make_unique<comm::Store>(co);
+      store_ = net_.connect(co);
     } catch (const comm::StoreError& e) {
       // Something there that cannot prove the secret (a process that took
       // the freed port) is passed over, never joined.
@@ -314,7 +315,7 @@ void Rendezvous::connect() {
     // A port of 0 (--standalone) is any free one; loopback then.
     if (s_.port == 0) so.bind_address = "127.0.0.1";
     const auto host = [&] {
-      server_ = std::make_unique<comm::ThreadedStoreServer>(so);
+      server_ = net_.host(so);
       m_.hosting = true;
       client_host = so.bind_address;
       // Static: the job's store gets a port of its own on the same address;
@@ -369,7 +370,7 @@ void Rendezvous::connect() {
   co.connect_timeout = s_.join_timeout;
   co.timeout = s_.read_timeout;
   try {
-    store_ = std::make_unique<comm::Store>(co);
+    store_ = net_.connect(co);
   } catch (const comm::StoreError& e) {
     if (not_this_jobs_store(e)) {
       // Whatever holds the endpoint could not prove this job's secret (or
@@ -416,7 +417,7 @@ void Rendezvous::move_to_job_port() {
   co.connect_timeout = s_.join_timeout;
   co.timeout = s_.read_timeout;
   try {
-    store_ = std::make_unique<comm::Store>(co);
+    store_ = net_.connect(co);
   } catch (const comm::StoreError& e) {
     throw Error(ErrorKind::kEnvironment,
                 fmt::format("the rendezvous at {} moved the job's store to port {}, which this "
@@ -428,7 +429,7 @@ void Rendezvous::move_to_job_port() {
 }
 
 void Rendezvous::check_settings() {
-  comm::Store& st = *store_;
+  rdzv::StoreClient& st = *store_;
   // The job's settings: the first launcher's are the job's; any other must
   // say the same.
   const std::string mine =
@@ -457,7 +458,7 @@ void Rendezvous::check_settings() {
 }
 
 Membership Rendezvous::join_round() {
-  comm::Store& st = *store_;
+  rdzv::StoreClient& st = *store_;
   m_.nproc = s_.nproc;
   // The first rendezvous waits for the launchers to start (join_timeout); a
   // re-rendezvous after a failure, for the survivors (close_timeout).
@@ -620,7 +621,7 @@ void Rendezvous::close_round(Clock::time_point deadline, milliseconds wait) {
 // it is not answered by the deadline, the round may still be in its last
 // call (MIN are here): it waits that out; else MIN did not come.
 void Rendezvous::await_close(Clock::time_point deadline, milliseconds wait) {
-  comm::Store& st = *store_;
+  rdzv::StoreClient& st = *store_;
   auto until = deadline;
   for (;;) {
     const auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now());
@@ -668,7 +669,7 @@ void Rendezvous::start_watch() {
     co.secret = s_.secret;
     co.connect_timeout = s_.read_timeout;
     co.timeout = s_.read_timeout;
-    failure_store_ = std::make_unique<comm::Store>(co);
+    failure_store_ = net_.connect(co);
     failure_watch_ = std::thread([this] { failure_loop(); });
   }
 }
@@ -765,7 +766,7 @@ void Rendezvous::failure_loop() {
 // launcher waiting to join ends the round for everyone (the others learn it
 // from their parked request on `failed`).
 void Rendezvous::watch_loop() {
-  comm::Store& st = *store_;
+  rdzv::StoreClient& st = *store_;
   const int me = m_.node_rank;
   const std::string failed = rkey("failed");
   const auto n = static_cast<std::size_t>(m_.nnodes);

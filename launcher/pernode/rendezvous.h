@@ -6,7 +6,9 @@
 // a thread of its own): static rendezvous, node rank 0 at
 // --master-addr:--master-port; c10d, whichever launcher can bind
 // --rdzv-endpoint. Every launcher (the host too) is a client of it. Keys live
-// under "dlaunch/rdzv/".
+// under "dlaunch/rdzv/". The store is reached through a seam
+// (pernode/rdzv_store.h): the TCP store in a job, a store in memory in the
+// unit tests (tests/unit/pernode/rendezvous_test.cpp).
 #pragma once
 
 #include <chrono>
@@ -19,11 +21,7 @@
 #include <thread>
 #include <vector>
 
-namespace dlaunch::comm {
-class Store;
-class StoreError;
-class ThreadedStoreServer;
-}  // namespace dlaunch::comm
+#include "pernode/rdzv_store.h"
 
 namespace dlaunch {
 
@@ -82,7 +80,9 @@ struct PeerFailure {
 
 class Rendezvous {
  public:
-  explicit Rendezvous(RdzvSettings s);
+  // `network`: where the store is hosted and reached (the job's TCP store;
+  // a store in memory in the unit tests). It must outlive the rendezvous.
+  explicit Rendezvous(RdzvSettings s, rdzv::StoreNetwork& network = rdzv::tcp_rdzv_network());
   ~Rendezvous();  // stops the watch; a host keeps the store up until the others are done
   Rendezvous(const Rendezvous&) = delete;
   Rendezvous& operator=(const Rendezvous&) = delete;
@@ -152,18 +152,19 @@ class Rendezvous {
 
   RdzvSettings s_;
   Membership m_;
-  std::unique_ptr<comm::ThreadedStoreServer> server_;
-  std::unique_ptr<comm::Store> store_;  // joining; then the watch thread's alone
+  rdzv::StoreNetwork& net_;
+  std::unique_ptr<rdzv::StoreHost> server_;
+  std::unique_ptr<rdzv::StoreClient> store_;  // joining; then the watch thread's alone
   std::thread watch_;
   // The parked request on `failed` (every launcher but the host): its own
   // connection, interrupted to stop it.
-  std::unique_ptr<comm::Store> failure_store_;
+  std::unique_ptr<rdzv::StoreClient> failure_store_;
   std::thread failure_watch_;
   std::mutex mu_;
   std::condition_variable wake_;  // the watch: a failure to publish, or stop
   // The host's watch sleeps in its store's wait_change instead: this is
   // that store while it does (set and cleared by the watch, under mu_).
-  comm::ThreadedStoreServer* watch_wakes_ = nullptr;
+  rdzv::StoreHost* watch_wakes_ = nullptr;
   bool stop_ = false;
   std::optional<PeerFailure> peer_;
   struct Failure {

@@ -1,0 +1,482 @@
+// The per-node rendezvous (launcher/pernode/rendezvous.h) with its store in
+// memory (tests/unit/seams/memory_store.h): several launchers of one job as
+// Rendezvous objects on threads of this process, no socket, no other process.
+// What the launchers agree on (node ranks, MASTER_ADDR/PORT, who hosts), when
+// a round closes (MAX, MIN and the last call, never without MIN), who is late,
+// lost or silent, which failure is the job's, the exit barrier, the host's
+// successor, and what is refused (a wrong secret, two launchers disagreeing).
+// The integration suites (pernode_tests, rdzv_security_tests) run the same
+// paths over the real TCP store between real launcher processes.
+#include "pernode/rendezvous.h"
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "../seams/memory_store.h"
+#include "dlaunch/error.h"
+#include "hostfile/hostfile.h"
+
+namespace dlaunch {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint16_t kPort = 29500;
+
+// A launcher's settings as the per-node driver makes them, with timeouts a
+// unit test can wait out.
+RdzvSettings launcher(const std::string& name, bool is_static, int min_nodes, int max_nodes) {
+  RdzvSettings s;
+  s.is_static = is_static;
+  s.host = "127.0.0.1";
+  s.port = kPort;
+  s.run_id = "job";
+  s.min_nodes = min_nodes;
+  s.max_nodes = max_nodes;
+  s.nproc = 2;
+  s.secret = "the job's secret";
+  s.me = name + " pid 1";
+  s.join_timeout = milliseconds(3000);
+  s.last_call = milliseconds(150);
+  s.read_timeout = milliseconds(3000);
+  s.close_timeout = milliseconds(3000);
+  s.heartbeat_timeout = milliseconds(600);
+  return s;
+}
+
+RdzvSettings static_node(int rank, int nnodes) {
+  RdzvSettings s = launcher("node" + std::to_string(rank), true, nnodes, nnodes);
+  s.node_rank = rank;
+  return s;
+}
+
+// Every launcher's join(round) at once, each on its own thread.
+std::vector<Membership> join_all(const std::vector<Rendezvous*>& rs, int round = 0) {
+  std::vector<std::future<Membership>> fs;
+  fs.reserve(rs.size());
+  for (Rendezvous* r : rs)
+    fs.push_back(std::async(std::launch::async, [r, round] { return r->join(round); }));
+  std::vector<Membership> out;
+  out.reserve(fs.size());
+  for (auto& f : fs) out.push_back(f.get());
+  return out;
+}
+
+// Until the rendezvous has heard of a peer's failure, or 5 s.
+std::optional<PeerFailure> await_peer(Rendezvous& r) {
+  const auto until = Clock::now() + milliseconds(5000);
+  while (Clock::now() < until) {
+    if (auto f = r.peer_failure()) return f;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return std::nullopt;
+}
+
+// Every launcher's finish() at once, each launcher then exiting (its
+// connections close): the host's waits for the others to leave its store,
+// as it does between processes.
+void exit_all(std::vector<std::unique_ptr<Rendezvous>>& nodes) {
+  std::vector<std::future<void>> fs;
+  fs.reserve(nodes.size());
+  for (auto& n : nodes) {
+    if (!n) continue;
+    fs.push_back(std::async(std::launch::async, [&n] {
+      n->finish();
+      n.reset();
+    }));
+  }
+  for (auto& f : fs) f.get();
+}
+
+struct Job {
+  dltest::MemoryStoreNetwork net;
+  std::vector<std::unique_ptr<Rendezvous>> nodes;
+  Rendezvous& add(RdzvSettings s) {
+    nodes.push_back(std::make_unique<Rendezvous>(std::move(s), net));
+    return *nodes.back();
+  }
+  std::vector<Rendezvous*> all() {
+    std::vector<Rendezvous*> out;
+    for (auto& n : nodes) out.push_back(n.get());
+    return out;
+  }
+};
+
+TEST(Rendezvous, StaticNodesMeetWithTheirRanksAndNodeZerosMasterPort) {
+  Job job;
+  for (int k = 0; k < 3; ++k) job.add(static_node(k, 3));
+  const auto ms = join_all(job.all());
+  for (int k = 0; k < 3; ++k) {
+    const Membership& m = ms[static_cast<std::size_t>(k)];
+    EXPECT_EQ(m.nnodes, 3);
+    EXPECT_EQ(m.node_rank, k);
+    EXPECT_EQ(m.round, 0);
+    EXPECT_EQ(m.master_addr, "127.0.0.1");
+    // torchrun's: the static rendezvous's MASTER_PORT is --master-port.
+    EXPECT_EQ(m.master_port, kPort);
+    EXPECT_EQ(m.names, (std::vector<std::string>{"node0 pid 1", "node1 pid 1", "node2 pid 1"}));
+    EXPECT_EQ(m.hosting, k == 0);
+  }
+  // The store moved to a port of its own and left the meeting port free for
+  // rank 0 to bind as MASTER_PORT.
+  EXPECT_NE(ms[0].store_port, kPort);
+  EXPECT_EQ(ms[1].store_port, ms[0].store_port);
+  EXPECT_FALSE(job.net.listens(kPort));
+  EXPECT_TRUE(job.net.listens(ms[0].store_port));
+}
+
+TEST(Rendezvous, TwoLaunchersClaimingOneNodeRankAreRefused) {
+  Job job;
+  for (int k = 0; k < 2; ++k) {
+    RdzvSettings s = static_node(k, 3);
+    s.join_timeout = milliseconds(500);
+    job.add(s);
+  }
+  RdzvSettings twin = static_node(1, 3);
+  twin.me = "twin pid 2";
+  job.add(twin);
+  std::vector<std::future<Membership>> fs;
+  for (Rendezvous* r : job.all())
+    fs.push_back(std::async(std::launch::async, [r] { return r->join(); }));
+  int refused = 0;
+  for (auto& f : fs) {
+    try {
+      (void)f.get();
+    } catch (const InputError& e) {
+      ++refused;
+      EXPECT_EQ(e.pos().source, "--node-rank");
+      EXPECT_NE(e.message().find("node rank 1 is claimed by two launchers"), std::string::npos)
+          << e.message();
+    } catch (const Error& e) {
+      // Node 0 waits for a node rank 2 that never comes.
+      EXPECT_NE(std::string(e.what()).find("node rank(s) 2 did not join"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(refused, 1);
+}
+
+TEST(Rendezvous, ALauncherWithOtherSettingsIsRefusedNamingBoth) {
+  Job job;
+  RdzvSettings a = launcher("a", false, 2, 2);
+  a.join_timeout = milliseconds(500);
+  RdzvSettings b = launcher("b", false, 2, 2);
+  b.nproc = 4;
+  Rendezvous& ra = job.add(a);
+  (void)ra;
+  auto first = std::async(std::launch::async, [&] {
+    try {
+      return std::optional(job.nodes[0]->join());
+    } catch (const Error&) {
+      return std::optional<Membership>();  // nobody else comes: join_timeout
+    }
+  });
+  // The first launcher's settings are the job's.
+  while (!job.net.listens(kPort)) std::this_thread::sleep_for(milliseconds(1));
+  Rendezvous& rb = job.add(b);
+  try {
+    (void)rb.join();
+    ADD_FAILURE() << "joined with another --nproc-per-node";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.pos().source, "--nproc-per-node");
+    EXPECT_NE(e.message().find("--nproc-per-node 4 here (b pid 1), --nproc-per-node 2 on the "
+                               "launcher that came first (a pid 1)"),
+              std::string::npos)
+        << e.message();
+  }
+  EXPECT_FALSE(first.get().has_value());
+}
+
+TEST(Rendezvous, C10dClosesAtOnceWhenMaxHaveJoinedWithTheHostAsNodeZero) {
+  Job job;
+  for (const char* n : {"a", "b", "c"}) {
+    RdzvSettings s = launcher(n, false, 1, 3);
+    s.last_call = milliseconds(60'000);  // MAX closes it, not the last call
+    job.add(s);
+  }
+  const auto start = Clock::now();
+  const auto ms = join_all(job.all());
+  EXPECT_LT(Clock::now() - start, milliseconds(5000));
+  std::set<int> ranks;
+  for (const Membership& m : ms) {
+    EXPECT_EQ(m.nnodes, 3);
+    ranks.insert(m.node_rank);
+    EXPECT_EQ(m.hosting, m.node_rank == 0);
+    EXPECT_EQ(m.master_addr, ms[0].master_addr);
+    EXPECT_EQ(m.master_port, ms[0].master_port);
+    EXPECT_EQ(m.names, ms[0].names);
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1, 2}));
+  EXPECT_EQ(job.net.stores_hosted(), 1);
+}
+
+TEST(Rendezvous, C10dWithMinNodesClosesAfterTheLastCall) {
+  Job job;
+  for (const char* n : {"a", "b"}) {
+    RdzvSettings s = launcher(n, false, 2, 4);
+    s.last_call = milliseconds(300);
+    job.add(s);
+  }
+  const auto start = Clock::now();
+  const auto ms = join_all(job.all());
+  const auto took = Clock::now() - start;
+  EXPECT_GE(took, milliseconds(300));  // MIN are here: the last call runs its course
+  EXPECT_LT(took, milliseconds(3000));
+  EXPECT_EQ(ms[0].nnodes, 2);
+  EXPECT_EQ(ms[1].nnodes, 2);
+  EXPECT_NE(ms[0].node_rank, ms[1].node_rank);
+}
+
+TEST(Rendezvous, C10dWithoutMinNodesFailsAtTheJoinTimeoutSayingHowManyCame) {
+  Job job;
+  RdzvSettings s = launcher("alone", false, 2, 2);
+  s.join_timeout = milliseconds(300);
+  Rendezvous& r = job.add(s);
+  const auto start = Clock::now();
+  try {
+    (void)r.join();
+    ADD_FAILURE() << "closed without MIN nodes";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("did not close within 0.3 s (join_timeout): 1 of at "
+                                         "least 2 node(s) joined"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_GE(Clock::now() - start, milliseconds(300));
+}
+
+TEST(Rendezvous, AWrongSecretIsNeverJoinedAndTheJobWaitsForTheRealNode) {
+  Job job;
+  RdzvSettings n0 = static_node(0, 2);
+  n0.join_timeout = milliseconds(500);
+  RdzvSettings n1 = static_node(1, 2);
+  n1.secret = "another secret";
+  Rendezvous& r0 = job.add(n0);
+  auto host = std::async(std::launch::async, [&] { return r0.join(); });
+  while (!job.net.listens(kPort)) std::this_thread::sleep_for(milliseconds(1));
+  try {
+    (void)job.add(n1).join();
+    ADD_FAILURE() << "joined a store it cannot authenticate";
+  } catch (const InputError& e) {
+    EXPECT_NE(e.message().find("is held by something that is not this job's rendezvous"),
+              std::string::npos)
+        << e.message();
+  }
+  try {
+    (void)host.get();
+    ADD_FAILURE() << "node 0 met without node 1";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("node rank(s) 1 did not join"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Rendezvous, AFailurePublishedOnOneNodeIsEveryNodesAndTheFirstWins) {
+  Job job;
+  for (int k = 0; k < 3; ++k) job.add(static_node(k, 3));
+  (void)join_all(job.all());
+  for (auto& n : job.nodes) n->start_watch();
+  // Two nodes fail at the same instant: one failure is the job's, everywhere.
+  auto f1 = std::async(std::launch::async,
+                       [&] { job.nodes[1]->publish_failure("rank 2 failed", 7, false); });
+  auto f2 = std::async(std::launch::async,
+                       [&] { job.nodes[2]->publish_failure("rank 5 failed", 9, false); });
+  f1.get();
+  f2.get();
+  const auto a1 = job.nodes[1]->agreed_failure(milliseconds(3000));
+  const auto a2 = job.nodes[2]->agreed_failure(milliseconds(3000));
+  // Exactly one of the two was first; the other learns the winner's.
+  ASSERT_NE(a1.has_value(), a2.has_value());
+  const PeerFailure winner = a1 ? *a1 : *a2;
+  EXPECT_TRUE(winner.message == "rank 2 failed" || winner.message == "rank 5 failed");
+  EXPECT_EQ(winner.status, winner.message == "rank 2 failed" ? 7 : 9);
+  const auto seen = await_peer(*job.nodes[0]);
+  ASSERT_TRUE(seen.has_value());
+  EXPECT_EQ(seen->message, winner.message);
+  EXPECT_EQ(seen->status, winner.status);
+  EXPECT_FALSE(seen->final);
+  exit_all(job.nodes);
+}
+
+TEST(Rendezvous, ALauncherWhoseConnectionClosesIsLostWithinASecond) {
+  Job job;
+  for (int k = 0; k < 3; ++k) {
+    RdzvSettings s = static_node(k, 3);
+    s.heartbeat_timeout = milliseconds(30'000);  // the connection tells, not the heartbeat
+    job.add(s);
+  }
+  (void)join_all(job.all());
+  for (auto& n : job.nodes) n->start_watch();
+  const auto start = Clock::now();
+  job.nodes[2].reset();  // killed: its connections close, it says nothing
+  const auto f0 = await_peer(*job.nodes[0]);
+  const auto f1 = await_peer(*job.nodes[1]);
+  ASSERT_TRUE(f0.has_value());
+  ASSERT_TRUE(f1.has_value());
+  EXPECT_LT(Clock::now() - start, milliseconds(3000));
+  EXPECT_NE(f0->message.find("node 2 (node2 pid 1) is lost: its launcher's connection to the "
+                             "rendezvous closed"),
+            std::string::npos)
+      << f0->message;
+  EXPECT_EQ(f1->message, f0->message);
+  exit_all(job.nodes);
+}
+
+TEST(Rendezvous, ALauncherThatStopsHeartbeatingIsLostAfterTheTimeout) {
+  Job job;
+  for (int k = 0; k < 2; ++k) {
+    RdzvSettings s = static_node(k, 2);
+    s.heartbeat_timeout = milliseconds(400);
+    job.add(s);
+  }
+  (void)join_all(job.all());
+  // Node 1 stays connected but never beats (a launcher stopped with SIGSTOP).
+  job.nodes[0]->start_watch();
+  const auto start = Clock::now();
+  const auto f = await_peer(*job.nodes[0]);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_GE(Clock::now() - start, milliseconds(400));
+  EXPECT_NE(f->message.find("node 1 (node1 pid 1) is lost: its launcher sent no heartbeat to "
+                            "the rendezvous for 0.4 s (--heartbeat-timeout)"),
+            std::string::npos)
+      << f->message;
+  exit_all(job.nodes);
+}
+
+TEST(Rendezvous, TheExitBarrierWaitsForEveryNodeAndPassesOnALateFailure) {
+  {
+    Job job;
+    for (int k = 0; k < 3; ++k) job.add(static_node(k, 3));
+    (void)join_all(job.all());
+    for (auto& n : job.nodes) n->start_watch();
+    std::vector<std::future<std::optional<PeerFailure>>> fs;
+    for (Rendezvous* r : job.all())
+      fs.push_back(std::async(std::launch::async, [r] { return r->finish_succeeded(); }));
+    for (auto& f : fs) EXPECT_FALSE(f.get().has_value());
+    exit_all(job.nodes);
+  }
+  {
+    Job job;
+    for (int k = 0; k < 3; ++k) job.add(static_node(k, 3));
+    (void)join_all(job.all());
+    for (auto& n : job.nodes) n->start_watch();
+    // Nodes 0 and 1 succeed and wait at the barrier; node 2's rank fails later.
+    auto b0 = std::async(std::launch::async, [&] { return job.nodes[0]->finish_succeeded(); });
+    auto b1 = std::async(std::launch::async, [&] { return job.nodes[1]->finish_succeeded(); });
+    EXPECT_EQ(b0.wait_for(milliseconds(200)), std::future_status::timeout);
+    job.nodes[2]->publish_failure("rank 4 failed", 3, false);
+    const auto w0 = b0.get();
+    const auto w1 = b1.get();
+    ASSERT_TRUE(w0.has_value());
+    ASSERT_TRUE(w1.has_value());
+    EXPECT_EQ(w0->message, "rank 4 failed");
+    EXPECT_EQ(w1->status, 3);
+    EXPECT_FALSE(job.nodes[2]->agreed_failure(milliseconds(3000)).has_value());  // its own won
+    exit_all(job.nodes);
+  }
+}
+
+TEST(Rendezvous, ALateLauncherIsTakenInAtTheNextRoundWithoutCountingARestart) {
+  Job job;
+  for (const char* n : {"a", "b"}) {
+    RdzvSettings s = launcher(n, false, 2, 3);
+    s.max_restarts = 2;
+    job.add(s);
+  }
+  const auto first = join_all(job.all());
+  ASSERT_EQ(first[0].nnodes, 2);
+  for (auto& n : job.nodes) n->start_watch();
+  RdzvSettings late = launcher("c", false, 2, 3);
+  late.max_restarts = 2;
+  Rendezvous& c = job.add(late);
+  auto joined = std::async(std::launch::async, [&] { return c.join(0); });
+  // The running nodes hear that a launcher waits: not a failure.
+  for (int k = 0; k < 2; ++k) {
+    const auto f = await_peer(*job.nodes[static_cast<std::size_t>(k)]);
+    ASSERT_TRUE(f.has_value());
+    EXPECT_TRUE(f->joining) << f->message;
+    EXPECT_NE(f->message.find("to take in the launcher waiting to join (c pid 1)"),
+              std::string::npos)
+        << f->message;
+    job.nodes[static_cast<std::size_t>(k)]->finish(false);
+  }
+  const auto again = join_all({job.nodes[0].get(), job.nodes[1].get()}, 1);
+  const Membership mc = joined.get();
+  EXPECT_EQ(mc.round, 1);
+  EXPECT_EQ(mc.nnodes, 3);
+  std::set<int> ranks{mc.node_rank};
+  for (const Membership& m : again) {
+    EXPECT_EQ(m.nnodes, 3);
+    EXPECT_EQ(m.names, mc.names);
+    ranks.insert(m.node_rank);
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1, 2}));
+}
+
+TEST(Rendezvous, TheHostLostASurvivorHostsTheNextRound) {
+  Job job;
+  for (const char* n : {"a", "b", "c"}) {
+    RdzvSettings s = launcher(n, false, 2, 3);
+    s.max_restarts = 1;
+    job.add(s);
+  }
+  const auto first = join_all(job.all());
+  for (auto& n : job.nodes) n->start_watch();
+  // Which object hosts: the one whose membership says so.
+  std::size_t host = 0;
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    if (first[i].hosting) host = i;
+  }
+  job.nodes[host].reset();  // the host's launcher is killed, its store with it
+  std::vector<Rendezvous*> survivors;
+  for (auto& n : job.nodes) {
+    if (!n) continue;
+    const auto f = await_peer(*n);
+    ASSERT_TRUE(f.has_value());
+    EXPECT_FALSE(f->final) << f->message;
+    EXPECT_NE(f->message.find("(with a restart left, a surviving launcher hosts it anew)"),
+              std::string::npos)
+        << f->message;
+    EXPECT_FALSE(n->store_lost());
+    n->finish(false);
+    survivors.push_back(n.get());
+  }
+  const auto next = join_all(survivors, 1);
+  ASSERT_EQ(next.size(), 2U);
+  EXPECT_EQ(next[0].nnodes, 2);
+  EXPECT_EQ(next[1].nnodes, 2);
+  EXPECT_NE(next[0].node_rank, next[1].node_rank);
+  EXPECT_NE(next[0].hosting, next[1].hosting);
+  EXPECT_EQ(next[0].master_port, next[1].master_port);
+  EXPECT_EQ(job.net.stores_hosted(), 2);  // the old one and the successor's
+}
+
+TEST(Rendezvous, TheHostLostWithoutARestartLeftEndsTheJob) {
+  Job job;
+  for (int k = 0; k < 2; ++k) job.add(static_node(k, 2));
+  (void)join_all(job.all());
+  for (auto& n : job.nodes) n->start_watch();
+  job.nodes[0].reset();
+  const auto f = await_peer(*job.nodes[1]);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_TRUE(f->final);
+  EXPECT_NE(f->message.find("lost the rendezvous store at 127.0.0.1:29500 hosted by node 0 "
+                            "(node0 pid 1)"),
+            std::string::npos)
+      << f->message;
+  EXPECT_TRUE(job.nodes[1]->store_lost());
+  exit_all(job.nodes);
+}
+
+}  // namespace
+}  // namespace dlaunch

@@ -1,0 +1,78 @@
+// MemoryStoreNetwork: the rendezvous's store seam (launcher/pernode/rdzv_store.h)
+// in this process's memory, for unit tests of the rendezvous without sockets
+// or other processes (gloo's HashStore and c10d's FakeStore play this part
+// for theirs). Stores are hosted at "address:port" endpoints; a client
+// connects to the one listening at its StoreOptions' host and port.
+//
+// It keeps the contract the rendezvous relies on, comm's:
+//  - a get/wait whose keys do not come in time fails with cause kTimedOut and
+//    keeps the connection;
+//  - a connection ends when its client is destroyed or interrupted, or when
+//    its store's host is destroyed (the call parked on it fails with a
+//    connection lost); the next call connects again, to whatever listens at
+//    the endpoint then, within connect_timeout;
+//  - a store whose secret is not the client's fails the connect with cause
+//    kPeerUnproven; set_while_connected's key goes with its connection;
+//  - host() throws std::system_error(address_in_use) for a taken endpoint.
+// One mutex for the whole network: the tests are about the rendezvous's
+// logic, not the store's concurrency.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pernode/rdzv_store.h"
+
+namespace dltest {
+
+class MemoryStoreNetwork final : public dlaunch::rdzv::StoreNetwork {
+ public:
+  MemoryStoreNetwork() = default;
+  MemoryStoreNetwork(const MemoryStoreNetwork&) = delete;
+  MemoryStoreNetwork& operator=(const MemoryStoreNetwork&) = delete;
+
+  std::unique_ptr<dlaunch::rdzv::StoreHost> host(
+      const dlaunch::comm::StoreServerOptions& opts) override;
+  std::unique_ptr<dlaunch::rdzv::StoreClient> connect(
+      const dlaunch::comm::StoreOptions& opts) override;
+
+  // What a test looks at: the value of a key in the store listening at
+  // port, if any store does and holds it.
+  std::optional<std::string> value_at(std::uint16_t port, const std::string& key);
+  // Whether a store listens at this port (any address).
+  bool listens(std::uint16_t port);
+  // Stores hosted so far (a successor's take-over makes one more).
+  int stores_hosted();
+
+  struct Table;  // one hosted store (memory_store.cpp)
+
+ private:
+  friend class MemoryClient;
+  friend class MemoryHost;
+  struct Listener {
+    std::string address;
+    std::uint16_t port = 0;
+    std::shared_ptr<Table> table;
+  };
+  // Under mu_.
+  std::uint16_t bind(const std::string& address, std::uint16_t port,
+                     const std::shared_ptr<Table>& table);
+  std::shared_ptr<Table> listening(const std::string& address, std::uint16_t port) const;
+  void changed(Table& t, const std::string& key);
+
+  std::mutex mu_;
+  std::condition_variable cv_;  // any change anywhere: every waiter looks again
+  std::vector<Listener> listeners_;
+  std::uint16_t next_port_ = 41000;
+  std::uint64_t next_connection_ = 1;
+  int hosted_ = 0;
+};
+
+}  // namespace dltest
