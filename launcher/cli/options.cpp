@@ -510,6 +510,10 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                    "(default 60, as srun) before --timeout, and on SIGTERM to dlaunch (Slurm "
                    "preemption, scancel) first SIG, then the stop a --kill-grace later")
       ->type_name("SIG[@SECONDS]");
+  fault->add_flag("-d,--detach", o.detach,
+                  "start the job, print its id once every node is ready (or the start failure, "
+                  "with its exit status) and return; the head goes on as a daemon: dlaunch "
+                  "attach, logs, wait, stop JOB");
   fault->add_flag("--nohup", o.nohup,
                   "keep running when the terminal closes: SIGHUP is ignored (without it SIGHUP "
                   "stops the job like SIGTERM)");
@@ -697,6 +701,20 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   finish_peer_options(app, o);
   finish_pernode_options(app, o);
   finish_container_options(app, o);
+  if (o.detach && (o.check || o.dry_run || o.pernode.enabled)) {
+    throw InputError({"--detach"}, "",
+                     o.check     ? "does not go with --check: a check ends when it has looked"
+                     : o.dry_run ? "does not go with --dry-run: nothing starts"
+                                 : "is for a job started from its head, not the per-node mode "
+                                   "(there, run each node's launcher under the system's service "
+                                   "manager or the pod's)",
+                     "leave out one of the two");
+  }
+  if (o.detach && stdin_word != "none" && !stdin_word.empty() && stdin_word != "0") {
+    throw InputError({"--stdin"}, "",
+                     "'" + stdin_word + "' with --detach: a detached job has no terminal to read",
+                     "leave --stdin out (the ranks' stdin is then empty)");
+  }
   // Per-node mode runs one program (--app, --host and --stdin are refused there).
   if (!o.pernode.enabled) {
     o.stdin_target = parse_stdin_target(stdin_word);

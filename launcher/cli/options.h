@@ -89,6 +89,9 @@ struct Options {
   int warn_signal = 0;  // 0: none
   int warn_before_s = kDefaultSignalTime;
   bool nohup = false;  // --nohup: SIGHUP is ignored
+  // -d/--detach: the head goes on as a daemon once every node is ready
+  // (drivers/detach.h); `dlaunch attach|logs|wait|stop JOB` reach it.
+  bool detach = false;
   // Hangs: every rank's stack at --timeout, on SIGQUIT and at a stall.
   double stack_timeout_s = tunables::kStackTimeout.value;  // 0: collect none
   double stall_timeout_s = tunables::kStallTimeout.value;  // 0: off

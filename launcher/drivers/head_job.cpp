@@ -29,6 +29,7 @@
 #include "dlaunch/random.h"
 #include "dlaunch/text.h"
 #include "drivers/attempts.h"
+#include "drivers/detach.h"
 #include "drivers/pernode.h"
 #include "hostfile/allocation.h"
 #include "jobs/job_journal.h"
@@ -637,6 +638,14 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
     }
   }
 
+  // --detach: from here on the head is a daemon; the command returns once
+  // every node is ready (or with the start failure's exit status). Before
+  // the output's thread or any connection exists: a fork keeps one thread.
+  std::optional<int> command_status;
+  std::optional<dl::DetachedHead> detached =
+      o.detach ? dl::detach_head(command_status) : std::nullopt;
+  if (command_status) return *command_status;
+
   std::vector<std::string> node_of_rank(static_cast<std::size_t>(plan.world_size));
   for (const auto& n : plan.nodes) {
     for (const auto& r : n.ranks) node_of_rank[static_cast<std::size_t>(r.rank)] = n.host.name;
@@ -651,7 +660,8 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
                        .output_dir = o.output_dir,
                        .mpirun_dir = per_rank_files.dir,
                        .mpirun_jobid = per_rank_files.jobid,
-                       .console = per_rank_files.copy,
+                       // Detached, the ranks' output is in the record only.
+                       .console = per_rank_files.copy && !o.detach,
                        .merge_stderr = o.merge_stderr,
                        .job_id = plan.job_id,
                        .node_of_rank = std::move(node_of_rank),
@@ -694,6 +704,16 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
                                    "--log-size 0 says you do not want it)\n",
                                    plan.world_size + 2));
     }
+  }
+  if (detached) {
+    if (!journal.record()) {
+      dl::write_all(2,
+                    "dlaunch: --detach: this job has no record (see above): nothing will "
+                    "keep its output, and attach, logs and wait cannot find it\n");
+    }
+    detached->watch(journal.events(), static_cast<int>(plan.nodes.size()),
+                    journal.record() ? journal.record()->dir() : std::string(),
+                    journal.record() ? journal.record()->name() : plan.job_id);
   }
   for (const auto& l : left_out) {
     journal.events().emit("node_excluded",

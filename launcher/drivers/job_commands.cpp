@@ -6,10 +6,12 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -465,45 +467,136 @@ void drain(Followed& f, LogPrinter& printer) {
   }
 }
 
-// dlaunch logs JOB [--rank N] [--attempt K] [--tail N] [--follow]: the ranks'
-// output the job's record keeps (OutputSink::keep_rank_logs): one rank's as
-// it wrote it, or every rank's with a [rank] prefix, rank after rank; of the
-// newest attempt unless --attempt. --follow goes on printing what comes
-// until the job's head has ended (a new attempt is followed when it starts).
-int logs(int argc, char** argv) {
-  const LogsArgs a = parse_logs(argc, argv);
-  const std::string jobs = jobs_dir(false);
-  JobEntry e = find_job(jobs, a.job);
-  const std::string base = e.dir + "/output";
-  const auto attempt_dir = [&]() -> std::optional<std::pair<int, std::string>> {
-    const auto attempts = numbered(base, "", "");
-    if (a.attempt) {
-      if (std::find(attempts.begin(), attempts.end(), *a.attempt) == attempts.end()) {
+// The ranks' output a job's record keeps (OutputSink::keep_rank_logs), read
+// as it grows: the newest attempt's (or one attempt's) files, each rank's
+// rotated part first, a new attempt followed when it starts, a rotated file
+// read to its end before its successor. With `head_log`, also the detached
+// head's own lines (drivers/detach.h: head.log), to stderr.
+class RecordFollower {
+ public:
+  RecordFollower(std::string jobs, JobEntry e, std::optional<int> rank, std::optional<int> attempt,
+                 std::optional<std::size_t> tail, bool head_log)
+      : jobs_(std::move(jobs)),
+        e_(std::move(e)),
+        base_(e_.dir + "/output"),
+        rank_(rank),
+        attempt_(attempt),
+        tail_(tail),
+        printer_(!rank.has_value()) {
+    if (head_log) {
+      head_.path = e_.dir + "/head.log";
+      head_.rank = -1;
+    }
+  }
+  RecordFollower(const RecordFollower&) = delete;
+  RecordFollower& operator=(const RecordFollower&) = delete;
+  ~RecordFollower() {
+    for (auto& [r, f] : followed_) {
+      if (f.fd >= 0) ::close(f.fd);
+    }
+    if (head_.fd >= 0) ::close(head_.fd);
+  }
+
+  const JobEntry& job() const { return e_; }
+  bool running() const { return e_.state == "running"; }
+  // Whether the record keeps any output (an attempt's folder).
+  bool has_output() { return attempt_dir().has_value(); }
+
+  // What the record holds now: the last --tail lines of each rank (all
+  // without it). Throws for a rank or an attempt the record does not have.
+  void print_now(bool follow) {
+    dir_ = attempt_dir();
+    if (dir_) {
+      if (rank_) {
+        if (!std::filesystem::exists(rank_path(*rank_)) && !follow) {
+          throw Error(
+              ErrorKind::kEnvironment,
+              fmt::format("dlaunch logs: job {} has no output of rank {} in attempt {} ({})",
+                          e_.name, *rank_, dir_->first, rank_path(*rank_)));
+        }
+        start(*rank_, true);
+      } else {
+        for (const int r : numbered(dir_->second, "rank-", ".log")) start(r, true);
+      }
+    }
+    if (!head_.path.empty()) open_head_log(true);
+    printer_.flush();
+  }
+
+  // The folders whose changes wake a follower.
+  void watch_folders(int watch) const {
+    constexpr std::uint32_t kEvents = IN_CREATE | IN_MODIFY | IN_MOVED_TO | IN_MOVED_FROM;
+    (void)::inotify_add_watch(watch, e_.dir.c_str(), kEvents);
+    (void)::inotify_add_watch(watch, base_.c_str(), kEvents);
+    if (dir_) (void)::inotify_add_watch(watch, dir_->second.c_str(), kEvents);
+  }
+
+  // Prints what came since the last look: a new attempt (said on stderr), new
+  // ranks' files, more of each file, a rotation.
+  void step() {
+    if (auto now = attempt_dir(); now && (!dir_ || now->first != dir_->first) && !attempt_) {
+      if (dir_) {
+        for (auto& [r, f] : followed_) drain(f, printer_);
+        printer_.flush();
+        write_all(2, fmt::format("dlaunch logs: attempt {} started\n", now->first));
+      }
+      for (auto& [r, f] : followed_) {
+        if (f.fd >= 0) ::close(f.fd);
+      }
+      followed_.clear();
+      dir_ = now;
+    }
+    if (dir_) {
+      if (rank_) {
+        if (followed_.count(*rank_) == 0) start(*rank_, false);
+      } else {
+        for (const int r : numbered(dir_->second, "rank-", ".log"))
+          if (followed_.count(r) == 0) start(r, false);
+      }
+      for (auto& [r, f] : followed_) {
+        if (f.fd >= 0) drain(f, printer_);
+        // Rotated (or made since): the rest of the old file was read above;
+        // the new one is read from its start.
+        struct stat st {};
+        if (::stat(f.path.c_str(), &st) == 0 && st.st_ino != f.inode) {
+          if (f.fd >= 0) ::close(f.fd);
+          f.fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+          f.inode = st.st_ino;
+          if (f.fd >= 0) drain(f, printer_);
+        }
+      }
+    }
+    printer_.flush();
+    if (!head_.path.empty()) {
+      if (head_.fd < 0) open_head_log(false);
+      if (head_.fd >= 0) drain_to_stderr(head_);
+    }
+  }
+
+  // The record read again: whether the head still runs.
+  void refresh() { e_ = find_job(jobs_, e_.name); }
+
+ private:
+  std::optional<std::pair<int, std::string>> attempt_dir() const {
+    const auto attempts = numbered(base_, "", "");
+    if (attempt_) {
+      if (std::find(attempts.begin(), attempts.end(), *attempt_) == attempts.end()) {
         if (attempts.empty()) return std::nullopt;
         throw Error(ErrorKind::kInput,
-                    fmt::format("dlaunch logs: job {} has no attempt {} (attempts 0 to {})", e.name,
-                                *a.attempt, attempts.back()));
+                    fmt::format("dlaunch logs: job {} has no attempt {} (attempts 0 to {})",
+                                e_.name, *attempt_, attempts.back()));
       }
-      return std::make_pair(*a.attempt, base + "/" + std::to_string(*a.attempt));
+      return std::make_pair(*attempt_, base_ + "/" + std::to_string(*attempt_));
     }
     if (attempts.empty()) return std::nullopt;
-    return std::make_pair(attempts.back(), base + "/" + std::to_string(attempts.back()));
-  };
-  auto dir = attempt_dir();
-  if (!dir && !(a.follow && e.state == "running")) {
-    throw Error(ErrorKind::kEnvironment,
-                fmt::format("dlaunch logs: job {}'s record keeps none of its ranks' output (it "
-                            "ran with --log-size 0, before dlaunch kept it, or wrote nothing)",
-                            e.name));
+    return std::make_pair(attempts.back(), base_ + "/" + std::to_string(attempts.back()));
   }
-  LogPrinter printer(!a.rank.has_value());
-  std::map<int, Followed> followed;
-  const auto rank_path = [&](int rank) {
-    return dir->second + "/rank-" + std::to_string(rank) + ".log";
-  };
+  std::string rank_path(int rank) const {
+    return dir_->second + "/rank-" + std::to_string(rank) + ".log";
+  }
   // Opens a rank's file and prints what it holds now (the rotated part
   // first), the last --tail lines of it when `tail`.
-  const auto start = [&](int rank, bool tail) {
+  void start(int rank, bool tail) {
     Followed f;
     f.rank = rank;
     f.path = rank_path(rank);
@@ -516,93 +609,291 @@ int logs(int argc, char** argv) {
       ssize_t n = 0;
       while ((n = ::read(f.fd, buf, sizeof buf)) > 0) now.append(buf, static_cast<std::size_t>(n));
     }
-    printer.print(rank, tail ? last_lines(now, a.tail) : std::string_view(now), f.line_start);
-    followed.emplace(rank, std::move(f));
-  };
-  if (dir) {
-    if (a.rank) {
-      if (!std::filesystem::exists(rank_path(*a.rank)) && !a.follow) {
-        throw Error(ErrorKind::kEnvironment,
-                    fmt::format("dlaunch logs: job {} has no output of rank {} in attempt {} ({})",
-                                e.name, *a.rank, dir->first, rank_path(*a.rank)));
-      }
-      start(*a.rank, true);
-    } else {
-      for (const int r : numbered(dir->second, "rank-", ".log")) start(r, true);
+    printer_.print(rank, tail ? last_lines(now, tail_) : std::string_view(now), f.line_start);
+    followed_.emplace(rank, std::move(f));
+  }
+  // The head's lines: its last --tail of them at first, all that comes after.
+  void open_head_log(bool tail) {
+    head_.fd = ::open(head_.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (head_.fd < 0) return;
+    std::string now;
+    char buf[65536];
+    ssize_t n = 0;
+    while ((n = ::read(head_.fd, buf, sizeof buf)) > 0)
+      now.append(buf, static_cast<std::size_t>(n));
+    write_all(2, tail ? last_lines(now, tail_) : std::string_view(now));
+  }
+  static void drain_to_stderr(Followed& f) {
+    char buf[65536];
+    ssize_t n = 0;
+    while ((n = ::read(f.fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+      if (n > 0) write_all(2, std::string_view(buf, static_cast<std::size_t>(n)));
     }
   }
-  printer.flush();
+
+  std::string jobs_;
+  JobEntry e_;
+  std::string base_;
+  std::optional<int> rank_;
+  std::optional<int> attempt_;
+  std::optional<std::size_t> tail_;
+  LogPrinter printer_;
+  std::optional<std::pair<int, std::string>> dir_;
+  std::map<int, Followed> followed_;
+  Followed head_;
+};
+
+// Waits up to `ms` for the inotify descriptor (and `more`), emptying it.
+// Returns the revents of `more`.
+short await_change(const UniqueFd& watch, int ms, pollfd more = {-1, 0, 0}) {
+  std::array<pollfd, 2> p{{{watch ? watch.get() : -1, POLLIN, 0}, more}};
+  if (::poll(p.data(), p.size(), watch || more.fd >= 0 ? ms : 200) > 0 &&
+      (p[0].revents & POLLIN) != 0) {
+    alignas(inotify_event) char events[4096];
+    while (::read(watch.get(), events, sizeof events) > 0) {
+    }
+  }
+  return p[1].revents;
+}
+
+// dlaunch logs JOB [--rank N] [--attempt K] [--tail N] [--follow]: the ranks'
+// output the job's record keeps (OutputSink::keep_rank_logs): one rank's as
+// it wrote it, or every rank's with a [rank] prefix, rank after rank; of the
+// newest attempt unless --attempt. --follow goes on printing what comes
+// until the job's head has ended (a new attempt is followed when it starts).
+int logs(int argc, char** argv) {
+  const LogsArgs a = parse_logs(argc, argv);
+  const std::string jobs = jobs_dir(false);
+  RecordFollower f(jobs, find_job(jobs, a.job), a.rank, a.attempt, a.tail, false);
+  if (!f.has_output() && !(a.follow && f.running())) {
+    throw Error(ErrorKind::kEnvironment,
+                fmt::format("dlaunch logs: job {}'s record keeps none of its ranks' output (it "
+                            "ran with --log-size 0, before dlaunch kept it, or wrote nothing)",
+                            f.job().name));
+  }
+  f.print_now(a.follow);
   if (!a.follow) return 0;
   // Following: woken by inotify on the record's folders (a file written,
   // made or rotated; a new attempt), and at least every half second to see
   // whether the head is still there; until it is gone, then once more for
   // what came last.
   const UniqueFd watch(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-  const auto watch_folders = [&] {
-    if (!watch) return;
-    constexpr std::uint32_t kEvents = IN_CREATE | IN_MODIFY | IN_MOVED_TO | IN_MOVED_FROM;
-    (void)::inotify_add_watch(watch.get(), e.dir.c_str(), kEvents);
-    (void)::inotify_add_watch(watch.get(), base.c_str(), kEvents);
-    if (dir) (void)::inotify_add_watch(watch.get(), dir->second.c_str(), kEvents);
-  };
-  bool last_round = false;
-  for (;;) {
-    watch_folders();
-    const bool running = e.state == "running";
-    if (auto now = attempt_dir(); now && (!dir || now->first != dir->first) && !a.attempt) {
-      if (dir) {
-        for (auto& [r, f] : followed) drain(f, printer);
-        printer.flush();
-        write_all(2, fmt::format("dlaunch logs: attempt {} started\n", now->first));
-      }
-      for (auto& [r, f] : followed) {
-        if (f.fd >= 0) ::close(f.fd);
-      }
-      followed.clear();
-      dir = now;
-    }
-    if (dir) {
-      if (a.rank) {
-        if (followed.count(*a.rank) == 0) start(*a.rank, false);
-      } else {
-        for (const int r : numbered(dir->second, "rank-", ".log"))
-          if (followed.count(r) == 0) start(r, false);
-      }
-      for (auto& [r, f] : followed) {
-        if (f.fd >= 0) drain(f, printer);
-        // Rotated (or made since): the rest of the old file was read above;
-        // the new one is read from its start.
-        struct stat st {};
-        if (::stat(f.path.c_str(), &st) == 0 && st.st_ino != f.inode) {
-          if (f.fd >= 0) ::close(f.fd);
-          f.fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-          f.inode = st.st_ino;
-          if (f.fd >= 0) drain(f, printer);
-        }
-      }
-    }
-    printer.flush();
+  for (bool last_round = false;;) {
+    if (watch) f.watch_folders(watch.get());
+    const bool running = f.running();
+    f.step();
     if (last_round) break;
     if (!running) {
       last_round = true;
       continue;
     }
-    if (watch) {
-      pollfd p{watch.get(), POLLIN, 0};
-      if (::poll(&p, 1, 500) > 0) {
-        alignas(inotify_event) char events[4096];
-        while (::read(watch.get(), events, sizeof events) > 0) {
-        }
-      }
-    } else {
-      (void)::poll(nullptr, 0, 200);  // no inotify here: look again shortly
-    }
-    e = find_job(jobs, e.name);
-  }
-  for (auto& [r, f] : followed) {
-    if (f.fd >= 0) ::close(f.fd);
+    (void)await_change(watch, 500);
+    f.refresh();
   }
   return 0;
+}
+
+// ---- dlaunch attach ----
+
+// The terminal attach reads its detach keys from: characters as they are
+// typed (no line editing, no echo), Ctrl-C still a SIGINT. Restored when
+// attach ends, however it ends.
+class RawTerminal {
+ public:
+  RawTerminal() {
+    if (::isatty(0) != 1 || ::tcgetattr(0, &saved_) != 0) return;
+    termios raw = saved_;
+    // Ctrl-Q and Ctrl-S are keys here, not flow control; Ctrl-V is a key,
+    // not "the next one literally".
+    raw.c_lflag &= ~static_cast<tcflag_t>(ICANON | ECHO | IEXTEN);
+    raw.c_iflag &= ~static_cast<tcflag_t>(IXON);
+    raw.c_cc[VMIN] = 1;
+    raw.c_cc[VTIME] = 0;
+    active_ = ::tcsetattr(0, TCSANOW, &raw) == 0;
+  }
+  ~RawTerminal() {
+    if (active_) (void)::tcsetattr(0, TCSANOW, &saved_);
+  }
+  RawTerminal(const RawTerminal&) = delete;
+  RawTerminal& operator=(const RawTerminal&) = delete;
+  bool active() const { return active_; }
+
+ private:
+  termios saved_{};
+  bool active_ = false;
+};
+
+// --detach-keys as docker's: a comma-separated sequence of ctrl-A..ctrl-Z,
+// ctrl-@, ctrl-[, ctrl-\, ctrl-], ctrl-^, ctrl-_ and single characters.
+std::string parse_detach_keys(const std::string& spec) {
+  std::string keys;
+  std::size_t at = 0;
+  while (at <= spec.size()) {
+    const std::size_t comma = spec.find(',', at);
+    const std::string k =
+        spec.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (k.size() == 1) {
+      keys += k;
+    } else if (k.size() == 6 && k.starts_with("ctrl-")) {
+      const char c = static_cast<char>(std::toupper(static_cast<unsigned char>(k[5])));
+      if (c < '@' || c > '_') {
+        throw Error(ErrorKind::kInput,
+                    fmt::format("dlaunch attach: --detach-keys: '{}' is no control key "
+                                "(ctrl-a to ctrl-z, ctrl-@, ctrl-[, ctrl-\\, ctrl-], ctrl-^, "
+                                "ctrl-_)",
+                                printable(k)));
+      }
+      keys += static_cast<char>(c - '@');
+    } else {
+      throw Error(ErrorKind::kInput,
+                  fmt::format("dlaunch attach: --detach-keys: '{}' is neither one character "
+                              "nor ctrl-KEY (e.g. ctrl-p,ctrl-q)",
+                              printable(k)));
+    }
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  if (keys.empty()) throw Error(ErrorKind::kInput, "dlaunch attach: --detach-keys is empty");
+  return keys;
+}
+
+volatile sig_atomic_t g_attach_interrupts = 0;
+int g_attach_wake = -1;  // the write end of attach's self-pipe
+
+extern "C" void on_attach_interrupt(int) {
+  g_attach_interrupts = g_attach_interrupts + 1;
+  const int saved = errno;
+  const char b = 'i';
+  (void)!::write(g_attach_wake, &b, 1);
+  errno = saved;
+}
+
+// dlaunch attach JOB [--tail N] [--detach-keys KEYS]: the running job's
+// output as its head forwards it (every rank's, [rank]-prefixed, the last
+// --tail lines of each first), and a detached head's own lines (progress,
+// restarts, the report) on stderr, until the job ends: then its exit status
+// is attach's. Ctrl-C is SIGINT to the job, as at its start (a second one
+// kills its ranks); the detach keys (ctrl-p,ctrl-q) leave it running.
+int attach(int argc, char** argv) {
+  std::string job;
+  std::string keys_spec = "ctrl-p,ctrl-q";
+  std::size_t tail = 10;
+  for (int k = 2; k < argc; ++k) {
+    const std::string s = argv[k];
+    const auto value = [&](std::string_view name) -> std::optional<std::string> {
+      if (s == name) {
+        if (k + 1 == argc) {
+          throw Error(ErrorKind::kInput, fmt::format("dlaunch attach: {} needs a value", name));
+        }
+        return std::string(argv[++k]);
+      }
+      if (s.starts_with(std::string(name) + "=")) return s.substr(name.size() + 1);
+      return std::nullopt;
+    };
+    if (auto v = value("--tail")) {
+      tail = static_cast<std::size_t>(whole_number("--tail", *v));
+    } else if (auto v2 = value("--detach-keys")) {
+      keys_spec = *v2;
+    } else if (!s.empty() && s.front() == '-') {
+      throw Error(ErrorKind::kInput,
+                  fmt::format("dlaunch attach: unknown option '{}' (--tail N, --detach-keys KEYS)",
+                              printable(s)));
+    } else if (job.empty()) {
+      job = s;
+    } else {
+      throw Error(ErrorKind::kInput, "dlaunch attach: give one job (a name, an id or last)");
+    }
+  }
+  if (job.empty()) {
+    throw Error(ErrorKind::kInput, "dlaunch attach: give one job (a name, an id or last)");
+  }
+  const std::string keys = parse_detach_keys(keys_spec);
+  const std::string jobs = jobs_dir(false);
+  const JobEntry e = find_job(jobs, job);
+  if (e.state == "ended") {
+    throw Error(
+        ErrorKind::kEnvironment,
+        fmt::format(
+            "dlaunch attach: job {} has ended{}: dlaunch logs {} shows its output", e.name,
+            e.exit_status ? fmt::format(" (exit status {})", *e.exit_status) : std::string(),
+            e.name));
+  }
+  const UniqueFd head(open_head("attach", e));
+
+  // Ctrl-C: counted by the handler, acted on in the loop (a self-pipe wakes it).
+  std::array<int, 2> wake{-1, -1};
+  if (::pipe2(wake.data(), O_CLOEXEC | O_NONBLOCK) != 0) {
+    throw Error(ErrorKind::kEnvironment,
+                std::string("dlaunch attach: pipe: ") + std::strerror(errno));
+  }
+  const UniqueFd wake_read(wake[0]);
+  const UniqueFd wake_write(wake[1]);
+  g_attach_wake = wake[1];
+  struct sigaction sa {};
+  sa.sa_handler = on_attach_interrupt;
+  ::sigemptyset(&sa.sa_mask);
+  struct sigaction old_int {};
+  ::sigaction(SIGINT, &sa, &old_int);
+  const RawTerminal terminal;
+
+  RecordFollower f(jobs, e, std::nullopt, std::nullopt, tail, true);
+  f.print_now(true);
+  write_all(2, fmt::format("dlaunch attach: job {} (head pid {}); Ctrl-C stops it, {} leaves it "
+                           "running{}\n",
+                           e.name, e.start.head_pid, keys_spec,
+                           terminal.active() ? "" : " (stdin is no terminal: no detach keys)"));
+  const UniqueFd watch(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  std::size_t matched = 0;  // of the detach keys, typed so far
+  int interrupts_sent = 0;
+  bool detached = false;
+  for (bool last_round = false;;) {
+    if (watch) f.watch_folders(watch.get());
+    f.step();
+    if (last_round) break;
+    // The head's pidfd is readable once it has exited.
+    pollfd gone{head.get(), POLLIN, 0};
+    if (::poll(&gone, 1, 0) > 0) {
+      last_round = true;
+      continue;
+    }
+    const short stdin_events =
+        await_change(watch, 500, {terminal.active() ? 0 : wake_read.get(), POLLIN, 0});
+    char buf[256];
+    while (::read(wake_read.get(), buf, sizeof buf) > 0) {
+    }
+    while (interrupts_sent < g_attach_interrupts) {
+      ++interrupts_sent;
+      if (::syscall(SYS_pidfd_send_signal, head.get(), SIGINT, nullptr, 0) == 0) {
+        write_all(2, fmt::format("dlaunch attach: sent SIGINT to job {}{}\n", e.name,
+                                 interrupts_sent > 1 ? " again: its ranks are killed"
+                                                     : " (Ctrl-C again kills its ranks)"));
+      }
+    }
+    if (terminal.active() && (stdin_events & (POLLIN | POLLHUP)) != 0) {
+      const ssize_t n = ::read(0, buf, sizeof buf);
+      for (ssize_t i = 0; i < n && !detached; ++i) {
+        matched = buf[i] == keys[matched] ? matched + 1 : (buf[i] == keys[0] ? 1 : 0);
+        if (matched == keys.size()) detached = true;
+      }
+      if (detached) break;
+    }
+  }
+  ::sigaction(SIGINT, &old_int, nullptr);
+  g_attach_wake = -1;
+  if (detached) {
+    write_all(2, fmt::format("dlaunch attach: detached; job {} runs on (dlaunch attach {})\n",
+                             e.name, e.name));
+    return 0;
+  }
+  const JobEntry end = find_job(jobs, e.name);
+  if (end.exit_status) {
+    write_all(2, fmt::format("dlaunch attach: job {} ended, exit status {}: {}\n", e.name,
+                             *end.exit_status, end.summary));
+    return *end.exit_status;
+  }
+  throw Error(
+      ErrorKind::kEnvironment,
+      fmt::format("dlaunch attach: job {} ended without an exit status ({})", e.name, end.state));
 }
 
 // dlaunch stacks JOB: SIGQUIT to the job's head, which collects every
@@ -667,7 +958,8 @@ int stacks(int argc, char** argv) {
 
 bool is_job_command(std::string_view word) {
   return word == "ps" || word == "status" || word == "events" || word == "stop" ||
-         word == "signal" || word == "logs" || word == "stacks" || word == "wait";
+         word == "signal" || word == "logs" || word == "stacks" || word == "wait" ||
+         word == "attach";
 }
 
 int run_job_command(int argc, char** argv) {
@@ -679,6 +971,7 @@ int run_job_command(int argc, char** argv) {
   if (verb == "logs") return logs(argc, argv);
   if (verb == "stacks") return stacks(argc, argv);
   if (verb == "wait") return wait_job(argc, argv);
+  if (verb == "attach") return attach(argc, argv);
   return events(argc, argv);
 }
 

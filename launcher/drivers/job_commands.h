@@ -10,6 +10,9 @@
 //                                   the ranks' output the record keeps
 //   dlaunch stacks JOB              every rank's stack, grouped (SIGQUIT to
 //                                   its head, which answers in the record)
+//   dlaunch attach JOB [--tail N] [--detach-keys KEYS]
+//                                   its output live until it ends (Ctrl-C:
+//                                   SIGINT to it; ctrl-p,ctrl-q: detach)
 //   dlaunch wait JOB                until the job has ended; exits with its
 //                                   exit status
 // JOB: a record's name, a job id, or `last`. A program of one of these names

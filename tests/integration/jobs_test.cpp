@@ -1,17 +1,26 @@
 // Jobs beyond their terminal (issue 32), the parts that are built: every job
 // leaves a record that `dlaunch ps`, `status` and `events` read, and its
-// events as JSON Lines (docs/events.md), in the record and with --events.
-// Real local jobs; each test has a state home of its own (XDG_STATE_HOME).
+// events as JSON Lines (docs/events.md), in the record and with --events;
+// the verbs that reach a running job from another shell (signal, stop, logs,
+// stacks, wait, attach); a job detached from its terminal (-d). Real local
+// jobs, on real pseudo-terminals where a terminal matters; each test has a
+// state home of its own (XDG_STATE_HOME).
+#include <poll.h>
+#include <pty.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include "dlaunch/process.h"
 #include "support.h"
 
 using namespace dltest;
@@ -54,6 +63,76 @@ std::vector<std::string> types_of(const std::vector<YAML::Node>& events) {
   for (const auto& e : events) t.push_back(e["type"].as<std::string>());
   return t;
 }
+
+// A program on a terminal of its own, as in an interactive shell: its own
+// session, the pseudo-terminal its controlling terminal and its stdin,
+// stdout and stderr. The test is the terminal: it reads what is shown and
+// types; closing it hangs the terminal up (SIGHUP to the session).
+class OnTerminal {
+ public:
+  OnTerminal(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+    std::vector<std::string> all = dlaunch::current_environment();
+    for (const auto& e : env) all.push_back(e);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    std::vector<char*> envp;
+    for (const auto& e : all) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    pid_ = ::forkpty(&master_, nullptr, nullptr, nullptr);
+    if (pid_ == 0) {
+      ::execve(args[0], args.data(), envp.data());
+      ::_exit(127);
+    }
+  }
+  ~OnTerminal() {
+    hang_up();
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      (void)exit_status();
+    }
+  }
+  OnTerminal(const OnTerminal&) = delete;
+  OnTerminal& operator=(const OnTerminal&) = delete;
+
+  // Reads what the terminal shows until it holds `text`, or timeout_s.
+  bool shows(const std::string& text, double timeout_s) {
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
+    while (screen_.find(text) == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || master_ < 0) return false;
+      pollfd p{master_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(master_, buf, sizeof buf);
+      if (n <= 0) return screen_.find(text) != std::string::npos;  // the program's side closed
+      screen_.append(buf, static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+  void type(const std::string& keys) { (void)!::write(master_, keys.data(), keys.size()); }
+  void hang_up() {
+    if (master_ >= 0) ::close(master_);
+    master_ = -1;
+  }
+  // The program's exit status (waits for it); -1 if it did not exit normally.
+  int exit_status() {
+    if (pid_ <= 0) return -1;
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  const std::string& screen() const { return screen_; }
+
+ private:
+  pid_t pid_ = -1;
+  int master_ = -1;
+  std::string screen_;
+};
 
 }  // namespace
 
@@ -391,4 +470,104 @@ TEST_F(Jobs, WaitReturnsTheJobsExitStatus) {
   r = dl({"wait", lost});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("ended without an exit status (lost"), std::string::npos) << r.err;
+}
+
+// dlaunch -d: the command returns once every node is ready, with the job's
+// name on stdout; the job goes on without it, and `wait` gives its status.
+// Started from a shell on a terminal that then hangs up (a laptop's SSH
+// session closing): the shell dies of the SIGHUP, the job does not.
+TEST_F(Jobs, ADetachedJobOutlivesItsTerminal) {
+  const auto job = unique_job_id("jobs-detach");
+  const std::string cmd = fmt::format(
+      "{} -d -H {} --job-id {} sh -c 'echo up; sleep 3; echo \"done $RANK\"'; "
+      "echo returned $?; sleep 60",
+      dlaunch_cmd({}).front(), kLocalhost, job);
+  const auto start = std::chrono::steady_clock::now();
+  {
+    OnTerminal shell({"/bin/sh", "-c", cmd}, env());
+    ASSERT_TRUE(shell.shows("returned 0", 30)) << shell.screen();
+    // Returned before the ranks' 3 s were over, naming the job.
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+    EXPECT_NE(shell.screen().find(job + "\r\n"), std::string::npos) << shell.screen();
+    EXPECT_NE(shell.screen().find("dlaunch: job " + job + " runs detached"), std::string::npos)
+        << shell.screen();
+    EXPECT_EQ(YAML::Load(dl({"status", job, "--json"}).out)["state"].as<std::string>(), "running");
+    shell.hang_up();
+    EXPECT_EQ(shell.exit_status(), -1);  // the shell: killed by the hang-up
+  }
+  auto w = dl({"wait", job}, 60);
+  EXPECT_EQ(w.exit_code, 0) << w.err;
+  auto logs = dl({"logs", job});
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_NE(logs.out.find(fmt::format("[{}] done {}", r, r)), std::string::npos) << logs.out;
+  }
+  EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
+}
+
+// A detached job that cannot start: the command says why (the report, as
+// without -d) and exits with the job's status; bad input is refused before.
+TEST_F(Jobs, ADetachedJobThatCannotStartFailsTheCommand) {
+  const std::string hosts = temp_file(
+      "hosts:\n  - host: 127.0.0.1\n    name: gone\n    port: 1\n    transport: ssh\n", ".yaml");
+  auto r = dl({"-d", "-H", hosts, "--connect-timeout", "2", "hostname"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("could not start the agent on node 0 (gone, 127.0.0.1)"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out, "");
+  auto c = dl({"-d", "--check", "-H", kLocalhost});
+  EXPECT_EQ(c.exit_code, 2);
+  EXPECT_NE(c.err.find("--detach"), std::string::npos) << c.err;
+  auto s = dl({"-d", "--stdin", "all", "-H", kLocalhost, "cat"});
+  EXPECT_EQ(s.exit_code, 2);
+  EXPECT_NE(s.err.find("a detached job has no terminal to read"), std::string::npos) << s.err;
+  fs::remove(hosts);
+}
+
+// dlaunch attach: the ranks' output from the last lines before it on, the
+// detached head's own lines (the report), and the job's exit status.
+TEST_F(Jobs, AttachFollowsADetachedJobToItsEndAndReturnsItsStatus) {
+  const auto job = unique_job_id("jobs-attach");
+  auto d = dl({"-d", "-H", kLocalhost, "--job-id", job, "sh", "-c",
+               "echo \"up $RANK\"; sleep 2; [ $RANK = 1 ] && exit 5; sleep 30"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_EQ(d.out, job + "\n");
+  auto a = dl({"attach", job}, 60);
+  EXPECT_EQ(a.exit_code, 5) << a.err;
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_NE(a.out.find(fmt::format("[{}] up {}", r, r)), std::string::npos) << a.out;
+  }
+  // The head's report, from its log in the record.
+  EXPECT_NE(a.err.find("rank 1"), std::string::npos) << a.err;
+  EXPECT_NE(a.err.find("dlaunch attach: job " + job + " ended, exit status 5"), std::string::npos)
+      << a.err;
+  EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
+  auto again = dl({"attach", job});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.err.find("has ended (exit status 5)"), std::string::npos) << again.err;
+}
+
+// On a terminal: the detach keys (ctrl-p,ctrl-q, or --detach-keys) leave the
+// job running; Ctrl-C is SIGINT to the job, which stops it (130).
+TEST_F(Jobs, AttachDetachesOnItsKeysAndPassesCtrlCToTheJob) {
+  const auto job = unique_job_id("jobs-keys");
+  ASSERT_EQ(dl({"-d", "-H", kLocalhost, "--job-id", job, kWorker, "ready-sleep", "60"}).exit_code,
+            0);
+  {
+    OnTerminal t(dlaunch_cmd({"attach", job}), env());
+    ASSERT_TRUE(t.shows("leaves it running", 20)) << t.screen();
+    ASSERT_TRUE(t.shows("ready 3", 20)) << t.screen();
+    t.type("\x10\x11");
+    ASSERT_TRUE(t.shows("detached; job " + job + " runs on", 20)) << t.screen();
+    EXPECT_EQ(t.exit_status(), 0);
+  }
+  EXPECT_EQ(YAML::Load(dl({"status", job, "--json"}).out)["state"].as<std::string>(), "running");
+  {
+    OnTerminal t(dlaunch_cmd({"attach", "--detach-keys", "ctrl-x", job}), env());
+    ASSERT_TRUE(t.shows("ctrl-x leaves it running", 20)) << t.screen();
+    t.type("\x03");  // Ctrl-C
+    ASSERT_TRUE(t.shows("sent SIGINT to job " + job, 20)) << t.screen();
+    EXPECT_EQ(t.exit_status(), 130) << t.screen();
+  }
+  EXPECT_EQ(YAML::Load(dl({"status", job, "--json"}).out)["exit_status"].as<int>(), 130);
+  EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
 }
