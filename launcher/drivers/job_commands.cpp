@@ -44,16 +44,19 @@ namespace {
 struct Args {
   bool all = false;
   bool json = false;
-  std::string signal;  // stop --signal SIG
+  bool follow = false;  // events --follow
+  std::string signal;   // stop --signal SIG
   std::vector<std::string> words;
 };
 
 Args parse(std::string_view verb, int argc, char** argv, bool takes_all, bool takes_json,
-           std::size_t words, bool takes_signal = false) {
+           std::size_t words, bool takes_signal = false, bool takes_follow = false) {
   Args a;
   for (int k = 2; k < argc; ++k) {
     const std::string_view s = argv[k];
-    if (s == "--all" && takes_all) {
+    if ((s == "--follow" || s == "-f") && takes_follow) {
+      a.follow = true;
+    } else if (s == "--all" && takes_all) {
       a.all = true;
     } else if (s == "--json" && takes_json) {
       a.json = true;
@@ -151,18 +154,6 @@ int status(int argc, char** argv) {
   return 0;
 }
 
-int events(int argc, char** argv) {
-  const Args a = parse("events", argc, argv, false, false, 1);
-  const JobEntry e = find_job(jobs_dir(false), a.words[0]);
-  std::ifstream in(e.dir + "/events.jsonl");
-  if (!in) throw Error(ErrorKind::kEnvironment, "cannot read " + e.dir + "/events.jsonl");
-  std::string line;
-  std::string out;
-  while (std::getline(in, line)) out += line + "\n";
-  std::fputs(out.c_str(), stdout);
-  return 0;
-}
-
 // What the head does with each signal it may be sent from here
 // (docs/troubleshooting.md, Signals): INT, TERM and HUP stop the job; the
 // others are forwarded to every rank, or (QUIT) collect the ranks' stacks.
@@ -225,6 +216,54 @@ void send(std::string_view verb, int fd, const JobEntry& e, int sig) {
 std::string sig_name(int sig) {
   const char* abbrev = ::sigabbrev_np(sig);
   return abbrev != nullptr ? std::string("SIG") + abbrev : std::to_string(sig);
+}
+
+// dlaunch events JOB [--follow]: the job's events as JSON Lines, whole lines
+// only; --follow goes on with each one as the head writes it, until the head
+// has ended (then the last ones), as `logs --follow` does.
+int events(int argc, char** argv) {
+  const Args a = parse("events", argc, argv, false, false, 1, false, true);
+  const JobEntry e = find_job(jobs_dir(false), a.words[0]);
+  const std::string path = e.dir + "/events.jsonl";
+  const UniqueFd in(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!in)
+    throw Error(ErrorKind::kEnvironment, "cannot read " + path + ": " + std::strerror(errno));
+  std::string partial;
+  const auto drain = [&] {
+    char buf[65536];
+    ssize_t n = 0;
+    while ((n = ::read(in.get(), buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+      if (n > 0) partial.append(buf, static_cast<std::size_t>(n));
+    }
+    const auto end = partial.rfind('\n');
+    if (end == std::string::npos) return;
+    write_all(1, std::string_view(partial).substr(0, end + 1));
+    partial.erase(0, end + 1);
+  };
+  drain();
+  if (!a.follow || e.state != "running") return 0;
+  UniqueFd head;
+  try {
+    head = UniqueFd(open_head("events", e));
+  } catch (const Error&) {
+    drain();  // it ended between the two looks
+    return 0;
+  }
+  const UniqueFd watch(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (watch) (void)::inotify_add_watch(watch.get(), path.c_str(), IN_MODIFY);
+  for (;;) {
+    std::array<pollfd, 2> p{{{head.get(), POLLIN, 0}, {watch ? watch.get() : -1, POLLIN, 0}}};
+    const int n = ::poll(p.data(), p.size(), watch ? 1000 : 200);
+    if (n > 0 && (p[1].revents & POLLIN) != 0) {
+      alignas(inotify_event) char ev[4096];
+      while (::read(watch.get(), ev, sizeof ev) > 0) {
+      }
+    }
+    drain();
+    if (n > 0 && (p[0].revents & POLLIN) != 0) break;  // the head has ended
+  }
+  drain();
+  return 0;
 }
 
 // dlaunch signal JOB SIG: SIG to the job's head, which acts on it as on one

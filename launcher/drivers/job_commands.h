@@ -1,7 +1,7 @@
 // The registry's verbs (jobs/registry.h), as dlaunch's first argument:
 //   dlaunch ps [--all] [--json]     the user's running jobs (--all: every record)
 //   dlaunch status JOB [--json]     one job: what was started, its state, how it ended
-//   dlaunch events JOB              its events, JSON Lines (docs/events.md)
+//   dlaunch events JOB [--follow]   its events, JSON Lines (docs/events.md)
 //   dlaunch stop JOB [--signal SIG] stops it (SIGTERM to its head, or INT, HUP)
 //                                   and waits until its head has ended
 //   dlaunch signal JOB SIG          SIG to its head, which forwards USR1, USR2,

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -570,4 +571,21 @@ TEST_F(Jobs, AttachDetachesOnItsKeysAndPassesCtrlCToTheJob) {
   }
   EXPECT_EQ(YAML::Load(dl({"status", job, "--json"}).out)["exit_status"].as<int>(), 130);
   EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
+}
+
+// dlaunch events JOB --follow: each event as the head writes it, until the
+// end event of a job that is running when it starts.
+TEST_F(Jobs, EventsFollowARunningJobToItsEnd) {
+  const auto job = unique_job_id("jobs-events-f");
+  ASSERT_EQ(dl({"-d", "-H", kLocalhost, "--job-id", job, "sh", "-c", "sleep 1; exit 3"}).exit_code,
+            0);
+  auto f = dl({"events", job, "--follow"}, 60);
+  EXPECT_EQ(f.exit_code, 0) << f.err;
+  const auto events = parse_events(f.out);
+  const auto types = types_of(events);
+  ASSERT_FALSE(types.empty());
+  EXPECT_EQ(types.front(), "start");
+  EXPECT_EQ(types.back(), "end");
+  EXPECT_EQ(std::count(types.begin(), types.end(), "rank_exited"), 4);
+  EXPECT_EQ(events.back()["exit_status"].as<int>(), 3);
 }
