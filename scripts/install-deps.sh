@@ -25,6 +25,7 @@ test_packages=(
   gridengine-master gridengine-exec gridengine-client
   groff-base man-db dpkg-dev  # man page check (groff, man -l), cpack -G DEB (dpkg-shlibdeps)
   python3-torch  # examples/train.py and the PyTorch tests (run with /usr/bin/python3)
+  python3-pytest  # the Python client's tests (python/tests)
   elfutils gdb  # stacks of hanging ranks (dlaunch runs eu-stack, else gdb, on each node)
   iproute2  # tests/testbed/netns.sh: hosts as network namespaces (fault matrix tests)
   # tests/testbed/bare-root.sh: minimal Debian roots for the bare-node bed

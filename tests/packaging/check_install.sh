@@ -14,6 +14,15 @@ for f in bin/dlaunch bin/dlaunch-agent include/comm/process_group.h include/comm
          share/man/man1/dlaunch.1 share/bash-completion/completions/dlaunch; do
   [[ -e "$prefix/$f" ]] || { echo "not installed: $f"; cat "$tmp/install.log"; exit 1; }
 done
+# The Python client, where the system python3 looks under this prefix.
+if [[ -x /usr/bin/python3 ]]; then
+  py=$(find "$prefix" -path '*/dist-packages/dlaunch/__init__.py')
+  [[ -n "$py" ]] || { echo "not installed: the Python client (dist-packages/dlaunch)"; exit 1; }
+  PYTHONPATH=$(dirname "$(dirname "$py")") /usr/bin/python3 -c \
+    "import dlaunch, sys; assert isinstance(dlaunch.jobs(binary=sys.argv[1]), list)" \
+    "$prefix/bin/dlaunch" || { echo "the installed Python client does not work"; exit 1; }
+  echo "python client: $py"
+fi
 pc=$(find "$prefix" -name dlaunch-comm.pc)
 cfg=$(find "$prefix" -name dlaunchConfig.cmake)
 [[ -n "$pc" && -n "$cfg" ]] || { echo "no dlaunch-comm.pc or dlaunchConfig.cmake"; exit 1; }
