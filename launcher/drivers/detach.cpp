@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,46 +15,46 @@
 
 #include "dlaunch/error.h"
 #include "dlaunch/process.h"
+#include "dlaunch/unique_fd.h"
 #include "jobs/events.h"
 
 namespace dlaunch {
 
 namespace {
 
-// The command's side: copies the head's stderr to its own until the head
-// says it is ready (or ends), then returns what the command exits with.
-int wait_for_head(int err, int ctl, pid_t head) {
-  std::string said;  // from ctl: "ready NAME\n"
-  bool err_open = true;
-  bool ctl_open = true;
-  while (err_open || ctl_open) {
-    std::array<pollfd, 2> p{{{err_open ? err : -1, POLLIN, 0}, {ctl_open ? ctl : -1, POLLIN, 0}}};
-    if (::poll(p.data(), p.size(), -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    char buf[65536];
-    if ((p[0].revents & (POLLIN | POLLHUP)) != 0) {
-      const ssize_t n = ::read(err, buf, sizeof buf);
-      if (n > 0) {
-        write_all(2, std::string_view(buf, static_cast<std::size_t>(n)));
-      } else if (n == 0 || errno != EINTR) {
-        err_open = false;
-      }
-    }
-    if ((p[1].revents & (POLLIN | POLLHUP)) != 0) {
-      const ssize_t n = ::read(ctl, buf, sizeof buf);
-      if (n > 0) {
-        said.append(buf, static_cast<std::size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        ctl_open = false;
-      }
-    }
-    if (said.starts_with("ready ") && said.ends_with("\n")) break;
+// Copies what the head's stderr file holds past where `reader` is to the
+// command's stderr.
+void copy_new(int reader) {
+  char buf[65536];
+  ssize_t n = 0;
+  while ((n = ::read(reader, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) write_all(2, std::string_view(buf, static_cast<std::size_t>(n)));
   }
-  ::close(err);
+}
+
+// The command's side: shows the head's lines until the head says it is
+// ready (or ends), then returns what the command exits with.
+int wait_for_head(int reader, int ctl, pid_t head) {
+  std::string said;  // from ctl: "ready NAME\n"
+  for (;;) {
+    pollfd p{ctl, POLLIN, 0};
+    const int n = ::poll(&p, 1, 100);  // the file has no readiness: looked at as often
+    copy_new(reader);
+    if (n < 0 && errno != EINTR) break;
+    if (n <= 0) continue;
+    char buf[4096];
+    const ssize_t got = ::read(ctl, buf, sizeof buf);
+    if (got > 0) {
+      said.append(buf, static_cast<std::size_t>(got));
+      if (said.ends_with("\n")) break;
+    } else if (got == 0 || errno != EINTR) {
+      break;  // the head ended
+    }
+  }
+  copy_new(reader);
   ::close(ctl);
   if (said.starts_with("ready ") && said.ends_with("\n")) {
+    ::close(reader);
     const std::string name = said.substr(6, said.size() - 7);
     write_all(1, name + "\n");
     write_all(2, fmt::format("dlaunch: job {} runs detached (head pid {}): dlaunch attach {} | "
@@ -65,6 +66,8 @@ int wait_for_head(int err, int ctl, pid_t head) {
   int status = 0;
   while (::waitpid(head, &status, 0) < 0 && errno == EINTR) {
   }
+  copy_new(reader);
+  ::close(reader);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) {
     write_all(2, fmt::format("dlaunch: the detached head (pid {}) was killed by signal {}\n", head,
@@ -76,12 +79,23 @@ int wait_for_head(int err, int ctl, pid_t head) {
 
 }  // namespace
 
-std::optional<DetachedHead> detach_head(std::optional<int>& exit_status) {
-  std::array<int, 2> err{-1, -1};
-  std::array<int, 2> ctl{-1, -1};
-  if (::pipe2(err.data(), O_CLOEXEC) != 0 || ::pipe2(ctl.data(), O_CLOEXEC) != 0) {
+std::optional<DetachedHead> detach_head(std::optional<int>& exit_status,
+                                        const std::string& log_dir) {
+  // The head's stderr: unnamed until it is the record's head.log.
+  UniqueFd log;
+  if (!log_dir.empty()) log.reset(::open(log_dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+  if (!log) log.reset(::memfd_create("dlaunch-head", MFD_CLOEXEC));
+  if (!log) {
     throw Error(ErrorKind::kEnvironment,
-                std::string("--detach: cannot make a pipe: ") + std::strerror(errno));
+                std::string("--detach: cannot make the head's log: ") + std::strerror(errno));
+  }
+  // The command reads it through a description of its own (its own offset).
+  UniqueFd reader(
+      ::open(("/proc/self/fd/" + std::to_string(log.get())).c_str(), O_RDONLY | O_CLOEXEC));
+  std::array<int, 2> ctl{-1, -1};
+  if (!reader || ::pipe2(ctl.data(), O_CLOEXEC) != 0) {
+    throw Error(ErrorKind::kEnvironment,
+                std::string("--detach: cannot read the head's log: ") + std::strerror(errno));
   }
   const pid_t pid = ::fork();
   if (pid < 0) {
@@ -89,14 +103,14 @@ std::optional<DetachedHead> detach_head(std::optional<int>& exit_status) {
                 std::string("--detach: cannot fork: ") + std::strerror(errno));
   }
   if (pid > 0) {
-    ::close(err[1]);
     ::close(ctl[1]);
-    exit_status = wait_for_head(err[0], ctl[0], pid);
+    log.reset();
+    exit_status = wait_for_head(reader.release(), ctl[0], pid);
     return std::nullopt;
   }
   // The head: a session of its own, away from the terminal.
-  ::close(err[0]);
   ::close(ctl[0]);
+  reader.reset();
   (void)::setsid();
   const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null >= 0) {
@@ -104,13 +118,15 @@ std::optional<DetachedHead> detach_head(std::optional<int>& exit_status) {
     (void)::dup2(null, 1);
     ::close(null);
   }
-  (void)::dup2(err[1], 2);
-  ::close(err[1]);
-  return DetachedHead(ctl[1]);
+  const int flags = ::fcntl(log.get(), F_GETFL);
+  if (flags >= 0) (void)::fcntl(log.get(), F_SETFL, flags | O_APPEND);
+  (void)::dup2(log.get(), 2);
+  return DetachedHead(ctl[1], log.release());
 }
 
 DetachedHead::~DetachedHead() {
   if (ctl_ >= 0) ::close(ctl_);
+  if (log_ >= 0) ::close(log_);
 }
 
 void DetachedHead::watch(EventLog& events, int nodes, const std::string& record_dir,
@@ -128,17 +144,16 @@ void DetachedHead::watch(EventLog& events, int nodes, const std::string& record_
 
 void DetachedHead::ready() {
   ready_ = true;
-  // From here on the head's own lines go to the record, where `dlaunch
-  // attach` follows them; the command's pipe closes with this.
-  int log = -1;
-  if (!record_dir_.empty()) {
-    log = ::open((record_dir_ + "/head.log").c_str(),
-                 O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
-  }
-  if (log < 0) log = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-  if (log >= 0) {
-    (void)::dup2(log, 2);
-    ::close(log);
+  // The head's lines so far and from here on: the record's head.log, where
+  // `dlaunch attach` follows them (a file in memory, without a record, stays
+  // unnamed).
+  if (!record_dir_.empty() && log_ >= 0) {
+    const std::string path = record_dir_ + "/head.log";
+    if (::linkat(AT_FDCWD, ("/proc/self/fd/" + std::to_string(log_)).c_str(), AT_FDCWD,
+                 path.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+      write_all(2, fmt::format("dlaunch: --detach: cannot keep the head's lines as {}: {}\n", path,
+                               std::strerror(errno)));
+    }
   }
   write_all(ctl_, "ready " + name_ + "\n");
   ::close(ctl_);

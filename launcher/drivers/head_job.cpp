@@ -33,6 +33,7 @@
 #include "drivers/pernode.h"
 #include "hostfile/allocation.h"
 #include "jobs/job_journal.h"
+#include "jobs/registry.h"
 #include "net/job_network.h"
 #include "output/console_style.h"
 #include "output/output_sink.h"
@@ -80,6 +81,17 @@ std::optional<dl::Allocation> find_allocation() {
                dl::scheduler_name(a->scheduler), a->from, others);
   }
   return a;
+}
+
+// --detach: where the head's log is made (the jobs folder, so that it can
+// become the record's head.log); empty where there will be no record
+// (JobJournal says why): the log then stays in memory.
+std::string detach_log_dir() {
+  try {
+    return dl::jobs_dir(true);
+  } catch (const dl::Error&) {
+    return {};
+  }
 }
 
 dl::Hostfile load_hosts(const dl::Options& o, std::optional<dl::Allocation>& allocation) {
@@ -643,7 +655,7 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   // the output's thread or any connection exists: a fork keeps one thread.
   std::optional<int> command_status;
   std::optional<dl::DetachedHead> detached =
-      o.detach ? dl::detach_head(command_status) : std::nullopt;
+      o.detach ? dl::detach_head(command_status, detach_log_dir()) : std::nullopt;
   if (command_status) return *command_status;
 
   std::vector<std::string> node_of_rank(static_cast<std::size_t>(plan.world_size));

@@ -567,6 +567,8 @@ TEST_F(Jobs, AttachDetachesOnItsKeysAndPassesCtrlCToTheJob) {
     ASSERT_TRUE(t.shows("ctrl-x leaves it running", 20)) << t.screen();
     t.type("\x03");  // Ctrl-C
     ASSERT_TRUE(t.shows("sent SIGINT to job " + job, 20)) << t.screen();
+    // The head's own lines, from its log in the record, as it stops the job.
+    ASSERT_TRUE(t.shows("dlaunch: SIGINT: stopping the job", 20)) << t.screen();
     EXPECT_EQ(t.exit_status(), 130) << t.screen();
   }
   EXPECT_EQ(YAML::Load(dl({"status", job, "--json"}).out)["exit_status"].as<int>(), 130);
