@@ -544,10 +544,15 @@ class RecordFollower {
   // What the record holds now: the last --tail lines of each rank (all
   // without it). Throws for a rank or an attempt the record does not have.
   void print_now(bool follow) {
+    if (rank_ && e_.start.ranks > 0 && *rank_ >= e_.start.ranks) {
+      throw Error(ErrorKind::kInput, fmt::format("dlaunch logs: job {} has {} rank(s), 0 to {}",
+                                                 e_.name, e_.start.ranks, e_.start.ranks - 1));
+    }
     dir_ = attempt_dir();
     if (dir_) {
       if (rank_) {
-        if (!std::filesystem::exists(rank_path(*rank_)) && !follow) {
+        // A rank of a running job may not have written yet: nothing to show.
+        if (!std::filesystem::exists(rank_path(*rank_)) && !follow && !running()) {
           throw Error(
               ErrorKind::kEnvironment,
               fmt::format("dlaunch logs: job {} has no output of rank {} in attempt {} ({})",
