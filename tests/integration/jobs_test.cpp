@@ -359,9 +359,10 @@ TEST_F(Jobs, TheRecordKeepsEachRanksOutputForLogs) {
   EXPECT_EQ(fs::status(folder + "/rank-0.log").permissions() & fs::perms::all,
             fs::perms::owner_read | fs::perms::owner_write);
   // What is not there is said.
+  // A rank the job does not have is bad input (exit 2).
   r = dl({"logs", "last", "--rank", "9"});
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("has no output of rank 9 in attempt 0"), std::string::npos) << r.err;
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("has 4 rank(s), 0 to 3"), std::string::npos) << r.err;
   r = dl({"logs", "last", "--attempt", "4"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("has no attempt 4 (attempts 0 to 0)"), std::string::npos) << r.err;
