@@ -1,5 +1,7 @@
 #include "cli/container_options.h"
 
+#include <algorithm>
+#include <iterator>
 #include <regex>
 #include <string>
 #include <vector>
@@ -70,15 +72,17 @@ void finish_container_options(const CLI::App& app, Options& o) {
                      "give an image, e.g. --container-image localhost/train:1");
   }
   if (o.container.image.empty()) {
-    for (const char* name : others) {
-      if (app.count(name) > 0) {
-        throw InputError({name}, "", "needs --container-image", "name the image the ranks run in");
-      }
+    const char* const* given = std::find_if(std::begin(others), std::end(others),
+                                            [&](const char* name) { return app.count(name) > 0; });
+    if (given == std::end(others)) return;
+    // A hostfile's `container:` may name the image (the head driver checks
+    // once the hostfile is read); the per-node mode has none.
+    if (o.pernode.enabled) {
+      throw InputError({*given}, "", "needs --container-image", "name the image the ranks run in");
     }
-    return;
-  }
-  if (o.container.image.find_first_of(" \t\n") != std::string::npos ||
-      o.container.image.front() == '-') {
+    o.container_option_alone = *given;
+  } else if (o.container.image.find_first_of(" \t\n") != std::string::npos ||
+             o.container.image.front() == '-') {
     throw InputError({"--container-image"}, "", "'" + o.container.image + "' is not an image name");
   }
   if (!o.container_mounts.empty()) {

@@ -152,6 +152,9 @@ struct Options {
   proto::ContainerSpec container;
   std::string container_mounts;  // --container-mounts as given
   std::string container_env;     // --container-env as given
+  // A --container-* option given without --container-image (its name): the
+  // hostfile's `container:` must then name the image (drivers/head_job.cpp).
+  std::string container_option_alone;
 };
 
 // docs/tunables.md: the table of dlaunch/tunables.h as Markdown.

@@ -85,6 +85,8 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
   s.oversubscribe = cfg.oversubscribe;
   s.omp_default = np.omp_default;
   s.container = cfg.container;
+  // The hostfile's `container:` for this node beats --container-image.
+  if (!np.host.container.empty()) s.container.image = np.host.container;
   for (const auto& r : np.ranks) {
     if (cfg.probe_only) break;  // --check: nothing to start
     proto::WorkerSpec w;

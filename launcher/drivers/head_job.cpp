@@ -263,6 +263,11 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
     fmt::print("container: one per node of image {}, runtime {}, pull {}{} (docs/containers.md)\n",
                c.image, c.runtime, c.pull, more);
   }
+  for (const auto& n : plan.nodes) {
+    if (n.host.container.empty()) continue;
+    fmt::print("container: node {} ({}): image {} (hostfile), runtime {}, pull {}\n", n.node_rank,
+               n.host.name, n.host.container, o.container.runtime, o.container.pull);
+  }
   // One environment on every node: what SSH (and SGE, LSF) nodes get of
   // dlaunch's own, and why (local nodes inherit all of it).
   if (!plan.forwarded.empty()) {
@@ -463,6 +468,13 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   }
   check_job_size(hosts, o);
   check_identity_files(hosts);
+  if (!o.container_option_alone.empty() && o.container.image.empty() &&
+      std::none_of(hosts.hosts.begin(), hosts.hosts.end(),
+                   [](const dl::HostEntry& h) { return !h.container.empty(); })) {
+    throw dl::InputError({o.container_option_alone}, "",
+                         "needs --container-image or a hostfile `container:`",
+                         "name the image the ranks run in");
+  }
   // mpirun -hostfile f -host aa ./a.out: as many ranks as aa has slots.
   for (auto& a : o.apps) {
     if (a.np > 0) continue;

@@ -71,6 +71,9 @@ struct HostEntry {
   Transport transport = Transport::kSsh;  // resolved (never "auto")
   std::string agent;                      // path of dlaunch-agent on that node; empty: default
   std::string identity;                   // SSH private key file for this host; empty: none
+  // The image this node's ranks run in (hostfile `container:`; beats
+  // --container-image); empty: --container-image's, if any (docs/containers.md).
+  std::string container;
   SshClient ssh_client = SshClient::kLibssh2;  // hostfile `ssh:` / --ssh
   SourcePos pos;                               // where the entry was defined
 

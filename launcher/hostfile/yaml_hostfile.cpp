@@ -25,10 +25,10 @@ using hostfile_detail::too_many_hosts;
 
 const std::vector<std::string> kTopKeys{"hosts", "defaults", "env"};
 const std::vector<std::string> kDefaultKeys{"slots",     "user",  "port",     "gpus", "env",
-                                            "transport", "agent", "identity", "ssh"};
-const std::vector<std::string> kHostKeys{"host",      "name",    "slots",    "user",
-                                         "port",      "address", "gpus",     "env",
-                                         "transport", "agent",   "identity", "ssh"};
+                                            "transport", "agent", "identity", "ssh",  "container"};
+const std::vector<std::string> kHostKeys{"host",     "name", "slots",    "user",      "port",
+                                         "address",  "gpus", "env",      "transport", "agent",
+                                         "identity", "ssh",  "container"};
 const std::vector<std::string> kSshClients{"libssh2", "openssh"};
 const std::vector<std::string> kHostOnlyKeys{"host", "name", "address"};
 const std::vector<std::string> kTransports{"local", "ssh", "slurm", "sge", "lsf", "flux"};
@@ -101,6 +101,7 @@ struct Settings {
   std::optional<std::string> agent;
   std::optional<std::string> identity;
   std::optional<SshClient> ssh;
+  std::optional<std::string> container;
 };
 
 struct Entry {
@@ -484,6 +485,12 @@ class YamlParser {
       s.agent = read_non_empty_string(e);
     } else if (e.key == "identity") {
       s.identity = read_non_empty_string(e);
+    } else if (e.key == "container") {
+      s.container = read_non_empty_string(e);
+      if (s.container->find_first_of(" \t\n") != std::string::npos || s.container->front() == '-') {
+        fail(e.value, "container", "'" + *s.container + "' is not an image name",
+             "an image the node's container runtime knows, e.g. localhost/train:1");
+      }
     } else if (e.key == "gpus") {
       s.gpus = read_gpus(e);
     } else if (e.key == "env") {
@@ -579,6 +586,7 @@ class YamlParser {
         own.transport ? own.transport : defaults.transport, h.host);
     h.agent = own.agent.value_or(defaults.agent.value_or(""));
     h.identity = own.identity.value_or(defaults.identity.value_or(""));
+    h.container = own.container.value_or(defaults.container.value_or(""));
     h.ssh_client = own.ssh.value_or(defaults.ssh.value_or(SshClient::kLibssh2));
     return parsed;
   }

@@ -109,6 +109,37 @@ TEST_F(Containers, ShellJobRunsInTheImageWithTheUsersIdsAndTheTorchrunEnvironmen
   EXPECT_EQ(wait_job_gone(job, 2), std::vector<pid_t>{});
 }
 
+// The hostfile's `container:` (docs/containers.md): node0's ranks in the
+// image, node1's on the host; a --container-* option then needs no
+// --container-image, but does need one of the two.
+TEST_F(Containers, AHostfilesContainerKeyPutsThatNodesRanksInTheImage) {
+  const std::string hosts =
+      temp_file("hosts:\n  - {host: localhost, name: node0, slots: 2, container: " + kImage +
+                    "}\n  - {host: localhost, name: node1, slots: 2}\n",
+                ".yaml");
+  const auto job = unique_job_id("ctr-hostfile");
+  auto r = run(dlaunch_cmd({"-H", hosts, "--job-id", job, "--container-pull", "never", "sh", "-c",
+                            "echo \"rank=$RANK img=$(cat /etc/dlaunch-image 2>/dev/null || echo "
+                            "host)\""}),
+               180, env_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("rank=0 img=dlaunch-test-image"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank=1 img=dlaunch-test-image"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank=2 img=host"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank=3 img=host"), std::string::npos) << r.out;
+  EXPECT_EQ(wait_containers_gone(job, 5), "");
+  auto dry = run(dlaunch_cmd({"-H", hosts, "--dry-run", "true"}), 60, env_);
+  EXPECT_NE(dry.out.find("container: node 0 (node0): image " + kImage + " (hostfile)"),
+            std::string::npos)
+      << dry.out;
+  auto alone = run(dlaunch_cmd({"-H", kLocalhost, "--container-pull", "never", "true"}), 60, env_);
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_NE(alone.err.find("--container-pull: needs --container-image or a hostfile `container:`"),
+            std::string::npos)
+      << alone.err;
+  std::filesystem::remove(hosts);
+}
+
 TEST_F(Containers, ContainerEnvKeepsTheHostsValueOverTheImages) {
   const auto job = unique_job_id("ctr-env");
   std::vector<std::string> args = {"--container-image",           kImage, "-x",

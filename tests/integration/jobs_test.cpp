@@ -73,11 +73,13 @@ class OnTerminal {
  public:
   OnTerminal(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
     std::vector<std::string> all = dlaunch::current_environment();
-    for (const auto& e : env) all.push_back(e);
+    all.insert(all.end(), env.begin(), env.end());
     std::vector<char*> args;
+    args.reserve(argv.size() + 1);
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     std::vector<char*> envp;
+    envp.reserve(all.size() + 1);
     for (const auto& e : all) envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
     pid_ = ::forkpty(&master_, nullptr, nullptr, nullptr);

@@ -185,7 +185,7 @@ TEST(YamlHostfile, UnknownKeyWithoutCloseMatchListsValidKeys) {
   EXPECT_EQ(
       e.hint(),
       "valid keys: host, name, slots, user, port, address, gpus, env, transport, agent, identity, "
-      "ssh");
+      "ssh, container");
 }
 
 TEST(YamlHostfile, UnknownTopLevelKeySuggestsClosest) {
@@ -413,6 +413,27 @@ TEST(YamlHostfile, IdentityComesFromDefaultsUnlessTheHostSetsIt) {
   ASSERT_EQ(hf.hosts.size(), 2u);
   EXPECT_EQ(hf.hosts[0].identity, "/keys/cluster");
   EXPECT_EQ(hf.hosts[1].identity, "/keys/b");
+}
+
+// docs/containers.md: a node's ranks run in its `container:` image (beating
+// --container-image); a host without one takes the defaults' (or none).
+TEST(YamlHostfile, ContainerComesFromDefaultsUnlessTheHostSetsIt) {
+  const Hostfile hf = parse(
+      "defaults: {container: localhost/train:1}\n"
+      "hosts:\n"
+      "  - a\n"
+      "  - {host: b, container: 'registry.local:5000/team/train@sha256:abc'}\n");
+  ASSERT_EQ(hf.hosts.size(), 2u);
+  EXPECT_EQ(hf.hosts[0].container, "localhost/train:1");
+  EXPECT_EQ(hf.hosts[1].container, "registry.local:5000/team/train@sha256:abc");
+  EXPECT_EQ(parse("hosts: [a]\n").hosts[0].container, "");
+  const InputError e = parse_error("hosts:\n  - {host: a, container: 'my image'}\n");
+  expect_pos(e, 2, 26);
+  EXPECT_EQ(e.field(), "container");
+  EXPECT_EQ(e.message(), "'my image' is not an image name");
+  const InputError dash = parse_error("hosts:\n  - host: a\n    container: --privileged\n");
+  expect_pos(dash, 3, 16);
+  EXPECT_EQ(dash.field(), "container");
 }
 
 TEST(YamlHostfile, SshClientComesFromDefaultsUnlessTheHostSetsIt) {

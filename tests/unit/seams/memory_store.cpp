@@ -128,7 +128,7 @@ class MemoryClient final : public dlaunch::rdzv::StoreClient {
                           const std::string& desired) override {
     Call c(*this, fmt::format("compare_set(\"{}\")", key));
     const auto it = c.t().kv.find(key);
-    const std::string now = it == c.t().kv.end() ? std::string() : it->second;
+    std::string now = it == c.t().kv.end() ? std::string() : it->second;
     if (now != expected) return now;
     c.t().kv[key] = desired;
     c.t().owner.erase(key);
