@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include <fmt/format.h>
@@ -482,16 +483,16 @@ TEST_F(Jobs, WaitReturnsTheJobsExitStatus) {
 // session closing): the shell dies of the SIGHUP, the job does not.
 TEST_F(Jobs, ADetachedJobOutlivesItsTerminal) {
   const auto job = unique_job_id("jobs-detach");
+  // The ranks end only when the test says so (a file appears): the command
+  // must have returned while they run, however slow the machine.
+  const std::string go = state_ + "/go";
   const std::string cmd = fmt::format(
-      "{} -d -H {} --job-id {} sh -c 'echo up; sleep 3; echo \"done $RANK\"'; "
-      "echo returned $?; sleep 60",
-      dlaunch_cmd({}).front(), kLocalhost, job);
-  const auto start = std::chrono::steady_clock::now();
+      "{} -d -H {} --job-id {} sh -c 'echo up; while [ ! -e {} ]; do sleep 0.1; done; "
+      "echo \"done $RANK\"'; echo returned $?; sleep 60",
+      dlaunch_cmd({}).front(), kLocalhost, job, go);
   {
     OnTerminal shell({"/bin/sh", "-c", cmd}, env());
-    ASSERT_TRUE(shell.shows("returned 0", 30)) << shell.screen();
-    // Returned before the ranks' 3 s were over, naming the job.
-    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+    ASSERT_TRUE(shell.shows("returned 0", 60)) << shell.screen();
     EXPECT_NE(shell.screen().find(job + "\r\n"), std::string::npos) << shell.screen();
     EXPECT_NE(shell.screen().find("dlaunch: job " + job + " runs detached"), std::string::npos)
         << shell.screen();
@@ -499,6 +500,8 @@ TEST_F(Jobs, ADetachedJobOutlivesItsTerminal) {
     shell.hang_up();
     EXPECT_EQ(shell.exit_status(), -1);  // the shell: killed by the hang-up
   }
+  EXPECT_EQ(YAML::Load(dl({"status", job, "--json"}).out)["state"].as<std::string>(), "running");
+  std::ofstream(go).put('\n');
   auto w = dl({"wait", job}, 60);
   EXPECT_EQ(w.exit_code, 0) << w.err;
   auto logs = dl({"logs", job});
@@ -531,19 +534,27 @@ TEST_F(Jobs, ADetachedJobThatCannotStartFailsTheCommand) {
 // detached head's own lines (the report), and the job's exit status.
 TEST_F(Jobs, AttachFollowsADetachedJobToItsEndAndReturnsItsStatus) {
   const auto job = unique_job_id("jobs-attach");
+  // Rank 1 fails once attach is following (a file appears).
+  const std::string go = state_ + "/go";
   auto d = dl({"-d", "-H", kLocalhost, "--job-id", job, "sh", "-c",
-               "echo \"up $RANK\"; sleep 2; [ $RANK = 1 ] && exit 5; sleep 30"});
+               "echo \"up $RANK\"; while [ ! -e " + go +
+                   " ]; do sleep 0.1; done; [ $RANK = 1 ] && exit 5; sleep 30"});
   ASSERT_EQ(d.exit_code, 0) << d.err;
   EXPECT_EQ(d.out, job + "\n");
-  auto a = dl({"attach", job}, 60);
-  EXPECT_EQ(a.exit_code, 5) << a.err;
-  for (int r = 0; r < 4; ++r) {
-    EXPECT_NE(a.out.find(fmt::format("[{}] up {}", r, r)), std::string::npos) << a.out;
+  Process a(dlaunch_cmd({"attach", job}), env());
+  ASSERT_TRUE(a.wait_for_stderr(
+      [](const std::string& err) { return err.find("leaves it running") != std::string::npos; },
+      60));
+  std::ofstream(go).put('\n');
+  const auto r = a.finish(60);
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_NE(r.out.find(fmt::format("[{}] up {}", rank, rank)), std::string::npos) << r.out;
   }
   // The head's report, from its log in the record.
-  EXPECT_NE(a.err.find("rank 1"), std::string::npos) << a.err;
-  EXPECT_NE(a.err.find("dlaunch attach: job " + job + " ended, exit status 5"), std::string::npos)
-      << a.err;
+  EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("dlaunch attach: job " + job + " ended, exit status 5"), std::string::npos)
+      << r.err;
   EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
   auto again = dl({"attach", job});
   EXPECT_EQ(again.exit_code, 1);
