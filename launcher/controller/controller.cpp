@@ -593,12 +593,24 @@ void Controller::on_exited(std::size_t i, const proto::Exited& ex) {
   update_stdin_hold();  // no reader left: stop reading stdin
   const bool failed = ex.kind != proto::ExitKind::kExited || ex.code != 0;
   if (failed && cause_.kind == CauseKind::kNone) {
+    // The error file the report quotes, kept in the job's record: the
+    // node's copy goes with the job's private folder when the job ends.
+    std::vector<std::string> notes;
+    if (!ex.error_file_data.empty()) {
+      const std::string name =
+          fmt::format("error-file-{}-rank-{}.json", plan_.restart_count, ex.rank);
+      if (sink_.write_record_file(name, ex.error_file_data)) {
+        notes.push_back(fmt::format("rank {}'s error file is kept in the job's record: {}", ex.rank,
+                                    sink_.record_path(name)));
+      }
+    }
     fail({.kind = CauseKind::kWorker,
           .exit = ex,
           .node = nodes_[i].plan->host.name,
           .local_rank = r.local_rank,
           .stderr_tail = sink_.stderr_tail(ex.rank),
-          .output_file = sink_.rank_log(ex.rank)});
+          .output_file = sink_.rank_log(ex.rank),
+          .notes = std::move(notes)});
   }
   maybe_shutdown();
 }

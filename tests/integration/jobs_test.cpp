@@ -605,3 +605,20 @@ TEST_F(Jobs, EventsFollowARunningJobToItsEnd) {
   EXPECT_EQ(std::count(types.begin(), types.end(), "rank_exited"), 4);
   EXPECT_EQ(events.back()["exit_status"].as<int>(), 3);
 }
+
+// The report's error file outlives the job: a copy in the record, named in
+// the report (the node's copy goes with the job's private folder).
+TEST_F(Jobs, TheErrorFileTheReportQuotesIsKeptInTheRecord) {
+  const auto job = unique_job_id("jobs-errfile");
+  auto r = dl({"-H", kLocalhost, "--job-id", job, "sh", "-c",
+               "if [ $RANK = 2 ]; then printf '{\"message\": \"disk full\"}' > "
+               "$TORCHELASTIC_ERROR_FILE; exit 4; fi; sleep 30"});
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  const std::string kept = state_ + "/dlaunch/jobs/" + job + "/error-file-0-rank-2.json";
+  EXPECT_NE(r.err.find("note: rank 2's error file is kept in the job's record: " + kept),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(slurp(kept), "{\"message\": \"disk full\"}");
+  EXPECT_EQ(fs::status(kept).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+}
