@@ -233,18 +233,46 @@ JobEntry find_job(const std::string& jobs_dir, const std::string& name) {
               fmt::format("no job '{}' in {} (dlaunch ps --all lists them)", name, jobs_dir));
 }
 
-void prune_jobs(const std::string& jobs_dir) {
-  const auto all = list_jobs(jobs_dir);
-  const auto cutoff = unix_now_ms() - std::int64_t{kKeepDays} * 24 * 3600 * 1000;
+namespace {
+
+// The bytes a record's files hold (what is still there of them).
+std::uint64_t record_bytes(const std::string& dir) {
+  std::uint64_t total = 0;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec),
+       end;
+       it != end; it.increment(ec)) {
+    if (ec) break;
+    std::error_code size_ec;
+    if (it->is_regular_file(size_ec) && !it->is_symlink(size_ec)) {
+      const auto n = it->file_size(size_ec);
+      if (!size_ec) total += n;
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
+void prune_jobs(const std::string& jobs_dir, const KeepLimits& keep) {
+  const auto all = list_jobs(jobs_dir);  // newest first
+  const auto cutoff = unix_now_ms() - std::int64_t{keep.days} * 24 * 3600 * 1000;
   std::size_t kept = 0;
+  std::uint64_t bytes = 0;
   for (const auto& e : all) {
     const bool done = e.state == "ended" || e.state == "lost";
     if (!done) continue;
     ++kept;
-    if (kept > kKeepRecords || e.start.started_ms < cutoff) {
+    const std::uint64_t size = record_bytes(e.dir);
+    // The newest ended record stays whatever its size: the one a user looks
+    // at next.
+    const bool over_size = kept > 1 && bytes + size > keep.bytes;
+    if (kept > keep.records || e.start.started_ms < cutoff || over_size) {
       std::error_code ec;
       fs::remove_all(e.dir, ec);
+      continue;
     }
+    bytes += size;
   }
 }
 

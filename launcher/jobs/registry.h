@@ -15,8 +15,10 @@
 // The folders are the user's own: dlaunch/ and jobs/ are made 0700 and
 // refused when another user owns them, or when group or others may write
 // to them or read them (a record holds command lines). A record is kept
-// until it is pruned: ended records past kKeepDays days, and the oldest
-// ended ones past kKeepRecords records.
+// until it is pruned: ended records past kKeepDays days, the oldest ended
+// ones past kKeepRecords records, and the oldest ended ones while the ended
+// records together hold more than kKeepBytes (the newest ended one stays,
+// whatever its size).
 #pragma once
 
 #include <cstdint>
@@ -55,6 +57,8 @@ struct JobEntry {
 
 inline constexpr int kKeepDays = 30;
 inline constexpr std::size_t kKeepRecords = 500;
+// 8 GiB: the ranks' output of a few large jobs at the default --log-size.
+inline constexpr std::uint64_t kKeepBytes = std::uint64_t{8} << 30;
 inline constexpr std::size_t kListedNodes = 64;
 
 // The jobs folder, made as described above when `create` (else it may not
@@ -87,8 +91,14 @@ std::vector<JobEntry> list_jobs(const std::string& jobs_dir);
 // record). Throws Error (kInput) when none does.
 JobEntry find_job(const std::string& jobs_dir, const std::string& name);
 
-// Removes ended and lost records past the limits above; never a running one.
-void prune_jobs(const std::string& jobs_dir);
+// What prune_jobs keeps (the limits above; tests give smaller ones).
+struct KeepLimits {
+  int days = kKeepDays;
+  std::size_t records = kKeepRecords;
+  std::uint64_t bytes = kKeepBytes;
+};
+// Removes ended and lost records past the limits; never a running one.
+void prune_jobs(const std::string& jobs_dir, const KeepLimits& keep = {});
 
 // A record as one JSON object (ps --json, status --json).
 std::string job_json(const JobEntry& e);

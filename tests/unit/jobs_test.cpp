@@ -189,3 +189,34 @@ TEST(Registry, PruningRemovesOldAndSurplusEndedRecordsNeverRunningOnes) {
   for (const auto& e : list_jobs(jobs)) left.push_back(e.name);
   EXPECT_EQ(left, (std::vector<std::string>{"recent", "old-running"}));
 }
+
+// Ended records are pruned oldest first while they hold more than the size
+// limit together; the newest ended one stays whatever its size, and a
+// running job's record is never pruned.
+TEST(Registry, PruningKeepsTheNewestEndedRecordsWithinTheSizeLimit) {
+  StateHome home;
+  const std::string jobs = jobs_dir(true);
+  const auto now = unix_now_ms();
+  const auto with_output = [&](const std::string& id, std::int64_t started, std::size_t bytes) {
+    const JobRecord r = JobRecord::create(jobs, a_job(id, started));
+    std::ofstream(r.dir() + "/big.log") << std::string(bytes, 'x');
+    r.finish(0, "succeeded", 1);
+  };
+  with_output("oldest", now - 4000, 3000);
+  with_output("older", now - 3000, 3000);
+  with_output("newer", now - 2000, 3000);
+  with_output("newest", now - 1000, 9000);  // alone over the limit: kept
+  auto running = a_job("running", now - 5000);
+  set_head_to_this_process(running);
+  std::ofstream(JobRecord::create(jobs, running).dir() + "/big.log") << std::string(9000, 'x');
+  prune_jobs(jobs, {.bytes = 16000});
+  std::vector<std::string> left;
+  for (const auto& e : list_jobs(jobs)) left.push_back(e.name);
+  // newest (9000+) and newer (3000+) fit in 16000 with their job.json and
+  // result.json; older would not.
+  EXPECT_EQ(left, (std::vector<std::string>{"newest", "newer", "running"}));
+  prune_jobs(jobs, {.bytes = 100});
+  left.clear();
+  for (const auto& e : list_jobs(jobs)) left.push_back(e.name);
+  EXPECT_EQ(left, (std::vector<std::string>{"newest", "running"}));
+}
