@@ -323,7 +323,9 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
       "   or: dlaunch [options] --app FILE\n"
       "   or: dlaunch --nnodes N [--rdzv-endpoint HOST:PORT | --node-rank K --master-addr A] "
       "[options] PROGRAM [ARGS...]\n"
-      "       (one per node, as torchrun: docs/per-node.md)",
+      "       (one per node, as torchrun: docs/per-node.md)\n"
+      "   or: dlaunch ps|status|events|logs|attach|stacks|signal|stop|wait [JOB] ...\n"
+      "       (a job started before, from any shell: docs/events.md)",
       "dlaunch"};
   app.footer(
       "Examples:\n"
