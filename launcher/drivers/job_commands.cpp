@@ -218,6 +218,18 @@ std::string sig_name(int sig) {
   return abbrev != nullptr ? std::string("SIG") + abbrev : std::to_string(sig);
 }
 
+// What fd holds past its offset, to its end (of a file being written: what
+// is there now).
+std::string read_rest(int fd) {
+  std::string out;
+  char buf[65536];
+  ssize_t n = 0;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) out.append(buf, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
 // dlaunch events JOB [--follow]: the job's events as JSON Lines, whole lines
 // only; --follow goes on with each one as the head writes it, until the head
 // has ended (then the last ones), as `logs --follow` does.
@@ -230,11 +242,7 @@ int events(int argc, char** argv) {
     throw Error(ErrorKind::kEnvironment, "cannot read " + path + ": " + std::strerror(errno));
   std::string partial;
   const auto drain = [&] {
-    char buf[65536];
-    ssize_t n = 0;
-    while ((n = ::read(in.get(), buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
-      if (n > 0) partial.append(buf, static_cast<std::size_t>(n));
-    }
+    partial += read_rest(in.get());
     const auto end = partial.rfind('\n');
     if (end == std::string::npos) return;
     write_all(1, std::string_view(partial).substr(0, end + 1));
@@ -362,36 +370,46 @@ struct LogsArgs {
   bool follow = false;
 };
 
-int whole_number(std::string_view option, const std::string& text) {
+int whole_number(std::string_view verb, std::string_view option, const std::string& text) {
   int v = -1;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || v < 0) {
-    throw Error(ErrorKind::kInput, fmt::format("dlaunch logs: {} takes a whole number, not '{}'",
-                                               option, printable(text)));
+    throw Error(ErrorKind::kInput, fmt::format("dlaunch {}: {} takes a whole number, not '{}'",
+                                               verb, option, printable(text)));
   }
   return v;
+}
+
+// argv[k] as option `name` of the verb: "--name VALUE" (k moves to the
+// value) or "--name=VALUE"; nothing when argv[k] is another word.
+std::optional<std::string> option_value(std::string_view verb, int argc, char** argv, int& k,
+                                        std::string_view name) {
+  const std::string_view s = argv[k];
+  if (s == name) {
+    if (k + 1 == argc) {
+      throw Error(ErrorKind::kInput, fmt::format("dlaunch {}: {} needs a value", verb, name));
+    }
+    return std::string(argv[++k]);
+  }
+  if (s.size() > name.size() && s.starts_with(name) && s[name.size()] == '=') {
+    return std::string(s.substr(name.size() + 1));
+  }
+  return std::nullopt;
 }
 
 LogsArgs parse_logs(int argc, char** argv) {
   LogsArgs a;
   for (int k = 2; k < argc; ++k) {
     const std::string s = argv[k];
-    const auto value = [&](std::string_view name) -> std::optional<std::string> {
-      if (s == name) {
-        if (k + 1 == argc) {
-          throw Error(ErrorKind::kInput, fmt::format("dlaunch logs: {} needs a value", name));
-        }
-        return std::string(argv[++k]);
-      }
-      if (s.starts_with(std::string(name) + "=")) return s.substr(name.size() + 1);
-      return std::nullopt;
+    const auto value = [&](std::string_view name) {
+      return option_value("logs", argc, argv, k, name);
     };
     if (auto v = value("--rank")) {
-      a.rank = whole_number("--rank", *v);
+      a.rank = whole_number("logs", "--rank", *v);
     } else if (auto v2 = value("--attempt")) {
-      a.attempt = whole_number("--attempt", *v2);
+      a.attempt = whole_number("logs", "--attempt", *v2);
     } else if (auto v3 = value("--tail")) {
-      a.tail = static_cast<std::size_t>(whole_number("--tail", *v3));
+      a.tail = static_cast<std::size_t>(whole_number("logs", "--tail", *v3));
     } else if (s == "--follow" || s == "-f") {
       a.follow = true;
     } else if (!s.empty() && s.front() == '-') {
@@ -613,7 +631,7 @@ class RecordFollower {
     printer_.flush();
     if (!head_.path.empty()) {
       if (head_.fd < 0) open_head_log(false);
-      if (head_.fd >= 0) drain_to_stderr(head_);
+      if (head_.fd >= 0) write_all(2, read_rest(head_.fd));
     }
   }
 
@@ -648,11 +666,7 @@ class RecordFollower {
     struct stat st {};
     if (f.fd >= 0 && ::fstat(f.fd, &st) == 0) f.inode = st.st_ino;
     std::string now = read_file(f.path + ".1");
-    if (f.fd >= 0) {
-      char buf[65536];
-      ssize_t n = 0;
-      while ((n = ::read(f.fd, buf, sizeof buf)) > 0) now.append(buf, static_cast<std::size_t>(n));
-    }
+    if (f.fd >= 0) now += read_rest(f.fd);
     printer_.print(rank, tail ? last_lines(now, tail_) : std::string_view(now), f.line_start);
     followed_.emplace(rank, std::move(f));
   }
@@ -660,19 +674,8 @@ class RecordFollower {
   void open_head_log(bool tail) {
     head_.fd = ::open(head_.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (head_.fd < 0) return;
-    std::string now;
-    char buf[65536];
-    ssize_t n = 0;
-    while ((n = ::read(head_.fd, buf, sizeof buf)) > 0)
-      now.append(buf, static_cast<std::size_t>(n));
+    const std::string now = read_rest(head_.fd);
     write_all(2, tail ? last_lines(now, tail_) : std::string_view(now));
-  }
-  static void drain_to_stderr(Followed& f) {
-    char buf[65536];
-    ssize_t n = 0;
-    while ((n = ::read(f.fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
-      if (n > 0) write_all(2, std::string_view(buf, static_cast<std::size_t>(n)));
-    }
   }
 
   std::string jobs_;
@@ -824,18 +827,11 @@ int attach(int argc, char** argv) {
   std::size_t tail = 10;
   for (int k = 2; k < argc; ++k) {
     const std::string s = argv[k];
-    const auto value = [&](std::string_view name) -> std::optional<std::string> {
-      if (s == name) {
-        if (k + 1 == argc) {
-          throw Error(ErrorKind::kInput, fmt::format("dlaunch attach: {} needs a value", name));
-        }
-        return std::string(argv[++k]);
-      }
-      if (s.starts_with(std::string(name) + "=")) return s.substr(name.size() + 1);
-      return std::nullopt;
+    const auto value = [&](std::string_view name) {
+      return option_value("attach", argc, argv, k, name);
     };
     if (auto v = value("--tail")) {
-      tail = static_cast<std::size_t>(whole_number("--tail", *v));
+      tail = static_cast<std::size_t>(whole_number("attach", "--tail", *v));
     } else if (auto v2 = value("--detach-keys")) {
       keys_spec = *v2;
     } else if (!s.empty() && s.front() == '-') {
@@ -864,7 +860,9 @@ int attach(int argc, char** argv) {
   }
   const UniqueFd head(open_head("attach", e));
 
-  // Ctrl-C: counted by the handler, acted on in the loop (a self-pipe wakes it).
+  // Ctrl-C: counted by the handler, acted on in the loop: a self-pipe wakes
+  // it, or, with a terminal (whose stdin the loop polls instead), the signal
+  // interrupting that poll.
   std::array<int, 2> wake{-1, -1};
   if (::pipe2(wake.data(), O_CLOEXEC | O_NONBLOCK) != 0) {
     throw Error(ErrorKind::kEnvironment,

@@ -53,9 +53,10 @@ def _binary(binary: Optional[str]) -> str:
     return found
 
 
-def _run(argv: List[str], env: Optional[dict] = None) -> subprocess.CompletedProcess:
+def _run(argv: List[str], env: Optional[dict] = None,
+         cwd: Optional[str] = None) -> subprocess.CompletedProcess:
     return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          env=env, check=False)
+                          env=env, cwd=cwd, check=False)
 
 
 def _lines(argv: List[str], env: Optional[dict] = None) -> Iterator[str]:
@@ -165,8 +166,7 @@ def start(command: Sequence[str], hosts: Optional[str] = None, options: Sequence
         argv += ["--job-id", job_id]
     argv += list(options)
     argv += ["--", *command]  # the program, whatever it is called
-    r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                       env=env, cwd=cwd, check=False)
+    r = _run(argv, env, cwd)
     if r.returncode != 0:
         raise StartError(argv, r.returncode, r.stderr)
     return Job(r.stdout.strip(), binary=argv[0], env=env)

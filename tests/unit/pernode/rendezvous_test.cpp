@@ -60,12 +60,19 @@ RdzvSettings static_node(int rank, int nnodes) {
   return s;
 }
 
-// Every launcher's join(round) at once, each on its own thread.
-std::vector<Membership> join_all(const std::vector<Rendezvous*>& rs, int round = 0) {
+// Every launcher's join(round) started at once, each on its own thread.
+std::vector<std::future<Membership>> start_joins(const std::vector<Rendezvous*>& rs,
+                                                 int round = 0) {
   std::vector<std::future<Membership>> fs;
   fs.reserve(rs.size());
   for (Rendezvous* r : rs)
     fs.push_back(std::async(std::launch::async, [r, round] { return r->join(round); }));
+  return fs;
+}
+
+// Every launcher's join(round) at once; their memberships.
+std::vector<Membership> join_all(const std::vector<Rendezvous*>& rs, int round = 0) {
+  auto fs = start_joins(rs, round);
   std::vector<Membership> out;
   out.reserve(fs.size());
   for (auto& f : fs) out.push_back(f.get());
@@ -145,9 +152,7 @@ TEST(Rendezvous, TwoLaunchersClaimingOneNodeRankAreRefused) {
   RdzvSettings twin = static_node(1, 3);
   twin.me = "twin pid 2";
   job.add(twin);
-  std::vector<std::future<Membership>> fs;
-  for (Rendezvous* r : job.all())
-    fs.push_back(std::async(std::launch::async, [r] { return r->join(); }));
+  auto fs = start_joins(job.all());
   int refused = 0;
   for (auto& f : fs) {
     try {
@@ -173,10 +178,9 @@ TEST(Rendezvous, ALauncherWithOtherSettingsIsRefusedNamingBoth) {
   RdzvSettings b = launcher("b", false, 2, 2);
   b.nproc = 4;
   Rendezvous& ra = job.add(a);
-  (void)ra;
   auto first = std::async(std::launch::async, [&] {
     try {
-      return std::optional(job.nodes[0]->join());
+      return std::optional(ra.join());
     } catch (const Error&) {
       return std::optional<Membership>();  // nobody else comes: join_timeout
     }
