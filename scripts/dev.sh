@@ -7,8 +7,8 @@
 #                          sanitize under ASan+UBSan (dev preset), the fuzzers
 #                          (scripts/fuzz.sh) and the agent and store tests under
 #                          ThreadSanitizer (tsan preset)
-#   scripts/dev.sh lint [format|tidy|tsa]   the first step of `test` alone, or
-#                          one of its three parts (see lint_format, lint_tidy, lint_tsa)
+#   scripts/dev.sh lint [format|tidy|tsa|kill|unity]   the first step of `test`
+#                          alone, or one of its parts (lint_format, lint_tidy, ...)
 #   scripts/dev.sh build [PRESET]   just configure and build (default: release)
 #   scripts/dev.sh fuzz [SECONDS] | tsan   one of those two steps alone
 # DLAUNCH_JOBS sets the parallel compile jobs (default: all cores);
@@ -140,10 +140,19 @@ lint_kill_patterns() {
   echo "no killing by name: ok" >&2
 }
 
-# The release build's C++ translation units (its compile_commands.json), as
-# paths relative to the repository; generated files are left out.
+# clang-tidy's configuration: the release preset, configured (nothing built)
+# in build/tidy with the test programs' files listed one by one: the release
+# build compiles them in batches (DLAUNCH_UNITY_TESTS), whose generated files
+# are all its compile_commands.json names.
+tidy_dir=build/tidy
+configure_tidy() {
+  cmake --preset release -B "$tidy_dir" -DDLAUNCH_BUILD_TESTS=ON -DDLAUNCH_UNITY_TESTS=OFF >/dev/null
+}
+
+# The C++ translation units of that configuration, as paths relative to the
+# repository; generated files are left out.
 tidy_units() {
-  sed -n 's/^ *"file": "\(.*\)",\{0,1\}$/\1/p' build/release/compile_commands.json |
+  sed -n 's/^ *"file": "\(.*\)",\{0,1\}$/\1/p' "$tidy_dir/compile_commands.json" |
     sed -n "s|^$PWD/||p" | grep -E '\.(cc|cpp|cxx)$' | grep -v '^build/' | sort -u
 }
 
@@ -162,7 +171,7 @@ tidy_units_for() {
 }
 
 # clang-tidy with the repository's .clang-tidy, through the release preset's
-# compile_commands.json (it configures build/release, builds nothing).
+# compile_commands.json (configure_tidy: build/tidy, nothing built).
 # On a branch: the C++ files changed since the merge base with main,
 # committed or not, and for a changed header the files that include it; only
 # findings on changed lines count (what was there before is not this change's
@@ -173,7 +182,7 @@ lint_tidy() {
   echo "== lint: clang-tidy ==" >&2
   local start=$SECONDS base="" ref all="" changed="" units logs
   # `|| return`: the parts run as `lint_x || rc=1`, where set -e does not act.
-  cmake --preset release >/dev/null || return 1
+  configure_tidy || return 1
   logs=$(mktemp -d) || return 1
   local ranges_file=$logs/ranges
   for ref in main origin/main; do
@@ -218,7 +227,7 @@ lint_tidy() {
   local all_count
   all_count=$(grep -c . <<<"$units" || true)
   # shellcheck disable=SC2086  # the units are paths without spaces
-  units=$(python3 scripts/tidy_cache.py stale build/release .ci/tidy-clean "$logs/pending" $units)
+  units=$(python3 scripts/tidy_cache.py stale "$tidy_dir" .ci/tidy-clean "$logs/pending" $units)
   echo "clang-tidy: $(grep -c . <<<"$units" || true) of $all_count files changed since their" \
     "last clean check (.ci/tidy-clean)" >&2
   if [[ -z "$units" ]]; then
@@ -230,9 +239,9 @@ lint_tidy() {
   # whose clang-tidy exits non-zero (a finding: warnings are errors here, or
   # a failure) is named in failed.
   tr '\n' '\0' <<<"$units" | xargs -0 -P "$jobs" -n 1 sh -c '
-    log="$0/tidy-$(printf %s "$1" | tr / _).log"
-    clang-tidy -p build/release --quiet --warnings-as-errors="*" "$1" >"$log" 2>&1 ||
-      echo "$1" >>"$0/failed"' "$logs"
+    log="$0/tidy-$(printf %s "$2" | tr / _).log"
+    clang-tidy -p "$1" --quiet --warnings-as-errors="*" "$2" >"$log" 2>&1 ||
+      echo "$2" >>"$0/failed"' "$logs" "$tidy_dir"
   local f log found counted="" with=() broken=() clean
   # Every file without a finding is remembered as clean.
   clean=$(comm -23 <(sort <<<"$units") <(sort "$logs/failed" 2>/dev/null || true))
@@ -271,13 +280,13 @@ lint_tidy() {
       echo "lint: clang-tidy findings ($(wc -l <<<"$counted")):" >&2
       sed 's/^/  /' <<<"$counted" >&2
       echo "lint: see them in context with:" >&2
-      echo "  clang-tidy -p build/release ${with[*]}" >&2
+      echo "  clang-tidy -p $tidy_dir ${with[*]}" >&2
       echo "lint: add --fix to apply the fixes the checks offer; a finding that is wrong" \
         "where it is takes a // NOLINT(check-name) comment that says why" >&2
     fi
     [[ ${#broken[@]} -gt 0 ]] &&
       echo "lint: clang-tidy failed on ${broken[*]} (output above); rerun:" \
-        "clang-tidy -p build/release ${broken[*]}" >&2
+        "clang-tidy -p $tidy_dir ${broken[*]}" >&2
     return 1
   fi
   echo "clang-tidy: $(wc -l <<<"$units") files ok, $((SECONDS - start)) s" >&2
@@ -297,6 +306,15 @@ lint_tsa() {
   echo "clang-tsa: $((SECONDS - start)) s (configure and build)" >&2
 }
 
+# The test programs build in batches (DLAUNCH_UNITY_TESTS): no two files of
+# one program may define the same name at file scope, or a call can reach the
+# other file's helper without a word from the compiler (scripts/unity_names.py).
+lint_unity() {
+  echo "== lint: names the test files of one program share ==" >&2
+  cmake --preset release -DDLAUNCH_BUILD_TESTS=ON >/dev/null || return 1
+  python3 scripts/unity_names.py build/release
+}
+
 lint() {
   local part
   for tool in clang-format clang-tidy clang clang++; do
@@ -310,14 +328,15 @@ lint() {
     tidy) lint_tidy ;;
     tsa) lint_tsa ;;
     kill) lint_kill_patterns ;;
+    unity) lint_unity ;;
     all)
       # All of them run; the step fails if any did.
       local rc=0
-      for part in lint_format lint_kill_patterns lint_tidy lint_tsa; do $part || rc=1; done
+      for part in lint_format lint_kill_patterns lint_unity lint_tidy lint_tsa; do $part || rc=1; done
       return $rc
       ;;
     *)
-      echo "usage: scripts/dev.sh lint [format|tidy|tsa|kill]" >&2
+      echo "usage: scripts/dev.sh lint [format|tidy|tsa|kill|unity]" >&2
       return 2
       ;;
   esac

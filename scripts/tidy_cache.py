@@ -106,8 +106,12 @@ def key_of(unit, entry, common):
     # above -O0 (-O1, -O2, -O3: each defines the same __OPTIMIZE__), which
     # change the code made, never what clang-tidy reads: a change of them
     # alone (a preset's -g1, the tests' -O1) leaves the record valid.
-    h.update(" ".join(f for f in flags if not is_codegen_level(f)).replace(ROOT, "<root>").encode()
-             + b"\0")
+    # The build directory is named as build/release whichever it is: the
+    # record was made there, and clang-tidy now reads the same preset's
+    # configuration from build/tidy (scripts/dev.sh configure_tidy).
+    flag_text = " ".join(f for f in flags if not is_codegen_level(f))
+    flag_text = flag_text.replace(os.path.realpath(cwd), os.path.join(ROOT, "build", "release"))
+    h.update(flag_text.replace(ROOT, "<root>").encode() + b"\0")
     for r in sorted(files):
         h.update(r.encode() + b"\0")
         try:

@@ -22,7 +22,6 @@ using namespace dltest;
 
 namespace {
 
-const std::string kLocalhost = std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml";
 const std::string kBed = std::string(SOURCE_DIR) + "/tests/testbed/podman.sh";
 const std::string kImage = "localhost/dlaunch-test:latest";
 

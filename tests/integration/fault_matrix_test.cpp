@@ -48,7 +48,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 const std::string kWorker = TEST_WORKER_BIN;
-const std::string kLocalhost = std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml";
 const std::string kNetns = std::string(SOURCE_DIR) + "/tests/testbed/netns.sh";
 constexpr int kBedNodes = 3;
 constexpr int kBedSlots = 2;

@@ -30,7 +30,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kLocalhost = std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml";
 const std::string kWorker = TEST_WORKER_BIN;
 
 class Jobs : public ::testing::Test {

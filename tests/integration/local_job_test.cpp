@@ -23,7 +23,6 @@ using namespace dltest;
 
 namespace {
 
-const std::string kLocalhost = std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml";
 const std::string kWorker = TEST_WORKER_BIN;
 
 int count_lines_with(const std::string& text, const std::string& needle) {

@@ -17,8 +17,6 @@ using namespace dltest;
 
 namespace {
 
-const std::string kLocalhost = std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml";
-
 // "[R] text" lines of dlaunch's output -> text by rank.
 std::map<int, std::string> by_rank(const std::string& out) {
   std::map<int, std::string> lines;

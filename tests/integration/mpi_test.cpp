@@ -11,7 +11,6 @@
 using namespace dltest;
 
 namespace {
-const std::string kLocalhost = std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml";
 
 bool pmix_dirs_left(const std::string& job) {
   for (const auto& e : std::filesystem::directory_iterator("/tmp")) {

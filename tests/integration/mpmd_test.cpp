@@ -16,8 +16,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kLocalhost = std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml";
-
 // The lines of out, sorted (ranks print in any order).
 std::multiset<std::string> line_set(const std::string& out) {
   const auto lines = lines_of(out);

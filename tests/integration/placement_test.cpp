@@ -16,12 +16,12 @@
 #include "support.h"
 
 using dltest::dlaunch_cmd;
+using dltest::kLocalhost;
 using dltest::lines_of;
 using dltest::run;
 
 namespace {
 
-const std::string kLocalhost = std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml";
 const std::string kShowCpus =
     "grep Cpus_allowed_list /proc/self/status; echo \"omp=$OMP_NUM_THREADS\"";
 

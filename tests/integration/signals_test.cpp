@@ -24,8 +24,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kLocalhost = std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml";
-
 double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }

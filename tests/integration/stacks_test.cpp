@@ -30,7 +30,6 @@ using namespace dltest;
 
 namespace {
 
-const std::string kLocalhost = std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml";
 const std::string kPyWorker = std::string(SOURCE_DIR) + "/tests/helpers/stuck_worker.py";
 
 bool have_stack_tool() {

@@ -25,6 +25,11 @@ constexpr bool kSanitizedBuild = false;
 constexpr bool kSanitizedBuild = false;
 #endif
 
+#ifdef SOURCE_DIR
+// The hostfile of the README's first command: two logical nodes on this machine.
+inline const std::string kLocalhost = std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml";
+#endif
+
 struct RunResult {
   int exit_code = -1;  // shell convention: code, or 128 + signal
   std::string out;

@@ -14,7 +14,6 @@ using namespace dltest;
 
 namespace {
 
-const std::string kLocalhost = std::string(SOURCE_DIR) + "/hostfiles/localhost.yaml";
 const std::string kPython = "/usr/bin/python3";
 
 class Torch : public ::testing::Test {

@@ -18,7 +18,7 @@ using namespace dlaunch;
 
 namespace {
 
-std::string error_of(std::string_view spec, int world) {
+std::string style_error_of(std::string_view spec, int world) {
   try {
     parse_rank_list(spec, world);
   } catch (const InputError& e) {
@@ -54,12 +54,12 @@ TEST(RankList, SinglesAndRangesSortedWithoutDuplicates) {
 }
 
 TEST(RankList, BadSpecsAndRanksOutsideTheJobAreErrors) {
-  EXPECT_EQ(error_of("0,9", 4), "--ranks: rank 9 is not in this job (ranks 0-3)");
+  EXPECT_EQ(style_error_of("0,9", 4), "--ranks: rank 9 is not in this job (ranks 0-3)");
   EXPECT_EQ(
-      error_of("5-3", 8),
+      style_error_of("5-3", 8),
       "--ranks: '5-3': the range 5-3 runs backwards (hint: give ranks and ranges such as 0,3-5)");
   for (const char* bad : {"", ",", "1,", "a", "1-", "-1", "1-2-3", " 1", "0x1", "1.5"}) {
-    EXPECT_NE(error_of(bad, 8), "<no error>") << bad;
+    EXPECT_NE(style_error_of(bad, 8), "<no error>") << bad;
   }
 }
 

@@ -14,12 +14,12 @@ namespace {
 
 using S = NodeState;
 
-constexpr S kAll[] = {S::kStarting, S::kHello, S::kReady, S::kDone, S::kEnded, S::kLost};
+constexpr S kAllStates[] = {S::kStarting, S::kHello, S::kReady, S::kDone, S::kEnded, S::kLost};
 
 TEST(NodeState, TheMovesAreTheDiagramsAndNoOthers) {
   int allowed = 0;
-  for (S from : kAll) {
-    for (S to : kAll) allowed += node_transition_allowed(from, to) ? 1 : 0;
+  for (S from : kAllStates) {
+    for (S to : kAllStates) allowed += node_transition_allowed(from, to) ? 1 : 0;
   }
   EXPECT_EQ(allowed, 9);
   EXPECT_TRUE(node_transition_allowed(S::kStarting, S::kHello));
@@ -36,7 +36,7 @@ TEST(NodeState, TheMovesAreTheDiagramsAndNoOthers) {
   EXPECT_FALSE(node_transition_allowed(S::kReady, S::kHello));
   EXPECT_FALSE(node_transition_allowed(S::kStarting, S::kReady));
   EXPECT_FALSE(node_transition_allowed(S::kDone, S::kLost));
-  for (S to : kAll) {
+  for (S to : kAllStates) {
     EXPECT_FALSE(node_transition_allowed(S::kEnded, to));
     EXPECT_FALSE(node_transition_allowed(S::kLost, to));
   }
@@ -124,7 +124,7 @@ TEST(NodeState, NothingAfterDoneAndNothingTheHeadSends) {
         std::holds_alternative<proto::StdinData>(m) || std::holds_alternative<proto::StdinEof>(m) ||
         std::holds_alternative<proto::NetListen>(m) || std::holds_alternative<proto::NetSend>(m);
     if (head_sends) {
-      for (S s : kAll) {
+      for (S s : kAllStates) {
         EXPECT_FALSE(node_accepts(s, proto::message_id(m)))
             << proto::message_name(m) << " in " << node_state_name(s);
       }

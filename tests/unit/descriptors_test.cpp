@@ -7,7 +7,7 @@ namespace dl = dlaunch;
 
 namespace {
 
-dl::JobPlan plan_of(int ssh, int local, int slurm, int ranks_per_node) {
+dl::JobPlan descriptor_plan(int ssh, int local, int slurm, int ranks_per_node) {
   dl::JobPlan p;
   auto add = [&](int count, dl::Transport t) {
     for (int i = 0; i < count; ++i) {
@@ -29,7 +29,7 @@ dl::JobPlan plan_of(int ssh, int local, int slurm, int ranks_per_node) {
 }
 
 TEST(Descriptors, OnePerSshNodeTwoPerProcessNode) {
-  const auto need = dl::descriptors_needed(plan_of(1024, 3, 2, 4), false, 10);
+  const auto need = dl::descriptors_needed(descriptor_plan(1024, 3, 2, 4), false, 10);
   EXPECT_EQ(need.ssh_nodes, 1024);
   EXPECT_EQ(need.process_nodes, 5);
   EXPECT_EQ(need.output_files, 0);
@@ -38,13 +38,13 @@ TEST(Descriptors, OnePerSshNodeTwoPerProcessNode) {
 }
 
 TEST(Descriptors, OutputDirCountsTwoFilesPerRankAndTheFolder) {
-  const auto need = dl::descriptors_needed(plan_of(4, 0, 0, 8), true, 0);
+  const auto need = dl::descriptors_needed(descriptor_plan(4, 0, 0, 8), true, 0);
   EXPECT_EQ(need.output_files, 2 * 32 + 1);
   EXPECT_EQ(need.total(), 4 + 65 + dl::DescriptorNeed::kReserve);
 }
 
 TEST(Descriptors, FitsUpToTheLimitExactly) {
-  const auto need = dl::descriptors_needed(plan_of(100, 0, 0, 1), false, 8);
+  const auto need = dl::descriptors_needed(descriptor_plan(100, 0, 0, 1), false, 8);
   const auto total = static_cast<unsigned long long>(need.total());
   EXPECT_FALSE(dl::descriptor_shortfall(need, total, total).has_value());
   EXPECT_FALSE(dl::descriptor_shortfall(need, 1u << 20, 1u << 20).has_value());
@@ -53,7 +53,7 @@ TEST(Descriptors, FitsUpToTheLimitExactly) {
 
 TEST(Descriptors, TheRefusalSaysWhatIsNeededTheLimitAndHowToRaiseIt) {
   // The reported case: 1024 SSH nodes under a hard limit of 1024.
-  const auto need = dl::descriptors_needed(plan_of(1024, 0, 0, 1), false, 9);
+  const auto need = dl::descriptors_needed(descriptor_plan(1024, 0, 0, 1), false, 9);
   const auto why = dl::descriptor_shortfall(need, 1024, 1024);
   ASSERT_TRUE(why.has_value());
   const std::string total = std::to_string(need.total());
@@ -68,7 +68,7 @@ TEST(Descriptors, TheRefusalSaysWhatIsNeededTheLimitAndHowToRaiseIt) {
 }
 
 TEST(Descriptors, ASoftLimitBelowTheHardOneIsNamedAsSuch) {
-  const auto need = dl::descriptors_needed(plan_of(0, 600, 0, 1), false, 9);
+  const auto need = dl::descriptors_needed(descriptor_plan(0, 600, 0, 1), false, 9);
   const auto why = dl::descriptor_shortfall(need, 1024, 4096);
   ASSERT_TRUE(why.has_value());
   EXPECT_NE(why->find("600 local or Slurm node(s) x 2"), std::string::npos) << *why;

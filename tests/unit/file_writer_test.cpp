@@ -49,7 +49,7 @@ std::string slurp(const std::filesystem::path& p) {
 
 // Runs what the writer's thread posts to io until done() (10 s at most).
 template <typename Done>
-void run_until(boost::asio::io_context& io, Done done) {
+void poll_until(boost::asio::io_context& io, Done done) {
   for (int k = 0; k < 10000 && !done(); ++k) {
     io.restart();
     io.poll();
@@ -210,7 +210,7 @@ TEST(FileWriter, TheAttachedLoopHearsOfProgress) {
   w.attach(io, [&] { ++heard; });
   const auto a = w.add_file(dir.fd.get(), "a", "A", 0644);
   w.write(a, "x\n");
-  run_until(io, [&] { return heard > 0; });
+  poll_until(io, [&] { return heard > 0; });
   EXPECT_GE(heard, 1);
   EXPECT_EQ(w.queued(), 0u);
   w.detach();
@@ -254,7 +254,7 @@ TEST(FileWriter, AConsoleOnARegularFileWritesThroughIt) {
     }
     EXPECT_EQ(console.out().wait_fd(), -1) << "nothing to poll on a regular file";
     ASSERT_TRUE(console.out().file_target().has_value());
-    run_until(io, [&] { return empty; });
+    poll_until(io, [&] { return empty; });
     EXPECT_TRUE(empty);
     EXPECT_EQ(console.queued(), 0u);
     EXPECT_EQ(console.written(), expected.size());

@@ -28,7 +28,7 @@ h::Facts healthy() {
           {"nvml", "not loaded: x"}};
 }
 
-bool names(const std::vector<std::string>& problems, const std::string& text) {
+bool mentions(const std::vector<std::string>& problems, const std::string& text) {
   for (const auto& p : problems) {
     if (p.find(text) != std::string::npos) return true;
   }
@@ -46,22 +46,22 @@ TEST(Health, EachNodeFigureAgainstItsThreshold) {
   f["nofile_hard"] = "1024";
   f["load1"] = "40";
   const auto p = h::judge_node(f, {}, {}, 0);
-  EXPECT_TRUE(names(p, "only 500 MB free in the working directory (threshold free_gb=1)"));
-  EXPECT_TRUE(names(p, "only 100 MB free in TMPDIR (/scratch)"));
-  EXPECT_TRUE(names(p, "only 200 MB of memory available (threshold mem_available_gb=1)"));
-  EXPECT_TRUE(names(p, "the open-file limit is 1024 (hard; threshold nofile=4096)"));
-  EXPECT_FALSE(names(p, "load"));  // shown only, unless a threshold is given
+  EXPECT_TRUE(mentions(p, "only 500 MB free in the working directory (threshold free_gb=1)"));
+  EXPECT_TRUE(mentions(p, "only 100 MB free in TMPDIR (/scratch)"));
+  EXPECT_TRUE(mentions(p, "only 200 MB of memory available (threshold mem_available_gb=1)"));
+  EXPECT_TRUE(mentions(p, "the open-file limit is 1024 (hard; threshold nofile=4096)"));
+  EXPECT_FALSE(mentions(p, "load"));  // shown only, unless a threshold is given
   h::Thresholds t;
   h::set_threshold(t, "load_per_cpu=2");
   h::set_threshold(t, "free_gb=0.25");
   h::set_threshold(t, "mem_available_gb=0");
   h::set_threshold(t, "nofile=1024");
   const auto q = h::judge_node(f, t, {}, 0);
-  EXPECT_TRUE(names(q, "load 40 on 8 CPU(s) (threshold load_per_cpu=2)"));
-  EXPECT_FALSE(names(q, "working directory"));  // 500 MB >= 256 MB
-  EXPECT_TRUE(names(q, "only 100 MB free in TMPDIR"));
-  EXPECT_FALSE(names(q, "memory"));
-  EXPECT_FALSE(names(q, "open-file"));
+  EXPECT_TRUE(mentions(q, "load 40 on 8 CPU(s) (threshold load_per_cpu=2)"));
+  EXPECT_FALSE(mentions(q, "working directory"));  // 500 MB >= 256 MB
+  EXPECT_TRUE(mentions(q, "only 100 MB free in TMPDIR"));
+  EXPECT_FALSE(mentions(q, "memory"));
+  EXPECT_FALSE(mentions(q, "open-file"));
 }
 
 TEST(Health, InfiniBandPortsAndTheirLockedMemory) {
@@ -73,18 +73,18 @@ TEST(Health, InfiniBandPortsAndTheirLockedMemory) {
   f["ib.mlx5_1/1.state"] = "INIT";
   f["ib.mlx5_1/1.phys_state"] = "LinkUp";
   auto p = h::judge_node(f, {}, {}, 0);
-  EXPECT_TRUE(names(p, "InfiniBand port mlx5_1/1 is INIT (LinkUp)"));
-  EXPECT_FALSE(names(p, "mlx5_0/1"));
-  EXPECT_FALSE(names(p, "locked-memory"));  // unlimited
+  EXPECT_TRUE(mentions(p, "InfiniBand port mlx5_1/1 is INIT (LinkUp)"));
+  EXPECT_FALSE(mentions(p, "mlx5_0/1"));
+  EXPECT_FALSE(mentions(p, "locked-memory"));  // unlimited
   f["memlock_hard_mb"] = "64";
   p = h::judge_node(f, {}, {}, 0);
-  EXPECT_TRUE(names(p, "the locked-memory limit is 64 MB on a node with InfiniBand"));
+  EXPECT_TRUE(mentions(p, "the locked-memory limit is 64 MB on a node with InfiniBand"));
   h::Thresholds t;
   h::set_threshold(t, "memlock_mb=64");
   h::set_threshold(t, "ib_link_downed=5");
   p = h::judge_node(f, t, {}, 0);
-  EXPECT_FALSE(names(p, "locked-memory"));
-  EXPECT_TRUE(names(p, "InfiniBand port mlx5_0/1 went down 7 time(s)"));
+  EXPECT_FALSE(mentions(p, "locked-memory"));
+  EXPECT_TRUE(mentions(p, "InfiniBand port mlx5_0/1 went down 7 time(s)"));
 }
 
 TEST(Health, TheClockCountsOnlyBeyondItsUncertainty) {
@@ -96,10 +96,10 @@ TEST(Health, TheClockCountsOnlyBeyondItsUncertainty) {
   ASSERT_TRUE(c.known);
   EXPECT_DOUBLE_EQ(c.offset_s, 1.5);
   EXPECT_DOUBLE_EQ(c.uncertainty_s, 0.5);
-  EXPECT_FALSE(names(h::judge_node(f, {}, c, 0), "clock"));  // 1.5 - 0.5 is not over 1
+  EXPECT_FALSE(mentions(h::judge_node(f, {}, c, 0), "clock"));  // 1.5 - 0.5 is not over 1
   h::Thresholds t;
   h::set_threshold(t, "clock_offset_s=0.5");
-  EXPECT_TRUE(names(h::judge_node(f, t, c, 0), "the clock is 1.500 s ahead of the head's"));
+  EXPECT_TRUE(mentions(h::judge_node(f, t, c, 0), "the clock is 1.500 s ahead of the head's"));
   EXPECT_FALSE(h::clock_offset(healthy(), 1, 2).known);  // no time_ns
 }
 
@@ -118,17 +118,17 @@ TEST(Health, GpusThroughNvml) {
   f["gpu.1.throttle"] = "hw_slowdown,hw_thermal";
   f["gpu.1.persistence"] = "error: GPU is lost";
   const auto p = h::judge_node(f, {}, {}, 4);
-  EXPECT_TRUE(names(p, "the hostfile lists 4 GPU(s), NVML sees 2"));
-  EXPECT_TRUE(names(p, "GPU 0 at 90 C (threshold gpu_temp_c=85)"));
-  EXPECT_TRUE(names(p, "GPU 0 has 3 uncorrected ECC error(s) in its life"));
-  EXPECT_FALSE(names(p, "GPU 0 has retired"));  // n/a: not supported there
-  EXPECT_TRUE(names(p, "GPU 1 has retired pages pending"));
-  EXPECT_TRUE(names(p, "GPU 1 failed a row remapping"));
-  EXPECT_TRUE(names(p, "GPU 1 runs slowed down: hw_slowdown,hw_thermal"));
-  EXPECT_TRUE(names(p, "GPU 1: persistence error: GPU is lost"));
+  EXPECT_TRUE(mentions(p, "the hostfile lists 4 GPU(s), NVML sees 2"));
+  EXPECT_TRUE(mentions(p, "GPU 0 at 90 C (threshold gpu_temp_c=85)"));
+  EXPECT_TRUE(mentions(p, "GPU 0 has 3 uncorrected ECC error(s) in its life"));
+  EXPECT_FALSE(mentions(p, "GPU 0 has retired"));  // n/a: not supported there
+  EXPECT_TRUE(mentions(p, "GPU 1 has retired pages pending"));
+  EXPECT_TRUE(mentions(p, "GPU 1 failed a row remapping"));
+  EXPECT_TRUE(mentions(p, "GPU 1 runs slowed down: hw_slowdown,hw_thermal"));
+  EXPECT_TRUE(mentions(p, "GPU 1: persistence error: GPU is lost"));
   // Without NVML the GPU facts are not judged (nvidia-smi counts them).
   f["nvml"] = "not loaded: no driver";
-  EXPECT_FALSE(names(h::judge_node(f, {}, {}, 4), "GPU"));
+  EXPECT_FALSE(mentions(h::judge_node(f, {}, {}, 4), "GPU"));
 }
 
 TEST(Health, FatalXidsOnly) {
@@ -136,7 +136,7 @@ TEST(Health, FatalXidsOnly) {
   f["xid"] = "13,31";  // a program's fault, an MMU fault: not the node's
   EXPECT_TRUE(h::judge_node(f, {}, {}, 0).empty());
   f["xid"] = "13,79,48,79";
-  EXPECT_TRUE(names(h::judge_node(f, {}, {}, 0), "XID 79, 48 in the kernel log since boot"));
+  EXPECT_TRUE(mentions(h::judge_node(f, {}, {}, 0), "XID 79, 48 in the kernel log since boot"));
   EXPECT_EQ(dlaunch::agent::health::xids_in(
                 "4,2,200,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n"
                 "6,3,300,-;eth0: link up\n"
@@ -160,8 +160,9 @@ TEST(Health, WhatMustAgreeAcrossNodesHeldAgainstTheMajority) {
   ASSERT_EQ(p.size(), 5u);
   EXPECT_TRUE(p[0].empty());
   EXPECT_TRUE(p[1].empty());
-  EXPECT_TRUE(names(p[2], "GPU driver 470.82.01 differs from the 535.104.05 of 2 other node(s)"));
-  EXPECT_TRUE(names(p[2], "eth0 speed (Mb/s) 10000 differs from the 100000 of 2 other node(s)"));
+  EXPECT_TRUE(
+      mentions(p[2], "GPU driver 470.82.01 differs from the 535.104.05 of 2 other node(s)"));
+  EXPECT_TRUE(mentions(p[2], "eth0 speed (Mb/s) 10000 differs from the 100000 of 2 other node(s)"));
   EXPECT_TRUE(p[3].empty());
   EXPECT_TRUE(p[4].empty());
   // Two against two: no majority to name either side.
@@ -248,8 +249,8 @@ TEST(HealthNetwork, UnevenButNotSlowAndTheThresholds) {
   const auto floor = h::judge_streams(rings({4, 9, 6, 7}, {8, 5, 9, 4}), kFour, t);
   // Node 0 sends at 4 (round 1) and 8: not all slow; node 3 sends 7 and 4; the
   // stream 0 -> 1 (4 Gb/s) and 3 -> 2 (4 Gb/s) are their links.
-  EXPECT_TRUE(names(floor.problems[0], "the stream to node 1 (b) ran at 4.000 Gb/s"));
-  EXPECT_TRUE(names(floor.problems[3], "the stream to node 2 (c) ran at 4.000 Gb/s"));
+  EXPECT_TRUE(mentions(floor.problems[0], "the stream to node 1 (b) ran at 4.000 Gb/s"));
+  EXPECT_TRUE(mentions(floor.problems[3], "the stream to node 2 (c) ran at 4.000 Gb/s"));
 }
 
 TEST(HealthNetwork, AStreamThatFailedIsItsSendersProblem) {

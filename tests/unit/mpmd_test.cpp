@@ -16,7 +16,7 @@ using namespace dlaunch;
 
 namespace {
 
-HostEntry host(const std::string& name, int slots) {
+HostEntry local_host(const std::string& name, int slots) {
   HostEntry h;
   h.name = h.host = name;
   h.slots = slots;
@@ -159,7 +159,7 @@ TEST(MpmdCli, AppFileSkipsCommentsAndBlankLinesAndNamesLines) {
 TEST(MpmdPlan, AppsTakeRanksInOrderAndFillFreeSlotsNodeByNode) {
   Hostfile hf;
   hf.source = "hosts";
-  hf.hosts = {host("a", 2), host("b", 2), host("c", 2)};
+  hf.hosts = {local_host("a", 2), local_host("b", 2), local_host("c", 2)};
   PlanOptions po{.job_id = "j"};
   po.apps = {app(1, "ps"), app(3, "worker"), app(1, "eval", {"c"})};
   const auto plan = make_plan(hf, po);
@@ -186,7 +186,7 @@ TEST(MpmdPlan, AppsTakeRanksInOrderAndFillFreeSlotsNodeByNode) {
 TEST(MpmdPlan, OneRoleAcrossAppsAndHostRestrictionsLeaveRanksApart) {
   Hostfile hf;
   hf.source = "hosts";
-  hf.hosts = {host("a", 2), host("b", 2)};
+  hf.hosts = {local_host("a", 2), local_host("b", 2)};
   PlanOptions po{.job_id = "j"};
   po.apps = {app(1, "w"), app(1, "ps", {"b"}), app(2, "w", {}, 1)};
   const auto plan = make_plan(hf, po);
@@ -212,7 +212,7 @@ TEST(MpmdPlan, OneRoleAcrossAppsAndHostRestrictionsLeaveRanksApart) {
 TEST(MpmdPlan, TooFewSlotsForAnAppOrAnUnknownHostAreInputErrors) {
   Hostfile hf;
   hf.source = "hosts";
-  hf.hosts = {host("a", 2), host("b", 1)};
+  hf.hosts = {local_host("a", 2), local_host("b", 1)};
   PlanOptions po{.job_id = "j"};
   po.apps = {app(2, "x"), app(2, "y", {"a", "b"})};
   EXPECT_NE(input_error([&] { make_plan(hf, po); })
@@ -226,7 +226,7 @@ TEST(MpmdPlan, TooFewSlotsForAnAppOrAnUnknownHostAreInputErrors) {
 
 TEST(MpmdPlan, SetupGivesEachRankItsAppsProgramEnvironmentAndDirectory) {
   Hostfile hf;
-  hf.hosts = {host("a", 3)};
+  hf.hosts = {local_host("a", 3)};
   PlanOptions po{.job_id = "j", .user_env = {{"G", "1"}, {"A", "global"}}};
   AppPlan server = app(1, "server");
   server.command = {"srv", "--port", "1"};

@@ -20,24 +20,24 @@
 namespace dlaunch::ssh {
 namespace {
 
-const std::string kHome = "/home/me";
+const std::string kHomeDir = "/home/me";
 
 HostSettings settings(const std::string& config_text) {
   MemoryFiles files;
-  files.files[kHome + "/.ssh/config"] = config_text;
+  files.files[kHomeDir + "/.ssh/config"] = config_text;
   LoadOptions lo;
-  lo.home = kHome;
+  lo.home = kHomeDir;
   lo.files = &files;
   HostSettings s;
   s.config = std::make_shared<const SshConfig>(SshConfig::load(lo));
   s.context.local_user = "me";
-  s.context.home = kHome;
+  s.context.home = kHomeDir;
   s.context.local_host = "head";
   s.context.getenv = [](const std::string&) { return std::nullopt; };
   return s;
 }
 
-HostEntry host(const std::string& name) {
+HostEntry ssh_host(const std::string& name) {
   HostEntry h;
   h.name = h.host = name;
   h.pos = {"hosts.yaml", 3, 5};
@@ -46,8 +46,8 @@ HostEntry host(const std::string& name) {
 
 TEST(SshHostOptions, WithoutAConfigTheHostfileAndDefaultsDecide) {
   HostSettings s;
-  s.context.home = kHome;
-  auto h = host("node7");
+  s.context.home = kHomeDir;
+  auto h = ssh_host("node7");
   h.user = "alice";
   h.port = 2222;
   h.port_given = true;
@@ -58,8 +58,8 @@ TEST(SshHostOptions, WithoutAConfigTheHostfileAndDefaultsDecide) {
   EXPECT_TRUE(o.identity_files.empty());
   EXPECT_TRUE(o.default_identities);
   EXPECT_FALSE(o.identities_only);
-  EXPECT_EQ(o.known_hosts,
-            (std::vector<std::string>{kHome + "/.ssh/known_hosts", kHome + "/.ssh/known_hosts2"}));
+  EXPECT_EQ(o.known_hosts, (std::vector<std::string>{kHomeDir + "/.ssh/known_hosts",
+                                                     kHomeDir + "/.ssh/known_hosts2"}));
   EXPECT_EQ(o.host_key_policy, HostKeyPolicy::kStrict);
   EXPECT_TRUE(o.jumps.empty());
   EXPECT_TRUE(o.proxy_command.empty());
@@ -71,15 +71,15 @@ TEST(SshHostOptions, TheConfigFillsWhatTheHostfileLeavesOpen) {
       "  IdentityFile ~/.ssh/cluster_key\n  IdentitiesOnly yes\n"
       "  UserKnownHostsFile ~/.ssh/cluster_hosts\n  HostKeyAlias gpu-alias\n"
       "  ConnectTimeout 7\n  ServerAliveInterval 4\n  StrictHostKeyChecking accept-new\n");
-  const auto o = resolve_host(host("gpu-1"), s);
+  const auto o = resolve_host(ssh_host("gpu-1"), s);
   EXPECT_EQ(o.alias, "gpu-1");
   EXPECT_EQ(o.host, "gpu-1.cluster.internal");
   EXPECT_EQ(o.user, "trainer");
   EXPECT_EQ(o.port, 2200);
-  EXPECT_EQ(o.identity_files, std::vector<std::string>{kHome + "/.ssh/cluster_key"});
+  EXPECT_EQ(o.identity_files, std::vector<std::string>{kHomeDir + "/.ssh/cluster_key"});
   EXPECT_FALSE(o.default_identities);
   EXPECT_TRUE(o.identities_only);
-  EXPECT_EQ(o.known_hosts, std::vector<std::string>{kHome + "/.ssh/cluster_hosts"});
+  EXPECT_EQ(o.known_hosts, std::vector<std::string>{kHomeDir + "/.ssh/cluster_hosts"});
   EXPECT_EQ(o.host_key_alias, "gpu-alias");
   EXPECT_EQ(o.timeout, std::chrono::seconds(7));
   EXPECT_EQ(o.keepalive_s, 4);
@@ -96,7 +96,7 @@ TEST(SshHostOptions, HostfileAndCommandLineBeatTheConfig) {
   s.host_key_policy_given = true;
   s.connect_timeout = std::chrono::milliseconds(1500);
   s.connect_timeout_given = true;
-  auto h = host("n1");
+  auto h = ssh_host("n1");
   h.user = "fileuser";
   h.port = 2022;
   h.port_given = true;
@@ -112,11 +112,11 @@ TEST(SshHostOptions, HostfileAndCommandLineBeatTheConfig) {
 }
 
 TEST(SshHostOptions, StrictHostKeyCheckingMapsToThePolicies) {
-  EXPECT_EQ(resolve_host(host("a"), settings("StrictHostKeyChecking ask\n")).host_key_policy,
+  EXPECT_EQ(resolve_host(ssh_host("a"), settings("StrictHostKeyChecking ask\n")).host_key_policy,
             HostKeyPolicy::kStrict);
-  EXPECT_EQ(resolve_host(host("a"), settings("StrictHostKeyChecking no\n")).host_key_policy,
+  EXPECT_EQ(resolve_host(ssh_host("a"), settings("StrictHostKeyChecking no\n")).host_key_policy,
             HostKeyPolicy::kOff);
-  EXPECT_EQ(resolve_host(host("a"), settings("StrictHostKeyChecking yes\n")).host_key_policy,
+  EXPECT_EQ(resolve_host(ssh_host("a"), settings("StrictHostKeyChecking yes\n")).host_key_policy,
             HostKeyPolicy::kStrict);
 }
 
@@ -124,7 +124,7 @@ TEST(SshHostOptions, ProxyJumpHopsAreResolvedThroughTheConfigToo) {
   const auto s2 = settings(
       "Host bastion\n  HostName 203.0.113.5\n  User jump\n  IdentityFile /keys/bastion\n"
       "Host gpu-1\n  HostName 10.0.0.11\n  ProxyJump bastion\n");
-  const auto o = resolve_host(host("gpu-1"), s2);
+  const auto o = resolve_host(ssh_host("gpu-1"), s2);
   ASSERT_EQ(o.jumps.size(), 1u);
   EXPECT_EQ(o.host, "10.0.0.11");
   EXPECT_EQ(o.jumps[0].alias, "bastion");
@@ -139,7 +139,7 @@ TEST(SshHostOptions, AChainListsEveryHopFirstHopFirstWithItsOwnJumpBeforeIt) {
       "Host inner\n  HostName 10.1.0.1\n  ProxyJump outer\n"
       "Host mid\n  HostName 10.2.0.1\n"
       "Host n1\n  HostName 10.3.0.1\n  ProxyJump inner,admin@mid:2022\n");
-  const auto o = resolve_host(host("n1"), s);
+  const auto o = resolve_host(ssh_host("n1"), s);
   ASSERT_EQ(o.jumps.size(), 3u);
   EXPECT_EQ(o.jumps[0].host, "198.51.100.1");  // inner's own jump host
   EXPECT_EQ(o.jumps[1].host, "10.1.0.1");
@@ -154,7 +154,7 @@ TEST(SshHostOptions, ABastionThatJumpsThroughItselfIsRefusedAsSshRefusesIt) {
   // loop" for it, so every host behind it fails (checked against ssh -G in
   // tests/integration/ssh_config_diff).
   try {
-    (void)resolve_host(host("gpu-1"), settings("Host *\n  ProxyJump bastion\n"));
+    (void)resolve_host(ssh_host("gpu-1"), settings("Host *\n  ProxyJump bastion\n"));
     ADD_FAILURE() << "not refused";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("jumphost loop via bastion"), std::string::npos)
@@ -164,7 +164,7 @@ TEST(SshHostOptions, ABastionThatJumpsThroughItselfIsRefusedAsSshRefusesIt) {
   // ssh: a chain that never ends, refused at kMaxProxyDepth.
   try {
     (void)resolve_host(
-        host("gpu-1"),
+        ssh_host("gpu-1"),
         settings("Host bastion\n  HostName 203.0.113.5\nHost *\n  ProxyJump bastion\n"));
     ADD_FAILURE() << "not refused";
   } catch (const InputError& e) {
@@ -174,8 +174,8 @@ TEST(SshHostOptions, ABastionThatJumpsThroughItselfIsRefusedAsSshRefusesIt) {
 
 TEST(SshHostOptions, JumpHostsThatJumpThroughEachOtherAreAnInputErrorNamingTheHostEntry) {
   try {
-    (void)resolve_host(host("x"), settings("Host x\n  ProxyJump a\nHost a\n  ProxyJump b\n"
-                                           "Host b\n  ProxyJump a\n"));
+    (void)resolve_host(ssh_host("x"), settings("Host x\n  ProxyJump a\nHost a\n  ProxyJump b\n"
+                                               "Host b\n  ProxyJump a\n"));
     ADD_FAILURE() << "a -> b -> a never ends, for ssh too";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("hosts.yaml:3"), std::string::npos) << e.what();
@@ -186,7 +186,7 @@ TEST(SshHostOptions, JumpHostsThatJumpThroughEachOtherAreAnInputErrorNamingTheHo
     deep += "Host h" + std::to_string(i) + "\n  ProxyJump h" + std::to_string(i + 1) + "\n";
   }
   try {
-    (void)resolve_host(host("h0"), settings(deep));
+    (void)resolve_host(ssh_host("h0"), settings(deep));
     ADD_FAILURE() << "no error";
   } catch (const InputError& e) {
     const std::string what = e.what();
@@ -199,7 +199,7 @@ TEST(SshHostOptions, JumpHostsThatJumpThroughEachOtherAreAnInputErrorNamingTheHo
 TEST(SshHostOptions, ProxyCommandIsExpandedAndKeptWhenNoProxyJumpCameFirst) {
   const auto s =
       settings("Host gpu-1\n  HostName 10.0.0.11\n  ProxyCommand ssh -W %h:%p bastion\n");
-  const auto o = resolve_host(host("gpu-1"), s);
+  const auto o = resolve_host(ssh_host("gpu-1"), s);
   EXPECT_TRUE(o.jumps.empty());
   EXPECT_EQ(o.proxy_command, "ssh -W 10.0.0.11:22 bastion");
 }
@@ -209,7 +209,7 @@ TEST(SshHostOptions, DescribeShowsUserAddressKeysKnownHostsAndTheChain) {
       "Host bastion\n  HostName 203.0.113.5\nHost gpu-1\n  HostName 10.0.0.11\n  User u\n"
       "  ProxyJump bastion\n  IdentityFile /k/one\n  IdentitiesOnly yes\n"
       "  CertificateFile /k/one-cert.pub\n");
-  const auto lines = describe(resolve_host(host("gpu-1"), s));
+  const auto lines = describe(resolve_host(ssh_host("gpu-1"), s));
   std::string all;
   for (const auto& l : lines) all += l + "\n";
   EXPECT_NE(all.find("ssh: u@10.0.0.11:22\n"), std::string::npos) << all;

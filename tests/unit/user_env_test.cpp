@@ -16,7 +16,7 @@ using namespace dlaunch;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
+std::string env_error_of(const std::function<void()>& f) {
   try {
     f();
   } catch (const InputError& e) {
@@ -54,19 +54,19 @@ TEST(EnvFile, ValuesAreLiteralExceptOnePairOfSurroundingQuotes) {
 }
 
 TEST(EnvFile, ErrorsNameTheFileAndLine) {
-  EXPECT_EQ(error_of([] { parse_env_file_text("A=1\n\n  just words\n", "my.env"); }),
+  EXPECT_EQ(env_error_of([] { parse_env_file_text("A=1\n\n  just words\n", "my.env"); }),
             "my.env:3:3: expected NAME=VALUE, got 'just words' (hint: one variable per line; "
             "'#' starts a comment)");
-  EXPECT_EQ(error_of([] { parse_env_file_text("A=1\n1BAD=x\n", "my.env"); }),
+  EXPECT_EQ(env_error_of([] { parse_env_file_text("A=1\n1BAD=x\n", "my.env"); }),
             "my.env:2:1: '1BAD' is not a valid variable name (hint: names are letters, digits and "
             "'_', not starting with a digit)");
-  EXPECT_EQ(error_of([] { parse_env_file_text("B X=1\n", "my.env"); }),
+  EXPECT_EQ(env_error_of([] { parse_env_file_text("B X=1\n", "my.env"); }),
             "my.env:1:1: 'B X' is not a valid variable name (hint: names are letters, digits and "
             "'_', not starting with a digit)");
 }
 
 TEST(EnvFile, MissingFileIsAnInputError) {
-  const auto msg = error_of([] { parse_env_file("/nonexistent/dir/vars.env"); });
+  const auto msg = env_error_of([] { parse_env_file("/nonexistent/dir/vars.env"); });
   EXPECT_EQ(msg, "/nonexistent/dir/vars.env: --env-file: file not found");
 }
 
@@ -85,11 +85,12 @@ TEST(Exports, NameTakesTheHeadsValueAndNameValueSetsIt) {
 }
 
 TEST(Exports, UnsetNameAndBadNameAreErrors) {
-  EXPECT_EQ(error_of([] { resolve_exports({"NOT_SET_ANYWHERE"}, {"HOME=/root"}); }),
+  EXPECT_EQ(env_error_of([] { resolve_exports({"NOT_SET_ANYWHERE"}, {"HOME=/root"}); }),
             "-x: NOT_SET_ANYWHERE is not set in dlaunch's environment (hint: set it, or give the "
             "value: -x NOT_SET_ANYWHERE=VALUE)");
-  EXPECT_NE(error_of([] { resolve_exports({"=x"}, {}); }).find("'' is not a valid variable name"),
-            std::string::npos);
+  EXPECT_NE(
+      env_error_of([] { resolve_exports({"=x"}, {}); }).find("'' is not a valid variable name"),
+      std::string::npos);
 }
 
 TEST(Exports, EnvFilesComeFirstAndXOverridesThem) {

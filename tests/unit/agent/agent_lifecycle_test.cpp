@@ -13,12 +13,12 @@ namespace {
 
 using P = AgentPhase;
 
-constexpr P kAll[] = {P::kHello, P::kSetup, P::kReady, P::kRunning, P::kStopping, P::kDone};
+constexpr P kAllPhases[] = {P::kHello, P::kSetup, P::kReady, P::kRunning, P::kStopping, P::kDone};
 
 TEST(AgentLifecycle, TheMovesAreForwardOnly) {
   int moves = 0;
-  for (P from : kAll) {
-    for (P to : kAll) {
+  for (P from : kAllPhases) {
+    for (P to : kAllPhases) {
       if (from != to && agent_move_allowed(from, to)) ++moves;
     }
   }
@@ -30,7 +30,7 @@ TEST(AgentLifecycle, TheMovesAreForwardOnly) {
   EXPECT_FALSE(agent_move_allowed(P::kSetup, P::kRunning));  // never Start before Ready
   EXPECT_FALSE(agent_move_allowed(P::kRunning, P::kReady));
   EXPECT_FALSE(agent_move_allowed(P::kStopping, P::kRunning));  // nothing starts after an Abort
-  for (P to : kAll) {
+  for (P to : kAllPhases) {
     if (to != P::kDone) {
       EXPECT_FALSE(agent_move_allowed(P::kDone, to)) << agent_phase_name(to);
     }
@@ -38,7 +38,7 @@ TEST(AgentLifecycle, TheMovesAreForwardOnly) {
 }
 
 TEST(AgentLifecycle, SetupOnceAndStartOnlyWhenReady) {
-  for (P p : kAll) {
+  for (P p : kAllPhases) {
     EXPECT_EQ(agent_verdict(p, proto::Setup::kId),
               p == P::kSetup ? Verdict::kHandle : Verdict::kFatal)
         << agent_phase_name(p);
@@ -70,7 +70,7 @@ TEST(AgentLifecycle, TheHeadsStopsAndRequestsInEveryPhaseItsOwnMessagesInNone) {
         std::holds_alternative<proto::StdinAck>(m) || std::holds_alternative<proto::Progress>(m) ||
         std::holds_alternative<proto::ProgressDamaged>(m) ||
         std::holds_alternative<proto::NetListening>(m) || std::holds_alternative<proto::NetSent>(m);
-    for (P p : kAll) {
+    for (P p : kAllPhases) {
       if (any_time) {
         EXPECT_EQ(agent_verdict(p, proto::message_id(m)), Verdict::kHandle)
             << proto::message_name(m) << " in " << agent_phase_name(p);

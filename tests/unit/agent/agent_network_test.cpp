@@ -20,10 +20,6 @@ using std::chrono::milliseconds;
 
 namespace {
 
-bool has_entry(const std::vector<std::string>& env, const std::string& entry) {
-  return std::find(env.begin(), env.end(), entry) != env.end();
-}
-
 bool has_name(const std::vector<std::string>& env, const std::string& name) {
   return std::any_of(env.begin(), env.end(),
                      [&](const std::string& e) { return e.rfind(name + "=", 0) == 0; });

@@ -14,10 +14,6 @@ namespace pl = dlaunch::placement;
 
 namespace {
 
-bool has_entry(const std::vector<std::string>& env, const std::string& entry) {
-  return std::find(env.begin(), env.end(), entry) != env.end();
-}
-
 // This machine's topology, or why a test cannot use it.
 std::optional<pl::Topology> machine(std::string& why) {
   if (std::getenv("HWLOC_SYNTHETIC") != nullptr || std::getenv("HWLOC_XMLFILE") != nullptr) {

@@ -28,6 +28,11 @@
 
 namespace dltest {
 
+// Whether a worker's environment has exactly this NAME=VALUE entry.
+inline bool has_entry(const std::vector<std::string>& env, const std::string& entry) {
+  return std::find(env.begin(), env.end(), entry) != env.end();
+}
+
 namespace proto = dlaunch::proto;
 
 class FakeGuard final : public dlaunch::agent::GuardLink {

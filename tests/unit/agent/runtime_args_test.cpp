@@ -26,7 +26,7 @@ using dlaunch::agent::RuntimeNode;
 using dlaunch::proto::ContainerSpec;
 using Args = std::vector<std::string>;
 
-RuntimeNode node(uid_t uid) {
+RuntimeNode runtime_node(uid_t uid) {
   return RuntimeNode{.job_id = "j1",
                      .node_rank = 1,
                      .hostname = "h",
@@ -53,8 +53,8 @@ std::size_t find_run(const Args& all, const Args& what) {
 }
 
 TEST(RuntimeArgs, PodmanAsRootRunsTheKeepaliveWithHostNamespacesLabelsAndMounts) {
-  const Args a =
-      dlaunch::agent::oci_run_args(RuntimeKind::kPodman, "/usr/bin/podman", spec(), node(0));
+  const Args a = dlaunch::agent::oci_run_args(RuntimeKind::kPodman, "/usr/bin/podman", spec(),
+                                              runtime_node(0));
   const Args want = {"/usr/bin/podman",
                      "run",
                      "-d",
@@ -91,14 +91,17 @@ TEST(RuntimeArgs, PodmanAsRootRunsTheKeepaliveWithHostNamespacesLabelsAndMounts)
 }
 
 TEST(RuntimeArgs, PodmanRootlessKeepsTheUsersIdsAndDockerNamesThem) {
-  const Args p = dlaunch::agent::oci_run_args(RuntimeKind::kPodman, "podman", spec(), node(1000));
+  const Args p =
+      dlaunch::agent::oci_run_args(RuntimeKind::kPodman, "podman", spec(), runtime_node(1000));
   EXPECT_NE(find_run(p, {"--userns", "keep-id"}), std::string::npos);
   EXPECT_EQ(find_run(p, {"--user"}), std::string::npos);
-  const Args d = dlaunch::agent::oci_run_args(RuntimeKind::kDocker, "docker", spec(), node(1000));
+  const Args d =
+      dlaunch::agent::oci_run_args(RuntimeKind::kDocker, "docker", spec(), runtime_node(1000));
   EXPECT_NE(find_run(d, {"--user", "1000:100"}), std::string::npos);
   EXPECT_EQ(find_run(d, {"--userns", "keep-id"}), std::string::npos);
   // As root, root inside: neither.
-  const Args r = dlaunch::agent::oci_run_args(RuntimeKind::kDocker, "docker", spec(), node(0));
+  const Args r =
+      dlaunch::agent::oci_run_args(RuntimeKind::kDocker, "docker", spec(), runtime_node(0));
   EXPECT_EQ(find_run(r, {"--user"}), std::string::npos);
 }
 
@@ -107,7 +110,7 @@ TEST(RuntimeArgs, PullPolicyHomeAndAUserMountOverTheWorkdirComeThrough) {
   s.pull = "never";
   s.mount_home = true;
   s.mounts = {"/elsewhere:/home/u/proj"};  // the user's mount wins the target
-  const Args a = dlaunch::agent::oci_run_args(RuntimeKind::kPodman, "podman", s, node(0));
+  const Args a = dlaunch::agent::oci_run_args(RuntimeKind::kPodman, "podman", s, runtime_node(0));
   EXPECT_NE(find_run(a, {"--pull", "never"}), std::string::npos);
   EXPECT_NE(find_run(a, {"-v", "/home/u:/home/u"}), std::string::npos);
   EXPECT_NE(find_run(a, {"-v", "/elsewhere:/home/u/proj"}), std::string::npos);
@@ -124,7 +127,7 @@ TEST(RuntimeArgs, RemovalNeverWaitsForAStop) {
 TEST(RuntimeArgs, ApptainerExecBindsTheJobsFoldersAndKeepsTheNamedVariables) {
   ContainerSpec s = spec();
   s.env = {"NCCL_DEBUG"};
-  const Args a = dlaunch::agent::apptainer_args("/usr/bin/apptainer", s, node(1000),
+  const Args a = dlaunch::agent::apptainer_args("/usr/bin/apptainer", s, runtime_node(1000),
                                                 {"NCCL_DEBUG=INFO", "RANK=3"}, {"python3", "t.py"});
   const Args want = {"/usr/bin/apptainer",
                      "exec",
@@ -148,7 +151,7 @@ TEST(RuntimeArgs, ApptainerExecBindsTheJobsFoldersAndKeepsTheNamedVariables) {
   s.entrypoint = true;
   s.mount_home = true;
   s.workdir = "/w";
-  const Args b = dlaunch::agent::apptainer_args("apptainer", s, node(1000), {}, {"x"});
+  const Args b = dlaunch::agent::apptainer_args("apptainer", s, runtime_node(1000), {}, {"x"});
   EXPECT_EQ(b[1], "run");  // the image's runscript
   EXPECT_EQ(find_run(b, {"--no-home"}), std::string::npos);
   EXPECT_EQ(find_run(b, {"--bind", "/home/u:/home/u"}), std::string::npos);  // apptainer's own
@@ -161,7 +164,7 @@ TEST(RuntimeArgs, EnrootCreatesOnceStartsEachRankWithItsEnvironmentAndRemoves) {
   EXPECT_EQ(
       dlaunch::agent::enroot_create_args("enroot", s, "dlaunch-j1-node1"),
       (Args{"enroot", "create", "--force", "--name", "dlaunch-j1-node1", "/images/torch.sqsh"}));
-  const Args a = dlaunch::agent::enroot_start_args("enroot", s, node(0), "dlaunch-j1-node1",
+  const Args a = dlaunch::agent::enroot_start_args("enroot", s, runtime_node(0), "dlaunch-j1-node1",
                                                    {"RANK=3", "PATH=/bin"}, {"python3", "t.py"});
   const Args want = {"enroot",
                      "start",
@@ -187,15 +190,16 @@ TEST(RuntimeArgs, EnrootCreatesOnceStartsEachRankWithItsEnvironmentAndRemoves) {
                      "python3",
                      "t.py"};
   EXPECT_EQ(a, want);
-  EXPECT_EQ(find_run(dlaunch::agent::enroot_start_args("enroot", s, node(1000), "n", {}, {"x"}),
-                     {"--root"}),
-            std::string::npos);
+  EXPECT_EQ(
+      find_run(dlaunch::agent::enroot_start_args("enroot", s, runtime_node(1000), "n", {}, {"x"}),
+               {"--root"}),
+      std::string::npos);
   EXPECT_EQ(dlaunch::agent::enroot_remove_args("enroot", "n"),
             (Args{"enroot", "remove", "--force", "n"}));
 }
 
 TEST(RuntimeArgs, ANodesGpusGoIntoTheContainerTheWayEachRuntimeTakesThem) {
-  RuntimeNode n = node(1000);
+  RuntimeNode n = runtime_node(1000);
   // No GPU on the node: nothing asked of any runtime.
   for (const auto kind : {RuntimeKind::kPodman, RuntimeKind::kDocker}) {
     const Args a = dlaunch::agent::oci_run_args(kind, "rt", spec(), n);

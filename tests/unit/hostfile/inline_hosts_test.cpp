@@ -8,7 +8,7 @@ namespace {
 
 using testing::catch_input_error;
 
-InputError parse_error(const std::string& spec) {
+InputError inline_error(const std::string& spec) {
   return catch_input_error([&] { parse_inline_hosts(spec); });
 }
 
@@ -38,36 +38,36 @@ TEST(InlineHosts, Ipv6AddressesAreBracketed) {
 }
 
 TEST(InlineHosts, BadSlotsReportColumn) {
-  const InputError e = parse_error("a:4,b:x");
+  const InputError e = inline_error("a:4,b:x");
   EXPECT_STREQ(e.what(),
                "-H:1:7: slots: expected a positive integer, got 'x' "
                "(hint: write hosts as host[:slots], e.g. a:4,b:2,[::1]:2)");
-  EXPECT_EQ(parse_error("a:0").pos().column, 3);
-  EXPECT_EQ(parse_error("[::1]:").field(), "slots");
+  EXPECT_EQ(inline_error("a:0").pos().column, 3);
+  EXPECT_EQ(inline_error("[::1]:").field(), "slots");
 }
 
 TEST(InlineHosts, UnbracketedIpv6IsRejected) {
-  const InputError e = parse_error("a,::1:2");
+  const InputError e = inline_error("a,::1:2");
   EXPECT_EQ(e.pos().column, 3);
   EXPECT_EQ(e.hint(), "write [::1]:2");
 }
 
 TEST(InlineHosts, MalformedBracketsAreRejected) {
-  EXPECT_EQ(parse_error("[::1").message(), "missing ']' after IPv6 address");
-  const InputError trailing = parse_error("[::1]x");
+  EXPECT_EQ(inline_error("[::1").message(), "missing ']' after IPv6 address");
+  const InputError trailing = inline_error("[::1]x");
   EXPECT_EQ(trailing.pos().column, 6);
 }
 
 TEST(InlineHosts, EmptyEntriesAreRejected) {
-  const InputError e = parse_error("a,,b");
+  const InputError e = inline_error("a,,b");
   EXPECT_EQ(e.pos().column, 3);
   EXPECT_EQ(e.message(), "empty host entry");
-  EXPECT_EQ(parse_error("").message(), "empty host entry");
-  EXPECT_EQ(parse_error("a,").pos().column, 3);
+  EXPECT_EQ(inline_error("").message(), "empty host entry");
+  EXPECT_EQ(inline_error("a,").pos().column, 3);
 }
 
 TEST(InlineHosts, BadHostCharacterReportsColumn) {
-  const InputError e = parse_error("a,b/c:2");
+  const InputError e = inline_error("a,b/c:2");
   EXPECT_EQ(e.pos().column, 4);
   EXPECT_EQ(e.field(), "host");
 }
@@ -80,7 +80,7 @@ TEST(InlineHosts, AHostNamedAgainAddsItsSlotsToTheFirst) {
   EXPECT_EQ(hf.hosts[0].slots, 4);
   EXPECT_EQ(hf.hosts[1].name, "b");
   EXPECT_EQ(hf.hosts[1].slots, 1);
-  const InputError e = parse_error("a:4000,a:100");
+  const InputError e = inline_error("a:4000,a:100");
   EXPECT_EQ(e.field(), "slots");
   EXPECT_NE(e.message().find("'a' named again"), std::string::npos) << e.message();
 }

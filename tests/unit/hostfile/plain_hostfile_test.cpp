@@ -8,14 +8,14 @@ namespace {
 
 using testing::catch_input_error;
 
-Hostfile parse(const std::string& text) { return parse_plain_hostfile(text, "hosts.txt"); }
+Hostfile parse_text(const std::string& text) { return parse_plain_hostfile(text, "hosts.txt"); }
 
-InputError parse_error(const std::string& text) {
-  return catch_input_error([&] { parse(text); });
+InputError plain_error(const std::string& text) {
+  return catch_input_error([&] { parse_text(text); });
 }
 
 TEST(PlainHostfile, ReadsHostsSlotsUsersAndComments) {
-  const Hostfile hf = parse(
+  const Hostfile hf = parse_text(
       "# DeepSpeed style\n"
       "\n"
       "worker-1 slots=4\n"
@@ -38,13 +38,13 @@ TEST(PlainHostfile, ReadsHostsSlotsUsersAndComments) {
 }
 
 TEST(PlainHostfile, AcceptsWindowsLineEndings) {
-  const Hostfile hf = parse("a slots=2\r\nb\r\n");
+  const Hostfile hf = parse_text("a slots=2\r\nb\r\n");
   ASSERT_EQ(hf.hosts.size(), 2u);
   EXPECT_EQ(hf.hosts[1].name, "b");
 }
 
 TEST(PlainHostfile, MaxSlotsBelowSlotsIsError) {
-  const InputError e = parse_error("a slots=4 max_slots=2\n");
+  const InputError e = plain_error("a slots=4 max_slots=2\n");
   EXPECT_STREQ(e.what(),
                "hosts.txt:1:21: max_slots: max_slots (2) is less than slots (4) "
                "(hint: raise max_slots or lower slots)");
@@ -61,7 +61,7 @@ TEST(PlainHostfile, MaxSlotsWithoutSlotsIsTheSlotCount) {
 }
 
 TEST(PlainHostfile, GarbageTokenReportsItsColumn) {
-  const InputError e = parse_error("a slots=2\nnode1 slots=2 extra\n");
+  const InputError e = plain_error("a slots=2\nnode1 slots=2 extra\n");
   EXPECT_EQ(e.pos().line, 2);
   EXPECT_EQ(e.pos().column, 15);
   EXPECT_EQ(e.message(), "unexpected 'extra'");
@@ -69,52 +69,52 @@ TEST(PlainHostfile, GarbageTokenReportsItsColumn) {
 }
 
 TEST(PlainHostfile, UnknownKeySuggestsClosest) {
-  const InputError e = parse_error("node1 slot=2\n");
+  const InputError e = plain_error("node1 slot=2\n");
   EXPECT_EQ(e.pos().column, 7);
   EXPECT_EQ(e.field(), "slot");
   EXPECT_EQ(e.hint(), "did you mean 'slots'?");
 }
 
 TEST(PlainHostfile, SlotsValueMustBePositiveInteger) {
-  const InputError e = parse_error("node1 slots=x\n");
+  const InputError e = plain_error("node1 slots=x\n");
   EXPECT_STREQ(
       e.what(),
       "hosts.txt:1:13: slots: expected a positive integer, got 'x' (hint: write `slots=4`)");
-  EXPECT_EQ(parse_error("node1 slots=0\n").pos().column, 13);
-  EXPECT_EQ(parse_error("node1 slots=\n").field(), "slots");
+  EXPECT_EQ(plain_error("node1 slots=0\n").pos().column, 13);
+  EXPECT_EQ(plain_error("node1 slots=\n").field(), "slots");
 }
 
 TEST(PlainHostfile, SlotsGivenTwiceIsError) {
-  const InputError e = parse_error("node1 slots=1 slots=2\n");
+  const InputError e = plain_error("node1 slots=1 slots=2\n");
   EXPECT_EQ(e.pos().column, 15);
   EXPECT_EQ(e.message(), "slots given twice");
 }
 
 TEST(PlainHostfile, HostColonSlotsIsRejected) {
-  const InputError e = parse_error("node1:4\n");
+  const InputError e = plain_error("node1:4\n");
   EXPECT_EQ(e.pos().column, 6);
   EXPECT_EQ(e.field(), "host");
   EXPECT_NE(e.hint().find("slots=N"), std::string::npos);
 }
 
 TEST(PlainHostfile, BadCharactersInUserAndHost) {
-  const InputError empty_user = parse_error("@node1\n");
+  const InputError empty_user = plain_error("@node1\n");
   EXPECT_EQ(empty_user.field(), "user");
   EXPECT_EQ(empty_user.pos().column, 1);
-  const InputError bad_host = parse_error("bob@no/de\n");
+  const InputError bad_host = plain_error("bob@no/de\n");
   EXPECT_EQ(bad_host.field(), "host");
   EXPECT_EQ(bad_host.pos().column, 7);
 }
 
 TEST(PlainHostfile, DuplicateHostNamesFirstLine) {
-  const InputError e = parse_error("a\nb\n  a slots=2\n");
+  const InputError e = plain_error("a\nb\n  a slots=2\n");
   EXPECT_STREQ(e.what(),
                "hosts.txt:3:3: host: duplicate host 'a' (first defined at line 1) "
                "(hint: each host may appear once)");
 }
 
 TEST(PlainHostfile, NoHostsIsError) {
-  const InputError e = parse_error("# only a comment\n\n");
+  const InputError e = plain_error("# only a comment\n\n");
   EXPECT_EQ(e.field(), "hosts");
   EXPECT_EQ(e.message(), "no hosts defined");
 }

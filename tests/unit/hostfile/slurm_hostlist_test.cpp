@@ -116,7 +116,7 @@ TEST(SlurmGpuCount, Forms) {
   EXPECT_EQ(e.pos().column, 6);
 }
 
-std::vector<int> slots_of(const Hostfile& hf) {
+std::vector<int> hostlist_slots(const Hostfile& hf) {
   std::vector<int> s;
   for (const auto& h : hf.hosts) s.push_back(h.slots);
   return s;
@@ -141,7 +141,7 @@ TEST(SlurmAllocation, NodesInOrderAndTransports) {
   EXPECT_EQ(hf->hosts[1].address, "node02") << "others must reach it by name, not 127.0.0.1";
   EXPECT_EQ(hf->hosts[2].transport, Transport::kSlurm);
   EXPECT_TRUE(hf->hosts[0].gpus.empty());
-  EXPECT_EQ(slots_of(*hf), (std::vector<int>{1, 1, 1}));
+  EXPECT_EQ(hostlist_slots(*hf), (std::vector<int>{1, 1, 1}));
   EXPECT_EQ(from, "default (1 per node)");
 }
 
@@ -157,7 +157,7 @@ TEST(SlurmAllocation, SlotsPrecedence) {
   auto slots = [&](V extra, std::string* from = nullptr) {
     V env = base;
     env.insert(env.end(), extra.begin(), extra.end());
-    return slots_of(*slurm_allocation_hostfile(env, "elsewhere", from));
+    return hostlist_slots(*slurm_allocation_hostfile(env, "elsewhere", from));
   };
   std::string from;
   // 1. --ntasks-per-node wins over everything.

@@ -138,7 +138,7 @@ TEST(StoreWire, ReaderRefusesOverrunsAndImpossibleCounts) {
 namespace {
 
 template <typename Bytes>
-std::string hex(const Bytes& b) {
+std::string hex_of(const Bytes& b) {
   std::string out;
   for (unsigned char c : b) {
     char h[3];
@@ -161,22 +161,24 @@ TEST(StoreWire, TheHandshakeValuesAreHmacSha256OfRoleAndBothNonces) {
     nc[i] = static_cast<unsigned char>(32 + i);
   }
   auto h = dlaunch::comm::detail::handshake_values("secret", ns, nc);
-  EXPECT_EQ(hex(h.server_proof),
+  EXPECT_EQ(hex_of(h.server_proof),
             "7550a1ad721463245796255eaaf8fb30021411e079ead99a42e765b0cdb80950");
-  EXPECT_EQ(hex(h.client_proof),
+  EXPECT_EQ(hex_of(h.client_proof),
             "71c4f794cc7850949e346a7c7fca87824784d1acda0de25aee4ed138057b85b1");
-  EXPECT_EQ(hex(h.to_server), "afb69887732324e00291ea1db6181c22d0db4c7508f77957abb9ea95f98b7c60");
-  EXPECT_EQ(hex(h.to_client), "9851145a056ab5a4931f50585acd1da57fe78c285278d929acb7840a480ca608");
+  EXPECT_EQ(hex_of(h.to_server),
+            "afb69887732324e00291ea1db6181c22d0db4c7508f77957abb9ea95f98b7c60");
+  EXPECT_EQ(hex_of(h.to_client),
+            "9851145a056ab5a4931f50585acd1da57fe78c285278d929acb7840a480ca608");
   // A frame's tag: HMAC(to_server, u64 sequence || frame)[:16], the
   // sequence counting from 0; the same frame twice gets two tags.
   dlaunch::comm::detail::FrameTagger tags(h.to_server);
   const std::string frame("\x01\0\0\0\x08", 5);  // num_keys
-  EXPECT_EQ(hex(tags.next(frame)), "085c3c03b69bfdd784ea23a29c2142c3");
-  EXPECT_EQ(hex(tags.next(frame)), "0895fe57ca37032239c10955957b8e62");
+  EXPECT_EQ(hex_of(tags.next(frame)), "085c3c03b69bfdd784ea23a29c2142c3");
+  EXPECT_EQ(hex_of(tags.next(frame)), "0895fe57ca37032239c10955957b8e62");
 }
 
 TEST(StoreWire, AKeyLongerThanABlockIsHashedFirstAsHmacSays) {
   dlaunch::comm::detail::Hmac mac(std::string(100, 'k'));
-  EXPECT_EQ(hex(mac({"a", "bc"})),
+  EXPECT_EQ(hex_of(mac({"a", "bc"})),
             "b58b2b694fdba0dd76da3ebe99174f728d327560f36ece224e90867972479922");
 }
