@@ -42,8 +42,11 @@ struct Row {
   std::vector<std::string> problems;
   std::vector<std::string> programs;  // checked on the node (node_programs)
   std::vector<std::string> scripts;   // checked on the node (node_scripts)
-  std::string health = "-";           // the HEALTH column: ok, FAILED, - (not known)
-  std::string net_out = "-";          // the network test: its slowest stream out, in (Gb/s)
+  // Its ranks run in a container: their programs are looked for in the
+  // image, by its agent (check_with_agents), not on the host.
+  bool contained = false;
+  std::string health = "-";   // the HEALTH column: ok, FAILED, - (not known)
+  std::string net_out = "-";  // the network test: its slowest stream out, in (Gb/s)
   std::string net_in = "-";
   health::Facts facts;  // the agent's --health lines, without "health."
   health::ClockOffset clock;
@@ -278,13 +281,18 @@ void print_json(std::string& text, const std::vector<Row>& rows, const std::stri
   text += out + "\n";
 }
 
-// The network test: the agents once more, with no workers (Controller in
-// probe_only); the other nodes try node 0's addresses. Fills the REACH column
-// and the problems of the nodes that reached none; returns the summary line
-// ("network: ...", empty when those say it all) and whether the network is
+// The job stopped at Ready (Controller in probe_only): every agent once more,
+// with no rank started. A node whose ranks run in a container starts it as
+// the job would (the image pulled as --container-pull says) and looks for
+// their programs in it: its PROGRAM column, and its agent's refusal among its
+// problems. With `network`, the other nodes then try node 0's addresses (the
+// REACH column, the problems of the nodes that reached none) and the network
+// test runs. Returns the summary line ("network: ...", or why the agents
+// could not be started; empty when the rows say it all) and whether all is
 // fine.
-std::pair<std::string, bool> check_network(const JobPlan& plan, const PreflightOptions& o,
-                                           bool master_addr_explicit, std::vector<Row>& rows) {
+std::pair<std::string, bool> check_with_agents(const JobPlan& plan, const PreflightOptions& o,
+                                               bool master_addr_explicit, bool network,
+                                               std::vector<Row>& rows) {
   asio::io_context io;
   AsioClock clock(io);
   TransportLinks links(io, o.ssh);
@@ -294,15 +302,32 @@ std::pair<std::string, bool> check_network(const JobPlan& plan, const PreflightO
                        static_cast<std::size_t>(std::max(plan.world_size, 1)), ""),
                    .stdout_fd = null_fd.get(),
                    .stderr_fd = null_fd.get()});
-  Controller controller(plan,
-                        {.agent_path = o.agent_path,
-                         .workdir = o.workdir,
-                         .master_addr_explicit = master_addr_explicit,
-                         .probe_only = true,
-                         .bandwidth_round = o.bandwidth_round},
-                        sink, {.io = io, .links = links, .clock = clock});
-  if (controller.run() != 0)
-    return {"network: not tested (the agents could not be started)", false};
+  Controller controller(
+      plan,
+      {.agent_path = o.agent_path,
+       .workdir = o.workdir,
+       .master_addr_explicit = master_addr_explicit,
+       .container = o.container,
+       .probe_only = true,
+       .bandwidth_round = network ? o.bandwidth_round : std::chrono::milliseconds(0)},
+      sink, {.io = io, .links = links, .clock = clock});
+  const int status = controller.run();
+  const auto refused = controller.refusals();
+  bool any_refused = false;
+  for (std::size_t k = 0; k < rows.size() && k < refused.size(); ++k) {
+    Row& row = rows[k];
+    if (!refused[k].empty()) {
+      row.problems.push_back(refused[k]);
+      any_refused = true;
+    }
+    if (row.contained) row.program = !refused[k].empty() ? "FAILED" : status == 0 ? "ok" : "-";
+  }
+  if (status != 0) {
+    if (any_refused)
+      return {network ? "network: not tested (fix the problems above first)" : "", false};
+    return {(network ? "network: not tested: " : "agents: ") + controller.cause().message, false};
+  }
+  if (!network) return {"", true};
   const auto& net = controller.network();
   const auto& node0 = plan.nodes.front().host.name;
   if (!net.untested.empty()) return {"network: not tested: " + net.untested, true};
@@ -322,7 +347,9 @@ std::pair<std::string, bool> check_network(const JobPlan& plan, const PreflightO
   }
   // The network test between nodes, once the address was chosen.
   std::string bandwidth;
-  if (!net.bandwidth_untested.empty()) {
+  if (o.bandwidth_round.count() == 0) {
+    bandwidth = "\nnetwork test between nodes: not run (a quick check: --check=quick)";
+  } else if (!net.bandwidth_untested.empty()) {
     bandwidth = "\nnetwork test: not run: " + net.bandwidth_untested;
   } else if (!net.streams.empty()) {
     std::vector<std::string> names;
@@ -518,7 +545,8 @@ PreflightReport check_nodes(const JobPlan& plan, const PreflightOptions& o) {
     const bool may_copy =
         host.transport == Transport::kSsh && host.agent.empty() && !o.ssh.agent_image.empty();
     if (may_copy && !image) image = ssh::AgentImage::load(o.ssh.agent_image);
-    if (o.check_programs) {
+    row.contained = !host.container.empty() || !o.container.image.empty();
+    if (o.check_programs && !row.contained) {
       row.programs = node_programs(plan, i);
       row.scripts = node_scripts(plan, i);
     }
@@ -584,12 +612,17 @@ PreflightReport check_nodes(const JobPlan& plan, const PreflightOptions& o) {
   bool network_ok = true;
   const bool master_addr_explicit =
       !plan.nodes.empty() && plan.master_addr != default_master_addr(plan.nodes.front().host);
-  if (net::probe_wanted(plan, master_addr_explicit, true)) {
+  // Both need the agents started, which is done once the rest passed.
+  const bool probe = net::probe_wanted(plan, master_addr_explicit, true);
+  const bool contained =
+      std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.contained; }) &&
+      o.check_programs;
+  if (probe || contained) {
     const bool passed =
         std::all_of(rows.begin(), rows.end(), [](const Row& r) { return r.problems.empty(); });
     if (passed) {
-      std::tie(network, network_ok) = check_network(plan, o, master_addr_explicit, rows);
-    } else {
+      std::tie(network, network_ok) = check_with_agents(plan, o, master_addr_explicit, probe, rows);
+    } else if (probe) {
       network = "network: not tested (fix the problems above first)";
     }
   }

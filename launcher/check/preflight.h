@@ -1,14 +1,17 @@
 // `dlaunch --check`: checks every node of the plan in parallel without
 // starting anything (connect, host key, authentication, agent present and of
 // the same version, working directory, the program on PATH and the script an
-// interpreter is given (python3 train.py), GPU count when the
+// interpreter is given (python3 train.py), or in a container the runtime,
+// the image and the program in it, GPU count when the
 // hostfile lists `gpus`, the node's health: check/health.h) and prints one
 // table, then one of the health figures (with --json: one JSON object).
 // Exit status 0 only if all pass.
-// When those pass and the job spans machines, the agents are started once
-// more, without workers, and the other nodes test node 0's addresses as a
-// job would at start (column REACH); a node that reaches none is named with
-// the addresses it tried.
+// When those pass and the job spans machines or runs in containers, the
+// agents are started once more, as the job would start them but stopped at
+// Ready: a node's container is started and the programs looked for in it
+// (then removed), and the other nodes test node 0's addresses as a job would
+// at start (column REACH); a node that reaches none is named with the
+// addresses it tried.
 #pragma once
 
 #include <chrono>
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "check/health.h"
+#include "dlaunch/proto/container.h"
 #include "plan/plan.h"
 #include "transport/ssh/ssh_transport.h"
 
@@ -36,6 +40,11 @@ struct PreflightOptions {
   // The network test between nodes, when the job spans machines: each of its
   // rounds this long (controller/bandwidth.cpp); 0: none.
   std::chrono::milliseconds bandwidth_round{1000};
+  // --container-*: a node whose ranks run in a container (this image, or
+  // its hostfile's `container:`) is checked as the job starts it: its agent
+  // starts the container, pulling the image as `pull` says, and looks for
+  // the programs in it (column PROGRAM); then the container is removed.
+  proto::ContainerSpec container;
 };
 
 // What the check found: each node's verdict (in plan order), the exit status

@@ -342,6 +342,7 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     on_exited(i, *ex);
   } else if (auto* fatal = std::get_if<proto::Fatal>(&msg)) {
     node.failed = true;
+    node.refused = fatal->message;
     fail({.kind = CauseKind::kNode,
           .node_index = static_cast<int>(i),
           .message = node_label(i) + ": " + fatal->message});
@@ -724,6 +725,13 @@ void Controller::record_cause(RootCause cause) {
 }
 
 // Every node is ready, or failed its checks, or is gone.
+std::vector<std::string> Controller::refusals() const {
+  std::vector<std::string> out;
+  out.reserve(nodes_.size());
+  for (const auto& n : nodes_) out.push_back(n.refused);
+  return out;
+}
+
 bool Controller::start_settled() const {
   for (const auto& n : nodes_) {
     if (!n.life.said_ready() && !n.failed && !n.life.link_gone()) return false;

@@ -115,9 +115,13 @@ struct ControllerConfig {
   // --signals-to-handle's signals that dlaunch has no meaning of its own for
   // (SIGALRM, SIGPWR, ...): forwarded to every running rank, as SIGUSR1 is.
   std::vector<int> forward_signals;
-  // --check's network test: the agents get no workers; once the other nodes
-  // have tested which of node 0's addresses they reach (network()), every
-  // agent is shut down and nothing is started.
+  // --check with agents (check/preflight.h): the job stopped at Ready. No
+  // rank starts; a node whose ranks run in a container still gets their
+  // workers described, so that its agent starts the container (pulling the
+  // image as the job would) and looks for their programs in it; once the
+  // other nodes have tested which of node 0's addresses they reach
+  // (network()), every agent is shut down. What each node's agent refused
+  // is in refusals().
   bool probe_only = false;
   // With probe_only, once the reach test chose an address: the network test
   // between nodes (issue 33), each round this long. A ring (each node streams
@@ -212,6 +216,9 @@ class Controller {
     std::string bandwidth_untested;
   };
   const Network& network() const { return network_; }
+  // Per node, in plan order: what its agent refused at Setup (its Fatal),
+  // empty where it refused nothing.
+  std::vector<std::string> refusals() const;
 
  private:
   using Phase = JobPhase;  // core/job_phase.h: its moves are a table there
@@ -231,6 +238,7 @@ class Controller {
     std::unique_ptr<AgentLink> link;
     NodeLifecycle life;     // starting, hello, ready, done, ended | lost (core/node_state.h)
     bool failed = false;    // said Fatal, or Hello of another version: settled, starts nothing
+    std::string refused;    // its Fatal's message, if it said one
     std::string no_cgroup;  // why its agent has no cgroup for the job (Ready)
     // Its agent's machine's interfaces (Ready): node 0's are kept (MASTER_ADDR
     // is chosen among them); of the others, only whether they are the head's.

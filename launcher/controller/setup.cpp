@@ -88,7 +88,9 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
   // The hostfile's `container:` for this node beats --container-image.
   if (!np.host.container.empty()) s.container.image = np.host.container;
   for (const auto& r : np.ranks) {
-    if (cfg.probe_only) break;  // --check: nothing to start
+    // --check: nothing to start; in a container, the agent looks for the
+    // workers' programs in the image (ControllerConfig::probe_only).
+    if (cfg.probe_only && s.container.image.empty()) break;
     proto::WorkerSpec w;
     w.rank = r.rank;
     w.local_rank = r.local_rank;

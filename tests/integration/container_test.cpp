@@ -362,6 +362,39 @@ TEST_F(Containers, ProgramMissingInTheImageIsRefusedBeforeAnyRankStarts) {
   EXPECT_EQ(wait_containers_gone(job, 5), "");
 }
 
+// --check starts each node's container as the job would, stopped before any
+// rank: the program is looked for in the image (not on the host), a missing
+// image is named per node, and no container is left.
+TEST_F(Containers, CheckStartsEachNodesContainerAndLooksForTheProgramsInIt) {
+  // A script only the image has: on the host it is missing, in the image not.
+  const auto good = unique_job_id("ctr-check");
+  auto r = dlaunch(good, {"--check", "--container-image", kImage, "sh", "/etc/dlaunch-image"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("2 of 2 node(s) passed"), std::string::npos) << r.out;
+  EXPECT_EQ(wait_containers_gone(good, 5), "");
+
+  // nproc is on the host, not in the image.
+  const auto noprog = unique_job_id("ctr-check-noprog");
+  r = dlaunch(noprog, {"--check", "--container-image", kImage, "nproc"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(count_of(r.out, "program 'nproc' not found in the container (image " + kImage), 2)
+      << r.out;
+  EXPECT_NE(r.out.find("0 of 2 node(s) passed"), std::string::npos) << r.out;
+  EXPECT_EQ(wait_containers_gone(noprog, 5), "");
+
+  const auto noimage = unique_job_id("ctr-check-noimage");
+  r = dlaunch(noimage, {"--check", "--json", "--container-image", "localhost/dlaunch-missing:none",
+                        "--container-pull", "never", "true"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(count_of(r.out,
+                     "cannot start the podman container of image "
+                     "localhost/dlaunch-missing:none"),
+            2)
+      << r.out;
+  EXPECT_EQ(count_of(r.out, "\"program\":\"FAILED\""), 2) << r.out;
+  EXPECT_EQ(wait_containers_gone(noimage, 5), "");
+}
+
 // torchrun's per-node mode (docs/per-node.md) takes the same options.
 TEST_F(Containers, PerNodeModeRunsTheRanksInTheImage) {
   const auto job = unique_job_id("ctr-pernode");
