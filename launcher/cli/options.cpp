@@ -357,6 +357,8 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   std::string color_word = "auto";
   std::string host_key_word = "strict";
   std::string ssh_word;
+  std::string check_depth;      // --check[=quick|full]
+  std::string preflight_depth;  // --preflight[=quick|full]
   std::vector<std::string> threshold_words;
   // Hidden (no group): the man page, generated from this app at build time.
   bool help_man = false;
@@ -611,19 +613,26 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                   "SSH client for every SSH node: libssh2 (dlaunch's own, the default) or openssh "
                   "(the system's ssh: GSSAPI, FIDO keys, certificates, ControlMaster, Match exec)")
       ->check(CLI::IsMember({"libssh2", "openssh"}));
-  ssh->add_flag("--check", o.check,
+  // A bare --check is --check=full (CLI11's {default} for a flag).
+  ssh->add_flag("--check{full}", check_depth,
                 "preflight every host (connect, auth, host key, agent, working directory, program, "
-                "GPUs) and print a table; exit 0 only if all pass");
+                "GPUs, health, the network between nodes) and print a table; exit 0 only if all "
+                "pass; --check=quick leaves out the checks that take seconds (the network test "
+                "between nodes)")
+      ->check(CLI::IsMember({"quick", "full"}));
   ssh->add_option("--check-threshold", threshold_words,
                   "with --check: change one health threshold, NAME=VALUE (repeatable; "
                   "free_gb, mem_available_gb, load_per_cpu, nofile, memlock_mb, gpu_temp_c, "
                   "ecc_volatile, ecc_aggregate, clock_offset_s, ib_link_downed; defaults and "
                   "meaning in docs/health.md)")
       ->type_name("NAME=VALUE");
-  ssh->add_flag("--preflight", o.preflight,
+  ssh->add_flag("--preflight{full}", preflight_depth,
                 "run --check's checks (and the health thresholds) before the job: a failing node "
                 "is left out and a spare takes its place (--spares), or the job runs on fewer "
-                "(--min-nodes); otherwise the job does not start (docs/health.md)");
+                "(--min-nodes); otherwise the job does not start; an elastic restart checks the "
+                "nodes it keeps again, quickly (docs/health.md); --preflight=quick as "
+                "--check=quick")
+      ->check(CLI::IsMember({"quick", "full"}));
   ssh->add_option("--exclude-file", o.exclude_file,
                   "hosts a check found failing, for the next job: --check writes FILE anew with "
                   "the hosts that failed, --preflight adds those it left out, and a job leaves the "
@@ -648,6 +657,9 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     o.stall_action = stall_word == "abort" ? StallAction::kAbort : StallAction::kReport;
     o.color = parse_color_mode(color_word);
     o.host_key_check = host_key_policy_of(host_key_word);
+    o.check = !check_depth.empty();
+    o.preflight = !preflight_depth.empty();
+    o.check_quick = o.check ? check_depth == "quick" : preflight_depth == "quick";
     if (!ssh_word.empty()) {
       o.ssh_client = ssh_word == "openssh" ? SshClient::kOpenssh : SshClient::kLibssh2;
     }

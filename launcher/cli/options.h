@@ -141,6 +141,9 @@ struct Options {
   // --preflight: --check's checks before the job; failing nodes are left out
   // (with --spares or --min-nodes) or the job does not start.
   bool preflight = false;
+  // --check=quick, --preflight=quick: without the checks that take seconds
+  // (the network test between nodes); =full or nothing: every check.
+  bool check_quick = false;
   std::string exclude_file;             // --exclude-file FILE (check/exclude_file.h)
   health::Thresholds check_thresholds;  // --check-threshold NAME=VALUE (docs/health.md)
   bool json = false;                    // --check --json: one JSON object

@@ -597,7 +597,12 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
                                            .path = path != nullptr ? path : "",
                                            .ssh = ssh_opts,
                                            .thresholds = o.check_thresholds,
-                                           .json = o.json};  // only with --check
+                                           .json = o.json,  // only with --check
+                                           // =quick: no network test between nodes
+                                           .bandwidth_round = o.check_quick
+                                                                  ? std::chrono::milliseconds(0)
+                                                                  : std::chrono::milliseconds(1000),
+                                           .container = o.container};
   if (o.check) {
     const auto report = dl::check_nodes(plan, check_options);
     fmt::print("{}", report.text);
@@ -797,6 +802,27 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
     dl::write_all(2, fmt::format("dlaunch: restarting the job ({} of {} restarts)\n", attempt + 1,
                                  o.max_restarts));
     po.restart_count = attempt + 1;
+    if (o.preflight && pool.elastic()) {
+      // An elastic restart checks the nodes it keeps again, quickly (no
+      // network test), and leaves out those that fail now as --preflight
+      // did before the first attempt. (A spare put in meanwhile was checked
+      // with the others before the first.)
+      std::vector<LeftOut> dropped;
+      std::vector<dl::ExcludedHost> failing;
+      const dl::Hostfile kept = pool.active();
+      dl::PreflightOptions quick = check_options;
+      quick.bandwidth_round = std::chrono::milliseconds(0);
+      const bool go = preflight(kept, po, pool, plan, quick, o.np, dropped, failing);
+      if (!o.exclude_file.empty()) dl::append_exclude_file(o.exclude_file, failing);
+      for (const auto& l : dropped) {
+        journal.events().emit("node_excluded",
+                              {{"host", l.host}, {"spare", l.spare}, {"reason", l.reason}});
+      }
+      if (!go) {
+        summarize(failed + " (not restarted: too few nodes passed the checks)");
+        return status;
+      }
+    }
     try {
       plan = dl::make_plan(pool.active(), po);
       journal.restarting(attempt + 1, failed, plan);

@@ -251,6 +251,41 @@ TEST_F(Health, PreflightLeavesAFailingNodeOutBeforeTheJob) {
   }
 }
 
+// An elastic restart checks the nodes it keeps again (the quick checks): a
+// node that went bad during the first attempt is left out of the second.
+TEST_F(Health, AnElasticRestartChecksTheNodesItKeepsAgain) {
+  const std::string flag = dir_ + "/b-went-bad";
+  // b's agent: healthy until the flag exists, then a GPU with remappings pending.
+  const std::string b_agent = dir_ + "/agent-b";
+  write(b_agent, "#!/bin/sh\nif [ -e " + flag + " ]; then export " + nvml() +
+                     " FAKE_NVML=0.remap_pending=1; fi\nexec " + DLAUNCH_AGENT_BIN + " \"$@\"\n");
+  ::chmod(b_agent.c_str(), 0755);
+  const auto hosts = hostfile({{"a", ""}, {"b", b_agent}, {"c", ""}});
+  // The first attempt: rank 0 marks b bad and fails; the others wait to be stopped.
+  const std::string job =
+      "if [ \"$DLAUNCH_RESTART_COUNT\" = 0 ]; then if [ \"$RANK\" = 0 ]; "
+      "then touch " +
+      flag +
+      "; exit 3; fi; sleep 60; fi; "
+      "echo ran on $DLAUNCH_NODE_NAME";
+  const std::string events = dir_ + "/events.jsonl";
+  const auto r = run(dlaunch_cmd({"--preflight", "--min-nodes", "2", "--max-restarts", "1",
+                                  "--events", events, "-H", hosts, "sh", "-c", job}),
+                     90);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("dlaunch: preflight: 3 node(s) passed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("node 1 (b): GPU 0 has row remappings pending"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("ran on a"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ran on c"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("ran on b"), std::string::npos) << r.out;
+  const std::string log = dltest::slurp(events);
+  EXPECT_NE(
+      log.find(
+          R"("type":"node_excluded","host":"b","spare":false,"reason":"preflight: GPU 0 has row )"),
+      std::string::npos)
+      << log;
+}
+
 // --exclude-file: --check writes the hosts that failed (anew each time), a
 // job leaves them out, --preflight adds those it finds; a file that leaves no
 // host is an input error.

@@ -388,6 +388,15 @@ TEST_F(Network, CheckNamesTheNodeWhoseLinkIsSlow) {
   // Its receiving side, and the other nodes, are fine.
   EXPECT_EQ(slow.out.find("receives at"), std::string::npos) << slow.out;
   EXPECT_NE(slow.out.find("2 of 3 node(s) passed"), std::string::npos) << slow.out;
+
+  // --check=quick leaves the network test out (the reach test stays): the
+  // slow link goes unseen, and says so.
+  auto quick = run(job({"--check=quick", "true"}), 90, env());
+  EXPECT_EQ(quick.exit_code, 0) << quick.out << quick.err;
+  EXPECT_NE(quick.out.find("network: every node reaches node 0"), std::string::npos) << quick.out;
+  EXPECT_NE(quick.out.find("network test between nodes: not run (a quick check"), std::string::npos)
+      << quick.out;
+  EXPECT_NE(quick.out.find("3 of 3 node(s) passed"), std::string::npos) << quick.out;
 }
 
 TEST_F(Network, UnderMpiOpenMpiIsToldTheInterfaceToo) {

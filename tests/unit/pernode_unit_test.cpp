@@ -651,3 +651,29 @@ TEST(PerNodeMpi, NodeNamesAreTheHostsMadeUniqueWhereLaunchersShareOne) {
   // PMIx's node map is comma-separated: no comma, space or bracket gets in.
   EXPECT_EQ(mpi_node_names({"a,b [x] pid 1"}), (std::vector<std::string>{"a-b--x-"}));
 }
+
+// --check and --preflight take an optional depth (issue 33): bare is full.
+TEST(CheckOptions, CheckAndPreflightTakeQuickOrFull) {
+  auto p = parse({"--check", "true"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_TRUE(p.o.check);
+  EXPECT_FALSE(p.o.check_quick);
+  p = parse({"--check=quick", "true"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_TRUE(p.o.check);
+  EXPECT_TRUE(p.o.check_quick);
+  p = parse({"--check=full", "true"});
+  EXPECT_TRUE(p.o.check && !p.o.check_quick);
+  p = parse({"--preflight=quick", "true"});
+  ASSERT_EQ(p.exit, -1) << p.error;
+  EXPECT_TRUE(p.o.preflight && !p.o.check && p.o.check_quick);
+  p = parse({"--preflight", "true"});
+  EXPECT_TRUE(p.o.preflight && !p.o.check_quick);
+  // The depth is no program: `--check quick` checks a program named quick.
+  p = parse({"--check", "quick"});
+  EXPECT_TRUE(p.o.check && !p.o.check_quick);
+  ASSERT_FALSE(p.o.command.empty());
+  EXPECT_EQ(p.o.command.front(), "quick");
+  EXPECT_EQ(parse({"--check=slow", "true"}).exit, 2);
+  EXPECT_FALSE(parse({"true"}).o.check);
+}
