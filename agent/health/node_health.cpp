@@ -131,6 +131,17 @@ void add_xids(Facts& facts, const std::string& root) {
   std::string codes;
   for (const int x : xids_in(log)) codes += (codes.empty() ? "" : ",") + std::to_string(x);
   facts.emplace_back("xid", codes.empty() ? "none" : codes);
+  // How long ago each was logged, in seconds (the records' clock is the
+  // monotonic one since boot), for a window of the judge's (xid_window_h).
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  const long long now_us = static_cast<long long>(now.tv_sec) * 1000000LL + now.tv_nsec / 1000;
+  std::string ages;
+  for (const long long t : xid_times_in(log)) {
+    ages += (ages.empty() ? "" : ",") +
+            (t < 0 ? std::string("?") : std::to_string(std::max(0LL, now_us - t) / 1000000));
+  }
+  if (!ages.empty()) facts.emplace_back("xid_age_s", ages);
 }
 
 }  // namespace
@@ -147,6 +158,35 @@ std::vector<int> xids_in(const std::string& log) {
     char* end = nullptr;
     const long x = std::strtol(line.c_str() + close + 2, &end, 10);
     if (end != line.c_str() + close + 2 && x > 0) out.push_back(static_cast<int>(x));
+  }
+  return out;
+}
+
+std::vector<long long> xid_times_in(const std::string& log) {
+  std::vector<long long> out;
+  std::istringstream in(log);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto at = line.find("NVRM: Xid");
+    if (at == std::string::npos) continue;
+    const auto close = line.find("):", at);
+    if (close == std::string::npos) continue;
+    char* end = nullptr;
+    const long x = std::strtol(line.c_str() + close + 2, &end, 10);
+    if (end == line.c_str() + close + 2 || x <= 0) continue;  // as xids_in: no code, no XID
+    // "PRIORITY,SEQUENCE,MICROSECONDS,FLAGS;MESSAGE"
+    long long us = -1;
+    const auto first = line.find(',');
+    const auto semi = line.find(';');
+    if (first != std::string::npos && semi != std::string::npos && semi < at) {
+      const auto second = line.find(',', first + 1);
+      if (second != std::string::npos && second < semi) {
+        char* stop = nullptr;
+        const long long v = std::strtoll(line.c_str() + second + 1, &stop, 10);
+        if (stop != line.c_str() + second + 1 && (*stop == ',' || *stop == ';')) us = v;
+      }
+    }
+    out.push_back(us);
   }
   return out;
 }

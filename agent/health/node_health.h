@@ -33,5 +33,8 @@ std::string to_lines(const Facts& facts);
 
 // XID codes in kernel log records ("NVRM: Xid (PCI:0000:3b:00): 79, pid=...").
 std::vector<int> xids_in(const std::string& log);
+// The same records' times, microseconds since boot (a /dev/kmsg record's
+// third field; -1 where a line has none), in the same order.
+std::vector<long long> xid_times_in(const std::string& log);
 
 }  // namespace dlaunch::agent::health

@@ -27,6 +27,7 @@ constexpr Named kNames[] = {
     {"ecc_aggregate", &Thresholds::ecc_aggregate},
     {"clock_offset_s", &Thresholds::clock_offset_s},
     {"ib_link_downed", &Thresholds::ib_link_downed},
+    {"xid_window_h", &Thresholds::xid_window_h},
     {"net_ratio", &Thresholds::net_ratio},
     {"net_gbps", &Thresholds::net_gbps},
 };
@@ -35,6 +36,19 @@ constexpr Named kNames[] = {
 // (NVIDIA's XID catalogue: double-bit ECC, page retirement and row
 // remapping, NVLink, fallen off the bus, contained and uncontained ECC, GSP).
 const std::set<int> kFatalXids = {48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120};
+
+// "a,b,c" -> {"a", "b", "c"}; "" -> {}.
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const auto comma = text.find(',', start);
+    const auto stop = comma == std::string::npos ? text.size() : comma;
+    out.push_back(text.substr(start, stop - start));
+    start = stop + 1;
+  }
+  return out;
+}
 
 const std::string* find(const Facts& f, const std::string& key) {
   const auto it = f.find(key);
@@ -219,18 +233,31 @@ std::vector<std::string> judge_node(const Facts& f, const Thresholds& t, const C
     }
   }
   if (const std::string* xid = find(f, "xid"); xid != nullptr && *xid != "none") {
+    // Each XID's age (seconds, "?" unknown), when the node gave them.
+    const std::string* age_list = find(f, "xid_age_s");
+    const auto ages = split_commas(age_list != nullptr ? *age_list : "");
+    const double window_s = t.xid_window_h * 3600;
     std::string fatal;
     std::size_t start = 0;
-    while (start < xid->size() && std::isdigit(static_cast<unsigned char>((*xid)[start])) != 0) {
+    for (std::size_t k = 0;
+         start < xid->size() && std::isdigit(static_cast<unsigned char>((*xid)[start])) != 0; ++k) {
       const auto comma = xid->find(',', start);
       const int code = std::atoi(xid->c_str() + start);
-      if (kFatalXids.count(code) != 0 && fatal.find(std::to_string(code)) == std::string::npos)
-        fatal += (fatal.empty() ? "" : ", ") + std::to_string(code);
       start = comma == std::string::npos ? xid->size() : comma + 1;
+      if (kFatalXids.count(code) == 0 || fatal.find(std::to_string(code)) != std::string::npos)
+        continue;
+      // Outside the window (when it is known to be): shown in the facts only.
+      if (window_s > 0 && k < ages.size() && ages[k] != "?" &&
+          std::strtod(ages[k].c_str(), nullptr) > window_s)
+        continue;
+      fatal += (fatal.empty() ? "" : ", ") + std::to_string(code);
     }
     if (!fatal.empty()) {
-      out.push_back("XID " + fatal +
-                    " in the kernel log since boot (a GPU needs a reset or the node a reboot)");
+      out.push_back("XID " + fatal + " in the kernel log " +
+                    (window_s > 0 ? fmt::format("in the last {} h (threshold xid_window_h)",
+                                                show(t.xid_window_h))
+                                  : std::string("since boot")) +
+                    " (a GPU needs a reset or the node a reboot)");
     }
   }
   if (const std::string* nvml = find(f, "nvml"); nvml != nullptr && *nvml == "loaded") {

@@ -30,6 +30,9 @@ struct Thresholds {
   double ecc_aggregate = 0;     // ecc_aggregate: uncorrected ECC errors in the GPU's life
   double clock_offset_s = 1.0;  // clock_offset_s: the node's clock against the head's
   double ib_link_downed = 0;    // ib_link_downed: link-down events of a port; 0: shown only
+  // xid_window_h: a fatal XID counts when logged within this many hours;
+  // 0: any since boot (older ones are shown, not held against the node).
+  double xid_window_h = 0;
   // The network test between nodes: a node whose streams all ran below
   // net_ratio x the median stream (or below net_gbps Gb/s) is named.
   double net_ratio = 0.2;

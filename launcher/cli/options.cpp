@@ -623,7 +623,8 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   ssh->add_option("--check-threshold", threshold_words,
                   "with --check: change one health threshold, NAME=VALUE (repeatable; "
                   "free_gb, mem_available_gb, load_per_cpu, nofile, memlock_mb, gpu_temp_c, "
-                  "ecc_volatile, ecc_aggregate, clock_offset_s, ib_link_downed; defaults and "
+                  "ecc_volatile, ecc_aggregate, clock_offset_s, ib_link_downed, xid_window_h, "
+                  "net_ratio, net_gbps; defaults and "
                   "meaning in docs/health.md)")
       ->type_name("NAME=VALUE");
   ssh->add_flag("--preflight{full}", preflight_depth,

@@ -111,6 +111,38 @@ TEST_F(Health, CheckNamesEachBadNodeAndWhy) {
   EXPECT_NE(o.find("0/1 up"), std::string::npos) << o;
 }
 
+// xid_window_h: the agent says how long ago each XID was logged (the
+// record's microseconds since boot against the monotonic clock): one logged
+// just after boot is outside a window of half the uptime, one logged a
+// minute ago inside it.
+TEST_F(Health, AnXidOlderThanTheWindowIsNotHeldAgainstTheNode) {
+  double uptime = 0;
+  std::ifstream("/proc/uptime") >> uptime;
+  if (uptime < 600) GTEST_SKIP() << "the machine booted " << uptime << " s ago: too recent";
+  const std::string old_root = dir_ + "/old";
+  write(old_root + "/dev/kmsg",
+        "4,2,1,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n");
+  const std::string new_root = dir_ + "/new";
+  const auto recent_us = static_cast<long long>((uptime - 60) * 1e6);
+  write(new_root + "/dev/kmsg", "4,2," + std::to_string(recent_us) +
+                                    ",-;NVRM: Xid (PCI:0000:3b:00): 48, double-bit ECC.\n");
+  const auto hosts = hostfile({{"old", agent("old", {"DLAUNCH_HEALTH_ROOT=" + old_root})},
+                               {"new", agent("new", {"DLAUNCH_HEALTH_ROOT=" + new_root})}});
+  const std::string window = "xid_window_h=" + std::to_string(uptime / 2 / 3600);
+  const auto r =
+      run(dlaunch_cmd({"--check", "--check-threshold", window, "-H", hosts, "true"}), 60);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(r.out.find("node 0 (old): XID"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("node 1 (new): XID 48 in the kernel log in the last "), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("1 of 2 node(s) passed"), std::string::npos) << r.out;
+  // Without a window, both count.
+  const auto all = run(dlaunch_cmd({"--check", "-H", hosts, "true"}), 60);
+  EXPECT_NE(all.out.find("node 0 (old): XID 79 in the kernel log since boot"), std::string::npos)
+      << all.out;
+  EXPECT_NE(all.out.find("0 of 2 node(s) passed"), std::string::npos) << all.out;
+}
+
 // GPU driver versions must agree: the node whose driver differs from what
 // the others have is named; a node without NVML is not held against them.
 TEST_F(Health, ADriverUnlikeTheOthersIsNamed) {

@@ -143,6 +143,31 @@ TEST(Health, FatalXidsOnly) {
                 "4,4,400,-;NVRM: Xid (PCI:0000:86:00): 13, Graphics Exception\n"
                 "NVRM: Xid (PCI:0000:86:00) without a code\n"),
             (std::vector<int>{79, 13}));
+  EXPECT_EQ(dlaunch::agent::health::xid_times_in(
+                "4,2,200,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n"
+                "6,3,300,-;eth0: link up\n"
+                "4,4,400,c;NVRM: Xid (PCI:0000:86:00): 13, Graphics Exception\n"
+                "NVRM: Xid (PCI:0000:86:00): 48, a line from dmesg without the record's fields\n"
+                "NVRM: Xid (PCI:0000:86:00) without a code\n"),
+            (std::vector<long long>{200, 400, -1}));
+}
+
+// xid_window_h: a fatal XID older than the window is shown, not held against
+// the node; one within it, or of unknown age, still is.
+TEST(Health, AWindowLeavesOutOldXids) {
+  auto f = healthy();
+  f["xid"] = "79,48";
+  f["xid_age_s"] = "90000,60";  // 25 hours ago, a minute ago
+  h::Thresholds t;
+  EXPECT_TRUE(mentions(h::judge_node(f, t, {}, 0), "XID 79, 48 in the kernel log since boot"));
+  h::set_threshold(t, "xid_window_h=24");
+  EXPECT_TRUE(mentions(h::judge_node(f, t, {}, 0), "XID 48 in the kernel log in the last 24 h"));
+  f["xid_age_s"] = "90000,90000";
+  EXPECT_TRUE(h::judge_node(f, t, {}, 0).empty());
+  f["xid_age_s"] = "90000,?";
+  EXPECT_TRUE(mentions(h::judge_node(f, t, {}, 0), "XID 48 in the kernel log in the last 24 h"));
+  f.erase("xid_age_s");  // an older agent: ages unknown, every one counts
+  EXPECT_TRUE(mentions(h::judge_node(f, t, {}, 0), "XID 79, 48 in the kernel log in the last"));
 }
 
 TEST(Health, WhatMustAgreeAcrossNodesHeldAgainstTheMajority) {
@@ -182,7 +207,7 @@ TEST(Health, ThresholdsByNameOrAnInputError) {
       EXPECT_EQ(e.pos().source, "--check-threshold") << bad;
     }
   }
-  EXPECT_EQ(h::threshold_names().size(), 12u);
+  EXPECT_EQ(h::threshold_names().size(), 13u);
 }
 
 }  // namespace
