@@ -27,22 +27,28 @@ fuzz_seconds=${DLAUNCH_FUZZ_SECONDS:-30}
 build() {
   local preset=$1
   shift
+  # `|| return`: run by `step`, where set -e does not act (see run_tests).
   if [[ $# -gt 0 ]]; then
-    cmake --preset "$preset" -DDLAUNCH_BUILD_TESTS=OFF >/dev/null
+    cmake --preset "$preset" -DDLAUNCH_BUILD_TESTS=OFF >/dev/null || return
     cmake --build "build/$preset" -j"$jobs" --target "$@"
   else
-    cmake --preset "$preset" -DDLAUNCH_BUILD_TESTS=ON >/dev/null
+    cmake --preset "$preset" -DDLAUNCH_BUILD_TESTS=ON >/dev/null || return
     cmake --build "build/$preset" -j"$jobs"
   fi
 }
 
 run_tests() {
-  local preset=$1
+  local preset=$1 rc=0
   echo "== tests ($preset) ==" >&2
   # One at a time: the integration tests time teardowns and must not compete
   # for the two cores of a CI machine.
   # Not "whole": the unit tests again as one program, for the sanitizer stages.
-  ctest --test-dir "build/$preset" --output-on-failure --timeout 300 -LE 'known_failing|whole'
+  # `|| rc=$?`, and the status returned at the end: `step` runs this as
+  # `run_tests || rc=$?`, where set -e does not act, so a failed ctest would
+  # otherwise be followed by the lines below and the step pass (it did: a
+  # clean-clone run said "2 tests failed" and "exit 0").
+  ctest --test-dir "build/$preset" --output-on-failure --timeout 300 -LE 'known_failing|whole' ||
+    rc=$?
   # Tests of an open bug, failing until it is fixed (issue 32): listed, not run.
   local known
   known=$(ctest --test-dir "build/$preset" -N -L known_failing | sed -n 's/^ *Test *#[0-9]*: //p')
@@ -50,6 +56,7 @@ run_tests() {
     echo "tests ($preset): not run, known failing until issue 32 is fixed" \
       "(ctest -L known_failing):" $known >&2
   fi
+  return $rc
 }
 
 # The ASan+UBSan stage (dev preset): the suites labelled `sanitize`, building
@@ -66,8 +73,8 @@ sanitize_targets=(unit_tests hostfile_test placement_tests mpi_program_tests per
   agent_pmix_tests)
 sanitize_tests() {
   echo "== tests (dev: ASan+UBSan, ctest -L sanitize) ==" >&2
-  cmake --preset dev -DDLAUNCH_BUILD_TESTS=ON >/dev/null
-  cmake --build build/dev -j"$jobs" --target "${sanitize_targets[@]}"
+  cmake --preset dev -DDLAUNCH_BUILD_TESTS=ON >/dev/null || return
+  cmake --build build/dev -j"$jobs" --target "${sanitize_targets[@]}" || return
   ctest --test-dir build/dev -L sanitize -LE known_failing --output-on-failure --timeout 300
 }
 
@@ -79,8 +86,9 @@ tsan_tests() {
   echo "== tests (tsan: agent and store) ==" >&2
   local start=$SECONDS rc=0
   local reports=$PWD/build/tsan/tsan-reports
-  cmake --preset tsan >/dev/null
-  cmake --build build/tsan -j"$jobs" --target unit_tests store_tests local_job_tests agent_pmix_tests
+  cmake --preset tsan >/dev/null || return
+  cmake --build build/tsan -j"$jobs" --target unit_tests store_tests local_job_tests \
+    agent_pmix_tests || return
   rm -rf "$reports"
   mkdir -p "$reports"
   # Not the 100 MB output test: single-threaded throughput, and ten times
