@@ -613,13 +613,12 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                   "SSH client for every SSH node: libssh2 (dlaunch's own, the default) or openssh "
                   "(the system's ssh: GSSAPI, FIDO keys, certificates, ControlMaster, Match exec)")
       ->check(CLI::IsMember({"libssh2", "openssh"}));
-  // A bare --check is --check=full (CLI11's {default} for a flag).
-  ssh->add_flag("--check{full}", check_depth,
+  // A bare --check is --check=full (CLI11 gives a flag given bare "true").
+  ssh->add_flag("--check", check_depth,
                 "preflight every host (connect, auth, host key, agent, working directory, program, "
                 "GPUs, health, the network between nodes) and print a table; exit 0 only if all "
                 "pass; --check=quick leaves out the checks that take seconds (the network test "
-                "between nodes)")
-      ->check(CLI::IsMember({"quick", "full"}));
+                "between nodes)");
   ssh->add_option("--check-threshold", threshold_words,
                   "with --check: change one health threshold, NAME=VALUE (repeatable; "
                   "free_gb, mem_available_gb, load_per_cpu, nofile, memlock_mb, gpu_temp_c, "
@@ -627,13 +626,12 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                   "net_ratio, net_gbps; defaults and "
                   "meaning in docs/health.md)")
       ->type_name("NAME=VALUE");
-  ssh->add_flag("--preflight{full}", preflight_depth,
+  ssh->add_flag("--preflight", preflight_depth,
                 "run --check's checks (and the health thresholds) before the job: a failing node "
                 "is left out and a spare takes its place (--spares), or the job runs on fewer "
                 "(--min-nodes); otherwise the job does not start; an elastic restart checks the "
                 "nodes it keeps again, quickly (docs/health.md); --preflight=quick as "
-                "--check=quick")
-      ->check(CLI::IsMember({"quick", "full"}));
+                "--check=quick");
   ssh->add_option("--exclude-file", o.exclude_file,
                   "hosts a check found failing, for the next job: --check writes FILE anew with "
                   "the hosts that failed, --preflight adds those it left out, and a job leaves the "
@@ -658,6 +656,13 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     o.stall_action = stall_word == "abort" ? StallAction::kAbort : StallAction::kReport;
     o.color = parse_color_mode(color_word);
     o.host_key_check = host_key_policy_of(host_key_word);
+    for (const auto& [name, depth] : {std::pair<std::string, std::string&>{"--check", check_depth},
+                                      {"--preflight", preflight_depth}}) {
+      if (depth.empty() || depth == "true" || depth == "full" || depth == "quick") continue;
+      throw InputError({name}, "", "'" + depth + "' is no depth of the checks",
+                       name + " (all of them), " + name + "=full (the same) or " + name +
+                           "=quick (without the network test between nodes)");
+    }
     o.check = !check_depth.empty();
     o.preflight = !preflight_depth.empty();
     o.check_quick = o.check ? check_depth == "quick" : preflight_depth == "quick";
