@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <termios.h>
@@ -35,6 +36,7 @@
 #include "dlaunch/text.h"
 #include "dlaunch/unique_fd.h"
 #include "jobs/events.h"
+#include "jobs/progress_line.h"
 #include "jobs/registry.h"
 
 namespace dlaunch {
@@ -815,6 +817,60 @@ extern "C" void on_attach_interrupt(int) {
   errno = saved;
 }
 
+// attach's progress line (jobs/progress_line.h) at the bottom of the
+// terminal stderr is: the job's events tallied as they come, the line
+// taken away before what attach prints and put back after it.
+class AttachProgress {
+ public:
+  explicit AttachProgress(const JobEntry& e)
+      : on_(::isatty(2) == 1),
+        line_(e.start.nodes, e.start.ranks),
+        started_ms_(e.start.started_ms),
+        events_(on_ ? ::open((e.dir + "/events.jsonl").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+                    : -1) {}
+  AttachProgress(const AttachProgress&) = delete;
+  AttachProgress& operator=(const AttachProgress&) = delete;
+  ~AttachProgress() { take_away(); }
+
+  void take_away() {
+    if (!shown_) return;
+    write_all(2, "\r\033[K");
+    shown_ = false;
+  }
+  // Reads the events that came and shows the line (cut to the terminal's
+  // width: a line that wraps would not be taken away whole).
+  void show() {
+    if (!on_) return;
+    if (events_) {
+      partial_ += read_rest(events_.get());
+      std::size_t start = 0;
+      for (auto nl = partial_.find('\n'); nl != std::string::npos;
+           nl = partial_.find('\n', start)) {
+        line_.add(std::string_view(partial_).substr(start, nl - start));
+        start = nl + 1;
+      }
+      partial_.erase(0, start);
+    }
+    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    std::string text = line_.text(started_ms_ > 0 ? (now_ms - started_ms_) / 1000 : -1);
+    winsize w{};
+    if (::ioctl(2, TIOCGWINSZ, &w) == 0 && w.ws_col > 1 && text.size() >= w.ws_col)
+      text.resize(w.ws_col - 1);  // bytes: the line is ASCII but for one "·"
+    write_all(2, "\r\033[K" + text);
+    shown_ = true;
+  }
+
+ private:
+  bool on_;
+  ProgressLine line_;
+  std::int64_t started_ms_;
+  UniqueFd events_;
+  std::string partial_;
+  bool shown_ = false;
+};
+
 // dlaunch attach JOB [--tail N] [--detach-keys KEYS]: the running job's
 // output as its head forwards it (every rank's, [rank]-prefixed, the last
 // --tail lines of each first), and a detached head's own lines (progress,
@@ -884,14 +940,17 @@ int attach(int argc, char** argv) {
                            "running{}\n",
                            e.name, e.start.head_pid, keys_spec,
                            terminal.active() ? "" : " (stdin is no terminal: no detach keys)"));
+  AttachProgress progress(e);
   const UniqueFd watch(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
   std::size_t matched = 0;  // of the detach keys, typed so far
   int interrupts_sent = 0;
   bool detached = false;
   for (bool last_round = false;;) {
     if (watch) f.watch_folders(watch.get());
+    progress.take_away();
     f.step();
     if (last_round) break;
+    progress.show();
     // The head's pidfd is readable once it has exited.
     pollfd gone{head.get(), POLLIN, 0};
     if (::poll(&gone, 1, 0) > 0) {
@@ -906,6 +965,7 @@ int attach(int argc, char** argv) {
     while (interrupts_sent < g_attach_interrupts) {
       ++interrupts_sent;
       if (::syscall(SYS_pidfd_send_signal, head.get(), SIGINT, nullptr, 0) == 0) {
+        progress.take_away();
         write_all(2, fmt::format("dlaunch attach: sent SIGINT to job {}{}\n", e.name,
                                  interrupts_sent > 1 ? " again: its ranks are killed"
                                                      : " (Ctrl-C again kills its ranks)"));
@@ -920,6 +980,7 @@ int attach(int argc, char** argv) {
       if (detached) break;
     }
   }
+  progress.take_away();
   ::sigaction(SIGINT, &old_int, nullptr);
   g_attach_wake = -1;
   if (detached) {

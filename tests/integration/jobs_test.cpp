@@ -570,6 +570,8 @@ TEST_F(Jobs, AttachDetachesOnItsKeysAndPassesCtrlCToTheJob) {
     OnTerminal t(dlaunch_cmd({"attach", job}), env());
     ASSERT_TRUE(t.shows("leaves it running", 20)) << t.screen();
     ASSERT_TRUE(t.shows("ready 3", 20)) << t.screen();
+    // The progress line at the bottom of the terminal, from the job's events.
+    ASSERT_TRUE(t.shows("attempt 0: 2/2 nodes ready, 4/4 ranks running", 20)) << t.screen();
     t.type("\x10\x11");
     ASSERT_TRUE(t.shows("detached; job " + job + " runs on", 20)) << t.screen();
     EXPECT_EQ(t.exit_status(), 0);

@@ -12,6 +12,7 @@
 
 #include "dlaunch/error.h"
 #include "jobs/events.h"
+#include "jobs/progress_line.h"
 #include "jobs/registry.h"
 #include "seams/scoped_env.h"
 
@@ -78,6 +79,35 @@ TEST(Events, ALineHasTheCommonKeysFirstAndParses) {
   EXPECT_FALSE(n["ok"].as<bool>());
   EXPECT_EQ(n["reason"].as<std::string>(), "a\nb\xEF\xBF\xBD");
   EXPECT_EQ(n["job"].as<std::string>(), "job\"1");
+}
+
+// attach's progress line, from the lines the head writes (EventLog).
+TEST(Events, TheProgressLineTalliesTheNewestAttempt) {
+  EventLog log("j");
+  ProgressLine p(2, 4);
+  EXPECT_EQ(p.text(-1), "attempt 0: 0/2 nodes ready, 0/4 ranks running");
+  p.add(log.line(0, "start", {{"nodes", 2LL}, {"world_size", 4LL}}));
+  p.add(log.line(0, "node_ready", {{"node", 0LL}}));
+  p.add(log.line(0, "node_ready", {{"node", 1LL}}));
+  for (long long r = 0; r < 4; ++r) p.add(log.line(0, "rank_started", {{"rank", r}}));
+  EXPECT_EQ(p.text(312), "attempt 0: 2/2 nodes ready, 4/4 ranks running · 5m12s");
+  p.add(log.line(0, "rank_exited", {{"rank", 1LL}, {"how", "exited"}, {"code", 0LL}}));
+  p.add(log.line(0, "rank_exited", {{"rank", 2LL}, {"how", "signaled"}, {"code", 0LL}}));
+  p.add(log.line(0, "node_lost", {{"node", 1LL}, {"reason", "\"type\":\"restart\""}}));
+  EXPECT_EQ(p.text(59),
+            "attempt 0: 2/2 nodes ready, 2/4 ranks running, 2 exited (1 failed), "
+            "1 node lost · 59s");
+  // A restart on fewer nodes starts the counts again with its own numbers.
+  log.set_attempt(1);
+  p.add(log.line(0, "restart", {{"nodes", 1LL}, {"world_size", 2LL}, {"why", "node lost"}}));
+  p.add(log.line(0, "node_ready", {{"node", 0LL}}));
+  EXPECT_EQ(p.text(7300), "attempt 1: 1/1 nodes ready, 0/2 ranks running · 2h01m");
+  // What it cannot read, and an older attempt's late line, change nothing.
+  p.add("not json");
+  p.add(R"({"v":1,"type":"node_ready"})");
+  log.set_attempt(0);
+  p.add(log.line(0, "rank_started", {{"rank", 0LL}}));
+  EXPECT_EQ(p.text(-1), "attempt 1: 1/1 nodes ready, 0/2 ranks running");
 }
 
 TEST(Events, EveryWriterGetsEveryLineAndNoneMeansNothingIsMade) {
