@@ -68,7 +68,8 @@ void PipeChannel::on_readable() {
     if (ec == asio::error::would_block || ec == asio::error::try_again) break;
     if (ec == asio::error::interrupted) continue;
     if (ec) {
-      fail(ec == asio::error::eof
+      fail(!write_failed_.empty() ? write_failed_
+           : ec == asio::error::eof
                ? (decoder_.pending() > 0 ? "truncated frame at end of stream" : "end of stream")
                : "read error: " + ec.message());
       return;
@@ -91,7 +92,7 @@ void PipeChannel::on_readable() {
 }
 
 void PipeChannel::send(const Message& msg) {
-  if (!open_ || close_when_flushed_) return;
+  if (!open_ || close_when_flushed_ || !write_failed_.empty()) return;
   // Coalesce small frames into the last queued buffer: fewer writes and wakeups.
   if (!queue_.empty() && queue_.back().size() < 256 * 1024) {
     auto before = queue_.back().size();
@@ -125,6 +126,17 @@ void PipeChannel::write_more() {
                       const bool was_high = queued_ >= kLowWatermark;
                       queued_ -= writing_.size();
                       writing_.clear();
+                      if (ec == asio::error::broken_pipe) {
+                        // The peer stopped reading (an agent that ended
+                        // after its Done): its last messages may still be
+                        // on their way here; reading ends the channel.
+                        write_failed_ = "write error: " + ec.message();
+                        queue_.clear();
+                        queued_ = 0;
+                        boost::system::error_code ignored;
+                        out_.close(ignored);
+                        return;
+                      }
                       if (ec) {
                         fail("write error: " + ec.message());
                         return;

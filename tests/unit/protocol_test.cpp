@@ -1,5 +1,7 @@
 #include "dlaunch/proto/protocol.h"
 
+#include <signal.h>
+
 #include <iterator>
 #include <memory>
 #include <string>
@@ -569,6 +571,34 @@ TEST_F(PipeChannelTest, ReadPendingReportsAPeerThatHasGone) {
   EXPECT_FALSE(channel_->is_open());
   channel_->read_pending();  // closed: a no-op
   EXPECT_EQ(closed_.size(), 1u);
+}
+
+// A peer that stops reading (an agent that ended after saying Done) is not
+// lost while what it wrote before may still be on its way: writing stops,
+// its last messages are read, and the channel ends at their end, saying why
+// writing stopped. (Before, the write error ended the channel at once, and a
+// 64-node job under ASan failed on an agent that had already said Done.)
+TEST_F(PipeChannelTest, APeerThatStoppedReadingIsReadToItsEnd) {
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  struct sigaction before {};
+  ::sigaction(SIGPIPE, &ignore, &before);
+  unread_.reset();  // the peer reads no more
+  channel_->send(Heartbeat{});
+  io_.poll();
+  EXPECT_TRUE(closed_.empty());
+  EXPECT_TRUE(channel_->is_open());
+  ASSERT_TRUE(dlaunch::write_all(writer_.get(), encode(Message{Done{}})));
+  io_.poll();
+  ASSERT_EQ(got_.size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<Done>(got_[0]));
+  channel_->send(Heartbeat{});  // dropped: nothing more is written
+  writer_.reset();              // the peer has gone
+  io_.poll();
+  ASSERT_EQ(closed_.size(), 1u);
+  EXPECT_EQ(closed_[0], "write error: Broken pipe");
+  EXPECT_FALSE(channel_->is_open());
+  ::sigaction(SIGPIPE, &before, nullptr);
 }
 
 // An idle reader frees its buffer, never bytes that do not yet make a frame.

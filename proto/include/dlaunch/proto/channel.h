@@ -72,6 +72,10 @@ class PipeChannel {
   bool write_in_flight_ = false;
   bool waiting_ = false;  // an async_wait for readability is outstanding
   bool close_when_flushed_ = false;
+  // Why writing stopped when the peer stopped reading (EPIPE): what it wrote
+  // before it went may still be waiting to be read, so the channel ends at
+  // the end of that stream, with this reason. Empty: writing goes on.
+  std::string write_failed_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
