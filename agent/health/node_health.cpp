@@ -146,24 +146,18 @@ void add_xids(Facts& facts, const std::string& root) {
 
 }  // namespace
 
-std::vector<int> xids_in(const std::string& log) {
-  std::vector<int> out;
-  std::istringstream in(log);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto at = line.find("NVRM: Xid");
-    if (at == std::string::npos) continue;
-    const auto close = line.find("):", at);
-    if (close == std::string::npos) continue;
-    char* end = nullptr;
-    const long x = std::strtol(line.c_str() + close + 2, &end, 10);
-    if (end != line.c_str() + close + 2 && x > 0) out.push_back(static_cast<int>(x));
-  }
-  return out;
-}
+namespace {
 
-std::vector<long long> xid_times_in(const std::string& log) {
-  std::vector<long long> out;
+struct XidRecord {
+  int code = 0;
+  long long us = -1;  // microseconds since boot; -1: the line has no record fields
+};
+
+// The XID records of a kernel log: "PRIORITY,SEQUENCE,MICROSECONDS,FLAGS;
+// NVRM: Xid (PCI:...): CODE, ..." (a dmesg line has no fields before the
+// message). A line without a code is no XID.
+std::vector<XidRecord> xid_records(const std::string& log) {
+  std::vector<XidRecord> out;
   std::istringstream in(log);
   std::string line;
   while (std::getline(in, line)) {
@@ -173,9 +167,8 @@ std::vector<long long> xid_times_in(const std::string& log) {
     if (close == std::string::npos) continue;
     char* end = nullptr;
     const long x = std::strtol(line.c_str() + close + 2, &end, 10);
-    if (end == line.c_str() + close + 2 || x <= 0) continue;  // as xids_in: no code, no XID
-    // "PRIORITY,SEQUENCE,MICROSECONDS,FLAGS;MESSAGE"
-    long long us = -1;
+    if (end == line.c_str() + close + 2 || x <= 0) continue;
+    XidRecord r{.code = static_cast<int>(x)};
     const auto first = line.find(',');
     const auto semi = line.find(';');
     if (first != std::string::npos && semi != std::string::npos && semi < at) {
@@ -183,11 +176,25 @@ std::vector<long long> xid_times_in(const std::string& log) {
       if (second != std::string::npos && second < semi) {
         char* stop = nullptr;
         const long long v = std::strtoll(line.c_str() + second + 1, &stop, 10);
-        if (stop != line.c_str() + second + 1 && (*stop == ',' || *stop == ';')) us = v;
+        if (stop != line.c_str() + second + 1 && (*stop == ',' || *stop == ';')) r.us = v;
       }
     }
-    out.push_back(us);
+    out.push_back(r);
   }
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> xids_in(const std::string& log) {
+  std::vector<int> out;
+  for (const auto& r : xid_records(log)) out.push_back(r.code);
+  return out;
+}
+
+std::vector<long long> xid_times_in(const std::string& log) {
+  std::vector<long long> out;
+  for (const auto& r : xid_records(log)) out.push_back(r.us);
   return out;
 }
 
