@@ -304,14 +304,16 @@ TEST(Signals, TstpStopsTheRanksAndContResumesThem) {
 TEST(Signals, StoppedRanksGetTheirGraceWhenTheJobIsStopped) {
   Records rec;
   const auto job = unique_job_id("sigtstpterm");
-  Process p(with({"-n", "2", "--job-id", job, "--kill-grace", "5"}, worker(rec, "TERM:exit")));
+  Process p(with({"-n", "2", "--job-id", job, "--kill-grace", "20"}, worker(rec, "TERM:exit")));
   ASSERT_TRUE(p.wait_for_lines(2, 20));
   p.signal(SIGTSTP);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   p.signal(SIGINT);
-  auto r = p.finish(30);
+  auto r = p.finish(40);
   EXPECT_EQ(r.exit_code, 128 + SIGINT) << r.err;
-  EXPECT_LT(r.seconds, 5);  // not killed at the end of the grace
+  // Not killed at the end of the grace (20 s); the bound leaves room for a
+  // sanitized job's slow start on two cores.
+  EXPECT_LT(r.seconds, 10);
   for (int rank = 0; rank < 2; ++rank) EXPECT_TRUE(rec.has(rank, "TERM")) << "rank " << rank;
   EXPECT_EQ(wait_job_gone(job, 3), std::vector<pid_t>{});
 }
