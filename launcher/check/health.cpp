@@ -145,25 +145,70 @@ std::vector<std::string> threshold_names() {
   return out;
 }
 
+namespace {
+
+enum class SetResult { kSet, kUnknownName, kNotANumber };
+
+SetResult set_named(Thresholds& t, const std::string& name, const std::string& value) {
+  for (const auto& n : kNames) {
+    if (name != n.name) continue;
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0' || !std::isfinite(v)) return SetResult::kNotANumber;
+    t.*n.field = v;
+    return SetResult::kSet;
+  }
+  return SetResult::kUnknownName;
+}
+
+std::string names_hint() {
+  std::string names;
+  for (const auto& n : kNames) names += (names.empty() ? "" : ", ") + std::string(n.name);
+  return "the thresholds are " + names + " (docs/health.md)";
+}
+
+}  // namespace
+
 void set_threshold(Thresholds& t, const std::string& spec) {
   const auto eq = spec.find('=');
   const std::string name = spec.substr(0, eq);
-  std::string names;
-  for (const auto& n : kNames) names += (names.empty() ? "" : ", ") + std::string(n.name);
-  for (const auto& n : kNames) {
-    if (name != n.name) continue;
-    const std::string value = eq == std::string::npos ? "" : spec.substr(eq + 1);
-    char* end = nullptr;
-    const double v = std::strtod(value.c_str(), &end);
-    if (value.empty() || *end != '\0' || !std::isfinite(v)) {
+  const std::string value = eq == std::string::npos ? "" : spec.substr(eq + 1);
+  switch (set_named(t, name, value)) {
+    case SetResult::kSet:
+      return;
+    case SetResult::kNotANumber:
       throw InputError({"--check-threshold"}, "", "'" + spec + "': '" + value + "' is not a number",
                        "give NAME=NUMBER, e.g. free_gb=20");
-    }
-    t.*n.field = v;
-    return;
+    case SetResult::kUnknownName:
+      break;
   }
-  throw InputError({"--check-threshold"}, "", "'" + name + "' is not a threshold",
-                   "the thresholds are " + names + " (docs/health.md)");
+  throw InputError({"--check-threshold"}, "", "'" + name + "' is not a threshold", names_hint());
+}
+
+Thresholds node_thresholds(const std::vector<HealthSetting>& settings,
+                           const std::vector<std::string>& words) {
+  Thresholds t;
+  for (const auto& s : settings) {
+    if (!s.from_defaults && (s.name == "net_ratio" || s.name == "net_gbps")) {
+      throw InputError(s.pos, "health",
+                       "'" + s.name +
+                           "' is the job's, not one host's: the network test judges "
+                           "the streams of every node together",
+                       "set it under `defaults: health:` or with --check-threshold");
+    }
+    switch (set_named(t, s.name, s.value)) {
+      case SetResult::kSet:
+        break;
+      case SetResult::kNotANumber:
+        throw InputError(s.pos, "health",
+                         "threshold '" + s.name + "': '" + s.value + "' is not a number",
+                         "write NAME: NUMBER, e.g. `free_gb: 20`");
+      case SetResult::kUnknownName:
+        throw InputError(s.pos, "health", "'" + s.name + "' is not a threshold", names_hint());
+    }
+  }
+  for (const auto& w : words) set_threshold(t, w);
+  return t;
 }
 
 ClockOffset clock_offset(const Facts& facts, long long sent_ns, long long received_ns) {

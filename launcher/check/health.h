@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "hostfile/hostfile.h"
 #include "net/stream.h"
 
 namespace dlaunch::health {
@@ -45,6 +46,15 @@ void set_threshold(Thresholds& t, const std::string& name_equals_value);
 
 // The names, for messages and the docs.
 std::vector<std::string> threshold_names();
+
+// One node's thresholds: the defaults, changed by the node's hostfile
+// `health:` settings in their order (`defaults:`'s, then its own), then by
+// --check-threshold's NAME=VALUE words, which win. Throws InputError at the
+// hostfile's place (field `health`) for a name that is not a threshold, a
+// value that is not a number, or net_ratio/net_gbps set for one host only
+// (the network test judges the job's streams together).
+Thresholds node_thresholds(const std::vector<HealthSetting>& settings,
+                           const std::vector<std::string>& words);
 
 using Facts = std::map<std::string, std::string>;  // KEY -> VALUE, without "health."
 

@@ -212,7 +212,8 @@ void judge_health(const JobPlan& plan, const PreflightOptions& o, std::vector<Ro
     r.clock = health::clock_offset(r.facts, r.sent_ns, r.received_ns);
     const auto& gpus = plan.nodes[i].host.gpus;
     const int need = gpus.empty() ? 0 : *std::max_element(gpus.begin(), gpus.end()) + 1;
-    auto problems = health::judge_node(r.facts, o.thresholds, r.clock, need);
+    const auto thresholds = health::node_thresholds(plan.nodes[i].host.health, o.threshold_words);
+    auto problems = health::judge_node(r.facts, thresholds, r.clock, need);
     problems.insert(problems.end(), across[i].begin(), across[i].end());
     r.health = problems.empty() ? "ok" : "FAILED";
     r.problems.insert(r.problems.end(), problems.begin(), problems.end());
@@ -355,7 +356,11 @@ std::pair<std::string, bool> check_with_agents(const JobPlan& plan, const Prefli
     std::vector<std::string> names;
     names.reserve(rows.size());
     for (const auto& r : rows) names.push_back(fmt::format("node {} ({})", r.node, r.name));
-    const auto verdict = health::judge_streams(net.streams, names, o.thresholds);
+    // net_ratio and net_gbps are the job's (`defaults:` or the command line):
+    // every node has the same, node 0's say them.
+    const auto verdict = health::judge_streams(
+        net.streams, names,
+        health::node_thresholds(plan.nodes.front().host.health, o.threshold_words));
     for (std::size_t k = 0; k < rows.size() && k < verdict.problems.size(); ++k) {
       auto& row = rows[k];
       row.problems.insert(row.problems.end(), verdict.problems[k].begin(),

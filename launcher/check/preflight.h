@@ -33,9 +33,11 @@ struct PreflightOptions {
   std::string path;            // PATH the workers will have (forwarded from the head)
   ssh::TransportOptions ssh;
   // Each node's health (its agent's --health facts, check/health.h), judged
-  // against these; a node whose agent cannot say (missing, to be copied, of
-  // another version) shows "-" in the HEALTH column.
-  health::Thresholds thresholds;
+  // against its thresholds: the hostfile's `health:` for it, then these
+  // --check-threshold NAME=VALUE words (health::node_thresholds); a node whose
+  // agent cannot say (missing, to be copied, of another version) shows "-"
+  // in the HEALTH column.
+  std::vector<std::string> threshold_words;
   bool json = false;  // --json: one JSON object on stdout instead of the tables
   // The network test between nodes, when the job spans machines: each of its
   // rounds this long (controller/bandwidth.cpp); 0: none.

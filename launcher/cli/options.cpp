@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <climits>
 
+#include "check/health.h"
 #include "cli/container_options.h"
 #include "cli/man_page.h"
 #include "cli/peer_options.h"
@@ -709,7 +710,9 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
         "dlaunch --help lists every option; put `--` before a program whose name "
         "starts with '-'");
   }
-  for (const auto& t : threshold_words) health::set_threshold(o.check_thresholds, t);
+  health::Thresholds checked;
+  for (const auto& t : threshold_words) health::set_threshold(checked, t);
+  o.check_threshold_words = threshold_words;
   if (o.json && !o.check) {
     throw InputError({"--json"}, "", "works only with --check",
                      "add --check to check the nodes, or leave it out to run the job");

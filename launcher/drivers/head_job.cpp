@@ -441,6 +441,9 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
 
   std::optional<dl::Allocation> allocation;
   dl::Hostfile hosts = dl::apply_node_filter(load_hosts(o, allocation), o.filter);
+  // The hostfile's `health:` thresholds are input, --check or not: a bad one
+  // is refused here, naming its line, before anything starts.
+  for (const auto& h : hosts.hosts) (void)dl::health::node_thresholds(h.health, {});
   // --exclude-file: the hosts an earlier check found failing stay out (a
   // check itself looks at every host again, and rewrites the file).
   if (!o.exclude_file.empty() && !o.check) {
@@ -596,7 +599,7 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
                                            .check_programs = true,
                                            .path = path != nullptr ? path : "",
                                            .ssh = ssh_opts,
-                                           .thresholds = o.check_thresholds,
+                                           .threshold_words = o.check_threshold_words,
                                            .json = o.json,  // only with --check
                                            // =quick: no network test between nodes
                                            .bandwidth_round = o.check_quick

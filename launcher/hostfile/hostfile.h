@@ -58,6 +58,16 @@ using EnvList = std::vector<std::pair<std::string, std::string>>;  // ordered NA
 // OpenSSH client (`ssh`), for what libssh2 cannot do.
 enum class SshClient { kLibssh2, kOpenssh };
 
+// One health threshold the hostfile sets (`health: {NAME: VALUE}` under
+// `defaults:` or a host): checked against the names by --check's judge
+// (check/health.h), which knows them; kept with its place for that error.
+struct HealthSetting {
+  std::string name;
+  std::string value;           // as written
+  SourcePos pos;               // of the name
+  bool from_defaults = false;  // under `defaults:` (the same for every node)
+};
+
 struct HostEntry {
   std::string name;                       // unique label of the node: `name:` if given, else `host`
   std::string host;                       // what to connect to (a DNS name or an address)
@@ -74,6 +84,9 @@ struct HostEntry {
   // The image this node's ranks run in (hostfile `container:`; beats
   // --container-image); empty: --container-image's, if any (docs/containers.md).
   std::string container;
+  // The node's health thresholds (hostfile `health:`): `defaults:`'s first,
+  // then its own, so that a later one of a name wins (docs/health.md).
+  std::vector<HealthSetting> health;
   SshClient ssh_client = SshClient::kLibssh2;  // hostfile `ssh:` / --ssh
   SourcePos pos;                               // where the entry was defined
 

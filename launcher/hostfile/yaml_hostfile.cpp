@@ -24,11 +24,12 @@ using hostfile_detail::suggestion_hint;
 using hostfile_detail::too_many_hosts;
 
 const std::vector<std::string> kTopKeys{"hosts", "defaults", "env"};
-const std::vector<std::string> kDefaultKeys{"slots",     "user",  "port",     "gpus", "env",
-                                            "transport", "agent", "identity", "ssh",  "container"};
-const std::vector<std::string> kHostKeys{"host",     "name", "slots",    "user",      "port",
-                                         "address",  "gpus", "env",      "transport", "agent",
-                                         "identity", "ssh",  "container"};
+const std::vector<std::string> kDefaultKeys{"slots", "user",      "port",  "gpus",
+                                            "env",   "transport", "agent", "identity",
+                                            "ssh",   "container", "health"};
+const std::vector<std::string> kHostKeys{"host",     "name", "slots",     "user",      "port",
+                                         "address",  "gpus", "env",       "transport", "agent",
+                                         "identity", "ssh",  "container", "health"};
 const std::vector<std::string> kSshClients{"libssh2", "openssh"};
 const std::vector<std::string> kHostOnlyKeys{"host", "name", "address"};
 const std::vector<std::string> kTransports{"local", "ssh", "slurm", "sge", "lsf", "flux"};
@@ -102,6 +103,7 @@ struct Settings {
   std::optional<std::string> identity;
   std::optional<SshClient> ssh;
   std::optional<std::string> container;
+  std::optional<std::vector<HealthSetting>> health;
 };
 
 struct Entry {
@@ -455,6 +457,40 @@ class YamlParser {
     return env;
   }
 
+  // `health: {NAME: VALUE}`: the names and numbers are the judge's to check
+  // (check/health.h); here, a map of scalars, each name once.
+  std::vector<HealthSetting> read_health(const Entry& e, bool from_defaults) const {
+    if (!e.value.IsMap()) {
+      fail(anchor(e), "health", "expected a map of threshold: value, got " + describe(e.value),
+           "write `health: {free_gb: 50, gpu_temp_c: 80}` (docs/health.md)");
+    }
+    std::vector<HealthSetting> out;
+    for (const auto& kv : e.value) {
+      const YAML::Node& key = kv.first;
+      const YAML::Node& value = kv.second;
+      if (!key.IsScalar() || key.Scalar().empty()) {
+        fail(key, "health", "expected a threshold's name, got " + describe(key));
+      }
+      for (const auto& earlier : out) {
+        if (earlier.name == key.Scalar()) {
+          fail(key, "health",
+               "threshold '" + key.Scalar() + "' set twice (first at line " +
+                   std::to_string(earlier.pos.line) + ")",
+               "remove one of them");
+        }
+      }
+      if (!value.IsScalar()) {
+        fail(value.IsNull() ? key : value, "health",
+             "threshold '" + key.Scalar() + "': expected a number, got " + describe(value));
+      }
+      out.push_back({.name = key.Scalar(),
+                     .value = value.Scalar(),
+                     .pos = pos_of(key.Mark()),
+                     .from_defaults = from_defaults});
+    }
+    return out;
+  }
+
   Transport read_transport(const Entry& e) const {
     const std::string value = read_string(e);
     if (value == "local") return Transport::kLocal;
@@ -468,7 +504,7 @@ class YamlParser {
   }
 
   // Returns false for keys that are not shared settings (host, name, address).
-  bool read_setting(Settings& s, const Entry& e) const {
+  bool read_setting(Settings& s, const Entry& e, bool in_defaults = false) const {
     if (e.key == "slots") {
       s.slots = read_int(e.value, e.key_node, "slots", 1, INT_MAX, "a positive integer");
       if (const auto over = slots_over_limit(*s.slots); !over.empty()) {
@@ -495,6 +531,8 @@ class YamlParser {
       s.gpus = read_gpus(e);
     } else if (e.key == "env") {
       s.env = read_env(e);
+    } else if (e.key == "health") {
+      s.health = read_health(e, in_defaults);
     } else if (e.key == "transport") {
       s.transport = read_transport(e);
     } else if (e.key == "ssh") {
@@ -519,7 +557,9 @@ class YamlParser {
            "valid keys: " + join(kDefaultKeys, ", "));
     }
     Settings s;
-    for (const auto& entry : entries(e.value, kDefaultKeys, "in defaults")) read_setting(s, entry);
+    for (const auto& entry : entries(e.value, kDefaultKeys, "in defaults")) {
+      read_setting(s, entry, true);
+    }
     return s;
   }
 
@@ -587,6 +627,9 @@ class YamlParser {
     h.agent = own.agent.value_or(defaults.agent.value_or(""));
     h.identity = own.identity.value_or(defaults.identity.value_or(""));
     h.container = own.container.value_or(defaults.container.value_or(""));
+    // Both, in this order: the host's own settings are applied last.
+    h.health = defaults.health.value_or(std::vector<HealthSetting>{});
+    if (own.health) h.health.insert(h.health.end(), own.health->begin(), own.health->end());
     h.ssh_client = own.ssh.value_or(defaults.ssh.value_or(SshClient::kLibssh2));
     return parsed;
   }

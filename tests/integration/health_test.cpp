@@ -193,6 +193,41 @@ TEST_F(Health, ThresholdsChangeTheVerdict) {
   }
 }
 
+// The hostfile's `health:` thresholds: `defaults:`'s for every node, a
+// host's own for it, --check-threshold over both; a wrong one is refused
+// with its line before anything runs, --check or not.
+TEST_F(Health, HostfileThresholdsJudgeEachNode) {
+  const std::string hosts = dir_ + "/hosts.yaml";
+  write(hosts,
+        "defaults:\n"
+        "  health: {free_gb: 100000000}\n"
+        "hosts:\n"
+        "  - {host: localhost, name: a, slots: 1}\n"
+        "  - host: localhost\n"
+        "    name: b\n"
+        "    slots: 1\n"
+        "    health:\n"
+        "      free_gb: 0\n");
+  const auto r = run(dlaunch_cmd({"--check", "-H", hosts, "true"}), 60);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("node 0 (a): only "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("MB free in the working directory (threshold free_gb=1e+08)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("node 1 (b): only "), std::string::npos) << r.out;
+  const auto cli =
+      run(dlaunch_cmd({"--check", "--check-threshold", "free_gb=0", "-H", hosts, "true"}), 60);
+  EXPECT_EQ(cli.exit_code, 0) << cli.out << cli.err;
+
+  const std::string marker = dir_ + "/ran";
+  write(hosts, "hosts:\n  - host: localhost\n    health:\n      gpu_tmp: 60\n");
+  const auto bad = run(dlaunch_cmd({"-H", hosts, "touch", marker}), 60);
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find(hosts + ":4:7: health: 'gpu_tmp' is not a threshold"), std::string::npos)
+      << bad.err;
+  EXPECT_FALSE(fs::exists(marker));
+}
+
 // --json: one object that says what the tables say, read back by Python's
 // json module.
 TEST_F(Health, JsonSaysWhatTheTableSays) {

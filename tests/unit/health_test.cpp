@@ -329,3 +329,53 @@ TEST(HealthNetwork, AStreamRunAgainAloneCountsAtItsBest) {
 }
 
 }  // namespace
+
+namespace {
+
+dlaunch::HealthSetting setting(const std::string& name, const std::string& value, int line,
+                               bool from_defaults) {
+  return {.name = name,
+          .value = value,
+          .pos = {.source = "hosts.yaml", .line = line, .column = 5},
+          .from_defaults = from_defaults};
+}
+
+}  // namespace
+
+// A node's thresholds: the defaults, the hostfile's `health:` (defaults:'s,
+// then the host's own), then --check-threshold, which wins.
+TEST(Health, ANodesThresholdsAreTheHostfilesThenTheCommandLines) {
+  EXPECT_EQ(h::node_thresholds({}, {}).free_gb, h::Thresholds{}.free_gb);
+  const std::vector<dlaunch::HealthSetting> hostfile = {setting("free_gb", "50", 2, true),
+                                                        setting("gpu_temp_c", "80", 2, true),
+                                                        setting("free_gb", "5", 7, false)};
+  const auto t = h::node_thresholds(hostfile, {});
+  EXPECT_EQ(t.free_gb, 5);
+  EXPECT_EQ(t.gpu_temp_c, 80);
+  const auto cli = h::node_thresholds(hostfile, {"gpu_temp_c=70", "free_gb=0"});
+  EXPECT_EQ(cli.free_gb, 0);
+  EXPECT_EQ(cli.gpu_temp_c, 70);
+  EXPECT_EQ(h::node_thresholds({setting("net_ratio", "0.5", 2, true)}, {}).net_ratio, 0.5);
+}
+
+TEST(Health, AHostfileThresholdThatIsWrongNamesItsLine) {
+  const auto error = [](const dlaunch::HealthSetting& s) {
+    try {
+      (void)h::node_thresholds({s}, {});
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error(setting("gpu_tmp", "60", 4, false)),
+            "hosts.yaml:4:5: health: 'gpu_tmp' is not a threshold (hint: the thresholds are "
+            "free_gb, mem_available_gb, load_per_cpu, nofile, memlock_mb, gpu_temp_c, "
+            "ecc_volatile, ecc_aggregate, clock_offset_s, ib_link_downed, xid_window_h, "
+            "net_ratio, net_gbps (docs/health.md))");
+  EXPECT_EQ(error(setting("free_gb", "lots", 3, true)),
+            "hosts.yaml:3:5: health: threshold 'free_gb': 'lots' is not a number (hint: write "
+            "NAME: NUMBER, e.g. `free_gb: 20`)");
+  EXPECT_NE(error(setting("net_gbps", "10", 9, false))
+                .find("hosts.yaml:9:5: health: 'net_gbps' is the job's, not one host's"),
+            std::string::npos);
+}

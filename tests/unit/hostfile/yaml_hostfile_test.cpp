@@ -185,7 +185,7 @@ TEST(YamlHostfile, UnknownKeyWithoutCloseMatchListsValidKeys) {
   EXPECT_EQ(
       e.hint(),
       "valid keys: host, name, slots, user, port, address, gpus, env, transport, agent, identity, "
-      "ssh, container");
+      "ssh, container, health");
 }
 
 TEST(YamlHostfile, UnknownTopLevelKeySuggestsClosest) {
@@ -434,6 +434,45 @@ TEST(YamlHostfile, ContainerComesFromDefaultsUnlessTheHostSetsIt) {
   const InputError dash = parse_error("hosts:\n  - host: a\n    container: --privileged\n");
   expect_pos(dash, 3, 16);
   EXPECT_EQ(dash.field(), "container");
+}
+
+// docs/health.md: `health:` thresholds under defaults: and a host, kept in
+// that order with their places; the names are the judge's to check.
+TEST(YamlHostfile, HealthThresholdsComeFromDefaultsThenTheHost) {
+  const Hostfile hf = parse(
+      "defaults:\n"
+      "  health: {free_gb: 50, gpu_temp_c: 80}\n"
+      "hosts:\n"
+      "  - a\n"
+      "  - host: b\n"
+      "    health:\n"
+      "      free_gb: 5\n");
+  ASSERT_EQ(hf.hosts.size(), 2u);
+  ASSERT_EQ(hf.hosts[0].health.size(), 2u);
+  EXPECT_EQ(hf.hosts[0].health[0].name, "free_gb");
+  EXPECT_EQ(hf.hosts[0].health[0].value, "50");
+  EXPECT_TRUE(hf.hosts[0].health[0].from_defaults);
+  EXPECT_EQ(hf.hosts[0].health[0].pos.line, 2);
+  ASSERT_EQ(hf.hosts[1].health.size(), 3u);
+  EXPECT_EQ(hf.hosts[1].health[2].name, "free_gb");
+  EXPECT_EQ(hf.hosts[1].health[2].value, "5");
+  EXPECT_FALSE(hf.hosts[1].health[2].from_defaults);
+  EXPECT_EQ(hf.hosts[1].health[2].pos.line, 7);
+  EXPECT_EQ(hf.hosts[1].health[2].pos.column, 7);
+  EXPECT_TRUE(parse("hosts: [a]\n").hosts[0].health.empty());
+
+  const InputError scalar = parse_error("hosts:\n  - {host: a, health: 5}\n");
+  expect_pos(scalar, 2, 23);
+  EXPECT_EQ(scalar.field(), "health");
+  EXPECT_EQ(scalar.message(), "expected a map of threshold: value, got '5'");
+  const InputError twice = parse_error(
+      "defaults:\n  health:\n    free_gb: 1\n    free_gb: 2\n"
+      "hosts: [a]\n");
+  expect_pos(twice, 4, 5);
+  EXPECT_EQ(twice.message(), "threshold 'free_gb' set twice (first at line 3)");
+  const InputError empty = parse_error("hosts:\n  - host: a\n    health: {free_gb: }\n");
+  EXPECT_EQ(empty.field(), "health");
+  EXPECT_EQ(empty.message(), "threshold 'free_gb': expected a number, got nothing");
 }
 
 TEST(YamlHostfile, SshClientComesFromDefaultsUnlessTheHostSetsIt) {
