@@ -66,10 +66,16 @@ std::vector<std::string> oci_run_args(RuntimeKind kind, const std::string& progr
                                 "--name",    container_name(node.job_id, node.node_rank),
                                 "--label",   "dlaunch.job=" + node.job_id,
                                 "--label",   "dlaunch.node=" + std::to_string(node.node_rank),
-                                "--network", "host",
-                                "--ipc",     "host",
-                                "--pid",     "host",
-                                "--pull",    spec.pull};
+                                "--network", "host"};
+  // /dev/shm: the host's, with its IPC namespace, unless a size was asked
+  // for: then a private one of that size (NCCL's shared memory between the
+  // node's ranks lives there; a runtime's default of 64 MB is too small).
+  if (spec.shm_size.empty()) {
+    a.insert(a.end(), {"--ipc", "host"});
+  } else {
+    a.insert(a.end(), {"--ipc", "private", "--shm-size", spec.shm_size});
+  }
+  a.insert(a.end(), {"--pid", "host", "--pull", spec.pull});
   if (node.uid != 0) {
     // The user's own ids inside, so that what the ranks write in mounted
     // folders is theirs.

@@ -54,8 +54,23 @@ std::vector<std::string> apptainer_args(const std::string& program,
   return a;
 }
 
+namespace {
+
+// apptainer and enroot give their containers the host's /dev and IPC: no
+// size of /dev/shm to choose.
+std::string shm_size_refusal(const proto::ContainerSpec& spec, const char* runtime) {
+  if (spec.shm_size.empty()) return {};
+  return std::string("--container-shm-size: ") + runtime +
+         " shares the host's /dev/shm (no size to set); use podman or docker, or leave it out";
+}
+
+}  // namespace
+
 Result<std::string> ApptainerRuntime::prepare(const RuntimeNode& node) {
   node_ = node;
+  if (auto no = shm_size_refusal(spec_, "apptainer"); !no.empty()) {
+    return Result<std::string>::failure(no);
+  }
   if (is_image_file(spec_.image) && ::access(spec_.image.c_str(), R_OK) != 0) {
     return Result<std::string>::failure("image file " + spec_.image + " not found on " +
                                         node.hostname);
@@ -116,6 +131,7 @@ Result<std::string> EnrootRuntime::prepare(const RuntimeNode& node) {
   if (spec_.pull == "always") {
     return R::failure("--container-pull always does not apply to an image file under enroot");
   }
+  if (auto no = shm_size_refusal(spec_, "enroot"); !no.empty()) return R::failure(no);
   const std::string name = container_name(node.job_id, node.node_rank);
   const auto create = enroot_create_args(program_, spec_, name);
   name_ = name;

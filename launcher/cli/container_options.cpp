@@ -56,6 +56,10 @@ void add_container_options(CLI::App& app, Options& o) {
   c->add_flag("--container-entrypoint", o.container.entrypoint,
               "run the image's entrypoint with each rank's program as its arguments (default: "
               "the program alone)");
+  c->add_option("--container-shm-size", o.container.shm_size,
+                "a private /dev/shm of SIZE for each node's container (podman, docker), e.g. "
+                "16g; default: the host's /dev/shm (host IPC)")
+      ->type_name("SIZE");
   c->add_option("--container-pull", o.container.pull,
                 "when to pull the image: " + one_of(proto::kContainerPullPolicies))
       ->capture_default_str()
@@ -63,10 +67,10 @@ void add_container_options(CLI::App& app, Options& o) {
 }
 
 void finish_container_options(const CLI::App& app, Options& o) {
-  const char* const others[] = {"--container-runtime",    "--container-mounts",
-                                "--container-workdir",    "--container-env",
-                                "--container-mount-home", "--no-container-mount-home",
-                                "--container-entrypoint", "--container-pull"};
+  const char* const others[] = {
+      "--container-runtime",    "--container-mounts",     "--container-workdir",
+      "--container-env",        "--container-mount-home", "--no-container-mount-home",
+      "--container-entrypoint", "--container-pull",       "--container-shm-size"};
   if (app.count("--container-image") > 0 && o.container.image.empty()) {
     throw InputError({"--container-image"}, "", "the image name is empty",
                      "give an image, e.g. --container-image localhost/train:1");
@@ -95,6 +99,12 @@ void finish_container_options(const CLI::App& app, Options& o) {
       }
     }
     o.container.mounts = std::move(*items);
+  }
+  if (app.count("--container-shm-size") > 0) {
+    if (auto size = proto::parse_shm_size(o.container.shm_size); !size) {
+      throw InputError({"--container-shm-size"}, "", size.error(),
+                       "a size such as 512m or 16g (NCCL wants a few GiB per GPU)");
+    }
   }
   if (!o.container.workdir.empty() && o.container.workdir.front() != '/') {
     throw InputError({"--container-workdir"}, "",

@@ -20,6 +20,46 @@ bool absolute_clean(std::string_view p) {
 
 }  // namespace
 
+Result<std::uint64_t> parse_shm_size(std::string_view text) {
+  using R = Result<std::uint64_t>;
+  const std::string shown = "'" + std::string(text) + "'";
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 13 || text.size() > digits + 1) {
+    return R::failure(shown + " is not a size: write a number with b, k, m or g, e.g. 16g");
+  }
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; i < digits; ++i) n = n * 10 + static_cast<std::uint64_t>(text[i] - '0');
+  int shift = 0;
+  if (text.size() > digits) {
+    switch (text[digits]) {
+      case 'b':
+      case 'B':
+        break;
+      case 'k':
+      case 'K':
+        shift = 10;
+        break;
+      case 'm':
+      case 'M':
+        shift = 20;
+        break;
+      case 'g':
+      case 'G':
+        shift = 30;
+        break;
+      default:
+        return R::failure(shown + " has an unknown unit: b, k, m or g, e.g. 16g");
+    }
+  }
+  constexpr std::uint64_t kMin = 1ULL << 20;
+  constexpr std::uint64_t kMax = 1ULL << 40;
+  if (n > (kMax >> shift) || (n << shift) < kMin) {
+    return R::failure(shown + " is outside 1m..1024g");
+  }
+  return n << shift;
+}
+
 Result<ContainerMount> parse_container_mount(std::string_view text) {
   using R = Result<ContainerMount>;
   std::vector<std::string_view> parts;

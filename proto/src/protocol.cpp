@@ -134,6 +134,7 @@ void put(Writer& w, const Setup& m) {
   w.boolean(c.mount_home);
   w.boolean(c.entrypoint);
   w.bytes(c.pull);
+  w.bytes(c.shm_size);
   w.u32(static_cast<std::uint32_t>(m.app_sizes.size()));
   for (auto n : m.app_sizes) w.i32(n);
 }
@@ -335,6 +336,7 @@ void get(Reader& r, Setup& m) {
   c.mount_home = r.boolean();
   c.entrypoint = r.boolean();
   c.pull = r.str();
+  c.shm_size = r.str();
   auto na = r.count(4);
   m.app_sizes.reserve(na);
   for (std::uint32_t i = 0; i < na; ++i) m.app_sizes.push_back(r.i32());

@@ -108,6 +108,25 @@ TEST_F(Containers, ShellJobRunsInTheImageWithTheUsersIdsAndTheTorchrunEnvironmen
   EXPECT_EQ(wait_job_gone(job, 2), std::vector<pid_t>{});
 }
 
+// --container-shm-size: the ranks of a node share a private /dev/shm of
+// that size (what NCCL's shared memory needs), not the host's; what one rank
+// writes there the other of its node reads.
+TEST_F(Containers, ShmSizeGivesTheNodesRanksAPrivateDevShmOfThatSize) {
+  const auto job = unique_job_id("ctr-shm");
+  auto r = dlaunch(job, {"--container-image", kImage, "--container-shm-size", "96m", "sh", "-c",
+                         "if [ \"$LOCAL_RANK\" = 0 ]; then echo \"$GROUP_RANK\" > /dev/shm/from0; "
+                         "fi; sleep 1; echo \"rank=$RANK shm=$(stat -f -c '%b*%S' /dev/shm) "
+                         "peer=$(cat /dev/shm/from0)\""});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string size = "shm=" + std::to_string(96 * 1024 * 1024 / 4096) + "*4096";
+  EXPECT_EQ(count_of(r.out, size), 4) << r.out;
+  EXPECT_EQ(count_of(r.out, "peer=0"), 2) << r.out;
+  EXPECT_EQ(count_of(r.out, "peer=1"), 2) << r.out;
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/from0"));
+  EXPECT_EQ(wait_containers_gone(job, 5), "");
+  EXPECT_EQ(wait_job_gone(job, 2), std::vector<pid_t>{});
+}
+
 // The hostfile's `container:` (docs/containers.md): node0's ranks in the
 // image, node1's on the host; a --container-* option then needs no
 // --container-image, but does need one of the two.
@@ -478,6 +497,8 @@ TEST(ContainerOptions, BadValuesExit2NamingTheOption) {
       {{"--container-image", kImage, "--container-workdir", "rel"}, "--container-workdir"},
       {{"--container-mounts", "/a:/b"}, "--container-mounts"},
       {{"--container-image", ""}, "--container-image"},
+      {{"--container-image", kImage, "--container-shm-size", "16t"}, "--container-shm-size"},
+      {{"--container-image", kImage, "--container-shm-size", "1k"}, "--container-shm-size"},
   };
   for (const auto& [args, option] : cases) {
     std::vector<std::string> all = {"-H", kLocalhost};

@@ -314,10 +314,10 @@ TEST(Protocol, HugeCountsCannotAllocateBeyondTheFrame) {
   // Setup whose count of node_of_rank (followed by ranks_on_host, two
   // empty strings, a bool, host_rank_offset, a bool and
   // progress_interval_ms: 22 bytes, the head's empty boot id, pid and start
-  // time: 16 bytes, the default container: 37 bytes, app_sizes' count: 4
+  // time: 16 bytes, the default container: 41 bytes, app_sizes' count: 4
   // bytes) says 2^32-1 in a tiny frame.
   std::string wire = encode(proto::Setup{});
-  const std::size_t count_at = wire.size() - 26 - 16 - 37 - 4;
+  const std::size_t count_at = wire.size() - 26 - 16 - 41 - 4;
   for (std::size_t i = 0; i < 4; ++i) wire[count_at + i] = static_cast<char>(0xff);
   Decoder d;
   d.feed(wire);
@@ -632,6 +632,7 @@ TEST(Protocol, SetupCarriesTheContainer) {
   s.container.mount_home = true;
   s.container.entrypoint = true;
   s.container.pull = "never";
+  s.container.shm_size = "16g";
   const auto back = std::get<proto::Setup>(round_trip(s)).container;
   EXPECT_EQ(back.image, "localhost/img:1");
   EXPECT_EQ(back.runtime, "podman");
@@ -641,6 +642,7 @@ TEST(Protocol, SetupCarriesTheContainer) {
   EXPECT_TRUE(back.mount_home);
   EXPECT_TRUE(back.entrypoint);
   EXPECT_EQ(back.pull, "never");
+  EXPECT_EQ(back.shm_size, "16g");
   // None given: none on the other side.
   EXPECT_TRUE(std::get<proto::Setup>(round_trip(proto::Setup{})).container.image.empty());
 }

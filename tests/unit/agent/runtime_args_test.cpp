@@ -90,6 +90,30 @@ TEST(RuntimeArgs, PodmanAsRootRunsTheKeepaliveWithHostNamespacesLabelsAndMounts)
   EXPECT_EQ(a, want);
 }
 
+// --container-shm-size: a private IPC namespace with a /dev/shm of that size
+// instead of the host's; apptainer and enroot have no such choice.
+TEST(RuntimeArgs, AShmSizeGivesTheContainerAPrivateDevShmOfThatSize) {
+  auto s = spec();
+  s.shm_size = "16g";
+  for (const auto kind : {RuntimeKind::kPodman, RuntimeKind::kDocker}) {
+    const Args a = dlaunch::agent::oci_run_args(kind, "rt", s, runtime_node(0));
+    EXPECT_NE(find_run(a, {"--network", "host", "--ipc", "private", "--shm-size", "16g", "--pid",
+                           "host"}),
+              std::string::npos);
+    EXPECT_EQ(find_run(a, {"--ipc", "host"}), std::string::npos);
+  }
+  EXPECT_EQ(*dlaunch::proto::parse_shm_size("16g"), 16ULL << 30);
+  EXPECT_EQ(*dlaunch::proto::parse_shm_size("512M"), 512ULL << 20);
+  EXPECT_EQ(*dlaunch::proto::parse_shm_size("1048576"), 1ULL << 20);
+  EXPECT_EQ(*dlaunch::proto::parse_shm_size("1024g"), 1ULL << 40);
+  for (const char* bad :
+       {"", "g", "16 g", "16gb", "-1g", "1.5g", "16t", "1k", "1025g", "99999999999999g"}) {
+    EXPECT_FALSE(dlaunch::proto::parse_shm_size(bad).ok()) << bad;
+  }
+  EXPECT_EQ(dlaunch::proto::parse_shm_size("16t").error(),
+            "'16t' has an unknown unit: b, k, m or g, e.g. 16g");
+}
+
 TEST(RuntimeArgs, PodmanRootlessKeepsTheUsersIdsAndDockerNamesThem) {
   const Args p =
       dlaunch::agent::oci_run_args(RuntimeKind::kPodman, "podman", spec(), runtime_node(1000));

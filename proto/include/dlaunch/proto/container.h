@@ -6,6 +6,7 @@
 // Thread safety: plain values and pure functions.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,9 @@ struct ContainerSpec {
   bool mount_home = false;       // the user's home, at the same path
   bool entrypoint = false;       // run the image's entrypoint before each rank's program
   std::string pull = "missing";  // always | missing | never
+  // /dev/shm: empty, the host's (host IPC namespace); else a private one of
+  // this size (podman and docker --shm-size), as --container-shm-size wrote it.
+  std::string shm_size;
 };
 
 // The runtimes a user may name, "auto" first.
@@ -40,6 +44,11 @@ struct ContainerMount {
 // One "SRC:DST[:ro|:rw]" of --container-mounts (DST defaults to SRC when only
 // SRC is given, as pyxis does); the error names what is wrong with it.
 Result<ContainerMount> parse_container_mount(std::string_view text);
+// A --container-shm-size value: a positive number of bytes with an optional
+// unit b, k, m or g (any case; 1024-based, as docker's), at least 1 MiB and
+// at most 1 TiB; the bytes, or what is wrong with it.
+Result<std::uint64_t> parse_shm_size(std::string_view text);
+
 // A comma-separated --container-mounts list, split (empty items refused).
 Result<std::vector<std::string>> split_container_list(std::string_view text, std::string_view what);
 

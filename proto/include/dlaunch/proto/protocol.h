@@ -72,7 +72,8 @@ namespace dlaunch::proto {
 
 inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
 // 12: boot ids and processes in Hello and Setup, Setup.container, Setup.app_sizes.
-inline constexpr std::uint16_t kProtocolVersion = 13;
+// 14: Setup.container.shm_size.
+inline constexpr std::uint16_t kProtocolVersion = 14;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
