@@ -220,7 +220,11 @@ void Controller::start() {
     say("stdout's reader went away (a pipeline's end): stopping the job");
     fail({.kind = CauseKind::kInterrupted, .signal = SIGPIPE});
   });
-  heartbeats_.start();
+  // Each node is watched from its agent's Hello (on_message): before it
+  // runs, an agent can send nothing, however slow the node's login (a
+  // shell's rc file under SSH, a busy machine), and the start's deadline
+  // below bounds that time, not the heartbeat timeout.
+  heartbeats_.start(/*watch_all=*/false);
   arm_job_timeout();  // from dlaunch's start: a start that hangs counts too
   arm_signal_warning();
   start_agents();
@@ -319,6 +323,7 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
   }
   heartbeats_.heard(i);
   if (auto* hello = std::get_if<proto::Hello>(&msg)) {
+    heartbeats_.watch(i);
     on_hello(i, *hello);
   } else if (auto* ready = std::get_if<proto::Ready>(&msg)) {
     on_ready(i, *ready);

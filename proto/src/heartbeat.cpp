@@ -67,10 +67,10 @@ HeartbeatMonitor::HeartbeatMonitor(Clock& clock, milliseconds timeout, milliseco
 
 HeartbeatMonitor::~HeartbeatMonitor() = default;
 
-void HeartbeatMonitor::start() {
+void HeartbeatMonitor::start(bool watch_all) {
   const auto now = clock_.now();
   std::fill(last_heard_.begin(), last_heard_.end(), now);
-  std::fill(watched_.begin(), watched_.end(), true);
+  std::fill(watched_.begin(), watched_.end(), watch_all);
   if (!starvation_.empty()) starvation_.sample(now);
   running_ = true;
   arm();
@@ -78,6 +78,14 @@ void HeartbeatMonitor::start() {
 
 void HeartbeatMonitor::heard(std::size_t peer) {
   if (peer < last_heard_.size()) last_heard_[peer] = clock_.now();
+}
+
+void HeartbeatMonitor::watch(std::size_t peer) {
+  if (peer >= watched_.size()) return;
+  watched_[peer] = true;
+  last_heard_[peer] = clock_.now();
+  // The next wake is a send at most an interval away, sooner than this
+  // peer's timeout: it re-arms for the peer then.
 }
 
 void HeartbeatMonitor::forget(std::size_t peer) {

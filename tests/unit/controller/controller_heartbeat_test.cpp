@@ -74,3 +74,40 @@ TEST_F(ControllerTest, ANodeThatIsDoneIsNoLongerWatched) {
   EXPECT_EQ(link(0).read_pending_calls, 0);
   EXPECT_EQ(controller_->cause().kind, dlaunch::CauseKind::kNone);
 }
+
+// Before its Hello an agent can send nothing (a slow login, a busy machine):
+// the start's deadline bounds that time, not the heartbeat timeout; from its
+// Hello on, the node is watched.
+TEST_F(ControllerTest, ANodeIsWatchedFromItsHelloAndTheStartTimeoutBoundsTheTimeBefore) {
+  make(2, 1, {.heartbeat_timeout = milliseconds(3000), .start_timeout = milliseconds(20000)});
+  controller_->start();
+  link(1).deliver(proto::Hello{.agent_version = dlaunch::kVersion, .hostname = "h"});
+  // Node 0's agent has not run yet; node 1's keeps talking.
+  for (int t = 0; t < 10; ++t) {
+    clock_.advance(milliseconds(1000));
+    link(1).deliver(proto::Heartbeat{});
+  }
+  EXPECT_TRUE(link(0).is_open());
+  EXPECT_EQ(controller_->cause().kind, dlaunch::CauseKind::kNone);
+  // At last it says Hello, then nothing more: lost at the heartbeat timeout
+  // counted from its Hello.
+  link(0).deliver(proto::Hello{.agent_version = dlaunch::kVersion, .hostname = "h"});
+  clock_.advance(milliseconds(2000));
+  link(1).deliver(proto::Heartbeat{});
+  EXPECT_TRUE(link(0).is_open());
+  clock_.advance(milliseconds(1001));
+  EXPECT_FALSE(link(0).is_open());
+  EXPECT_EQ(controller_->cause().message,
+            "lost contact with the agent on node 0 (host0): no heartbeat for 3.0 s");
+}
+
+TEST_F(ControllerTest, AnAgentThatNeverSaysHelloIsGivenUpAtTheStartTimeout) {
+  make(1, 1, {.heartbeat_timeout = milliseconds(3000), .start_timeout = milliseconds(20000)});
+  controller_->start();
+  clock_.advance(milliseconds(19000));
+  EXPECT_EQ(controller_->cause().kind, dlaunch::CauseKind::kNone);
+  clock_.advance(milliseconds(1001));
+  EXPECT_NE(controller_->cause().kind, dlaunch::CauseKind::kNone);
+  EXPECT_NE(controller_->cause().message.find("every agent to become ready"), std::string::npos)
+      << controller_->cause().message;
+}

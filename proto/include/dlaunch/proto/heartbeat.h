@@ -101,8 +101,13 @@ class HeartbeatMonitor {
   HeartbeatMonitor(const HeartbeatMonitor&) = delete;
   HeartbeatMonitor& operator=(const HeartbeatMonitor&) = delete;
 
-  // Watches every peer, counting their silence from now, and starts sending.
-  void start();
+  // Starts sending; watches every peer, counting their silence from now,
+  // or (watch_all false) none until watch() names it.
+  void start(bool watch_all = true);
+  // Watches `peer` from now: its silence counts from this moment (the head
+  // watches an agent from its Hello: before it runs, an agent can say
+  // nothing, and the start's own deadline bounds that time).
+  void watch(std::size_t peer);
   // Anything at all arrived from `peer`.
   void heard(std::size_t peer);
   // `peer` is gone or done: neither watched nor sent to any more.
