@@ -465,6 +465,10 @@ Membership Rendezvous::join_round() {
   const auto wait = round_ == 0 ? s_.join_timeout : s_.close_timeout;
   const auto deadline = Clock::now() + wait;
   if (s_.is_static) {
+    // Alive before this launcher counts as a member, so that once the round
+    // is complete every member's key has been set, and a key absent from
+    // then on means its connection closed (watch_loop).
+    st.set_while_connected(rkey("alive/" + s_.me), s_.me);
     const std::string k = rkey(fmt::format("static/{}", s_.node_rank));
     const std::string owner = st.compare_set(k, "", s_.me);
     if (owner != s_.me) {
@@ -473,7 +477,6 @@ Membership Rendezvous::join_round() {
                                    s_.node_rank, owner, s_.me),
                        "give every launcher its own --node-rank from 0 to --nnodes - 1");
     }
-    st.set_while_connected(rkey("alive/" + s_.me), s_.me);  // before anyone can watch it
     m_.nnodes = s_.max_nodes;
     m_.node_rank = s_.node_rank;
     std::vector<std::string> keys;
@@ -499,10 +502,10 @@ Membership Rendezvous::join_round() {
     // Everyone has moved to the job's store: the meeting port is MASTER_PORT's.
     if (m_.hosting && round_ == 0 && meeting_port_ != 0) server_->stop_listening_on_first_port();
   } else {
+    st.set_while_connected(rkey("alive/" + s_.me), s_.me);  // before it counts (above)
     const long long idx = st.add(rkey("joined"), 1) - 1;
     st.set(rkey(fmt::format("addr/{}", idx)), own_addr_);
     st.set(rkey(fmt::format("join/{}", idx)), s_.me);
-    st.set_while_connected(rkey("alive/" + s_.me), s_.me);  // before anyone can watch it
     if (m_.hosting) st.set(rkey("host"), std::to_string(idx));
     if (m_.hosting) {
       close_round(deadline, wait);
@@ -775,11 +778,12 @@ void Rendezvous::watch_loop() {
   std::vector<bool> done(n, false);
   // Each launcher holds alive/<its name> while its store connection lasts
   // (Store::set_while_connected): a launcher that exits or is killed loses
-  // it at once, long before its heartbeat is missed. A launcher whose key
-  // was seen and is gone for kGone, without saying it is done, is lost.
-  // (The key is set again every heartbeat: a launcher whose connection the
-  // network cut and that reconnected holds it again.)
-  std::vector<bool> alive_seen(n, false);
+  // it at once, long before its heartbeat is missed. Every member set its
+  // key before it counted as one (join_round): a key absent for kGone, from
+  // the first look on, without a word that the member is done, means it is
+  // lost, even if its connection closed before this watch began. (The key is
+  // set again every heartbeat: a launcher whose connection the network cut
+  // and that reconnected holds it again.)
   std::vector<std::optional<Clock::time_point>> gone_since(n);
   const std::string alive_me = rkey("alive/" + s_.me);
   const bool watching = m_.hosting && server_ != nullptr;
@@ -879,12 +883,11 @@ void Rendezvous::watch_loop() {
             continue;
           }
           if (v[3 + 3 * j]) {
-            alive_seen[j] = true;
             gone_since[j].reset();
-          } else if (alive_seen[j] && !gone_since[j]) {
+          } else if (!gone_since[j]) {
             gone_since[j] = Clock::now();
             next_look = std::min(next_look, *gone_since[j] + kGone + milliseconds(1));
-          } else if (alive_seen[j] && Clock::now() - *gone_since[j] > kGone) {
+          } else if (Clock::now() - *gone_since[j] > kGone) {
             set_peer(parse_failure(st.compare_set(
                 failed, "",
                 lost(static_cast<int>(j),
