@@ -3,6 +3,7 @@
 # ASan+UBSan, leak detection on:
 #   scripts/fuzz.sh [SECONDS]   build build/fuzz with clang, run each target
 #                               for SECONDS (default 60)
+#   scripts/fuzz.sh build       only build them
 # Each target starts from its committed seeds (tests/fuzz/corpus/<target>,
 # never written to) plus a scratch corpus that is emptied on every run. Exits
 # non-zero on any crash, leak, timeout, out-of-memory or sanitizer report,
@@ -14,7 +15,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=${1:-60}
-[[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "usage: scripts/fuzz.sh [SECONDS]" >&2; exit 2; }
+build_only=0
+if [[ "$seconds" == build ]]; then
+  build_only=1
+elif [[ ! "$seconds" =~ ^[1-9][0-9]*$ ]]; then
+  echo "usage: scripts/fuzz.sh [SECONDS|build]" >&2
+  exit 2
+fi
 build_dir=${DLAUNCH_FUZZ_BUILD_DIR:-build/fuzz}
 jobs=${DLAUNCH_JOBS:-$(nproc 2>/dev/null || echo 2)}
 targets=(hostfile_fuzz envfile_fuzz ssh_config_fuzz protocol_fuzz store_fuzz)
@@ -31,6 +38,7 @@ CC=clang CXX=clang++ cmake -S . -B "$build_dir" -G Ninja -DDLAUNCH_FUZZ=ON -DDLA
   -DDLAUNCH_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" >/dev/null
 cmake --build "$build_dir" --target fuzz_targets -j"$jobs"
+[[ $build_only == 0 ]] || exit 0
 
 work="$build_dir/fuzz-run"
 rm -rf "$work"
