@@ -266,8 +266,10 @@ void Agent::handle(proto::Setup&& m) {
       }
     }
   }
-  if (contained && !start_container()) return;
+  // The PMIx server first: its folder (the ranks' PMIx socket, Open MPI's
+  // shared-memory files) is mounted into the node's container.
   if (setup_.mpi && !start_pmix()) return;
+  if (contained && !start_container()) return;
   channel_->send(ready);
   enter(Phase::kReady);
   start_heartbeats();
@@ -450,6 +452,7 @@ bool Agent::start_container() {
   node.gpus = find_node_gpus(root != nullptr ? root : "");
   if (node.workdir.empty()) node.workdir = std::filesystem::current_path().string();
   if (!error_dir_.empty()) node.job_dirs.push_back(error_dir_);
+  if (!pmix_dir_.empty()) node.job_dirs.push_back(pmix_dir_);
   if (const char* home = std::getenv("HOME"); home != nullptr) node.home = home;
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -511,6 +514,7 @@ bool Agent::start_pmix() {
     return false;
   }
   guard_->remove_on_death(job.tmpdir);
+  pmix_dir_ = job.tmpdir;
   pmix_ = std::make_unique<PmixHost>(
       env_.io, PmixHost::Callbacks{
                    .fence =

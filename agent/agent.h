@@ -175,6 +175,7 @@ class Agent {
   std::string net_interface_;  // toward Start.net_address; empty: none known
   std::string error_dir_;      // workers' TORCHELASTIC_ERROR_FILEs; removed at the end
   std::string store_path_;     // node 0: the store's Unix socket (in error_dir_), if any
+  std::string pmix_dir_;       // --mpi: the PMIx server's folder (sockets, shared memory)
   std::string cgroup_;         // the job's cgroup on this node; empty: none could be made
   // Placement (docs/placement.md), from Setup: the topology and each rank's
   // CPUs; empty when nothing is bound.

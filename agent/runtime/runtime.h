@@ -58,7 +58,8 @@ struct RuntimeNode {
   int node_rank = 0;
   std::string hostname;
   std::string workdir;                // the job's working directory here (mounted at that path)
-  std::vector<std::string> job_dirs;  // the job's private folders here (error files, store socket)
+  // The job's private folders here (error files, the store's socket, PMIx's folder).
+  std::vector<std::string> job_dirs;
   pid_t agent_pid = 0;
   std::string keepalive;  // dlaunch-keepalive on this host (podman, docker)
   uid_t uid = 0;

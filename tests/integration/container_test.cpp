@@ -7,9 +7,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,23 @@ int count_of(const std::string& text, const std::string& what) {
   int n = 0;
   for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
+}
+
+// The job's containers as the bed's podman (env) lists them, stopped ones
+// included; and the same once they are gone, or at the timeout.
+std::string job_containers(const std::string& job, const std::vector<std::string>& env) {
+  auto r = run({"podman", "ps", "-a", "-q", "--filter", "label=dlaunch.job=" + job}, 30, env);
+  return r.out + (r.exit_code == 0 ? "" : "(podman ps failed: " + r.err + ")");
+}
+std::string wait_job_containers_gone(const std::string& job, const std::vector<std::string>& env,
+                                     double timeout_s) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  std::string left = job_containers(job, env);
+  while (!left.empty() && std::chrono::steady_clock::now() < until) {
+    ::usleep(200 * 1000);
+    left = job_containers(job, env);
+  }
+  return left;
 }
 
 class Containers : public ::testing::Test {
@@ -64,19 +83,9 @@ class Containers : public ::testing::Test {
     all.insert(all.end(), args.begin(), args.end());
     return run(dlaunch_cmd(all), timeout_s, env_);
   }
-  // The job's containers as podman lists them, stopped ones included.
-  static std::string containers_of(const std::string& job) {
-    auto r = run({"podman", "ps", "-a", "-q", "--filter", "label=dlaunch.job=" + job}, 30, env_);
-    return r.out + (r.exit_code == 0 ? "" : "(podman ps failed: " + r.err + ")");
-  }
+  static std::string containers_of(const std::string& job) { return job_containers(job, env_); }
   static std::string wait_containers_gone(const std::string& job, double timeout_s) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    std::string left = containers_of(job);
-    while (!left.empty() && std::chrono::steady_clock::now() < until) {
-      ::usleep(200 * 1000);
-      left = containers_of(job);
-    }
-    return left;
+    return wait_job_containers_gone(job, env_, timeout_s);
   }
 
   static inline std::string skip_;
@@ -446,6 +455,216 @@ TEST_F(Containers, DockerRunsTheRanksInTheImageWhereADaemonAnswers) {
   auto left = run({"docker", "ps", "-a", "-q", "--filter", "label=dlaunch.job=" + job}, 30);
   EXPECT_EQ(left.out, "");
   (void)run({"docker", "rmi", "localhost/dlaunch-test:docker"}, 60);
+}
+
+// Containers on SSH nodes (issue 31's acceptance): two nodes of the loopback
+// sshd bed (tests/testbed/sshd.sh), whose sessions get the test podman's
+// configuration as a node's own would give it (sshd's SetEnv); dlaunch's own
+// environment has none. The images are Debian roots (tests/testbed/
+// bare-root.sh: mmdebstrap, made once and cached) imported into that podman:
+// one with python3-torch (400+ packages: made only where one is cached, or
+// with DLAUNCH_BED_TORCH=1), one with Open MPI's library. The host's own
+// python3 and torch play no part.
+const std::string kTorchImage = "localhost/dlaunch-torch:test";
+const std::string kMpiImage = "localhost/dlaunch-mpi:test";
+
+class ContainersOverSsh : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (::geteuid() != 0) {
+      skip_ = "needs root: the test bed's podman runs as root (docs/testbeds.md)";
+      return;
+    }
+    remove_stale_beds("dlaunch-podman-", kBed);
+    podman_ = temp_dir("podman-" + std::to_string(::getpid()) + "-ssh");
+    auto r = run({kBed, "start", podman_}, 120);
+    if (r.exit_code == 3) {
+      skip_ = "no podman test bed: " + r.err;
+      return;
+    }
+    if (r.exit_code != 0) {
+      failed_ = "podman.sh start failed (" + std::to_string(r.exit_code) + "): " + r.err;
+      return;
+    }
+    env_ = lines_of(r.out);
+    std::string setenv;
+    for (const auto& e : env_) setenv += (setenv.empty() ? "" : " ") + e;
+    const std::string sshd = std::string(SOURCE_DIR) + "/tests/testbed/sshd.sh";
+    remove_stale_beds("dlaunch-ctrsshd-", sshd);
+    sshd_ = temp_dir("ctrsshd-" + std::to_string(::getpid()));
+    auto bed = run({sshd, "start", sshd_, "2", "0", "2"}, 60, {"TB_SSHD_SETENV=" + setenv});
+    if (bed.exit_code != 0) {
+      skip_ =
+          "cannot start a loopback sshd (exit " + std::to_string(bed.exit_code) + "): " + bed.err;
+    }
+  }
+  static void TearDownTestSuite() {
+    if (!sshd_.empty()) {
+      (void)run({std::string(SOURCE_DIR) + "/tests/testbed/sshd.sh", "stop", sshd_}, 30);
+      std::error_code ec;
+      std::filesystem::remove_all(sshd_, ec);
+    }
+    if (!podman_.empty()) (void)run({kBed, "stop", podman_}, 300);
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    ASSERT_TRUE(failed_.empty()) << failed_;
+  }
+
+  // The image `name` of a bookworm root with `packages`, imported once into
+  // the bed's podman. False, with the reason in `why` (empty: a failure the
+  // test reports), where none can be made here. `large`: made only where a
+  // root with the last package is cached, or with DLAUNCH_BED_TORCH=1.
+  static bool image(const std::string& name, const std::vector<std::string>& packages, bool large,
+                    std::string& why) {
+    if (auto it = images_.find(name); it != images_.end()) {
+      why = it->second;
+      return why == "ok";
+    }
+    why = make_image(name, packages, large);
+    images_[name] = why;
+    return why == "ok";
+  }
+  static std::string make_image(const std::string& name, const std::vector<std::string>& packages,
+                                bool large) {
+    if (large) {
+      const char* cache_env = std::getenv("DLAUNCH_TESTBED_CACHE");
+      const std::string cache = cache_env != nullptr ? cache_env : "/var/cache/dlaunch-testbed";
+      const char* want = std::getenv("DLAUNCH_BED_TORCH");
+      bool cached = false;
+      std::error_code ec;
+      for (const auto& e : std::filesystem::directory_iterator(cache, ec)) {
+        cached = cached ||
+                 slurp(e.path().string() + "/.packages").find(packages.back()) != std::string::npos;
+      }
+      if (!cached && (want == nullptr || std::string(want) != "1")) {
+        return "no bookworm root with " + packages.back() + " in " + cache +
+               " to make the image of (400+ packages: DLAUNCH_BED_TORCH=1 makes it once)";
+      }
+    }
+    std::vector<std::string> argv = {std::string(SOURCE_DIR) + "/tests/testbed/bare-root.sh",
+                                     "bookworm"};
+    argv.insert(argv.end(), packages.begin(), packages.end());
+    auto root = run(argv, 1800);
+    if (root.exit_code == 3 || root.exit_code == 4) return "no root for the image: " + root.err;
+    if (root.exit_code != 0) {
+      ADD_FAILURE() << "tests/testbed/bare-root.sh: exit " << root.exit_code << ": " << root.err;
+      return "";
+    }
+    const auto lines = lines_of(root.out);
+    auto imported = run({kBed, "import", podman_, lines.empty() ? "" : lines.back(), name}, 600);
+    if (imported.exit_code != 0) {
+      ADD_FAILURE() << "podman.sh import: exit " << imported.exit_code << ": " << imported.err;
+      return "";
+    }
+    return "ok";
+  }
+
+  // dlaunch on the bed's two SSH nodes x 2 slots, with the examples folder
+  // mounted where it is on the host (over SSH the ranks' working directory
+  // is the node's home).
+  // `mounts`: more of them, SRC:DST[:ro],...
+  static std::vector<std::string> cmd(const std::string& job, std::vector<std::string> args,
+                                      const std::string& mounts = "") {
+    const std::string examples = std::string(SOURCE_DIR) + "/examples";
+    std::vector<std::string> all = {
+        "-F",
+        sshd_ + "/ssh_config",
+        "-H",
+        sshd_ + "/hosts.yaml",
+        "--job-id",
+        job,
+        "--container-mounts",
+        examples + ":" + examples + ":ro" + (mounts.empty() ? "" : "," + mounts)};
+    all.insert(all.end(), args.begin(), args.end());
+    return dlaunch_cmd(all);
+  }
+  static std::string containers_of(const std::string& job) { return job_containers(job, env_); }
+  static std::string wait_containers_gone(const std::string& job, double timeout_s) {
+    return wait_job_containers_gone(job, env_, timeout_s);
+  }
+
+  static inline std::string skip_;
+  static inline std::string failed_;
+  static inline std::string podman_;
+  static inline std::string sshd_;
+  static inline std::vector<std::string> env_;
+  static inline std::map<std::string, std::string> images_;  // name -> "ok" or why not
+};
+
+TEST_F(ContainersOverSsh, TrainPyRunsInTheTorchImageOnTwoSshNodes) {
+  std::string why;
+  if (!image(kTorchImage, {"python3", "python3-torch"}, true, why)) {
+    ASSERT_FALSE(why.empty());
+    GTEST_SKIP() << why;
+  }
+  const auto job = unique_job_id("ctr-ssh-torch");
+  auto r = run(cmd(job, {"--container-image", kTorchImage, "sh", "-c",
+                         "echo img=$(cat /etc/dlaunch-image) uid=$(id -u); exec python3 " +
+                             std::string(SOURCE_DIR) + "/examples/train.py"}),
+               600, {"SSH_AUTH_SOCK="});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // Every rank in the image (a file only it has), with the user's uid.
+  EXPECT_EQ(count_of(r.out, "img=" + kTorchImage + " uid=" + std::to_string(::geteuid())), 4)
+      << r.out;
+  EXPECT_NE(r.out.find("parameters identical on all 4 ranks"), std::string::npos) << r.out;
+  EXPECT_EQ(wait_containers_gone(job, 30), "");
+}
+
+TEST_F(ContainersOverSsh, DlaunchKilledWithSigkillLeavesNoContainerAndNoProcessOnTheNodes) {
+  std::string why;
+  if (!image(kTorchImage, {"python3", "python3-torch"}, true, why)) {
+    ASSERT_FALSE(why.empty());
+    GTEST_SKIP() << why;
+  }
+  const auto job = unique_job_id("ctr-ssh-kill");
+  Process p(cmd(job, {"--kill-grace", "1", "--container-image", kTorchImage, "python3", "-c",
+                      "import time; print('up', flush=True); time.sleep(600)"}),
+            {"SSH_AUTH_SOCK="});
+  if (!p.wait_for_lines(4, 300)) {
+    auto f = p.finish(10);
+    FAIL() << "no 4 lines: " << f.out << f.err;
+  }
+  ASSERT_NE(containers_of(job), "");
+  p.signal(SIGKILL);
+  p.finish(10);
+  EXPECT_EQ(wait_containers_gone(job, 60), "");
+  EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
+}
+
+// --mpi in a container: the image's Open MPI (Debian's libopenmpi3, with the
+// PMIx of the host's release) direct-launched through each node's PMIx
+// server, whose folder is mounted into the node's container. The program is
+// the host's build, mounted at its own path.
+TEST_F(ContainersOverSsh, AnOpenMpiProgramInTheImageIsDirectLaunchedByTheAgentsPmixServers) {
+  std::string why;
+  if (!image(kMpiImage, {"libopenmpi3"}, false, why)) {
+    ASSERT_FALSE(why.empty());
+    GTEST_SKIP() << why;
+  }
+  const auto job = unique_job_id("ctr-ssh-mpi");
+  const std::string bin = std::filesystem::path(MPI_HELLO_BIN).parent_path().string();
+  auto r = run(
+      cmd(job, {"--mpi", "--container-image", kMpiImage, MPI_HELLO_BIN}, bin + ":" + bin + ":ro"),
+      300, {"SSH_AUTH_SOCK="});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_NE(r.out.find("mpi rank " + std::to_string(rank) + "/4, RANK=" + std::to_string(rank) +
+                         " WORLD_SIZE=4, allreduce(rank)=6"),
+              std::string::npos)
+        << r.out;
+  }
+  EXPECT_EQ(wait_containers_gone(job, 30), "");
+  // Open MPI's shared memory between a node's ranks (vader's backing files)
+  // and its session directory are in the PMIx server's folder: without it in
+  // the container Open MPI falls back to TCP between them, quietly.
+  const auto job2 = unique_job_id("ctr-ssh-mpidir");
+  auto seen = run(cmd(job2, {"--mpi", "--container-image", kMpiImage, "sh", "-c",
+                             "test -d \"$OMPI_MCA_btl_vader_backing_directory\" && "
+                             "test -w \"$OMPI_MCA_orte_tmpdir_base\" && echo pmix-folder-here"}),
+                  120, {"SSH_AUTH_SOCK="});
+  EXPECT_EQ(seen.exit_code, 0) << seen.out << seen.err;
+  EXPECT_EQ(count_of(seen.out, "pmix-folder-here"), 4) << seen.out << seen.err;
 }
 
 // No runtime: said before anything starts (no root or podman needed).

@@ -31,6 +31,9 @@ tb_host_key() { cut -d' ' -f1,2 "$1/host_key.pub"; }
 # the bed (its keys, no PAM, root by key only, many parallel logins:
 # TB_SSHD_MAX_STARTUPS, default 500:30:1000). The host key is DIR/host_key
 # unless TB_HOST_KEY names another (a bed whose hosts each have their own).
+# TB_SSHD_SETENV: NAME=VALUE words every session gets (sshd's SetEnv), as a
+# node's own configuration would give them (e.g. where its podman keeps its
+# configuration and images).
 tb_sshd_config() {
   local dir=$1 conf=$2 port=$3 pidfile=$4
   shift 4
@@ -48,6 +51,7 @@ tb_sshd_config() {
     echo "MaxStartups ${TB_SSHD_MAX_STARTUPS:-500:30:1000}"
     echo "MaxSessions 100"
     echo "LogLevel ERROR"
+    if [[ -n "${TB_SSHD_SETENV:-}" ]]; then echo "SetEnv $TB_SSHD_SETENV"; fi
   } > "$conf"
 }
 

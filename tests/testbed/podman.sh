@@ -9,6 +9,11 @@
 #                          to run podman (and dlaunch) with: NAME=VALUE lines
 #   podman.sh stop DIR     remove every container of DIR's podman and DIR's
 #                          storage (safe to repeat, and after a failed start)
+#   podman.sh import DIR ROOT NAME
+#                          an image NAME in DIR's podman (started) of the root
+#                          file system ROOT (one of tests/testbed/bare-root.sh,
+#                          made by mmdebstrap from Debian's packages), with
+#                          /etc/dlaunch-image saying NAME; ROOT is not changed
 #
 # The configuration is what this host needs (docs/testbeds.md): the runc
 # runtime (crun refuses the cgroups v1 "hybrid" layout), cgroupfs (no
@@ -87,8 +92,25 @@ CONF
   env_of
 }
 
+import_root() {
+  local root=${3:-} name=${4:-}
+  [[ -d "$root" && -n "$name" ]] || { echo "usage: $0 import DIR ROOT NAME" >&2; exit 2; }
+  [[ -f "$dir/containers.conf" ]] || { echo "no podman bed in $dir (podman.sh start)" >&2; exit 2; }
+  local extra=$dir/import-extra
+  rm -rf "$extra"
+  mkdir -p "$extra/etc"
+  echo "$name" >"$extra/etc/dlaunch-image"
+  # shellcheck disable=SC2046
+  export $(env_of)
+  # The root as it is, then the marker over it; the bare root's sshd keys and
+  # the like come along (nothing in the container runs sshd).
+  tar -C "$root" -c --exclude=./.complete --exclude=./.packages . -C "$extra" ./etc/dlaunch-image |
+    podman import -q --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin' - "$name" >/dev/null
+}
+
 case "$cmd" in
   start) start ;;
   stop) stop ;;
-  *) echo "usage: $0 start DIR | stop DIR" >&2; exit 2 ;;
+  import) import_root "$@" ;;
+  *) echo "usage: $0 start DIR | stop DIR | import DIR ROOT NAME" >&2; exit 2 ;;
 esac
