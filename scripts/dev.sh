@@ -7,8 +7,8 @@
 #                          sanitize under ASan+UBSan (dev preset), the agent and
 #                          store tests under ThreadSanitizer (tsan preset) and
 #                          the fuzzers (scripts/fuzz.sh); the later stages build
-#                          in the background at nice 19 while the release suite
-#                          runs (start_prebuild)
+#                          in the background, at idle priority, while the release
+#                          suite runs (start_prebuild)
 #   scripts/dev.sh lint [format|tidy|kill|unity|tsa]   the first step of `test`
 #                          alone, or one of its parts (lint_format, lint_tidy, ...;
 #                          tsa: the clang-tsa build, by hand only: clang-tidy runs
@@ -52,7 +52,7 @@ run_tests() {
   echo "== tests ($preset) ==" >&2
   # One at a time: the integration tests time teardowns and must not compete
   # for the two cores of a CI machine (the background builds of `test` run at
-  # nice 19: they get what the tests leave).
+  # idle priority: they get what the tests leave).
   # Not "whole": the unit tests again as one program, for the sanitizer stages.
   # `|| rc=$?`, and the status returned at the end: `step` runs this as
   # `run_tests || rc=$?`, where set -e does not act, so a failed ctest would
@@ -128,8 +128,13 @@ tsan_tests() {
 # (`test`). Measured here (2 cores, /proc/stat over the whole release suite):
 # the cores were idle 54% of its 915 s, waiting on sockets, timers, sshd and
 # podman, while the ASan, TSan and fuzzing builds (~1,800 s of compiler time)
-# came after it and kept both busy. At nice 19 the compilers take what the
-# tests leave: the kernel runs a waking test first, so its timings hold.
+# came after it and kept both busy. The builder runs under SCHED_IDLE (and
+# nice 19, idle I/O class): the compilers take what the tests leave, and a
+# waking test preempts them at once. It stays in the script's session: with
+# the kernel's autogroups (sched_autogroup_enabled), a session of its own
+# (setsid) would be one more group with a full share of the CPU whatever its
+# nice value, and the first version, so started, doubled the SSH suite's
+# times (103 s -> 212 s).
 # Each part writes PART.rc (and PART.log) to $prebuild_dir when done; the stage
 # that needs it awaits that file, then runs its own build (a no-op by then, or
 # the rest of it), so each stage still works alone. On any exit of `test` the
@@ -153,9 +158,15 @@ prebuild() {
 start_prebuild() {
   rm -rf "$prebuild_dir"
   mkdir -p "$prebuild_dir"
-  # setsid: a process group of its own, to stop whole (stop_prebuild).
-  nice -n 19 setsid scripts/dev.sh prebuild </dev/null >/dev/null 2>&1 &
+  local idle=()
+  if chrt --idle 0 true 2>/dev/null; then idle+=(chrt --idle 0); fi
+  if ionice -c 3 true 2>/dev/null; then idle+=(ionice -c 3); fi
+  # Job control on for this one start: the builder gets a process group of
+  # its own (not a session), to stop whole (stop_prebuild).
+  set -m
+  "${idle[@]}" nice -n 19 scripts/dev.sh prebuild </dev/null >/dev/null 2>&1 &
   prebuild_pid=$!
+  set +m
   trap stop_prebuild EXIT
 }
 stop_prebuild() {
