@@ -57,7 +57,7 @@ struct RuntimeNode {
   std::string job_id;
   int node_rank = 0;
   std::string hostname;
-  std::string workdir;                // the job's working directory here (mounted at that path)
+  std::string workdir;  // the job's working directory here (mounted at that path)
   // The job's private folders here (error files, the store's socket, PMIx's folder).
   std::vector<std::string> job_dirs;
   pid_t agent_pid = 0;
