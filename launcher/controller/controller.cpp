@@ -220,10 +220,12 @@ void Controller::start() {
     say("stdout's reader went away (a pipeline's end): stopping the job");
     fail({.kind = CauseKind::kInterrupted, .signal = SIGPIPE});
   });
-  // Each node is watched from its agent's Hello (on_message): before it
-  // runs, an agent can send nothing, however slow the node's login (a
-  // shell's rc file under SSH, a busy machine), and the start's deadline
-  // below bounds that time, not the heartbeat timeout.
+  // Each node is watched from its agent's Ready (on_ready): before it runs,
+  // an agent can send nothing, however slow the node's login (a shell's rc
+  // file under SSH, a busy machine), and until Ready it says nothing while
+  // it sets the node up (a container's start, an image's pull); the agent
+  // heartbeats from Ready on. The start's deadline below bounds that time,
+  // not the heartbeat timeout; a link that closes meanwhile is seen at once.
   heartbeats_.start(/*watch_all=*/false);
   arm_job_timeout();  // from dlaunch's start: a start that hangs counts too
   arm_signal_warning();
@@ -323,7 +325,6 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
   }
   heartbeats_.heard(i);
   if (auto* hello = std::get_if<proto::Hello>(&msg)) {
-    heartbeats_.watch(i);
     on_hello(i, *hello);
   } else if (auto* ready = std::get_if<proto::Ready>(&msg)) {
     on_ready(i, *ready);
@@ -489,6 +490,7 @@ void Controller::drain_console(asio::signal_set& signals) {
 
 void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
   nodes_[i].life.to(NodeState::kReady);
+  heartbeats_.watch(i);  // its heartbeats begin now (start())
   nodes_[i].no_cgroup = ready.no_cgroup;
   // A thousand nodes' lists would be kept for one comparison each.
   nodes_[i].head_interfaces = proto::same_interfaces(ready.interfaces, own_interfaces());
