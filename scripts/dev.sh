@@ -23,10 +23,10 @@ cd "$(dirname "$0")/.."
 
 jobs=${DLAUNCH_JOBS:-$(nproc 2>/dev/null || echo 2)}
 export DLAUNCH_JOBS=$jobs  # for scripts/fuzz.sh
-# Seconds per fuzz target in `test`: 5 targets, so about 1.5 minutes of CI with
+# Seconds per fuzz target in `test`: 5 targets, so under a minute of CI besides
 # the build. A regression check from the committed seeds on every change; a
 # search for new inputs is `scripts/dev.sh fuzz 600`.
-fuzz_seconds=${DLAUNCH_FUZZ_SECONDS:-15}
+fuzz_seconds=${DLAUNCH_FUZZ_SECONDS:-10}
 # Seconds of random faults in the release suite's chaos_tests (its default is
 # 120): each CI run draws a new seed, so the runs add up across changes; a
 # long one is `DLAUNCH_CHAOS_SECONDS=1200 ctest -R chaos -V`.

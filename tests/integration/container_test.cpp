@@ -120,6 +120,31 @@ TEST_F(Containers, ShellJobRunsInTheImageWithTheUsersIdsAndTheTorchrunEnvironmen
 // --container-shm-size: the ranks of a node share a private /dev/shm of
 // that size (what NCCL's shared memory needs), not the host's; what one rank
 // writes there the other of its node reads.
+// A node's setup longer than --heartbeat-timeout (here a podman whose `run`
+// takes 4 s, as a pull would take minutes) is bounded by --start-timeout, not
+// taken for a lost node: the agent says nothing until it is ready.
+TEST_F(Containers, AContainerStartLongerThanTheHeartbeatTimeoutIsNoLostNode) {
+  const std::string dir = temp_dir("slowpodman");
+  const std::string podman = dlaunch::find_program("podman", dlaunch::current_environment(), "");
+  ASSERT_NE(podman, "");
+  {
+    std::ofstream w(dir + "/podman");
+    w << "#!/bin/sh\nif [ \"$1\" = run ]; then sleep 4; fi\nexec " << podman << " \"$@\"\n";
+  }
+  std::filesystem::permissions(dir + "/podman", std::filesystem::perms::owner_all);
+  const auto job = unique_job_id("ctr-slowstart");
+  std::vector<std::string> env = env_;
+  env.push_back("PATH=" + dir + ":" + std::getenv("PATH"));
+  auto r = run(
+      dlaunch_cmd({"-H", kLocalhost, "--job-id", job, "--heartbeat-timeout", "1.5",
+                   "--start-timeout", "60", "--container-image", kImage, "sh", "-c", "echo ran"}),
+      120, env);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_of(r.out, "ran"), 4) << r.out << r.err;
+  EXPECT_EQ(wait_containers_gone(job, 20), "");
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(Containers, ShmSizeGivesTheNodesRanksAPrivateDevShmOfThatSize) {
   const auto job = unique_job_id("ctr-shm");
   auto r = dlaunch(job, {"--container-image", kImage, "--container-shm-size", "96m", "sh", "-c",

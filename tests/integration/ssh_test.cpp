@@ -349,7 +349,10 @@ TEST_F(Ssh, HostThatNeverAnswersFailsWithinTheConnectTimeoutAndNothingIsLeft) {
                60, env());
   ::close(silent);
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_LT(r.seconds, 3.0);
+  // Fail-fast: far from the 30 s the ranks sleep. (Not 3 s: logins to the
+  // bed's nodes run root's shell rc files here, and a busy machine, CI's
+  // with the sanitizer builds in the background, stretches them.)
+  EXPECT_LT(r.seconds, 10.0);
   EXPECT_NE(r.err.find("node 2 (127.0.0.9): timed out after 1.0 s"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
@@ -372,7 +375,7 @@ TEST_F(Ssh, FailingRankOnAnSshNodeStopsEveryNode) {
   EXPECT_EQ(r.exit_code, 7) << r.err;
   EXPECT_NE(r.err.find("rank 3 exited with code 7"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("| last words of rank 3"), std::string::npos) << r.err;
-  EXPECT_LT(r.seconds, 3.0);
+  EXPECT_LT(r.seconds, 10.0);  // the other ranks sleep 60 s (the bound above: why not 3 s)
   EXPECT_EQ(job_processes(job), std::vector<pid_t>{});
 }
 

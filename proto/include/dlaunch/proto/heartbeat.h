@@ -105,8 +105,8 @@ class HeartbeatMonitor {
   // or (watch_all false) none until watch() names it.
   void start(bool watch_all = true);
   // Watches `peer` from now: its silence counts from this moment (the head
-  // watches an agent from its Ready: until then it runs nothing that
-  // heartbeats, and the start's own deadline bounds that time).
+  // watches an agent from its Hello: before it runs, an agent can say
+  // nothing, and the start's own deadline bounds that time).
   void watch(std::size_t peer);
   // Anything at all arrived from `peer`.
   void heard(std::size_t peer);
