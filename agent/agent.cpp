@@ -1028,7 +1028,15 @@ void Agent::handle_shutdown() {
 }
 
 void Agent::on_channel_closed(const std::string& reason) {
-  if (phase_ == Phase::kDone) return;
+  if (phase_ == Phase::kDone) {
+    // Done was sent, or could not be: a head that stopped reading (it gave
+    // up waiting, or was killed) fails the write, and the channel then ends
+    // when its read side does. Nothing is left to do: without this stop the
+    // loop, kept alive by its signal waits, ran on forever (agents found
+    // idle an hour after their SSH jobs, issue 31's SSH tests).
+    env_.io.stop();
+    return;
+  }
   channel_lost_ = true;
   exit_code_ = 1;
   if (heartbeats_) heartbeats_->stop();

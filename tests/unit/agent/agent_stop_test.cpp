@@ -1,5 +1,9 @@
 // The agent stopping its workers, without processes: SIGTERM, the kill
 // grace, SIGKILL; what it reports.
+#include <sys/socket.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+
 #include "agent_test_support.h"
 
 using namespace dltest;
@@ -158,4 +162,28 @@ TEST_F(AgentTest, SignalRanksBeforeStartSignalsNothing) {
   send(proto::Abort{.reason = "interrupted"});
   EXPECT_EQ(os_.count(SIGTSTP, true), 0);
   EXPECT_EQ(os_.count(SIGCONT, true), 0);
+}
+
+// The head stops reading before the agent's Done (it gave up waiting for the
+// agent to exit, or it was killed): the Done's write fails, the channel ends
+// when its read side does, and the agent's loop must end then, even with
+// work of its own outstanding (run()'s signal waits, here a work guard).
+TEST_F(AgentTest, AnAgentWhoseDoneCannotBeWrittenStillEnds) {
+  ::signal(SIGPIPE, SIG_IGN);  // as dlaunch-agent's main: a failed write is EPIPE
+  auto work = boost::asio::make_work_guard(io_);
+  start_workers(1);
+  send(proto::Abort{.reason = "job failed"});
+  sigchld();
+  ASSERT_EQ(got<proto::Exited>().size(), 1u);
+  ASSERT_EQ(::shutdown(head_, SHUT_RD), 0);  // the head reads no more
+  send(proto::Shutdown{});
+  EXPECT_TRUE(got<proto::Done>().empty());
+  ASSERT_EQ(::shutdown(head_, SHUT_WR), 0);  // and then is gone
+  bool stopped = false;
+  for (int i = 0; i < 20 && !stopped; ++i) {
+    io_.restart();
+    (void)io_.poll();
+    stopped = io_.stopped();
+  }
+  EXPECT_TRUE(stopped);
 }
