@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +31,7 @@
 #include "guard.h"
 #include "net.h"
 #include "pmix/pmix_job_info.h"
+#include "runtime/command.h"
 #include "stacks.h"
 
 namespace dlaunch::agent {
@@ -45,8 +47,10 @@ namespace {
 // ranks; 8 MiB here gave 21 MiB for no more throughput (bench/: footprint).
 constexpr std::size_t kHighWatermark = 1u << 20;
 
-// The removal of the node's container (podman rm -f) at the end of the job.
-constexpr std::chrono::milliseconds kRuntimeTeardown{30000};
+// The pull of the node's container image: a registry that stalls is given up
+// on after this (the node heartbeats meanwhile, and the head does not count
+// the pull against --start-timeout).
+constexpr std::chrono::minutes kImagePullLimit{30};
 
 std::string hostname() {
   char buf[256] = {};
@@ -269,10 +273,18 @@ void Agent::handle(proto::Setup&& m) {
   // The PMIx server first: its folder (the ranks' PMIx socket, Open MPI's
   // shared-memory files) is mounted into the node's container.
   if (setup_.mpi && !start_pmix()) return;
-  if (contained && !start_container()) return;
-  channel_->send(ready);
+  ready_ = std::move(ready);
+  if (contained) {
+    begin_container();  // Ready once it runs
+    return;
+  }
+  become_ready();
+}
+
+void Agent::become_ready() {
+  channel_->send(ready_);
   enter(Phase::kReady);
-  start_heartbeats();
+  if (!heartbeats_) start_heartbeats();  // they began with a pull
 }
 
 void Agent::handle(proto::Start&& m) {
@@ -438,16 +450,20 @@ bool Agent::check_programs() {
 // The node's container (podman, docker) or its preparation (apptainer,
 // enroot), with the job's folders of this node mounted: the error files and,
 // on node 0, the store's Unix socket. The guard is told how to remove it
-// before it exists, should the agent die while it starts.
-bool Agent::start_container() {
-  RuntimeNode node{.job_id = setup_.job_id,
-                   .node_rank = setup_.node_rank,
-                   .hostname = hostname(),
-                   .workdir = setup_.workdir,
-                   .agent_pid = ::getpid(),
-                   .uid = ::getuid(),
-                   .gid = ::getgid(),
-                   .env = current_environment()};
+// before it exists, should the agent die while it starts. An image that must
+// be pulled first is pulled by a child of the loop (start_pull): the node
+// heartbeats meanwhile, and the head does not count the pull against its
+// start's deadline (proto::ImagePull).
+void Agent::begin_container() {
+  RuntimeNode& node = runtime_node_;
+  node = RuntimeNode{.job_id = setup_.job_id,
+                     .node_rank = setup_.node_rank,
+                     .hostname = hostname(),
+                     .workdir = setup_.workdir,
+                     .agent_pid = ::getpid(),
+                     .uid = ::getuid(),
+                     .gid = ::getgid(),
+                     .env = current_environment()};
   const char* root = std::getenv("DLAUNCH_HEALTH_ROOT");  // tests: the node's /dev and /etc
   node.gpus = find_node_gpus(root != nullptr ? root : "");
   if (node.workdir.empty()) node.workdir = std::filesystem::current_path().string();
@@ -458,12 +474,84 @@ bool Agent::start_container() {
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) node.keepalive = (self.parent_path() / "dlaunch-keepalive").string();
   if (auto rm = runtime_->removal_command(node); !rm.empty()) guard_->run_on_death(rm);
-  auto made = runtime_->prepare(node);
+  auto pull = runtime_->pull_command(node);
+  if (!pull) {
+    channel_->send(proto::Fatal{pull.error()});
+    return;
+  }
+  if (pull->empty()) {
+    finish_container();
+    return;
+  }
+  start_pull(std::move(*pull));
+}
+
+void Agent::start_pull(std::vector<std::string> argv) {
+  const std::string& image = setup_.container.image;
+  pull_output_ = UniqueFd(::memfd_create("dlaunch-pull", MFD_CLOEXEC));
+  if (!pull_output_) {
+    channel_->send(proto::Fatal{"cannot pull image " + image + " on " + hostname() +
+                                ": memfd_create: " + std::strerror(errno)});
+    return;
+  }
+  SpawnOptions opts;
+  opts.argv = argv;
+  opts.env = runtime_node_.env;
+  opts.stdout_fd = pull_output_.get();
+  opts.stderr_fd = pull_output_.get();
+  opts.parent_death_signal = SIGKILL;
+  // In the job's cgroup and watched by the guard: nothing of it outlives the agent.
+  auto pid = env_.os.spawn_in(opts, cgroup_);
+  if (!pid) {
+    channel_->send(proto::Fatal{"cannot pull image " + image + " on " + hostname() + ": `" +
+                                argv.front() + " pull` did not start: " + pid.error()});
+    return;
+  }
+  pull_pid_ = *pid;
+  pull_argv_ = std::move(argv);
+  guard_->watch_process_group(pull_pid_);
+  channel_->send(proto::ImagePull{.image = image});
+  start_heartbeats();
+  if (!pull_timer_) pull_timer_ = env_.clock.make_timer();
+  env_.clock.after(*pull_timer_, kImagePullLimit, [this] {
+    if (pull_pid_ <= 0) return;
+    pull_timed_out_ = true;
+    env_.os.signal_group(pull_pid_, SIGKILL);
+  });
+}
+
+void Agent::on_pull_exit(int status) {
+  pull_pid_ = 0;
+  if (pull_timer_) pull_timer_->cancel();
+  CommandResult r{.status = status, .timed_out = pull_timed_out_};
+  // Its last words (what a failed pull says is at the end).
+  if (pull_output_) {
+    struct stat st {};
+    const off_t size = ::fstat(pull_output_.get(), &st) == 0 ? st.st_size : 0;
+    const off_t from = std::max<off_t>(0, size - static_cast<off_t>(kMaxCommandOutput));
+    r.output.resize(static_cast<std::size_t>(size - from));
+    const ssize_t n = ::pread(pull_output_.get(), r.output.data(), r.output.size(), from);
+    r.output.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+    pull_output_.reset();
+  }
+  if (phase_ != Phase::kSetup || aborting_) return;  // the job is being stopped
+  const std::string& image = setup_.container.image;
+  if (!r.ok()) {
+    channel_->send(proto::Fatal{"cannot pull image " + image + " on " + hostname() + ": " +
+                                describe_failure(pull_argv_, r)});
+    return;
+  }
+  channel_->send(proto::ImagePull{.image = image, .done = true});
+  finish_container();
+}
+
+void Agent::finish_container() {
+  auto made = runtime_->prepare(runtime_node_);
   if (!made) {
     channel_->send(proto::Fatal{made.error()});
-    return false;
+    return;
   }
-  return check_programs();
+  if (check_programs()) become_ready();
 }
 
 // A private folder for the workers' TORCHELASTIC_ERROR_FILEs. Without it
@@ -810,6 +898,10 @@ void Agent::resume_parked() {
 
 void Agent::on_sigchld() {
   for (const auto& [pid, status] : env_.os.reap()) {
+    if (pid == pull_pid_) {
+      on_pull_exit(status);
+      continue;
+    }
     auto it = rank_of_pid_.find(pid);
     if (it != rank_of_pid_.end()) on_worker_exit(workers_.at(it->second), status);
     // anything else is an orphan that reparented to us (we are a subreaper)
@@ -935,7 +1027,7 @@ void Agent::finish() {
   // The node's container first: what it leaves (its monitor on its way out)
   // is then swept as any leftover.
   if (runtime_) {
-    if (auto why = runtime_->teardown(kRuntimeTeardown); !why.empty())
+    if (auto why = runtime_->teardown(timing::kContainerRemoval); !why.empty())
       log("could not remove the node's container: " + why);
   }
   const auto first = leftovers();
@@ -991,6 +1083,7 @@ void Agent::complete() {
   grace_timer_->cancel();
   orphan_deadline_->cancel();
   sweep_timer_->cancel();
+  if (pull_timer_) pull_timer_->cancel();
   stacks_.reset();
   if (heartbeats_) heartbeats_->stop();
   if (guard_) guard_->disarm();

@@ -110,7 +110,13 @@ class Agent {
   bool start_pmix();
   // agent/runtime/: where the workers run (native, or the node's container).
   bool check_programs();
-  bool start_container();
+  // The node's container: pull_command, then (after the pull, a child of
+  // the loop) prepare, then Ready.
+  void begin_container();
+  void start_pull(std::vector<std::string> argv);
+  void on_pull_exit(int status);
+  void finish_container();
+  void become_ready();
   void give_pmix_the_store(const proto::Env& start_env);
   void make_error_dir();
   bool plan_placement();
@@ -160,7 +166,16 @@ class Agent {
 
   std::string token_entry_;
   std::unique_ptr<GuardLink> guard_;
-  std::unique_ptr<Runtime> runtime_;          // from Setup on
+  std::unique_ptr<Runtime> runtime_;  // from Setup on
+  RuntimeNode runtime_node_;          // this node, as the runtime sees it
+  proto::Ready ready_;                // made by Setup, sent once the node is set up
+  // The image's pull (begin_container): the child, its command, its output
+  // (a memfd: whatever the pull leaves behind cannot hold it open), its limit.
+  pid_t pull_pid_ = 0;
+  std::vector<std::string> pull_argv_;
+  UniqueFd pull_output_;
+  std::unique_ptr<Timer> pull_timer_;
+  bool pull_timed_out_ = false;
   std::unique_ptr<PmixHost> pmix_;            // MPI mode only
   std::unique_ptr<comm::StoreServer> store_;  // node 0: the job's rendezvous store
   proto::Setup setup_;

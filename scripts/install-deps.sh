@@ -34,6 +34,9 @@ test_packages=(
   # tests/testbed/podman.sh: the container tests (podman with runc, which
   # this host's cgroups v1 need; an image imported from a static busybox)
   podman runc busybox-static
+  # tests/testbed/registry.sh: a registry on a loopback port, for the pull of
+  # a node's image (never a registry elsewhere)
+  docker-registry
 )
 
 case "${1:-}" in
@@ -61,3 +64,10 @@ echo "install-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# docker-registry's package enables a service on port 5000 of every address:
+# the tests start their own on loopback, so the machine's is turned off.
+for p in "${missing[@]}"; do
+  if [[ "$p" == docker-registry ]] && [[ -d /run/systemd/system ]]; then
+    $sudo systemctl disable --now docker-registry >/dev/null 2>&1 || true
+  fi
+done

@@ -20,8 +20,9 @@ namespace {
 
 using std::chrono::seconds;
 
-// A pull of a large image takes minutes; the head's --start-timeout bounds
-// the node's start anyway.
+// The image is here (the agent pulled it first): the run is the container's
+// start, which a slow storage driver (vfs copies the whole image) can make
+// long; the head's --start-timeout bounds the node's start anyway.
 constexpr auto kRunLimit = seconds(600);
 constexpr auto kCommandLimit = seconds(30);
 // Where dlaunch-keepalive is inside the container (mounted read-only).
@@ -75,7 +76,7 @@ std::vector<std::string> oci_run_args(RuntimeKind kind, const std::string& progr
   } else {
     a.insert(a.end(), {"--ipc", "private", "--shm-size", spec.shm_size});
   }
-  a.insert(a.end(), {"--pid", "host", "--pull", spec.pull});
+  a.insert(a.end(), {"--pid", "host", "--pull", "never"});
   if (node.uid != 0) {
     // The user's own ids inside, so that what the ranks write in mounted
     // folders is theirs.
@@ -114,6 +115,16 @@ std::vector<std::string> oci_remove_args(RuntimeKind kind, const std::string& pr
   return {program, "rm", "-f", name};
 }
 
+std::vector<std::string> oci_image_present_args(RuntimeKind kind, const std::string& program,
+                                                const std::string& image) {
+  if (kind == RuntimeKind::kPodman) return {program, "image", "exists", image};
+  return {program, "image", "inspect", "--format", "{{.Id}}", image};
+}
+
+std::vector<std::string> oci_pull_args(const std::string& program, const std::string& image) {
+  return {program, "pull", "-q", image};
+}
+
 OciRuntime::OciRuntime(RuntimeKind kind, std::string program, proto::ContainerSpec spec)
     : kind_(kind), program_(std::move(program)), spec_(std::move(spec)) {}
 
@@ -121,6 +132,35 @@ OciRuntime::~OciRuntime() = default;
 
 std::vector<std::string> OciRuntime::removal_command(const RuntimeNode& node) const {
   return oci_remove_args(kind_, program_, container_name(node.job_id, node.node_rank));
+}
+
+std::string OciRuntime::refusal(const RuntimeNode& node) const {
+  if (kind_ == RuntimeKind::kDocker && node.uid != 0) {
+    return "the ranks enter the container's namespaces, which docker allows to root only "
+           "(use --container-runtime podman, which runs rootless)";
+  }
+  if (node.keepalive.empty() || ::access(node.keepalive.c_str(), X_OK) != 0) {
+    return "dlaunch-keepalive is not installed next to dlaunch-agent (" +
+           (node.keepalive.empty() ? std::string("?") : node.keepalive) + ")";
+  }
+  return {};
+}
+
+Result<std::vector<std::string>> OciRuntime::pull_command(const RuntimeNode& node) {
+  using R = Result<std::vector<std::string>>;
+  if (auto why = refusal(node); !why.empty()) {
+    return R::failure("cannot start the " + runtime_name(kind_) + " container of image " +
+                      spec_.image + " on " + node.hostname + ": " + why);
+  }
+  if (spec_.pull == "never") return std::vector<std::string>{};
+  if (spec_.pull != "always") {
+    // missing: a pull only when the image is not here. Whatever else the
+    // check says (a storage that cannot be read), the pull says it better.
+    const auto present =
+        run_command(oci_image_present_args(kind_, program_, spec_.image), node.env, kCommandLimit);
+    if (present.ok()) return std::vector<std::string>{};
+  }
+  return oci_pull_args(program_, spec_.image);
 }
 
 Result<std::string> OciRuntime::prepare(const RuntimeNode& node) {
@@ -135,15 +175,7 @@ Result<std::string> OciRuntime::prepare(const RuntimeNode& node) {
 
 Result<std::string> OciRuntime::start(const RuntimeNode& node) {
   using R = Result<std::string>;
-  if (kind_ == RuntimeKind::kDocker && node.uid != 0) {
-    return R::failure(
-        "the ranks enter the container's namespaces, which docker allows to root only "
-        "(use --container-runtime podman, which runs rootless)");
-  }
-  if (node.keepalive.empty() || ::access(node.keepalive.c_str(), X_OK) != 0) {
-    return R::failure("dlaunch-keepalive is not installed next to dlaunch-agent (" +
-                      (node.keepalive.empty() ? std::string("?") : node.keepalive) + ")");
-  }
+  if (auto why = refusal(node); !why.empty()) return R::failure(why);
   env_ = node.env;
   name_ = container_name(node.job_id, node.node_rank);
   hostname_ = node.hostname;

@@ -26,6 +26,7 @@ class OciRuntime final : public Runtime {
   OciRuntime& operator=(const OciRuntime&) = delete;
 
   RuntimeKind kind() const override { return kind_; }
+  Result<std::vector<std::string>> pull_command(const RuntimeNode& node) override;
   Result<std::string> prepare(const RuntimeNode& node) override;
   std::string check_program(const std::string& prog, const std::vector<std::string>& env,
                             const std::string& workdir) override;
@@ -37,6 +38,8 @@ class OciRuntime final : public Runtime {
 
  private:
   Result<std::string> start(const RuntimeNode& node);
+  // Why this node cannot start the container whatever the image; empty: none.
+  std::string refusal(const RuntimeNode& node) const;
 
   RuntimeKind kind_;
   std::string program_;

@@ -73,8 +73,19 @@ class Runtime {
  public:
   virtual ~Runtime() = default;
   virtual RuntimeKind kind() const = 0;
+  // Before prepare(): the command that brings the image to this node when
+  // it must be pulled first (--container-pull always, or missing and not
+  // here), for the agent to run as a child of its loop (a pull takes
+  // minutes, and the node heartbeats meanwhile); empty when there is
+  // nothing to pull (apptainer and enroot run image files); or why the
+  // node cannot run the container at all.
+  virtual Result<std::vector<std::string>> pull_command(const RuntimeNode& node) {
+    (void)node;
+    return std::vector<std::string>{};
+  }
   // Everything that can fail before a rank starts (the image, the
   // container): what was made, for the log, or why it cannot run here.
+  // Pulls nothing: pull_command() came first.
   virtual Result<std::string> prepare(const RuntimeNode& node) = 0;
   // What a worker's program and directory look like from where it will run:
   // empty when both are there, else why not (checked before any rank starts).
@@ -114,11 +125,16 @@ std::string container_name(const std::string& job_id, int node_rank);
 // home (if asked), then the user's, in that order.
 std::vector<proto::ContainerMount> container_mounts(const proto::ContainerSpec& spec,
                                                     const RuntimeNode& node);
-// podman / docker run of the node's container (program: the runtime's path).
+// podman / docker run of the node's container (program: the runtime's path),
+// with --pull never: the agent pulled what was missing (pull_command).
 std::vector<std::string> oci_run_args(RuntimeKind kind, const std::string& program,
                                       const proto::ContainerSpec& spec, const RuntimeNode& node);
 std::vector<std::string> oci_remove_args(RuntimeKind kind, const std::string& program,
                                          const std::string& name);
+// Whether the image is in the runtime's storage (exit status 0), and its pull.
+std::vector<std::string> oci_image_present_args(RuntimeKind kind, const std::string& program,
+                                                const std::string& image);
+std::vector<std::string> oci_pull_args(const std::string& program, const std::string& image);
 // The variables NVIDIA's hooks (the OCI hook, enroot's) read to give a
 // container the GPUs, where the rank's environment does not set them.
 void add_nvidia_hook_env(std::vector<std::string>& env);

@@ -223,14 +223,19 @@ void Controller::start() {
   // Each node is watched from its agent's Ready (on_ready): before it runs,
   // an agent can send nothing, however slow the node's login (a shell's rc
   // file under SSH, a busy machine), and until Ready it says nothing while
-  // it sets the node up (a container's start, an image's pull); the agent
-  // heartbeats from Ready on. The start's deadline below bounds that time,
-  // not the heartbeat timeout; a link that closes meanwhile is seen at once.
+  // it sets the node up (a container's start); the agent heartbeats from
+  // Ready on, or from the start of its image's pull (on_image_pull), which
+  // takes minutes. The start's deadline below bounds that time (a pull's
+  // excepted), not the heartbeat timeout; a link that closes meanwhile is
+  // seen at once.
   heartbeats_.start(/*watch_all=*/false);
   arm_job_timeout();  // from dlaunch's start: a start that hangs counts too
   arm_signal_warning();
   start_agents();
-  if (phase_ == Phase::kStarting) arm_deadline(cfg_.start_timeout, "every agent to become ready");
+  if (phase_ == Phase::kStarting) {
+    start_deadline_armed_ = env_.clock.now();
+    arm_deadline(cfg_.start_timeout, "every agent to become ready");
+  }
 }
 
 void Controller::print_stats() const {
@@ -328,6 +333,8 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     on_hello(i, *hello);
   } else if (auto* ready = std::get_if<proto::Ready>(&msg)) {
     on_ready(i, *ready);
+  } else if (auto* pull = std::get_if<proto::ImagePull>(&msg)) {
+    on_image_pull(i, *pull);
   } else if (auto* started = std::get_if<proto::Started>(&msg)) {
     auto& r = ranks_.at(static_cast<std::size_t>(started->rank));
     r.started = true;
@@ -739,6 +746,12 @@ std::vector<std::string> Controller::refusals() const {
   return out;
 }
 
+bool Controller::has_containers() const {
+  if (!cfg_.container.image.empty()) return true;
+  return std::any_of(plan_.nodes.begin(), plan_.nodes.end(),
+                     [](const NodePlan& n) { return !n.host.container.empty(); });
+}
+
 bool Controller::start_settled() const {
   for (const auto& n : nodes_) {
     if (!n.life.said_ready() && !n.failed && !n.life.link_gone()) return false;
@@ -802,7 +815,10 @@ void Controller::maybe_shutdown() {
   for (auto& n : nodes_) {
     if (n.link && n.link->is_open()) n.link->send(proto::Shutdown{});
   }
-  arm_deadline(cfg_.kill_grace + timing::kReportMargin, "every agent to exit");
+  // An agent removes its node's container before it says Done.
+  arm_deadline(cfg_.kill_grace + timing::kReportMargin +
+                   (has_containers() ? timing::kContainerRemoval : milliseconds(0)),
+               "every agent to exit");
   maybe_finish();
 }
 
@@ -846,9 +862,10 @@ void Controller::show_progress() {
     progress_.clear();
     return;
   }
-  progress_.show(
-      fmt::format("dlaunch: {}/{} hosts connected, {}/{} agents ready, {}/{} ranks running",
-                  hellos_, n, readies_, n, running_, plan_.world_size));
+  progress_.show(fmt::format(
+      "dlaunch: {}/{} hosts connected, {}/{} agents ready{}, {}/{} ranks running", hellos_, n,
+      readies_, n, pulling_ > 0 ? fmt::format(" ({} pulling the image)", pulling_) : "", running_,
+      plan_.world_size));
 }
 
 void Controller::interrupt(int sig) {
@@ -926,15 +943,24 @@ void Controller::on_deadline(milliseconds after, const std::string& what) {
     return;
   }
   if (phase_ == Phase::kStarting) {
+    if (!probing_ && start_deadline_moved()) return;
     start_deadline_passed_ = true;
+    // The nodes past their share; a node whose pull moved its share is
+    // named apart (it was not late yet).
     std::string late;
+    std::string pulled;
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
       const bool waiting =
           probing_ ? i > 0 && !nodes_[i].probe_answered : !nodes_[i].life.said_ready();
-      if (waiting) late += (late.empty() ? "" : ", ") + node_label(i);
+      if (!waiting) continue;
+      std::string& list = !probing_ && node_start_deadline(i) > env_.clock.now() ? pulled : late;
+      list += (list.empty() ? "" : ", ") + node_label(i);
     }
     fail({.kind = CauseKind::kLaunch,
-          .message = msg + (probing_ ? "; no answer from: " : "; not ready: ") + late});
+          .message =
+              msg + (probing_ ? "; no answer from: " : "; not ready: ") + late +
+              (pulled.empty() ? ""
+                              : " (still in its time after pulling its image: " + pulled + ")")});
     return;
   }
   say(msg + "; killing the agents");
@@ -948,6 +974,66 @@ void Controller::on_deadline(milliseconds after, const std::string& what) {
   for (auto& r : ranks_) r.exited = true;
   enter(Phase::kShuttingDown);
   maybe_finish();
+}
+
+// A node pulls its container image (docs/containers.md): said on the
+// progress line (or, without one, on a line of its own per node, as pyxis
+// does), watched by its heartbeats from now on, and not counted against the
+// start's deadline.
+void Controller::on_image_pull(std::size_t i, const proto::ImagePull& pull) {
+  Node& n = nodes_[i];
+  const SteadyTime now = env_.clock.now();
+  if (!pull.done && !n.pulling) {
+    n.pulling = true;
+    n.pull_began = now;
+    ++pulling_;
+    heartbeats_.watch(i);  // the agent heartbeats while it pulls
+    if (!cfg_.progress) say(fmt::format("{}: pulling image {}", node_label(i), pull.image));
+  } else if (pull.done && n.pulling) {
+    n.pulling = false;
+    const auto took = std::chrono::duration_cast<milliseconds>(now - n.pull_began);
+    n.pulled += took;
+    --pulling_;
+    if (!cfg_.progress) {
+      say(fmt::format("{}: pulled image {} in {:.1f} s", node_label(i), pull.image,
+                      std::chrono::duration<double>(took).count()));
+    }
+  }
+  event("image_pull", {{"node", static_cast<long long>(i)},
+                       {"host", n.plan->host.name},
+                       {"image", pull.image},
+                       {"done", pull.done}});
+  show_progress();
+}
+
+// Each node has --start-timeout from the deadline's start plus the time it
+// spent pulling its image (a pull going on counts up to now).
+SteadyTime Controller::node_start_deadline(std::size_t i) const {
+  const Node& n = nodes_[i];
+  auto pulled = n.pulled;
+  if (n.pulling)
+    pulled += std::chrono::duration_cast<milliseconds>(env_.clock.now() - n.pull_began);
+  return start_deadline_armed_ + cfg_.start_timeout + pulled;
+}
+
+// When every node not ready yet is within its own share of the deadline, it
+// waits for the first of them to pass (a pull still going on moves it again
+// then).
+bool Controller::start_deadline_moved() {
+  const SteadyTime now = env_.clock.now();
+  std::optional<SteadyTime> first;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    if (n.life.said_ready() || n.life.link_gone()) continue;
+    const SteadyTime own = node_start_deadline(i);
+    if (own <= now) return false;
+    if (!first || own < *first) first = own;
+  }
+  if (!first) return false;
+  env_.clock.after(*deadline_,
+                   std::chrono::duration_cast<milliseconds>(*first - now) + milliseconds(1),
+                   [this] { on_deadline(cfg_.start_timeout, "every agent to become ready"); });
+  return true;
 }
 
 }  // namespace dlaunch

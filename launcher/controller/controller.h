@@ -250,6 +250,11 @@ class Controller {
     bool net_listening = false;
     std::uint16_t net_port = 0;
     bool net_sent = false;
+    // Its container image's pull (ImagePull): not counted against the
+    // start's deadline.
+    bool pulling = false;
+    SteadyTime pull_began{};
+    std::chrono::milliseconds pulled{0};  // pulls that ended
   };
 
   void start_agents();
@@ -257,6 +262,14 @@ class Controller {
   void report_binding(std::size_t node, const proto::Started& s);
   void on_hello(std::size_t node, const proto::Hello& hello);
   void on_ready(std::size_t node, const proto::Ready& ready);
+  void on_image_pull(std::size_t node, const proto::ImagePull& pull);
+  // The start's deadline passed: re-armed while a node that is not ready is
+  // still within it once its pulls are not counted; true then.
+  bool start_deadline_moved();
+  // Whether any node's ranks run in a container (--container-image, or the
+  // hostfile's container:).
+  bool has_containers() const;
+  SteadyTime node_start_deadline(std::size_t node) const;
   void on_link_closed(std::size_t node, const std::string& reason);
   void on_exited(std::size_t node, const proto::Exited& ex);
   void on_worker_abort(const proto::WorkerAbort& ab);
@@ -359,6 +372,7 @@ class Controller {
   bool start_sent_ = false;
   bool output_paused_ = false;  // the console is behind: agents were sent PauseOutput
   bool start_deadline_passed_ = false;
+  SteadyTime start_deadline_armed_{};
   int interrupts_ = 0;
   int ranks_stopped_ = 0;
   std::uint16_t master_port_ = 0;
@@ -376,6 +390,7 @@ class Controller {
   Progress progress_;
   int hellos_ = 0;
   int readies_ = 0;
+  int pulling_ = 0;  // nodes pulling their image now
   int running_ = 0;
   // Start-up milestones for DLAUNCH_DEBUG=stats (zero: not reached).
   struct Milestones {

@@ -55,10 +55,11 @@ bool node_accepts(NodeState s, std::uint16_t id) {
       // why it stops, and end.
       return is_one_of<Hello, Fatal, Done>(id);
     case S::kHello:
-      // Setup went: its checks answer (Ready or Fatal), heartbeats run, and
-      // the requests that go to every node that said Hello are answered
-      // (CollectStacks: Stacks; StdinAck for the stdin it was sent).
-      return is_one_of<Ready, Fatal, Done, Heartbeat, Stacks, StdinAck>(id);
+      // Setup went: its checks answer (Ready or Fatal), its image's pull is
+      // said, heartbeats run, and the requests that go to every node that
+      // said Hello are answered (CollectStacks: Stacks; StdinAck for the
+      // stdin it was sent).
+      return is_one_of<Ready, Fatal, Done, Heartbeat, ImagePull, Stacks, StdinAck>(id);
     case S::kReady:
       // Everything an agent says once its node is set up: the workers'
       // messages after Start, the network's probes and tests before it.

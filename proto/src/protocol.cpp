@@ -223,6 +223,10 @@ void put(Writer& w, const ProgressDamaged& m) {
   w.bytes(m.what);
 }
 void put(Writer& w, const SignalRanks& m) { w.i32(m.signal); }
+void put(Writer& w, const ImagePull& m) {
+  w.bytes(m.image);
+  w.boolean(m.done);
+}
 void put(Writer& w, const NetListen& m) { w.bytes(m.token); }
 void put(Writer& w, const NetListening& m) {
   w.u16(m.port);
@@ -439,6 +443,10 @@ void get(Reader& r, ProgressDamaged& m) {
   m.what = r.str();
 }
 void get(Reader& r, NetListen& m) { m.token = r.str(); }
+void get(Reader& r, ImagePull& m) {
+  m.image = r.str();
+  m.done = r.boolean();
+}
 void get(Reader& r, NetListening& m) {
   m.port = r.u16();
   m.error = r.str();
@@ -581,7 +589,8 @@ const char* message_name(const Message& msg) {
       "Exited",      "Abort",           "Heartbeat",   "Shutdown",     "Fatal",       "Done",
       "FenceUp",     "FenceDown",       "WorkerAbort", "Probe",        "ProbeResult", "PauseOutput",
       "SignalRanks", "CollectStacks",   "Stacks",      "StdinData",    "StdinEof",    "StdinAck",
-      "Progress",    "ProgressDamaged", "NetListen",   "NetListening", "NetSend",     "NetSent"};
+      "Progress",    "ProgressDamaged", "NetListen",   "NetListening", "NetSend",     "NetSent",
+      "ImagePull"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[msg.index()];
 }

@@ -99,6 +99,7 @@ void protocol_seeds(const fs::path& dir) {
                                   .duration_ms = 1000,
                                   .timeout_ms = 10000}},
       {"net_sent", proto::NetSent{.round = 1, .bytes = 1250000000, .micros = 1000400}},
+      {"image_pull", proto::ImagePull{.image = "registry.example:5000/team/train:24.10"}},
   };
   std::string session;
   for (const auto& [name, m] : messages) {

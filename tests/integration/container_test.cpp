@@ -26,6 +26,7 @@ namespace {
 
 const std::string kBed = std::string(SOURCE_DIR) + "/tests/testbed/podman.sh";
 const std::string kImage = "localhost/dlaunch-test:latest";
+const std::string kRegistryBed = std::string(SOURCE_DIR) + "/tests/testbed/registry.sh";
 
 int count_of(const std::string& text, const std::string& what) {
   int n = 0;
@@ -70,7 +71,52 @@ class Containers : public ::testing::Test {
     }
   }
   static void TearDownTestSuite() {
+    if (!registry_dir_.empty()) (void)run({kRegistryBed, "stop", registry_dir_}, 30);
     if (!dir_.empty()) (void)run({kBed, "stop", dir_}, 120);
+  }
+  // A registry of the test's own on a loopback port (tests/testbed/
+  // registry.sh), which the bed's podman may reach over plain HTTP, with
+  // the bed's image pushed to it as NAME: its address, or "" with `why`
+  // (skip) or a failure already added.
+  static std::string registry_with(const std::string& name, std::string& why) {
+    if (registry_.empty()) {
+      registry_dir_ = temp_dir("registry-" + std::to_string(::getpid()));
+      auto r = run({kRegistryBed, "start", registry_dir_}, 30);
+      if (r.exit_code == 3) {
+        why = "no registry test bed: " + r.err;
+        return "";
+      }
+      const auto lines = lines_of(r.out);
+      if (r.exit_code != 0 || lines.empty() || lines.back().rfind("REGISTRY=", 0) != 0) {
+        ADD_FAILURE() << "registry.sh start: exit " << r.exit_code << ": " << r.err;
+        return "";
+      }
+      registry_ = lines.back().substr(9);
+      std::ofstream conf(dir_ + "/registries.conf", std::ios::app);
+      conf << "[[registry]]\nlocation = \"" << registry_ << "\"\ninsecure = true\n";
+    }
+    auto pushed = run({"podman", "push", "-q", kImage, registry_ + "/" + name}, 60, env_);
+    if (pushed.exit_code != 0) {
+      ADD_FAILURE() << "podman push: " << pushed.err;
+      return "";
+    }
+    return registry_;
+  }
+  // The bed's podman behind a script that sleeps `seconds` before a pull
+  // (whose sleep carries DLAUNCH_TEST_PULL=mark): dlaunch's environment
+  // with that script first on PATH. The folder is removed by the caller.
+  static std::vector<std::string> slow_pull_env(const std::string& dir, int seconds,
+                                                const std::string& mark) {
+    const std::string podman = dlaunch::find_program("podman", dlaunch::current_environment(), "");
+    {
+      std::ofstream w(dir + "/podman");
+      w << "#!/bin/sh\nif [ \"$1\" = pull ]; then env DLAUNCH_TEST_PULL=" << mark << " sleep "
+        << seconds << "; fi\nexec " << podman << " \"$@\"\n";
+    }
+    std::filesystem::permissions(dir + "/podman", std::filesystem::perms::owner_all);
+    std::vector<std::string> env = env_;
+    env.push_back("PATH=" + dir + ":" + std::getenv("PATH"));
+    return env;
   }
   void SetUp() override {
     if (!skip_.empty()) GTEST_SKIP() << skip_;
@@ -92,6 +138,8 @@ class Containers : public ::testing::Test {
   static inline std::string failed_;
   static inline std::string dir_;
   static inline std::vector<std::string> env_;
+  static inline std::string registry_dir_;
+  static inline std::string registry_;  // 127.0.0.1:PORT once started
 };
 
 TEST_F(Containers, ShellJobRunsInTheImageWithTheUsersIdsAndTheTorchrunEnvironment) {
@@ -117,9 +165,6 @@ TEST_F(Containers, ShellJobRunsInTheImageWithTheUsersIdsAndTheTorchrunEnvironmen
   EXPECT_EQ(wait_job_gone(job, 2), std::vector<pid_t>{});
 }
 
-// --container-shm-size: the ranks of a node share a private /dev/shm of
-// that size (what NCCL's shared memory needs), not the host's; what one rank
-// writes there the other of its node reads.
 // A node's setup longer than --heartbeat-timeout (here a podman whose `run`
 // takes 4 s, as a pull would take minutes) is bounded by --start-timeout, not
 // taken for a lost node: the agent says nothing until it is ready.
@@ -145,6 +190,98 @@ TEST_F(Containers, AContainerStartLongerThanTheHeartbeatTimeoutIsNoLostNode) {
   std::filesystem::remove_all(dir);
 }
 
+// An image that is not on the node is pulled by its agent before the node's
+// container starts, from a registry (Debian's docker-registry on a loopback
+// port of the test's own): said per node on stderr (on a terminal, on the
+// progress line), the node heartbeating while it pulls and the pull not
+// counted against --start-timeout. The pull is made to take 8 s (a podman
+// whose `pull` sleeps first), longer than --start-timeout (5 s) and than
+// --heartbeat-timeout (1.5 s). A second job finds the image there and
+// pulls nothing.
+TEST_F(Containers, AnImageNotOnTheNodeIsPulledFirstAndTheStartWaitsForThePull) {
+  std::string why;
+  const std::string registry = registry_with("dlaunch-pull:1", why);
+  if (registry.empty()) {
+    if (!why.empty()) GTEST_SKIP() << why;
+    return;
+  }
+  const std::string image = registry + "/dlaunch-pull:1";
+  const std::string dir = temp_dir("slowpull");
+  const auto job = unique_job_id("ctr-pull");
+  auto r = run(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, "--heartbeat-timeout", "1.5",
+                            "--start-timeout", "5", "--container-image", image, "sh", "-c",
+                            "echo ran $(cat /etc/dlaunch-image)"}),
+               120, slow_pull_env(dir, 8, job));
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_of(r.out, "ran dlaunch-test-image"), 4) << r.out;
+  for (const std::string node : {"node 0 (", "node 1 ("}) {
+    EXPECT_EQ(count_of(r.err, "dlaunch: " + node), 2) << r.err;
+  }
+  EXPECT_EQ(count_of(r.err, "): pulling image " + image + "\n"), 2) << r.err;
+  EXPECT_EQ(count_of(r.err, "): pulled image " + image + " in "), 2) << r.err;
+  EXPECT_EQ(wait_containers_gone(job, 5), "");
+
+  const auto again = unique_job_id("ctr-pulled");
+  auto second = dlaunch(again, {"--container-image", image, "sh", "-c", "echo ran"});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(count_of(second.out, "ran"), 4);
+  EXPECT_EQ(second.err.find("pulling"), std::string::npos) << second.err;
+  EXPECT_EQ(wait_containers_gone(again, 5), "");
+}
+
+TEST_F(Containers, APullThatFailsIsTheNodesFailureNamingTheImageAndWhy) {
+  std::string why;
+  const std::string registry = registry_with("dlaunch-pull:1", why);
+  if (registry.empty()) {
+    if (!why.empty()) GTEST_SKIP() << why;
+    return;
+  }
+  const std::string image = registry + "/dlaunch-nothere:1";
+  const auto job = unique_job_id("ctr-badpull");
+  auto r = dlaunch(job, {"--container-image", image, "sh", "-c", "echo ran"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("cannot pull image " + image + " on "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("pull` exited with 125"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("ran"), std::string::npos) << r.out;
+  EXPECT_EQ(wait_containers_gone(job, 5), "");
+}
+
+// Ctrl-C while the nodes pull: the pulls are stopped with the job (they run
+// in the job's cgroup, as children of the agent), nothing is left.
+TEST_F(Containers, AJobStoppedWhileItsNodesPullLeavesNoPullBehind) {
+  std::string why;
+  const std::string registry = registry_with("dlaunch-pull:1", why);
+  if (registry.empty()) {
+    if (!why.empty()) GTEST_SKIP() << why;
+    return;
+  }
+  const std::string dir = temp_dir("stoppull");
+  const auto job = unique_job_id("ctr-stoppull");
+  Process p(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, "--container-image",
+                         registry + "/dlaunch-pull:1", "--container-pull", "always", "sh", "-c",
+                         "echo ran"}),
+            slow_pull_env(dir, 60, job));
+  ASSERT_TRUE(p.wait_for_stderr(
+      [](const std::string& err) { return count_of(err, "): pulling image ") == 2; }, 60));
+  // Both pulls run (the script may not have reached its sleep yet).
+  const auto pulls = [&job] { return dlaunch::pids_with_env_entry("DLAUNCH_TEST_PULL=" + job); };
+  for (int i = 0; i < 200 && pulls().size() < 2; ++i) ::usleep(50 * 1000);
+  ASSERT_EQ(pulls().size(), 2u);
+  p.signal(SIGINT);
+  auto r = p.finish(30);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_LT(r.seconds, 20);
+  EXPECT_EQ(r.out.find("ran"), std::string::npos) << r.out;
+  for (int i = 0; i < 100 && !pulls().empty(); ++i) ::usleep(50 * 1000);
+  EXPECT_EQ(pulls(), std::vector<pid_t>{});
+  EXPECT_EQ(wait_containers_gone(job, 5), "");
+}
+
+// --container-shm-size: the ranks of a node share a private /dev/shm of
+// that size (what NCCL's shared memory needs), not the host's; what one rank
+// writes there the other of its node reads.
 TEST_F(Containers, ShmSizeGivesTheNodesRanksAPrivateDevShmOfThatSize) {
   const auto job = unique_job_id("ctr-shm");
   auto r = dlaunch(job, {"--container-image", kImage, "--container-shm-size", "96m", "sh", "-c",

@@ -86,6 +86,10 @@ TEST(NodeState, HelloOnlyWhileStartingAndReadyOnlyAfterHello) {
   EXPECT_FALSE(node_accepts(S::kStarting, proto::Ready::kId));
   EXPECT_TRUE(node_accepts(S::kHello, proto::Ready::kId));
   EXPECT_FALSE(node_accepts(S::kReady, proto::Ready::kId));
+  // An image's pull is part of the node's setup: between Hello and Ready only.
+  EXPECT_FALSE(node_accepts(S::kStarting, proto::ImagePull::kId));
+  EXPECT_TRUE(node_accepts(S::kHello, proto::ImagePull::kId));
+  EXPECT_FALSE(node_accepts(S::kReady, proto::ImagePull::kId));
 }
 
 TEST(NodeState, TheWorkersMessagesOnlyOnceReady) {

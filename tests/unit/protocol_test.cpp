@@ -147,6 +147,7 @@ TEST(Protocol, EveryMessageRoundTrips) {
               .duration_ms = 1000,
               .timeout_ms = 10000},
       NetSent{.round = 2, .bytes = 1ull << 34, .micros = 1000123, .error = "reset"},
+      ImagePull{.image = "nvcr.io/nvidia/pytorch:24.10-py3", .done = true},
   };
   for (const auto& m : all) {
     auto back = round_trip(m);
@@ -190,7 +191,8 @@ TEST(Protocol, EveryMessageKeepsItsWireId) {
                                                       {NetListen{}, 27},
                                                       {NetListening{}, 28},
                                                       {NetSend{}, 29},
-                                                      {NetSent{}, 30}};
+                                                      {NetSent{}, 30},
+                                                      {ImagePull{}, 31}};
   ASSERT_EQ(std::size(pinned), std::variant_size_v<Message>);
   for (const auto& [msg, id] : pinned) {
     const std::string frame = encode(msg);

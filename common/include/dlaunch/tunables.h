@@ -108,6 +108,11 @@ inline constexpr milliseconds kGuardKillRound{50};
 inline constexpr int kGuardKillRounds = 5;
 // A polite SSH channel close waits this long for the peer's close.
 inline constexpr milliseconds kSshCloseWait{2000};
+// The removal of a node's container at the end of the job (podman rm -f):
+// the agent waits this long for it, and the head's wait for the agents to
+// exit is this much longer on a job with containers (a large image on a
+// slow storage driver takes many seconds to remove).
+inline constexpr milliseconds kContainerRemoval{30000};
 // How often an SSH link asks libssh2 whether a keepalive is due.
 inline constexpr milliseconds kSshKeepalivePoll{1000};
 // Each other node's test of node 0's addresses at start: how long one

@@ -72,7 +72,7 @@ TEST(RuntimeArgs, PodmanAsRootRunsTheKeepaliveWithHostNamespacesLabelsAndMounts)
                      "--pid",
                      "host",
                      "--pull",
-                     "missing",
+                     "never",
                      "--entrypoint",
                      "/.dlaunch/keepalive",
                      "-v",
@@ -137,8 +137,26 @@ TEST(RuntimeArgs, PullPolicyHomeAndAUserMountOverTheWorkdirComeThrough) {
   const Args a = dlaunch::agent::oci_run_args(RuntimeKind::kPodman, "podman", s, runtime_node(0));
   EXPECT_NE(find_run(a, {"--pull", "never"}), std::string::npos);
   EXPECT_NE(find_run(a, {"-v", "/home/u:/home/u"}), std::string::npos);
+  // Whatever the policy, `run` pulls nothing: the agent pulled first.
+  for (const char* policy : {"always", "missing"}) {
+    s.pull = policy;
+    EXPECT_NE(
+        find_run(dlaunch::agent::oci_run_args(RuntimeKind::kDocker, "docker", s, runtime_node(0)),
+                 {"--pull", "never"}),
+        std::string::npos)
+        << policy;
+  }
   EXPECT_NE(find_run(a, {"-v", "/elsewhere:/home/u/proj"}), std::string::npos);
   EXPECT_EQ(find_run(a, {"-v", "/home/u/proj:/home/u/proj"}), std::string::npos);
+}
+
+TEST(RuntimeArgs, TheImageIsLookedForThenPulledByTheRuntimesOwnCommands) {
+  EXPECT_EQ(dlaunch::agent::oci_image_present_args(RuntimeKind::kPodman, "podman", "r:5000/i:1"),
+            (Args{"podman", "image", "exists", "r:5000/i:1"}));
+  EXPECT_EQ(dlaunch::agent::oci_image_present_args(RuntimeKind::kDocker, "docker", "i:1"),
+            (Args{"docker", "image", "inspect", "--format", "{{.Id}}", "i:1"}));
+  EXPECT_EQ(dlaunch::agent::oci_pull_args("/usr/bin/podman", "r:5000/i:1"),
+            (Args{"/usr/bin/podman", "pull", "-q", "r:5000/i:1"}));
 }
 
 TEST(RuntimeArgs, RemovalNeverWaitsForAStop) {

@@ -75,9 +75,7 @@ TEST_F(ControllerTest, ANodeThatIsDoneIsNoLongerWatched) {
   EXPECT_EQ(controller_->cause().kind, dlaunch::CauseKind::kNone);
 }
 
-// Before its Hello an agent can send nothing (a slow login, a busy machine):
-// the start's deadline bounds that time, not the heartbeat timeout; from its
-// Hello on, the node is watched.
+// Before its Hello an agent can send nothing (a slow login, a busy machine).
 // The agent heartbeats from its Ready on; before, it may be starting the
 // node's container (an image's pull) for longer than the heartbeat timeout,
 // which the start's deadline bounds.
@@ -112,4 +110,90 @@ TEST_F(ControllerTest, AnAgentThatNeverSaysHelloIsGivenUpAtTheStartTimeout) {
   EXPECT_NE(controller_->cause().kind, dlaunch::CauseKind::kNone);
   EXPECT_NE(controller_->cause().message.find("every agent to become ready"), std::string::npos)
       << controller_->cause().message;
+}
+
+// A node whose image is pulled (ImagePull) is watched from the pull's start
+// (the agent heartbeats while it pulls), and its share of the start's
+// deadline grows by the pull's time: --start-timeout bounds the rest of its
+// start.
+TEST_F(ControllerTest, APullingNodeHasTheStartTimeoutPlusItsPullAndIsWatchedMeanwhile) {
+  make(2, 1, {.heartbeat_timeout = milliseconds(3000), .start_timeout = milliseconds(10000)});
+  controller_->start();
+  for (std::size_t i = 0; i < 2; ++i) {
+    link(i).deliver(proto::Hello{.agent_version = dlaunch::kVersion, .hostname = "h"});
+  }
+  link(0).deliver(proto::Ready{});
+  clock_.advance(milliseconds(2000));
+  link(1).deliver(proto::ImagePull{.image = "r:5000/img:1"});
+  // A pull of 15 s, the node heartbeating (as node 0 does, ready).
+  for (int t = 0; t < 15; ++t) {
+    clock_.advance(milliseconds(1000));
+    link(0).deliver(proto::Heartbeat{});
+    link(1).deliver(proto::Heartbeat{});
+  }
+  EXPECT_EQ(controller_->cause().kind, dlaunch::CauseKind::kNone) << controller_->cause().message;
+  link(1).deliver(proto::ImagePull{.image = "r:5000/img:1", .done = true});
+  // Its deadline: 10 s + the 15 s of its pull, from the start.
+  for (int t = 17; t < 25; ++t) {
+    clock_.advance(milliseconds(1000));
+    link(0).deliver(proto::Heartbeat{});
+    link(1).deliver(proto::Heartbeat{});
+  }
+  EXPECT_EQ(controller_->cause().kind, dlaunch::CauseKind::kNone) << controller_->cause().message;
+  clock_.advance(milliseconds(2));
+  ASSERT_EQ(controller_->cause().kind, dlaunch::CauseKind::kLaunch);
+  EXPECT_EQ(controller_->cause().message,
+            "gave up waiting 10.0 s for every agent to become ready; not ready: node 1 (host1)");
+}
+
+TEST_F(ControllerTest, ANodeSilentWhileItPullsIsLostAtTheHeartbeatTimeout) {
+  make(1, 1, {.heartbeat_timeout = milliseconds(3000), .start_timeout = milliseconds(60000)});
+  controller_->start();
+  link(0).deliver(proto::Hello{.agent_version = dlaunch::kVersion, .hostname = "h"});
+  link(0).deliver(proto::ImagePull{.image = "img"});
+  clock_.advance(milliseconds(3000));
+  EXPECT_TRUE(link(0).is_open());
+  clock_.advance(milliseconds(1));
+  EXPECT_FALSE(link(0).is_open());
+  EXPECT_EQ(controller_->cause().message,
+            "lost contact with the agent on node 0 (host0): no heartbeat for 3.0 s");
+}
+
+// A pull that ended long ago still counts, and two nodes' pulls count each
+// for its own node: the one that did not pull is late at --start-timeout.
+TEST_F(ControllerTest, OnlyANodesOwnPullMovesItsShareOfTheStartDeadline) {
+  make(2, 1, {.heartbeat_timeout = milliseconds(0), .start_timeout = milliseconds(10000)});
+  controller_->start();
+  for (std::size_t i = 0; i < 2; ++i) {
+    link(i).deliver(proto::Hello{.agent_version = dlaunch::kVersion, .hostname = "h"});
+  }
+  link(0).deliver(proto::ImagePull{.image = "img"});
+  clock_.advance(milliseconds(8000));
+  link(0).deliver(proto::ImagePull{.image = "img", .done = true});
+  clock_.advance(milliseconds(2001));
+  ASSERT_EQ(controller_->cause().kind, dlaunch::CauseKind::kLaunch);
+  EXPECT_EQ(controller_->cause().message,
+            "gave up waiting 10.0 s for every agent to become ready; not ready: node 1 (host1) "
+            "(still in its time after pulling its image: node 0 (host0))");
+}
+
+// After Shutdown an agent removes its node's container before its Done
+// (podman rm -f of a large image on a slow storage driver takes seconds): the
+// head waits the removal's bound longer for it before it kills the agents.
+TEST_F(ControllerTest, AContainerJobsAgentsAreGivenTheContainersRemovalToExit) {
+  for (const bool container : {false, true}) {
+    dlaunch::ControllerConfig cfg{.kill_grace = milliseconds(1000),
+                                  .heartbeat_timeout = milliseconds(0)};
+    if (container) cfg.container.image = "localhost/img:1";
+    make(1, 1, cfg);
+    start_job();
+    exited(0, 0);
+    ASSERT_EQ(link(0).sent_of<proto::Shutdown>().size(), 1u);
+    const auto bound = milliseconds(1000) + dlaunch::timing::kReportMargin +
+                       (container ? dlaunch::timing::kContainerRemoval : milliseconds(0));
+    clock_.advance(bound - milliseconds(1));
+    EXPECT_FALSE(link(0).killed) << container;
+    clock_.advance(milliseconds(2));
+    EXPECT_TRUE(link(0).killed) << container;
+  }
 }

@@ -105,8 +105,9 @@ class HeartbeatMonitor {
   // or (watch_all false) none until watch() names it.
   void start(bool watch_all = true);
   // Watches `peer` from now: its silence counts from this moment (the head
-  // watches an agent from its Hello: before it runs, an agent can say
-  // nothing, and the start's own deadline bounds that time).
+  // watches an agent from its Ready, or from its image's pull: until then
+  // an agent may say nothing while it sets its node up, and the start's own
+  // deadline bounds that time). Again: from now again.
   void watch(std::size_t peer);
   // Anything at all arrived from `peer`.
   void heard(std::size_t peer);

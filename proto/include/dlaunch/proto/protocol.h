@@ -12,7 +12,7 @@
 //
 //   agent -> head: Hello, Ready, Started, Output, Exited, Heartbeat, Fatal, Done,
 //                  FenceUp, WorkerAbort, ProbeResult, Stacks, StdinAck, Progress,
-//                  ProgressDamaged
+//                  ProgressDamaged, ImagePull
 //   head -> agent: Setup, Start, Abort, Heartbeat, Shutdown, FenceDown, Probe,
 //                  PauseOutput, SignalRanks, CollectStacks, StdinData, StdinEof
 //
@@ -43,7 +43,7 @@
 // when asked to (the job is going down anyway), the Python traceback that
 // faulthandler prints on SIGABRT.
 //
-// Sequence: Hello, Setup, Ready, [Probe, ProbeResult], Start,
+// Sequence: Hello, Setup, [ImagePull, ImagePull{done}], Ready, [Probe, ProbeResult], Start,
 // (Started | Output | Exited | SignalRanks | StdinData | StdinEof | StdinAck)*, [Abort], Shutdown,
 // Done, then the agent exits. The agent treats EOF on its stdin as
 // Abort{immediate=false} followed by Shutdown.
@@ -73,7 +73,8 @@ namespace dlaunch::proto {
 inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
 // 12: boot ids and processes in Hello and Setup, Setup.container, Setup.app_sizes.
 // 14: Setup.container.shm_size.
-inline constexpr std::uint16_t kProtocolVersion = 14;
+// 15: ImagePull.
+inline constexpr std::uint16_t kProtocolVersion = 15;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
@@ -451,6 +452,19 @@ struct NetSent {
   std::string error;
 };
 
+// Agent -> head, between Setup and Ready: the node's container image is not
+// on the node (or --container-pull always) and the agent pulls it (done
+// false), then the pull ended (done true; a failed pull is a Fatal instead).
+// The agent heartbeats from the first on, and the head watches the node from
+// then: a pull takes minutes, bounded by the agent's own limit, and its time
+// is not counted against --start-timeout. The head shows it on the progress
+// line.
+struct ImagePull {
+  static constexpr std::uint16_t kId = 31;  // on the wire: never reused
+  std::string image;
+  bool done = false;
+};
+
 // Every message's type on the wire is its kId, pinned (a test checks each
 // one): a message added later takes the next free number, whatever its
 // place in this list; a removed one's number is never given again.
@@ -458,7 +472,7 @@ using Message =
     std::variant<Hello, Setup, Ready, Start, Started, Output, Exited, Abort, Heartbeat, Shutdown,
                  Fatal, Done, FenceUp, FenceDown, WorkerAbort, Probe, ProbeResult, PauseOutput,
                  SignalRanks, CollectStacks, Stacks, StdinData, StdinEof, StdinAck, Progress,
-                 ProgressDamaged, NetListen, NetListening, NetSend, NetSent>;
+                 ProgressDamaged, NetListen, NetListening, NetSend, NetSent, ImagePull>;
 
 // Appends one complete frame for msg to out.
 void encode(const Message& msg, std::string& out);
