@@ -365,10 +365,14 @@ TEST_F(Containers, DlaunchKilledWithSigkillLeavesNoContainerAndNoProcess) {
   Process p(dlaunch_cmd(args), env_);
   ASSERT_TRUE(p.wait_for_lines(4, 120));
   ASSERT_NE(containers_of(job), "");
+  const auto agents = agent_processes(p.pid());
+  ASSERT_EQ(agents.size(), 4u);  // two agents, each with its guard
   p.signal(SIGKILL);
   p.finish(10);
   EXPECT_EQ(wait_containers_gone(job, 20), "");
   EXPECT_EQ(wait_job_gone(job, 5), std::vector<pid_t>{});
+  // The agents end too (they once idled on after a Done they could not write).
+  EXPECT_EQ(wait_agents_gone(agents, 10), std::vector<pid_t>{});
 }
 
 // The agents of a dlaunch (not their guards, forks of theirs with the same

@@ -161,10 +161,13 @@ TEST(LocalJob, DlaunchKilledWithSigkillLeavesNothingBehind) {
   Process p(dlaunch_cmd(
       {"-H", kLocalhost, "--job-id", job, "--kill-grace", "1", kWorker, "grandchild", "60"}));
   ASSERT_TRUE(p.wait_for_lines(4, 20));
+  const auto agents = agent_processes(p.pid());
+  ASSERT_EQ(agents.size(), 4u);  // two agents, each with its guard
   p.signal(SIGKILL);
   p.finish(10);
-  // The agents read EOF on their control channel and stop everything.
+  // The agents read EOF on their control channel, stop everything and end.
   EXPECT_EQ(wait_job_gone(job, 3), std::vector<pid_t>{});
+  EXPECT_EQ(wait_agents_gone(agents, 3), std::vector<pid_t>{});
 }
 
 // Many logical nodes on one machine (bench/run's controller scale): every

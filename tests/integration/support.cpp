@@ -205,6 +205,42 @@ std::vector<pid_t> wait_job_gone(const std::string& job_id, double timeout_s) {
   return left;
 }
 
+namespace {
+
+// Whether pid is a dlaunch-agent that has not ended.
+bool live_agent(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string s;
+  std::getline(stat, s);
+  const auto open = s.find('(');
+  const auto close = s.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close + 2 >= s.size())
+    return false;
+  return s.substr(open + 1, close - open - 1) == "dlaunch-agent" && s[close + 2] != 'Z';
+}
+
+}  // namespace
+
+std::vector<pid_t> agent_processes(pid_t root) {
+  std::vector<pid_t> out;
+  for (pid_t p : dlaunch::descendants_of(root)) {
+    if (live_agent(p)) out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<pid_t> wait_agents_gone(const std::vector<pid_t>& pids, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    std::vector<pid_t> left;
+    for (pid_t p : pids) {
+      if (live_agent(p)) left.push_back(p);
+    }
+    if (left.empty() || std::chrono::steady_clock::now() >= deadline) return left;
+    ::usleep(20000);
+  }
+}
+
 std::vector<std::string> mpi_worker_env() {
   const char* lsan = std::getenv("LSAN_OPTIONS");
   return {std::string("LSAN_OPTIONS=") + (lsan != nullptr ? std::string(lsan) + ":" : "") +

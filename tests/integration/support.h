@@ -77,6 +77,13 @@ std::vector<std::string> lines_of(const std::string& text);
 std::vector<pid_t> job_processes(const std::string& job_id);
 // Polls job_processes until empty or timeout; returns what is left.
 std::vector<pid_t> wait_job_gone(const std::string& job_id, double timeout_s);
+// The dlaunch-agent processes below `root` (a local job's agents and their
+// guards, forks of the same name): neither has the job's id in its
+// environment, so job_processes() does not find them.
+std::vector<pid_t> agent_processes(pid_t root);
+// Polls until none of `pids` is a dlaunch-agent that has not ended (a zombie
+// has), or the timeout; returns those that still are.
+std::vector<pid_t> wait_agents_gone(const std::vector<pid_t>& pids, double timeout_s);
 // For jobs whose workers link Open MPI: in sanitizer builds LeakSanitizer
 // needs slow unwinding to attribute Open MPI's own leaks to its libraries
 // (tests/sanitizer/lsan.supp); too slow to turn on for every test.
