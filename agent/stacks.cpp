@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <system_error>
 
@@ -43,6 +44,8 @@ Agent::StackRun::~StackRun() {
 std::vector<std::string> stack_tool_argv(const std::string& tool, const std::string& path,
                                          pid_t pid) {
   if (tool == "gdb") {
+    // Its default sysroot, "target:", reads the process's files in its own
+    // mount namespace (a container's image).
     return {path,
             "-p",
             std::to_string(pid),
@@ -113,7 +116,10 @@ void Agent::handle(const proto::CollectStacks& m) {
   run->os = &env_.os;
   run->request = m;
   const auto env = current_environment();
-  for (const char* t : {"eu-stack", "gdb"}) {
+  run->contained = runtime_ && runtime_->kind() != RuntimeKind::kNative;
+  const auto tools = run->contained ? std::array<const char*, 2>{"gdb", "eu-stack"}
+                                    : std::array<const char*, 2>{"eu-stack", "gdb"};
+  for (const char* t : tools) {
     run->tool_path = find_program(t, env, "");
     if (!run->tool_path.empty()) {
       run->tool = t;
@@ -244,6 +250,8 @@ void Agent::stack_tool_done(std::size_t i, const std::string& error) {
   } else if (!has_frames(item.out.native)) {
     item.out.error = stack_tool_error(run.tool, item.out.native);
     item.out.native.clear();
+  } else if (run.contained && run.tool == "eu-stack") {
+    item.out.error = kHostFilesNote;
   }
   if (run.running > 0) --run.running;
   // Later, not from inside this handler: stack_next may end the run.

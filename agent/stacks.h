@@ -1,7 +1,11 @@
 // Stacks of the running ranks, for locating hangs (the head's CollectStacks).
 //
 // For every rank running when asked, the agent runs a stack tool on it as its
-// own child, on its event loop: eu-stack (elfutils) when on PATH, else gdb;
+// own child, on its event loop: eu-stack (elfutils) when on PATH, else gdb
+// (ranks in a container: gdb first, whose default sysroot, "target:", reads
+// the image's programs and libraries in the rank's mount namespace; eu-stack
+// reads the host's files, and frames of the image's own come out as bare
+// addresses or wrong names);
 // at most kParallelTools at once, each within a time limit and with its
 // output bounded. The agent is the ranks' parent (and their subreaper), so
 // Yama's ptrace_scope 1 lets it (and so its children) trace them.
@@ -67,8 +71,9 @@ struct Agent::StackRun {
   std::uint64_t id = 0;
   AgentOs* os = nullptr;  // ends the tools still at work when the run goes
   proto::CollectStacks request;
-  std::string tool;       // "eu-stack", "gdb", or empty
-  std::string tool_path;  // where it is
+  std::string tool;        // "eu-stack", "gdb", or empty
+  std::string tool_path;   // where it is
+  bool contained = false;  // the ranks run in a container (their own root)
   std::vector<Item> items;
   std::size_t next = 0;
   std::size_t running = 0;
@@ -83,6 +88,11 @@ struct Agent::StackRun {
 // The tool's command line for a process.
 std::vector<std::string> stack_tool_argv(const std::string& tool, const std::string& path,
                                          pid_t pid);
+// What a stack of a rank in a container by eu-stack lacks (no gdb on the node).
+inline constexpr const char* kHostFilesNote =
+    "the rank runs in a container and this node has no gdb: eu-stack read the host's files "
+    "for the image's programs and libraries, so frames of the image's own may be missing or "
+    "wrong (install gdb on the node)";
 // Whether a tool's output holds a stack (frame lines "#N ..."); else it is
 // an error message.
 bool has_frames(std::string_view text);

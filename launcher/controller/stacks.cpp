@@ -213,7 +213,10 @@ std::string format_full_stacks(const std::vector<RankStackText>& stacks, const s
   std::string out = title + "\n";
   for (const auto& s : stacks) {
     out += fmt::format("\n===== rank {} (node {}, pid {}) =====\n", s.rank, s.node, s.pid);
-    if (!s.error.empty()) out += "no native stack: " + s.error + "\n";
+    if (!s.error.empty()) {
+      out +=
+          (s.native.empty() ? "no native stack: " : "native stack incomplete: ") + s.error + "\n";
+    }
     if (!s.native.empty()) {
       out += "--- native stack (" + s.tool + ") ---\n" + s.native;
       if (s.native.back() != '\n') out += "\n";

@@ -641,9 +641,14 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   // What can be checked on this machine is checked before anything starts;
   // SSH nodes check the same in their agent before any worker starts.
   bool any_local = false;
+  // A node whose ranks run in a container looks for the program in its
+  // image, where it may be alone (agent/runtime/): the program is looked for
+  // here only when a node of this machine runs it from this machine's files.
+  bool any_local_native = false;
   for (const auto& n : plan.nodes) {
     if (!n.host.on_head_machine()) continue;
     any_local = true;
+    if (o.container.image.empty() && n.host.container.empty()) any_local_native = true;
     const std::string a = n.host.agent.empty() ? agent : n.host.agent;
     if (::access(a.c_str(), X_OK) != 0) {
       throw dl::InputError(n.host.agent.empty() ? dl::SourcePos{"--agent"} : n.host.pos,
@@ -663,7 +668,8 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
     if (!app.workdir.empty() && !fs::is_directory(dir)) {
       throw dl::InputError(app.pos, "--wdir", "'" + dir + "' is not a directory");
     }
-    if (dl::find_program(app.command.front(), dl::current_environment(), dir).empty()) {
+    if (any_local_native &&
+        dl::find_program(app.command.front(), dl::current_environment(), dir).empty()) {
       throw dl::InputError(plan.apps.size() > 1 ? app.pos : dl::SourcePos{}, "",
                            "program '" + app.command.front() + "' not found or not executable",
                            "give a path, or put it on PATH");

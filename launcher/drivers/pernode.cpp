@@ -583,7 +583,8 @@ int run_per_node(const Options& given) {
   if (!std::filesystem::is_directory(workdir)) {
     throw InputError({"--wdir"}, "", "'" + workdir + "' is not a directory");
   }
-  if (find_program(o.command.front(), head_env, workdir).empty()) {
+  // In a container the agent looks for it in the image (agent/runtime/).
+  if (o.container.image.empty() && find_program(o.command.front(), head_env, workdir).empty()) {
     throw InputError({}, "", "program '" + o.command.front() + "' not found or not executable",
                      "give a path, or put it on PATH");
   }

@@ -533,6 +533,33 @@ TEST_F(Containers, TheNodesGpusReachTheContainerThroughTheCdiSpec) {
   std::filesystem::remove_all(dir);
 }
 
+// --timeout's stacks of ranks in a container: the stack tool reads the
+// image's programs and libraries (gdb, through /proc/PID/root), so a hang in
+// a program that only the image holds is named (eu-stack, which reads the
+// host's files, gave bare addresses). The image: that static program alone.
+TEST_F(Containers, TheStacksOfHungRanksNameTheFramesOfAProgramOnlyTheImageHolds) {
+  if (dlaunch::find_program("gdb", dlaunch::current_environment(), "").empty()) {
+    GTEST_SKIP() << "no gdb (scripts/install-deps.sh): the stack tool for ranks in a container";
+  }
+  const std::string program = "/opt/dlaunch-image-only/hang";
+  ASSERT_FALSE(std::filesystem::exists(program));
+  const std::string root = temp_dir("hangroot");
+  std::filesystem::create_directories(root + "/opt/dlaunch-image-only");
+  std::filesystem::copy_file(IMAGE_HANG_BIN, root + program);
+  const std::string image = "localhost/dlaunch-hang:1";
+  auto imported =
+      run({"sh", "-c", "tar -C \"$0\" -c . | podman import -q - \"$1\"", root, image}, 60, env_);
+  std::filesystem::remove_all(root);
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  const auto job = unique_job_id("ctr-stacks");
+  auto r = dlaunch(job, {"--container-image", image, "--timeout", "4", program});
+  EXPECT_EQ(r.exit_code, 124) << r.err;
+  EXPECT_NE(r.err.find("ranks 0-3 (4 ranks): "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("dlaunch_image_only_wait"), std::string::npos) << r.err;
+  EXPECT_EQ(wait_containers_gone(job, 10), "");
+  EXPECT_EQ(wait_job_gone(job, 5), std::vector<pid_t>{});
+}
+
 TEST_F(Containers, MissingImageIsAClearErrorAndNoRankStarts) {
   const auto job = unique_job_id("ctr-noimage");
   auto r = dlaunch(job, {"--container-image", "localhost/dlaunch-missing:none", "--container-pull",
