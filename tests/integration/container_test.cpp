@@ -5,13 +5,16 @@
 // busybox of busybox-static, never pulled). Needs root and podman; each test
 // says why it is skipped otherwise.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -27,6 +30,7 @@ namespace {
 const std::string kBed = std::string(SOURCE_DIR) + "/tests/testbed/podman.sh";
 const std::string kImage = "localhost/dlaunch-test:latest";
 const std::string kRegistryBed = std::string(SOURCE_DIR) + "/tests/testbed/registry.sh";
+const std::string kNetnsBed = std::string(SOURCE_DIR) + "/tests/testbed/netns.sh";
 
 int count_of(const std::string& text, const std::string& what) {
   int n = 0;
@@ -51,25 +55,29 @@ std::string wait_job_containers_gone(const std::string& job, const std::vector<s
   return left;
 }
 
+// A podman bed of a suite's own (tests/testbed/podman.sh start) in a new
+// folder `dir` named after `tag`: the variables to run its podman with, or
+// why there is none (skip: root or podman missing; failed: its start failed).
+std::vector<std::string> start_podman_bed(const std::string& tag, std::string& dir,
+                                          std::string& skip, std::string& failed) {
+  if (::geteuid() != 0) {
+    skip = "needs root: the test bed's podman runs as root (docs/testbeds.md)";
+    return {};
+  }
+  remove_stale_beds("dlaunch-podman-", kBed);
+  dir = temp_dir("podman-" + std::to_string(::getpid()) + tag);
+  auto r = run({kBed, "start", dir}, 120);
+  if (r.exit_code == 3) {
+    skip = "no podman test bed: " + r.err;
+  } else if (r.exit_code != 0) {
+    failed = "tests/testbed/podman.sh start failed (" + std::to_string(r.exit_code) + "): " + r.err;
+  }
+  return r.exit_code == 0 ? lines_of(r.out) : std::vector<std::string>{};
+}
+
 class Containers : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    if (::geteuid() != 0) {
-      skip_ = "needs root: the test bed's podman runs as root (docs/testbeds.md)";
-      return;
-    }
-    remove_stale_beds("dlaunch-podman-", kBed);
-    dir_ = temp_dir("podman-" + std::to_string(::getpid()));
-    auto r = run({kBed, "start", dir_}, 120);
-    if (r.exit_code == 3) {
-      skip_ = "no podman test bed: " + r.err;
-    } else if (r.exit_code != 0) {
-      failed_ =
-          "tests/testbed/podman.sh start failed (" + std::to_string(r.exit_code) + "): " + r.err;
-    } else {
-      env_ = lines_of(r.out);
-    }
-  }
+  static void SetUpTestSuite() { env_ = start_podman_bed("", dir_, skip_, failed_); }
   static void TearDownTestSuite() {
     if (!registry_dir_.empty()) (void)run({kRegistryBed, "stop", registry_dir_}, 30);
     if (!dir_.empty()) (void)run({kBed, "stop", dir_}, 120);
@@ -664,22 +672,8 @@ const std::string kMpiImage = "localhost/dlaunch-mpi:test";
 class ContainersOverSsh : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (::geteuid() != 0) {
-      skip_ = "needs root: the test bed's podman runs as root (docs/testbeds.md)";
-      return;
-    }
-    remove_stale_beds("dlaunch-podman-", kBed);
-    podman_ = temp_dir("podman-" + std::to_string(::getpid()) + "-ssh");
-    auto r = run({kBed, "start", podman_}, 120);
-    if (r.exit_code == 3) {
-      skip_ = "no podman test bed: " + r.err;
-      return;
-    }
-    if (r.exit_code != 0) {
-      failed_ = "podman.sh start failed (" + std::to_string(r.exit_code) + "): " + r.err;
-      return;
-    }
-    env_ = lines_of(r.out);
+    env_ = start_podman_bed("-ssh", podman_, skip_, failed_);
+    if (env_.empty()) return;
     std::string setenv;
     for (const auto& e : env_) setenv += (setenv.empty() ? "" : " ") + e;
     const std::string sshd = std::string(SOURCE_DIR) + "/tests/testbed/sshd.sh";
@@ -861,6 +855,209 @@ TEST_F(ContainersOverSsh, AnOpenMpiProgramInTheImageIsDirectLaunchedByTheAgentsP
 }
 
 // No runtime: said before anything starts (no root or podman needed).
+// Containers on the network-namespace bed (tests/testbed/netns.sh): two
+// hosts, each a network namespace with its own address and sshd, whose
+// sessions get the test podman's configuration as on the SSH bed; each
+// node's container is in its node's namespace (--network host there). A
+// job across them, then the faults of the fault matrix that concern a node,
+// with containers: a rank that fails, the agent killed, the node cut off,
+// dlaunch killed. After each, no container and no process of the job is
+// left on any node.
+class ContainersInNetns : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    env_ = start_podman_bed("-netns", podman_, skip_, failed_);
+    if (env_.empty()) return;
+    // One SetEnv line (sshd takes the first only): the podman's variables,
+    // and no shell startup file (netns.sh's own SHLVL=1).
+    std::string setenv = "SHLVL=1";
+    for (const auto& e : env_) setenv += " " + e;
+    remove_stale_beds("dlaunch-ctrnetns-", kNetnsBed);
+    bed_ = temp_dir("ctrnetns-" + std::to_string(::getpid()));
+    auto r = run({kNetnsBed, "start", bed_, "2", "2", DLAUNCH_AGENT_BIN}, 60,
+                 {"TB_SSHD_SETENV=" + setenv, "TB_NETNS_HOST_SYS=1"});
+    if (r.exit_code != 0) {
+      skip_ =
+          "cannot start the netns test bed (exit " + std::to_string(r.exit_code) + "): " + r.err;
+      return;
+    }
+    std::istringstream nodes(slurp(bed_ + "/nodes"));
+    int k;
+    std::string ns, addr, veth;
+    while (nodes >> k >> ns >> addr >> veth) {
+      struct stat st {};
+      if (::stat(("/run/netns/" + ns).c_str(), &st) == 0) ns_inodes_.push_back(st.st_ino);
+      addrs_.push_back(addr);
+    }
+    if (addrs_.size() != 2 || ns_inodes_.size() != 2) failed_ = "the netns bed listed no hosts";
+  }
+  static void TearDownTestSuite() {
+    if (!bed_.empty()) {
+      (void)run({kNetnsBed, "stop", bed_}, 60);
+      std::error_code ec;
+      std::filesystem::remove_all(bed_, ec);
+    }
+    if (!podman_.empty()) (void)run({kBed, "stop", podman_}, 120);
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    ASSERT_TRUE(failed_.empty()) << failed_;
+  }
+  void TearDown() override {
+    if (!bed_.empty() && skip_.empty()) {
+      for (int k = 0; k < 2; ++k) {
+        (void)run({kNetnsBed, "exec", bed_, std::to_string(k), "ip", "link", "set", "eth0", "up"},
+                  30);
+      }
+    }
+  }
+
+  // dlaunch on the bed's two nodes x 2 slots, the ranks in the test image.
+  static std::vector<std::string> cmd(const std::string& job, std::vector<std::string> args) {
+    std::vector<std::string> all = {
+        "-F", bed_ + "/ssh_config", "-H",  bed_ + "/hosts.yaml", "--job-id",
+        job,  "--container-image",  kImage};
+    all.insert(all.end(), args.begin(), args.end());
+    return dlaunch_cmd(all);
+  }
+  // dlaunch's environment: no podman configuration (the nodes' sessions
+  // have theirs), no ssh-agent of the machine's.
+  static std::vector<std::string> head_env() { return {"SSH_AUTH_SOCK="}; }
+  // The processes in the bed's namespaces other than its sshd: agents,
+  // guards, ranks, the containers' keep-alives and monitors.
+  static std::vector<pid_t> node_processes() {
+    std::vector<pid_t> out;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = entry.path().filename().string();
+      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+      struct stat st {};
+      if (::stat(("/proc/" + name + "/ns/net").c_str(), &st) != 0) continue;
+      if (std::find(ns_inodes_.begin(), ns_inodes_.end(), st.st_ino) == ns_inodes_.end()) continue;
+      const std::string stat = slurp("/proc/" + name + "/stat");
+      const auto open = stat.find('(');
+      const auto close = stat.rfind(')');
+      if (open == std::string::npos || close == std::string::npos || close + 2 >= stat.size())
+        continue;
+      if (stat[close + 2] == 'Z' || stat.substr(open + 1, close - open - 1) == "sshd") continue;
+      out.push_back(std::stoi(name));
+    }
+    return out;
+  }
+  // Waits until no container of the job and no process on the nodes is
+  // left, or the timeout; what is left, for the failure's message.
+  static std::string wait_clean(const std::string& job, double timeout_s) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    for (;;) {
+      const std::string containers = job_containers(job, env_);
+      const auto procs = node_processes();
+      const auto ranks = job_processes(job);
+      if (containers.empty() && procs.empty() && ranks.empty()) return "";
+      if (std::chrono::steady_clock::now() >= until) {
+        std::string left = "containers: " + containers + " processes on the nodes:";
+        for (pid_t p : procs) left += " " + std::to_string(p);
+        left += " ranks:";
+        for (pid_t p : ranks) left += " " + std::to_string(p);
+        return left;
+      }
+      ::usleep(100 * 1000);
+    }
+  }
+  static pid_t agent_of_node(int k) {
+    const auto procs = node_processes();
+    for (pid_t p : procs) {
+      const std::string stat = slurp("/proc/" + std::to_string(p) + "/stat");
+      if (stat.find("(dlaunch-agent)") == std::string::npos) continue;
+      struct stat st {};
+      if (::stat(("/proc/" + std::to_string(p) + "/ns/net").c_str(), &st) != 0 ||
+          st.st_ino != ns_inodes_.at(static_cast<std::size_t>(k)))
+        continue;
+      // The agent, not its guard: the guard's parent is the agent.
+      const auto ppid = static_cast<pid_t>(std::atoi(stat.c_str() + stat.rfind(')') + 4));
+      if (slurp("/proc/" + std::to_string(ppid) + "/comm") != "dlaunch-agent\n") return p;
+    }
+    return -1;
+  }
+
+  static inline std::string skip_;
+  static inline std::string failed_;
+  static inline std::string podman_;
+  static inline std::string bed_;
+  static inline std::vector<std::string> env_;
+  static inline std::vector<std::string> addrs_;
+  static inline std::vector<ino_t> ns_inodes_;
+};
+
+TEST_F(ContainersInNetns, EachNodesRanksRunInItsContainerOnItsOwnNetwork) {
+  const auto job = unique_job_id("ctr-netns");
+  // Each rank: its node's address is one of its own (the container shares
+  // its node's namespace), and node 0's address is the job's.
+  auto r = run(cmd(job, {"sh", "-c",
+                         "echo rank=$RANK master=$MASTER_ADDR img=$(cat /etc/dlaunch-image) "
+                         "own=$(grep -o '10\\.201\\.[0-9]*\\.[0-9]*' /proc/net/fib_trie | "
+                         "grep -v '\\.255$' | grep -v '\\.0$' | sort -u | tr '\\n' ,)"}),
+               180, head_env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string own = addrs_.at(static_cast<std::size_t>(rank / 2));
+    EXPECT_NE(r.out.find("rank=" + std::to_string(rank) + " master=" + addrs_.at(0) +
+                         " img=dlaunch-test-image own=" + own + ","),
+              std::string::npos)
+        << r.out;
+  }
+  EXPECT_EQ(wait_clean(job, 20), "");
+}
+
+TEST_F(ContainersInNetns, ARankThatFailsStopsEveryContainerAndTheJobExitsWithItsCode) {
+  const auto job = unique_job_id("ctr-netns-fail");
+  auto r = run(cmd(job, {"--kill-grace", "1", "sh", "-c",
+                         "echo up; if [ \"$RANK\" = 3 ]; then sleep 1; exit 7; fi; sleep 60"}),
+               120, head_env());
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_LT(r.seconds, 30) << r.err;
+  EXPECT_NE(r.err.find("rank 3"), std::string::npos) << r.err;
+  EXPECT_EQ(wait_clean(job, 20), "");
+}
+
+TEST_F(ContainersInNetns, AnAgentKilledLeavesNoContainerOnItsNode) {
+  const auto job = unique_job_id("ctr-netns-agent");
+  Process p(cmd(job, {"--kill-grace", "1", "sh", "-c", "echo up; sleep 60"}), head_env());
+  ASSERT_TRUE(p.wait_for_lines(4, 120)) << p.finish(1).err;
+  const pid_t agent = agent_of_node(1);
+  ASSERT_GT(agent, 0);
+  ::kill(agent, SIGKILL);
+  auto r = p.finish(60);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("lost contact with the agent on node 1"), std::string::npos) << r.err;
+  EXPECT_EQ(wait_clean(job, 30), "");
+}
+
+// Node 1's link goes down: the head hears nothing from it past the
+// heartbeat timeout, and node 1's agent nothing from the head; each side
+// stops, node 1's container is removed by its own agent.
+TEST_F(ContainersInNetns, ANodeCutOffLeavesNoContainerOnEitherSide) {
+  const auto job = unique_job_id("ctr-netns-cut");
+  Process p(
+      cmd(job, {"--kill-grace", "1", "--heartbeat-timeout", "3", "sh", "-c", "echo up; sleep 60"}),
+      head_env());
+  ASSERT_TRUE(p.wait_for_lines(4, 120)) << p.finish(1).err;
+  auto down = run({kNetnsBed, "exec", bed_, "1", "ip", "link", "set", "eth0", "down"}, 30);
+  ASSERT_EQ(down.exit_code, 0) << down.err;
+  auto r = p.finish(60);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("node 1"), std::string::npos) << r.err;
+  EXPECT_EQ(wait_clean(job, 30), "");
+}
+
+TEST_F(ContainersInNetns, DlaunchKilledLeavesNoContainerAndNoProcessOnAnyNode) {
+  const auto job = unique_job_id("ctr-netns-head");
+  Process p(cmd(job, {"--kill-grace", "1", "sh", "-c", "echo up; sleep 60"}), head_env());
+  ASSERT_TRUE(p.wait_for_lines(4, 120)) << p.finish(1).err;
+  ASSERT_NE(job_containers(job, env_), "");
+  p.signal(SIGKILL);
+  p.finish(10);
+  EXPECT_EQ(wait_clean(job, 30), "");
+}
+
 TEST(ContainerRuntime, MissingRuntimeIsAClearErrorBeforeAnythingStarts) {
   const std::string empty = temp_dir("noruntime");
   const auto job = unique_job_id("ctr-noruntime");

@@ -15,6 +15,10 @@
 #                                         repeat, and after a failed start or test)
 #   netns.sh exec DIR K CMD [ARGS...]     run CMD in host K's namespace (K from 0)
 #
+# With TB_NETNS_HOST_SYS=1, each host's sshd enters only its network
+# namespace (nsenter), so that its sessions see this machine's /sys and its
+# cgroups (the container tests: podman's runtime needs them).
+#
 # With TB_NODE_ROOT=ROOT (a root file system from bare-root.sh), every host
 # is a bare node: its sshd runs chrooted into ROOT in a mount namespace of its
 # own (bare-node.sh), so that its sessions see none of this machine's
@@ -152,6 +156,11 @@ for ((k = 0; k < n; k++)); do
     ip netns exec "$ns" unshare -m --propagation private \
       "$(dirname "${BASH_SOURCE[0]}")/bare-node.sh" "$TB_NODE_ROOT" "$dir" "$k" \
       </dev/null >/dev/null 2>&1 &
+  elif [[ -n "${TB_NETNS_HOST_SYS:-}" ]]; then
+    # The namespace's network only: its sessions keep this machine's /sys,
+    # cgroups included, as on a real node (a container runtime needs them);
+    # `ip netns exec` mounts a /sys of the namespace without /sys/fs/cgroup.
+    nsenter --net="/run/netns/$ns" "$sshd_bin" -D -f "$conf" -E "$dir/sshd.$k.log" </dev/null >/dev/null 2>&1 &
   else
     ip netns exec "$ns" "$sshd_bin" -D -f "$conf" -E "$dir/sshd.$k.log" </dev/null >/dev/null 2>&1 &
   fi
