@@ -461,6 +461,7 @@ void Agent::begin_container() {
                      .hostname = hostname(),
                      .workdir = setup_.workdir,
                      .agent_pid = ::getpid(),
+                     .agent_start_ticks = process_start_ticks(::getpid()),
                      .uid = ::getuid(),
                      .gid = ::getgid(),
                      .env = current_environment()};

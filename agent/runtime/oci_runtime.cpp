@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "command.h"
+#include "dlaunch/proc_stat.h"
 
 namespace dlaunch::agent {
 
@@ -62,12 +63,21 @@ ino_t inode_of(const std::string& path) {
 
 std::vector<std::string> oci_run_args(RuntimeKind kind, const std::string& program,
                                       const proto::ContainerSpec& spec, const RuntimeNode& node) {
-  std::vector<std::string> a = {program,     "run",
-                                "-d",        "--rm",
-                                "--name",    container_name(node.job_id, node.node_rank),
-                                "--label",   "dlaunch.job=" + node.job_id,
-                                "--label",   "dlaunch.node=" + std::to_string(node.node_rank),
-                                "--network", "host"};
+  std::vector<std::string> a = {program,
+                                "run",
+                                "-d",
+                                "--rm",
+                                "--name",
+                                container_name(node.job_id, node.node_rank),
+                                "--label",
+                                "dlaunch.job=" + node.job_id,
+                                "--label",
+                                "dlaunch.node=" + std::to_string(node.node_rank),
+                                "--label",
+                                "dlaunch.agent=" + std::to_string(node.agent_pid) + "." +
+                                    std::to_string(node.agent_start_ticks),
+                                "--network",
+                                "host"};
   // /dev/shm: the host's, with its IPC namespace, unless a size was asked
   // for: then a private one of that size (NCCL's shared memory between the
   // node's ranks lives there; a runtime's default of 64 MB is too small).
@@ -115,6 +125,16 @@ std::vector<std::string> oci_remove_args(RuntimeKind kind, const std::string& pr
   return {program, "rm", "-f", name};
 }
 
+pid_t running_agent_of_label(const std::string& label) {
+  std::istringstream in(label);
+  long pid = 0;
+  char dot = 0;
+  unsigned long long ticks = 0;
+  if (!(in >> pid >> dot >> ticks) || dot != '.' || pid <= 0 || ticks == 0) return 0;
+  if (pid == ::getpid()) return 0;  // this agent's own: a leftover of ours
+  return process_start_ticks(pid) == ticks ? static_cast<pid_t>(pid) : 0;
+}
+
 std::vector<std::string> oci_image_present_args(RuntimeKind kind, const std::string& program,
                                                 const std::string& image) {
   if (kind == RuntimeKind::kPodman) return {program, "image", "exists", image};
@@ -131,6 +151,18 @@ OciRuntime::OciRuntime(RuntimeKind kind, std::string program, proto::ContainerSp
 OciRuntime::~OciRuntime() = default;
 
 std::vector<std::string> OciRuntime::removal_command(const RuntimeNode& node) const {
+  // podman: by this agent's label, never by the name, which a container of
+  // another job with the same id may hold (start() refuses to take it).
+  if (kind_ == RuntimeKind::kPodman) {
+    return {program_,
+            "rm",
+            "-f",
+            "-t",
+            "0",
+            "--filter",
+            "label=dlaunch.agent=" + std::to_string(node.agent_pid) + "." +
+                std::to_string(node.agent_start_ticks)};
+  }
   return oci_remove_args(kind_, program_, container_name(node.job_id, node.node_rank));
 }
 
@@ -184,7 +216,21 @@ Result<std::string> OciRuntime::start(const RuntimeNode& node) {
   auto started = run_command(run, env_, kRunLimit);
   if (!started.ok() && started.output.find("already in use") != std::string::npos) {
     // A leftover of this job and node (an agent before this one, killed
-    // with its guard, whose keep-alive has not noticed yet) holds the name.
+    // with its guard, whose keep-alive has not noticed yet) holds the name:
+    // removed. Not the container of a running agent: another job of the
+    // same id on this machine, whose ranks it holds.
+    const std::vector<std::string> label = {program_, "inspect", "--format",
+                                            "{{index .Config.Labels \"dlaunch.agent\"}}", name_};
+    auto owner = run_command(label, env_, kCommandLimit);
+    if (owner.ok()) {
+      if (const pid_t other = running_agent_of_label(owner.output); other > 0) {
+        started_ = false;  // not ours to remove
+        return R::failure("a container named " + name_ +
+                          " is held by a running dlaunch-agent (pid " + std::to_string(other) +
+                          ") of another job with the same id on this machine; give each job its "
+                          "own --job-id (or --rdzv-id)");
+      }
+    }
     (void)run_command(oci_remove_args(kind_, program_, name_), env_, kCommandLimit);
     started = run_command(run, env_, kRunLimit);
   }

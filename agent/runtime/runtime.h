@@ -61,7 +61,8 @@ struct RuntimeNode {
   // The job's private folders here (error files, the store's socket, PMIx's folder).
   std::vector<std::string> job_dirs;
   pid_t agent_pid = 0;
-  std::string keepalive;  // dlaunch-keepalive on this host (podman, docker)
+  unsigned long long agent_start_ticks = 0;  // with the pid, the agent (a label of its container)
+  std::string keepalive;                     // dlaunch-keepalive on this host (podman, docker)
   uid_t uid = 0;
   gid_t gid = 0;
   std::string home;
@@ -131,6 +132,9 @@ std::vector<std::string> oci_run_args(RuntimeKind kind, const std::string& progr
                                       const proto::ContainerSpec& spec, const RuntimeNode& node);
 std::vector<std::string> oci_remove_args(RuntimeKind kind, const std::string& program,
                                          const std::string& name);
+// The agent a container's dlaunch.agent label names ("PID.START_TICKS"), if
+// that process is still running; 0 otherwise (gone, or no such label).
+pid_t running_agent_of_label(const std::string& label);
 // Whether the image is in the runtime's storage (exit status 0), and its pull.
 std::vector<std::string> oci_image_present_args(RuntimeKind kind, const std::string& program,
                                                 const std::string& image);

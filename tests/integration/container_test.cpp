@@ -10,10 +10,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -473,6 +475,28 @@ TEST_F(Containers, ALeftoverContainerOfTheSameJobIsReplacedAndRemoved) {
   EXPECT_EQ(wait_containers_gone(job, 5), "");
   holder.signal(SIGKILL);
   holder.finish(5);
+}
+
+// Two jobs with the same id on one machine (a --job-id given twice): the
+// second finds the first's container under its name, held by a running
+// agent, and fails saying so; the first job's container stays, and it ends
+// as it would have.
+TEST_F(Containers, AJobWithTheIdOfARunningOneDoesNotTakeItsContainer) {
+  const auto job = unique_job_id("ctr-sameid");
+  Process first(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, "--container-image", kImage, "sh",
+                             "-c", "echo up; sleep 4; echo done=$RANK"}),
+                env_);
+  ASSERT_TRUE(first.wait_for_lines(4, 120)) << first.finish(1).err;
+  auto second = dlaunch(job, {"--container-image", kImage, "sh", "-c", "echo second"});
+  EXPECT_EQ(second.exit_code, 1) << second.err;
+  EXPECT_NE(second.err.find("is held by a running dlaunch-agent (pid "), std::string::npos)
+      << second.err;
+  EXPECT_NE(second.err.find("give each job its own --job-id"), std::string::npos) << second.err;
+  EXPECT_EQ(second.out.find("second"), std::string::npos) << second.out;
+  auto r = first.finish(60);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_of(r.out, "done="), 4) << r.out;
+  EXPECT_EQ(wait_containers_gone(job, 10), "");
 }
 
 // A node with NVIDIA GPUs gives them to the container through podman's CDI
@@ -1056,6 +1080,152 @@ TEST_F(ContainersInNetns, DlaunchKilledLeavesNoContainerAndNoProcessOnAnyNode) {
   p.signal(SIGKILL);
   p.finish(10);
   EXPECT_EQ(wait_clean(job, 30), "");
+}
+
+// The chaos test's container variant (tests/integration/fault_matrix_test.cpp
+// has the native one): jobs of 2 nodes x 2 ranks in containers on the netns
+// bed, each hit at a random moment by one fault drawn from a shuffled round
+// of every kind. Each must end with the fault's exit status within its bound,
+// with no container and no process left on any node. Prints a line per run
+// (CTR-CHAOS|...). Bounded by DLAUNCH_CHAOS_SECONDS (40 by default) of new
+// runs; DLAUNCH_CHAOS_SEED replays one's choices.
+TEST_F(ContainersInNetns, Chaos) {
+  enum Fault {
+    kRankKill,
+    kAgentKill,
+    kAgentStop,
+    kHeadStop,
+    kLinkFlap,
+    kSshReset,
+    kSigint,
+    kHeadKill,
+    kFaults
+  };
+  const char* names[] = {"rank-sigkill",
+                         "agent-sigkill",
+                         "agent-sigstop-past-heartbeat",
+                         "dlaunch-sigstop-past-heartbeat",
+                         "link-down-then-up",
+                         "ssh-connection-reset",
+                         "sigint",
+                         "dlaunch-sigkill"};
+  constexpr double kHeartbeat = 3.0;
+  constexpr double kOutage = kHeartbeat + 1.5;
+  constexpr double kGrace = 1.0;
+  constexpr double kRemoval = 4.0;  // each node's podman rm, on a loaded machine
+  const char* budget_env = std::getenv("DLAUNCH_CHAOS_SECONDS");
+  const double budget = budget_env != nullptr && *budget_env != '\0' ? std::atof(budget_env) : 40;
+  const char* seed_env = std::getenv("DLAUNCH_CHAOS_SEED");
+  const unsigned seed = seed_env != nullptr
+                            ? static_cast<unsigned>(std::strtoul(seed_env, nullptr, 10))
+                            : std::random_device{}();
+  std::printf("CTR-CHAOS|seed=%u|budget=%.0fs (replay: DLAUNCH_CHAOS_SEED=%u)\n", seed, budget,
+              seed);
+  std::mt19937 rng(seed);
+  std::vector<int> round;
+  std::vector<std::string> problems;
+  const auto began = std::chrono::steady_clock::now();
+  const auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  int runs = 0;
+  while (since(began) < budget) {
+    if (round.empty()) {
+      for (int f = 0; f < kFaults; ++f) round.push_back(f);
+      std::shuffle(round.begin(), round.end(), rng);
+    }
+    const int fault = round.back();
+    round.pop_back();
+    ++runs;
+    const int node = std::uniform_int_distribution<>(0, 1)(rng);
+    const int rank = std::uniform_int_distribution<>(0, 3)(rng);
+    const double delay = std::uniform_real_distribution<>(0.0, 1.0)(rng);
+    const auto job = unique_job_id("ctr-chaos" + std::to_string(runs));
+    Process p(cmd(job, {"--kill-grace", "1", "--heartbeat-timeout", "3", "--stack-timeout", "2",
+                        "sh", "-c", "echo up; sleep 60"}),
+              head_env());
+    std::string detail;
+    if (!p.wait_for_lines(4, 60)) detail = "the job did not start; ";
+    ::usleep(static_cast<useconds_t>(delay * 1e6));
+    const auto t0 = std::chrono::steady_clock::now();
+    int expected = 1;
+    double bound = kGrace + kRemoval + 2.0;
+    const auto link = [&](const char* state) {
+      (void)run({kNetnsBed, "exec", bed_, std::to_string(node), "ip", "link", "set", "eth0", state},
+                30);
+    };
+    switch (fault) {
+      case kRankKill: {
+        const auto with_rank = dlaunch::pids_with_env_entry("RANK=" + std::to_string(rank));
+        for (pid_t w : job_processes(job)) {
+          if (std::find(with_rank.begin(), with_rank.end(), w) == with_rank.end()) continue;
+          ::kill(w, SIGKILL);
+          break;
+        }
+        expected = 128 + SIGKILL;
+        break;
+      }
+      case kAgentKill:
+        if (const pid_t a = agent_of_node(node); a > 0) ::kill(a, SIGKILL);
+        break;
+      case kAgentStop:
+        if (const pid_t a = agent_of_node(node); a > 0) {
+          ::kill(a, SIGSTOP);
+          ::usleep(static_cast<useconds_t>(kOutage * 1e6));
+          ::kill(a, SIGCONT);
+        }
+        bound += kOutage;
+        break;
+      case kHeadStop:
+        p.signal(SIGSTOP);
+        ::usleep(static_cast<useconds_t>(kOutage * 1e6));
+        p.signal(SIGCONT);
+        bound += kOutage;
+        break;
+      case kLinkFlap:
+        link("down");
+        ::usleep(static_cast<useconds_t>(kOutage * 1e6));
+        link("up");
+        bound += kOutage;
+        break;
+      case kSshReset:
+        (void)run({kNetnsBed, "exec", bed_, std::to_string(node), "ss", "-K", "-t", "-n", "state",
+                   "established", "( sport = :22 )"},
+                  30);
+        break;
+      case kSigint:
+        p.signal(SIGINT);
+        expected = 130;
+        break;
+      case kHeadKill:
+        p.signal(SIGKILL);
+        expected = 128 + SIGKILL;
+        break;
+      default:
+        break;
+    }
+    auto r = p.finish(90);
+    if (fault == kLinkFlap) link("up");
+    const std::string left = wait_clean(job, 30);
+    const double took = since(t0);
+    const bool wrong = r.exit_code != expected || !detail.empty();
+    const bool late = took > bound;
+    std::printf(
+        "CTR-CHAOS|run=%d|%s|node=%d|rank=%d|delay=%.2f|exit=%d (expected %d)|seconds=%.2f "
+        "(bound %.1f)|%s\n",
+        runs, names[fault], node, rank, delay, r.exit_code, expected, took, bound,
+        left.empty() ? "clean" : left.c_str());
+    std::fflush(stdout);
+    if (wrong || late || !left.empty()) {
+      problems.push_back("run " + std::to_string(runs) + " " + names[fault] + ": exit " +
+                         std::to_string(r.exit_code) + " (expected " + std::to_string(expected) +
+                         "), " + std::to_string(took) + " s (bound " + std::to_string(bound) +
+                         "), left: " + left + " " + detail +
+                         "\n  stderr: " + r.err.substr(0, 1500));
+    }
+  }
+  EXPECT_GE(runs, 1);
+  for (const auto& pr : problems) ADD_FAILURE() << pr;
 }
 
 TEST(ContainerRuntime, MissingRuntimeIsAClearErrorBeforeAnythingStarts) {

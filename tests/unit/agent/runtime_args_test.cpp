@@ -15,8 +15,10 @@
 
 #include <gtest/gtest.h>
 
+#include "dlaunch/proc_stat.h"
 #include "dlaunch/proto/container.h"
 #include "runtime/command.h"
+#include "runtime/oci_runtime.h"
 #include "runtime/runtime.h"
 
 namespace {
@@ -33,6 +35,7 @@ RuntimeNode runtime_node(uid_t uid) {
                      .workdir = "/home/u/proj",
                      .job_dirs = {"/tmp/dlaunch-j1-node1-abc"},
                      .agent_pid = 4321,
+                     .agent_start_ticks = 77,
                      .keepalive = "/opt/dlaunch/bin/dlaunch-keepalive",
                      .uid = uid,
                      .gid = uid == 0 ? 0U : 100U,
@@ -65,6 +68,8 @@ TEST(RuntimeArgs, PodmanAsRootRunsTheKeepaliveWithHostNamespacesLabelsAndMounts)
                      "dlaunch.job=j1",
                      "--label",
                      "dlaunch.node=1",
+                     "--label",
+                     "dlaunch.agent=4321.77",
                      "--network",
                      "host",
                      "--ipc",
@@ -150,6 +155,23 @@ TEST(RuntimeArgs, PullPolicyHomeAndAUserMountOverTheWorkdirComeThrough) {
   EXPECT_EQ(find_run(a, {"-v", "/home/u/proj:/home/u/proj"}), std::string::npos);
 }
 
+// A container of the same name whose label names a running agent belongs to
+// another job with the same id: never removed. Gone, reused or unlabeled:
+// a leftover.
+TEST(RuntimeArgs, OnlyAContainerOfARunningAgentIsNotALeftover) {
+  const auto self = std::to_string(::getppid());  // a process that runs: the test's parent
+  const auto ticks = std::to_string(dlaunch::process_start_ticks(::getppid()));
+  EXPECT_EQ(dlaunch::agent::running_agent_of_label(self + "." + ticks + "\n"), ::getppid());
+  EXPECT_EQ(dlaunch::agent::running_agent_of_label(self + "." + ticks + "1"), 0);  // reused pid
+  EXPECT_EQ(dlaunch::agent::running_agent_of_label(
+                std::to_string(::getpid()) + "." +
+                std::to_string(dlaunch::process_start_ticks(::getpid()))),
+            0);  // this agent's own
+  for (const char* bad : {"", "<no value>", "12", "x.y", "-1.5", "0.0"}) {
+    EXPECT_EQ(dlaunch::agent::running_agent_of_label(bad), 0) << bad;
+  }
+}
+
 TEST(RuntimeArgs, TheImageIsLookedForThenPulledByTheRuntimesOwnCommands) {
   EXPECT_EQ(dlaunch::agent::oci_image_present_args(RuntimeKind::kPodman, "podman", "r:5000/i:1"),
             (Args{"podman", "image", "exists", "r:5000/i:1"}));
@@ -164,6 +186,19 @@ TEST(RuntimeArgs, RemovalNeverWaitsForAStop) {
             (Args{"podman", "rm", "-f", "--ignore", "-t", "0", "c"}));
   EXPECT_EQ(dlaunch::agent::oci_remove_args(RuntimeKind::kDocker, "docker", "c"),
             (Args{"docker", "rm", "-f", "c"}));
+}
+
+// What the guard runs if the agent dies: podman removes the container this
+// agent labelled, whatever holds the name.
+TEST(RuntimeArgs, TheGuardRemovesThisAgentsContainerByItsLabel) {
+  ContainerSpec s = spec();
+  dlaunch::agent::OciRuntime podman(RuntimeKind::kPodman, "/usr/bin/podman", s);
+  EXPECT_EQ(
+      podman.removal_command(runtime_node(0)),
+      (Args{"/usr/bin/podman", "rm", "-f", "-t", "0", "--filter", "label=dlaunch.agent=4321.77"}));
+  dlaunch::agent::OciRuntime docker(RuntimeKind::kDocker, "/usr/bin/docker", s);
+  EXPECT_EQ(docker.removal_command(runtime_node(0)),
+            (Args{"/usr/bin/docker", "rm", "-f", "dlaunch-j1-node1"}));
 }
 
 TEST(RuntimeArgs, ApptainerExecBindsTheJobsFoldersAndKeepsTheNamedVariables) {
