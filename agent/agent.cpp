@@ -32,6 +32,7 @@
 #include "net.h"
 #include "pmix/pmix_job_info.h"
 #include "runtime/command.h"
+#include "runtime/keepalive_image.h"
 #include "stacks.h"
 
 namespace dlaunch::agent {
@@ -474,6 +475,18 @@ void Agent::begin_container() {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) node.keepalive = (self.parent_path() / "dlaunch-keepalive").string();
+  // An agent copied to the node alone (docs/portable-agent.md) has none
+  // beside it: its own copy, in the job's private folder.
+  if ((node.keepalive.empty() || ::access(node.keepalive.c_str(), X_OK) != 0) &&
+      !error_dir_.empty() && dlaunch_keepalive_image_size > 0) {
+    const std::string path = error_dir_ + "/keepalive";
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0700));
+    if (fd &&
+        write_all(fd.get(), std::string_view(reinterpret_cast<const char*>(dlaunch_keepalive_image),
+                                             dlaunch_keepalive_image_size))) {
+      node.keepalive = path;
+    }
+  }
   if (auto rm = runtime_->removal_command(node); !rm.empty()) guard_->run_on_death(rm);
   auto pull = runtime_->pull_command(node);
   if (!pull) {

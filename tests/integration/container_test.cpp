@@ -477,6 +477,29 @@ TEST_F(Containers, ALeftoverContainerOfTheSameJobIsReplacedAndRemoved) {
   holder.finish(5);
 }
 
+// An agent copied to a node alone (as dlaunch's copy to a node without one
+// leaves it, docs/portable-agent.md; here the hostfile's agent: a copy of
+// the build's in a folder of its own) has no dlaunch-keepalive beside it: it
+// writes the copy it carries into the job's private folder.
+TEST_F(Containers, AnAgentCopiedAloneStartsTheContainerWithTheKeepaliveItCarries) {
+  const std::string dir = temp_dir("lone-agent");
+  std::filesystem::copy_file(DLAUNCH_AGENT_BIN, dir + "/dlaunch-agent");
+  ASSERT_FALSE(std::filesystem::exists(dir + "/dlaunch-keepalive"));
+  const std::string hosts = temp_file(
+      "hosts:\n  - {host: localhost, name: node0, slots: 2, agent: " + dir + "/dlaunch-agent}\n",
+      ".yaml");
+  const auto job = unique_job_id("ctr-lone");
+  auto r = run(dlaunch_cmd({"-H", hosts, "--job-id", job, "--container-image", kImage, "sh", "-c",
+                            "echo ok=$RANK img=$(cat /etc/dlaunch-image)"}),
+               120, env_);
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(hosts);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count_of(r.out, "img=dlaunch-test-image"), 2) << r.out;
+  EXPECT_EQ(wait_containers_gone(job, 10), "");
+  EXPECT_EQ(wait_job_gone(job, 5), std::vector<pid_t>{});
+}
+
 // Two jobs with the same id on one machine (a --job-id given twice): the
 // second finds the first's container under its name, held by a running
 // agent, and fails saying so; the first job's container stays, and it ends
