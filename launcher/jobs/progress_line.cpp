@@ -52,16 +52,24 @@ void ProgressLine::add(std::string_view line) {
   if (*attempt > attempt_) {
     attempt_ = *attempt;
     ready_ = started_ = exited_ = failed_ = lost_ = 0;
+    pulling_.clear();
   } else if (*attempt < attempt_) {
     return;  // an older attempt's line, after a newer one's
   }
   if (*type == "start" || *type == "restart") {
     if (auto n = int_of(line, "nodes")) nodes_ = *n;
     if (auto w = int_of(line, "world_size")) ranks_ = *w;
+  } else if (*type == "image_pull") {
+    const auto node = int_of(line, "node");
+    const auto done = value_of(line, "done");
+    if (node && done && *done == "false") pulling_.insert(*node);
+    if (node && done && *done == "true") pulling_.erase(*node);
   } else if (*type == "node_ready") {
     ++ready_;
+    if (auto node = int_of(line, "node")) pulling_.erase(*node);
   } else if (*type == "node_lost") {
     ++lost_;
+    if (auto node = int_of(line, "node")) pulling_.erase(*node);
   } else if (*type == "rank_started") {
     ++started_;
   } else if (*type == "rank_exited") {
@@ -73,8 +81,10 @@ void ProgressLine::add(std::string_view line) {
 }
 
 std::string ProgressLine::text(std::int64_t up_s) const {
-  std::string out = fmt::format("attempt {}: {}/{} nodes ready, {}/{} ranks running", attempt_,
-                                ready_, nodes_, started_ - exited_, ranks_);
+  std::string out =
+      fmt::format("attempt {}: {}/{} nodes ready{}, {}/{} ranks running", attempt_, ready_, nodes_,
+                  pulling_.empty() ? "" : fmt::format(" ({} pulling the image)", pulling_.size()),
+                  started_ - exited_, ranks_);
   if (exited_ > 0) {
     out += fmt::format(", {} exited", exited_);
     if (failed_ > 0) out += fmt::format(" ({} failed)", failed_);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -36,6 +37,7 @@ class ProgressLine {
   int exited_ = 0;
   int failed_ = 0;
   int lost_ = 0;
+  std::set<int> pulling_;  // nodes pulling their container image
 };
 
 }  // namespace dlaunch

@@ -110,6 +110,23 @@ TEST(Events, TheProgressLineTalliesTheNewestAttempt) {
   EXPECT_EQ(p.text(-1), "attempt 1: 1/1 nodes ready, 0/2 ranks running");
 }
 
+// The nodes that pull their image (image_pull events) until each is done,
+// ready or lost.
+TEST(Events, TheProgressLineCountsTheNodesPullingTheirImage) {
+  EventLog log("j");
+  ProgressLine p(3, 3);
+  for (long long n = 0; n < 3; ++n) {
+    p.add(log.line(0, "image_pull", {{"node", n}, {"image", "r/i:1"}, {"done", false}}));
+  }
+  EXPECT_EQ(p.text(-1), "attempt 0: 0/3 nodes ready (3 pulling the image), 0/3 ranks running");
+  p.add(log.line(0, "image_pull", {{"node", 0LL}, {"image", "r/i:1"}, {"done", true}}));
+  p.add(log.line(0, "node_lost", {{"node", 2LL}, {"reason", "gone"}}));
+  EXPECT_EQ(p.text(-1),
+            "attempt 0: 0/3 nodes ready (1 pulling the image), 0/3 ranks running, 1 node lost");
+  p.add(log.line(0, "node_ready", {{"node", 1LL}}));
+  EXPECT_EQ(p.text(-1), "attempt 0: 1/3 nodes ready, 0/3 ranks running, 1 node lost");
+}
+
 TEST(Events, EveryWriterGetsEveryLineAndNoneMeansNothingIsMade) {
   EventLog log("j");
   EXPECT_FALSE(log.active());
