@@ -176,8 +176,9 @@ TEST_F(Containers, ShellJobRunsInTheImageWithTheUsersIdsAndTheTorchrunEnvironmen
 }
 
 // A node's setup longer than --heartbeat-timeout (here a podman whose `run`
-// takes 4 s, as a pull would take minutes) is bounded by --start-timeout, not
-// taken for a lost node: the agent says nothing until it is ready.
+// takes 4 s, as vfs's copy of a large image does) is bounded by
+// --start-timeout, not taken for a lost node: the agent says nothing until
+// it is ready (a pull is another matter: below).
 TEST_F(Containers, AContainerStartLongerThanTheHeartbeatTimeoutIsNoLostNode) {
   const std::string dir = temp_dir("slowpodman");
   const std::string podman = dlaunch::find_program("podman", dlaunch::current_environment(), "");

@@ -76,9 +76,10 @@ TEST_F(ControllerTest, ANodeThatIsDoneIsNoLongerWatched) {
 }
 
 // Before its Hello an agent can send nothing (a slow login, a busy machine).
-// The agent heartbeats from its Ready on; before, it may be starting the
-// node's container (an image's pull) for longer than the heartbeat timeout,
-// which the start's deadline bounds.
+// The agent heartbeats from its Ready on (or its image's pull, below);
+// before, it may be starting the node's container (a slow storage driver
+// copying a large image) for longer than the heartbeat timeout, which the
+// start's deadline bounds.
 TEST_F(ControllerTest, ANodeIsWatchedFromItsReadyAndTheStartTimeoutBoundsTheTimeBefore) {
   make(2, 1, {.heartbeat_timeout = milliseconds(3000), .start_timeout = milliseconds(20000)});
   controller_->start();
