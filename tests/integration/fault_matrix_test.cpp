@@ -142,9 +142,11 @@ class FaultMatrix : public ::testing::Test {
     remove_stale_beds("dlaunch-netns-", kNetns);
     dir_ = new std::string(
         (fs::temp_directory_path() / ("dlaunch-netns-" + std::to_string(::getpid()))).string());
+    // Sessions with the machine's cgroups, as on a real node: each agent
+    // puts its ranks in a job cgroup, which the clean-up then relies on.
     auto r = run({kNetns, "start", *dir_, std::to_string(kBedNodes), std::to_string(kBedSlots),
                   DLAUNCH_AGENT_BIN},
-                 60);
+                 60, {"TB_NETNS_HOST_SYS=1"});
     if (r.exit_code != 0) {
       why_no_bed_ = new std::string("cannot start the netns test bed (exit " +
                                     std::to_string(r.exit_code) + "): " + r.err);
