@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <sstream>
@@ -953,13 +954,15 @@ class ContainersInNetns : public ::testing::Test {
   }
   void TearDown() override {
     if (!bed_.empty() && skip_.empty()) {
-      for (int k = 0; k < 2; ++k) {
-        (void)run({kNetnsBed, "exec", bed_, std::to_string(k), "ip", "link", "set", "eth0", "up"},
-                  30);
-      }
+      for (int k = 0; k < 2; ++k) (void)node_exec(k, {"ip", "link", "set", "eth0", "up"});
     }
   }
 
+  // A command in node k's network namespace.
+  static RunResult node_exec(int k, std::vector<std::string> cmd) {
+    cmd.insert(cmd.begin(), {kNetnsBed, "exec", bed_, std::to_string(k)});
+    return run(cmd, 30);
+  }
   // dlaunch on the bed's two nodes x 2 slots, the ranks in the test image.
   static std::vector<std::string> cmd(const std::string& job, std::vector<std::string> args) {
     std::vector<std::string> all = {
@@ -1088,7 +1091,7 @@ TEST_F(ContainersInNetns, ANodeCutOffLeavesNoContainerOnEitherSide) {
       cmd(job, {"--kill-grace", "1", "--heartbeat-timeout", "3", "sh", "-c", "echo up; sleep 60"}),
       head_env());
   ASSERT_TRUE(p.wait_for_lines(4, 120)) << p.finish(1).err;
-  auto down = run({kNetnsBed, "exec", bed_, "1", "ip", "link", "set", "eth0", "down"}, 30);
+  auto down = node_exec(1, {"ip", "link", "set", "eth0", "down"});
   ASSERT_EQ(down.exit_code, 0) << down.err;
   auto r = p.finish(60);
   EXPECT_EQ(r.exit_code, 1) << r.err;
@@ -1175,8 +1178,16 @@ TEST_F(ContainersInNetns, Chaos) {
     int expected = 1;
     double bound = kGrace + kRemoval + 2.0;
     const auto link = [&](const char* state) {
-      (void)run({kNetnsBed, "exec", bed_, std::to_string(node), "ip", "link", "set", "eth0", state},
-                30);
+      (void)node_exec(node, {"ip", "link", "set", "eth0", state});
+    };
+    // Something stopped (or cut) for longer than the heartbeat timeout, then
+    // resumed; the bound grows by that time.
+    const auto outage = [&](const std::function<void()>& stop,
+                            const std::function<void()>& resume) {
+      stop();
+      ::usleep(static_cast<useconds_t>(kOutage * 1e6));
+      resume();
+      bound += kOutage;
     };
     switch (fault) {
       case kRankKill: {
@@ -1194,28 +1205,19 @@ TEST_F(ContainersInNetns, Chaos) {
         break;
       case kAgentStop:
         if (const pid_t a = agent_of_node(node); a > 0) {
-          ::kill(a, SIGSTOP);
-          ::usleep(static_cast<useconds_t>(kOutage * 1e6));
-          ::kill(a, SIGCONT);
+          outage([a] { ::kill(a, SIGSTOP); }, [a] { ::kill(a, SIGCONT); });
+        } else {
+          bound += kOutage;
         }
-        bound += kOutage;
         break;
       case kHeadStop:
-        p.signal(SIGSTOP);
-        ::usleep(static_cast<useconds_t>(kOutage * 1e6));
-        p.signal(SIGCONT);
-        bound += kOutage;
+        outage([&p] { p.signal(SIGSTOP); }, [&p] { p.signal(SIGCONT); });
         break;
       case kLinkFlap:
-        link("down");
-        ::usleep(static_cast<useconds_t>(kOutage * 1e6));
-        link("up");
-        bound += kOutage;
+        outage([&] { link("down"); }, [&] { link("up"); });
         break;
       case kSshReset:
-        (void)run({kNetnsBed, "exec", bed_, std::to_string(node), "ss", "-K", "-t", "-n", "state",
-                   "established", "( sport = :22 )"},
-                  30);
+        (void)node_exec(node, {"ss", "-K", "-t", "-n", "state", "established", "( sport = :22 )"});
         break;
       case kSigint:
         p.signal(SIGINT);
