@@ -93,13 +93,14 @@ sanitize_tests() {
   ctest --test-dir build/dev -L sanitize -LE known_failing --output-on-failure --timeout 300
 }
 
-# ThreadSanitizer over the agent and store tests (ctest label tsan: unit_tests,
-# store_tests, local_job_tests), building only those and what they run. Reports
+# ThreadSanitizer over the agent and store tests (ctest label tsan: the unit
+# tests that start threads, unit_tests_threads; store_tests, local_job_tests,
+# agent_pmix_tests), building only those and what they run. Reports
 # go to files, so that one from dlaunch or an agent that a test started is not
 # lost in the test's captured output; any report fails the step.
 build_tsan() {
   cmake --preset tsan >/dev/null || return
-  cmake --build build/tsan -j"$jobs" --target unit_tests store_tests local_job_tests \
+  cmake --build build/tsan -j"$jobs" --target unit_tests_threads store_tests local_job_tests \
     agent_pmix_tests
 }
 tsan_tests() {
