@@ -60,14 +60,20 @@ run_tests() {
   # `run_tests || rc=$?`, where set -e does not act, so a failed ctest would
   # otherwise be followed by the lines below and the step pass (it did: a
   # clean-clone run said "2 tests failed" and "exit 0").
-  ctest --test-dir "build/$preset" --output-on-failure --timeout 300 -LE 'known_failing|whole' ||
-    rc=$?
-  # Tests of an open bug, failing until it is fixed (issue 32): listed, not run.
+  ctest --test-dir "build/$preset" --output-on-failure --timeout 300 \
+    -LE 'known_failing|whole|saturation' || rc=$?
+  # Tests of an open bug, failing until it is fixed: listed, not run.
   local known
   known=$(ctest --test-dir "build/$preset" -N -L known_failing | sed -n 's/^ *Test *#[0-9]*: //p')
   if [[ -n "$known" ]]; then
-    echo "tests ($preset): not run, known failing until issue 32 is fixed" \
-      "(ctest -L known_failing):" $known >&2
+    echo "tests ($preset): not run, known failing (ctest -L known_failing):" $known >&2
+  fi
+  # The machine saturated on purpose, minutes of it: by hand (tests/integration/CMakeLists.txt).
+  local long
+  long=$(ctest --test-dir "build/$preset" -N -L saturation | sed -n 's/^ *Test *#[0-9]*: //p')
+  if [[ -n "$long" ]]; then
+    echo "tests ($preset): not run here, minutes of a saturated machine (ctest -L saturation):" \
+      $long >&2
   fi
   return $rc
 }

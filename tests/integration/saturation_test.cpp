@@ -94,6 +94,7 @@ class Saturation : public ::testing::Test {
   // process of the job gone within `bound` seconds of the signal.
   static void stop_with(int sig, const std::string& job_id, const std::vector<std::string>& tail,
                         double bound, double at_least) {
+    const auto started = std::chrono::steady_clock::now();
     Process p(job(job_id, tail), env());
     if (!p.wait_for_output([](const std::string& out) { return count(out, "spinning ") == kRanks; },
                            180)) {
@@ -112,7 +113,9 @@ class Saturation : public ::testing::Test {
     const double acted = since(t0);
     EXPECT_TRUE(announced) << "dlaunch did not say '" << said << "'";
     EXPECT_LT(acted, 1.0) << "the signal was acted on after " << acted << " s";
-    const RunResult r = p.finish(30);
+    // finish's bound counts from the process's start, which was a minute or
+    // more ago on two cores (64 MPI_Inits): 30 s from now.
+    const RunResult r = p.finish(since(started) + 30);
     const double exited = since(t0);
     const auto left = wait_job_gone(job_id, 30);
     const double gone = since(t0);
