@@ -93,10 +93,19 @@ AppSpec parse_app_words(const std::vector<std::string>& words, const SourcePos& 
     } else if (name == "--wdir") {
       app.workdir = value_of(w, name);
       if (app.workdir.empty()) throw InputError(pos, "--wdir", "empty working directory");
+    } else if (name == "--container-image") {
+      app.container_image = value_of(w, name);
+      if (app.container_image.empty() ||
+          app.container_image.find_first_of(" \t\n") != std::string::npos ||
+          app.container_image.front() == '-') {
+        throw InputError(pos, name, "'" + app.container_image + "' is not an image name",
+                         "give an image, e.g. --container-image localhost/train:1");
+      }
     } else {
       throw InputError(pos, name, "'" + name + "' is not an option of an app",
-                       "an app takes -n N, --role, --host, --nproc-per-node, -x, --env-file and "
-                       "--wdir before its program; dlaunch's other options go before the first "
+                       "an app takes -n N, --role, --host, --nproc-per-node, -x, --env-file, "
+                       "--wdir and --container-image before its program; dlaunch's other "
+                       "options go before the first "
                        "app's program");
     }
   }

@@ -18,8 +18,10 @@
 // APP OPTIONS: -n/--np N (required; mpirun's -np, -c, --n too), --role NAME,
 // --host NAME[,NAME...] (nodes of the hostfile by name; mpirun's -H, -host too;
 // without a hostfile the apps' hosts together are the job's, cli/peer_options.h), --nproc-per-node
-// N (at most N ranks of this app per node), -x NAME[=VALUE], --env-file FILE, --wdir DIR, and `--`
-// before a program whose name starts with '-'.
+// N (at most N ranks of this app per node), -x NAME[=VALUE], --env-file FILE, --wdir DIR,
+// --container-image IMAGE (its ranks in that image; one container per node holds the node's
+// ranks, so apps sharing a node share its image), and `--` before a program whose name starts
+// with '-'.
 #pragma once
 
 #include <string>
@@ -38,6 +40,7 @@ struct AppSpec {
   std::vector<std::string> exports;    // -x, in order
   std::vector<std::string> env_files;  // --env-file, in order
   std::string workdir;                 // empty: the job's (--wdir, or the current directory)
+  std::string container_image;         // --container-image: its ranks in this image
   std::vector<std::string> command;
   SourcePos pos;  // where the app was given, for errors ("--app FILE" line N, or "app 2")
 };

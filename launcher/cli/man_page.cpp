@@ -76,7 +76,8 @@ dlaunch [global options] \-\-app jobs.app
 A \fB:\fR followed by an option starts the next app; each later app takes the app
 options \fB\-n\fR \fIN\fR (required), \fB\-\-role\fR \fINAME\fR,
 \fB\-\-host\fR \fINAME,...\fR, \fB\-\-nproc\-per\-node\fR \fIN\fR,
-\fB\-x\fR, \fB\-\-env\-file\fR and \fB\-\-wdir\fR before its program. An app
+\fB\-x\fR, \fB\-\-env\-file\fR, \fB\-\-wdir\fR and
+\fB\-\-container\-image\fR \fIIMAGE\fR before its program. An app
 file has one \fB\-n\fR \fIN\fR [\fIapp options\fR] \fIPROGRAM\fR [\fIARGS\fR] per
 line (shell quoting, \fB#\fR comments); errors name \fIFILE\fR:\fILINE\fR. Ranks are
 numbered in app order, each app filling the free slots of its nodes in node order.

@@ -265,8 +265,11 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
   }
   for (const auto& n : plan.nodes) {
     if (n.host.container.empty()) continue;
-    fmt::print("container: node {} ({}): image {} (hostfile), runtime {}, pull {}\n", n.node_rank,
-               n.host.name, n.host.container, o.container.runtime, o.container.pull);
+    const std::string from =
+        n.container_app < 0 ? std::string("hostfile")
+                            : "--container-image of app " + std::to_string(n.container_app + 1);
+    fmt::print("container: node {} ({}): image {} ({}), runtime {}, pull {}\n", n.node_rank,
+               n.host.name, n.host.container, from, o.container.runtime, o.container.pull);
   }
   // One environment on every node: what SSH (and SGE, LSF) nodes get of
   // dlaunch's own, and why (local nodes inherit all of it).
@@ -283,10 +286,11 @@ void print_dry_run(const dl::JobPlan& plan, const dl::Options& o, const std::str
       for (const auto& [name, value] : app.env) {
         extra += " " + name + "=" + mask(name, value);
       }
-      fmt::print("app {}: ranks {}-{}, ROLE_NAME={}{}{}{}: {}\n", k + 1, app.first_rank,
+      fmt::print("app {}: ranks {}-{}, ROLE_NAME={}{}{}{}{}: {}\n", k + 1, app.first_rank,
                  app.first_rank + app.np - 1, app.role,
                  app.hosts.empty() ? "" : ", hosts " + fmt::format("{}", fmt::join(app.hosts, ",")),
                  app.workdir.empty() ? "" : ", wdir " + dl::shell_quote(app.workdir),
+                 app.container_image.empty() ? "" : ", image " + app.container_image,
                  extra.empty() ? "" : ", env" + extra, app_cmd[k]);
     }
   }
@@ -377,6 +381,15 @@ bool preflight(const dl::Hostfile& hosts, const dl::PlanOptions& po, dl::NodePoo
   every.np = 0;
   every.apps.clear();
   if (every.command.empty() && !po.apps.empty()) every.command = po.apps.front().command;
+  if (!po.apps.empty() && !po.apps.front().container_image.empty()) {
+    // The first app's program, looked for where it runs: in its image.
+    dl::AppPlan first = po.apps.front();
+    first.np = 0;
+    for (const auto& h : hosts.hosts) first.np += h.slots;
+    first.hosts.clear();
+    first.nproc_per_node = 0;
+    every.apps = {std::move(first)};
+  }
   const auto report = dl::check_nodes(dl::make_plan(hosts, every), opts);
   const auto why = [](const dl::PreflightReport::Node& n) {
     std::string s = n.problems.empty() ? "failed" : n.problems.front();
@@ -473,9 +486,12 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   check_identity_files(hosts);
   if (!o.container_option_alone.empty() && o.container.image.empty() &&
       std::none_of(hosts.hosts.begin(), hosts.hosts.end(),
-                   [](const dl::HostEntry& h) { return !h.container.empty(); })) {
+                   [](const dl::HostEntry& h) { return !h.container.empty(); }) &&
+      std::none_of(o.apps.begin(), o.apps.end(),
+                   [](const dl::AppSpec& a) { return !a.container_image.empty(); })) {
     throw dl::InputError({o.container_option_alone}, "",
-                         "needs --container-image or a hostfile `container:`",
+                         "needs --container-image, a hostfile `container:` or an app's "
+                         "--container-image",
                          "name the image the ranks run in");
   }
   // mpirun -hostfile f -host aa ./a.out: as many ranks as aa has slots.
@@ -519,10 +535,12 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
     app.nproc_per_node = a.nproc_per_node;
     app.env = dl::user_environment(a.env_files, a.exports, po.head_env);
     app.workdir = a.workdir;
+    app.container_image = a.container_image;
     app.command = a.command;
     app.pos = a.pos;
     po.apps.push_back(std::move(app));
   }
+  po.container_image = o.container.image;
   // --spares: the last hosts wait; --min-nodes: lost nodes are dropped.
   dl::NodePool pool(hosts, {.min_nodes = o.min_nodes, .spares = o.spares});
   dl::JobPlan plan = dl::make_plan(pool.active(), po);

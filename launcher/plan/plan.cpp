@@ -93,6 +93,45 @@ std::string join_ints(const std::vector<int>& v) {
   return out;
 }
 
+// Apps that name an image (--container-image) put their nodes' ranks in it:
+// one container per node holds the node's ranks (docs/containers.md), so the
+// apps sharing a node must agree on its image, an app without one counting as
+// the node's own (the hostfile's `container:`, else the job's image, else
+// none). The image goes in the node's host.container, where the rest of
+// dlaunch looks for a node's image.
+void place_app_images(JobPlan& plan, const std::string& job_image) {
+  for (auto& node : plan.nodes) {
+    const std::string own = node.host.container.empty() ? job_image : node.host.container;
+    int named = -1;  // the first app on the node with an image of its own
+    for (const auto& r : node.ranks) {
+      const AppPlan& app = plan.apps.at(static_cast<std::size_t>(r.app));
+      if (!app.container_image.empty() && named < 0) named = r.app;
+    }
+    if (named < 0) continue;
+    const std::string& image = plan.apps.at(static_cast<std::size_t>(named)).container_image;
+    for (const auto& r : node.ranks) {
+      const AppPlan& app = plan.apps.at(static_cast<std::size_t>(r.app));
+      const std::string& its = app.container_image.empty() ? own : app.container_image;
+      if (its == image) continue;
+      const auto what = [](const std::string& i) {
+        return i.empty() ? std::string("on the host (no image)") : "in " + i;
+      };
+      const SourcePos& other = plan.apps.at(static_cast<std::size_t>(named)).pos;
+      const std::string other_name =
+          other.line > 0 ? "those of " + other.source + ":" + std::to_string(other.line)
+                         : other.source + "'s";
+      throw InputError(app.pos, "--container-image",
+                       "its ranks run " + what(its) + " but share node " +
+                           std::to_string(node.node_rank) + " (" + node.host.name + ") with " +
+                           other_name + ", which run " + what(image) +
+                           "; one container per node holds the node's ranks",
+                       "give the apps of a node the same image, or keep them apart with --host");
+    }
+    node.host.container = image;
+    node.container_app = named;
+  }
+}
+
 }  // namespace
 
 bool is_forwarded_variable(const std::string& name) {
@@ -228,6 +267,7 @@ JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts) {
           before + i;
   }
   plan.apps = apps;
+  place_app_images(plan, opts.container_image);
 
   plan.master_addr =
       opts.master_addr.empty() ? default_master_addr(plan.nodes.front().host) : opts.master_addr;

@@ -29,6 +29,9 @@ struct AppPlan {
   int nproc_per_node = 0;          // at most this many ranks per node; 0: no limit
   EnvList env;                     // this app's -x and --env-file, over the job's
   std::string workdir;             // empty: the job's
+  // --container-image of this app: its ranks run in that image; empty: the
+  // node's (the hostfile's `container:`, else the job's --container-image).
+  std::string container_image;
   std::vector<std::string> command;
   SourcePos pos;            // where the app was given (errors)
   int first_rank = 0;       // set by make_plan
@@ -49,6 +52,9 @@ struct NodePlan {
   // --virtual-local-rank: the node's devices, each rank gets the one at its
   // local rank (its CUDA_VISIBLE_DEVICES); empty: the local rank's number.
   std::vector<std::string> devices;
+  // The app whose --container-image host.container now holds (make_plan):
+  // one container per node holds its ranks; -1: the hostfile's, or none.
+  int container_app = -1;
 };
 
 struct PlanOptions {
@@ -70,6 +76,9 @@ struct PlanOptions {
   bool virtual_local_rank = false;
   // mpirun's OMPI_COMM_WORLD_* for every rank (head-node mode, not --no-mpi).
   bool mpirun_env = false;
+  // The job's --container-image: the image of a node without a hostfile
+  // `container:` whose apps name none (to check apps that share a node).
+  std::string container_image;
 };
 
 struct JobPlan {
@@ -89,7 +98,8 @@ struct JobPlan {
   bool mpirun_env = false;  // PlanOptions::mpirun_env
 };
 
-// Throws InputError when np exceeds the slots available.
+// Throws InputError when np exceeds the slots available, or when apps with
+// different images (AppPlan::container_image) share a node.
 JobPlan make_plan(const Hostfile& hostfile, const PlanOptions& opts);
 
 // What dlaunch sets for one rank (not the inherited environment): torchrun's

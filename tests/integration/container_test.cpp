@@ -335,10 +335,52 @@ TEST_F(Containers, AHostfilesContainerKeyPutsThatNodesRanksInTheImage) {
       << dry.out;
   auto alone = run(dlaunch_cmd({"-H", kLocalhost, "--container-pull", "never", "true"}), 60, env_);
   EXPECT_EQ(alone.exit_code, 2);
-  EXPECT_NE(alone.err.find("--container-pull: needs --container-image or a hostfile `container:`"),
+  EXPECT_NE(alone.err.find("--container-pull: needs --container-image, a hostfile `container:` or "
+                           "an app's --container-image"),
             std::string::npos)
       << alone.err;
   std::filesystem::remove(hosts);
+}
+
+// MPMD (docs/mpmd.md): an app's --container-image puts its ranks in that
+// image, here on node1, while the first app's run on node0's host; two apps
+// that would share a node in different images are refused before anything
+// starts.
+TEST_F(Containers, AnAppsContainerImagePutsThatAppsRanksInTheImage) {
+  const std::string probe =
+      "echo \"rank=$RANK role=$ROLE_NAME img=$(cat /etc/dlaunch-image 2>/dev/null || echo host)\"";
+  const std::string app_file =
+      temp_file("-n 2 --host node0 --role native sh -c '" + probe +
+                    "'\n-n 2 --host node1 --role boxed --container-image " + kImage + " sh -c '" +
+                    probe + "'\n",
+                ".app");
+  const auto job = unique_job_id("ctr-app");
+  auto r = run(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, "--container-pull", "never", "--app",
+                            app_file}),
+               180, env_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("rank=0 role=native img=host"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank=1 role=native img=host"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank=2 role=boxed img=dlaunch-test-image"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank=3 role=boxed img=dlaunch-test-image"), std::string::npos) << r.out;
+  EXPECT_EQ(wait_containers_gone(job, 5), "");
+  // The same apps sharing node0 (no --host): refused, nothing started.
+  const std::string shared = temp_file(
+      "-n 1 sh -c '" + probe + "'\n-n 1 --container-image " + kImage + " sh -c '" + probe + "'\n",
+      ".app");
+  auto refused = run(dlaunch_cmd({"-H", kLocalhost, "--job-id", job, "--container-pull", "never",
+                                  "--app", shared}),
+                     60, env_);
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find(shared +
+                             ":1: --container-image: its ranks run on the host (no "
+                             "image) but share node 0 (node0) with those of " +
+                             shared + ":2, which run in " + kImage),
+            std::string::npos)
+      << refused.err;
+  EXPECT_EQ(refused.out, "");
+  std::filesystem::remove(app_file);
+  std::filesystem::remove(shared);
 }
 
 TEST_F(Containers, ContainerEnvKeepsTheHostsValueOverTheImages) {

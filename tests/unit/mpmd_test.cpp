@@ -249,3 +249,94 @@ TEST(MpmdPlan, SetupGivesEachRankItsAppsProgramEnvironmentAndDirectory) {
   EXPECT_EQ(get(s.workers[1].env, "A"), "mine");
   EXPECT_EQ(get(s.workers[0].env, "A"), "global");
 }
+
+TEST(MpmdCli, AnAppsContainerImageIsItsOwnOption) {
+  const AppSpec a =
+      parse_app_words({"-n", "2", "--container-image", "localhost/ps:1", "ps"}, {"app 2"});
+  EXPECT_EQ(a.container_image, "localhost/ps:1");
+  EXPECT_EQ(a.command, (std::vector<std::string>{"ps"}));
+  EXPECT_EQ(parse_app_words({"-n", "1", "--container-image=img:2", "x"}, {"app 2"}).container_image,
+            "img:2");
+  for (const char* bad : {"", "two words", "-x"}) {
+    EXPECT_NE(input_error([&] {
+                parse_app_words({"-n", "1", "--container-image", bad, "x"}, {"app 2"});
+              }).find("app 2: --container-image: '" + std::string(bad) + "' is not an image name"),
+              std::string::npos)
+        << bad;
+  }
+  // On the command line the first app's options are the job's: there it is
+  // the job's --container-image; a later app has its own.
+  const Options o = parse({"-n", "1", "--container-image", "job:1", "a", ":", "-n", "1",
+                           "--container-image", "ps:1", "b"});
+  EXPECT_EQ(o.container.image, "job:1");
+  ASSERT_EQ(o.apps.size(), 2u);
+  EXPECT_EQ(o.apps[1].container_image, "ps:1");
+  const auto apps = parse_app_file_text("-n 1 --container-image ps:1 ./ps\n-n 2 ./w\n", "j.app");
+  EXPECT_EQ(apps[0].container_image, "ps:1");
+  EXPECT_EQ(apps[1].container_image, "");
+}
+
+TEST(MpmdPlan, AnAppsImageIsItsNodesAndAppsSharingANodeMustAgree) {
+  Hostfile hf;
+  hf.source = "hosts";
+  hf.hosts = {local_host("a", 2), local_host("b", 2), local_host("c", 2)};
+  hf.hosts[2].container = "site:1";  // the hostfile's `container:`
+  PlanOptions po{.job_id = "j", .container_image = "job:1"};
+  AppPlan ps = app(2, "ps", {"a"});
+  ps.container_image = "ps:1";
+  AppPlan w = app(2, "w", {"b"});
+  AppPlan e = app(2, "e", {"c"});
+  e.container_image = "eval:1";
+  po.apps = {ps, w, e};
+  auto plan = make_plan(hf, po);
+  ASSERT_EQ(plan.nodes.size(), 3u);
+  EXPECT_EQ(plan.nodes[0].host.container, "ps:1");
+  EXPECT_EQ(plan.nodes[0].container_app, 0);
+  // An app without an image: the node's (here the job's, set by the Setup).
+  EXPECT_EQ(plan.nodes[1].host.container, "");
+  EXPECT_EQ(plan.nodes[1].container_app, -1);
+  // The app's image over the hostfile's: the program names what it needs.
+  EXPECT_EQ(plan.nodes[2].host.container, "eval:1");
+  ControllerConfig cfg{.workdir = "/job"};
+  cfg.container.image = "job:1";
+  EXPECT_EQ(make_node_setup(plan, cfg, 0).container.image, "ps:1");
+  EXPECT_EQ(make_node_setup(plan, cfg, 1).container.image, "job:1");
+  EXPECT_EQ(make_node_setup(plan, cfg, 2).container.image, "eval:1");
+
+  // Two apps on one node in the same image: one container holds both.
+  AppPlan w2 = app(1, "w2", {"a"});
+  w2.container_image = "ps:1";
+  ps.np = 1;
+  po.apps = {ps, w2};
+  plan = make_plan(hf, po);
+  EXPECT_EQ(plan.nodes[0].host.container, "ps:1");
+  // ... or the node's own image, named or not.
+  AppPlan on_c = app(1, "x", {"c"});
+  AppPlan on_c_named = app(1, "y", {"c"});
+  on_c_named.container_image = "site:1";
+  po.apps = {on_c, on_c_named};
+  EXPECT_EQ(make_plan(hf, po).nodes[0].host.container, "site:1");
+
+  // Different images on one node: an input error naming the app and node.
+  w2.container_image = "other:1";
+  w2.pos = {"j.app", 2};
+  po.apps = {ps, w2};
+  EXPECT_NE(input_error([&] { make_plan(hf, po); })
+                .find("j.app:2: --container-image: its ranks run in other:1 but share node 0 (a) "
+                      "with app's, which run in ps:1; one container per node holds the node's "
+                      "ranks"),
+            std::string::npos)
+      << input_error([&] { make_plan(hf, po); });
+  // An app in the job's image next to one in another image.
+  AppPlan plain = app(1, "plain", {"a"});
+  po.apps = {plain, ps};
+  EXPECT_NE(input_error([&] {
+              make_plan(hf, po);
+            }).find("its ranks run in job:1 but share node 0 (a) with app's, which run in ps:1"),
+            std::string::npos)
+      << input_error([&] { make_plan(hf, po); });
+  // Without a job's image, on the host.
+  po.container_image.clear();
+  EXPECT_NE(input_error([&] { make_plan(hf, po); }).find("its ranks run on the host (no image)"),
+            std::string::npos);
+}
