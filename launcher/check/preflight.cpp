@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -311,7 +312,9 @@ std::pair<std::string, bool> check_with_agents(const JobPlan& plan, const Prefli
        .container = o.container,
        .probe_only = true,
        .bandwidth_round = network ? o.bandwidth_round : std::chrono::milliseconds(0)},
-      sink, {.io = io, .links = links, .clock = clock});
+      sink, {.io = io, .links = links, .clock = clock, .notice = [](const std::string& line) {
+               std::fprintf(stderr, "dlaunch: %s\n", line.c_str());
+             }});
   const int status = controller.run();
   const auto refused = controller.refusals();
   bool any_refused = false;

@@ -988,16 +988,18 @@ void Controller::on_image_pull(std::size_t i, const proto::ImagePull& pull) {
     n.pull_began = now;
     ++pulling_;
     heartbeats_.watch(i);  // the agent heartbeats while it pulls
-    if (!cfg_.progress) say(fmt::format("{}: pulling image {}", node_label(i), pull.image));
+    const std::string line = fmt::format("{}: pulling image {}", node_label(i), pull.image);
+    if (!cfg_.progress) say(line);
+    if (env_.notice) env_.notice(line);
   } else if (pull.done && n.pulling) {
     n.pulling = false;
     const auto took = std::chrono::duration_cast<milliseconds>(now - n.pull_began);
     n.pulled += took;
     --pulling_;
-    if (!cfg_.progress) {
-      say(fmt::format("{}: pulled image {} in {:.1f} s", node_label(i), pull.image,
-                      std::chrono::duration<double>(took).count()));
-    }
+    const std::string line = fmt::format("{}: pulled image {} in {:.1f} s", node_label(i),
+                                         pull.image, std::chrono::duration<double>(took).count());
+    if (!cfg_.progress) say(line);
+    if (env_.notice) env_.notice(line);
   }
   event("image_pull", {{"node", static_cast<long long>(i)},
                        {"host", n.plan->host.name},

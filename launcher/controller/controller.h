@@ -166,6 +166,10 @@ struct ControllerEnv {
   // Where the job's events go (jobs/events.h): nodes ready and lost, ranks
   // started and exited, signals to the job. Null: none are kept.
   EventLog* events = nullptr;
+  // Lines for the user that the job's console does not carry: --check's
+  // console is /dev/null (its table is its output), but a node pulling its
+  // image for minutes is still said (the line, without "dlaunch: ").
+  std::function<void(const std::string&)> notice;
 };
 
 class Controller {

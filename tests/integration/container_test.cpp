@@ -240,6 +240,15 @@ TEST_F(Containers, AnImageNotOnTheNodeIsPulledFirstAndTheStartWaitsForThePull) {
   EXPECT_EQ(count_of(second.out, "ran"), 4);
   EXPECT_EQ(second.err.find("pulling"), std::string::npos) << second.err;
   EXPECT_EQ(wait_containers_gone(again, 5), "");
+
+  // --check pulls as the job would, and says so on stderr (its table is
+  // its output; a node pulling for minutes is not silent).
+  auto check = run(dlaunch_cmd({"-H", kLocalhost, "--check", "--container-pull", "always",
+                                "--container-image", image, "true"}),
+                   120, env_);
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  EXPECT_EQ(count_of(check.err, "): pulling image " + image + "\n"), 2) << check.err;
+  EXPECT_EQ(count_of(check.err, "): pulled image " + image + " in "), 2) << check.err;
 }
 
 TEST_F(Containers, APullThatFailsIsTheNodesFailureNamingTheImageAndWhy) {
