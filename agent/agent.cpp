@@ -220,8 +220,9 @@ void Agent::handle(proto::Setup&& m) {
   // A cgroup of the job's own on this node, where the system lets us make
   // one: nothing the workers start can leave it, so nothing escapes the
   // clean-up. Else the process groups, the tree and the token, as ever.
-  auto cgroup = env_.os.make_cgroup("dlaunch-" + setup_.job_id + "-node" +
-                                    std::to_string(setup_.node_rank) + "-" + random_hex(4));
+  auto cgroup =
+      env_.os.make_cgroup("dlaunch-" + setup_.job_id + "-node" + std::to_string(setup_.node_rank) +
+                          "-" + random_hex(4) + cgroup_owner_suffix());
   if (cgroup) {
     cgroup_ = *cgroup;
     guard_->kill_cgroup_on_death(cgroup_);

@@ -134,4 +134,16 @@ class PosixOs final : public AgentOs {
 // /proc/self/cgroup); empty when there is no cgroup2 hierarchy.
 std::string own_cgroup_dir();
 
+// The end of the names of this agent's job cgroups, "-aPID.TICKS" (its pid
+// and /proc start time): whose they are, for sweep_orphan_cgroups.
+std::string cgroup_owner_suffix();
+
+// Removes the job cgroups under `parent` (directories named "dlaunch-...",
+// ending in an owner suffix) whose agent is no longer running and that hold
+// nothing (rmdir fails on a cgroup with a process or a child in it; a live
+// agent's is never touched). An agent and its guard both killed (SIGKILL,
+// the OOM killer) leave their job's empty cgroup behind; the next agent to
+// make one there removes it. Returns how many went.
+int sweep_orphan_cgroups(const std::string& parent);
+
 }  // namespace dlaunch::agent

@@ -13,6 +13,8 @@
 #include <sstream>
 
 #include "dlaunch/private_dir.h"
+#include "dlaunch/proc_stat.h"
+#include "dlaunch/process.h"
 #include "dlaunch/unique_fd.h"
 #include "guard.h"
 #include "net.h"
@@ -86,9 +88,37 @@ std::string own_cgroup_dir() {
   return {};
 }
 
+std::string cgroup_owner_suffix() {
+  return "-a" + std::to_string(::getpid()) + "." + std::to_string(process_start_ticks(::getpid()));
+}
+
+int sweep_orphan_cgroups(const std::string& parent) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    const auto at = name.rfind("-a");
+    if (name.rfind("dlaunch-", 0) != 0 || at == std::string::npos) continue;
+    std::istringstream owner(name.substr(at + 2));
+    long pid = 0;
+    char dot = 0;
+    unsigned long long ticks = 0;
+    if (!(owner >> pid >> dot >> ticks) || dot != '.' || pid <= 0 || ticks == 0 || !owner.eof()) {
+      continue;
+    }
+    // Its agent runs (a zombie does not: an agent killed, not yet reaped).
+    if (process_start_ticks(pid) == ticks && dlaunch::process_state(static_cast<pid_t>(pid)) != 'Z')
+      continue;
+    if (!std::filesystem::is_directory(entry.path(), ec)) continue;
+    if (::rmdir(entry.path().c_str()) == 0) ++removed;
+  }
+  return removed;
+}
+
 Result<std::string> PosixOs::make_cgroup(const std::string& name) {
   const std::string own = own_cgroup_dir();
   if (own.empty()) return Result<std::string>::failure("no cgroup v2 hierarchy is mounted");
+  sweep_orphan_cgroups(own);
   const std::string dir = own + "/" + name;
   if (::mkdir(dir.c_str(), 0755) != 0) {
     return Result<std::string>::failure("cannot create " + dir + ": " + std::strerror(errno));

@@ -41,6 +41,35 @@ int count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
+// The job's cgroups (dlaunch-JOB-node...) beside this test's own cgroup,
+// where the agents it starts make theirs (agent/posix_os.cpp).
+std::vector<std::string> job_cgroups(const std::string& job) {
+  std::string path;
+  std::ifstream self("/proc/self/cgroup");
+  for (std::string line; std::getline(self, line);) {
+    if (line.rfind("0::", 0) == 0) path = line.substr(3);
+  }
+  std::string mount;
+  std::ifstream info("/proc/self/mountinfo");
+  for (std::string line; std::getline(info, line);) {
+    const auto dash = line.find(" - cgroup2 ");
+    if (dash == std::string::npos) continue;
+    std::istringstream fields(line.substr(0, dash));
+    std::string id, parent, dev, root;
+    fields >> id >> parent >> dev >> root >> mount;
+    if (root == "/") break;
+    mount.clear();
+  }
+  std::vector<std::string> out;
+  if (path.empty() || mount.empty()) return out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(mount + path, ec)) {
+    if (e.path().filename().string().rfind("dlaunch-" + job + "-node", 0) == 0)
+      out.push_back(e.path().string());
+  }
+  return out;
+}
+
 // The job's containers as the bed's podman (env) lists them, stopped ones
 // included; and the same once they are gone, or at the timeout.
 std::string job_containers(const std::string& job, const std::vector<std::string>& env) {
@@ -506,6 +535,13 @@ TEST_F(Containers, AgentAndGuardKilledWithSigkillLeaveNoContainerAndNoProcess) {
   p.finish(30);
   EXPECT_EQ(wait_containers_gone(job, 30), "");
   EXPECT_EQ(wait_job_gone(job, 5), std::vector<pid_t>{});
+  // With its agent and guard killed, the node's job cgroup stays, empty;
+  // the next agent to make one beside it removes it.
+  const auto left = job_cgroups(job);
+  if (left.empty()) return;  // no cgroup for the job on this machine
+  auto next = run(dlaunch_cmd({"-H", kLocalhost, "true"}), 60, env_);
+  EXPECT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_EQ(job_cgroups(job), std::vector<std::string>{}) << "left before: " << left.front();
 }
 
 // A container of the same job and node that an earlier agent left (here one

@@ -1,6 +1,14 @@
 // The job's cgroup on a node (issue 15 item 3): workers start in it, the
 // guard knows it, what escaped into it is swept, and its absence is said.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include "agent_test_support.h"
+#include "dlaunch/proc_stat.h"
+#include "dlaunch/process.h"
 
 using namespace dltest;
 using std::chrono::milliseconds;
@@ -51,4 +59,49 @@ TEST_F(AgentTest, ACgroupThatWillNotEmptyIsKilledWhole) {
   advance(dlaunch::timing::kLeftoverPoll);
   ASSERT_EQ(got<proto::Done>().size(), 1u);
   EXPECT_EQ(os_.cgroup_removed.size(), 1u);
+}
+
+// A job cgroup whose agent and guard were both killed stays behind, empty:
+// the next agent to make one beside it removes it, and nothing else (ordinary
+// folders stand in for cgroups: rmdir refuses a non-empty one as it refuses a
+// cgroup with a process or child in it).
+TEST(AgentCgroupSweep, EmptyCgroupsOfAgentsThatAreGoneAreRemovedAndNothingElse) {
+  namespace fs = std::filesystem;
+  const fs::path parent =
+      fs::path(::testing::TempDir()) / ("dlaunch-sweep-" + std::to_string(::getpid()));
+  fs::remove_all(parent);
+  fs::create_directories(parent);
+  const std::string mine = "dlaunch-j-node0-ab12" + dlaunch::agent::cgroup_owner_suffix();
+  EXPECT_NE(mine.find("-ab12-a" + std::to_string(::getpid()) + "."), std::string::npos) << mine;
+  // A pid that is not running (pid_max is at most 2^22), and a running
+  // process (this one) with another start time: neither is the owner.
+  const std::string gone = "dlaunch-j-node1-cd34-a4194304999.12345";
+  const std::string reused = "dlaunch-j-node2-ef56-a" + std::to_string(::getpid()) + ".1";
+  const std::string held = "dlaunch-j-node3-0a0b-a4194304999.12345";  // not empty
+  for (const auto& d :
+       {mine, gone, reused, held, std::string("dlaunch-j-node4-ffff"),
+        std::string("other-a4194304999.1"), std::string("dlaunch-j-node5-1111-a4194304999.1x")}) {
+    fs::create_directory(parent / d);
+  }
+  std::ofstream(parent / held / "cgroup.procs") << "123\n";
+  // An agent killed and not yet reaped (a zombie) is gone too.
+  const pid_t zombie = ::fork();
+  if (zombie == 0) ::_exit(0);
+  ASSERT_GT(zombie, 0);
+  while (dlaunch::process_state(zombie) != 'Z') ::usleep(1000);
+  const std::string of_zombie = "dlaunch-j-node6-2222-a" + std::to_string(zombie) + "." +
+                                std::to_string(dlaunch::process_start_ticks(zombie));
+  fs::create_directory(parent / of_zombie);
+  EXPECT_EQ(dlaunch::agent::sweep_orphan_cgroups(parent.string()), 3);
+  EXPECT_FALSE(fs::exists(parent / of_zombie));
+  ::waitpid(zombie, nullptr, 0);
+  EXPECT_TRUE(fs::exists(parent / mine));  // this agent runs
+  EXPECT_FALSE(fs::exists(parent / gone));
+  EXPECT_FALSE(fs::exists(parent / reused));
+  EXPECT_TRUE(fs::exists(parent / held));
+  EXPECT_TRUE(fs::exists(parent / "dlaunch-j-node4-ffff"));  // no owner in its name
+  EXPECT_TRUE(fs::exists(parent / "other-a4194304999.1"));
+  EXPECT_TRUE(fs::exists(parent / "dlaunch-j-node5-1111-a4194304999.1x"));
+  EXPECT_EQ(dlaunch::agent::sweep_orphan_cgroups((parent / "none").string()), 0);
+  fs::remove_all(parent);
 }
