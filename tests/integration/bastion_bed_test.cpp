@@ -553,12 +553,15 @@ void expect_no_orphans(const Bed& b, const std::vector<std::string>& client) {
   Process p(bed_job(b, args), ssh_env(b));
   ASSERT_TRUE(p.wait_for_lines(6, 60)) << "the six ranks did not start";
   // A rank prints before its shell execs sleep: while it execs, it can be
-  // missed (a full run saw 5 of 6 once); wait until all six are seen.
+  // missed (a full run saw 5 of 6 once); wait until all six are seen, and
+  // judge that count, not another look (a clean-clone run saw 6, then 5).
   const auto seen_by = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (job_processes(job).size() < 6 && std::chrono::steady_clock::now() < seen_by) {
+  std::size_t seen = job_processes(job).size();
+  while (seen < 6 && std::chrono::steady_clock::now() < seen_by) {
     ::usleep(50 * 1000);
+    seen = job_processes(job).size();
   }
-  EXPECT_GE(job_processes(job).size(), 6u);
+  EXPECT_GE(seen, 6u);
   p.signal(SIGKILL);
   p.finish(10);
   EXPECT_EQ(wait_job_gone(job, 15), std::vector<pid_t>{});
