@@ -19,6 +19,7 @@
 #include "guard.h"
 #include "net.h"
 #include "os.h"
+#include "owner_token.h"
 
 namespace dlaunch::agent {
 
@@ -89,7 +90,7 @@ std::string own_cgroup_dir() {
 }
 
 std::string cgroup_owner_suffix() {
-  return "-a" + std::to_string(::getpid()) + "." + std::to_string(process_start_ticks(::getpid()));
+  return "-a" + owner_token(::getpid(), process_start_ticks(::getpid()));
 }
 
 int sweep_orphan_cgroups(const std::string& parent) {
@@ -99,15 +100,11 @@ int sweep_orphan_cgroups(const std::string& parent) {
     const std::string name = entry.path().filename().string();
     const auto at = name.rfind("-a");
     if (name.rfind("dlaunch-", 0) != 0 || at == std::string::npos) continue;
-    std::istringstream owner(name.substr(at + 2));
-    long pid = 0;
-    char dot = 0;
-    unsigned long long ticks = 0;
-    if (!(owner >> pid >> dot >> ticks) || dot != '.' || pid <= 0 || ticks == 0 || !owner.eof()) {
-      continue;
-    }
+    const auto owner = parse_owner_token(name.substr(at + 2));
+    if (!owner) continue;
     // Its agent runs (a zombie does not: an agent killed, not yet reaped).
-    if (process_start_ticks(pid) == ticks && dlaunch::process_state(static_cast<pid_t>(pid)) != 'Z')
+    if (process_start_ticks(owner->pid) == owner->start_ticks &&
+        dlaunch::process_state(static_cast<pid_t>(owner->pid)) != 'Z')
       continue;
     if (!std::filesystem::is_directory(entry.path(), ec)) continue;
     if (::rmdir(entry.path().c_str()) == 0) ++removed;

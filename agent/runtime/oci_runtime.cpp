@@ -14,6 +14,7 @@
 
 #include "command.h"
 #include "dlaunch/proc_stat.h"
+#include "owner_token.h"
 
 namespace dlaunch::agent {
 
@@ -63,21 +64,14 @@ ino_t inode_of(const std::string& path) {
 
 std::vector<std::string> oci_run_args(RuntimeKind kind, const std::string& program,
                                       const proto::ContainerSpec& spec, const RuntimeNode& node) {
-  std::vector<std::string> a = {program,
-                                "run",
-                                "-d",
-                                "--rm",
-                                "--name",
-                                container_name(node.job_id, node.node_rank),
-                                "--label",
-                                "dlaunch.job=" + node.job_id,
-                                "--label",
-                                "dlaunch.node=" + std::to_string(node.node_rank),
-                                "--label",
-                                "dlaunch.agent=" + std::to_string(node.agent_pid) + "." +
-                                    std::to_string(node.agent_start_ticks),
-                                "--network",
-                                "host"};
+  std::vector<std::string> a = {
+      program,     "run",
+      "-d",        "--rm",
+      "--name",    container_name(node.job_id, node.node_rank),
+      "--label",   "dlaunch.job=" + node.job_id,
+      "--label",   "dlaunch.node=" + std::to_string(node.node_rank),
+      "--label",   "dlaunch.agent=" + owner_token(node.agent_pid, node.agent_start_ticks),
+      "--network", "host"};
   // /dev/shm: the host's, with its IPC namespace, unless a size was asked
   // for: then a private one of that size (NCCL's shared memory between the
   // node's ranks lives there; a runtime's default of 64 MB is too small).
@@ -126,13 +120,10 @@ std::vector<std::string> oci_remove_args(RuntimeKind kind, const std::string& pr
 }
 
 pid_t running_agent_of_label(const std::string& label) {
-  std::istringstream in(label);
-  long pid = 0;
-  char dot = 0;
-  unsigned long long ticks = 0;
-  if (!(in >> pid >> dot >> ticks) || dot != '.' || pid <= 0 || ticks == 0) return 0;
-  if (pid == ::getpid()) return 0;  // this agent's own: a leftover of ours
-  return process_start_ticks(pid) == ticks ? static_cast<pid_t>(pid) : 0;
+  const auto owner = parse_owner_token(label);
+  if (!owner) return 0;
+  if (owner->pid == ::getpid()) return 0;  // this agent's own: a leftover of ours
+  return process_start_ticks(owner->pid) == owner->start_ticks ? static_cast<pid_t>(owner->pid) : 0;
 }
 
 std::vector<std::string> oci_image_present_args(RuntimeKind kind, const std::string& program,
@@ -160,8 +151,7 @@ std::vector<std::string> OciRuntime::removal_command(const RuntimeNode& node) co
             "-t",
             "0",
             "--filter",
-            "label=dlaunch.agent=" + std::to_string(node.agent_pid) + "." +
-                std::to_string(node.agent_start_ticks)};
+            "label=dlaunch.agent=" + owner_token(node.agent_pid, node.agent_start_ticks)};
   }
   return oci_remove_args(kind_, program_, container_name(node.job_id, node.node_rank));
 }
