@@ -49,6 +49,15 @@ build() {
   fi
 }
 
+# say_left_out PRESET LABEL WHY: the tests of LABEL, which `run_tests` leaves out.
+say_left_out() {
+  local names
+  names=$(ctest --test-dir "build/$1" -N -L "$2" | sed -n 's/^ *Test *#[0-9]*: //p')
+  if [[ -n "$names" ]]; then
+    echo "tests ($1): $3 (ctest -L $2):" $names >&2
+  fi
+}
+
 run_tests() {
   local preset=$1 rc=0
   echo "== tests ($preset) ==" >&2
@@ -62,19 +71,10 @@ run_tests() {
   # clean-clone run said "2 tests failed" and "exit 0").
   ctest --test-dir "build/$preset" --output-on-failure --timeout 300 \
     -LE 'known_failing|whole|saturation' || rc=$?
-  # Tests of an open bug, failing until it is fixed: listed, not run.
-  local known
-  known=$(ctest --test-dir "build/$preset" -N -L known_failing | sed -n 's/^ *Test *#[0-9]*: //p')
-  if [[ -n "$known" ]]; then
-    echo "tests ($preset): not run, known failing (ctest -L known_failing):" $known >&2
-  fi
-  # The machine saturated on purpose, minutes of it: by hand (tests/integration/CMakeLists.txt).
-  local long
-  long=$(ctest --test-dir "build/$preset" -N -L saturation | sed -n 's/^ *Test *#[0-9]*: //p')
-  if [[ -n "$long" ]]; then
-    echo "tests ($preset): not run here, minutes of a saturated machine (ctest -L saturation):" \
-      $long >&2
-  fi
+  # Tests of an open bug, failing until it is fixed; the machine saturated on
+  # purpose, minutes of it (tests/integration/CMakeLists.txt): listed, not run.
+  say_left_out "$preset" known_failing "not run, known failing"
+  say_left_out "$preset" saturation "not run here, minutes of a saturated machine"
   return $rc
 }
 
