@@ -15,7 +15,6 @@
 #include <fmt/format.h>
 
 #include "controller/setup.h"
-#include "controller/stdin_reader.h"
 #include "dlaunch/debug.h"
 #include "dlaunch/proc_stat.h"
 #include "dlaunch/process.h"
@@ -68,9 +67,15 @@ Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& si
                        },
                    .silent = [this](std::size_t i) { on_silent(i); }}),
       progress_(cfg_.progress,
-                [this](std::string_view text) { sink_.console().write(true, text); }) {
-  stacks_timer_ = env_.clock.make_timer();
-  stall_timer_ = env_.clock.make_timer();
+                [this](std::string_view text) { sink_.console().write(true, text); }),
+      // --check stops at Ready: no rank reads anything.
+      stdin_relay_(*this, env.io, cfg_.probe_only ? kStdinNone : cfg_.stdin_rank, cfg_.stdin_fd),
+      mpi_fences_(*this, env.fences),
+      hang_(*this, env.clock, sink,
+            {.stack_timeout = cfg_.stack_timeout,
+             .stall_timeout = cfg_.stall_timeout,
+             .stall_abort = cfg_.stall_abort}),
+      features_{&stdin_relay_, &mpi_fences_, &hang_} {
   for (const auto& np : plan_.nodes) {
     Node n;
     n.plan = &np;
@@ -94,11 +99,28 @@ Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& si
 
 Controller::~Controller() { sink_.console().detach(); }
 
+void Controller::enter(Phase next) {
+  const Phase was = phase_;
+  phase_ = checked_job_phase_move(phase_, next);
+  if (phase_ == was) return;
+  for (JobFeature* f : features_) f->on_phase(phase_);
+}
+
+bool Controller::node_reachable(std::size_t node) const {
+  const Node& n = nodes_[node];
+  return n.link && n.link->is_open() && !n.life.link_gone() && !n.life.done();
+}
+
 // A line of dlaunch's own on stderr, through the console like the ranks'
 // output: in order with it, and never blocking the loop on a stalled reader.
 void Controller::say(const std::string& msg) {
   progress_.clear();
   sink_.console().write(true, "dlaunch: " + msg + "\n");
+}
+
+void Controller::write_console(const std::string& text) {
+  progress_.clear();
+  sink_.console().write(true, text);
 }
 
 void Controller::event(std::string_view type, const std::vector<EventField>& fields) {
@@ -118,7 +140,7 @@ int Controller::run() {
   for (int forwarded : {SIGUSR1, SIGUSR2, SIGCONT, SIGTSTP}) signals.add(forwarded);
   for (int forwarded : cfg_.forward_signals) signals.add(forwarded);
   asio::signal_set sigchld(env_.io, SIGCHLD);
-  asio::signal_set sigquit(env_.io, SIGQUIT);  // every rank's stack (controller/hang.cpp)
+  asio::signal_set sigquit(env_.io, SIGQUIT);  // every rank's stack (controller/hang_watch.h)
   std::function<void()> wait_signal = [&] {
     signals.async_wait([&](boost::system::error_code ec, int sig) {
       if (ec) return;
@@ -146,7 +168,7 @@ int Controller::run() {
   wait_quit();
   start();
   if (!finished()) env_.io.run();
-  stdin_.reset();
+  stdin_relay_.stop();
   progress_.clear();
   // Close every link and let pending handlers and coroutines see it, so that
   // nothing waits on a socket once the loop is gone.
@@ -156,7 +178,7 @@ int Controller::run() {
   signals.cancel();
   sigchld.cancel();
   sigquit.cancel();
-  if (collecting_) stacks_complete();  // what came before the job ended
+  hang_.end();  // what came of stacks being collected before the job ended
   env_.io.restart();
   env_.io.poll();
 
@@ -186,7 +208,7 @@ int Controller::run() {
     cause_.notes.push_back(cfg_.python_hint);
   }
   if (cause_.kind != CauseKind::kNone) {
-    for (const auto& [rank, note] : progress_damaged_) cause_.notes.push_back(note);
+    for (auto& note : hang_.notes()) cause_.notes.push_back(std::move(note));
   }
   if (cause_.kind != CauseKind::kNone && env_.agreed_cause) {
     if (auto agreed = env_.agreed_cause()) {
@@ -349,7 +371,7 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     show_progress();
   } else if (auto* out = std::get_if<proto::Output>(&msg)) {
     progress_.clear();
-    on_activity_seen();
+    hang_.on_activity();
     sink_.write(out->rank, out->stream, out->data, out->partial);
   } else if (auto* ex = std::get_if<proto::Exited>(&msg)) {
     on_exited(i, *ex);
@@ -362,11 +384,12 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
   } else if (std::holds_alternative<proto::Done>(msg)) {
     node.life.to(NodeState::kDone);
     heartbeats_.forget(i);
+    for (JobFeature* f : features_) f->on_node_gone(i);
     maybe_finish();
   } else if (std::holds_alternative<proto::Heartbeat>(msg)) {
     // heard() above is all a heartbeat is for
   } else if (auto* up = std::get_if<proto::FenceUp>(&msg)) {
-    on_fence(i, std::move(*up));
+    mpi_fences_.on_fence_up(i, std::move(*up));
   } else if (auto* ab = std::get_if<proto::WorkerAbort>(&msg)) {
     on_worker_abort(*ab);
   } else if (auto* pr = std::get_if<proto::ProbeResult>(&msg)) {
@@ -376,13 +399,13 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
   } else if (auto* ns = std::get_if<proto::NetSent>(&msg)) {
     on_net_sent(i, std::move(*ns));
   } else if (auto* st = std::get_if<proto::Stacks>(&msg)) {
-    on_stacks(i, std::move(*st));
+    hang_.on_stacks(i, std::move(*st));
   } else if (auto* ack = std::get_if<proto::StdinAck>(&msg)) {
-    on_stdin_ack(i, *ack);
+    stdin_relay_.on_ack(i, *ack);
   } else if (std::holds_alternative<proto::Progress>(msg)) {
-    on_activity_seen();  // the node's ranks completed comm calls: not stalled
+    hang_.on_activity();  // the node's ranks completed comm calls: not stalled
   } else if (auto* damaged = std::get_if<proto::ProgressDamaged>(&msg)) {
-    on_progress_damaged(i, *damaged);
+    hang_.on_progress_damaged(i, *damaged);
   } else {
     // Accepted by the table but handled by nothing above: the two disagree.
     fail({.kind = CauseKind::kNode,
@@ -533,8 +556,6 @@ void Controller::send_start() {
   enter(Phase::kRunning);
   start_sent_ = true;
   deadline_->cancel();
-  last_output_ = env_.clock.now();
-  arm_stall_timer();
   proto::Start start;
   const std::string addr = master_addr();
   start.env = {{"MASTER_ADDR", addr}, {"MASTER_PORT", std::to_string(master_port_)}};
@@ -559,7 +580,6 @@ void Controller::send_start() {
       nodes_[k].link->send(start);
     }
   }
-  start_stdin();
 }
 
 // A rank called MPI_Abort: it is the root cause, unless one came first.
@@ -605,7 +625,7 @@ void Controller::on_exited(std::size_t i, const proto::Exited& ex) {
          {"code", static_cast<long long>(ex.code)},
          {"signal", static_cast<long long>(ex.signal)},
          {"runtime_s", static_cast<double>(ex.runtime_ms) / 1000.0}});
-  update_stdin_hold();  // no reader left: stop reading stdin
+  for (JobFeature* f : features_) f->on_rank_exited(ex.rank);
   const bool failed = ex.kind != proto::ExitKind::kExited || ex.code != 0;
   if (failed && cause_.kind == CauseKind::kNone) {
     // The error file the report quotes, kept in the job's record: the
@@ -630,48 +650,6 @@ void Controller::on_exited(std::size_t i, const proto::Exited& ex) {
   maybe_shutdown();
 }
 
-// Every node's k-th fence is the same collective (MPI_Init's and the
-// like span the whole job): answer all nodes once all have reported.
-void Controller::on_fence(std::size_t i, proto::FenceUp&& up) {
-  auto& slots = fences_[up.seq];
-  slots.resize(nodes_.size());
-  slots[i] = std::move(up.data);
-  for (const auto& s : slots) {
-    if (!s) return;
-  }
-  std::string mine;
-  for (const auto& s : slots) mine += *s;
-  fences_.erase(up.seq);
-  if (env_.fences != nullptr) {
-    // The other launchers' nodes: the relay answers on our loop.
-    env_.fences->fence(
-        up.seq, std::move(mine), [this, seq = up.seq](std::string all, std::string error) {
-          if (finished()) return;
-          if (!error.empty()) {
-            fail({.kind = CauseKind::kNode,
-                  .message = fmt::format("MPI fence {} across the launchers: {}", seq, error)});
-            return;
-          }
-          complete_fence(seq, std::move(all));
-        });
-    return;
-  }
-  complete_fence(up.seq, std::move(mine));
-}
-
-void Controller::complete_fence(std::uint32_t seq, std::string all) {
-  // The joined blob travels as one frame: past the protocol's frame limit the
-  // job cannot go on (MPI would wait in its fence forever), so say so.
-  if (all.size() + 64 > proto::kMaxFrameBytes) {
-    fail({.kind = CauseKind::kNode,
-          .message = fmt::format("the MPI fence data of all nodes is {} bytes, over the control "
-                                 "protocol's frame limit of {} bytes",
-                                 all.size(), proto::kMaxFrameBytes)});
-    return;
-  }
-  send_all(proto::FenceDown{.seq = seq, .data = std::move(all)});
-}
-
 // To every agent still connected.
 void Controller::send_all(const proto::Message& msg) {
   for (auto& n : nodes_) {
@@ -690,6 +668,7 @@ void Controller::on_link_closed(std::size_t i, const std::string& reason) {
                         {"reason", reason}});
     // Its ranks are beyond reach; the agent kills them itself on EOF.
     for (const auto& r : node.plan->ranks) ranks_[static_cast<std::size_t>(r.rank)].exited = true;
+    for (JobFeature* f : features_) f->on_node_gone(i);
     if (node.life.said_hello()) {
       fail(
           {.kind = CauseKind::kNode,
@@ -719,7 +698,6 @@ void Controller::fail(RootCause cause) {
   if (phase_ == Phase::kStarting && node_problem && !start_deadline_passed_ && !start_settled()) {
     return;
   }
-  abort_after_stacks_ = false;
   abort_all(cause_.kind == CauseKind::kInterrupted ? "interrupted" : "job failed", false);
 }
 
@@ -833,8 +811,6 @@ void Controller::maybe_finish() {
   }
   enter(Phase::kFinished);
   job_timer_->cancel();
-  stacks_timer_->cancel();
-  stall_timer_->cancel();
   deadline_->cancel();
   heartbeats_.stop();
   env_.io.stop();
@@ -910,11 +886,10 @@ void Controller::arm_job_timeout() {
     }
     if (n > 32) running += fmt::format(" and {} more", n - 32);
     // Where each rank is stuck, before anything is stopped.
-    stop_with_stacks(
+    hang_.stop_at_timeout(
         {.kind = CauseKind::kTimeout,
          .message = fmt::format("--timeout of {} expired; {} rank(s) still running: {}",
-                                seconds(cfg_.timeout), n, running)},
-        StackReason::kTimeout);
+                                seconds(cfg_.timeout), n, running)});
   });
 }
 

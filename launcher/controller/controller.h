@@ -34,7 +34,11 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include "controller/feature.h"
+#include "controller/hang_watch.h"
+#include "controller/mpi_fences.h"
 #include "controller/progress.h"
+#include "controller/stdin_relay.h"
 #include "core/job_phase.h"
 #include "core/node_state.h"
 #include "dlaunch/clock.h"
@@ -51,12 +55,6 @@
 #include "transport/transport.h"
 
 namespace dlaunch {
-
-class StdinReader;
-
-// ControllerConfig::stdin_rank besides a rank: every rank, or none.
-inline constexpr int kStdinAll = -1;
-inline constexpr int kStdinNone = -2;
 
 struct ControllerConfig {
   std::string agent_path;
@@ -77,7 +75,7 @@ struct ControllerConfig {
   int warn_signal = 0;
   std::chrono::milliseconds warn_before{0};
   bool nohup = false;  // --nohup: SIGHUP is not handled (dlaunch ignores it)
-  // Hangs (controller/hang.cpp): how long the agents have to send stacks (0:
+  // Hangs (controller/hang_watch.h): how long the agents have to send stacks (0:
   // none are collected); --stall-timeout (0: off) and what a stall does.
   std::chrono::milliseconds stack_timeout = default_ms(tunables::kStackTimeout);
   std::chrono::milliseconds stall_timeout = default_ms(tunables::kStallTimeout);
@@ -137,18 +135,6 @@ struct ControllerConfig {
   std::optional<std::vector<proto::Interface>> head_interfaces;
 };
 
-// Completes MPI fences with the nodes of other controllers (per-node mode):
-// `done` gets every node's data of fence `seq`, in node order, on the
-// controller's io_context, or an error that no waiting can mend. While the
-// others are slow or gone it waits, as MPI's own fence would: the job then
-// ends by what stopped them (a lost launcher, a failed rank, --timeout).
-class FenceRelay {
- public:
-  virtual ~FenceRelay() = default;
-  virtual void fence(std::uint32_t seq, std::string data,
-                     std::function<void(std::string all, std::string error)> done) = 0;
-};
-
 // What a controller runs on.
 struct ControllerEnv {
   boost::asio::io_context& io;  // run() runs it; signals wait on it
@@ -172,7 +158,9 @@ struct ControllerEnv {
   std::function<void(const std::string&)> notice;
 };
 
-class Controller {
+// The job's core on the head; its features (controller/feature.h) reach it
+// through JobAccess.
+class Controller final : private JobAccess {
  public:
   Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& sink, ControllerEnv env);
   ~Controller();
@@ -192,15 +180,15 @@ class Controller {
   // forwarded, the --signal warning then a stop, or interrupt().
   void on_signal(int sig);
   // What SIGQUIT does: collect every rank's stack and print the grouped
-  // report, without stopping anything (controller/hang.cpp).
-  void report_stacks_now();
+  // report, without stopping anything (controller/hang_watch.h).
+  void report_stacks_now() { hang_.report_now(); }
   // Per-node mode (launcher/pernode/): another launcher of the job failed or
   // is lost. Stops this node's ranks as any failure does; the first cause
   // still wins.
   void peer_failed(RootCause cause) { fail(std::move(cause)); }
   bool finished() const { return phase_ == Phase::kFinished; }
   int exit_status() const { return dlaunch::exit_status(cause_); }
-  const RootCause& cause() const { return cause_; }
+  const RootCause& cause() const override { return cause_; }
   int ranks_stopped() const { return ranks_stopped_; }
 
   // The job's network: MASTER_ADDR and the comm store's address. Chosen at
@@ -227,7 +215,23 @@ class Controller {
  private:
   using Phase = JobPhase;  // core/job_phase.h: its moves are a table there
   // The only way phase_ changes: a move the table does not allow is a bug.
-  void enter(Phase next) { phase_ = checked_job_phase_move(phase_, next); }
+  // Each feature hears of the move.
+  void enter(Phase next);
+  // JobAccess, for the features.
+  JobPhase phase() const override { return phase_; }
+  const JobPlan& plan() const override { return plan_; }
+  bool node_reachable(std::size_t node) const override;
+  bool rank_exited(int rank) const override {
+    return ranks_.at(static_cast<std::size_t>(rank)).exited;
+  }
+  bool rank_running(int rank) const override {
+    const RankState& r = ranks_.at(static_cast<std::size_t>(rank));
+    return r.started && !r.exited;
+  }
+  void stop(const std::string& reason) override { abort_all(reason, false); }
+  void attach_stacks(std::string section) override { cause_.stacks = std::move(section); }
+  void write_console(const std::string& text) override;
+  void send(std::size_t node, const proto::Message& msg) override { nodes_[node].link->send(msg); }
   struct RankState {
     int node = 0;
     int local_rank = 0;
@@ -277,8 +281,6 @@ class Controller {
   void on_link_closed(std::size_t node, const std::string& reason);
   void on_exited(std::size_t node, const proto::Exited& ex);
   void on_worker_abort(const proto::WorkerAbort& ab);
-  void on_fence(std::size_t node, proto::FenceUp&& up);
-  void complete_fence(std::uint32_t seq, std::string all);
   bool on_this_machine_only() const;
   const std::vector<proto::Interface>& own_interfaces();
   bool begin_network_choice();
@@ -292,59 +294,26 @@ class Controller {
   void on_net_sent(std::size_t node, proto::NetSent&& m);
   void finish_bandwidth_round(std::uint32_t round);
   void send_start();
-  void fail(RootCause cause);
-  void record_cause(RootCause cause);
+  void fail(RootCause cause) override;
+  void record_cause(RootCause cause) override;
   bool start_settled() const;
   void abort_all(const std::string& reason, bool immediate);
   void maybe_shutdown();
   void maybe_finish();
-  void send_all(const proto::Message& msg);
+  void send_all(const proto::Message& msg) override;
   void on_silent(std::size_t node);
   void arm_job_timeout();
   void arm_deadline(std::chrono::milliseconds after, const std::string& what);
   void on_deadline(std::chrono::milliseconds after, const std::string& what);
   // One line of dlaunch's own on stderr, through the console (never blocks).
-  void say(const std::string& msg);
-  std::string node_label(std::size_t node) const;
+  void say(const std::string& msg) override;
+  std::string node_label(std::size_t node) const override;
   void event(std::string_view type, const std::vector<EventField>& fields);
   std::string master_addr() const;
   void show_progress();
   proto::Setup make_setup(std::size_t node) const;
   void print_stats() const;
 
-  // controller/hang.cpp: every rank's stack, at --timeout (before stopping
-  // anything), on SIGQUIT, and when the output stalls (--stall-timeout).
-  enum class StackReason { kTimeout, kOnDemand, kStall, kStallAbort };
-  struct StackCollection {
-    std::uint32_t id = 0;
-    StackReason reason = StackReason::kOnDemand;
-    std::vector<bool> asked;     // per node: CollectStacks sent
-    std::vector<bool> answered;  // per node
-    std::vector<proto::Stacks> got;
-    std::vector<std::size_t> got_node;
-  };
-  void stop_with_stacks(RootCause cause, StackReason reason);
-  bool collect_stacks(StackReason reason);
-  void on_stacks(std::size_t node, proto::Stacks&& st);
-  void stacks_complete();
-  void on_activity_seen();
-  void arm_stall_timer();
-  void on_progress_damaged(std::size_t node, const proto::ProgressDamaged& m);
-  // Ranks that damaged their progress memory, by rank: what the reports say.
-  std::map<int, std::string> progress_damaged_;
-  std::string write_stacks_file(const std::string& text);
-  std::optional<StackCollection> collecting_;
-  std::uint32_t stack_requests_ = 0;
-  std::unique_ptr<Timer> stacks_timer_;
-  std::unique_ptr<Timer> stall_timer_;
-  SteadyTime last_output_{};
-  bool stalled_ = false;             // a stall was reported; re-armed when output resumes
-  bool abort_after_stacks_ = false;  // the cause is set; Abort goes once the stacks are in
-  std::string stacks_dir_;  // without --output-dir: the private folder made for stacks files
-  int stacks_files_ = 0;
-  // An answer to SIGQUIT, also written to the job's record (dlaunch stacks).
-  void record_stacks_answer(const std::string& text);
-  int stacks_answers_ = 0;
   void reap_children();
   void pause_output(bool pause);
   void drain_console(boost::asio::signal_set& signals);
@@ -353,16 +322,6 @@ class Controller {
   void begin_preempt(int sig);
   void arm_signal_warning();
   void send_signal_warning();
-  // controller/stdin.cpp: --stdin.
-  void start_stdin();
-  bool stdin_target_open(std::size_t node) const;
-  void on_stdin_data(std::string data);
-  void on_stdin_ack(std::size_t node, const proto::StdinAck& ack);
-  void update_stdin_hold();
-  std::unique_ptr<StdinReader> stdin_;
-  std::vector<std::size_t> stdin_nodes_;                 // nodes with a rank that reads stdin
-  std::vector<std::uint64_t> stdin_sent_, stdin_acked_;  // per node
-
   const JobPlan& plan_;
   ControllerConfig cfg_;
   OutputSink& sink_;
@@ -402,13 +361,17 @@ class Controller {
   } milestones_;
   std::unordered_map<pid_t, std::size_t> agent_pids_;  // local agents not yet reaped -> node
   std::size_t gone_scan_ = 0;                          // see maybe_finish()
-  // MPI fences in flight: seq -> each node's blob (empty optional: not yet).
-  std::map<std::uint32_t, std::vector<std::optional<std::string>>> fences_;
   // Signals (controller/signals.cpp).
   std::unique_ptr<Timer> warn_timer_;     // --signal: its time before --timeout
   std::unique_ptr<Timer> preempt_timer_;  // --signal on SIGTERM: the grace before the stop
   bool warn_sent_ = false;                // --signal's SIG went to the ranks
   bool ranks_held_ = false;               // a forwarded SIGTSTP stopped them, no SIGCONT since
+  // The features (controller/feature.h), told of the job's moments in this
+  // order.
+  StdinRelay stdin_relay_;
+  MpiFences mpi_fences_;
+  HangWatch hang_;
+  std::vector<JobFeature*> features_;
 };
 
 }  // namespace dlaunch

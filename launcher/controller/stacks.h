@@ -1,6 +1,6 @@
 // Stacks of a job's ranks, as the agents send them (proto::Stacks), turned
 // into the short grouped summary of the report and the full text of
-// stacks.txt. Pure functions; the controller (controller/hang.cpp) collects.
+// stacks.txt. Pure functions; the controller (controller/hang_watch.h) collects.
 //
 // Grouping: ranks whose stacks are the same once normalised share a line,
 // the odd ones out (the smallest groups) first:

@@ -9,7 +9,7 @@
 //   jobs/<name>/result.json   how it ended (absent while it runs, and when
 //                             the head died without saying)
 //   jobs/<name>/output/       each rank's output per attempt (OutputSink)
-//   jobs/<name>/stacks*.txt   stacks reports (controller/hang.cpp)
+//   jobs/<name>/stacks*.txt   stacks reports (controller/hang_watch.h)
 //
 // <name> is the job id, with "-2", "-3", ... when --job-id was used before.
 // The folders are the user's own: dlaunch/ and jobs/ are made 0700 and

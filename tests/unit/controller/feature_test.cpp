@@ -1,0 +1,490 @@
+// The job's features (launcher/controller/feature.h) on their own: each is
+// driven through a fake job (FakeJob: the JobAccess a controller gives), with
+// no controller, no links and no processes. The controller's own tests
+// (controller_stdin_test.cpp, controller_fence_test.cpp, the timeout tests of
+// controller_failure_test.cpp) check the same features wired into a job.
+#include "controller/feature.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include "../seams/manual_clock.h"
+#include "controller/hang_watch.h"
+#include "controller/mpi_fences.h"
+#include "controller/stdin_relay.h"
+
+namespace dl = dlaunch;
+namespace proto = dlaunch::proto;
+
+namespace {
+
+// A job of `nodes` nodes x `per_node` ranks that records what its features
+// do to it.
+class FakeJob final : public dl::JobAccess {
+ public:
+  FakeJob(int nodes, int per_node) {
+    plan_.world_size = nodes * per_node;
+    for (int n = 0; n < nodes; ++n) {
+      dl::NodePlan np;
+      np.node_rank = n;
+      for (int l = 0; l < per_node; ++l) {
+        np.ranks.push_back({.rank = n * per_node + l, .local_rank = l});
+      }
+      plan_.nodes.push_back(std::move(np));
+    }
+    plan_.job_id = "j";
+    reachable.assign(static_cast<std::size_t>(nodes), true);
+    exited.assign(static_cast<std::size_t>(plan_.world_size), false);
+    running.assign(static_cast<std::size_t>(plan_.world_size), false);
+  }
+
+  dl::JobPhase phase() const override { return now; }
+  const dl::JobPlan& plan() const override { return plan_; }
+  bool node_reachable(std::size_t node) const override { return reachable.at(node); }
+  bool rank_exited(int rank) const override { return exited.at(static_cast<std::size_t>(rank)); }
+  bool rank_running(int rank) const override { return running.at(static_cast<std::size_t>(rank)); }
+  std::string node_label(std::size_t node) const override { return "node " + std::to_string(node); }
+  const dl::RootCause& cause() const override { return cause_; }
+  void send(std::size_t node, const proto::Message& msg) override { sent.emplace_back(node, msg); }
+  void send_all(const proto::Message& msg) override {
+    for (std::size_t i = 0; i < plan_.nodes.size(); ++i) {
+      if (reachable[i]) send(i, msg);
+    }
+  }
+  void fail(dl::RootCause cause) override {
+    if (cause_.kind == dl::CauseKind::kNone) cause_ = cause;
+    failures.push_back(std::move(cause));
+  }
+  void record_cause(dl::RootCause cause) override {
+    if (cause_.kind == dl::CauseKind::kNone) cause_ = std::move(cause);
+  }
+  void stop(const std::string& reason) override { stops.push_back(reason); }
+  void attach_stacks(std::string section) override { cause_.stacks = std::move(section); }
+  void say(const std::string& line) override { said.push_back(line); }
+  void write_console(const std::string& text) override { console += text; }
+
+  // The messages of one kind sent to `node`, oldest first.
+  template <typename T>
+  std::vector<T> sent_to(std::size_t node) const {
+    std::vector<T> out;
+    for (const auto& [to, msg] : sent) {
+      if (const auto* t = std::get_if<T>(&msg); t != nullptr && to == node) out.push_back(*t);
+    }
+    return out;
+  }
+
+  dl::JobPhase now = dl::JobPhase::kStarting;
+  std::vector<bool> reachable;  // by node
+  std::vector<bool> exited;     // by rank
+  std::vector<bool> running;    // by rank
+  std::vector<std::pair<std::size_t, proto::Message>> sent;
+  std::vector<dl::RootCause> failures;
+  std::vector<std::string> stops;
+  std::vector<std::string> said;
+  std::string console;
+
+ private:
+  dl::JobPlan plan_;
+  dl::RootCause cause_;
+};
+
+// A pipe whose write end does not block; both ends closed at the end.
+struct Pipe {
+  Pipe() {
+    EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+    EXPECT_EQ(::fcntl(fds[1], F_SETFL, O_NONBLOCK), 0);
+  }
+  ~Pipe() {
+    ::close(fds[0]);
+    if (fds[1] >= 0) ::close(fds[1]);
+  }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  void write(const std::string& s) const {
+    ASSERT_EQ(::write(fds[1], s.data(), s.size()), static_cast<ssize_t>(s.size()));
+  }
+  void close_write() {
+    ::close(fds[1]);
+    fds[1] = -1;
+  }
+  int fds[2] = {-1, -1};
+};
+
+void settle(boost::asio::io_context& io) {
+  io.restart();
+  io.poll();
+}
+
+std::string joined(const std::vector<proto::StdinData>& data) {
+  std::string all;
+  for (const auto& d : data) all += d.data;
+  return all;
+}
+
+void move(FakeJob& job, dl::JobFeature& feature, dl::JobPhase to) {
+  job.now = to;
+  feature.on_phase(to);
+}
+
+}  // namespace
+
+TEST(StdinRelayFeature, NothingIsReadBeforeTheJobRunsThenOnlyTheChosenRanksNodeGetsIt) {
+  boost::asio::io_context io;
+  Pipe pipe;
+  FakeJob job(3, 2);
+  dl::StdinRelay relay(job, io, /*rank=*/3, pipe.fds[0]);  // node 1's second rank
+  pipe.write("hello\n");
+  settle(io);
+  EXPECT_TRUE(job.sent.empty());
+  EXPECT_FALSE(relay.reading());
+
+  move(job, relay, dl::JobPhase::kRunning);
+  settle(io);
+  EXPECT_EQ(joined(job.sent_to<proto::StdinData>(1)), "hello\n");
+  EXPECT_TRUE(job.sent_to<proto::StdinData>(0).empty());
+  EXPECT_TRUE(job.sent_to<proto::StdinData>(2).empty());
+
+  pipe.close_write();
+  settle(io);
+  EXPECT_EQ(job.sent_to<proto::StdinEof>(1).size(), 1u);
+  EXPECT_TRUE(job.sent_to<proto::StdinEof>(0).empty());
+  EXPECT_FALSE(relay.reading());
+}
+
+TEST(StdinRelayFeature, ReadingStopsAtAFullWindowAndAnAckOpensIt) {
+  boost::asio::io_context io;
+  Pipe pipe;
+  FakeJob job(2, 1);
+  dl::StdinRelay relay(job, io, dl::kStdinAll, pipe.fds[0]);
+  move(job, relay, dl::JobPhase::kRunning);
+  const auto sent = [&](std::size_t node) {
+    return joined(job.sent_to<proto::StdinData>(node)).size();
+  };
+  // Writes chunks and lets the relay read them until it holds.
+  const auto fill = [&] {
+    const std::string chunk(proto::kStdinChunk, 'x');
+    for (int i = 0; i < 1000 && relay.reading(); ++i) {
+      (void)!::write(pipe.fds[1], chunk.data(), chunk.size());
+      settle(io);
+    }
+  };
+  fill();
+  ASSERT_FALSE(relay.reading());
+  for (std::size_t node : {0u, 1u}) {
+    EXPECT_GE(sent(node), proto::kStdinWindow);
+    EXPECT_LT(sent(node), proto::kStdinWindow + proto::kStdinChunk);
+  }
+  // One node catching up is not enough: the other's window is still full.
+  relay.on_ack(0, proto::StdinAck{.bytes = sent(0)});
+  EXPECT_FALSE(relay.reading());
+  // An acknowledgement of more than was sent credits what was sent, no more:
+  // another window's worth, and reading holds again.
+  const std::size_t before = sent(1);
+  relay.on_ack(1, proto::StdinAck{.bytes = std::uint64_t{1} << 40});
+  EXPECT_TRUE(relay.reading());
+  // What the pipe still holds comes first; then the window fills again.
+  fill();
+  ASSERT_FALSE(relay.reading());
+  EXPECT_GE(sent(1) - before, proto::kStdinWindow);
+  EXPECT_LT(sent(1) - before, proto::kStdinWindow + proto::kStdinChunk);
+  EXPECT_EQ(sent(0), sent(1));
+}
+
+TEST(StdinRelayFeature, NothingMoreIsReadOnceNoReaderIsLeftOrTheJobStopsRunning) {
+  boost::asio::io_context io;
+  {
+    Pipe pipe;
+    FakeJob job(2, 1);
+    dl::StdinRelay relay(job, io, dl::kStdinAll, pipe.fds[0]);
+    move(job, relay, dl::JobPhase::kRunning);
+    EXPECT_TRUE(relay.reading());
+    job.exited[0] = true;
+    relay.on_rank_exited(0);
+    EXPECT_TRUE(relay.reading());  // rank 1 still reads
+    job.reachable[1] = false;
+    relay.on_node_gone(1);
+    EXPECT_FALSE(relay.reading());
+    pipe.write("late\n");
+    settle(io);
+    EXPECT_TRUE(job.sent_to<proto::StdinData>(0).empty());
+    EXPECT_TRUE(job.sent_to<proto::StdinData>(1).empty());
+  }
+  {
+    Pipe pipe;
+    FakeJob job(1, 1);
+    dl::StdinRelay relay(job, io, 0, pipe.fds[0]);
+    move(job, relay, dl::JobPhase::kRunning);
+    move(job, relay, dl::JobPhase::kAborting);
+    EXPECT_FALSE(relay.reading());
+    pipe.write("after the failure\n");
+    settle(io);
+    EXPECT_TRUE(job.sent.empty());
+  }
+  {
+    Pipe pipe;
+    FakeJob job(1, 1);
+    dl::StdinRelay relay(job, io, dl::kStdinNone, pipe.fds[0]);
+    move(job, relay, dl::JobPhase::kRunning);
+    pipe.write("nobody reads this\n");
+    settle(io);
+    EXPECT_FALSE(relay.reading());
+    EXPECT_TRUE(job.sent.empty());
+  }
+}
+
+TEST(MpiFencesFeature, AFenceIsAnsweredOnceEveryNodeSentItsPartJoinedInNodeOrder) {
+  FakeJob job(3, 1);
+  dl::MpiFences fences(job, nullptr);
+  fences.on_fence_up(2, proto::FenceUp{.seq = 7, .data = "c"});
+  fences.on_fence_up(0, proto::FenceUp{.seq = 8, .data = "A"});  // the next fence, early
+  fences.on_fence_up(0, proto::FenceUp{.seq = 7, .data = "a"});
+  EXPECT_TRUE(job.sent.empty());
+  fences.on_fence_up(1, proto::FenceUp{.seq = 7, .data = "b"});
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto down = job.sent_to<proto::FenceDown>(i);
+    ASSERT_EQ(down.size(), 1u);
+    EXPECT_EQ(down[0].seq, 7u);
+    EXPECT_EQ(down[0].data, "abc");
+  }
+  fences.on_fence_up(2, proto::FenceUp{.seq = 8, .data = "C"});
+  fences.on_fence_up(1, proto::FenceUp{.seq = 8, .data = "B"});
+  EXPECT_EQ(job.sent_to<proto::FenceDown>(0).back().data, "ABC");
+  EXPECT_TRUE(job.failures.empty());
+}
+
+TEST(MpiFencesFeature, PartsOverTheFrameLimitFailTheJobSayingSo) {
+  FakeJob job(2, 1);
+  dl::MpiFences fences(job, nullptr);
+  const std::string half(proto::kMaxFrameBytes / 2, 'x');
+  fences.on_fence_up(0, proto::FenceUp{.seq = 3, .data = half});
+  fences.on_fence_up(1, proto::FenceUp{.seq = 3, .data = half});
+  EXPECT_TRUE(job.sent.empty());
+  ASSERT_EQ(job.failures.size(), 1u);
+  EXPECT_EQ(job.failures[0].kind, dl::CauseKind::kNode);
+  EXPECT_NE(job.failures[0].message.find("over the control protocol's frame limit"),
+            std::string::npos)
+      << job.failures[0].message;
+}
+
+namespace {
+// The other launchers' nodes, answered by the test.
+class HeldRelay final : public dl::FenceRelay {
+ public:
+  void fence(std::uint32_t seq, std::string data,
+             std::function<void(std::string, std::string)> done) override {
+    calls.push_back({seq, std::move(data), std::move(done)});
+  }
+  struct Call {
+    std::uint32_t seq;
+    std::string data;
+    std::function<void(std::string, std::string)> done;
+  };
+  std::vector<Call> calls;
+};
+}  // namespace
+
+TEST(MpiFencesFeature, InPerNodeModeThePlansPartGoesThroughTheRelayAndItsAnswerToEveryNode) {
+  FakeJob job(2, 1);
+  HeldRelay relay;
+  dl::MpiFences fences(job, &relay);
+  fences.on_fence_up(1, proto::FenceUp{.seq = 0, .data = "b"});
+  fences.on_fence_up(0, proto::FenceUp{.seq = 0, .data = "a"});
+  ASSERT_EQ(relay.calls.size(), 1u);
+  EXPECT_EQ(relay.calls[0].data, "ab");
+  EXPECT_TRUE(job.sent.empty());  // the other launchers' parts are not in yet
+  relay.calls[0].done("ab|cd", "");
+  EXPECT_EQ(job.sent_to<proto::FenceDown>(0).at(0).data, "ab|cd");
+  EXPECT_EQ(job.sent_to<proto::FenceDown>(1).at(0).data, "ab|cd");
+
+  // A relay that cannot complete the fence fails the job, naming it.
+  fences.on_fence_up(0, proto::FenceUp{.seq = 1, .data = "a"});
+  fences.on_fence_up(1, proto::FenceUp{.seq = 1, .data = "b"});
+  ASSERT_EQ(relay.calls.size(), 2u);
+  relay.calls[1].done("", "the store is gone");
+  ASSERT_EQ(job.failures.size(), 1u);
+  EXPECT_EQ(job.failures[0].message, "MPI fence 1 across the launchers: the store is gone");
+
+  // An answer after the job finished goes nowhere.
+  fences.on_fence_up(0, proto::FenceUp{.seq = 2, .data = "a"});
+  fences.on_fence_up(1, proto::FenceUp{.seq = 2, .data = "b"});
+  job.now = dl::JobPhase::kFinished;
+  const std::size_t before = job.sent.size();
+  relay.calls[2].done("late", "");
+  EXPECT_EQ(job.sent.size(), before);
+  EXPECT_EQ(job.failures.size(), 1u);
+}
+
+namespace {
+
+// A hang watch over a FakeJob of 2 nodes x 2 ranks, every rank running, on a
+// ManualClock; its stacks files go to a private folder removed at the end.
+class HangWatchFeature : public ::testing::Test {
+ protected:
+  void make(dl::HangWatch::Config cfg) {
+    null_fd_ = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    sink_.emplace(dl::OutputSink::Config{.job_id = "j",
+                                         .node_of_rank = std::vector<std::string>(4, "h"),
+                                         .stdout_fd = null_fd_,
+                                         .stderr_fd = null_fd_});
+    watch_.emplace(job_, clock_, *sink_, cfg);
+    job_.running.assign(4, true);
+    move(job_, *watch_, dl::JobPhase::kRunning);
+  }
+  void TearDown() override {
+    // "(full stacks: PATH)" in whatever the watch wrote: its folder goes.
+    const std::string* texts[] = {&job_.cause().stacks, &job_.console};
+    for (const std::string* text : texts) {
+      const auto at = text->find("full stacks: ");
+      if (at == std::string::npos) continue;
+      const auto file = text->substr(at + 13, text->find(')', at) - at - 13);
+      std::filesystem::remove_all(std::filesystem::path(file).parent_path());
+    }
+    watch_.reset();
+    sink_.reset();
+    if (null_fd_ >= 0) ::close(null_fd_);
+  }
+  // Node `node` answers request `id`: its two ranks are in `function`.
+  void answer(std::size_t node, std::uint32_t id, const std::string& function) {
+    const int first = static_cast<int>(node) * 2;
+    std::vector<proto::RankStack> ranks;
+    for (int r = first; r < first + 2; ++r) {
+      ranks.push_back(
+          {.rank = r,
+           .pid = 100 + r,
+           .native = "TID " + std::to_string(100 + r) + ":\n#0  0x1 " + function + "\n"});
+    }
+    watch_->on_stacks(node, proto::Stacks{.request_id = id, .tool = "eu-stack", .ranks = ranks});
+  }
+
+  FakeJob job_{2, 2};
+  dltest::ManualClock clock_;
+  std::optional<dl::OutputSink> sink_;
+  std::optional<dl::HangWatch> watch_;
+  int null_fd_ = -1;
+};
+
+}  // namespace
+
+TEST_F(HangWatchFeature, AtTheTimeoutTheCauseIsSetAtOnceAndTheJobStopsOnceEveryStackIsIn) {
+  make({.stack_timeout = std::chrono::seconds(5)});
+  watch_->stop_at_timeout({.kind = dl::CauseKind::kTimeout, .message = "--timeout expired"});
+  EXPECT_EQ(job_.cause().kind, dl::CauseKind::kTimeout);
+  EXPECT_TRUE(job_.failures.empty());
+  EXPECT_TRUE(job_.stops.empty());
+  for (std::size_t node : {0u, 1u}) {
+    const auto req = job_.sent_to<proto::CollectStacks>(node);
+    ASSERT_EQ(req.size(), 1u);
+    EXPECT_TRUE(req[0].python_abort);  // the job is stopped anyway
+    EXPECT_EQ(req[0].timeout_ms, 5000u);
+  }
+  const auto id = job_.sent_to<proto::CollectStacks>(0)[0].request_id;
+  answer(0, id, "wait_for_gradients");
+  EXPECT_TRUE(job_.stops.empty());
+  answer(1, id, "stuck_in_data_loader");
+  ASSERT_EQ(job_.stops.size(), 1u);
+  EXPECT_NE(job_.cause().stacks.find("ranks 2,3 (2 ranks): stuck_in_data_loader"),
+            std::string::npos)
+      << job_.cause().stacks;
+  EXPECT_NE(job_.cause().stacks.find("ranks 0,1 (2 ranks): wait_for_gradients"), std::string::npos)
+      << job_.cause().stacks;
+}
+
+TEST_F(HangWatchFeature, StacksThatDoNotComeAreNamedAndTheJobStopsAtTheStackTimeout) {
+  make({.stack_timeout = std::chrono::seconds(3)});
+  watch_->stop_at_timeout({.kind = dl::CauseKind::kTimeout, .message = "--timeout expired"});
+  answer(0, job_.sent_to<proto::CollectStacks>(0)[0].request_id, "f");
+  clock_.advance(std::chrono::milliseconds(3999));
+  EXPECT_TRUE(job_.stops.empty());
+  clock_.advance(std::chrono::milliseconds(1));
+  ASSERT_EQ(job_.stops.size(), 1u);
+  EXPECT_NE(job_.cause().stacks.find("node 1 sent no stacks within 3.0 s"), std::string::npos)
+      << job_.cause().stacks;
+}
+
+TEST_F(HangWatchFeature, AFailureWhileTheStacksComeStopsTheJobThenNotTheStacks) {
+  make({.stack_timeout = std::chrono::seconds(3)});
+  watch_->stop_at_timeout({.kind = dl::CauseKind::kTimeout, .message = "--timeout expired"});
+  move(job_, *watch_, dl::JobPhase::kAborting);  // the controller stopped it for a failure
+  const auto id = job_.sent_to<proto::CollectStacks>(0)[0].request_id;
+  answer(0, id, "f");
+  answer(1, id, "f");
+  EXPECT_TRUE(job_.stops.empty());
+  EXPECT_NE(job_.cause().stacks.find("ranks 0-3 (4 ranks): f"), std::string::npos)
+      << job_.cause().stacks;
+}
+
+TEST_F(HangWatchFeature, WithoutAStackTimeoutTheTimeoutFailsTheJobAtOnce) {
+  make({.stack_timeout = std::chrono::seconds(0)});
+  watch_->stop_at_timeout({.kind = dl::CauseKind::kTimeout, .message = "--timeout expired"});
+  ASSERT_EQ(job_.failures.size(), 1u);
+  EXPECT_TRUE(job_.sent.empty());
+}
+
+TEST_F(HangWatchFeature, AStallIsReportedOnceWithTheStacksAndActivityArmsTheWatchAgain) {
+  make({.stack_timeout = std::chrono::seconds(2), .stall_timeout = std::chrono::seconds(10)});
+  clock_.advance(std::chrono::seconds(6));
+  watch_->on_activity();  // a line at 6 s: the stall is counted from there
+  clock_.advance(std::chrono::milliseconds(9999));
+  EXPECT_TRUE(job_.sent.empty());
+  clock_.advance(std::chrono::milliseconds(1));
+  ASSERT_EQ(job_.sent_to<proto::CollectStacks>(0).size(), 1u);
+  EXPECT_FALSE(job_.sent_to<proto::CollectStacks>(0)[0].python_abort);  // the job goes on
+  ASSERT_FALSE(job_.said.empty());
+  EXPECT_NE(job_.said.back().find("no rank wrote a line or completed a comm call for 10.0 s"),
+            std::string::npos)
+      << job_.said.back();
+  const auto id = job_.sent_to<proto::CollectStacks>(0)[0].request_id;
+  answer(0, id, "f");
+  answer(1, id, "f");
+  EXPECT_NE(job_.console.find("dlaunch: job j: no rank wrote a line"), std::string::npos)
+      << job_.console;
+  EXPECT_NE(job_.console.find("ranks 0-3 (4 ranks): f"), std::string::npos) << job_.console;
+  EXPECT_TRUE(job_.stops.empty());
+  EXPECT_EQ(job_.cause().kind, dl::CauseKind::kNone);
+  // Once per stall: nothing more until output resumes.
+  clock_.advance(std::chrono::seconds(60));
+  EXPECT_EQ(job_.sent_to<proto::CollectStacks>(0).size(), 1u);
+  watch_->on_activity();
+  clock_.advance(std::chrono::seconds(10));
+  EXPECT_EQ(job_.sent_to<proto::CollectStacks>(0).size(), 2u);
+}
+
+TEST_F(HangWatchFeature, WithStallActionAbortAStallStopsTheJobAfterTheStacks) {
+  make({.stack_timeout = std::chrono::seconds(2),
+        .stall_timeout = std::chrono::seconds(10),
+        .stall_abort = true});
+  clock_.advance(std::chrono::seconds(10));
+  EXPECT_EQ(job_.cause().kind, dl::CauseKind::kStall);
+  ASSERT_EQ(job_.sent_to<proto::CollectStacks>(1).size(), 1u);
+  EXPECT_TRUE(job_.sent_to<proto::CollectStacks>(1)[0].python_abort);
+  EXPECT_TRUE(job_.stops.empty());
+  const auto id = job_.sent_to<proto::CollectStacks>(1)[0].request_id;
+  answer(0, id, "f");
+  answer(1, id, "f");
+  EXPECT_EQ(job_.stops.size(), 1u);
+}
+
+TEST_F(HangWatchFeature, SigquitOutsideARunningJobIsRefusedAndADamagedRankIsNamedOnce) {
+  make({.stack_timeout = std::chrono::seconds(2)});
+  move(job_, *watch_, dl::JobPhase::kShuttingDown);
+  watch_->report_now();
+  ASSERT_FALSE(job_.said.empty());
+  EXPECT_EQ(job_.said.back(), "SIGQUIT: no job running to take stacks of");
+  EXPECT_TRUE(job_.sent.empty());
+  watch_->on_progress_damaged(1, proto::ProgressDamaged{.rank = 3, .what = "wrote its counter"});
+  watch_->on_progress_damaged(1, proto::ProgressDamaged{.rank = 3, .what = "again"});
+  watch_->on_progress_damaged(0, proto::ProgressDamaged{.rank = 3, .what = "not its node"});
+  ASSERT_EQ(watch_->notes().size(), 1u);
+  EXPECT_NE(watch_->notes()[0].find("rank 3 on node 1 wrote its counter"), std::string::npos)
+      << watch_->notes()[0];
+}
