@@ -83,7 +83,7 @@ struct Options {
   int min_nodes = 0;  // 0: every node is needed
   int spares = 0;
   // --signal SIG[@SECONDS]: SIG to every rank SECONDS before --timeout, and
-  // on SIGTERM a kill grace before the stop (controller/signals.cpp).
+  // on SIGTERM a kill grace before the stop (controller/signal_relay.h).
   std::string signal_spec;
   int warn_signal = 0;  // 0: none
   int warn_before_s = kDefaultSignalTime;

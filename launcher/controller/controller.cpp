@@ -75,7 +75,13 @@ Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& si
             {.stack_timeout = cfg_.stack_timeout,
              .stall_timeout = cfg_.stall_timeout,
              .stall_abort = cfg_.stall_abort}),
-      features_{&stdin_relay_, &mpi_fences_, &hang_} {
+      signals_(*this, env.clock,
+               {.warn_signal = cfg_.warn_signal,
+                .warn_before = cfg_.warn_before,
+                .timeout = cfg_.timeout,
+                .kill_grace = cfg_.kill_grace,
+                .forward_signals = cfg_.forward_signals}),
+      features_{&stdin_relay_, &mpi_fences_, &hang_, &signals_} {
   for (const auto& np : plan_.nodes) {
     Node n;
     n.plan = &np;
@@ -252,7 +258,7 @@ void Controller::start() {
   // seen at once.
   heartbeats_.start(/*watch_all=*/false);
   arm_job_timeout();  // from dlaunch's start: a start that hangs counts too
-  arm_signal_warning();
+  signals_.start();
   start_agents();
   if (phase_ == Phase::kStarting) {
     start_deadline_armed_ = env_.clock.now();
@@ -842,6 +848,18 @@ void Controller::show_progress() {
       "dlaunch: {}/{} hosts connected, {}/{} agents ready{}, {}/{} ranks running", hellos_, n,
       readies_, n, pulling_ > 0 ? fmt::format(" ({} pulling the image)", pulling_) : "", running_,
       plan_.world_size));
+}
+
+void Controller::on_signal(int sig) {
+  if (!signals_.on_signal(sig)) interrupt(sig);
+}
+
+// SIGTERM under --signal (controller/signal_relay.h): the cause, the ranks it
+// stops, and a second SIGINT/SIGTERM kills at once, as ever.
+void Controller::begin_interrupt(int sig) {
+  ++interrupts_;
+  cause_ = {.kind = CauseKind::kInterrupted, .signal = sig};
+  for (const auto& r : ranks_) ranks_stopped_ += (r.started && !r.exited) ? 1 : 0;
 }
 
 void Controller::interrupt(int sig) {

@@ -38,6 +38,7 @@
 #include "controller/hang_watch.h"
 #include "controller/mpi_fences.h"
 #include "controller/progress.h"
+#include "controller/signal_relay.h"
 #include "controller/stdin_relay.h"
 #include "core/job_phase.h"
 #include "core/node_state.h"
@@ -69,7 +70,7 @@ struct ControllerConfig {
   std::chrono::milliseconds start_timeout = default_ms(tunables::kStartTimeout);
   std::chrono::milliseconds flush = timing::kFlushPartialLine;
   std::chrono::milliseconds timeout = default_ms(tunables::kTimeout);  // from the workers' start
-  // --signal SIG@SECONDS (controller/signals.cpp): SIG goes to every rank
+  // --signal SIG@SECONDS (controller/signal_relay.h): SIG goes to every rank
   // this long before --timeout, and on SIGTERM a kill grace before the stop.
   // 0: none.
   int warn_signal = 0;
@@ -229,6 +230,8 @@ class Controller final : private JobAccess {
     return r.started && !r.exited;
   }
   void stop(const std::string& reason) override { abort_all(reason, false); }
+  bool interrupted() const override { return interrupts_ > 0; }
+  void begin_interrupt(int sig) override;
   void attach_stacks(std::string section) override { cause_.stacks = std::move(section); }
   void write_console(const std::string& text) override;
   void send(std::size_t node, const proto::Message& msg) override { nodes_[node].link->send(msg); }
@@ -317,11 +320,6 @@ class Controller final : private JobAccess {
   void reap_children();
   void pause_output(bool pause);
   void drain_console(boost::asio::signal_set& signals);
-  // Signals (controller/signals.cpp).
-  void forward_signal(int sig);
-  void begin_preempt(int sig);
-  void arm_signal_warning();
-  void send_signal_warning();
   const JobPlan& plan_;
   ControllerConfig cfg_;
   OutputSink& sink_;
@@ -361,16 +359,12 @@ class Controller final : private JobAccess {
   } milestones_;
   std::unordered_map<pid_t, std::size_t> agent_pids_;  // local agents not yet reaped -> node
   std::size_t gone_scan_ = 0;                          // see maybe_finish()
-  // Signals (controller/signals.cpp).
-  std::unique_ptr<Timer> warn_timer_;     // --signal: its time before --timeout
-  std::unique_ptr<Timer> preempt_timer_;  // --signal on SIGTERM: the grace before the stop
-  bool warn_sent_ = false;                // --signal's SIG went to the ranks
-  bool ranks_held_ = false;               // a forwarded SIGTSTP stopped them, no SIGCONT since
   // The features (controller/feature.h), told of the job's moments in this
   // order.
   StdinRelay stdin_relay_;
   MpiFences mpi_fences_;
   HangWatch hang_;
+  SignalRelay signals_;
   std::vector<JobFeature*> features_;
 };
 

@@ -5,9 +5,10 @@
 // (core/node_state.h), the rank table, the job's phase (core/job_phase.h) and
 // its first cause. A feature is what only some jobs use, with state and
 // timers of its own: --stdin's relay (stdin_relay.h), the MPI fences
-// (mpi_fences.h) and the hang watch (hang_watch.h: stacks and stalls) so far;
-// the forwarded signals and the network test are the next to move here, and
-// an attach client or a job log would be new ones. A feature sees and moves the job
+// (mpi_fences.h), the hang watch (hang_watch.h: stacks and stalls) and the
+// signals that are not a stop (signal_relay.h) so far; the network test is
+// the next to move here, and an attach client or a job log would be new
+// ones. A feature sees and moves the job
 // only through JobAccess, and the controller tells it the job's moments
 // through JobFeature: so a feature is built and unit-tested against a fake
 // job, without a controller, links or processes
@@ -52,6 +53,13 @@ class JobAccess {
   virtual void record_cause(RootCause cause) = 0;
   // Stops every rank as after a failure; `reason` is what the agents are told.
   virtual void stop(const std::string& reason) = 0;
+  // dlaunch was told to stop (SIGINT, SIGTERM, SIGHUP) at least once.
+  virtual bool interrupted() const = 0;
+  // The job's cause is this signal from now on, counted as the first
+  // interrupt (another kills at once), but nothing is stopped yet: the
+  // feature stops the job later (stop()). The other launchers of a per-node
+  // job are not told (each gets its own signal).
+  virtual void begin_interrupt(int sig) = 0;
   // The ranks' stacks the report of the job's cause shows.
   virtual void attach_stacks(std::string section) = 0;
   // One line of dlaunch's own on stderr ("dlaunch: " is put before it).

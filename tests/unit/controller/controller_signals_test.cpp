@@ -1,4 +1,4 @@
-// Signals to the head, without processes (controller/signals.cpp): which are
+// Signals to the head, without processes (controller/signal_relay.h): which are
 // forwarded to the ranks, and --signal's warning before --timeout and on
 // SIGTERM.
 #include <signal.h>

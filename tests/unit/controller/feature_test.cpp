@@ -6,8 +6,10 @@
 #include "controller/feature.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -21,6 +23,7 @@
 #include "../seams/manual_clock.h"
 #include "controller/hang_watch.h"
 #include "controller/mpi_fences.h"
+#include "controller/signal_relay.h"
 #include "controller/stdin_relay.h"
 
 namespace dl = dlaunch;
@@ -69,6 +72,11 @@ class FakeJob final : public dl::JobAccess {
     if (cause_.kind == dl::CauseKind::kNone) cause_ = std::move(cause);
   }
   void stop(const std::string& reason) override { stops.push_back(reason); }
+  bool interrupted() const override { return interrupts > 0; }
+  void begin_interrupt(int sig) override {
+    ++interrupts;
+    cause_ = {.kind = dl::CauseKind::kInterrupted, .signal = sig};
+  }
   void attach_stacks(std::string section) override { cause_.stacks = std::move(section); }
   void say(const std::string& line) override { said.push_back(line); }
   void write_console(const std::string& text) override { console += text; }
@@ -90,6 +98,7 @@ class FakeJob final : public dl::JobAccess {
   std::vector<std::pair<std::size_t, proto::Message>> sent;
   std::vector<dl::RootCause> failures;
   std::vector<std::string> stops;
+  int interrupts = 0;
   std::vector<std::string> said;
   std::string console;
 
@@ -487,4 +496,84 @@ TEST_F(HangWatchFeature, SigquitOutsideARunningJobIsRefusedAndADamagedRankIsName
   ASSERT_EQ(watch_->notes().size(), 1u);
   EXPECT_NE(watch_->notes()[0].find("rank 3 on node 1 wrote its counter"), std::string::npos)
       << watch_->notes()[0];
+}
+
+namespace {
+// The signals each node was sent, in order.
+std::vector<int> signals_to(const FakeJob& job, std::size_t node) {
+  std::vector<int> out;
+  for (const auto& s : job.sent_to<proto::SignalRanks>(node)) out.push_back(s.signal);
+  return out;
+}
+}  // namespace
+
+TEST(SignalRelayFeature, ForwardedSignalsGoToEveryNodeAndOthersAreLeftToTheCore) {
+  FakeJob job(2, 1);
+  dltest::ManualClock clock;
+  dl::SignalRelay relay(job, clock, {.forward_signals = {SIGALRM}});
+  move(job, relay, dl::JobPhase::kRunning);
+  for (int sig : {SIGUSR1, SIGUSR2, SIGTSTP, SIGCONT, SIGALRM}) EXPECT_TRUE(relay.on_signal(sig));
+  EXPECT_EQ(signals_to(job, 0), (std::vector<int>{SIGUSR1, SIGUSR2, SIGTSTP, SIGCONT, SIGALRM}));
+  EXPECT_EQ(signals_to(job, 1), signals_to(job, 0));
+  // SIGCONT is said only when it resumes ranks a SIGTSTP stopped.
+  EXPECT_NE(std::find(job.said.begin(), job.said.end(), "SIGCONT: resuming every rank"),
+            job.said.end());
+  job.said.clear();
+  EXPECT_TRUE(relay.on_signal(SIGCONT));
+  EXPECT_TRUE(job.said.empty());
+  // Without --signal, SIGTERM is a stop, the core's; SIGINT and SIGHUP always.
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) EXPECT_FALSE(relay.on_signal(sig));
+  EXPECT_EQ(job.interrupts, 0);
+}
+
+TEST(SignalRelayFeature, SigtermWithSignalWarnsTheRanksThenStopsTheJobAfterTheGrace) {
+  FakeJob job(2, 1);
+  dltest::ManualClock clock;
+  dl::SignalRelay relay(job, clock,
+                        {.warn_signal = SIGUSR1, .kill_grace = std::chrono::milliseconds(2000)});
+  move(job, relay, dl::JobPhase::kRunning);
+  EXPECT_TRUE(relay.on_signal(SIGTERM));
+  EXPECT_EQ(job.cause().kind, dl::CauseKind::kInterrupted);
+  EXPECT_EQ(job.interrupts, 1);
+  EXPECT_EQ(signals_to(job, 0), std::vector<int>{SIGUSR1});
+  EXPECT_EQ(signals_to(job, 1), std::vector<int>{SIGUSR1});
+  clock.advance(std::chrono::milliseconds(1999));
+  EXPECT_TRUE(job.stops.empty());
+  // A second SIGTERM is the core's (it kills at once).
+  EXPECT_FALSE(relay.on_signal(SIGTERM));
+  clock.advance(std::chrono::milliseconds(1));
+  EXPECT_EQ(job.stops, std::vector<std::string>{"interrupted"});
+}
+
+TEST(SignalRelayFeature, TheWarningGoesBeforeTheTimeoutOnlyToRanksThatRun) {
+  {
+    FakeJob job(1, 1);
+    dltest::ManualClock clock;
+    dl::SignalRelay relay(job, clock,
+                          {.warn_signal = SIGUSR1,
+                           .warn_before = std::chrono::seconds(30),
+                           .timeout = std::chrono::seconds(100)});
+    relay.start();
+    move(job, relay, dl::JobPhase::kRunning);
+    clock.advance(std::chrono::milliseconds(69999));
+    EXPECT_TRUE(signals_to(job, 0).empty());
+    clock.advance(std::chrono::milliseconds(1));
+    EXPECT_EQ(signals_to(job, 0), std::vector<int>{SIGUSR1});
+    EXPECT_EQ(job.said.back(), "--timeout expires in 30.0 s: sending SIGUSR1 to every rank");
+    clock.advance(std::chrono::seconds(60));  // once
+    EXPECT_EQ(signals_to(job, 0), std::vector<int>{SIGUSR1});
+  }
+  {
+    FakeJob job(1, 1);
+    dltest::ManualClock clock;
+    dl::SignalRelay relay(job, clock,
+                          {.warn_signal = SIGUSR1,
+                           .warn_before = std::chrono::seconds(30),
+                           .timeout = std::chrono::seconds(100)});
+    relay.start();  // the job is still starting at 70 s
+    clock.advance(std::chrono::seconds(70));
+    EXPECT_TRUE(job.sent.empty());
+    EXPECT_EQ(job.said.back(),
+              "--signal: the job was still starting 30.0 s before --timeout; no SIGUSR1 sent");
+  }
 }
