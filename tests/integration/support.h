@@ -54,7 +54,9 @@ class Process {
   // Like wait_for_output, for what the process wrote to stderr.
   bool wait_for_stderr(const std::function<bool(const std::string&)>& pred, double timeout_s);
   void signal(int sig);
-  // Waits for exit (killing the process after timeout_s) and returns all.
+  // Waits for exit and returns all. The process is killed once timeout_s
+  // have passed since it was started (not since this call): a test that
+  // waited for it first gives finish() that time on top.
   RunResult finish(double timeout_s);
 
  private:
