@@ -108,17 +108,17 @@ class FakeJob final : public dl::JobAccess {
 };
 
 // A pipe whose write end does not block; both ends closed at the end.
-struct Pipe {
-  Pipe() {
+struct WritablePipe {
+  WritablePipe() {
     EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
     EXPECT_EQ(::fcntl(fds[1], F_SETFL, O_NONBLOCK), 0);
   }
-  ~Pipe() {
+  ~WritablePipe() {
     ::close(fds[0]);
     if (fds[1] >= 0) ::close(fds[1]);
   }
-  Pipe(const Pipe&) = delete;
-  Pipe& operator=(const Pipe&) = delete;
+  WritablePipe(const WritablePipe&) = delete;
+  WritablePipe& operator=(const WritablePipe&) = delete;
   void write(const std::string& s) const {
     ASSERT_EQ(::write(fds[1], s.data(), s.size()), static_cast<ssize_t>(s.size()));
   }
@@ -149,7 +149,7 @@ void move(FakeJob& job, dl::JobFeature& feature, dl::JobPhase to) {
 
 TEST(StdinRelayFeature, NothingIsReadBeforeTheJobRunsThenOnlyTheChosenRanksNodeGetsIt) {
   boost::asio::io_context io;
-  Pipe pipe;
+  WritablePipe pipe;
   FakeJob job(3, 2);
   dl::StdinRelay relay(job, io, /*rank=*/3, pipe.fds[0]);  // node 1's second rank
   pipe.write("hello\n");
@@ -172,7 +172,7 @@ TEST(StdinRelayFeature, NothingIsReadBeforeTheJobRunsThenOnlyTheChosenRanksNodeG
 
 TEST(StdinRelayFeature, ReadingStopsAtAFullWindowAndAnAckOpensIt) {
   boost::asio::io_context io;
-  Pipe pipe;
+  WritablePipe pipe;
   FakeJob job(2, 1);
   dl::StdinRelay relay(job, io, dl::kStdinAll, pipe.fds[0]);
   move(job, relay, dl::JobPhase::kRunning);
@@ -212,7 +212,7 @@ TEST(StdinRelayFeature, ReadingStopsAtAFullWindowAndAnAckOpensIt) {
 TEST(StdinRelayFeature, NothingMoreIsReadOnceNoReaderIsLeftOrTheJobStopsRunning) {
   boost::asio::io_context io;
   {
-    Pipe pipe;
+    WritablePipe pipe;
     FakeJob job(2, 1);
     dl::StdinRelay relay(job, io, dl::kStdinAll, pipe.fds[0]);
     move(job, relay, dl::JobPhase::kRunning);
@@ -229,7 +229,7 @@ TEST(StdinRelayFeature, NothingMoreIsReadOnceNoReaderIsLeftOrTheJobStopsRunning)
     EXPECT_TRUE(job.sent_to<proto::StdinData>(1).empty());
   }
   {
-    Pipe pipe;
+    WritablePipe pipe;
     FakeJob job(1, 1);
     dl::StdinRelay relay(job, io, 0, pipe.fds[0]);
     move(job, relay, dl::JobPhase::kRunning);
@@ -240,7 +240,7 @@ TEST(StdinRelayFeature, NothingMoreIsReadOnceNoReaderIsLeftOrTheJobStopsRunning)
     EXPECT_TRUE(job.sent.empty());
   }
   {
-    Pipe pipe;
+    WritablePipe pipe;
     FakeJob job(1, 1);
     dl::StdinRelay relay(job, io, dl::kStdinNone, pipe.fds[0]);
     move(job, relay, dl::JobPhase::kRunning);
