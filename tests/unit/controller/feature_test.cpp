@@ -145,109 +145,105 @@ void move(FakeJob& job, dl::JobFeature& feature, dl::JobPhase to) {
   feature.on_phase(to);
 }
 
+// A stdin relay for `rank` over a FakeJob of `nodes` nodes x `per_node`
+// ranks, reading a pipe; the job runs unless told otherwise.
+struct RelayBed {
+  RelayBed(int nodes, int per_node, int rank, bool running = true)
+      : job(nodes, per_node), relay(job, io, rank, pipe.fds[0]) {
+    if (running) move(job, relay, dl::JobPhase::kRunning);
+  }
+  boost::asio::io_context io;
+  WritablePipe pipe;
+  FakeJob job;
+  dl::StdinRelay relay;
+};
+
 }  // namespace
 
 TEST(StdinRelayFeature, NothingIsReadBeforeTheJobRunsThenOnlyTheChosenRanksNodeGetsIt) {
-  boost::asio::io_context io;
-  WritablePipe pipe;
-  FakeJob job(3, 2);
-  dl::StdinRelay relay(job, io, /*rank=*/3, pipe.fds[0]);  // node 1's second rank
-  pipe.write("hello\n");
-  settle(io);
-  EXPECT_TRUE(job.sent.empty());
-  EXPECT_FALSE(relay.reading());
+  RelayBed bed(3, 2, /*rank=*/3, /*running=*/false);  // node 1's second rank
+  bed.pipe.write("hello\n");
+  settle(bed.io);
+  EXPECT_TRUE(bed.job.sent.empty());
+  EXPECT_FALSE(bed.relay.reading());
 
-  move(job, relay, dl::JobPhase::kRunning);
-  settle(io);
-  EXPECT_EQ(joined(job.sent_to<proto::StdinData>(1)), "hello\n");
-  EXPECT_TRUE(job.sent_to<proto::StdinData>(0).empty());
-  EXPECT_TRUE(job.sent_to<proto::StdinData>(2).empty());
+  move(bed.job, bed.relay, dl::JobPhase::kRunning);
+  settle(bed.io);
+  EXPECT_EQ(joined(bed.job.sent_to<proto::StdinData>(1)), "hello\n");
+  EXPECT_TRUE(bed.job.sent_to<proto::StdinData>(0).empty());
+  EXPECT_TRUE(bed.job.sent_to<proto::StdinData>(2).empty());
 
-  pipe.close_write();
-  settle(io);
-  EXPECT_EQ(job.sent_to<proto::StdinEof>(1).size(), 1u);
-  EXPECT_TRUE(job.sent_to<proto::StdinEof>(0).empty());
-  EXPECT_FALSE(relay.reading());
+  bed.pipe.close_write();
+  settle(bed.io);
+  EXPECT_EQ(bed.job.sent_to<proto::StdinEof>(1).size(), 1u);
+  EXPECT_TRUE(bed.job.sent_to<proto::StdinEof>(0).empty());
+  EXPECT_FALSE(bed.relay.reading());
 }
 
 TEST(StdinRelayFeature, ReadingStopsAtAFullWindowAndAnAckOpensIt) {
-  boost::asio::io_context io;
-  WritablePipe pipe;
-  FakeJob job(2, 1);
-  dl::StdinRelay relay(job, io, dl::kStdinAll, pipe.fds[0]);
-  move(job, relay, dl::JobPhase::kRunning);
+  RelayBed bed(2, 1, dl::kStdinAll);
   const auto sent = [&](std::size_t node) {
-    return joined(job.sent_to<proto::StdinData>(node)).size();
+    return joined(bed.job.sent_to<proto::StdinData>(node)).size();
   };
   // Writes chunks and lets the relay read them until it holds.
   const auto fill = [&] {
     const std::string chunk(proto::kStdinChunk, 'x');
-    for (int i = 0; i < 1000 && relay.reading(); ++i) {
-      (void)!::write(pipe.fds[1], chunk.data(), chunk.size());
-      settle(io);
+    for (int i = 0; i < 1000 && bed.relay.reading(); ++i) {
+      (void)!::write(bed.pipe.fds[1], chunk.data(), chunk.size());
+      settle(bed.io);
     }
   };
   fill();
-  ASSERT_FALSE(relay.reading());
+  ASSERT_FALSE(bed.relay.reading());
   for (std::size_t node : {0u, 1u}) {
     EXPECT_GE(sent(node), proto::kStdinWindow);
     EXPECT_LT(sent(node), proto::kStdinWindow + proto::kStdinChunk);
   }
   // One node catching up is not enough: the other's window is still full.
-  relay.on_ack(0, proto::StdinAck{.bytes = sent(0)});
-  EXPECT_FALSE(relay.reading());
+  bed.relay.on_ack(0, proto::StdinAck{.bytes = sent(0)});
+  EXPECT_FALSE(bed.relay.reading());
   // An acknowledgement of more than was sent credits what was sent, no more:
   // another window's worth, and reading holds again.
   const std::size_t before = sent(1);
-  relay.on_ack(1, proto::StdinAck{.bytes = std::uint64_t{1} << 40});
-  EXPECT_TRUE(relay.reading());
+  bed.relay.on_ack(1, proto::StdinAck{.bytes = std::uint64_t{1} << 40});
+  EXPECT_TRUE(bed.relay.reading());
   // What the pipe still holds comes first; then the window fills again.
   fill();
-  ASSERT_FALSE(relay.reading());
+  ASSERT_FALSE(bed.relay.reading());
   EXPECT_GE(sent(1) - before, proto::kStdinWindow);
   EXPECT_LT(sent(1) - before, proto::kStdinWindow + proto::kStdinChunk);
   EXPECT_EQ(sent(0), sent(1));
 }
 
 TEST(StdinRelayFeature, NothingMoreIsReadOnceNoReaderIsLeftOrTheJobStopsRunning) {
-  boost::asio::io_context io;
   {
-    WritablePipe pipe;
-    FakeJob job(2, 1);
-    dl::StdinRelay relay(job, io, dl::kStdinAll, pipe.fds[0]);
-    move(job, relay, dl::JobPhase::kRunning);
-    EXPECT_TRUE(relay.reading());
-    job.exited[0] = true;
-    relay.on_rank_exited(0);
-    EXPECT_TRUE(relay.reading());  // rank 1 still reads
-    job.reachable[1] = false;
-    relay.on_node_gone(1);
-    EXPECT_FALSE(relay.reading());
-    pipe.write("late\n");
-    settle(io);
-    EXPECT_TRUE(job.sent_to<proto::StdinData>(0).empty());
-    EXPECT_TRUE(job.sent_to<proto::StdinData>(1).empty());
+    RelayBed bed(2, 1, dl::kStdinAll);
+    EXPECT_TRUE(bed.relay.reading());
+    bed.job.exited[0] = true;
+    bed.relay.on_rank_exited(0);
+    EXPECT_TRUE(bed.relay.reading());  // rank 1 still reads
+    bed.job.reachable[1] = false;
+    bed.relay.on_node_gone(1);
+    EXPECT_FALSE(bed.relay.reading());
+    bed.pipe.write("late\n");
+    settle(bed.io);
+    EXPECT_TRUE(bed.job.sent_to<proto::StdinData>(0).empty());
+    EXPECT_TRUE(bed.job.sent_to<proto::StdinData>(1).empty());
   }
   {
-    WritablePipe pipe;
-    FakeJob job(1, 1);
-    dl::StdinRelay relay(job, io, 0, pipe.fds[0]);
-    move(job, relay, dl::JobPhase::kRunning);
-    move(job, relay, dl::JobPhase::kAborting);
-    EXPECT_FALSE(relay.reading());
-    pipe.write("after the failure\n");
-    settle(io);
-    EXPECT_TRUE(job.sent.empty());
+    RelayBed bed(1, 1, 0);
+    move(bed.job, bed.relay, dl::JobPhase::kAborting);
+    EXPECT_FALSE(bed.relay.reading());
+    bed.pipe.write("after the failure\n");
+    settle(bed.io);
+    EXPECT_TRUE(bed.job.sent.empty());
   }
   {
-    WritablePipe pipe;
-    FakeJob job(1, 1);
-    dl::StdinRelay relay(job, io, dl::kStdinNone, pipe.fds[0]);
-    move(job, relay, dl::JobPhase::kRunning);
-    pipe.write("nobody reads this\n");
-    settle(io);
-    EXPECT_FALSE(relay.reading());
-    EXPECT_TRUE(job.sent.empty());
+    RelayBed bed(1, 1, dl::kStdinNone);
+    bed.pipe.write("nobody reads this\n");
+    settle(bed.io);
+    EXPECT_FALSE(bed.relay.reading());
+    EXPECT_TRUE(bed.job.sent.empty());
   }
 }
 
@@ -546,13 +542,13 @@ TEST(SignalRelayFeature, SigtermWithSignalWarnsTheRanksThenStopsTheJobAfterTheGr
 }
 
 TEST(SignalRelayFeature, TheWarningGoesBeforeTheTimeoutOnlyToRanksThatRun) {
+  const dl::SignalRelay::Config warn{.warn_signal = SIGUSR1,
+                                     .warn_before = std::chrono::seconds(30),
+                                     .timeout = std::chrono::seconds(100)};
   {
     FakeJob job(1, 1);
     dltest::ManualClock clock;
-    dl::SignalRelay relay(job, clock,
-                          {.warn_signal = SIGUSR1,
-                           .warn_before = std::chrono::seconds(30),
-                           .timeout = std::chrono::seconds(100)});
+    dl::SignalRelay relay(job, clock, warn);
     relay.start();
     move(job, relay, dl::JobPhase::kRunning);
     clock.advance(std::chrono::milliseconds(69999));
@@ -566,10 +562,7 @@ TEST(SignalRelayFeature, TheWarningGoesBeforeTheTimeoutOnlyToRanksThatRun) {
   {
     FakeJob job(1, 1);
     dltest::ManualClock clock;
-    dl::SignalRelay relay(job, clock,
-                          {.warn_signal = SIGUSR1,
-                           .warn_before = std::chrono::seconds(30),
-                           .timeout = std::chrono::seconds(100)});
+    dl::SignalRelay relay(job, clock, warn);
     relay.start();  // the job is still starting at 70 s
     clock.advance(std::chrono::seconds(70));
     EXPECT_TRUE(job.sent.empty());
