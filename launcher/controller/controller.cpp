@@ -32,9 +32,6 @@ void log(const std::string& msg) {
   std::string line = "dlaunch: " + msg + "\n";
   write_all(2, line);
 }
-std::string seconds(milliseconds d) {
-  return fmt::format("{:.1f} s", static_cast<double>(d.count()) / 1000.0);
-}
 // How long the console may take nothing at the end of a job before dlaunch
 // stops waiting for it (drain_console()).
 constexpr milliseconds kConsoleDrainStall{60'000};
@@ -513,7 +510,7 @@ void Controller::drain_console(asio::signal_set& signals) {
   env_.io.poll();
   if (console.queued() > 0) {
     const std::string why =
-        interrupted ? "interrupted" : "nothing was taken for " + seconds(kConsoleDrainStall);
+        interrupted ? "interrupted" : "nothing was taken for " + seconds_text(kConsoleDrainStall);
     // Not through log(): stderr may be the stream that is stuck.
     const std::size_t dropped = console.queued();
     console.detach();
@@ -889,7 +886,7 @@ void Controller::arm_job_timeout() {
       fail({.kind = CauseKind::kTimeout,
             .message = fmt::format("--timeout of {} expired while the job was starting; not "
                                    "ready: {}",
-                                   seconds(cfg_.timeout), late)});
+                                   seconds_text(cfg_.timeout), late)});
       return;
     }
     if (phase_ != Phase::kRunning) return;
@@ -907,7 +904,7 @@ void Controller::arm_job_timeout() {
     hang_.stop_at_timeout(
         {.kind = CauseKind::kTimeout,
          .message = fmt::format("--timeout of {} expired; {} rank(s) still running: {}",
-                                seconds(cfg_.timeout), n, running)});
+                                seconds_text(cfg_.timeout), n, running)});
   });
 }
 
@@ -916,7 +913,7 @@ void Controller::on_silent(std::size_t i) {
   Node& n = nodes_[i];
   if (!n.link || !n.link->is_open() || n.life.done() || phase_ == Phase::kFinished) return;
   n.link->close();
-  on_link_closed(i, "no heartbeat for " + seconds(cfg_.heartbeat_timeout));
+  on_link_closed(i, "no heartbeat for " + seconds_text(cfg_.heartbeat_timeout));
 }
 
 // One deadline at a time: starting, then stopping, then exiting. When it
@@ -927,7 +924,7 @@ void Controller::arm_deadline(milliseconds after, const std::string& what) {
 
 void Controller::on_deadline(milliseconds after, const std::string& what) {
   if (phase_ == Phase::kFinished) return;
-  const std::string msg = "gave up waiting " + seconds(after) + " for " + what;
+  const std::string msg = "gave up waiting " + seconds_text(after) + " for " + what;
   if (net_testing_) {
     // --check's network test did not finish: said in its report, not a
     // failure of the agents.

@@ -8,15 +8,17 @@
 // (mpi_fences.h), the hang watch (hang_watch.h: stacks and stalls) and the
 // signals that are not a stop (signal_relay.h) so far; the network test is
 // the next to move here, and an attach client or a job log would be new
-// ones. A feature sees and moves the job
-// only through JobAccess, and the controller tells it the job's moments
-// through JobFeature: so a feature is built and unit-tested against a fake
-// job, without a controller, links or processes
-// (tests/unit/controller/feature_test.cpp).
+// ones. A feature sees and moves the job only through JobAccess, and the
+// controller tells it the job's moments through JobFeature: so a feature is
+// built and unit-tested against a fake job, without a controller, links or
+// processes (tests/unit/controller/feature_test.cpp).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "core/job_phase.h"
 #include "dlaunch/proto/protocol.h"
@@ -24,6 +26,11 @@
 #include "plan/plan.h"
 
 namespace dlaunch {
+
+// A duration as the job's lines say it, core and features alike: "2.5 s".
+inline std::string seconds_text(std::chrono::milliseconds d) {
+  return fmt::format("{:.1f} s", static_cast<double>(d.count()) / 1000.0);
+}
 
 // What a feature may ask of the job and do to it. All of it on the job's
 // loop.

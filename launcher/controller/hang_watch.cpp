@@ -19,14 +19,6 @@ namespace dlaunch {
 
 using std::chrono::milliseconds;
 
-namespace {
-
-std::string seconds_text(milliseconds d) {
-  return fmt::format("{:.1f} s", static_cast<double>(d.count()) / 1000.0);
-}
-
-}  // namespace
-
 HangWatch::HangWatch(JobAccess& job, Clock& clock, OutputSink& sink, Config cfg)
     : job_(job),
       clock_(clock),

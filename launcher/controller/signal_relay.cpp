@@ -13,12 +13,6 @@ namespace dlaunch {
 
 using std::chrono::milliseconds;
 
-namespace {
-std::string seconds(milliseconds d) {
-  return fmt::format("{:.1f} s", static_cast<double>(d.count()) / 1000.0);
-}
-}  // namespace
-
 SignalRelay::SignalRelay(JobAccess& job, Clock& clock, Config cfg)
     : job_(job),
       clock_(clock),
@@ -74,7 +68,7 @@ void SignalRelay::forward(int sig) {
 void SignalRelay::preempt(int sig) {
   job_.say(
       fmt::format("{}: sending {} to every rank; stopping the job in {} (again to kill at once)",
-                  signal_name(sig), signal_name(cfg_.warn_signal), seconds(cfg_.kill_grace)));
+                  signal_name(sig), signal_name(cfg_.warn_signal), seconds_text(cfg_.kill_grace)));
   job_.begin_interrupt(sig);
   warn_sent_ = true;  // not again before --timeout
   job_.send_all(proto::SignalRanks{.signal = cfg_.warn_signal});
@@ -97,12 +91,12 @@ void SignalRelay::send_warning() {
     // Ranks that start now would get it before they could set a handler
     // (and most die of SIGUSR1's default action): none is sent.
     job_.say(fmt::format("--signal: the job was still starting {} before --timeout; no {} sent",
-                         seconds(cfg_.warn_before), signal_name(cfg_.warn_signal)));
+                         seconds_text(cfg_.warn_before), signal_name(cfg_.warn_signal)));
     return;
   }
   if (job_.phase() != JobPhase::kRunning) return;
   job_.say(fmt::format("--timeout expires in {}: sending {} to every rank",
-                       seconds(cfg_.warn_before), signal_name(cfg_.warn_signal)));
+                       seconds_text(cfg_.warn_before), signal_name(cfg_.warn_signal)));
   job_.send_all(proto::SignalRanks{.signal = cfg_.warn_signal});
 }
 
