@@ -34,7 +34,9 @@ using Clock = std::chrono::steady_clock;
 constexpr std::uint16_t kPort = 29500;
 
 // A launcher's settings as the per-node driver makes them, with timeouts a
-// unit test can wait out.
+// unit test can wait out. The heartbeat timeout is 5 s where a test does not
+// set its own: these run under TSan on CI's two loaded cores, where a
+// launcher's thread can miss 0.6 s of heartbeats and be taken for lost.
 RdzvSettings launcher(const std::string& name, bool is_static, int min_nodes, int max_nodes) {
   RdzvSettings s;
   s.is_static = is_static;
@@ -50,7 +52,7 @@ RdzvSettings launcher(const std::string& name, bool is_static, int min_nodes, in
   s.last_call = milliseconds(150);
   s.read_timeout = milliseconds(3000);
   s.close_timeout = milliseconds(3000);
-  s.heartbeat_timeout = milliseconds(600);
+  s.heartbeat_timeout = milliseconds(5000);
   return s;
 }
 
