@@ -34,4 +34,26 @@ std::string printable(std::string_view text) {
   return out;
 }
 
+namespace {
+bool ascii_alnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+}  // namespace
+
+bool is_job_id(std::string_view text) {
+  if (text.empty() || text.size() > 64 || text == "." || text == "..") return false;
+  for (const char c : text) {
+    if (!ascii_alnum(c) && c != '.' && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+bool is_variable_name(std::string_view text) {
+  if (text.empty() || (text[0] >= '0' && text[0] <= '9')) return false;
+  for (const char c : text) {
+    if (!ascii_alnum(c) && c != '_') return false;
+  }
+  return true;
+}
+
 }  // namespace dlaunch

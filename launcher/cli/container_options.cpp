@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <iterator>
-#include <regex>
 #include <string>
 #include <vector>
 
+#include "dlaunch/text.h"
 #include "hostfile/hostfile.h"
 
 namespace dlaunch {
@@ -113,9 +113,8 @@ void finish_container_options(const CLI::App& app, Options& o) {
   if (!o.container_env.empty()) {
     auto names = proto::split_container_list(o.container_env, "name");
     if (!names) throw InputError({"--container-env"}, "", names.error());
-    static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
     for (const auto& n : *names) {
-      if (!std::regex_match(n, kName)) {
+      if (!is_variable_name(n)) {
         throw InputError({"--container-env"}, "", "'" + n + "' is not a variable name",
                          "give names only (NAME,NAME2): their values come from the host");
       }

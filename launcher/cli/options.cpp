@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <regex>
 
 #include <CLI/CLI.hpp>
 #include <climits>
@@ -22,6 +21,7 @@
 #include "cli/version_text.h"
 #include "dlaunch/placement/mapping.h"
 #include "dlaunch/process.h"
+#include "dlaunch/text.h"
 #include "dlaunch/version.h"
 #include "hostfile/hostfile_internal.h"
 
@@ -753,8 +753,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
       o.command = o.apps.front().command;
     }
   }
-  if (!o.job_id.empty() && (o.job_id == "." || o.job_id == ".." ||
-                            !std::regex_match(o.job_id, std::regex("[A-Za-z0-9_.-]{1,64}")))) {
+  if (!o.job_id.empty() && !is_job_id(o.job_id)) {
     throw InputError({"--job-id"}, "", "'" + o.job_id + "' is not a valid job id",
                      "use 1-64 letters, digits, '.', '_' or '-' (not '.' or '..')");
   }

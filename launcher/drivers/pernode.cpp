@@ -14,7 +14,6 @@
 #include <functional>
 #include <map>
 #include <optional>
-#include <regex>
 #include <thread>
 
 #include <boost/asio/steady_timer.hpp>
@@ -225,7 +224,9 @@ int resolve_nproc(const std::string& spec, const std::vector<std::string>& env) 
     std::error_code ec;
     for (const auto& d : std::filesystem::directory_iterator("/dev", ec)) {
       const std::string name = d.path().filename().string();
-      if (std::regex_match(name, std::regex("nvidia[0-9]+"))) ++n;
+      if (name.size() > 6 && name.starts_with("nvidia") &&
+          name.find_first_not_of("0123456789", 6) == std::string::npos)
+        ++n;
     }
     return n;
   };
@@ -471,8 +472,7 @@ int run_per_node(const Options& given) {
   // --standalone makes a uuid), so that jobs on one machine never share one.
   const bool one_node = p.standalone || p.max_nodes == 1;
   if (one_node && run_id == "none") run_id = "standalone-" + random_hex(6);
-  if (run_id == "." || run_id == ".." ||
-      !std::regex_match(run_id, std::regex("[A-Za-z0-9_.-]{1,64}"))) {
+  if (!is_job_id(run_id)) {
     throw InputError({"--rdzv-id"}, "", "'" + run_id + "' is not a valid job id",
                      "use 1-64 letters, digits, '.', '_' or '-'");
   }

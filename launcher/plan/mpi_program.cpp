@@ -10,7 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <regex>
+#include <optional>
+#include <string_view>
 
 #include "dlaunch/process.h"
 #include "dlaunch/unique_fd.h"
@@ -42,6 +43,36 @@ MpiLinkage classify(const std::string& needed) {
 std::string basename_of(const std::string& p) {
   const auto slash = p.rfind('/');
   return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+std::string_view without_blanks(std::string_view s) {
+  s.remove_prefix(std::min(s.find_first_not_of(" \t"), s.size()));
+  return s;
+}
+
+// The rest of `line` after `keyword` and the blanks that must follow it.
+std::optional<std::string_view> after_keyword(std::string_view line, std::string_view keyword) {
+  if (!line.starts_with(keyword) || line.size() == keyword.size()) return std::nullopt;
+  const char next = line[keyword.size()];
+  if (next != ' ' && next != '\t') return std::nullopt;
+  return without_blanks(line.substr(keyword.size()));
+}
+
+// Whether a line of the script starts, after blanks, with `import mpi4py` or
+// `from mpi4py` followed by a blank or a dot (`from mpi4py.futures import`).
+bool imports_mpi4py(std::string_view text) {
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    const std::string_view line = without_blanks(text.substr(at, end - at));
+    at = end + 1;
+    if (const auto rest = after_keyword(line, "import"); rest && rest->starts_with("mpi4py"))
+      return true;
+    if (const auto rest = after_keyword(line, "from");
+        rest && rest->size() > 6 && rest->starts_with("mpi4py") &&
+        std::string_view(" \t.").find((*rest)[6]) != std::string_view::npos)
+      return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -100,8 +131,7 @@ MpiLinkage mpi_linkage(const std::vector<std::string>& command, const std::vecto
     text.resize(std::size_t{1} << 20);
     in.read(text.data(), static_cast<std::streamsize>(text.size()));
     text.resize(static_cast<std::size_t>(in.gcount()));
-    static const std::regex imports(R"((^|\n)[ \t]*(from[ \t]+mpi4py[ \t.]|import[ \t]+mpi4py))");
-    if (std::regex_search(text, imports)) return {MpiKind::kOpenMpi, "mpi4py"};
+    if (imports_mpi4py(text)) return {MpiKind::kOpenMpi, "mpi4py"};
     return {};
   }
   return {};

@@ -149,3 +149,17 @@ TEST(Printable, ControlBytesAreWrittenOut) {
   EXPECT_EQ(dlaunch::printable("a\x1b[2Jb\r\n\t\x01\x7f"), "a\\e[2Jb\\r\\n\\t\\x01\\x7f");
   EXPECT_EQ(dlaunch::printable(std::string("nul\0x", 5)), "nul\\x00x");
 }
+
+// The words --job-id, --rdzv-id and --container-env take (a file name under
+// the state home; a name the container's environment gets from the host's).
+TEST(Words, JobIdsAndVariableNames) {
+  EXPECT_TRUE(dlaunch::is_job_id("train-3.b_2"));
+  EXPECT_TRUE(dlaunch::is_job_id(std::string(64, 'x')));
+  for (const char* bad : {"", ".", "..", "a/b", "a b", "ü", "a\n"})
+    EXPECT_FALSE(dlaunch::is_job_id(bad)) << bad;
+  EXPECT_FALSE(dlaunch::is_job_id(std::string(65, 'x')));
+  EXPECT_TRUE(dlaunch::is_variable_name("_A9"));
+  EXPECT_TRUE(dlaunch::is_variable_name("NCCL_DEBUG"));
+  for (const char* bad : {"", "9A", "A-B", "A.B", "A=1", "É"})
+    EXPECT_FALSE(dlaunch::is_variable_name(bad)) << bad;
+}

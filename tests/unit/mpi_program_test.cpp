@@ -72,6 +72,12 @@ TEST_F(MpiProgram, APythonScriptIsOneWhenItImportsMpi4py) {
   EXPECT_EQ(mpi_linkage({"python3", "a.py"}, env, dir).kind, MpiKind::kOpenMpi);
   EXPECT_EQ(mpi_linkage({"python3", "-u", "b.py", "--x"}, env, dir).kind, MpiKind::kOpenMpi);
   EXPECT_EQ(mpi_linkage({"python3", "c.py"}, env, dir).kind, MpiKind::kNone);
+  write("d.py", "x = 1\n\tfrom\tmpi4py.futures import MPIPoolExecutor\n");
+  EXPECT_EQ(mpi_linkage({"python3", "d.py"}, env, dir).kind, MpiKind::kOpenMpi);
+  // Not an import of mpi4py: another module, no blank after the keyword, a
+  // `from mpi4py` the line does not go on from.
+  write("e.py", "from mpi4pyx import y\nimportmpi4py\nfrom mpi4py\nx = 'import mpi4py'\n");
+  EXPECT_EQ(mpi_linkage({"python3", "e.py"}, env, dir).kind, MpiKind::kNone);
   EXPECT_EQ(mpi_linkage({"python3", "-m", "a"}, env, dir).kind, MpiKind::kNone);
   EXPECT_EQ(mpi_linkage({MPI_HELLO_BIN}, env, dir).kind, MpiKind::kOpenMpi);
   EXPECT_EQ(mpi_linkage({"no-such-program-here"}, env, dir).kind, MpiKind::kNone);

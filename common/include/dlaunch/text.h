@@ -13,4 +13,13 @@ namespace dlaunch {
 // stays as it is; everything else (UTF-8 too) passes.
 std::string printable(std::string_view text);
 
+// Whether `text` is a job id as --job-id and --rdzv-id take it (a file name
+// under the state home): 1 to 64 ASCII letters, digits, '.', '_' or '-', and
+// neither "." nor "..".
+bool is_job_id(std::string_view text);
+
+// Whether `text` is an environment variable's name as a shell writes it: an
+// ASCII letter or '_', then letters, digits or '_'.
+bool is_variable_name(std::string_view text);
+
 }  // namespace dlaunch
