@@ -40,7 +40,7 @@ struct PreflightOptions {
   std::vector<std::string> threshold_words;
   bool json = false;  // --json: one JSON object on stdout instead of the tables
   // The network test between nodes, when the job spans machines: each of its
-  // rounds this long (controller/bandwidth.cpp); 0: none.
+  // rounds this long (controller/bandwidth_test.h); 0: none.
   std::chrono::milliseconds bandwidth_round{1000};
   // --container-*: a node whose ranks run in a container (this image, or
   // its hostfile's `container:`) is checked as the job starts it: its agent

@@ -78,7 +78,13 @@ Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& si
                 .timeout = cfg_.timeout,
                 .kill_grace = cfg_.kill_grace,
                 .forward_signals = cfg_.forward_signals}),
-      features_{&stdin_relay_, &mpi_fences_, &hang_, &signals_} {
+      bandwidth_(*this, env.clock, cfg_.bandwidth_round,
+                 [this] {
+                   network_.streams = bandwidth_.streams();
+                   network_.bandwidth_untested = bandwidth_.untested();
+                   end_probe_only();
+                 }),
+      features_{&stdin_relay_, &mpi_fences_, &hang_, &signals_, &bandwidth_} {
   for (const auto& np : plan_.nodes) {
     Node n;
     n.plan = &np;
@@ -398,9 +404,9 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
   } else if (auto* pr = std::get_if<proto::ProbeResult>(&msg)) {
     on_probe_result(i, std::move(*pr));
   } else if (auto* nl = std::get_if<proto::NetListening>(&msg)) {
-    on_net_listening(i, *nl);
+    bandwidth_.on_listening(i, *nl);
   } else if (auto* ns = std::get_if<proto::NetSent>(&msg)) {
-    on_net_sent(i, std::move(*ns));
+    bandwidth_.on_sent(i, std::move(*ns));
   } else if (auto* st = std::get_if<proto::Stacks>(&msg)) {
     hang_.on_stacks(i, std::move(*st));
   } else if (auto* ack = std::get_if<proto::StdinAck>(&msg)) {
@@ -925,13 +931,6 @@ void Controller::arm_deadline(milliseconds after, const std::string& what) {
 void Controller::on_deadline(milliseconds after, const std::string& what) {
   if (phase_ == Phase::kFinished) return;
   const std::string msg = "gave up waiting " + seconds_text(after) + " for " + what;
-  if (net_testing_) {
-    // --check's network test did not finish: said in its report, not a
-    // failure of the agents.
-    network_.bandwidth_untested = msg;
-    end_probe_only();
-    return;
-  }
   if (phase_ == Phase::kStarting) {
     if (!probing_ && start_deadline_moved()) return;
     start_deadline_passed_ = true;

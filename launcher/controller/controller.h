@@ -34,6 +34,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include "controller/bandwidth_test.h"
 #include "controller/feature.h"
 #include "controller/hang_watch.h"
 #include "controller/mpi_fences.h"
@@ -256,11 +257,6 @@ class Controller final : private JobAccess {
     std::vector<proto::Interface> interfaces;
     bool head_interfaces = false;
     bool probe_answered = false;
-    // The network test: where its agent listens (NetListening) and whether
-    // it answered this round's NetSend.
-    bool net_listening = false;
-    std::uint16_t net_port = 0;
-    bool net_sent = false;
     // Its container image's pull (ImagePull): not counted against the
     // start's deadline.
     bool pulling = false;
@@ -290,12 +286,6 @@ class Controller final : private JobAccess {
   void on_probe_result(std::size_t node, proto::ProbeResult&& result);
   void finish_probe();
   void end_probe_only();
-  // controller/bandwidth.cpp: --check's network test between nodes.
-  void begin_bandwidth();
-  void on_net_listening(std::size_t node, const proto::NetListening& m);
-  void send_bandwidth_round(std::uint32_t round);
-  void on_net_sent(std::size_t node, proto::NetSent&& m);
-  void finish_bandwidth_round(std::uint32_t round);
   void send_start();
   void fail(RootCause cause) override;
   void record_cause(RootCause cause) override;
@@ -340,12 +330,8 @@ class Controller final : private JobAccess {
   std::uint16_t store_port_ = 0;
   std::string store_path_;  // node 0's store's Unix socket
   Network network_;
-  bool probing_ = false;                  // Probe sent, waiting for the answers
-  bool net_testing_ = false;              // --check's network test under way
-  std::uint32_t net_round_ = 0;           // its round
-  std::string net_token_;                 // what each of its streams begins with
-  std::vector<std::string> net_address_;  // each node's address on the job's network
-  bool on_this_machine_ = false;          // every agent runs on the head's machine
+  bool probing_ = false;          // Probe sent, waiting for the answers
+  bool on_this_machine_ = false;  // every agent runs on the head's machine
   std::optional<std::vector<proto::Interface>> own_interfaces_;  // the head's, once asked
   RootCause cause_;
   Progress progress_;
@@ -365,6 +351,7 @@ class Controller final : private JobAccess {
   MpiFences mpi_fences_;
   HangWatch hang_;
   SignalRelay signals_;
+  BandwidthTest bandwidth_;  // --check's network test (bandwidth_round)
   std::vector<JobFeature*> features_;
 };
 

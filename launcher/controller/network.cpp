@@ -157,7 +157,10 @@ void Controller::finish_probe() {
   network_.chosen = network_.candidates[*choice.chosen].address;
   if (cfg_.probe_only) {
     if (cfg_.bandwidth_round.count() > 0 && nodes_.size() > 1) {
-      begin_bandwidth();
+      std::vector<std::vector<proto::Interface>> interfaces;
+      interfaces.reserve(nodes_.size());
+      for (const Node& node : nodes_) interfaces.push_back(node.interfaces);
+      bandwidth_.begin(network_.chosen, network_.candidates, network_.reach, interfaces);
     } else {
       end_probe_only();
     }
@@ -169,7 +172,6 @@ void Controller::finish_probe() {
 // --check's network test is over: every agent goes, nothing was started.
 void Controller::end_probe_only() {
   probing_ = false;
-  net_testing_ = false;
   enter(Phase::kShuttingDown);
   for (auto& n : nodes_) {
     if (n.link && n.link->is_open()) n.link->send(proto::Shutdown{});

@@ -1,5 +1,5 @@
 // One stream of --check's network test between nodes (issue 33): the
-// controller runs them (controller/bandwidth.cpp), check/health.h judges
+// controller runs them (controller/bandwidth_test.h), check/health.h judges
 // them. One type and one rate for both.
 #pragma once
 

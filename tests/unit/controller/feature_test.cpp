@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -21,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include "../seams/manual_clock.h"
+#include "controller/bandwidth_test.h"
 #include "controller/hang_watch.h"
 #include "controller/mpi_fences.h"
 #include "controller/signal_relay.h"
@@ -569,4 +572,170 @@ TEST(SignalRelayFeature, TheWarningGoesBeforeTheTimeoutOnlyToRanksThatRun) {
     EXPECT_EQ(job.said.back(),
               "--signal: the job was still starting 30.0 s before --timeout; no SIGUSR1 sent");
   }
+}
+
+namespace {
+
+// --check's network test (BandwidthTest) over a FakeJob: node 0 chosen at
+// 10.0.0.1 (eth0); every other node k reached it through its eth1, where it
+// has 10.0.1.k. Each round's time is 1 s.
+class BandwidthTestFeature : public ::testing::Test {
+ protected:
+  void begin(int nodes, const std::string& missing_on = {}) {
+    job_ = std::make_unique<FakeJob>(nodes, 1);
+    test_ = std::make_unique<dl::BandwidthTest>(*job_, clock_, std::chrono::milliseconds(1000),
+                                                [this] { ++ends_; });
+    interfaces_.assign(static_cast<std::size_t>(nodes), {});
+    interfaces_[0] = {{.name = "eth0", .address = "10.0.0.1", .up = true}};
+    std::vector<dl::net::NodeReach> reach;
+    for (int k = 1; k < nodes; ++k) {
+      if ("node " + std::to_string(k) != missing_on) {
+        interfaces_[static_cast<std::size_t>(k)] = {
+            {.name = "lo", .address = "127.0.0.1", .up = true, .loopback = true},
+            {.name = "eth1", .address = "10.0.1." + std::to_string(k), .up = true}};
+      }
+      dl::net::NodeReach r;
+      r.node = static_cast<std::size_t>(k);
+      r.outcomes = {{.address = "10.0.0.1", .reached = true, .interface = "eth1"}};
+      reach.push_back(std::move(r));
+    }
+    dl::net::Candidate chosen;
+    chosen.address = "10.0.0.1";
+    chosen.interface = "eth0";
+    test_->begin("10.0.0.1", {chosen}, reach, interfaces_);
+  }
+
+  // Every node listens, node k at port 5000 + k.
+  void all_listen() {
+    for (std::size_t k = 0; k < interfaces_.size(); ++k) {
+      test_->on_listening(k, {.port = static_cast<std::uint16_t>(5000 + k)});
+    }
+  }
+
+  // The NetSends of `round`, as "from>address:port".
+  std::vector<std::string> sends(std::uint32_t round) const {
+    std::vector<std::string> out;
+    for (const auto& [to, msg] : job_->sent) {
+      if (const auto* ns = std::get_if<proto::NetSend>(&msg); ns && ns->round == round) {
+        out.push_back(std::to_string(to) + ">" + ns->address + ":" + std::to_string(ns->port));
+      }
+    }
+    return out;
+  }
+
+  // Node `from` answers `round`: 125 MB in a second (1 Gb/s) over `slower`.
+  void sent(std::size_t from, std::uint32_t round, std::uint64_t slower = 1) {
+    test_->on_sent(from, {.round = round, .bytes = 125'000'000 / slower, .micros = 1'000'000});
+  }
+
+  dltest::ManualClock clock_;
+  std::unique_ptr<FakeJob> job_;
+  int ends_ = 0;
+  std::unique_ptr<dl::BandwidthTest> test_;
+  std::vector<std::vector<proto::Interface>> interfaces_;
+};
+
+}  // namespace
+
+TEST_F(BandwidthTestFeature, EveryNodeListensThenBothRingsRunAndTheSlowStreamAloneAgain) {
+  begin(3);
+  ASSERT_TRUE(test_->running());
+  const std::string token = job_->sent_to<proto::NetListen>(0).at(0).token;
+  EXPECT_EQ(token.size(), 32U);
+  for (std::size_t k = 1; k < 3; ++k)
+    EXPECT_EQ(job_->sent_to<proto::NetListen>(k).at(0).token, token);
+  test_->on_listening(0, {.port = 5000});
+  test_->on_listening(1, {.port = 5001});
+  EXPECT_TRUE(sends(1).empty()) << "node 2 does not listen yet";
+  test_->on_listening(2, {.port = 5002});
+  // Round 1, the ring: each node to the next, at its address on the job's
+  // network (node 0: the chosen one; the others: on the interface they
+  // reached node 0 by).
+  EXPECT_EQ(sends(1),
+            (std::vector<std::string>{"0>10.0.1.1:5001", "1>10.0.1.2:5002", "2>10.0.0.1:5000"}));
+  EXPECT_EQ(job_->sent_to<proto::NetSend>(0).at(0).duration_ms, 1000U);
+  EXPECT_EQ(job_->sent_to<proto::NetSend>(0).at(0).token, token);
+  sent(0, 1, 10);  // node 0 to node 1 at a tenth of the others
+  sent(1, 1);
+  EXPECT_TRUE(sends(2).empty());
+  sent(2, 1);
+  // Round 2, the ring the other way.
+  EXPECT_EQ(sends(2),
+            (std::vector<std::string>{"0>10.0.1.2:5002", "1>10.0.0.1:5000", "2>10.0.1.1:5001"}));
+  for (std::size_t k = 0; k < 3; ++k) sent(k, 2);
+  // Round 3: round 1's slow stream again, alone; round 4 has none to retest.
+  EXPECT_EQ(sends(3), std::vector<std::string>{"0>10.0.1.1:5001"});
+  sent(1, 3);  // not asked to send this round: ignored
+  EXPECT_TRUE(test_->running());
+  sent(0, 3, 10);
+  EXPECT_FALSE(test_->running());
+  EXPECT_EQ(ends_, 1);
+  EXPECT_TRUE(test_->untested().empty()) << test_->untested();
+  ASSERT_EQ(test_->streams().size(), 7U);
+  EXPECT_EQ(test_->streams()[0].bytes, 12'500'000U);
+  EXPECT_EQ(test_->streams()[6].round, 3U);
+  EXPECT_EQ(test_->streams()[6].from, 0U);
+  EXPECT_EQ(test_->streams()[6].to, 1U);
+  clock_.advance(std::chrono::seconds(60));  // its deadline went with it
+  EXPECT_EQ(ends_, 1);
+}
+
+TEST_F(BandwidthTestFeature, TwoNodesRunOneRingAndEnd) {
+  begin(2);
+  all_listen();
+  EXPECT_EQ(sends(1), (std::vector<std::string>{"0>10.0.1.1:5001", "1>10.0.0.1:5000"}));
+  sent(0, 1);
+  sent(1, 1);
+  EXPECT_TRUE(sends(2).empty());
+  EXPECT_TRUE(sends(3).empty());
+  EXPECT_EQ(ends_, 1);
+  EXPECT_EQ(test_->streams().size(), 2U);
+}
+
+TEST_F(BandwidthTestFeature, ANodeWithoutAnAddressOnTheInterfaceEndsItSayingWhy) {
+  begin(3, "node 2");
+  EXPECT_FALSE(test_->running());
+  EXPECT_EQ(ends_, 1);
+  EXPECT_EQ(test_->untested(),
+            "node 2 has no address on the interface (eth1) its traffic to node 0 takes");
+  EXPECT_TRUE(job_->sent.empty());
+}
+
+TEST_F(BandwidthTestFeature, ANodeThatCannotListenEndsItSayingWhy) {
+  begin(2);
+  test_->on_listening(1, {.port = 0, .error = "bind: Address already in use"});
+  EXPECT_FALSE(test_->running());
+  EXPECT_EQ(ends_, 1);
+  EXPECT_EQ(test_->untested(),
+            "node 1 cannot listen for the network test: bind: Address already in use");
+  test_->on_listening(0, {.port = 5000});
+  EXPECT_TRUE(sends(1).empty());
+}
+
+TEST_F(BandwidthTestFeature, ARoundThatDoesNotFinishEndsItAtItsDeadline) {
+  begin(2);
+  all_listen();
+  sent(0, 1);
+  // A round's deadline: its time, the connection's, and twice the margin.
+  clock_.advance(std::chrono::milliseconds(12'999));
+  EXPECT_TRUE(test_->running());
+  clock_.advance(std::chrono::milliseconds(1));
+  EXPECT_FALSE(test_->running());
+  EXPECT_EQ(ends_, 1);
+  EXPECT_EQ(test_->untested(),
+            "gave up waiting 13.0 s for every node to finish round 1 of the network test");
+  // Node 0's figures are kept; node 1's stream has none.
+  EXPECT_EQ(test_->streams().at(0).bytes, 125'000'000U);
+  EXPECT_EQ(test_->streams().at(1).micros, 0U);
+}
+
+TEST_F(BandwidthTestFeature, AJobThatStopsEndsItWithoutAWord) {
+  begin(2);
+  move(*job_, *test_, dl::JobPhase::kAborting);
+  EXPECT_FALSE(test_->running());
+  all_listen();
+  EXPECT_TRUE(sends(1).empty());
+  clock_.advance(std::chrono::seconds(60));
+  EXPECT_EQ(ends_, 0);
+  EXPECT_TRUE(test_->untested().empty());
 }
