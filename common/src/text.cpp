@@ -48,12 +48,4 @@ bool is_job_id(std::string_view text) {
   return true;
 }
 
-bool is_variable_name(std::string_view text) {
-  if (text.empty() || (text[0] >= '0' && text[0] <= '9')) return false;
-  for (const char c : text) {
-    if (!ascii_alnum(c) && c != '_') return false;
-  }
-  return true;
-}
-
 }  // namespace dlaunch

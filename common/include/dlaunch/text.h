@@ -18,8 +18,4 @@ std::string printable(std::string_view text);
 // neither "." nor "..".
 bool is_job_id(std::string_view text);
 
-// Whether `text` is an environment variable's name as a shell writes it: an
-// ASCII letter or '_', then letters, digits or '_'.
-bool is_variable_name(std::string_view text);
-
 }  // namespace dlaunch
