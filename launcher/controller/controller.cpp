@@ -78,13 +78,9 @@ Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& si
                 .timeout = cfg_.timeout,
                 .kill_grace = cfg_.kill_grace,
                 .forward_signals = cfg_.forward_signals}),
-      bandwidth_(*this, env.clock, cfg_.bandwidth_round,
-                 [this] {
-                   network_.streams = bandwidth_.streams();
-                   network_.bandwidth_untested = bandwidth_.untested();
-                   end_probe_only();
-                 }),
-      features_{&stdin_relay_, &mpi_fences_, &hang_, &signals_, &bandwidth_} {
+      reach_(*this, env.clock, [this] { on_reach_tested(); }),
+      bandwidth_(*this, env.clock, cfg_.bandwidth_round, [this] { end_probe_only(); }),
+      features_{&stdin_relay_, &mpi_fences_, &hang_, &signals_, &reach_, &bandwidth_} {
   for (const auto& np : plan_.nodes) {
     Node n;
     n.plan = &np;
@@ -402,7 +398,7 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
   } else if (auto* ab = std::get_if<proto::WorkerAbort>(&msg)) {
     on_worker_abort(*ab);
   } else if (auto* pr = std::get_if<proto::ProbeResult>(&msg)) {
-    on_probe_result(i, std::move(*pr));
+    reach_.on_result(i, std::move(*pr));
   } else if (auto* nl = std::get_if<proto::NetListening>(&msg)) {
     bandwidth_.on_listening(i, *nl);
   } else if (auto* ns = std::get_if<proto::NetSent>(&msg)) {
@@ -833,7 +829,7 @@ void Controller::maybe_finish() {
 std::string Controller::master_addr() const {
   const auto& node0 = nodes_.front();
   if (cfg_.master_addr_explicit || !node0.plan->host.address.empty()) return plan_.master_addr;
-  if (!network_.chosen.empty()) return network_.chosen;
+  if (!reach_.chosen().empty()) return reach_.chosen();
   if (node0.link && !node0.link->peer_address().empty()) return node0.link->peer_address();
   for (const auto& n : nodes_) {
     if (n.link && !n.link->local_address().empty()) return n.link->local_address();
@@ -932,22 +928,20 @@ void Controller::on_deadline(milliseconds after, const std::string& what) {
   if (phase_ == Phase::kFinished) return;
   const std::string msg = "gave up waiting " + seconds_text(after) + " for " + what;
   if (phase_ == Phase::kStarting) {
-    if (!probing_ && start_deadline_moved()) return;
+    if (start_deadline_moved()) return;
     start_deadline_passed_ = true;
     // The nodes past their share; a node whose pull moved its share is
     // named apart (it was not late yet).
     std::string late;
     std::string pulled;
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      const bool waiting =
-          probing_ ? i > 0 && !nodes_[i].probe_answered : !nodes_[i].life.said_ready();
-      if (!waiting) continue;
-      std::string& list = !probing_ && node_start_deadline(i) > env_.clock.now() ? pulled : late;
+      if (nodes_[i].life.said_ready()) continue;
+      std::string& list = node_start_deadline(i) > env_.clock.now() ? pulled : late;
       list += (list.empty() ? "" : ", ") + node_label(i);
     }
     fail({.kind = CauseKind::kLaunch,
           .message =
-              msg + (probing_ ? "; no answer from: " : "; not ready: ") + late +
+              msg + "; not ready: " + late +
               (pulled.empty() ? ""
                               : " (still in its time after pulling its image: " + pulled + ")")});
     return;

@@ -39,6 +39,7 @@
 #include "controller/hang_watch.h"
 #include "controller/mpi_fences.h"
 #include "controller/progress.h"
+#include "controller/reach_test.h"
 #include "controller/signal_relay.h"
 #include "controller/stdin_relay.h"
 #include "core/job_phase.h"
@@ -209,7 +210,7 @@ class Controller final : private JobAccess {
     std::vector<net::Stream> streams;
     std::string bandwidth_untested;
   };
-  const Network& network() const { return network_; }
+  Network network() const;
   // Per node, in plan order: what its agent refused at Setup (its Fatal),
   // empty where it refused nothing.
   std::vector<std::string> refusals() const;
@@ -256,7 +257,6 @@ class Controller final : private JobAccess {
     // is chosen among them); of the others, only whether they are the head's.
     std::vector<proto::Interface> interfaces;
     bool head_interfaces = false;
-    bool probe_answered = false;
     // Its container image's pull (ImagePull): not counted against the
     // start's deadline.
     bool pulling = false;
@@ -283,8 +283,7 @@ class Controller final : private JobAccess {
   bool on_this_machine_only() const;
   const std::vector<proto::Interface>& own_interfaces();
   bool begin_network_choice();
-  void on_probe_result(std::size_t node, proto::ProbeResult&& result);
-  void finish_probe();
+  void on_reach_tested();
   void end_probe_only();
   void send_start();
   void fail(RootCause cause) override;
@@ -328,9 +327,9 @@ class Controller final : private JobAccess {
   int ranks_stopped_ = 0;
   std::uint16_t master_port_ = 0;
   std::uint16_t store_port_ = 0;
-  std::string store_path_;  // node 0's store's Unix socket
-  Network network_;
-  bool probing_ = false;          // Probe sent, waiting for the answers
+  std::string store_path_;        // node 0's store's Unix socket
+  std::string given_addr_;        // --master-addr or node 0's address:, if given
+  std::string reach_untested_;    // why node 0's addresses were not tested, if not
   bool on_this_machine_ = false;  // every agent runs on the head's machine
   std::optional<std::vector<proto::Interface>> own_interfaces_;  // the head's, once asked
   RootCause cause_;
@@ -351,6 +350,7 @@ class Controller final : private JobAccess {
   MpiFences mpi_fences_;
   HangWatch hang_;
   SignalRelay signals_;
+  ReachTest reach_;          // which of node 0's addresses every node reaches
   BandwidthTest bandwidth_;  // --check's network test (bandwidth_round)
   std::vector<JobFeature*> features_;
 };

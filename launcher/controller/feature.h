@@ -5,13 +5,13 @@
 // (core/node_state.h), the rank table, the job's phase (core/job_phase.h) and
 // its first cause. A feature is what only some jobs use, with state and
 // timers of its own: --stdin's relay (stdin_relay.h), the MPI fences
-// (mpi_fences.h), the hang watch (hang_watch.h: stacks and stalls) and the
-// signals that are not a stop (signal_relay.h) so far; the network test is
-// the next to move here, and an attach client or a job log would be new
-// ones. A feature sees and moves the job only through JobAccess, and the
-// controller tells it the job's moments through JobFeature: so a feature is
-// built and unit-tested against a fake job, without a controller, links or
-// processes (tests/unit/controller/feature_test.cpp).
+// (mpi_fences.h), the hang watch (hang_watch.h: stacks and stalls), the
+// signals that are not a stop (signal_relay.h), the reach test at start
+// (reach_test.h) and --check's network test (bandwidth_test.h); an attach
+// client or a job log would be new ones. A feature sees and moves the job only through JobAccess,
+// and the controller tells it the job's moments through JobFeature: so a feature is built and
+// unit-tested against a fake job, without a controller, links or processes
+// (tests/unit/controller/feature_test.cpp).
 #pragma once
 
 #include <chrono>

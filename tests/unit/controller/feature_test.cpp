@@ -26,8 +26,10 @@
 #include "controller/bandwidth_test.h"
 #include "controller/hang_watch.h"
 #include "controller/mpi_fences.h"
+#include "controller/reach_test.h"
 #include "controller/signal_relay.h"
 #include "controller/stdin_relay.h"
+#include "dlaunch/tunables.h"
 
 namespace dl = dlaunch;
 namespace proto = dlaunch::proto;
@@ -738,4 +740,139 @@ TEST_F(BandwidthTestFeature, AJobThatStopsEndsItWithoutAWord) {
   clock_.advance(std::chrono::seconds(60));
   EXPECT_EQ(ends_, 0);
   EXPECT_TRUE(test_->untested().empty());
+}
+
+namespace {
+
+// The reach test at start (ReachTest) over a FakeJob: node 0's addresses
+// 10.0.0.1 (eth0), 172.17.0.1 (docker0, a bridge) and 127.0.0.1, tried at
+// port 29500.
+class ReachTestFeature : public ::testing::Test {
+ protected:
+  void begin(int nodes, std::vector<dl::net::Candidate> candidates = node0()) {
+    job_ = std::make_unique<FakeJob>(nodes, 1);
+    test_ = std::make_unique<dl::ReachTest>(*job_, clock_, [this] { ++ends_; });
+    test_->begin(std::move(candidates), 29500, static_cast<std::size_t>(nodes));
+  }
+  static std::vector<dl::net::Candidate> node0() {
+    return {{.address = "10.0.0.1", .interface = "eth0"},
+            {.address = "172.17.0.1", .interface = "docker0", .tier = dl::net::Tier::kContainer},
+            {.address = "127.0.0.1", .interface = "lo", .tier = dl::net::Tier::kLoopback}};
+  }
+  // Node `node` answers its Probe: it reached exactly `reached`.
+  void answer(std::size_t node, const std::vector<std::string>& reached) {
+    const auto probes = job_->sent_to<proto::Probe>(node);
+    ASSERT_EQ(probes.size(), 1u);
+    proto::ProbeResult r;
+    for (const auto& a : probes[0].addresses) {
+      const bool ok = std::find(reached.begin(), reached.end(), a) != reached.end();
+      r.outcomes.push_back({.address = a,
+                            .reached = ok,
+                            .error = ok ? "" : "Connection refused",
+                            .interface = ok ? "eth1" : ""});
+    }
+    test_->on_result(node, std::move(r));
+  }
+
+  dltest::ManualClock clock_;
+  std::unique_ptr<FakeJob> job_;
+  int ends_ = 0;
+  std::unique_ptr<dl::ReachTest> test_;
+};
+
+}  // namespace
+
+TEST_F(ReachTestFeature, EveryOtherNodeTriesNodeZerosAddressesAndTheFirstAllReachedIsChosen) {
+  begin(3);
+  EXPECT_TRUE(job_->sent_to<proto::Probe>(0).empty()) << "node 0 reaches itself";
+  for (std::size_t k : {1, 2}) {
+    const auto probes = job_->sent_to<proto::Probe>(k);
+    ASSERT_EQ(probes.size(), 1u);
+    EXPECT_EQ(probes[0].port, 29500);
+    EXPECT_EQ(probes[0].timeout_ms, proto::ms(dl::timing::kProbeConnect));
+    EXPECT_EQ(probes[0].addresses,
+              (std::vector<std::string>{"10.0.0.1", "172.17.0.1", "127.0.0.1"}));
+  }
+  answer(2, {"172.17.0.1", "127.0.0.1"});
+  EXPECT_TRUE(test_->running());
+  EXPECT_EQ(ends_, 0) << "node 1 has not answered";
+  answer(1, {"10.0.0.1", "172.17.0.1"});
+  EXPECT_EQ(ends_, 1);
+  EXPECT_FALSE(test_->running());
+  EXPECT_EQ(test_->chosen(), "172.17.0.1") << "the first address every node reached";
+  EXPECT_TRUE(test_->problems().empty());
+  ASSERT_EQ(test_->reach().size(), 2u);
+  EXPECT_EQ(test_->reach()[0].node, 1u);
+  EXPECT_EQ(test_->reach()[0].label, "node 1");
+  EXPECT_TRUE(test_->reach()[1].outcomes.at(1).reached);
+  // Its deadline went with it.
+  clock_.advance(std::chrono::seconds(60));
+  EXPECT_TRUE(job_->failures.empty());
+  EXPECT_EQ(ends_, 1);
+}
+
+TEST_F(ReachTestFeature, ANodeThatReachesNothingEndsItWithNoChoiceAndTheReason) {
+  begin(3);
+  answer(1, {"10.0.0.1"});
+  answer(2, {});
+  EXPECT_EQ(ends_, 1);
+  EXPECT_TRUE(test_->chosen().empty());
+  ASSERT_FALSE(test_->problems().empty());
+  EXPECT_EQ(test_->problems().front(),
+            "node 2 cannot reach node 0 at any of its addresses (TCP port 29500): 10.0.0.1 "
+            "(Connection refused), 172.17.0.1 (Connection refused), 127.0.0.1 (Connection "
+            "refused)");
+  EXPECT_TRUE(job_->failures.empty()) << "what a failed choice means is the job's to say";
+}
+
+TEST_F(ReachTestFeature, OneNodeOrNoAddressHasNothingToTestAndEndsAtOnce) {
+  begin(1);
+  EXPECT_EQ(ends_, 1);
+  EXPECT_TRUE(job_->sent.empty());
+  EXPECT_EQ(test_->chosen(), "10.0.0.1");
+  EXPECT_TRUE(test_->reach().empty());
+
+  ends_ = 0;
+  begin(2, {});
+  EXPECT_EQ(ends_, 1);
+  EXPECT_TRUE(job_->sent.empty());
+  EXPECT_TRUE(test_->chosen().empty());
+  ASSERT_EQ(test_->problems().size(), 1u);
+  EXPECT_EQ(test_->problems()[0],
+            "node 0 reported no address the other nodes could use (no interface that is up has "
+            "one)");
+}
+
+TEST_F(ReachTestFeature, ANodeThatNeverAnswersFailsTheJobAtItsDeadlineNamed) {
+  begin(4);
+  answer(2, {"10.0.0.1"});
+  clock_.advance(dl::timing::kProbeConnect + dl::timing::kReportMargin -
+                 std::chrono::milliseconds(1));
+  EXPECT_TRUE(job_->failures.empty());
+  clock_.advance(std::chrono::milliseconds(1));
+  ASSERT_EQ(job_->failures.size(), 1u);
+  EXPECT_EQ(job_->failures[0].kind, dl::CauseKind::kLaunch);
+  EXPECT_EQ(job_->failures[0].message,
+            "gave up waiting 7.0 s for every node to test which of node 0's addresses it "
+            "reaches; no answer from: node 1, node 3");
+  EXPECT_EQ(ends_, 0);
+  answer(1, {"10.0.0.1"});
+  answer(3, {"10.0.0.1"});
+  EXPECT_EQ(ends_, 0) << "too late: the job failed";
+}
+
+TEST_F(ReachTestFeature, AJobThatStopsEndsItWithoutAWordAndKeepsLateAnswers) {
+  begin(3);
+  answer(1, {"10.0.0.1"});
+  answer(1, {});  // a second answer from the same node is not taken
+  EXPECT_TRUE(test_->reach()[0].outcomes.at(0).reached);
+  test_->on_result(0, {});              // nor one from node 0
+  job_->now = dl::JobPhase::kAborting;  // node 2 was lost
+  test_->on_phase(dl::JobPhase::kAborting);
+  EXPECT_FALSE(test_->running());
+  clock_.advance(std::chrono::seconds(60));
+  EXPECT_TRUE(job_->failures.empty());
+  answer(2, {"10.0.0.1"});
+  EXPECT_EQ(ends_, 0);
+  EXPECT_TRUE(test_->reach()[1].outcomes.at(0).reached) << "kept for --check's report";
 }
