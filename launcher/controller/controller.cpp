@@ -54,6 +54,7 @@ Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& si
       env_(env),
       deadline_(env.clock.make_timer()),
       job_timer_(env.clock.make_timer()),
+      ranks_(plan.world_size),
       heartbeats_(env.clock, cfg_.heartbeat_timeout,
                   proto::heartbeat_interval(cfg_.heartbeat_timeout), plan.nodes.size(),
                   {.send = [this] { send_all(proto::Heartbeat{}); },
@@ -86,20 +87,12 @@ Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& si
     n.plan = &np;
     nodes_.push_back(std::move(n));
   }
-  ranks_.resize(static_cast<std::size_t>(plan_.world_size));
-  for (std::size_t i = 0; i < plan_.nodes.size(); ++i) {
-    for (const auto& r : plan_.nodes[i].ranks) {
-      ranks_[static_cast<std::size_t>(r.rank)].node = static_cast<int>(i);
-      ranks_[static_cast<std::size_t>(r.rank)].local_rank = r.local_rank;
-    }
-  }
   // Ranks no node of this plan runs belong to other launchers (per-node mode:
-  // one node of the job, global ranks): nothing here waits for them.
-  std::vector<bool> ours(ranks_.size(), false);
-  for (const auto& np : plan_.nodes) {
-    for (const auto& r : np.ranks) ours[static_cast<std::size_t>(r.rank)] = true;
+  // one node of the job, global ranks): they stay elsewhere, and nothing here
+  // waits for them.
+  for (std::size_t i = 0; i < plan_.nodes.size(); ++i) {
+    for (const auto& r : plan_.nodes[i].ranks) ranks_.place(r.rank, i, r.local_rank);
   }
-  for (std::size_t k = 0; k < ranks_.size(); ++k) ranks_[k].exited = !ours[k];
 }
 
 Controller::~Controller() { sink_.console().detach(); }
@@ -363,17 +356,7 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
   } else if (auto* pull = std::get_if<proto::ImagePull>(&msg)) {
     on_image_pull(i, *pull);
   } else if (auto* started = std::get_if<proto::Started>(&msg)) {
-    auto& r = ranks_.at(static_cast<std::size_t>(started->rank));
-    r.started = true;
-    r.pid = started->pid;
-    r.started_at = env_.clock.now();
-    ++running_;
-    if (running_ == static_cast<int>(ranks_.size())) milestones_.running = r.started_at;
-    event("rank_started", {{"rank", static_cast<long long>(started->rank)},
-                           {"node", static_cast<long long>(i)},
-                           {"pid", static_cast<long long>(started->pid)}});
-    if (cfg_.report_bindings) report_binding(i, *started);
-    show_progress();
+    on_started(i, *started);
   } else if (auto* out = std::get_if<proto::Output>(&msg)) {
     progress_.clear();
     hang_.on_activity();
@@ -396,7 +379,7 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
   } else if (auto* up = std::get_if<proto::FenceUp>(&msg)) {
     mpi_fences_.on_fence_up(i, std::move(*up));
   } else if (auto* ab = std::get_if<proto::WorkerAbort>(&msg)) {
-    on_worker_abort(*ab);
+    on_worker_abort(i, *ab);
   } else if (auto* pr = std::get_if<proto::ProbeResult>(&msg)) {
     reach_.on_result(i, std::move(*pr));
   } else if (auto* nl = std::get_if<proto::NetListening>(&msg)) {
@@ -587,13 +570,28 @@ void Controller::send_start() {
   }
 }
 
-// A rank called MPI_Abort: it is the root cause, unless one came first.
-void Controller::on_worker_abort(const proto::WorkerAbort& ab) {
-  if (ab.rank < 0 || static_cast<std::size_t>(ab.rank) >= ranks_.size() ||
-      cause_.kind != CauseKind::kNone) {
+// A rank's Started: the rank table takes it in, or the node said something
+// that does not fit (a rank it does not run, one that started already).
+void Controller::on_started(std::size_t i, const proto::Started& started) {
+  if (const std::string why = ranks_.start(i, started.rank, started.pid, env_.clock.now());
+      !why.empty()) {
+    fail({.kind = CauseKind::kNode,
+          .node_index = static_cast<int>(i),
+          .message = fmt::format("{}: {}", node_label(i), why)});
     return;
   }
-  const auto& r = ranks_[static_cast<std::size_t>(ab.rank)];
+  if (ranks_.started() == ranks_.size()) milestones_.running = env_.clock.now();
+  event("rank_started", {{"rank", static_cast<long long>(started.rank)},
+                         {"node", static_cast<long long>(i)},
+                         {"pid", static_cast<long long>(started.pid)}});
+  if (cfg_.report_bindings) report_binding(i, started);
+  show_progress();
+}
+
+// A rank called MPI_Abort: it is the root cause, unless one came first.
+void Controller::on_worker_abort(std::size_t i, const proto::WorkerAbort& ab) {
+  if (!ranks_.runs_on(ab.rank, i) || cause_.kind != CauseKind::kNone) return;
+  const auto& r = ranks_.at(ab.rank);
   const auto ran = std::chrono::duration_cast<milliseconds>(env_.clock.now() - r.started_at);
   proto::Exited aborted{.rank = ab.rank,
                         .pid = r.pid,
@@ -603,23 +601,20 @@ void Controller::on_worker_abort(const proto::WorkerAbort& ab) {
                         .message = ab.message == "N/A" ? "" : ab.message};
   fail({.kind = CauseKind::kWorker,
         .exit = aborted,
-        .node = nodes_[static_cast<std::size_t>(r.node)].plan->host.name,
+        .node = nodes_[r.node].plan->host.name,
         .local_rank = r.local_rank,
         .stderr_tail = sink_.stderr_tail(ab.rank),
         .output_file = sink_.rank_log(ab.rank)});
 }
 
 void Controller::on_exited(std::size_t i, const proto::Exited& ex) {
-  if (ex.rank < 0 || static_cast<std::size_t>(ex.rank) >= ranks_.size() ||
-      ranks_[static_cast<std::size_t>(ex.rank)].node != static_cast<int>(i)) {
+  if (const std::string why = ranks_.exit(i, ex); !why.empty()) {
     fail({.kind = CauseKind::kNode,
           .node_index = static_cast<int>(i),
-          .message = fmt::format("{}: reported unknown rank {}", node_label(i), ex.rank)});
+          .message = fmt::format("{}: {}", node_label(i), why)});
     return;
   }
-  auto& r = ranks_[static_cast<std::size_t>(ex.rank)];
-  r.exited = true;
-  r.exit = ex;
+  const auto& r = ranks_.at(ex.rank);
   event("rank_exited",
         {{"rank", static_cast<long long>(ex.rank)},
          {"node", static_cast<long long>(i)},
@@ -672,7 +667,7 @@ void Controller::on_link_closed(std::size_t i, const std::string& reason) {
                         {"started", node.life.said_hello()},
                         {"reason", reason}});
     // Its ranks are beyond reach; the agent kills them itself on EOF.
-    for (const auto& r : node.plan->ranks) ranks_[static_cast<std::size_t>(r.rank)].exited = true;
+    ranks_.node_gone(i);
     for (JobFeature* f : features_) f->on_node_gone(i);
     if (node.life.said_hello()) {
       fail(
@@ -711,11 +706,9 @@ void Controller::record_cause(RootCause cause) {
   if (cause_.kind == CauseKind::kNone) {
     cause_ = std::move(cause);
     if (env_.on_cause) env_.on_cause(cause_);
-    for (std::size_t k = 0; k < ranks_.size(); ++k) {
-      const bool is_cause =
-          cause_.kind == CauseKind::kWorker && static_cast<int>(k) == cause_.exit.rank;
-      ranks_stopped_ += (ranks_[k].started && !ranks_[k].exited && !is_cause) ? 1 : 0;
-    }
+    const bool running_cause = cause_.kind == CauseKind::kWorker && cause_.exit.rank >= 0 &&
+                               cause_.exit.rank < ranks_.size() && ranks_.running(cause_.exit.rank);
+    ranks_stopped_ += ranks_.running_now() - (running_cause ? 1 : 0);
   } else if (!start_sent_ && (cause.kind == CauseKind::kLaunch || cause.kind == CauseKind::kNode)) {
     cause_.also.push_back(cause.message);
   }
@@ -790,9 +783,9 @@ void Controller::abort_all(const std::string& reason, bool immediate) {
 void Controller::maybe_shutdown() {
   if (phase_ == Phase::kShuttingDown || phase_ == Phase::kFinished) return;
   if (!start_sent_ && phase_ != Phase::kAborting) return;
-  for (const auto& r : ranks_) {
-    const Node& n = nodes_[static_cast<std::size_t>(r.node)];
-    if (start_sent_ && !r.exited && !n.life.link_gone()) return;
+  for (const auto& r : ranks_.ranks()) {
+    const bool waiting = r.state == RankState::kWaiting || r.state == RankState::kRunning;
+    if (start_sent_ && waiting && !nodes_[r.node].life.link_gone()) return;
   }
   enter(Phase::kShuttingDown);
   for (auto& n : nodes_) {
@@ -839,14 +832,15 @@ std::string Controller::master_addr() const {
 
 void Controller::show_progress() {
   const int n = static_cast<int>(nodes_.size());
-  if (running_ >= plan_.world_size || (phase_ != Phase::kStarting && phase_ != Phase::kRunning)) {
+  if (ranks_.started() >= plan_.world_size ||
+      (phase_ != Phase::kStarting && phase_ != Phase::kRunning)) {
     progress_.clear();
     return;
   }
   progress_.show(fmt::format(
       "dlaunch: {}/{} hosts connected, {}/{} agents ready{}, {}/{} ranks running", hellos_, n,
-      readies_, n, pulling_ > 0 ? fmt::format(" ({} pulling the image)", pulling_) : "", running_,
-      plan_.world_size));
+      readies_, n, pulling_ > 0 ? fmt::format(" ({} pulling the image)", pulling_) : "",
+      ranks_.started(), plan_.world_size));
 }
 
 void Controller::on_signal(int sig) {
@@ -858,7 +852,7 @@ void Controller::on_signal(int sig) {
 void Controller::begin_interrupt(int sig) {
   ++interrupts_;
   cause_ = {.kind = CauseKind::kInterrupted, .signal = sig};
-  for (const auto& r : ranks_) ranks_stopped_ += (r.started && !r.exited) ? 1 : 0;
+  ranks_stopped_ += ranks_.running_now();
 }
 
 void Controller::interrupt(int sig) {
@@ -894,11 +888,11 @@ void Controller::arm_job_timeout() {
     if (phase_ != Phase::kRunning) return;
     std::string running;
     int n = 0;
-    for (std::size_t k = 0; k < ranks_.size(); ++k) {
-      if (!ranks_[k].started || ranks_[k].exited) continue;
+    for (int k = 0; k < ranks_.size(); ++k) {
+      if (!ranks_.running(k)) continue;
       if (n++ < 32) {
         running += fmt::format("{}{} ({})", running.empty() ? "" : ", ", k,
-                               nodes_[static_cast<std::size_t>(ranks_[k].node)].plan->host.name);
+                               nodes_[ranks_.at(k).node].plan->host.name);
       }
     }
     if (n > 32) running += fmt::format(" and {} more", n - 32);
@@ -954,7 +948,7 @@ void Controller::on_deadline(milliseconds after, const std::string& what) {
     }
     n.life.close();
   }
-  for (auto& r : ranks_) r.exited = true;
+  ranks_.all_gone();
   enter(Phase::kShuttingDown);
   maybe_finish();
 }

@@ -1,7 +1,8 @@
 // Controller: runs one job from the head. A state per node (the job core's
 // NodeLifecycle, core/node_state.h: starting -> hello -> ready -> done ->
-// ended | lost, and which message each state accepts) and per rank
-// (planned -> running -> exited), driven by the agents' control links,
+// ended | lost, and which message each state accepts) and per rank (the
+// core's RankTable, core/rank_table.h: waiting -> running -> exited | gone),
+// driven by the agents' control links,
 // signals and timers on one event loop.
 //
 // Fail fast, report once: the first rank that fails (or node that is lost, or
@@ -44,6 +45,7 @@
 #include "controller/stdin_relay.h"
 #include "core/job_phase.h"
 #include "core/node_state.h"
+#include "core/rank_table.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/proto/container.h"
 #include "dlaunch/proto/heartbeat.h"
@@ -224,28 +226,14 @@ class Controller final : private JobAccess {
   JobPhase phase() const override { return phase_; }
   const JobPlan& plan() const override { return plan_; }
   bool node_reachable(std::size_t node) const override;
-  bool rank_exited(int rank) const override {
-    return ranks_.at(static_cast<std::size_t>(rank)).exited;
-  }
-  bool rank_running(int rank) const override {
-    const RankState& r = ranks_.at(static_cast<std::size_t>(rank));
-    return r.started && !r.exited;
-  }
+  bool rank_exited(int rank) const override { return ranks_.settled(rank); }
+  bool rank_running(int rank) const override { return ranks_.running(rank); }
   void stop(const std::string& reason) override { abort_all(reason, false); }
   bool interrupted() const override { return interrupts_ > 0; }
   void begin_interrupt(int sig) override;
   void attach_stacks(std::string section) override { cause_.stacks = std::move(section); }
   void write_console(const std::string& text) override;
   void send(std::size_t node, const proto::Message& msg) override { nodes_[node].link->send(msg); }
-  struct RankState {
-    int node = 0;
-    int local_rank = 0;
-    bool started = false;
-    bool exited = false;
-    int pid = 0;
-    SteadyTime started_at;
-    proto::Exited exit;
-  };
   struct Node {
     const NodePlan* plan = nullptr;
     std::unique_ptr<AgentLink> link;
@@ -279,7 +267,8 @@ class Controller final : private JobAccess {
   SteadyTime node_start_deadline(std::size_t node) const;
   void on_link_closed(std::size_t node, const std::string& reason);
   void on_exited(std::size_t node, const proto::Exited& ex);
-  void on_worker_abort(const proto::WorkerAbort& ab);
+  void on_started(std::size_t node, const proto::Started& started);
+  void on_worker_abort(std::size_t node, const proto::WorkerAbort& ab);
   bool on_this_machine_only() const;
   const std::vector<proto::Interface>& own_interfaces();
   bool begin_network_choice();
@@ -316,7 +305,7 @@ class Controller final : private JobAccess {
   std::unique_ptr<Timer> deadline_;
   std::unique_ptr<Timer> job_timer_;  // --timeout
   std::vector<Node> nodes_;
-  std::vector<RankState> ranks_;
+  RankTable ranks_;
   proto::HeartbeatMonitor heartbeats_;
   Phase phase_ = Phase::kStarting;
   bool start_sent_ = false;
@@ -337,7 +326,6 @@ class Controller final : private JobAccess {
   int hellos_ = 0;
   int readies_ = 0;
   int pulling_ = 0;  // nodes pulling their image now
-  int running_ = 0;
   // Start-up milestones for DLAUNCH_DEBUG=stats (zero: not reached).
   struct Milestones {
     SteadyTime begin, connected, ready, running;

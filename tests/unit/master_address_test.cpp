@@ -15,7 +15,7 @@ using proto::AddressFamily;
 
 namespace {
 
-proto::Interface iface(const std::string& name, const std::string& address, bool up = true) {
+proto::Interface nic(const std::string& name, const std::string& address, bool up = true) {
   const bool v6 = address.find(':') != std::string::npos;
   return {.name = name,
           .address = address,
@@ -51,15 +51,15 @@ net::NodeReach reach(std::size_t node, const std::vector<net::Candidate>& cs,
 
 TEST(MasterCandidates, RealNetworksFirstThenBridgesLinkLocalAndLoopback) {
   const auto cs = net::master_candidates({
-      iface("lo", "127.0.0.1"),
-      iface("lo", "::1"),
-      iface("docker0", "172.17.0.1"),
-      iface("eth0", "fe80::1"),
-      iface("eth0", "fd00::2"),
-      iface("eth0", "192.0.2.2"),
-      iface("virbr0", "192.168.122.1"),
-      iface("eth1", "169.254.3.4"),
-      iface("ib0", "10.1.0.5"),
+      nic("lo", "127.0.0.1"),
+      nic("lo", "::1"),
+      nic("docker0", "172.17.0.1"),
+      nic("eth0", "fe80::1"),
+      nic("eth0", "fd00::2"),
+      nic("eth0", "192.0.2.2"),
+      nic("virbr0", "192.168.122.1"),
+      nic("eth1", "169.254.3.4"),
+      nic("ib0", "10.1.0.5"),
   });
   // IPv4 before IPv6 within a tier; IPv6 link-local never (it needs a scope of
   // the dialling host's own).
@@ -87,14 +87,14 @@ TEST(MasterCandidates, EveryKindOfContainerBridgeIsKnown) {
 
 TEST(MasterCandidates, DownInterfacesAndDuplicatesAreLeftOut) {
   const auto cs =
-      net::master_candidates({iface("eth0", "10.0.0.2", false), iface("eth1", "10.1.0.2"),
-                              iface("eth2", "10.1.0.2"), iface("weird", "not-an-address")});
+      net::master_candidates({nic("eth0", "10.0.0.2", false), nic("eth1", "10.1.0.2"),
+                              nic("eth2", "10.1.0.2"), nic("weird", "not-an-address")});
   EXPECT_EQ(addresses(cs), (std::vector<std::string>{"10.1.0.2"}));
   EXPECT_EQ(cs[0].interface, "eth1");
 }
 
 TEST(MasterCandidates, IPv6WorksWhereThereIsNoIPv4) {
-  const auto cs = net::master_candidates({iface("lo", "::1"), iface("eth0", "2001:db8::7")});
+  const auto cs = net::master_candidates({nic("lo", "::1"), nic("eth0", "2001:db8::7")});
   EXPECT_EQ(addresses(cs), (std::vector<std::string>{"2001:db8::7", "::1"}));
 }
 
@@ -102,14 +102,14 @@ TEST(MasterCandidates, AtMostTheLimit) {
   std::vector<proto::Interface> many;
   many.reserve(100);
   for (int i = 0; i < 100; ++i)
-    many.push_back(iface("eth" + std::to_string(i), "10.0.0." + std::to_string(i)));
+    many.push_back(nic("eth" + std::to_string(i), "10.0.0." + std::to_string(i)));
   EXPECT_EQ(net::master_candidates(many).size(), proto::kMaxProbeAddresses);
   EXPECT_EQ(net::master_candidates(many, 3).size(), 3u);
 }
 
 TEST(ChooseMasterAddress, TheFirstCandidateEveryNodeReachedWins) {
   const auto cs = net::master_candidates(
-      {iface("extra0", "10.250.1.1"), iface("eth0", "10.201.1.2"), iface("docker0", "172.17.0.1")});
+      {nic("extra0", "10.250.1.1"), nic("eth0", "10.201.1.2"), nic("docker0", "172.17.0.1")});
   // extra0 comes first, but node 2 does not reach it; both reach eth0's.
   const auto c = net::choose_master_address(
       cs, {reach(1, cs, {"10.250.1.1", "10.201.1.2"}), reach(2, cs, {"10.201.1.2", "172.17.0.1"})},
@@ -121,7 +121,7 @@ TEST(ChooseMasterAddress, TheFirstCandidateEveryNodeReachedWins) {
 
 TEST(ChooseMasterAddress, ABridgeIsTakenOnlyWhenNothingElseWorks) {
   const auto cs =
-      net::master_candidates({iface("docker0", "172.17.0.1"), iface("eth0", "10.201.1.2")});
+      net::master_candidates({nic("docker0", "172.17.0.1"), nic("eth0", "10.201.1.2")});
   ASSERT_EQ(addresses(cs), (std::vector<std::string>{"10.201.1.2", "172.17.0.1"}));
   auto c = net::choose_master_address(cs, {reach(1, cs, {"10.201.1.2", "172.17.0.1"})}, "n0", 1);
   EXPECT_EQ(cs[*c.chosen].address, "10.201.1.2");
@@ -130,14 +130,14 @@ TEST(ChooseMasterAddress, ABridgeIsTakenOnlyWhenNothingElseWorks) {
 }
 
 TEST(ChooseMasterAddress, ASingleNodeTakesItsFirstCandidate) {
-  const auto cs = net::master_candidates({iface("lo", "127.0.0.1"), iface("eth0", "10.0.0.2")});
+  const auto cs = net::master_candidates({nic("lo", "127.0.0.1"), nic("eth0", "10.0.0.2")});
   const auto c = net::choose_master_address(cs, {}, "n0", 1);
   EXPECT_EQ(cs[*c.chosen].address, "10.0.0.2");
 }
 
 TEST(ChooseMasterAddress, ANodeThatReachesNothingIsNamedWithWhatItTried) {
   const auto cs =
-      net::master_candidates({iface("eth0", "10.201.1.2"), iface("docker0", "172.17.0.1")});
+      net::master_candidates({nic("eth0", "10.201.1.2"), nic("docker0", "172.17.0.1")});
   auto r2 = reach(2, cs, {});
   r2.outcomes[0].error = "timed out after 2.0 s";
   const auto c =
@@ -151,7 +151,7 @@ TEST(ChooseMasterAddress, ANodeThatReachesNothingIsNamedWithWhatItTried) {
 }
 
 TEST(ChooseMasterAddress, EveryNodeThatReachesNothingIsNamed) {
-  const auto cs = net::master_candidates({iface("eth0", "10.201.1.2")});
+  const auto cs = net::master_candidates({nic("eth0", "10.201.1.2")});
   const auto c = net::choose_master_address(
       cs, {reach(1, cs, {}), reach(2, cs, {"10.201.1.2"}), reach(3, cs, {})}, "n0", 7);
   EXPECT_EQ(c.reached_none, (std::vector<std::size_t>{0, 2}));
@@ -161,7 +161,7 @@ TEST(ChooseMasterAddress, EveryNodeThatReachesNothingIsNamed) {
 }
 
 TEST(ChooseMasterAddress, NoAddressCommonToAllIsSaidSo) {
-  const auto cs = net::master_candidates({iface("eth0", "10.0.0.2"), iface("ib0", "10.9.0.2")});
+  const auto cs = net::master_candidates({nic("eth0", "10.0.0.2"), nic("ib0", "10.9.0.2")});
   const auto c = net::choose_master_address(
       cs, {reach(1, cs, {"10.0.0.2"}), reach(2, cs, {"10.9.0.2"})}, "node 0 (h0)", 5);
   EXPECT_FALSE(c.chosen.has_value());
@@ -173,7 +173,7 @@ TEST(ChooseMasterAddress, NoAddressCommonToAllIsSaidSo) {
 }
 
 TEST(ChooseMasterAddress, MissingOutcomesCountAsNotReached) {
-  const auto cs = net::master_candidates({iface("eth0", "10.0.0.2"), iface("eth1", "10.0.1.2")});
+  const auto cs = net::master_candidates({nic("eth0", "10.0.0.2"), nic("eth1", "10.0.1.2")});
   net::NodeReach short_answer{.node = 1, .label = "node 1 (h1)"};
   short_answer.outcomes.push_back({.address = "10.0.0.2", .error = "Connection refused"});
   const auto c = net::choose_master_address(cs, {short_answer}, "n0", 1);
