@@ -48,4 +48,12 @@ bool is_job_id(std::string_view text) {
   return true;
 }
 
+bool is_env_name(std::string_view name) {
+  if (name.empty() || (name.front() >= '0' && name.front() <= '9')) return false;
+  for (const char c : name) {
+    if (!ascii_alnum(c) && c != '_') return false;
+  }
+  return true;
+}
+
 }  // namespace dlaunch

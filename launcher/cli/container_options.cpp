@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "dlaunch/text.h"
 #include "hostfile/hostfile.h"
-#include "plan/user_env.h"
 
 namespace dlaunch {
 
@@ -114,7 +114,7 @@ void finish_container_options(const CLI::App& app, Options& o) {
     auto names = proto::split_container_list(o.container_env, "name");
     if (!names) throw InputError({"--container-env"}, "", names.error());
     for (const auto& n : *names) {
-      if (!is_valid_env_name(n)) {
+      if (!is_env_name(n)) {
         throw InputError({"--container-env"}, "", "'" + n + "' is not a variable name",
                          "give names only (NAME,NAME2): their values come from the host");
       }

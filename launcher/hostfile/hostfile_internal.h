@@ -25,9 +25,6 @@ std::string join(const std::vector<std::string>& items, std::string_view sep);
 // A whole-string decimal integer ("12", "-3"); nullopt for anything else or overflow.
 std::optional<long long> parse_integer(std::string_view text);
 
-// [A-Za-z_][A-Za-z0-9_]*
-bool is_valid_env_name(std::string_view name);
-
 // Index of the first character not allowed in a plain or inline host token, or npos.
 std::size_t find_bad_host_char(std::string_view host);
 

@@ -70,11 +70,6 @@ std::optional<long long> parse_integer(std::string_view text) {
   return value;
 }
 
-bool is_valid_env_name(std::string_view name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name.front())) != 0) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) { return is_alnum(c) || c == '_'; });
-}
-
 std::size_t find_bad_host_char(std::string_view host) {
   // DNS names, IPv4, and IPv6 with an optional %zone.
   auto it = std::find_if(host.begin(), host.end(), [](char c) {

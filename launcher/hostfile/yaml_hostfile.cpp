@@ -9,6 +9,7 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include "dlaunch/text.h"
 #include "dlaunch/tunables.h"
 #include "hostfile/hostfile.h"
 #include "hostfile/hostfile_internal.h"
@@ -412,7 +413,7 @@ class YamlParser {
     for (const auto& kv : e.value) {
       const YAML::Node& key = kv.first;
       const std::string name = key.IsScalar() ? key.Scalar() : std::string();
-      if (!hostfile_detail::is_valid_env_name(name)) {
+      if (!is_env_name(name)) {
         fail(key, "env", "invalid variable name " + describe(key),
              "names must match [A-Za-z_][A-Za-z0-9_]*");
       }

@@ -6,22 +6,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "dlaunch/text.h"
 #include "dlaunch/tunables.h"
 
 namespace dlaunch {
 
 namespace {
 constexpr const char* kNameHint = "names are letters, digits and '_', not starting with a digit";
-}
-
-bool is_valid_env_name(std::string_view name) {
-  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
-  for (char c : name) {
-    const bool ok =
-        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-    if (!ok) return false;
-  }
-  return true;
 }
 
 EnvList parse_env_file_text(std::string_view text, const std::string& source) {
@@ -48,7 +39,7 @@ EnvList parse_env_file_text(std::string_view text, const std::string& source) {
                        "one variable per line; '#' starts a comment");
     }
     const std::string name(rest.substr(0, eq));
-    if (!is_valid_env_name(name)) {
+    if (!is_env_name(name)) {
       throw InputError(pos, "", "'" + name + "' is not a valid variable name", kNameHint);
     }
     std::string_view value = rest.substr(eq + 1);
@@ -111,7 +102,7 @@ EnvList resolve_exports(const std::vector<std::string>& exports,
   for (const auto& x : exports) {
     const auto eq = x.find('=');
     const std::string name = x.substr(0, eq);
-    if (!is_valid_env_name(name)) {
+    if (!is_env_name(name)) {
       throw InputError({"-x"}, "", "'" + name + "' is not a valid variable name", kNameHint);
     }
     if (eq != std::string::npos) {

@@ -14,9 +14,6 @@
 
 namespace dlaunch {
 
-// True for a portable variable name: [A-Za-z_][A-Za-z0-9_]*.
-bool is_valid_env_name(std::string_view name);
-
 // One KEY=VALUE per line. Blank lines and lines starting with '#' (after
 // spaces) are skipped; a leading `export ` is allowed; the value is the rest
 // of the line, taken literally, except that one pair of matching quotes

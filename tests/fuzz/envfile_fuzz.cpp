@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "dlaunch/text.h"
 #include "dlaunch/tunables.h"
 #include "plan/user_env.h"
 
@@ -35,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     const auto env = dlaunch::parse_env_file_text(text, "fuzz.env");
     for (const auto& [name, value] : env) {
-      if (!dlaunch::is_valid_env_name(name)) broken("invalid name accepted", name);
+      if (!dlaunch::is_env_name(name)) broken("invalid name accepted", name);
       if (value.find('\0') != std::string::npos) broken("NUL in a value accepted", name);
       if (name.size() + 1 + value.size() >= dlaunch::limits::kMaxArgStringBytes)
         broken("a variable over MAX_ARG_STRLEN accepted", name);

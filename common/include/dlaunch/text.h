@@ -18,4 +18,9 @@ std::string printable(std::string_view text);
 // neither "." nor "..".
 bool is_job_id(std::string_view text);
 
+// Whether `name` is an environment variable's name as the shell takes it
+// (-x, --env-file, --container-env, the hostfile's env:): ASCII letters,
+// digits and '_', not empty, not starting with a digit.
+bool is_env_name(std::string_view name);
+
 }  // namespace dlaunch
