@@ -185,3 +185,28 @@ TEST_F(ControllerTest, OnlyAFailedRankOrALostNodeAllowsARestart) {
   EXPECT_EQ(controller_->cause().kind, dlaunch::CauseKind::kLaunch);
   EXPECT_FALSE(dlaunch::allows_restart(controller_->cause()));
 }
+
+// The rank table (core/rank_table.h) refuses a rank's message that does not
+// fit: the job fails naming the node and the rank, and stops as after any
+// node's fault.
+TEST_F(ControllerTest, ARankMessageThatDoesNotFitFailsTheJobNamingTheNodeAndTheRank) {
+  make(2, 2);
+  start_job();
+  link(1).deliver(proto::Started{.rank = 2, .pid = 7});
+  ASSERT_EQ(controller_->cause().kind, dlaunch::CauseKind::kNode);
+  EXPECT_EQ(controller_->cause().message,
+            "node 1 (host1): rank 2 said it started while it was running");
+  EXPECT_EQ(link(0).sent_of<proto::Abort>().size(), 1u);
+  agents_stop_everything();
+  EXPECT_TRUE(controller_->finished());
+  EXPECT_EQ(controller_->exit_status(), 1);
+}
+
+TEST_F(ControllerTest, AnExitOfARankAnotherNodeRunsFailsTheJobNamingTheNodeAndTheRank) {
+  make(2, 1);
+  start_job();
+  link(0).deliver(proto::Exited{.rank = 1, .pid = 1001});
+  EXPECT_EQ(controller_->cause().message, "node 0 (host0): rank 1 is not run by this node");
+  agents_stop_everything();
+  EXPECT_TRUE(controller_->finished());
+}
