@@ -269,12 +269,13 @@ lint_kill_patterns() {
 }
 
 # clang-tidy's configuration: the release preset, configured (nothing built)
-# in build/tidy with the test programs' files listed one by one: the release
-# build compiles them in batches (DLAUNCH_UNITY_TESTS), whose generated files
+# in build/tidy with every file listed one by one: the release build compiles
+# them in batches (DLAUNCH_UNITY, DLAUNCH_UNITY_TESTS), whose generated files
 # are all its compile_commands.json names.
 tidy_dir=build/tidy
 configure_tidy() {
-  cmake --preset release -B "$tidy_dir" -DDLAUNCH_BUILD_TESTS=ON -DDLAUNCH_UNITY_TESTS=OFF >/dev/null
+  cmake --preset release -B "$tidy_dir" -DDLAUNCH_BUILD_TESTS=ON -DDLAUNCH_UNITY=OFF \
+    -DDLAUNCH_UNITY_TESTS=OFF >/dev/null
 }
 
 # The C++ translation units of that configuration, as paths relative to the
@@ -436,11 +437,12 @@ lint_tsa() {
   echo "clang-tsa: $((SECONDS - start)) s (configure and build)" >&2
 }
 
-# The test programs build in batches (DLAUNCH_UNITY_TESTS): no two files of
-# one program may define the same name at file scope, or a call can reach the
-# other file's helper without a word from the compiler (scripts/unity_names.py).
+# The libraries and programs build in batches (DLAUNCH_UNITY, and
+# DLAUNCH_UNITY_TESTS for the test programs): no two files of one target may
+# define the same name at file scope, or a call can reach the other file's
+# helper without a word from the compiler (scripts/unity_names.py).
 lint_unity() {
-  echo "== lint: names the test files of one program share ==" >&2
+  echo "== lint: names the files of one library or program share ==" >&2
   cmake --preset release -DDLAUNCH_BUILD_TESTS=ON >/dev/null || return 1
   python3 scripts/unity_names.py build/release
 }

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""Names two test files of one GoogleTest program both define at file scope.
+"""Names two files of one library or program both define at file scope.
 
   unity_names.py BUILD_DIR
 
-The test programs build in batches (CMake's unity build, DLAUNCH_UNITY_TESTS
-in tests/CMakeLists.txt): the files of a batch are one translation unit, so a
+The libraries and programs build in batches (CMake's unity build: DLAUNCH_UNITY
+in CMakeLists.txt, DLAUNCH_UNITY_TESTS in tests/CMakeLists.txt for the
+GoogleTest programs): the files of a batch are one translation unit, so a
 helper one file defines in its anonymous namespace is seen by the next file
 too. The same name with the same signature fails to compile; with another
 signature it overloads, and a call can silently reach the other file's helper
 (a `run_until(io, Done)` template beats a `run_until(io, const
-std::function<bool()>&)` for a lambda). So no two files of one program may
+std::function<bool()>&)` for a lambda). So no two files of one target may
 define the same name at file scope: this lists every such name and exits 1.
 
 It reads which files form each program from BUILD_DIR's generated batch files
@@ -75,7 +76,7 @@ def main():
     found = programs(build_dir)
     if not found:
         print(f"unity_names: no batch files under {build_dir} (configure it with "
-              "DLAUNCH_UNITY_TESTS=ON and the tests)", file=sys.stderr)
+              "DLAUNCH_UNITY=ON, DLAUNCH_UNITY_TESTS=ON and the tests)", file=sys.stderr)
         return 2
     root = os.path.realpath(os.path.join(os.path.dirname(__file__), ".."))
     clashes = 0
@@ -92,11 +93,12 @@ def main():
                 print(f"{os.path.basename(program).removesuffix('.dir')}: {name} is defined in "
                       + ", ".join(paths))
     if clashes:
-        print(f"unity_names: {clashes} name(s) defined by more than one file of a test program; "
-              "rename them or share one definition (a header in tests/)", file=sys.stderr)
+        print(f"unity_names: {clashes} name(s) defined by more than one file of a library or "
+              "program; rename them or share one definition (a header of its own)",
+              file=sys.stderr)
         return 1
-    print(f"unity_names: {sum(len(f) for f in found.values())} files of {len(found)} test "
-          "programs define no name twice", file=sys.stderr)
+    print(f"unity_names: {sum(len(f) for f in found.values())} files of {len(found)} libraries "
+          "and programs define no name twice", file=sys.stderr)
     return 0
 
 

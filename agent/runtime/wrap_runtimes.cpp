@@ -18,12 +18,12 @@ bool is_image_file(const std::string& image) {
           image.ends_with(".sqsh"));
 }
 
-std::string name_of(const std::string& entry) { return entry.substr(0, entry.find('=')); }
+std::string entry_name(const std::string& entry) { return entry.substr(0, entry.find('=')); }
 
 std::string value_in(const std::vector<std::string>& env, const std::string& name) {
   std::string out;
   for (const auto& e : env) {
-    if (name_of(e) == name) out = e.substr(name.size() + 1);
+    if (entry_name(e) == name) out = e.substr(name.size() + 1);
   }
   return out;
 }
@@ -105,7 +105,7 @@ std::vector<std::string> enroot_start_args(const std::string& program,
   // first inside, so those it sets too are the rank's values only when the
   // user named them in --container-env; dlaunch's own are always passed.
   for (const auto& e : rank_env) {
-    const std::string n = name_of(e);
+    const std::string n = entry_name(e);
     if (!n.empty()) a.insert(a.end(), {"--env", n});
   }
   a.push_back(name);

@@ -4,11 +4,20 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "comm/process_group.h"
 
 namespace dlaunch::comm::detail {
+
+// [a, a+na) and [b, b+nb) share a byte.
+inline bool overlap(const void* a, std::size_t na, const void* b, std::size_t nb) {
+  if (na == 0 || nb == 0) return false;
+  const auto x = reinterpret_cast<std::uintptr_t>(a);
+  const auto y = reinterpret_cast<std::uintptr_t>(b);
+  return x < y + nb && y < x + na;
+}
 
 struct Call {
   const char* name;

@@ -14,7 +14,7 @@ namespace {
 
 bool is_app_option_start(const std::string& word) { return word.size() > 1 && word[0] == '-'; }
 
-int parse_count(const std::string& value, const SourcePos& pos, const std::string& field) {
+int parse_app_count(const std::string& value, const SourcePos& pos, const std::string& field) {
   char* end = nullptr;
   errno = 0;
   const long long n = std::strtoll(value.c_str(), &end, 10);
@@ -74,7 +74,7 @@ AppSpec parse_app_words(const std::vector<std::string>& words, const SourcePos& 
     if (!is_app_option_start(w)) break;
     const std::string name = w.substr(0, w.rfind("--", 0) == 0 ? w.find('=') : std::string::npos);
     if (name == "-n" || name == "--np" || name == "-np" || name == "-c" || name == "--n") {
-      app.np = parse_count(value_of(w, "-n"), pos, "-n");
+      app.np = parse_app_count(value_of(w, "-n"), pos, "-n");
     } else if (name == "--role") {
       app.role = value_of(w, name);
       if (app.role.empty() || app.role.find_first_of(" \t\n=") != std::string::npos) {
@@ -85,7 +85,7 @@ AppSpec parse_app_words(const std::vector<std::string>& words, const SourcePos& 
       const auto names = split_names(value_of(w, name), pos);
       app.hosts.insert(app.hosts.end(), names.begin(), names.end());
     } else if (name == "--nproc-per-node") {
-      app.nproc_per_node = parse_count(value_of(w, name), pos, name);
+      app.nproc_per_node = parse_app_count(value_of(w, name), pos, name);
     } else if (name == "-x") {
       app.exports.push_back(value_of(w, name));
     } else if (name == "--env-file") {

@@ -60,7 +60,7 @@ constexpr std::string_view kRuntimeMca[] = {"rmaps",  "ras",    "plm",   "odls",
                                             "state",  "errmgr", "filem", "grpcomm", "rml",    "iof",
                                             "schizo", "orte",   "prte",  "prrte",   "ess"};
 
-bool given(const CLI::App& app, const std::string& name) { return app.count(name) > 0; }
+bool was_given(const CLI::App& app, const std::string& name) { return app.count(name) > 0; }
 
 std::string first_name(const char* names) {
   const std::string_view n(names);
@@ -181,7 +181,7 @@ std::string host_list_as_inline(const std::vector<std::string>& entries) {
 void finish_peer_options(const CLI::App& app, Options& o) {
   for (const auto& r : kRefused) {
     const std::string name = first_name(r.names);
-    if (!given(app, name)) continue;
+    if (!was_given(app, name)) continue;
     throw InputError({name}, "", std::string(r.peer) + "'s " + name + " is not supported: " + r.why,
                      r.instead);
   }
@@ -199,7 +199,7 @@ void finish_peer_options(const CLI::App& app, Options& o) {
     throw InputError({"--num-gpus"}, "", "-N and --num_gpus both say how many ranks a node runs",
                      "give one of them");
   }
-  if ((o.npernode > 0 || o.num_gpus > 0) && given(app, "--nproc-per-node")) {
+  if ((o.npernode > 0 || o.num_gpus > 0) && was_given(app, "--nproc-per-node")) {
     throw InputError({"--nproc-per-node"}, "",
                      std::string(o.npernode > 0 ? "-N" : "--num_gpus") +
                          " and --nproc-per-node both say how many ranks a node runs",

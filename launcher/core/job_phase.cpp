@@ -8,7 +8,7 @@ namespace {
 
 using P = JobPhase;
 
-constexpr auto kMoves =
+constexpr auto kPhaseMoves =
     MoveTable<P, kJobPhases>()
         .allow(P::kStarting, P::kRunning)       // every node ready (and the network chosen): Start
         .allow(P::kStarting, P::kAborting)      // a node failed or was lost, a signal, a deadline
@@ -37,7 +37,7 @@ std::string_view job_phase_name(JobPhase p) {
 }
 
 bool job_phase_move_allowed(JobPhase from, JobPhase to) {
-  return from == to || kMoves.allows(from, to);
+  return from == to || kPhaseMoves.allows(from, to);
 }
 
 JobPhase checked_job_phase_move(JobPhase from, JobPhase next) {

@@ -12,16 +12,16 @@ using namespace proto;
 // The moves the head may make. Done may come before Ready (an agent that
 // said Fatal, or got Abort, ends without being ready) and, from an agent of
 // another version, before Hello (left starting).
-constexpr auto kMoves = MoveTable<S, kNodeStates>()
-                            .allow(S::kStarting, S::kHello)
-                            .allow(S::kStarting, S::kDone)
-                            .allow(S::kStarting, S::kLost)
-                            .allow(S::kHello, S::kReady)
-                            .allow(S::kHello, S::kDone)
-                            .allow(S::kHello, S::kLost)
-                            .allow(S::kReady, S::kDone)
-                            .allow(S::kReady, S::kLost)
-                            .allow(S::kDone, S::kEnded);
+constexpr auto kNodeMoves = MoveTable<S, kNodeStates>()
+                                .allow(S::kStarting, S::kHello)
+                                .allow(S::kStarting, S::kDone)
+                                .allow(S::kStarting, S::kLost)
+                                .allow(S::kHello, S::kReady)
+                                .allow(S::kHello, S::kDone)
+                                .allow(S::kHello, S::kLost)
+                                .allow(S::kReady, S::kDone)
+                                .allow(S::kReady, S::kLost)
+                                .allow(S::kDone, S::kEnded);
 
 }  // namespace
 
@@ -43,7 +43,7 @@ std::string_view node_state_name(NodeState s) {
   return "?";
 }
 
-bool node_transition_allowed(NodeState from, NodeState to) { return kMoves.allows(from, to); }
+bool node_transition_allowed(NodeState from, NodeState to) { return kNodeMoves.allows(from, to); }
 
 // What an agent sends, by the state it is in on the head. Setup, Start,
 // Abort, Shutdown, FenceDown, Probe, PauseOutput, SignalRanks, CollectStacks,

@@ -8,41 +8,41 @@ namespace dlaunch {
 
 namespace {
 
-using S = RankState;
+using R = RankState;
 
 // Exited may come for a rank that never said Started: its spawn failed.
-constexpr auto kMoves = MoveTable<S, kRankStates>()
-                            .allow(S::kWaiting, S::kRunning)
-                            .allow(S::kWaiting, S::kExited)
-                            .allow(S::kWaiting, S::kGone)
-                            .allow(S::kRunning, S::kExited)
-                            .allow(S::kRunning, S::kGone);
+constexpr auto kRankMoves = MoveTable<R, kRankStates>()
+                                .allow(R::kWaiting, R::kRunning)
+                                .allow(R::kWaiting, R::kExited)
+                                .allow(R::kWaiting, R::kGone)
+                                .allow(R::kRunning, R::kExited)
+                                .allow(R::kRunning, R::kGone);
 
 }  // namespace
 
 std::string_view rank_state_name(RankState s) {
   switch (s) {
-    case S::kElsewhere:
+    case R::kElsewhere:
       return "elsewhere";
-    case S::kWaiting:
+    case R::kWaiting:
       return "waiting";
-    case S::kRunning:
+    case R::kRunning:
       return "running";
-    case S::kExited:
+    case R::kExited:
       return "exited";
-    case S::kGone:
+    case R::kGone:
       return "gone";
   }
   return "?";
 }
 
-bool rank_transition_allowed(RankState from, RankState to) { return kMoves.allows(from, to); }
+bool rank_transition_allowed(RankState from, RankState to) { return kRankMoves.allows(from, to); }
 
 RankTable::RankTable(int world_size) : ranks_(static_cast<std::size_t>(world_size)) {}
 
 void RankTable::place(int rank, std::size_t node, int local_rank) {
   Rank& r = ranks_.at(static_cast<std::size_t>(rank));
-  r.state = S::kWaiting;
+  r.state = R::kWaiting;
   r.node = node;
   r.local_rank = local_rank;
   if (by_node_.size() <= node) by_node_.resize(node + 1);
@@ -52,16 +52,16 @@ void RankTable::place(int rank, std::size_t node, int local_rank) {
 bool RankTable::runs_on(int rank, std::size_t node) const {
   if (rank < 0 || rank >= size()) return false;
   const Rank& r = at(rank);
-  return r.state != S::kElsewhere && r.node == node;
+  return r.state != R::kElsewhere && r.node == node;
 }
 
 bool RankTable::settled(int rank) const {
   const RankState s = at(rank).state;
-  return s == S::kExited || s == S::kGone || s == S::kElsewhere;
+  return s == R::kExited || s == R::kGone || s == R::kElsewhere;
 }
 
 void RankTable::to(Rank& r, RankState next) {
-  if (!kMoves.allows(r.state, next))
+  if (!kRankMoves.allows(r.state, next))
     throw_bad_move("rank state", rank_state_name(r.state), rank_state_name(next));
   r.state = next;
 }
@@ -69,10 +69,10 @@ void RankTable::to(Rank& r, RankState next) {
 std::string RankTable::start(std::size_t node, int rank, int pid, SteadyTime at) {
   if (!runs_on(rank, node)) return fmt::format("rank {} is not run by this node", rank);
   Rank& r = ranks_[static_cast<std::size_t>(rank)];
-  if (!kMoves.allows(r.state, S::kRunning)) {
+  if (!kRankMoves.allows(r.state, R::kRunning)) {
     return fmt::format("rank {} said it started while it was {}", rank, rank_state_name(r.state));
   }
-  to(r, S::kRunning);
+  to(r, R::kRunning);
   r.pid = pid;
   r.started_at = at;
   ++started_;
@@ -82,10 +82,10 @@ std::string RankTable::start(std::size_t node, int rank, int pid, SteadyTime at)
 std::string RankTable::exit(std::size_t node, const proto::Exited& ex) {
   if (!runs_on(ex.rank, node)) return fmt::format("rank {} is not run by this node", ex.rank);
   Rank& r = ranks_[static_cast<std::size_t>(ex.rank)];
-  if (!kMoves.allows(r.state, S::kExited)) {
+  if (!kRankMoves.allows(r.state, R::kExited)) {
     return fmt::format("rank {} said it exited while it was {}", ex.rank, rank_state_name(r.state));
   }
-  to(r, S::kExited);
+  to(r, R::kExited);
   r.exit = ex;
   return {};
 }
@@ -94,7 +94,7 @@ void RankTable::node_gone(std::size_t node) {
   if (node >= by_node_.size()) return;
   for (const int rank : by_node_[node]) {
     Rank& r = ranks_[static_cast<std::size_t>(rank)];
-    if (r.state == S::kWaiting || r.state == S::kRunning) to(r, S::kGone);
+    if (r.state == R::kWaiting || r.state == R::kRunning) to(r, R::kGone);
   }
 }
 
@@ -104,7 +104,7 @@ void RankTable::all_gone() {
 
 int RankTable::running_now() const {
   int n = 0;
-  for (const Rank& r : ranks_) n += r.state == S::kRunning ? 1 : 0;
+  for (const Rank& r : ranks_) n += r.state == R::kRunning ? 1 : 0;
   return n;
 }
 

@@ -18,7 +18,9 @@ namespace dlaunch {
 namespace {
 
 using hostfile_detail::host_name_problem;
+using hostfile_detail::lookup;
 using hostfile_detail::parse_integer;
+using hostfile_detail::short_lower;
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
 
@@ -88,7 +90,7 @@ class HostTally {
 
 // Calls fn(line_number, line) for every line of text.
 template <typename Fn>
-void for_each_line(std::string_view text, Fn&& fn) {
+void for_each_text_line(std::string_view text, Fn&& fn) {
   int number = 0;
   while (!text.empty()) {
     const std::size_t end = text.find('\n');
@@ -111,26 +113,10 @@ long long slot_count(const Word& w, const SourcePos& at, const std::string& hint
   return *n;
 }
 
-std::optional<std::string> lookup(const std::vector<std::string>& env, std::string_view name) {
-  for (const auto& e : env) {
-    if (e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=') {
-      return e.substr(name.size() + 1);
-    }
-  }
-  return std::nullopt;
-}
-
 std::optional<std::string> set(const std::vector<std::string>& env, std::string_view name) {
   auto v = lookup(env, name);
   if (!v || v->empty()) return std::nullopt;
   return v;
-}
-
-std::string short_lower(std::string_view name) {
-  std::string s(name.substr(0, name.find('.')));
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
 }
 
 // --- Flux R -----------------------------------------------------------------
@@ -176,7 +162,7 @@ Hostfile parse_host_per_slot(std::string_view text, const std::string& source,
                              const std::string& variable) {
   const std::string hint = variable + " lists one host name per line, a host once per slot";
   HostTally tally(source, hint);
-  for_each_line(text, [&](int number, std::string_view line) {
+  for_each_text_line(text, [&](int number, std::string_view line) {
     const auto words = words_of(line);
     if (words.empty()) return;
     if (words.size() > 1) {
@@ -213,7 +199,7 @@ Hostfile parse_lsf_mcpu_hosts(std::string_view text) {
 Hostfile parse_pe_hostfile(std::string_view text, const std::string& source) {
   const std::string hint = "PE_HOSTFILE lines are \"host slots queue processor-range\"";
   HostTally tally(source, hint);
-  for_each_line(text, [&](int number, std::string_view line) {
+  for_each_text_line(text, [&](int number, std::string_view line) {
     const auto words = words_of(line);
     if (words.empty()) return;
     if (words.size() < 2) {

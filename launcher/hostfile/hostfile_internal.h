@@ -53,4 +53,12 @@ std::string slots_over_limit(long long slots);
 std::string too_many_hosts();
 inline constexpr const char* kFewerHostsHint = "split the job, or use --num-nodes / --include";
 
+// The value of `name` in an environment of NAME=value entries; nullopt when
+// it is not there.
+std::optional<std::string> lookup(const std::vector<std::string>& env, std::string_view name);
+
+// A host name up to its first '.', in lower case: how Slurm and the
+// schedulers' node lists name a host.
+std::string short_lower(std::string_view name);
+
 }  // namespace dlaunch::hostfile_detail

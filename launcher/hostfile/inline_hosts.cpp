@@ -14,11 +14,11 @@ namespace dlaunch {
 namespace {
 
 constexpr const char* kSource = "-H";
-constexpr const char* kSyntaxHint = "write hosts as host[:slots], e.g. a:4,b:2,[::1]:2";
+constexpr const char* kInlineSyntaxHint = "write hosts as host[:slots], e.g. a:4,b:2,[::1]:2";
 
 // Columns are 1-based offsets into the spec; the spec is a single line.
 [[noreturn]] void fail(std::size_t offset, const std::string& field, const std::string& message,
-                       const std::string& hint = kSyntaxHint) {
+                       const std::string& hint = kInlineSyntaxHint) {
   throw InputError({kSource, 1, static_cast<int>(offset) + 1}, field, message, hint);
 }
 

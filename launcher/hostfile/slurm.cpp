@@ -11,12 +11,15 @@ namespace dlaunch {
 
 namespace {
 
+using hostfile_detail::lookup;
+using hostfile_detail::short_lower;
+
 constexpr const char* kHostlistHint = "Slurm hostlist syntax: node[01-04,07],gpu-a[1-2]";
 constexpr const char* kTasksHint = "Slurm task syntax: 2(x3),1";
 constexpr std::size_t kMaxDigits = 18;  // fits unsigned long long with room to spare
 
-[[noreturn]] void fail(const std::string& var, std::string_view text, std::size_t index,
-                       const std::string& message, const std::string& hint) {
+[[noreturn]] void fail_var(const std::string& var, std::string_view text, std::size_t index,
+                           const std::string& message, const std::string& hint) {
   throw InputError({var, 1, static_cast<int>(index) + 1}, "",
                    message + " in '" + std::string(text) + "'", hint);
 }
@@ -27,7 +30,7 @@ bool is_name_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.';
 }
 
-std::string describe(char c) {
+std::string describe_char(char c) {
   if (std::isprint(static_cast<unsigned char>(c)) != 0) return std::string("'") + c + "'";
   return "byte " + std::to_string(static_cast<unsigned char>(c));
 }
@@ -56,84 +59,68 @@ std::vector<std::string> expand_group(std::string_view text, std::size_t open, s
                                       const std::string& var) {
   std::vector<std::string> values;
   std::size_t i = open + 1;
-  if (i == close) fail(var, text, open, "empty brackets", kHostlistHint);
+  if (i == close) fail_var(var, text, open, "empty brackets", kHostlistHint);
   while (true) {
     const std::size_t part = i;
     const std::string_view lo = take_digits(text, i, close);
     if (lo.empty()) {
-      fail(var, text, i,
-           i == close || text[i] == ',' ? std::string("empty range")
-                                        : "expected a number, got " + describe(text[i]),
-           kHostlistHint);
+      fail_var(var, text, i,
+               i == close || text[i] == ',' ? std::string("empty range")
+                                            : "expected a number, got " + describe_char(text[i]),
+               kHostlistHint);
     }
     std::string_view hi = lo;
     if (i < close && text[i] == '-') {
       ++i;
       hi = take_digits(text, i, close);
       if (hi.empty()) {
-        fail(var, text, i,
-             "expected a number after '-', got " +
-                 (i == close ? std::string("']'") : describe(text[i])),
-             kHostlistHint);
+        fail_var(var, text, i,
+                 "expected a number after '-', got " +
+                     (i == close ? std::string("']'") : describe_char(text[i])),
+                 kHostlistHint);
       }
     }
     if (i < close && text[i] != ',') {
-      fail(var, text, i, "unexpected " + describe(text[i]) + " in a range", kHostlistHint);
+      fail_var(var, text, i, "unexpected " + describe_char(text[i]) + " in a range", kHostlistHint);
     }
     if (lo.size() > kMaxDigits || hi.size() > kMaxDigits) {
-      fail(var, text, part, "number too long", kHostlistHint);
+      fail_var(var, text, part, "number too long", kHostlistHint);
     }
     const unsigned long long a = to_number(lo);
     const unsigned long long b = to_number(hi);
     if (b < a) {
-      fail(var, text, part, "decreasing range " + std::string(lo) + "-" + std::string(hi),
-           "write the lower bound first");
+      fail_var(var, text, part, "decreasing range " + std::string(lo) + "-" + std::string(hi),
+               "write the lower bound first");
     }
     if (b - a >= kMaxHostlistHosts || values.size() + (b - a + 1) > kMaxHostlistHosts) {
-      fail(var, text, part,
-           "range too large (more than " + std::to_string(kMaxHostlistHosts) + " hosts)",
-           kHostlistHint);
+      fail_var(var, text, part,
+               "range too large (more than " + std::to_string(kMaxHostlistHosts) + " hosts)",
+               kHostlistHint);
     }
     for (unsigned long long v = a; v <= b; ++v) values.push_back(padded(v, lo.size()));
     if (i == close) break;
     ++i;  // ','
-    if (i == close) fail(var, text, i, "empty range after ','", kHostlistHint);
+    if (i == close) fail_var(var, text, i, "empty range after ','", kHostlistHint);
   }
   return values;
-}
-
-std::optional<std::string> lookup(const std::vector<std::string>& env, std::string_view name) {
-  for (const auto& e : env) {
-    if (e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=') {
-      return e.substr(name.size() + 1);
-    }
-  }
-  return std::nullopt;
 }
 
 int positive_int(std::string_view text, const std::string& var, bool zero_ok = false) {
   std::size_t i = 0;
   const std::string_view digits = take_digits(text, i, text.size());
   if (digits.empty() || i != text.size()) {
-    fail(var, text, digits.empty() ? 0 : i, "expected a whole number", "");
+    fail_var(var, text, digits.empty() ? 0 : i, "expected a whole number", "");
   }
-  if (digits.size() > 9) fail(var, text, 0, "number too large", "");
+  if (digits.size() > 9) fail_var(var, text, 0, "number too large", "");
   const auto v = static_cast<int>(to_number(digits));
-  if (v == 0 && !zero_ok) fail(var, text, 0, "expected a positive number", "");
+  if (v == 0 && !zero_ok) fail_var(var, text, 0, "expected a positive number", "");
   return v;
-}
-
-std::string short_lower(std::string_view name) {
-  std::string s(name.substr(0, name.find('.')));
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
 }
 
 }  // namespace
 
 std::vector<std::string> expand_hostlist(std::string_view text, const std::string& var) {
-  if (text.empty()) fail(var, text, 0, "empty host list", kHostlistHint);
+  if (text.empty()) fail_var(var, text, 0, "empty host list", kHostlistHint);
   std::vector<std::string> out;
   std::unordered_set<std::string> seen;
   std::size_t i = 0;
@@ -147,32 +134,32 @@ std::vector<std::string> expand_hostlist(std::string_view text, const std::strin
       const char c = text[i];
       if (c == '[') {
         const std::size_t close = text.find_first_of("[]", i + 1);
-        if (close == std::string_view::npos) fail(var, text, i, "unclosed '['", kHostlistHint);
-        if (text[close] == '[') fail(var, text, close, "'[' inside brackets", kHostlistHint);
+        if (close == std::string_view::npos) fail_var(var, text, i, "unclosed '['", kHostlistHint);
+        if (text[close] == '[') fail_var(var, text, close, "'[' inside brackets", kHostlistHint);
         parts.push_back({literal});
         literal.clear();
         parts.push_back(expand_group(text, i, close, var));
         i = close + 1;
       } else if (c == ']') {
-        fail(var, text, i, "']' without '['", kHostlistHint);
+        fail_var(var, text, i, "']' without '['", kHostlistHint);
       } else if (!is_name_char(c)) {
-        fail(var, text, i, describe(c) + " is not allowed in a host name", kHostlistHint);
+        fail_var(var, text, i, describe_char(c) + " is not allowed in a host name", kHostlistHint);
       } else {
         literal += c;
         ++i;
       }
     }
     if (i == item) {
-      fail(var, text, i, i == 0 ? "empty host name before ','" : "empty host name after ','",
-           kHostlistHint);
+      fail_var(var, text, i, i == 0 ? "empty host name before ','" : "empty host name after ','",
+               kHostlistHint);
     }
     parts.push_back({literal});
     std::size_t combinations = 1;
     for (const auto& p : parts) {
       combinations *= p.size();
       if (combinations + out.size() > kMaxHostlistHosts) {
-        fail(var, text, item, "more than " + std::to_string(kMaxHostlistHosts) + " hosts",
-             kHostlistHint);
+        fail_var(var, text, item, "more than " + std::to_string(kMaxHostlistHosts) + " hosts",
+                 kHostlistHint);
       }
     }
     // Odometer over the groups, the last one turning fastest.
@@ -181,7 +168,7 @@ std::vector<std::string> expand_hostlist(std::string_view text, const std::strin
       std::string name;
       for (std::size_t k = 0; k < parts.size(); ++k) name += parts[k][pick[k]];
       if (!seen.insert(name).second) {
-        fail(var, text, item, "host '" + name + "' listed twice", "list every node once");
+        fail_var(var, text, item, "host '" + name + "' listed twice", "list every node once");
       }
       out.push_back(std::move(name));
       for (std::size_t k = parts.size(); k-- > 0;) {
@@ -191,50 +178,50 @@ std::vector<std::string> expand_hostlist(std::string_view text, const std::strin
     }
     if (i == text.size()) break;
     ++i;  // ','
-    if (i == text.size()) fail(var, text, i - 1, "trailing ','", kHostlistHint);
+    if (i == text.size()) fail_var(var, text, i - 1, "trailing ','", kHostlistHint);
   }
   return out;
 }
 
 std::vector<int> parse_tasks_per_node(std::string_view text, const std::string& var) {
-  if (text.empty()) fail(var, text, 0, "empty task list", kTasksHint);
+  if (text.empty()) fail_var(var, text, 0, "empty task list", kTasksHint);
   std::vector<int> out;
   std::size_t i = 0;
   while (true) {
     const std::size_t start = i;
     const std::string_view count = take_digits(text, i, text.size());
     if (count.empty()) {
-      fail(var, text, i,
-           i == text.size() ? std::string("expected a task count at the end")
-                            : "expected a task count, got " + describe(text[i]),
-           kTasksHint);
+      fail_var(var, text, i,
+               i == text.size() ? std::string("expected a task count at the end")
+                                : "expected a task count, got " + describe_char(text[i]),
+               kTasksHint);
     }
     if (count.size() > 9 || to_number(count) == 0) {
-      fail(var, text, start, "task count must be 1 to 999999999", kTasksHint);
+      fail_var(var, text, start, "task count must be 1 to 999999999", kTasksHint);
     }
     unsigned long long repeat = 1;
     if (i < text.size() && text[i] == '(') {
       if (i + 1 >= text.size() || text[i + 1] != 'x') {
-        fail(var, text, i + 1, "expected '(xN)' after a task count", kTasksHint);
+        fail_var(var, text, i + 1, "expected '(xN)' after a task count", kTasksHint);
       }
       i += 2;
       const std::size_t rstart = i;
       const std::string_view reps = take_digits(text, i, text.size());
-      if (reps.empty()) fail(var, text, i, "expected a repeat count after '(x'", kTasksHint);
+      if (reps.empty()) fail_var(var, text, i, "expected a repeat count after '(x'", kTasksHint);
       if (reps.size() > 9 || to_number(reps) == 0) {
-        fail(var, text, rstart, "repeat count must be 1 to 999999999", kTasksHint);
+        fail_var(var, text, rstart, "repeat count must be 1 to 999999999", kTasksHint);
       }
-      if (i >= text.size() || text[i] != ')') fail(var, text, i, "expected ')'", kTasksHint);
+      if (i >= text.size() || text[i] != ')') fail_var(var, text, i, "expected ')'", kTasksHint);
       ++i;
       repeat = to_number(reps);
     }
     if (out.size() + repeat > kMaxHostlistHosts) {
-      fail(var, text, start, "more than " + std::to_string(kMaxHostlistHosts) + " nodes",
-           kTasksHint);
+      fail_var(var, text, start, "more than " + std::to_string(kMaxHostlistHosts) + " nodes",
+               kTasksHint);
     }
     out.insert(out.end(), static_cast<std::size_t>(repeat), static_cast<int>(to_number(count)));
     if (i == text.size()) break;
-    if (text[i] != ',') fail(var, text, i, "unexpected " + describe(text[i]), kTasksHint);
+    if (text[i] != ',') fail_var(var, text, i, "unexpected " + describe_char(text[i]), kTasksHint);
     ++i;
   }
   return out;
@@ -242,7 +229,7 @@ std::vector<int> parse_tasks_per_node(std::string_view text, const std::string& 
 
 int parse_gpu_count(std::string_view text, const std::string& var) {
   constexpr const char* kHint = "expected [type:]count[,[type:]count...], e.g. 4 or a100:4";
-  if (text.empty()) fail(var, text, 0, "empty GPU count", kHint);
+  if (text.empty()) fail_var(var, text, 0, "empty GPU count", kHint);
   long long total = 0;
   std::size_t start = 0;
   while (true) {
@@ -253,13 +240,13 @@ int parse_gpu_count(std::string_view text, const std::string& var) {
     std::size_t i = at;
     const std::string_view digits = take_digits(text, i, end);
     if (digits.empty() || i != end || digits.size() > 6) {
-      fail(var, text, digits.empty() ? at : i, "expected a GPU count", kHint);
+      fail_var(var, text, digits.empty() ? at : i, "expected a GPU count", kHint);
     }
     total += static_cast<long long>(to_number(digits));
     if (end == text.size()) break;
     start = end + 1;
   }
-  if (total > 1000000) fail(var, text, 0, "GPU count too large", kHint);
+  if (total > 1000000) fail_var(var, text, 0, "GPU count too large", kHint);
   return static_cast<int>(total);
 }
 

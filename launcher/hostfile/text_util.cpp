@@ -138,4 +138,20 @@ std::string too_many_hosts() {
   return "more than " + std::to_string(limits::kMaxNodesPerJob) + " hosts, the limit per job";
 }
 
+std::optional<std::string> lookup(const std::vector<std::string>& env, std::string_view name) {
+  for (const auto& e : env) {
+    if (e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=') {
+      return e.substr(name.size() + 1);
+    }
+  }
+  return std::nullopt;
+}
+
+std::string short_lower(std::string_view name) {
+  std::string s(name.substr(0, name.find('.')));
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
 }  // namespace dlaunch::hostfile_detail

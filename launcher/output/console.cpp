@@ -18,7 +18,7 @@ namespace dlaunch {
 namespace asio = boost::asio;
 
 namespace {
-constexpr std::size_t kCoalesce = 64 * 1024;  // small batches join the last queued chunk
+constexpr std::size_t kConsoleCoalesce = 64 * 1024;  // small batches join the last queued chunk
 // A terminal can say "writable" and then take nothing (a stopped tty after
 // Ctrl-S, on some drivers): after this many such wake-ups in a row the next
 // try waits on a timer instead, so that dlaunch does not spin.
@@ -140,7 +140,7 @@ void ConsoleStream::write(std::string_view data) {
     }
     if (data.empty()) return;
   }
-  if (!queue_.empty() && queue_.back().size() < kCoalesce) {
+  if (!queue_.empty() && queue_.back().size() < kConsoleCoalesce) {
     queue_.back().append(data);
   } else {
     queue_.emplace_back(data);

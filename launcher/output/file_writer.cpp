@@ -18,7 +18,7 @@
 namespace dlaunch {
 
 namespace {
-constexpr std::size_t kCoalesce = 64 * 1024;  // small pieces join the last queued one
+constexpr std::size_t kFileCoalesce = 64 * 1024;  // small pieces join the last queued one
 }  // namespace
 
 struct FileWriter::State {
@@ -175,7 +175,7 @@ void FileWriter::write(Target t, std::string_view data) {
     // The thread takes the front chunk out before writing it: the back one
     // is never being written.
     if (!s_->queue.empty() && s_->queue.back().target == t && !s_->queue.back().rotate &&
-        s_->queue.back().data.size() < kCoalesce) {
+        s_->queue.back().data.size() < kFileCoalesce) {
       s_->queue.back().data.append(data);
     } else {
       s_->queue.push_back({.target = t, .data = std::string(data)});

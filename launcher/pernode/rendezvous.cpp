@@ -30,7 +30,7 @@ namespace dlaunch {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using RealClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 // How long a launcher's alive key may be gone before it is lost (a
 // reconnect sets it again within a heartbeat period).
@@ -463,7 +463,7 @@ Membership Rendezvous::join_round() {
   // The first rendezvous waits for the launchers to start (join_timeout); a
   // re-rendezvous after a failure, for the survivors (close_timeout).
   const auto wait = round_ == 0 ? s_.join_timeout : s_.close_timeout;
-  const auto deadline = Clock::now() + wait;
+  const auto deadline = RealClock::now() + wait;
   if (s_.is_static) {
     // Alive before this launcher counts as a member, so that once the round
     // is complete every member's key has been set, and a key absent from
@@ -485,7 +485,7 @@ Membership Rendezvous::join_round() {
     // One parked request, answered when the last rank is claimed: no polling,
     // whatever the number of launchers.
     try {
-      st.wait(keys, std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+      st.wait(keys, std::chrono::duration_cast<milliseconds>(deadline - RealClock::now()));
     } catch (const comm::StoreError& e) {
       if (e.cause() != comm::StoreError::Cause::kTimedOut) throw;
       std::vector<int> missing;
@@ -579,8 +579,8 @@ Membership Rendezvous::join_round() {
 // join count in its own store (no requests): when MAX have joined, or MIN
 // and last_call since. The host is node 0, the others in the order they
 // joined.
-void Rendezvous::close_round(Clock::time_point deadline, milliseconds wait) {
-  Clock::time_point min_seen{};
+void Rendezvous::close_round(RealClock::time_point deadline, milliseconds wait) {
+  RealClock::time_point min_seen{};
   bool min_reached = false;
   for (;;) {
     // Read before the look: a change after it wakes the wait below at once.
@@ -592,9 +592,9 @@ void Rendezvous::close_round(Clock::time_point deadline, milliseconds wait) {
     if (!joined_n) malformed("joined", joined_text);
     const long long joined = *joined_n;
     const bool enough = v[1].has_value() && joined >= s_.min_nodes;
-    if (enough && !min_reached) min_seen = Clock::now();
+    if (enough && !min_reached) min_seen = RealClock::now();
     min_reached = enough;
-    if (enough && (joined >= s_.max_nodes || Clock::now() - min_seen >= s_.last_call)) {
+    if (enough && (joined >= s_.max_nodes || RealClock::now() - min_seen >= s_.last_call)) {
       const auto parsed = parse_number(*v[1], 0, joined - 1);
       if (!parsed) malformed("host", *v[1]);
       const long long host = *parsed;
@@ -608,7 +608,7 @@ void Rendezvous::close_round(Clock::time_point deadline, milliseconds wait) {
     }
     // The deadline is for MIN nodes to come; once they are here, the last
     // call runs its course (it may be longer than close_timeout).
-    if (!min_reached && Clock::now() > deadline) {
+    if (!min_reached && RealClock::now() > deadline) {
       throw Error(ErrorKind::kEnvironment,
                   fmt::format("the rendezvous at {} did not close within {} ({}): "
                               "{} of at least {} node(s) joined",
@@ -623,11 +623,11 @@ void Rendezvous::close_round(Clock::time_point deadline, milliseconds wait) {
 // c10d, every other launcher: one parked request for the round's close. If
 // it is not answered by the deadline, the round may still be in its last
 // call (MIN are here): it waits that out; else MIN did not come.
-void Rendezvous::await_close(Clock::time_point deadline, milliseconds wait) {
+void Rendezvous::await_close(RealClock::time_point deadline, milliseconds wait) {
   rdzv::StoreClient& st = *store_;
   auto until = deadline;
   for (;;) {
-    const auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now());
+    const auto left = std::chrono::duration_cast<milliseconds>(until - RealClock::now());
     try {
       (void)st.get(rkey("closed"), std::max(left, milliseconds(1)));
       return;
@@ -643,7 +643,7 @@ void Rendezvous::await_close(Clock::time_point deadline, milliseconds wait) {
                               endpoint_, secs(wait), round_ == 0 ? "join_timeout" : "close_timeout",
                               joined, s_.min_nodes));
     }
-    until = Clock::now() + s_.last_call + milliseconds(5000);
+    until = RealClock::now() + s_.last_call + milliseconds(5000);
   }
 }
 
@@ -774,7 +774,7 @@ void Rendezvous::watch_loop() {
   const std::string failed = rkey("failed");
   const auto n = static_cast<std::size_t>(m_.nnodes);
   std::vector<long long> last(n, -1);
-  std::vector<Clock::time_point> seen(n, Clock::now());
+  std::vector<RealClock::time_point> seen(n, RealClock::now());
   std::vector<bool> done(n, false);
   // Each launcher holds alive/<its name> while its store connection lasts
   // (Store::set_while_connected): a launcher that exits or is killed loses
@@ -784,7 +784,7 @@ void Rendezvous::watch_loop() {
   // lost, even if its connection closed before this watch began. (The key is
   // set again every heartbeat: a launcher whose connection the network cut
   // and that reconnected holds it again.)
-  std::vector<std::optional<Clock::time_point>> gone_since(n);
+  std::vector<std::optional<RealClock::time_point>> gone_since(n);
   const std::string alive_me = rkey("alive/" + s_.me);
   const bool watching = m_.hosting && server_ != nullptr;
   // What the host looks at, made once: the failure entry, a joiner, and
@@ -799,7 +799,7 @@ void Rendezvous::watch_loop() {
     }
   }
   const milliseconds beat = heartbeat_period();
-  auto next_beat = Clock::now();
+  auto next_beat = RealClock::now();
   bool ended_said = false;
   if (watching) {
     // The host wakes on what its members say (a failure, a joiner, done, a
@@ -829,8 +829,8 @@ void Rendezvous::watch_loop() {
     // silent member is lost within 1.1 timeouts, one look for all of them.
     if (watching && s_.heartbeat_timeout.count() > 0) {
       next_look =
-          std::min(next_look, Clock::now() + std::clamp(s_.heartbeat_timeout / 10,
-                                                        milliseconds(100), milliseconds(3000)));
+          std::min(next_look, RealClock::now() + std::clamp(s_.heartbeat_timeout / 10,
+                                                            milliseconds(100), milliseconds(3000)));
     }
     std::optional<Failure> publish;
     {
@@ -850,10 +850,10 @@ void Rendezvous::watch_loop() {
         settled_ = true;
         wake_.notify_all();
       }
-      if (Clock::now() >= next_beat) {
+      if (RealClock::now() >= next_beat) {
         st.add(rkey(fmt::format("hb/{}", me)), 1);
         st.set_while_connected(alive_me, s_.me);
-        next_beat = Clock::now() + beat;
+        next_beat = RealClock::now() + beat;
       }
       if (watching) {
         const auto v = server_->peek(keys);
@@ -885,9 +885,9 @@ void Rendezvous::watch_loop() {
           if (v[3 + 3 * j]) {
             gone_since[j].reset();
           } else if (!gone_since[j]) {
-            gone_since[j] = Clock::now();
+            gone_since[j] = RealClock::now();
             next_look = std::min(next_look, *gone_since[j] + kGone + milliseconds(1));
-          } else if (Clock::now() - *gone_since[j] > kGone) {
+          } else if (RealClock::now() - *gone_since[j] > kGone) {
             set_peer(parse_failure(st.compare_set(
                 failed, "",
                 lost(static_cast<int>(j),
@@ -902,9 +902,9 @@ void Rendezvous::watch_loop() {
           const auto hb = parse_number(v[4 + 3 * j].value_or("0"), 0, INT64_MAX);
           if (hb && *hb != last[j]) {
             last[j] = *hb;
-            seen[j] = Clock::now();
+            seen[j] = RealClock::now();
           }
-          if (Clock::now() - seen[j] > s_.heartbeat_timeout) {
+          if (RealClock::now() - seen[j] > s_.heartbeat_timeout) {
             set_peer(parse_failure(st.compare_set(
                 failed, "",
                 lost(static_cast<int>(j),
@@ -1025,7 +1025,7 @@ std::optional<PeerFailure> Rendezvous::wait_for_others(bool failures) {
       s_.heartbeat_timeout.count() > 0 ? s_.heartbeat_timeout : milliseconds(30'000);
   const auto n = static_cast<std::size_t>(m_.nnodes);
   std::vector<long long> last_hb(n, -1);
-  std::vector<Clock::time_point> seen(n, Clock::now());
+  std::vector<RealClock::time_point> seen(n, RealClock::now());
   server_->quiet_prefixes({rkey("hb/")});  // read at their deadlines (below)
   std::vector<std::string> keys = {rkey("failed")};
   for (std::size_t j = 0; j < n; ++j) {
@@ -1041,7 +1041,7 @@ std::optional<PeerFailure> Rendezvous::wait_for_others(bool failures) {
       return parse_failure(*v[0]);
     }
     bool waiting = false;
-    auto lost_at = Clock::time_point::max();
+    auto lost_at = RealClock::time_point::max();
     for (std::size_t j = 0; j < n; ++j) {
       if (static_cast<int>(j) == m_.node_rank || v[1 + 3 * j]) continue;
       // One whose connection closed (killed) will not come back to say so.
@@ -1049,9 +1049,9 @@ std::optional<PeerFailure> Rendezvous::wait_for_others(bool failures) {
       const auto hb = parse_number(v[3 + 3 * j].value_or("0"), 0, INT64_MAX);
       if (hb && *hb != last_hb[j]) {
         last_hb[j] = *hb;
-        seen[j] = Clock::now();
+        seen[j] = RealClock::now();
       }
-      if (Clock::now() - seen[j] <= limit) {
+      if (RealClock::now() - seen[j] <= limit) {
         waiting = true;
         lost_at = std::min(lost_at, seen[j] + limit);
       }
@@ -1064,7 +1064,7 @@ std::optional<PeerFailure> Rendezvous::wait_for_others(bool failures) {
     // first heartbeat to go missing, or the next read of the counters (a
     // tenth of the timeout apart: a silent member is lost within 1.1 of it).
     const auto next_read =
-        Clock::now() + std::clamp(limit / 10, milliseconds(100), milliseconds(3000));
+        RealClock::now() + std::clamp(limit / 10, milliseconds(100), milliseconds(3000));
     server_->wait_change(changes, std::min(lost_at + milliseconds(1), next_read));
   }
 }

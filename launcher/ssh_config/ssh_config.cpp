@@ -21,10 +21,10 @@ namespace {
 
 using detail::Criterion;
 using detail::Key;
+using detail::kField;
+using detail::lower;
 using detail::MatchTerm;
 using detail::Statement;
-
-constexpr const char* kField = "ssh config";
 
 struct Keyword {
   const char* lower;
@@ -165,12 +165,6 @@ constexpr std::string_view kOpensshKeywords[] = {
     "visualhostkey",
     "xauthlocation",
 };
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 bool is_space(char c) { return c == ' ' || c == '\t'; }
 
@@ -807,6 +801,12 @@ class Loader {
 }  // namespace
 
 namespace detail {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
 
 const char* key_name(Key key) {
   switch (key) {

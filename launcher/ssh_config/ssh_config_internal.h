@@ -5,11 +5,18 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ssh_config/ssh_config.h"
 
 namespace dlaunch::ssh::detail {
+
+// The field an error in an ssh_config file names.
+inline constexpr const char* kField = "ssh config";
+
+// ASCII letters to lower case (keywords, host names, Match criteria).
+std::string lower(std::string_view s);
 
 enum class Key {
   kHost,

@@ -25,7 +25,6 @@ namespace dlaunch::ssh::detail {
 namespace {
 
 constexpr std::chrono::seconds kSshGTimeout{10};
-constexpr const char* kField = "ssh config";
 
 struct Output {
   int status = -1;  // exit code; -1: did not run or timed out
@@ -80,12 +79,6 @@ Output run(const std::vector<std::string>& argv) {
   }
   if (o.why.empty()) o.status = exit_code_of(st);
   return o;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
 }
 
 std::vector<std::string> split_words(const std::string& s) {

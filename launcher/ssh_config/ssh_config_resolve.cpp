@@ -22,14 +22,9 @@ namespace {
 
 using detail::Criterion;
 using detail::Key;
+using detail::lower;
 using detail::Parsed;
 using detail::Statement;
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // OpenSSH's match_pattern_list: 1 when a pattern matches, -1 when a negated
 // one does (that wins), 0 otherwise.

@@ -16,6 +16,7 @@ namespace dlaunch::comm::mpi {
 namespace {
 
 using detail::Call;
+using detail::overlap;
 
 std::string error_text(int rc) {
   char text[MPI_MAX_ERROR_STRING] = {};
@@ -142,14 +143,6 @@ void divide(void* buf, std::size_t count, DataType type, int n) {
 
 inline char* bytes(void* p) { return static_cast<char*>(p); }
 inline const char* bytes(const void* p) { return static_cast<const char*>(p); }
-
-// [a, a+na) and [b, b+nb) share a byte.
-bool overlap(const void* a, std::size_t na, const void* b, std::size_t nb) {
-  if (na == 0 || nb == 0) return false;
-  const auto x = reinterpret_cast<std::uintptr_t>(a);
-  const auto y = reinterpret_cast<std::uintptr_t>(b);
-  return x < y + nb && y < x + na;
-}
 
 std::optional<long long> env_integer(const char* name) {
   const char* v = std::getenv(name);

@@ -15,6 +15,7 @@ namespace dlaunch::comm::nccl {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using detail::overlap;
 
 // Every rank creates its NCCL groups in the same order; the n-th one of each
 // rank meets under the n-th key.
@@ -50,13 +51,6 @@ std::string seconds_text(std::chrono::milliseconds ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms.count()) / 1000.0);
   return buf;
-}
-
-bool overlap(const void* a, std::size_t na, const void* b, std::size_t nb) {
-  if (na == 0 || nb == 0) return false;
-  const auto x = reinterpret_cast<std::uintptr_t>(a);
-  const auto y = reinterpret_cast<std::uintptr_t>(b);
-  return x < y + nb && y < x + na;
 }
 
 }  // namespace
