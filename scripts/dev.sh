@@ -437,14 +437,16 @@ lint_tsa() {
   echo "clang-tsa: $((SECONDS - start)) s (configure and build)" >&2
 }
 
-# The libraries and programs build in batches (DLAUNCH_UNITY, and
-# DLAUNCH_UNITY_TESTS for the test programs): no two files of one target may
-# define the same name at file scope, or a call can reach the other file's
-# helper without a word from the compiler (scripts/unity_names.py).
+# The test programs build in batches (DLAUNCH_UNITY_TESTS), and the libraries
+# and programs can (DLAUNCH_UNITY): no two files of one target may define the
+# same name at file scope, or a call can reach the other file's helper
+# without a word from the compiler (scripts/unity_names.py). Checked in a
+# configuration of its own with both on (nothing built).
 lint_unity() {
   echo "== lint: names the files of one library or program share ==" >&2
-  cmake --preset release -DDLAUNCH_BUILD_TESTS=ON >/dev/null || return 1
-  python3 scripts/unity_names.py build/release
+  cmake --preset release -B build/unity-names -DDLAUNCH_BUILD_TESTS=ON -DDLAUNCH_UNITY=ON \
+    >/dev/null || return 1
+  python3 scripts/unity_names.py build/unity-names
 }
 
 lint() {
