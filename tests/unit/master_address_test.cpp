@@ -86,9 +86,8 @@ TEST(MasterCandidates, EveryKindOfContainerBridgeIsKnown) {
 }
 
 TEST(MasterCandidates, DownInterfacesAndDuplicatesAreLeftOut) {
-  const auto cs =
-      net::master_candidates({nic("eth0", "10.0.0.2", false), nic("eth1", "10.1.0.2"),
-                              nic("eth2", "10.1.0.2"), nic("weird", "not-an-address")});
+  const auto cs = net::master_candidates({nic("eth0", "10.0.0.2", false), nic("eth1", "10.1.0.2"),
+                                          nic("eth2", "10.1.0.2"), nic("weird", "not-an-address")});
   EXPECT_EQ(addresses(cs), (std::vector<std::string>{"10.1.0.2"}));
   EXPECT_EQ(cs[0].interface, "eth1");
 }
@@ -120,8 +119,7 @@ TEST(ChooseMasterAddress, TheFirstCandidateEveryNodeReachedWins) {
 }
 
 TEST(ChooseMasterAddress, ABridgeIsTakenOnlyWhenNothingElseWorks) {
-  const auto cs =
-      net::master_candidates({nic("docker0", "172.17.0.1"), nic("eth0", "10.201.1.2")});
+  const auto cs = net::master_candidates({nic("docker0", "172.17.0.1"), nic("eth0", "10.201.1.2")});
   ASSERT_EQ(addresses(cs), (std::vector<std::string>{"10.201.1.2", "172.17.0.1"}));
   auto c = net::choose_master_address(cs, {reach(1, cs, {"10.201.1.2", "172.17.0.1"})}, "n0", 1);
   EXPECT_EQ(cs[*c.chosen].address, "10.201.1.2");
@@ -136,8 +134,7 @@ TEST(ChooseMasterAddress, ASingleNodeTakesItsFirstCandidate) {
 }
 
 TEST(ChooseMasterAddress, ANodeThatReachesNothingIsNamedWithWhatItTried) {
-  const auto cs =
-      net::master_candidates({nic("eth0", "10.201.1.2"), nic("docker0", "172.17.0.1")});
+  const auto cs = net::master_candidates({nic("eth0", "10.201.1.2"), nic("docker0", "172.17.0.1")});
   auto r2 = reach(2, cs, {});
   r2.outcomes[0].error = "timed out after 2.0 s";
   const auto c =
