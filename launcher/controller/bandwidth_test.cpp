@@ -176,7 +176,7 @@ void BandwidthTest::end(std::string why) {
 
 void BandwidthTest::on_phase(JobPhase now) {
   // The job stops (a node lost, an interrupt): the test with it, unsaid.
-  if (now == JobPhase::kAborting || now == JobPhase::kShuttingDown || now == JobPhase::kFinished) {
+  if (job_stopping(now)) {
     running_ = false;
     deadline_->cancel();
   }

@@ -114,7 +114,7 @@ void ReachTest::finish() {
 
 void ReachTest::on_phase(JobPhase now) {
   // The job stops (a node lost, an interrupt): the test with it, unsaid.
-  if (now == JobPhase::kAborting || now == JobPhase::kShuttingDown || now == JobPhase::kFinished) {
+  if (job_stopping(now)) {
     running_ = false;
     deadline_->cancel();
   }

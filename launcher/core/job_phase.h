@@ -23,6 +23,11 @@ std::string_view job_phase_name(JobPhase p);
 // Whether the table allows the move; staying (from == to) is allowed.
 bool job_phase_move_allowed(JobPhase from, JobPhase to);
 
+// The job is being stopped or has ended: aborting, shutting down, finished.
+inline bool job_stopping(JobPhase p) {
+  return p == JobPhase::kAborting || p == JobPhase::kShuttingDown || p == JobPhase::kFinished;
+}
+
 // `next` if the table allows the move from `from`; std::logic_error (a bug
 // of the head) otherwise.
 JobPhase checked_job_phase_move(JobPhase from, JobPhase next);
