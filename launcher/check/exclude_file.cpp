@@ -41,7 +41,34 @@ std::string lines(const std::vector<ExcludedHost>& hosts) {
               "--exclude-file: cannot " + what + " '" + path + "': " + std::strerror(errno));
 }
 
+// Only a regular file of this user is replaced or added to: never a device
+// (a mistyped `--exclude-file /dev/null` would otherwise become a regular
+// file of ours), a directory, a pipe or another user's file.
+void check_writable_kind(const std::string& path, const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) {
+    throw Error(ErrorKind::kEnvironment,
+                "--exclude-file: '" + path + "' is not a regular file; not written");
+  }
+  if (st.st_uid != ::getuid()) {
+    throw Error(ErrorKind::kEnvironment,
+                "--exclude-file: '" + path + "' belongs to another user; not written");
+  }
+}
+
 }  // namespace
+
+void check_exclude_file(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return;  // made at the end if needed
+  if (!S_ISREG(st.st_mode)) {
+    throw InputError({"--exclude-file"}, "", "'" + path + "' is not a regular file",
+                     "name a file of your own (it is created when missing)");
+  }
+  if (st.st_uid != ::getuid()) {
+    throw InputError({"--exclude-file"}, "", "'" + path + "' belongs to another user",
+                     "name a file of your own (it is created when missing)");
+  }
+}
 
 std::vector<std::string> read_exclude_file(const std::string& path) {
   std::ifstream in(path);
@@ -61,6 +88,12 @@ std::vector<std::string> read_exclude_file(const std::string& path) {
 }
 
 void write_exclude_file(const std::string& path, const std::vector<ExcludedHost>& hosts) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    check_writable_kind(path, st);
+  } else if (errno != ENOENT) {
+    cannot("stat", path);
+  }
   std::string tmp = path + ".XXXXXX";        // mkstemp replaces the six X with a unique suffix
   const UniqueFd fd(::mkstemp(tmp.data()));  // 0600, a new file of this user
   if (!fd) cannot("write beside", path);
@@ -79,15 +112,13 @@ void write_exclude_file(const std::string& path, const std::vector<ExcludedHost>
 
 void append_exclude_file(const std::string& path, const std::vector<ExcludedHost>& hosts) {
   if (hosts.empty()) return;
-  const UniqueFd fd(
-      ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  // O_NONBLOCK: a pipe named by mistake must not hold the job at open.
+  const UniqueFd fd(::open(
+      path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
   if (!fd) cannot("open", path);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) cannot("stat", path);
-  if (st.st_uid != ::getuid()) {
-    throw Error(ErrorKind::kEnvironment,
-                "--exclude-file: '" + path + "' belongs to another user; not written");
-  }
+  check_writable_kind(path, st);
   if (!write_all(fd.get(), lines(hosts))) cannot("write", path);
 }
 

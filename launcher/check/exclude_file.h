@@ -12,6 +12,11 @@
 
 namespace dlaunch {
 
+// Refuses, as input (exit 2, before anything starts), an F that exists and
+// is not a regular file of this user: a device, a directory, a pipe, a
+// symbolic link or another user's file is never replaced or added to.
+void check_exclude_file(const std::string& path);
+
 // The names F lists; none when F does not exist. Throws InputError naming
 // --exclude-file when it exists and cannot be read.
 std::vector<std::string> read_exclude_file(const std::string& path);

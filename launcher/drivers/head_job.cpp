@@ -459,6 +459,7 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   for (const auto& h : hosts.hosts) (void)dl::health::node_thresholds(h.health, {});
   // --exclude-file: the hosts an earlier check found failing stay out (a
   // check itself looks at every host again, and rewrites the file).
+  if (!o.exclude_file.empty()) dl::check_exclude_file(o.exclude_file);
   if (!o.exclude_file.empty() && !o.check) {
     const auto listed = dl::read_exclude_file(o.exclude_file);
     std::string names;

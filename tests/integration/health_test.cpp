@@ -5,6 +5,7 @@
 // libnvidia-ml.so.1 of tests/helpers/fake_nvml.c, or a made-up /sys and
 // kernel log under DLAUNCH_HEALTH_ROOT) and runs the real agent.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -396,6 +397,29 @@ TEST_F(Health, AnExcludeFileCarriesFailingHostsToTheNextJob) {
   const auto none = run(dlaunch_cmd({"--exclude-file", file, "-H", hosts, "true"}), 60);
   EXPECT_EQ(none.exit_code, 2) << none.out << none.err;
   EXPECT_NE(none.err.find("every host of the job is listed in"), std::string::npos) << none.err;
+}
+
+// Only a regular file of the user's is written: a pipe or a directory named
+// by mistake (or /dev/null) is refused before anything runs, and stays what
+// it was (rename() would have replaced it with a regular file).
+TEST_F(Health, AnExcludeFileThatIsNoRegularFileIsRefusedAndLeftAsItWas) {
+  const auto hosts = hostfile({{"a", ""}});
+  const std::string pipe = dir_ + "/pipe";
+  ASSERT_EQ(::mkfifo(pipe.c_str(), 0600), 0);
+  const std::string marker = dir_ + "/ran";
+  for (const auto& mode : {"--check", "--preflight"}) {
+    const auto r =
+        run(dlaunch_cmd({mode, "--exclude-file", pipe, "-H", hosts, "touch", marker}), 60);
+    EXPECT_EQ(r.exit_code, 2) << mode << r.out << r.err;
+    EXPECT_NE(r.err.find("--exclude-file"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("'" + pipe + "' is not a regular file"), std::string::npos) << r.err;
+    struct stat st {};
+    ASSERT_EQ(::lstat(pipe.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISFIFO(st.st_mode)) << mode;
+  }
+  const auto d = run(dlaunch_cmd({"--exclude-file", dir_, "-H", hosts, "touch", marker}), 60);
+  EXPECT_EQ(d.exit_code, 2) << d.out << d.err;
+  EXPECT_EQ(::access(marker.c_str(), F_OK), -1);  // nothing ran
 }
 
 }  // namespace
