@@ -304,6 +304,13 @@ std::pair<std::string, bool> check_with_agents(const JobPlan& plan, const Prefli
                        static_cast<std::size_t>(std::max(plan.world_size, 1)), ""),
                    .stdout_fd = null_fd.get(),
                    .stderr_fd = null_fd.get()});
+  // The console is /dev/null (the table is --check's output), but a node
+  // pulling its image for minutes is still said.
+  struct Notices final : JobObserver {
+    void on_notice(std::string_view line) override {
+      std::fprintf(stderr, "dlaunch: %.*s\n", static_cast<int>(line.size()), line.data());
+    }
+  } notices;
   Controller controller(
       plan,
       {.agent_path = o.agent_path,
@@ -312,9 +319,7 @@ std::pair<std::string, bool> check_with_agents(const JobPlan& plan, const Prefli
        .container = o.container,
        .probe_only = true,
        .bandwidth_round = network ? o.bandwidth_round : std::chrono::milliseconds(0)},
-      sink, {.io = io, .links = links, .clock = clock, .notice = [](const std::string& line) {
-               std::fprintf(stderr, "dlaunch: %s\n", line.c_str());
-             }});
+      sink, {.io = io, .links = links, .clock = clock, .observers = {&notices}});
   const int status = controller.run();
   const auto refused = controller.refusals();
   bool any_refused = false;

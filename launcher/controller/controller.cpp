@@ -64,8 +64,7 @@ Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& si
                            nodes_[i].link->read_pending();
                        },
                    .silent = [this](std::size_t i) { on_silent(i); }}),
-      progress_(cfg_.progress,
-                [this](std::string_view text) { sink_.console().write(true, text); }),
+      console_(sink.console(), cfg_.progress),
       // --check stops at Ready: no rank reads anything.
       stdin_relay_(*this, env.io, cfg_.probe_only ? kStdinNone : cfg_.stdin_rank, cfg_.stdin_fd),
       mpi_fences_(*this, env.fences),
@@ -87,6 +86,8 @@ Controller::Controller(const JobPlan& plan, ControllerConfig cfg, OutputSink& si
     n.plan = &np;
     nodes_.push_back(std::move(n));
   }
+  observers_.add(&console_);
+  for (JobObserver* o : env_.observers) observers_.add(o);
   // Ranks no node of this plan runs belong to other launchers (per-node mode:
   // one node of the job, global ranks): they stay elsewhere, and nothing here
   // waits for them.
@@ -111,18 +112,12 @@ bool Controller::node_reachable(std::size_t node) const {
 
 // A line of dlaunch's own on stderr, through the console like the ranks'
 // output: in order with it, and never blocking the loop on a stalled reader.
-void Controller::say(const std::string& msg) {
-  progress_.clear();
-  sink_.console().write(true, "dlaunch: " + msg + "\n");
-}
+void Controller::say(const std::string& msg) { observers_.on_text("dlaunch: " + msg + "\n"); }
 
-void Controller::write_console(const std::string& text) {
-  progress_.clear();
-  sink_.console().write(true, text);
-}
+void Controller::write_console(const std::string& text) { observers_.on_text(text); }
 
 void Controller::event(std::string_view type, const std::vector<EventField>& fields) {
-  if (env_.events != nullptr) env_.events->emit(type, fields);
+  observers_.on_event(type, fields);
 }
 
 std::string Controller::node_label(std::size_t i) const {
@@ -167,7 +162,7 @@ int Controller::run() {
   start();
   if (!finished()) env_.io.run();
   stdin_relay_.stop();
-  progress_.clear();
+  observers_.on_progress({});
   // Close every link and let pending handlers and coroutines see it, so that
   // nothing waits on a socket once the loop is gone.
   for (auto& n : nodes_) {
@@ -221,7 +216,7 @@ int Controller::run() {
   }
   std::string report = format_report(plan_.job_id, cause_, ranks_stopped_);
   // After the workers' last lines, through the console (never blocking).
-  if (!report.empty()) sink_.console().write(true, report);
+  if (!report.empty()) observers_.on_report(report);
   drain_console(signals);
   if (debug_enabled("stats")) print_stats();
   return exit_status();
@@ -236,7 +231,6 @@ void Controller::start() {
   // such thing: it only holds the output back (on_pressure).
   sink_.console().set_on_stdout_gone([this] {
     if (cfg_.nohup || phase_ == Phase::kFinished || cause_.kind != CauseKind::kNone) return;
-    progress_.clear();
     say("stdout's reader went away (a pipeline's end): stopping the job");
     fail({.kind = CauseKind::kInterrupted, .signal = SIGPIPE});
   });
@@ -332,8 +326,7 @@ void Controller::report_binding(std::size_t i, const proto::Started& s) {
     line += s.binding_note.rfind("not bound", 0) == 0 ? s.binding_note
                                                       : "not bound (" + s.binding_note + ")";
   }
-  progress_.clear();
-  sink_.console().write(true, line + "\n");
+  observers_.on_text(line + "\n");
 }
 
 void Controller::on_message(std::size_t i, proto::Message&& msg) {
@@ -358,7 +351,7 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
   } else if (auto* started = std::get_if<proto::Started>(&msg)) {
     on_started(i, *started);
   } else if (auto* out = std::get_if<proto::Output>(&msg)) {
-    progress_.clear();
+    observers_.on_progress({});  // the ranks' lines go where the status line was
     hang_.on_activity();
     sink_.write(out->rank, out->stream, out->data, out->partial);
   } else if (auto* ex = std::get_if<proto::Exited>(&msg)) {
@@ -705,7 +698,7 @@ void Controller::fail(RootCause cause) {
 void Controller::record_cause(RootCause cause) {
   if (cause_.kind == CauseKind::kNone) {
     cause_ = std::move(cause);
-    if (env_.on_cause) env_.on_cause(cause_);
+    observers_.on_cause(cause_);
     const bool running_cause = cause_.kind == CauseKind::kWorker && cause_.exit.rank >= 0 &&
                                cause_.exit.rank < ranks_.size() && ranks_.running(cause_.exit.rank);
     ranks_stopped_ += ranks_.running_now() - (running_cause ? 1 : 0);
@@ -834,10 +827,10 @@ void Controller::show_progress() {
   const int n = static_cast<int>(nodes_.size());
   if (ranks_.started() >= plan_.world_size ||
       (phase_ != Phase::kStarting && phase_ != Phase::kRunning)) {
-    progress_.clear();
+    observers_.on_progress({});
     return;
   }
-  progress_.show(fmt::format(
+  observers_.on_progress(fmt::format(
       "dlaunch: {}/{} hosts connected, {}/{} agents ready{}, {}/{} ranks running", hellos_, n,
       readies_, n, pulling_ > 0 ? fmt::format(" ({} pulling the image)", pulling_) : "",
       ranks_.started(), plan_.world_size));
@@ -856,7 +849,7 @@ void Controller::begin_interrupt(int sig) {
 }
 
 void Controller::interrupt(int sig) {
-  progress_.clear();
+  observers_.on_progress({});
   ++interrupts_;
   event("signal", {{"signal", std::string(signal_name(sig))},
                    {"action", std::string(interrupts_ == 1 ? "stop" : "kill")}});
@@ -967,7 +960,7 @@ void Controller::on_image_pull(std::size_t i, const proto::ImagePull& pull) {
     heartbeats_.watch(i);  // the agent heartbeats while it pulls
     const std::string line = fmt::format("{}: pulling image {}", node_label(i), pull.image);
     if (!cfg_.progress) say(line);
-    if (env_.notice) env_.notice(line);
+    observers_.on_notice(line);
   } else if (pull.done && n.pulling) {
     n.pulling = false;
     const auto took = std::chrono::duration_cast<milliseconds>(now - n.pull_began);
@@ -976,7 +969,7 @@ void Controller::on_image_pull(std::size_t i, const proto::ImagePull& pull) {
     const std::string line = fmt::format("{}: pulled image {} in {:.1f} s", node_label(i),
                                          pull.image, std::chrono::duration<double>(took).count());
     if (!cfg_.progress) say(line);
-    if (env_.notice) env_.notice(line);
+    observers_.on_notice(line);
   }
   event("image_pull", {{"node", static_cast<long long>(i)},
                        {"host", n.plan->host.name},

@@ -36,10 +36,10 @@
 #include <boost/asio/signal_set.hpp>
 
 #include "controller/bandwidth_test.h"
+#include "controller/console_observer.h"
 #include "controller/feature.h"
 #include "controller/hang_watch.h"
 #include "controller/mpi_fences.h"
-#include "controller/progress.h"
 #include "controller/reach_test.h"
 #include "controller/signal_relay.h"
 #include "controller/stdin_relay.h"
@@ -51,6 +51,7 @@
 #include "dlaunch/proto/heartbeat.h"
 #include "dlaunch/tunables.h"
 #include "jobs/events.h"
+#include "jobs/job_observer.h"
 #include "jobs/report.h"
 #include "net/master_address.h"
 #include "net/stream.h"
@@ -146,21 +147,16 @@ struct ControllerEnv {
   LinkFactory& links;
   Clock& clock;
   FenceRelay* fences = nullptr;  // per-node mode under --mpi; else the plan's nodes are all
-  // Called once, on the loop, when the job's root cause is first known (per
-  // node mode: it is told to the other launchers at once).
-  std::function<void(const RootCause&)> on_cause;
   // Called once when the job has ended on this node, before the report: the
   // job's root cause when it is not the one this controller recorded first
   // (per-node mode: another launcher's failure got to the rendezvous first,
   // and every launcher reports that one).
   std::function<std::optional<RootCause>()> agreed_cause;
-  // Where the job's events go (jobs/events.h): nodes ready and lost, ranks
-  // started and exited, signals to the job. Null: none are kept.
-  EventLog* events = nullptr;
-  // Lines for the user that the job's console does not carry: --check's
-  // console is /dev/null (its table is its output), but a node pulling its
-  // image for minutes is still said (the line, without "dlaunch: ").
-  std::function<void(const std::string&)> notice;
+  // Who else watches the job (jobs/job_observer.h), after the console (which
+  // the controller tells first, through its sink): the job's record
+  // (EventLog), per-node mode's bridge to the other launchers, --check's
+  // notices. Null entries are skipped.
+  std::vector<JobObserver*> observers;
 };
 
 // The job's core on the head; its features (controller/feature.h) reach it
@@ -322,7 +318,8 @@ class Controller final : private JobAccess {
   bool on_this_machine_ = false;  // every agent runs on the head's machine
   std::optional<std::vector<proto::Interface>> own_interfaces_;  // the head's, once asked
   RootCause cause_;
-  Progress progress_;
+  ConsoleObserver console_;  // the first of observers_
+  ObserverList observers_;   // everything the job says goes to them
   int hellos_ = 0;
   int readies_ = 0;
   int pulling_ = 0;  // nodes pulling their image now

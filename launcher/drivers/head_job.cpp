@@ -793,7 +793,7 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
     dl::TransportLinks links(io, ssh_opts);
     dl::Controller controller(
         plan, config, sink,
-        {.io = io, .links = links, .clock = clock, .events = &journal.events()});
+        {.io = io, .links = links, .clock = clock, .observers = {&journal.events()}});
     const int status = controller.run();
     const dl::RootCause& cause = controller.cause();
     last_status = status;

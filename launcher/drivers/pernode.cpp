@@ -402,12 +402,17 @@ RoundEnd run_round(const Options& o, Rendezvous& rdzv, const RdzvSettings& rs, c
     published = true;
     rdzv.publish_failure(encode_cause(c, rs.me, m.node_rank), exit_status(c), !allows_restart(c));
   };
+  // The job's observer (jobs/job_observer.h) that hears its cause first.
+  struct Publisher final : JobObserver {
+    std::function<void(const RootCause&)> publish;
+    void on_cause(const RootCause& c) override { publish(c); }
+  } publisher;
+  publisher.publish = publish;
   Controller controller(plan, config, sink,
                         {.io = io,
                          .links = links,
                          .clock = clock,
                          .fences = fences ? &*fences : nullptr,
-                         .on_cause = publish,
                          .agreed_cause = [&]() -> std::optional<RootCause> {
                            if (peer || !published) return std::nullopt;
                            auto f = rdzv.agreed_failure(std::chrono::milliseconds(1000));
@@ -415,7 +420,8 @@ RoundEnd run_round(const Options& o, Rendezvous& rdzv, const RdzvSettings& rs, c
                            peer = f;
                            // This node's own failure goes in a note of its own.
                            return decode_cause(f->message, "");
-                         }});
+                         },
+                         .observers = {&publisher}});
   rdzv.start_watch();
   boost::asio::steady_timer bridge(io);
   std::function<void()> tick = [&] {

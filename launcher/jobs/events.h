@@ -16,19 +16,18 @@
 #include <functional>
 #include <string>
 #include <string_view>
-#include <variant>
 #include <vector>
+
+#include "jobs/event_field.h"
+#include "jobs/job_observer.h"
 
 namespace dlaunch {
 
 inline constexpr int kEventSchemaVersion = 1;
 
-struct EventField {
-  std::string key;
-  std::variant<std::string, long long, double, bool> value;
-};
-
-class EventLog {
+// The job's events come to it as an observer's (jobs/job_observer.h): the
+// record is one of the job's observers.
+class EventLog final : public JobObserver {
  public:
   using Writer = std::function<void(std::string_view line)>;
 
@@ -40,6 +39,9 @@ class EventLog {
 
   // One event now: its line goes to every writer.
   void emit(std::string_view type, const std::vector<EventField>& fields = {});
+  void on_event(std::string_view type, const std::vector<EventField>& fields) override {
+    emit(type, fields);
+  }
 
   // The line of an event at `unix_ms` (for tests), with its '\n'.
   std::string line(std::int64_t unix_ms, std::string_view type,

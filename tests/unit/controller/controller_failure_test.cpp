@@ -10,6 +10,39 @@ using namespace dltest;
 using std::chrono::milliseconds;
 namespace proto = dlaunch::proto;
 
+// An observer (jobs/job_observer.h) beside the console: the job's events in
+// order, its root cause once, dlaunch's lines as the console gets them.
+TEST_F(ControllerTest, AnObserverHearsTheEventsTheCauseOnceAndDlaunchsLines) {
+  struct Recorder final : dlaunch::JobObserver {
+    void on_text(std::string_view text) override { texts.emplace_back(text); }
+    void on_event(std::string_view type, const std::vector<dlaunch::EventField>&) override {
+      events.emplace_back(type);
+    }
+    void on_cause(const dlaunch::RootCause& c) override { causes.push_back(c); }
+    std::vector<std::string> texts, events;
+    std::vector<dlaunch::RootCause> causes;
+  } seen;
+  observer_ = &seen;
+  make(2, 1);
+  start_job();
+  EXPECT_EQ(seen.events,
+            (std::vector<std::string>{"node_ready", "node_ready", "rank_started", "rank_started"}));
+  EXPECT_TRUE(seen.causes.empty());
+  exited(1, 3);
+  ASSERT_EQ(seen.causes.size(), 1u);
+  EXPECT_EQ(seen.causes[0].kind, dlaunch::CauseKind::kWorker);
+  EXPECT_EQ(seen.causes[0].exit.rank, 1);
+  controller_->interrupt(SIGINT);  // a later cause: said and recorded, never heard as the cause
+  agents_stop_everything();
+  ASSERT_TRUE(controller_->finished());
+  EXPECT_EQ(seen.causes.size(), 1u);
+  EXPECT_EQ(seen.events,
+            (std::vector<std::string>{"node_ready", "node_ready", "rank_started", "rank_started",
+                                      "rank_exited", "signal", "rank_exited"}));
+  ASSERT_EQ(seen.texts.size(), 1u);
+  EXPECT_EQ(seen.texts[0], "dlaunch: SIGINT: stopping the job (again to kill at once)\n");
+}
+
 TEST_F(ControllerTest, TheFirstFailureIsTheRootCauseAndLaterOnesAreConsequences) {
   make(2, 2);
   start_job();

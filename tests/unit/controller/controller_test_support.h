@@ -112,7 +112,9 @@ class ControllerTest : public ::testing::Test {
         .stderr_fd = null_fd_});
     cfg.agent_path = "dlaunch-agent";
     controller_ = std::make_unique<dlaunch::Controller>(
-        plan_, cfg, *sink_, dlaunch::ControllerEnv{.io = io_, .links = links_, .clock = clock_});
+        plan_, cfg, *sink_,
+        dlaunch::ControllerEnv{
+            .io = io_, .links = links_, .clock = clock_, .observers = {observer_}});
   }
   void TearDown() override {
     controller_.reset();
@@ -181,6 +183,7 @@ class ControllerTest : public ::testing::Test {
   std::unique_ptr<dlaunch::Controller> controller_;
   std::set<int> reported_;
   int null_fd_ = -1;
+  dlaunch::JobObserver* observer_ = nullptr;  // beside the console, when a test sets one
 };
 
 }  // namespace dltest
