@@ -68,7 +68,11 @@ Agent::Agent(AgentEnv env, int control_in, int control_out)
       grace_timer_(env.clock.make_timer()),
       orphan_deadline_(env.clock.make_timer()),
       sweep_timer_(env.clock.make_timer()),
-      token_entry_("DLAUNCH_AGENT_TOKEN=" + random_hex(12)) {
+      token_entry_("DLAUNCH_AGENT_TOKEN=" + random_hex(12)),
+      network_(
+          env.io, env.clock, [this](const std::string& a) { return env_.os.route_interface(a); },
+          *this),
+      services_{&network_} {
   set_nonblocking(control_in, true);
   set_nonblocking(control_out, true);
   channel_ = std::make_unique<proto::PipeChannel>(
@@ -82,6 +86,10 @@ Agent::Agent(AgentEnv env, int control_in, int control_out)
 }
 
 Agent::~Agent() = default;
+
+void Agent::send_to_head(proto::Message msg) {
+  if (channel_->is_open()) channel_->send(std::move(msg));
+}
 
 int Agent::run() {
   asio::signal_set sigchld(env_.io, SIGCHLD);
@@ -139,6 +147,9 @@ void Agent::on_message(proto::Message&& msg) {
                                   std::string(agent_phase_name(phase_)) + ")"});
       return;
   }
+  for (NodeService* service : services_) {
+    if (service->handle(msg)) return;
+  }
   if (auto* setup = std::get_if<proto::Setup>(&msg)) {
     handle(std::move(*setup));
   } else if (auto* start = std::get_if<proto::Start>(&msg)) {
@@ -151,12 +162,6 @@ void Agent::on_message(proto::Message&& msg) {
     // heard() above is all a heartbeat is for
   } else if (auto* fence = std::get_if<proto::FenceDown>(&msg)) {
     if (pmix_) pmix_->complete_fence(fence->seq, fence->data);
-  } else if (auto* probe = std::get_if<proto::Probe>(&msg)) {
-    handle(*probe);
-  } else if (auto* listen = std::get_if<proto::NetListen>(&msg)) {
-    handle(*listen);
-  } else if (auto* send = std::get_if<proto::NetSend>(&msg)) {
-    handle(*send);
   } else if (auto* data = std::get_if<proto::StdinData>(&msg)) {
     handle(std::move(*data));
   } else if (std::holds_alternative<proto::StdinEof>(msg)) {
@@ -196,23 +201,11 @@ void Agent::handle(proto::Setup&& m) {
   }
   if (!plan_placement()) return;
   proto::Ready ready;
-  if (setup_.reserve_master_port) {
-    auto reserved = reserve_port(setup_.master_port);
-    if (!reserved) {
-      channel_->send(proto::Fatal{reserved.error()});
+  // The node services' parts (service.h): node 0's MASTER_PORT, ...
+  for (NodeService* service : services_) {
+    if (auto refused = service->prepare(setup_, ready)) {
+      channel_->send(proto::Fatal{std::move(*refused)});
       return;
-    }
-    ready.master_port = reserved->port;
-    if (setup_.accept_probes) {
-      // The other nodes test their reach of this node's addresses here.
-      try {
-        probe_listener_ = std::make_unique<ProbeListener>(env_.io, std::move(*reserved));
-      } catch (const Error& e) {
-        channel_->send(proto::Fatal{e.what()});
-        return;
-      }
-    } else {
-      reserved_port_ = std::move(reserved->fd);
     }
   }
   ready.interfaces = env_.os.interfaces();
@@ -291,11 +284,9 @@ void Agent::become_ready() {
 
 void Agent::handle(proto::Start&& m) {
   enter(Phase::kRunning);
-  probe_.reset();
-  end_bandwidth_test();
-  if (probe_listener_) probe_listener_->close();
-  probe_listener_.reset();
-  reserved_port_.reset();  // rank 0 binds it now
+  // The network tests end; node 0's reserved port is released: rank 0 binds
+  // it now.
+  for (NodeService* service : services_) service->on_start();
   // The interface toward the job's address, for the workers' gloo, NCCL and
   // Open MPI (node 0: the one that owns it).
   if (!m.net_address.empty()) net_interface_ = env_.os.route_interface(m.net_address);
@@ -326,46 +317,6 @@ void Agent::arm_progress_timer() {
         }
         arm_progress_timer();
       });
-}
-
-// Which of node 0's addresses this node reaches (the head chooses from the
-// answers of every node); the answer goes back whatever happens meanwhile.
-void Agent::handle(const proto::Probe& m) {
-  probe_ = std::make_unique<ReachProbe>(
-      env_.io, env_.clock, m, [this](const std::string& a) { return env_.os.route_interface(a); },
-      [this](proto::ProbeResult r) {
-        if (channel_->is_open()) channel_->send(std::move(r));
-      });
-}
-
-// --check's network test: listen for the other nodes' streams (the head then
-// pairs the nodes, NetSend). Before Start only, as the reach test.
-void Agent::handle(const proto::NetListen& m) {
-  proto::NetListening answer;
-  try {
-    if (m.token.size() < proto::kMinNetTokenBytes) {
-      answer.error = "the test's token is too short";
-    } else {
-      bandwidth_sink_ = std::make_unique<BandwidthSink>(env_.io, env_.clock, m.token);
-      answer.port = bandwidth_sink_->port();
-    }
-  } catch (const Error& e) {
-    answer.error = e.what();
-  }
-  channel_->send(std::move(answer));
-}
-
-void Agent::handle(const proto::NetSend& m) {
-  bandwidth_senders_.push_back(
-      std::make_unique<BandwidthSender>(env_.io, env_.clock, m, [this](proto::NetSent r) {
-        if (channel_->is_open()) channel_->send(std::move(r));
-      }));
-}
-
-void Agent::end_bandwidth_test() {
-  bandwidth_senders_.clear();
-  if (bandwidth_sink_) bandwidth_sink_->close();
-  bandwidth_sink_.reset();
 }
 
 // Where each rank of this node runs: the policy from Setup (defaults here,
@@ -1092,9 +1043,7 @@ void Agent::complete() {
   if (!cgroup_removed()) log("the job's cgroup " + cgroup_ + " is still in use; left behind");
   if (pmix_) pmix_->stop();
   if (store_) store_->close();
-  probe_.reset();
-  if (probe_listener_) probe_listener_->close();
-  end_bandwidth_test();
+  for (NodeService* service : services_) service->stop();
   grace_timer_->cancel();
   orphan_deadline_->cancel();
   sweep_timer_->cancel();

@@ -35,7 +35,6 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "bandwidth.h"
 #include "comm/store.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/placement/mapping.h"
@@ -44,10 +43,12 @@
 #include "dlaunch/unique_fd.h"
 #include "lifecycle.h"
 #include "net.h"
+#include "network_service.h"
 #include "os.h"
 #include "pmix/pmix_host.h"
 #include "progress_board.h"
 #include "runtime/runtime.h"
+#include "service.h"
 #include "worker.h"
 
 namespace dlaunch::agent {
@@ -59,7 +60,7 @@ struct AgentEnv {
   Clock& clock;
 };
 
-class Agent {
+class Agent final : private NodeAccess {
  public:
   // control_in/control_out: the channel fds (owned from here on).
   Agent(AgentEnv env, int control_in, int control_out);
@@ -85,15 +86,13 @@ class Agent {
   // The only way phase_ changes: a move the table does not allow is a bug.
   void enter(Phase next) { phase_ = checked_agent_move(phase_, next); }
 
+  // NodeAccess, for the node services (service.h).
+  void send_to_head(proto::Message msg) override;
   void on_message(proto::Message&& msg);
   void on_channel_closed(const std::string& reason);
   void handle(proto::Setup&& m);
   void handle(proto::Start&& m);
   void handle(const proto::Abort& m);
-  void handle(const proto::Probe& m);
-  void handle(const proto::NetListen& m);
-  void handle(const proto::NetSend& m);
-  void end_bandwidth_test();
   void handle(const proto::SignalRanks& m);
   // agent/stacks.cpp: CollectStacks (a stack of every running rank).
   struct StackRun;
@@ -181,12 +180,6 @@ class Agent {
   proto::Setup setup_;
   std::map<int, Worker> workers_;  // by rank
   std::map<pid_t, int> rank_of_pid_;
-  UniqueFd reserved_port_;
-  std::unique_ptr<ProbeListener> probe_listener_;  // node 0, from Setup to Start
-  std::unique_ptr<ReachProbe> probe_;              // the other nodes: the head's Probe
-  // --check's network test (bandwidth.h): from NetListen, and each NetSend's.
-  std::unique_ptr<BandwidthSink> bandwidth_sink_;
-  std::vector<std::unique_ptr<BandwidthSender>> bandwidth_senders_;
   std::string net_interface_;  // toward Start.net_address; empty: none known
   std::string error_dir_;      // workers' TORCHELASTIC_ERROR_FILEs; removed at the end
   std::string store_path_;     // node 0: the store's Unix socket (in error_dir_), if any
@@ -212,6 +205,9 @@ class Agent {
   std::uint64_t stdin_acked_ = 0;     // what StdinAck said last
   bool stdin_eof_ = false;
   int exit_code_ = 0;
+  // The node services (service.h), told of the node's moments in this order.
+  NetworkService network_;  // MASTER_PORT, the reach probes, --check's network test
+  std::vector<NodeService*> services_;
 };
 
 }  // namespace dlaunch::agent

@@ -1,0 +1,53 @@
+// A node service: one of the agent's jobs on its node beside running the
+// workers (the network tests, and next the store, PMIx, stacks, progress,
+// the stdin feed), with one interface through which the agent tells it the
+// node's moments. The agent's lifecycle (lifecycle.h) stays the agent's; a
+// service keeps its own state and timers, and reaches the head through the
+// NodeAccess it is given. The head's side has the same shape
+// (launcher/controller/feature.h).
+//
+// Thread safety: none; the agent's event loop only.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "dlaunch/proto/protocol.h"
+
+namespace dlaunch::agent {
+
+// What a service may ask of its agent.
+class NodeAccess {
+ public:
+  // To the head, while the control channel is open (dropped after).
+  virtual void send_to_head(proto::Message msg) = 0;
+
+ protected:
+  ~NodeAccess() = default;
+};
+
+class NodeService {
+ public:
+  virtual ~NodeService() = default;
+  // Setup: the service sets up what it needs for the job and adds its part
+  // of the node's Ready; a message that fails the node (its Fatal) if it
+  // cannot. Called in the agent's order, before the node is Ready.
+  virtual std::optional<std::string> prepare(const proto::Setup& /*setup*/,
+                                             proto::Ready& /*ready*/) {
+    return std::nullopt;
+  }
+  // A message of the head's that the lifecycle's table let through: true
+  // when it was the service's (handled), false when it is another's.
+  virtual bool handle(const proto::Message& /*msg*/) { return false; }
+  // Start: the workers are about to be spawned.
+  virtual void on_start() {}
+  // The job on this node is over (Done): whatever the service holds goes.
+  virtual void stop() {}
+
+ protected:
+  NodeService() = default;
+  NodeService(const NodeService&) = default;
+  NodeService& operator=(const NodeService&) = default;
+};
+
+}  // namespace dlaunch::agent
