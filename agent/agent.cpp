@@ -72,7 +72,8 @@ Agent::Agent(AgentEnv env, int control_in, int control_out)
       network_(
           env.io, env.clock, [this](const std::string& a) { return env_.os.route_interface(a); },
           *this),
-      services_{&network_} {
+      store_(env.io, *this),
+      services_{&network_, &store_} {
   set_nonblocking(control_in, true);
   set_nonblocking(control_out, true);
   channel_ = std::make_unique<proto::PipeChannel>(
@@ -201,7 +202,8 @@ void Agent::handle(proto::Setup&& m) {
   }
   if (!plan_placement()) return;
   proto::Ready ready;
-  // The node services' parts (service.h): node 0's MASTER_PORT, ...
+  make_error_dir();
+  // The node services' parts (service.h): node 0's MASTER_PORT and store.
   for (NodeService* service : services_) {
     if (auto refused = service->prepare(setup_, ready)) {
       channel_->send(proto::Fatal{std::move(*refused)});
@@ -209,7 +211,6 @@ void Agent::handle(proto::Setup&& m) {
     }
   }
   ready.interfaces = env_.os.interfaces();
-  make_error_dir();
   // A cgroup of the job's own on this node, where the system lets us make
   // one: nothing the workers start can leave it, so nothing escapes the
   // clean-up. Else the process groups, the tree and the token, as ever.
@@ -221,38 +222,6 @@ void Agent::handle(proto::Setup&& m) {
     guard_->kill_cgroup_on_death(cgroup_);
   } else {
     ready.no_cgroup = cgroup.error();
-  }
-  if (!setup_.store_secret.empty()) {
-    // The store lives as long as the job, not the workers: it survives their
-    // crashes. Besides TCP (on the address the head chose: loopback when every
-    // node is on its machine) it listens on a Unix socket in this node's
-    // private folder, for the workers of this machine: out of reach of other
-    // users and of any flood of theirs at the TCP port.
-    comm::StoreServerOptions so{.bind_address = setup_.store_bind,
-                                .port = setup_.store_port,
-                                .secret = setup_.store_secret};
-    if (!error_dir_.empty() && error_dir_.size() + 12 < 100)
-      so.unix_path = error_dir_ + "/store.sock";
-    try {
-      if (so.bind_address == "::") {
-        // IPv6 with IPv4 mapped in; where the system has no IPv6, IPv4 alone.
-        try {
-          store_ = std::make_unique<comm::StoreServer>(env_.io, so);
-        } catch (const std::system_error& e) {
-          if (e.code() != std::errc::address_family_not_supported &&
-              e.code() != std::errc::address_not_available)
-            throw;
-          so.bind_address = "0.0.0.0";
-        }
-      }
-      if (!store_) store_ = std::make_unique<comm::StoreServer>(env_.io, so);
-      ready.store_port = store_->port();
-      ready.store_path = so.unix_path;
-      store_path_ = so.unix_path;
-    } catch (const std::exception& e) {
-      channel_->send(proto::Fatal{std::string("cannot start the comm store: ") + e.what()});
-      return;
-    }
   }
   for (const auto& ws : setup_.workers) workers_[ws.rank].spec = ws;
   // Where the memory for it cannot be had, a stall is judged by output alone.
@@ -1042,7 +1011,6 @@ void Agent::complete() {
   if (!error_dir_.empty()) env_.os.remove_dir(error_dir_);
   if (!cgroup_removed()) log("the job's cgroup " + cgroup_ + " is still in use; left behind");
   if (pmix_) pmix_->stop();
-  if (store_) store_->close();
   for (NodeService* service : services_) service->stop();
   grace_timer_->cancel();
   orphan_deadline_->cancel();

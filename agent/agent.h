@@ -35,7 +35,6 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "comm/store.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/placement/mapping.h"
 #include "dlaunch/proto/channel.h"
@@ -49,6 +48,7 @@
 #include "progress_board.h"
 #include "runtime/runtime.h"
 #include "service.h"
+#include "store_service.h"
 #include "worker.h"
 
 namespace dlaunch::agent {
@@ -88,6 +88,7 @@ class Agent final : private NodeAccess {
 
   // NodeAccess, for the node services (service.h).
   void send_to_head(proto::Message msg) override;
+  const std::string& node_dir() const override { return error_dir_; }
   void on_message(proto::Message&& msg);
   void on_channel_closed(const std::string& reason);
   void handle(proto::Setup&& m);
@@ -175,14 +176,12 @@ class Agent final : private NodeAccess {
   UniqueFd pull_output_;
   std::unique_ptr<Timer> pull_timer_;
   bool pull_timed_out_ = false;
-  std::unique_ptr<PmixHost> pmix_;            // MPI mode only
-  std::unique_ptr<comm::StoreServer> store_;  // node 0: the job's rendezvous store
+  std::unique_ptr<PmixHost> pmix_;  // MPI mode only
   proto::Setup setup_;
   std::map<int, Worker> workers_;  // by rank
   std::map<pid_t, int> rank_of_pid_;
   std::string net_interface_;  // toward Start.net_address; empty: none known
   std::string error_dir_;      // workers' TORCHELASTIC_ERROR_FILEs; removed at the end
-  std::string store_path_;     // node 0: the store's Unix socket (in error_dir_), if any
   std::string pmix_dir_;       // --mpi: the PMIx server's folder (sockets, shared memory)
   std::string cgroup_;         // the job's cgroup on this node; empty: none could be made
   // Placement (docs/placement.md), from Setup: the topology and each rank's
@@ -207,6 +206,7 @@ class Agent final : private NodeAccess {
   int exit_code_ = 0;
   // The node services (service.h), told of the node's moments in this order.
   NetworkService network_;  // MASTER_PORT, the reach probes, --check's network test
+  StoreService store_;      // node 0: the job's rendezvous store
   std::vector<NodeService*> services_;
 };
 

@@ -21,6 +21,10 @@ class NodeAccess {
  public:
   // To the head, while the control channel is open (dropped after).
   virtual void send_to_head(proto::Message msg) = 0;
+  // The job's private folder on this node (mkdtemp, 0700, removed at the
+  // end and by the guard if the agent dies): made before the services'
+  // Setup. Empty when none could be made.
+  virtual const std::string& node_dir() const = 0;
 
  protected:
   ~NodeAccess() = default;

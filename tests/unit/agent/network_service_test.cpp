@@ -25,7 +25,9 @@ using dlaunch::agent::NetworkService;
 
 struct HeadSide final : dlaunch::agent::NodeAccess {
   void send_to_head(proto::Message msg) override { sent.push_back(std::move(msg)); }
+  const std::string& node_dir() const override { return dir; }
   std::vector<proto::Message> sent;
+  std::string dir;
 };
 
 // Whether a plain bind (no SO_REUSEADDR) of `port` on 127.0.0.1 succeeds.

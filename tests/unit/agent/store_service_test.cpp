@@ -1,0 +1,104 @@
+// Node 0's comm store as a node service (agent/store_service.h), without an
+// agent: made at Setup when the head gives a secret (TCP and a Unix socket in
+// the node's folder, both in Ready), refused with the reason when it cannot
+// listen, gone at the end. A real StoreServer on loopback.
+#include "store_service.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include "dlaunch/unique_fd.h"
+
+namespace {
+
+namespace proto = dlaunch::proto;
+using dlaunch::agent::StoreService;
+
+struct NodeSide final : dlaunch::agent::NodeAccess {
+  void send_to_head(proto::Message) override { ++sent; }
+  const std::string& node_dir() const override { return dir; }
+  std::string dir;
+  int sent = 0;
+};
+
+bool accepts(std::uint16_t port) {
+  const dlaunch::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+}
+
+class StoreServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/dlaunch-store-service-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    node_.dir = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(node_.dir); }
+
+  boost::asio::io_context io_;
+  NodeSide node_;
+};
+
+TEST_F(StoreServiceTest, WithTheJobsSecretTheStoreListensOnTcpAndInTheNodesFolder) {
+  StoreService service(io_, node_);
+  proto::Ready ready;
+  ASSERT_EQ(
+      service.prepare(proto::Setup{.store_secret = "s3cret-of-the-job", .store_bind = "127.0.0.1"},
+                      ready),
+      std::nullopt);
+  ASSERT_NE(ready.store_port, 0);
+  EXPECT_EQ(ready.store_path, node_.dir + "/store.sock");
+  struct stat st {};
+  ASSERT_EQ(::stat(ready.store_path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_TRUE(accepts(ready.store_port));
+  service.stop();
+  EXPECT_FALSE(accepts(ready.store_port));
+  EXPECT_NE(::stat(ready.store_path.c_str(), &st), 0);  // the socket's file goes with it
+  EXPECT_EQ(node_.sent, 0);
+}
+
+TEST_F(StoreServiceTest, WithoutASecretThereIsNoStore) {
+  StoreService service(io_, node_);
+  proto::Ready ready;
+  EXPECT_EQ(service.prepare(proto::Setup{}, ready), std::nullopt);
+  EXPECT_EQ(ready.store_port, 0);
+  EXPECT_EQ(ready.store_path, "");
+}
+
+TEST_F(StoreServiceTest, AnAddressThatIsNotThisMachinesRefusesTheNodeWithTheReason) {
+  StoreService service(io_, node_);
+  proto::Ready ready;
+  // TEST-NET-3 (RFC 5737): no machine's own; the bind fails, nothing is sent.
+  const auto refused = service.prepare(
+      proto::Setup{.store_secret = "s3cret-of-the-job", .store_bind = "203.0.113.7"}, ready);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->rfind("cannot start the comm store: ", 0), 0u) << *refused;
+  EXPECT_EQ(ready.store_port, 0);
+}
+
+TEST_F(StoreServiceTest, AFolderTooDeepForASocketPathGivesTcpOnly) {
+  node_.dir += "/" + std::string(100, 'd');
+  StoreService service(io_, node_);
+  proto::Ready ready;
+  ASSERT_EQ(
+      service.prepare(proto::Setup{.store_secret = "s3cret-of-the-job", .store_bind = "127.0.0.1"},
+                      ready),
+      std::nullopt);
+  EXPECT_NE(ready.store_port, 0);
+  EXPECT_EQ(ready.store_path, "");
+}
+
+}  // namespace
