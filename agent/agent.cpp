@@ -73,7 +73,8 @@ Agent::Agent(AgentEnv env, int control_in, int control_out)
           env.io, env.clock, [this](const std::string& a) { return env_.os.route_interface(a); },
           *this),
       store_(env.io, *this),
-      services_{&network_, &store_} {
+      progress_(env.clock, *this),
+      services_{&network_, &store_, &progress_} {
   set_nonblocking(control_in, true);
   set_nonblocking(control_out, true);
   channel_ = std::make_unique<proto::PipeChannel>(
@@ -87,6 +88,10 @@ Agent::Agent(AgentEnv env, int control_in, int control_out)
 }
 
 Agent::~Agent() = default;
+
+bool Agent::workers_running() const {
+  return phase_ == Phase::kRunning && !aborting_ && channel_->is_open();
+}
 
 void Agent::send_to_head(proto::Message msg) {
   if (channel_->is_open()) channel_->send(std::move(msg));
@@ -224,16 +229,6 @@ void Agent::handle(proto::Setup&& m) {
     ready.no_cgroup = cgroup.error();
   }
   for (const auto& ws : setup_.workers) workers_[ws.rank].spec = ws;
-  // Where the memory for it cannot be had, a stall is judged by output alone.
-  if (setup_.progress_interval_ms > 0 && !workers_.empty()) {
-    if (auto board = ProgressBoard::create(workers_.size())) {
-      progress_ = std::move(*board);
-      for (auto& [rank, w] : workers_) {
-        w.progress_slot = static_cast<int>(progress_ranks_.size());
-        progress_ranks_.push_back(rank);
-      }
-    }
-  }
   // The PMIx server first: its folder (the ranks' PMIx socket, Open MPI's
   // shared-memory files) is mounted into the node's container.
   if (setup_.mpi && !start_pmix()) return;
@@ -261,31 +256,8 @@ void Agent::handle(proto::Start&& m) {
   if (!m.net_address.empty()) net_interface_ = env_.os.route_interface(m.net_address);
   if (pmix_) give_pmix_the_store(m.env);
   for (auto& [rank, w] : workers_) spawn_worker(w, m.env);
-  arm_progress_timer();
+  for (NodeService* service : services_) service->on_running();
   maybe_finish();
-}
-
-// While the job runs: every progress_interval_ms, the sum of the ranks' comm
-// counters goes to the head when it moved (a Progress counts as activity for
-// --stall-timeout, as an output line does).
-void Agent::arm_progress_timer() {
-  if (!progress_) return;
-  if (!progress_timer_) progress_timer_ = env_.clock.make_timer();
-  progress_timer_->expires_at(
-      env_.clock.now() + std::chrono::milliseconds(setup_.progress_interval_ms), [this] {
-        if (phase_ != Phase::kRunning || aborting_ || !channel_->is_open()) return;
-        auto reading = progress_->read();
-        // The rank's doing, not the agent's: the head names it, and its calls count no more.
-        for (auto& d : reading.damaged) {
-          channel_->send(proto::ProgressDamaged{.rank = progress_ranks_.at(d.slot),
-                                                .what = std::move(d.what)});
-        }
-        if (reading.total != progress_sent_) {
-          progress_sent_ = reading.total;
-          channel_->send(proto::Progress{.collectives = reading.total});
-        }
-        arm_progress_timer();
-      });
 }
 
 // Where each rank of this node runs: the policy from Setup (defaults here,
@@ -658,12 +630,12 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
                               "shares its CPUs with an earlier rank";
     }
   }
-  if (progress_ && w.progress_slot >= 0) {
-    // Its own object, slot 0 there: no rank reaches another's counter.
-    const int fd = progress_->fd(static_cast<std::size_t>(w.progress_slot));
-    opts.keep_fd = fd;
-    job_env.emplace_back("DLAUNCH_PROGRESS_FD", std::to_string(fd));
-    job_env.emplace_back("DLAUNCH_PROGRESS_SLOT", "0");
+  // What the node services give it (its progress counter, ...).
+  for (NodeService* service : services_) {
+    NodeService::WorkerGift gift;
+    service->before_spawn(w.spec.rank, gift);
+    for (auto& kv : gift.env) job_env.push_back(std::move(kv));
+    if (gift.keep_fd >= 0) opts.keep_fd = gift.keep_fd;
   }
   auto [out_r, out_w] = make_pipe();
   auto [err_r, err_w] = make_pipe();

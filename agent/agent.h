@@ -45,7 +45,7 @@
 #include "network_service.h"
 #include "os.h"
 #include "pmix/pmix_host.h"
-#include "progress_board.h"
+#include "progress_service.h"
 #include "runtime/runtime.h"
 #include "service.h"
 #include "store_service.h"
@@ -89,6 +89,7 @@ class Agent final : private NodeAccess {
   // NodeAccess, for the node services (service.h).
   void send_to_head(proto::Message msg) override;
   const std::string& node_dir() const override { return error_dir_; }
+  bool workers_running() const override;
   void on_message(proto::Message&& msg);
   void on_channel_closed(const std::string& reason);
   void handle(proto::Setup&& m);
@@ -146,7 +147,6 @@ class Agent final : private NodeAccess {
   void complete();
   bool cgroup_removed();
   void start_heartbeats();
-  void arm_progress_timer();
   std::size_t live_workers() const;
 
   AgentEnv env_;
@@ -156,13 +156,7 @@ class Agent final : private NodeAccess {
   std::unique_ptr<Timer> sweep_timer_;      // leftovers signalled, waiting for them to go
   std::unique_ptr<proto::HeartbeatMonitor> heartbeats_;  // from Setup on
   std::unique_ptr<StackRun> stacks_;                     // a CollectStacks in progress
-  // --stall-timeout: the ranks' comm progress counters, from Setup (none when
-  // the head asks for no progress), and the timer that reports them.
-  std::unique_ptr<ProgressBoard> progress_;
-  std::vector<std::int32_t> progress_ranks_;  // the rank of each of its slots
-  std::unique_ptr<Timer> progress_timer_;
-  std::uint64_t progress_sent_ = 0;
-  std::uint64_t stack_runs_ = 0;  // tells a run's handlers from older ones
+  std::uint64_t stack_runs_ = 0;                         // tells a run's handlers from older ones
 
   std::string token_entry_;
   std::unique_ptr<GuardLink> guard_;
@@ -205,8 +199,9 @@ class Agent final : private NodeAccess {
   bool stdin_eof_ = false;
   int exit_code_ = 0;
   // The node services (service.h), told of the node's moments in this order.
-  NetworkService network_;  // MASTER_PORT, the reach probes, --check's network test
-  StoreService store_;      // node 0: the job's rendezvous store
+  NetworkService network_;    // MASTER_PORT, the reach probes, --check's network test
+  StoreService store_;        // node 0: the job's rendezvous store
+  ProgressService progress_;  // --stall-timeout: the ranks' comm progress
   std::vector<NodeService*> services_;
 };
 

@@ -21,6 +21,9 @@ class NodeAccess {
  public:
   // To the head, while the control channel is open (dropped after).
   virtual void send_to_head(proto::Message msg) = 0;
+  // The workers run and no stop has begun (the phase is running and no
+  // Abort came): what a service that reports on them waits for.
+  virtual bool workers_running() const = 0;
   // The job's private folder on this node (mkdtemp, 0700, removed at the
   // end and by the guard if the agent dies): made before the services'
   // Setup. Empty when none could be made.
@@ -45,6 +48,16 @@ class NodeService {
   virtual bool handle(const proto::Message& /*msg*/) { return false; }
   // Start: the workers are about to be spawned.
   virtual void on_start() {}
+  // What the service gives a worker it spawns: variables of its environment,
+  // and a descriptor it keeps across exec (at most one per worker, of all the
+  // services: SpawnOptions::keep_fd).
+  struct WorkerGift {
+    proto::Env env;
+    int keep_fd = -1;
+  };
+  virtual void before_spawn(int /*rank*/, WorkerGift& /*gift*/) {}
+  // The workers were spawned (Start): what runs while they do begins.
+  virtual void on_running() {}
   // The job on this node is over (Done): whatever the service holds goes.
   virtual void stop() {}
 

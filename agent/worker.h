@@ -63,7 +63,6 @@ struct Worker {
   std::unique_ptr<OutputStream> out;
   std::unique_ptr<OutputStream> err;
   std::unique_ptr<StdinPipe> in;  // spec.stdin_pipe, once spawned
-  int progress_slot = -1;         // its counter on the ProgressBoard; -1: none
 };
 
 // Where the worker's TORCHELASTIC_ERROR_FILE is: the value env already holds

@@ -16,19 +16,13 @@
 
 #include "../seams/manual_clock.h"
 #include "dlaunch/unique_fd.h"
+#include "fake_node.h"
 
 namespace {
 
 namespace proto = dlaunch::proto;
 using dlaunch::UniqueFd;
 using dlaunch::agent::NetworkService;
-
-struct HeadSide final : dlaunch::agent::NodeAccess {
-  void send_to_head(proto::Message msg) override { sent.push_back(std::move(msg)); }
-  const std::string& node_dir() const override { return dir; }
-  std::vector<proto::Message> sent;
-  std::string dir;
-};
 
 // Whether a plain bind (no SO_REUSEADDR) of `port` on 127.0.0.1 succeeds.
 bool port_free(std::uint16_t port) {
@@ -54,7 +48,7 @@ class NetworkServiceTest : public ::testing::Test {
  protected:
   boost::asio::io_context io_;
   dltest::ManualClock clock_;
-  HeadSide head_;
+  dltest::FakeNode head_;
   NetworkService service_{io_, clock_, [](const std::string&) { return std::string("lo"); }, head_};
 };
 

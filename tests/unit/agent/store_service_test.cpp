@@ -16,18 +16,12 @@
 #include <gtest/gtest.h>
 
 #include "dlaunch/unique_fd.h"
+#include "fake_node.h"
 
 namespace {
 
 namespace proto = dlaunch::proto;
 using dlaunch::agent::StoreService;
-
-struct NodeSide final : dlaunch::agent::NodeAccess {
-  void send_to_head(proto::Message) override { ++sent; }
-  const std::string& node_dir() const override { return dir; }
-  std::string dir;
-  int sent = 0;
-};
 
 bool accepts(std::uint16_t port) {
   const dlaunch::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -48,7 +42,7 @@ class StoreServiceTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(node_.dir); }
 
   boost::asio::io_context io_;
-  NodeSide node_;
+  dltest::FakeNode node_;
 };
 
 TEST_F(StoreServiceTest, WithTheJobsSecretTheStoreListensOnTcpAndInTheNodesFolder) {
@@ -67,7 +61,7 @@ TEST_F(StoreServiceTest, WithTheJobsSecretTheStoreListensOnTcpAndInTheNodesFolde
   service.stop();
   EXPECT_FALSE(accepts(ready.store_port));
   EXPECT_NE(::stat(ready.store_path.c_str(), &st), 0);  // the socket's file goes with it
-  EXPECT_EQ(node_.sent, 0);
+  EXPECT_TRUE(node_.sent.empty());
 }
 
 TEST_F(StoreServiceTest, WithoutASecretThereIsNoStore) {

@@ -1,0 +1,34 @@
+// The agent as its node services (agent/service.h) see it, for testing a
+// service alone: what it sends to the head is kept, its folder and whether
+// its workers run are the test's to set.
+#pragma once
+
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "service.h"
+
+namespace dltest {
+
+class FakeNode final : public dlaunch::agent::NodeAccess {
+ public:
+  void send_to_head(dlaunch::proto::Message msg) override { sent.push_back(std::move(msg)); }
+  const std::string& node_dir() const override { return dir; }
+  bool workers_running() const override { return running; }
+
+  template <typename T>
+  std::vector<T> sent_of() const {
+    std::vector<T> out;
+    for (const auto& m : sent) {
+      if (const auto* t = std::get_if<T>(&m)) out.push_back(*t);
+    }
+    return out;
+  }
+
+  std::vector<dlaunch::proto::Message> sent;
+  std::string dir;
+  bool running = false;
+};
+
+}  // namespace dltest
