@@ -74,7 +74,8 @@ Agent::Agent(AgentEnv env, int control_in, int control_out)
           *this),
       store_(env.io, *this),
       progress_(env.clock, *this),
-      services_{&network_, &store_, &progress_} {
+      stdin_(env.io, *this),
+      services_{&network_, &store_, &progress_, &stdin_} {
   set_nonblocking(control_in, true);
   set_nonblocking(control_out, true);
   channel_ = std::make_unique<proto::PipeChannel>(
@@ -168,10 +169,6 @@ void Agent::on_message(proto::Message&& msg) {
     // heard() above is all a heartbeat is for
   } else if (auto* fence = std::get_if<proto::FenceDown>(&msg)) {
     if (pmix_) pmix_->complete_fence(fence->seq, fence->data);
-  } else if (auto* data = std::get_if<proto::StdinData>(&msg)) {
-    handle(std::move(*data));
-  } else if (std::holds_alternative<proto::StdinEof>(msg)) {
-    handle_stdin_eof();
   } else if (auto* pause = std::get_if<proto::PauseOutput>(&msg)) {
     // The head's console is behind: stop reading the workers' pipes (they
     // block when theirs fill) until it says so; the rest goes on as before.
@@ -630,18 +627,17 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
                               "shares its CPUs with an earlier rank";
     }
   }
-  // What the node services give it (its progress counter, ...).
+  // What the node services give it (its progress counter, its stdin, ...).
+  UniqueFd in_r;  // its stdin's read end, closed here once it is spawned
   for (NodeService* service : services_) {
     NodeService::WorkerGift gift;
     service->before_spawn(w.spec.rank, gift);
     for (auto& kv : gift.env) job_env.push_back(std::move(kv));
     if (gift.keep_fd >= 0) opts.keep_fd = gift.keep_fd;
+    if (gift.stdin_read) in_r = std::move(gift.stdin_read);
   }
   auto [out_r, out_w] = make_pipe();
   auto [err_r, err_w] = make_pipe();
-  UniqueFd in_r;
-  UniqueFd in_w;
-  if (w.spec.stdin_pipe) std::tie(in_r, in_w) = make_pipe();
   opts.stdin_fd = in_r.get();  // -1: /dev/null
   opts.argv = w.spec.argv;
   opts.env = worker_environment(base, w.spec.env, job_env, token_entry_);
@@ -654,6 +650,8 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   w.started = env_.clock.now();
   w.started_wall = std::chrono::system_clock::now();
   SpawnResult r = env_.os.spawn_in(opts, cgroup_);
+  in_r.reset();  // the worker's end: EOF reaches it once the service closes its own
+  for (NodeService* service : services_) service->after_spawn(w.spec.rank, r.ok());
   if (!r) {
     w.state = WorkerState::kFailed;
     channel_->send(proto::Exited{.rank = w.spec.rank,
@@ -666,11 +664,6 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   w.state = WorkerState::kRunning;
   guard_->watch_process_group(w.pid);
   rank_of_pid_[w.pid] = w.spec.rank;
-  if (in_w) {
-    in_r.reset();  // the worker's end: EOF reaches it once ours is closed
-    set_nonblocking(in_w.get(), true);
-    w.in = std::make_unique<StdinPipe>(env_.io, in_w.release());
-  }
   set_nonblocking(out_r.get(), true);
   set_nonblocking(err_r.get(), true);
   w.out =
@@ -819,10 +812,7 @@ void Agent::on_sigchld() {
 void Agent::on_worker_exit(Worker& w, int status) {
   w.state = WorkerState::kExited;
   if (pmix_) pmix_->rank_exited(w.spec.rank);  // its names of PMIX_PERSIST_PROC go
-  if (w.in) {
-    stdin_close(w);  // what it did not read is dropped
-    stdin_ack();
-  }
+  for (NodeService* service : services_) service->on_worker_exit(w.spec.rank);
   if (w.out) drain_now(w, *w.out);
   if (w.err) drain_now(w, *w.err);
   proto::Exited ex{.rank = w.spec.rank, .pid = w.pid};

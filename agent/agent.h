@@ -48,6 +48,7 @@
 #include "progress_service.h"
 #include "runtime/runtime.h"
 #include "service.h"
+#include "stdin_service.h"
 #include "store_service.h"
 #include "worker.h"
 
@@ -131,12 +132,6 @@ class Agent final : private NodeAccess {
   void drain_now(Worker& w, OutputStream& s);
   void resume_parked();
   void on_worker_exit(Worker& w, int status);
-  // agent/stdin_feed.cpp: --stdin.
-  void handle(proto::StdinData&& m);
-  void handle_stdin_eof();
-  void stdin_write(Worker& w);
-  void stdin_close(Worker& w);
-  void stdin_ack();
 
   void begin_abort(const std::string& reason, bool immediate);
   void signal_everything(int sig);
@@ -194,14 +189,12 @@ class Agent final : private NodeAccess {
   bool ranks_stopped_ = false;  // SIGTSTP/SIGSTOP forwarded, no SIGCONT since
   SteadyTime sweep_deadline_{};
   std::uint32_t leftovers_killed_ = 0;
-  std::uint64_t stdin_received_ = 0;  // StdinData bytes so far
-  std::uint64_t stdin_acked_ = 0;     // what StdinAck said last
-  bool stdin_eof_ = false;
   int exit_code_ = 0;
   // The node services (service.h), told of the node's moments in this order.
   NetworkService network_;    // MASTER_PORT, the reach probes, --check's network test
   StoreService store_;        // node 0: the job's rendezvous store
   ProgressService progress_;  // --stall-timeout: the ranks' comm progress
+  StdinService stdin_;        // --stdin: the head's stdin into the workers that read it
   std::vector<NodeService*> services_;
 };
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "dlaunch/proto/protocol.h"
+#include "dlaunch/unique_fd.h"
 
 namespace dlaunch::agent {
 
@@ -49,13 +50,21 @@ class NodeService {
   // Start: the workers are about to be spawned.
   virtual void on_start() {}
   // What the service gives a worker it spawns: variables of its environment,
-  // and a descriptor it keeps across exec (at most one per worker, of all the
-  // services: SpawnOptions::keep_fd).
+  // a descriptor it keeps across exec (at most one per worker, of all the
+  // services: SpawnOptions::keep_fd), its stdin (at most one service's; none:
+  // /dev/null), closed here once it is spawned.
   struct WorkerGift {
     proto::Env env;
     int keep_fd = -1;
+    UniqueFd stdin_read;
   };
   virtual void before_spawn(int /*rank*/, WorkerGift& /*gift*/) {}
+  // The worker was spawned, or its spawn failed (reported as its exit, and
+  // on_worker_exit does not follow): what before_spawn set up is kept or
+  // dropped.
+  virtual void after_spawn(int /*rank*/, bool /*spawned*/) {}
+  // A spawned worker exited (reaped).
+  virtual void on_worker_exit(int /*rank*/) {}
   // The workers were spawned (Start): what runs while they do begins.
   virtual void on_running() {}
   // The job on this node is over (Done): whatever the service holds goes.

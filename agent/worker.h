@@ -40,18 +40,6 @@ struct OutputStream {
   int starved_holds = 0;  // flush periods a partial line waited on a runnable worker
 };
 
-// The write end of a worker's stdin pipe (--stdin; agent/stdin_feed.cpp):
-// what the head sent that the worker has not read yet.
-struct StdinPipe {
-  StdinPipe(boost::asio::io_context& io, int fd) : pipe(io, fd) {}
-  boost::asio::posix::stream_descriptor pipe;  // non-blocking
-  std::deque<std::string> queue;
-  std::size_t offset = 0;   // of the first chunk, already written
-  std::uint64_t taken = 0;  // bytes of the whole stream written into the pipe
-  bool writing = false;     // waiting for room in the pipe
-  bool closed = false;      // EOF given, the worker gone, or it closed its end
-};
-
 struct Worker {
   proto::WorkerSpec spec;
   WorkerState state = WorkerState::kPending;
@@ -62,7 +50,6 @@ struct Worker {
   std::string error_file;  // its TORCHELASTIC_ERROR_FILE
   std::unique_ptr<OutputStream> out;
   std::unique_ptr<OutputStream> err;
-  std::unique_ptr<StdinPipe> in;  // spec.stdin_pipe, once spawned
 };
 
 // Where the worker's TORCHELASTIC_ERROR_FILE is: the value env already holds
