@@ -75,7 +75,8 @@ Agent::Agent(AgentEnv env, int control_in, int control_out)
       store_(env.io, *this),
       progress_(env.clock, *this),
       stdin_(env.io, *this),
-      services_{&network_, &store_, &progress_, &stdin_} {
+      stacks_(env.io, env.clock, env.os, *this),
+      services_{&network_, &store_, &progress_, &stdin_, &stacks_} {
   set_nonblocking(control_in, true);
   set_nonblocking(control_out, true);
   channel_ = std::make_unique<proto::PipeChannel>(
@@ -92,6 +93,25 @@ Agent::~Agent() = default;
 
 bool Agent::workers_running() const {
   return phase_ == Phase::kRunning && !aborting_ && channel_->is_open();
+}
+
+std::vector<NodeAccess::RunningWorker> Agent::running_workers() const {
+  std::vector<RunningWorker> out;
+  for (const auto& [rank, w] : workers_) {
+    if (w.state != WorkerState::kRunning) continue;
+    out.push_back(
+        {.rank = rank, .pid = w.pid, .program = w.spec.argv.empty() ? "" : w.spec.argv[0]});
+  }
+  return out;
+}
+
+bool Agent::worker_running(int rank) const {
+  const auto it = workers_.find(rank);
+  return it != workers_.end() && it->second.state == WorkerState::kRunning;
+}
+
+bool Agent::workers_contained() const {
+  return runtime_ && runtime_->kind() != RuntimeKind::kNative;
 }
 
 void Agent::send_to_head(proto::Message msg) {
@@ -176,8 +196,6 @@ void Agent::on_message(proto::Message&& msg) {
     if (!output_paused_) resume_parked();
   } else if (auto* sig = std::get_if<proto::SignalRanks>(&msg)) {
     handle(*sig);
-  } else if (auto* collect = std::get_if<proto::CollectStacks>(&msg)) {
-    handle(*collect);
   } else {
     // Accepted by the table but handled by nothing above: the two disagree.
     channel_->send(
@@ -704,7 +722,7 @@ void Agent::read_stream(Worker& w, OutputStream& s) {
 
 void Agent::forward(Worker& w, OutputStream& s, std::string_view data) {
   s.starved_holds = 0;
-  if (stacks_) stack_capture(w, s, data);
+  for (NodeService* service : services_) service->on_output(w.spec.rank, s.stream, data);
   s.lines.append(data);
   std::string lines = s.lines.take_lines();
   const bool new_partial = !lines.empty();
@@ -812,9 +830,9 @@ void Agent::on_sigchld() {
 void Agent::on_worker_exit(Worker& w, int status) {
   w.state = WorkerState::kExited;
   if (pmix_) pmix_->rank_exited(w.spec.rank);  // its names of PMIX_PERSIST_PROC go
-  for (NodeService* service : services_) service->on_worker_exit(w.spec.rank);
   if (w.out) drain_now(w, *w.out);
   if (w.err) drain_now(w, *w.err);
+  for (NodeService* service : services_) service->on_worker_exit(w.spec.rank);
   proto::Exited ex{.rank = w.spec.rank, .pid = w.pid};
   if (WIFSIGNALED(status)) {
     ex.kind = proto::ExitKind::kSignaled;
@@ -832,7 +850,6 @@ void Agent::on_worker_exit(Worker& w, int status) {
   ex.runtime_ms = static_cast<std::uint64_t>(
       std::chrono::duration_cast<milliseconds>(env_.clock.now() - w.started).count());
   channel_->send(ex);
-  if (stacks_) stack_worker_exited(w);
 }
 
 std::size_t Agent::live_workers() const {
@@ -978,7 +995,6 @@ void Agent::complete() {
   orphan_deadline_->cancel();
   sweep_timer_->cancel();
   if (pull_timer_) pull_timer_->cancel();
-  stacks_.reset();
   if (heartbeats_) heartbeats_->stop();
   if (guard_) guard_->disarm();
   if (channel_->is_open()) {

@@ -48,6 +48,7 @@
 #include "progress_service.h"
 #include "runtime/runtime.h"
 #include "service.h"
+#include "stacks.h"
 #include "stdin_service.h"
 #include "store_service.h"
 #include "worker.h"
@@ -91,23 +92,15 @@ class Agent final : private NodeAccess {
   void send_to_head(proto::Message msg) override;
   const std::string& node_dir() const override { return error_dir_; }
   bool workers_running() const override;
+  std::vector<RunningWorker> running_workers() const override;
+  bool worker_running(int rank) const override;
+  bool workers_contained() const override;
   void on_message(proto::Message&& msg);
   void on_channel_closed(const std::string& reason);
   void handle(proto::Setup&& m);
   void handle(proto::Start&& m);
   void handle(const proto::Abort& m);
   void handle(const proto::SignalRanks& m);
-  // agent/stacks.cpp: CollectStacks (a stack of every running rank).
-  struct StackRun;
-  void handle(const proto::CollectStacks& m);
-  void stack_next();
-  void stack_read(std::size_t i);
-  void stack_tool_done(std::size_t i, const std::string& error);
-  void stack_python_phase();
-  void stack_thaw(std::size_t i);
-  void stack_capture(const Worker& w, const OutputStream& s, std::string_view data);
-  void stack_worker_exited(const Worker& w);
-  void stack_finish();
   void handle_shutdown();
   bool start_pmix();
   // agent/runtime/: where the workers run (native, or the node's container).
@@ -150,8 +143,6 @@ class Agent final : private NodeAccess {
   std::unique_ptr<Timer> orphan_deadline_;  // armed when the head is gone
   std::unique_ptr<Timer> sweep_timer_;      // leftovers signalled, waiting for them to go
   std::unique_ptr<proto::HeartbeatMonitor> heartbeats_;  // from Setup on
-  std::unique_ptr<StackRun> stacks_;                     // a CollectStacks in progress
-  std::uint64_t stack_runs_ = 0;                         // tells a run's handlers from older ones
 
   std::string token_entry_;
   std::unique_ptr<GuardLink> guard_;
@@ -195,6 +186,7 @@ class Agent final : private NodeAccess {
   StoreService store_;        // node 0: the job's rendezvous store
   ProgressService progress_;  // --stall-timeout: the ranks' comm progress
   StdinService stdin_;        // --stdin: the head's stdin into the workers that read it
+  StacksService stacks_;      // CollectStacks: a stack of every running rank
   std::vector<NodeService*> services_;
 };
 

@@ -9,8 +9,12 @@
 // Thread safety: none; the agent's event loop only.
 #pragma once
 
+#include <sys/types.h>
+
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "dlaunch/proto/protocol.h"
 #include "dlaunch/unique_fd.h"
@@ -22,6 +26,18 @@ class NodeAccess {
  public:
   // To the head, while the control channel is open (dropped after).
   virtual void send_to_head(proto::Message msg) = 0;
+  // A worker that runs now: its rank, its process, its program (argv[0]).
+  struct RunningWorker {
+    int rank = 0;
+    pid_t pid = -1;
+    std::string program;
+  };
+  // The workers that run now, in rank order.
+  virtual std::vector<RunningWorker> running_workers() const = 0;
+  virtual bool worker_running(int rank) const = 0;
+  // The workers run in the node's container (runtime/runtime.h), not on the
+  // host.
+  virtual bool workers_contained() const = 0;
   // The workers run and no stop has begun (the phase is running and no
   // Abort came): what a service that reports on them waits for.
   virtual bool workers_running() const = 0;
@@ -63,7 +79,9 @@ class NodeService {
   // on_worker_exit does not follow): what before_spawn set up is kept or
   // dropped.
   virtual void after_spawn(int /*rank*/, bool /*spawned*/) {}
-  // A spawned worker exited (reaped).
+  // A worker's output as it is read, before it goes to the head.
+  virtual void on_output(int /*rank*/, proto::Stream /*stream*/, std::string_view /*data*/) {}
+  // A spawned worker exited (reaped; what was left in its pipes is read).
   virtual void on_worker_exit(int /*rank*/) {}
   // The workers were spawned (Start): what runs while they do begins.
   virtual void on_running() {}

@@ -32,7 +32,7 @@ std::string fmt_ms_error(const std::string& tool, milliseconds limit) {
 
 }  // namespace
 
-Agent::StackRun::~StackRun() {
+StacksService::Run::~Run() {
   // A tool still at work is ours to end (it is our child; its exit is reaped
   // with the others').
   for (auto& it : items) {
@@ -109,14 +109,23 @@ bool is_python(pid_t pid, const std::string& argv0) {
   return !ec && exe.filename().string().starts_with("python");
 }
 
-void Agent::handle(const proto::CollectStacks& m) {
-  if (stacks_) stack_finish();  // a new request ends the one in progress
-  auto run = std::make_unique<StackRun>();
-  run->id = ++stack_runs_;
-  run->os = &env_.os;
+StacksService::~StacksService() = default;
+
+bool StacksService::handle(const proto::Message& msg) {
+  const auto* m = std::get_if<proto::CollectStacks>(&msg);
+  if (m == nullptr) return false;
+  collect(*m);
+  return true;
+}
+
+void StacksService::collect(const proto::CollectStacks& m) {
+  if (run_) finish();  // a new request ends the one in progress
+  auto run = std::make_unique<Run>();
+  run->id = ++runs_;
+  run->os = &os_;
   run->request = m;
   const auto env = current_environment();
-  run->contained = runtime_ && runtime_->kind() != RuntimeKind::kNative;
+  run->contained = node_.workers_contained();
   const auto tools = run->contained ? std::array<const char*, 2>{"gdb", "eu-stack"}
                                     : std::array<const char*, 2>{"eu-stack", "gdb"};
   for (const char* t : tools) {
@@ -126,18 +135,18 @@ void Agent::handle(const proto::CollectStacks& m) {
       break;
     }
   }
-  for (auto& [rank, w] : workers_) {
-    if (w.state != WorkerState::kRunning || w.pid <= 0) continue;
-    StackRun::Item item;
-    item.out.rank = rank;
+  for (const auto& w : node_.running_workers()) {
+    if (w.pid <= 0) continue;
+    Run::Item item;
+    item.out.rank = w.rank;
     item.out.pid = w.pid;
-    item.python = m.python_abort && is_python(w.pid, w.spec.argv.empty() ? "" : w.spec.argv[0]);
+    item.python = m.python_abort && is_python(w.pid, w.program);
     if (item.python) {
       // Still from here on: see stacks.h. The stack tools take a stopped
       // process as it is and leave it stopped.
       const rlimit no_core{0, 0};
       ::prlimit(w.pid, RLIMIT_CORE, &no_core, nullptr);
-      env_.os.signal(w.pid, SIGSTOP);
+      os_.signal(w.pid, SIGSTOP);
       item.frozen = true;
     }
     if (run->tool.empty()) {
@@ -154,23 +163,23 @@ void Agent::handle(const proto::CollectStacks& m) {
   const milliseconds total(m.timeout_ms > 0 ? m.timeout_ms : 10000);
   // Leave time for the Python phase and for the answer to travel.
   run->tool_limit = std::max(milliseconds(500), total / 2);
-  run->deadline = env_.clock.make_timer();
-  run->python_wait = env_.clock.make_timer();
+  run->deadline = clock_.make_timer();
+  run->python_wait = clock_.make_timer();
   const auto id = run->id;
-  env_.clock.after(*run->deadline, total - std::min(total / 5, milliseconds(1000)), [this, id] {
-    if (stacks_ && stacks_->id == id) stack_finish();
+  clock_.after(*run->deadline, total - std::min(total / 5, milliseconds(1000)), [this, id] {
+    if (run_ && run_->id == id) finish();
   });
-  stacks_ = std::move(run);
-  if (stacks_->tool.empty()) {
-    stacks_->next = stacks_->items.size();
-    stack_python_phase();
+  run_ = std::move(run);
+  if (run_->tool.empty()) {
+    run_->next = run_->items.size();
+    python_phase();
     return;
   }
-  stack_next();
+  next();
 }
 
-void Agent::stack_next() {
-  auto& run = *stacks_;
+void StacksService::next() {
+  auto& run = *run_;
   while (run.running < kParallelTools && run.next < run.items.size()) {
     const std::size_t i = run.next++;
     auto& item = run.items[i];
@@ -184,7 +193,7 @@ void Agent::stack_next() {
       auto [r, w] = make_pipe();
       opts.stdout_fd = w.get();
       opts.stderr_fd = w.get();
-      auto spawned = env_.os.spawn(opts);
+      auto spawned = os_.spawn(opts);
       if (!spawned) {
         item.done = true;
         item.out.error = run.tool + " could not be started: " + spawned.error();
@@ -198,46 +207,46 @@ void Agent::stack_next() {
       continue;
     }
     set_nonblocking(read_end.get(), true);
-    item.pipe = std::make_unique<asio::posix::stream_descriptor>(env_.io, read_end.release());
-    item.limit = env_.clock.make_timer();
+    item.pipe = std::make_unique<asio::posix::stream_descriptor>(io_, read_end.release());
+    item.limit = clock_.make_timer();
     item.started = true;
     ++run.running;
     const auto id = run.id;
-    env_.clock.after(*item.limit, run.tool_limit, [this, id, i] {
-      if (!stacks_ || stacks_->id != id || stacks_->items[i].done) return;
-      env_.os.signal(stacks_->items[i].tool_pid, SIGKILL);
-      stack_tool_done(i, fmt_ms_error(stacks_->tool, stacks_->tool_limit));
+    clock_.after(*item.limit, run.tool_limit, [this, id, i] {
+      if (!run_ || run_->id != id || run_->items[i].done) return;
+      os_.signal(run_->items[i].tool_pid, SIGKILL);
+      tool_done(i, fmt_ms_error(run_->tool, run_->tool_limit));
     });
-    stack_read(i);
+    read(i);
   }
-  if (run.next >= run.items.size() && run.running == 0) stack_python_phase();
+  if (run.next >= run.items.size() && run.running == 0) python_phase();
 }
 
-void Agent::stack_read(std::size_t i) {
-  const auto id = stacks_->id;
-  stacks_->items[i].pipe->async_wait(
+void StacksService::read(std::size_t i) {
+  const auto id = run_->id;
+  run_->items[i].pipe->async_wait(
       asio::posix::stream_descriptor::wait_read, [this, id, i](boost::system::error_code ec) {
-        if (ec == asio::error::operation_aborted || !stacks_ || stacks_->id != id) return;
-        auto& item = stacks_->items[i];
+        if (ec == asio::error::operation_aborted || !run_ || run_->id != id) return;
+        auto& item = run_->items[i];
         if (item.done) return;
         const std::span<char> buf = proto::thread_read_buffer();
         const ssize_t n = ec ? -1 : ::read(item.pipe->native_handle(), buf.data(), buf.size());
         if (n > 0) {
           auto& text = item.out.native;
-          if (text.size() < stacks_->byte_limit) {
+          if (text.size() < run_->byte_limit) {
             text.append(buf.data(),
-                        std::min(static_cast<std::size_t>(n), stacks_->byte_limit - text.size()));
+                        std::min(static_cast<std::size_t>(n), run_->byte_limit - text.size()));
           }
         } else if (n == 0 || ec || (errno != EAGAIN && errno != EINTR)) {
-          stack_tool_done(i, {});
+          tool_done(i, {});
           return;
         }
-        stack_read(i);
+        read(i);
       });
 }
 
-void Agent::stack_tool_done(std::size_t i, const std::string& error) {
-  auto& run = *stacks_;
+void StacksService::tool_done(std::size_t i, const std::string& error) {
+  auto& run = *run_;
   auto& item = run.items[i];
   item.done = true;
   if (item.limit) item.limit->cancel();
@@ -254,83 +263,79 @@ void Agent::stack_tool_done(std::size_t i, const std::string& error) {
     item.out.error = kHostFilesNote;
   }
   if (run.running > 0) --run.running;
-  // Later, not from inside this handler: stack_next may end the run.
+  // Later, not from inside this handler: next() may end the run.
   const auto id = run.id;
-  asio::post(env_.io, [this, id] {
-    if (stacks_ && stacks_->id == id && !stacks_->python_phase) stack_next();
+  asio::post(io_, [this, id] {
+    if (run_ && run_->id == id && !run_->python_phase) next();
   });
 }
 
 // Native stacks are in. Python ranks, when asked: SIGABRT, and keep their
 // stderr until they exit (faulthandler writes its dump, then dies).
-void Agent::stack_python_phase() {
-  auto& run = *stacks_;
+void StacksService::python_phase() {
+  auto& run = *run_;
   if (run.python_phase) return;
   run.python_phase = true;
   bool waiting = false;
   for (std::size_t i = 0; i < run.items.size(); ++i) {
     auto& item = run.items[i];
     if (!item.python) continue;
-    auto it = workers_.find(item.out.rank);
-    if (it == workers_.end() || it->second.state != WorkerState::kRunning) continue;
+    if (!node_.worker_running(item.out.rank)) continue;
     item.aborted = true;
     waiting = true;
     // To the main thread: faulthandler then dumps it as the current thread
     // (where the rank hung); a process-directed signal to a stopped process
     // goes to whichever thread wakes first (gloo's, CUDA's, ...).
-    env_.os.signal_main_thread(item.out.pid, SIGABRT);
-    stack_thaw(i);  // the SIGABRT is handled first
+    os_.signal_main_thread(item.out.pid, SIGABRT);
+    thaw(i);  // the SIGABRT is handled first
   }
   if (!waiting) {
-    stack_finish();
+    finish();
     return;
   }
   const auto id = run.id;
-  env_.clock.after(*run.python_wait, kPythonWait, [this, id] {
-    if (stacks_ && stacks_->id == id) stack_finish();
+  clock_.after(*run.python_wait, kPythonWait, [this, id] {
+    if (run_ && run_->id == id) finish();
   });
 }
 
-void Agent::stack_capture(const Worker& w, const OutputStream& s, std::string_view data) {
-  if (s.stream != proto::Stream::kStderr || !stacks_->python_phase) return;
-  for (auto& item : stacks_->items) {
-    if (item.out.rank != w.spec.rank || !item.aborted) continue;
+void StacksService::on_output(int rank, proto::Stream stream, std::string_view data) {
+  if (!run_ || stream != proto::Stream::kStderr || !run_->python_phase) return;
+  for (auto& item : run_->items) {
+    if (item.out.rank != rank || !item.aborted) continue;
     // Keep the end: faulthandler's dump is the last thing it writes.
     item.out.python.append(data);
-    const std::size_t cap = stacks_->byte_limit * 2;
+    const std::size_t cap = run_->byte_limit * 2;
     if (item.out.python.size() > cap) item.out.python.erase(0, item.out.python.size() - cap);
   }
 }
 
-void Agent::stack_worker_exited(const Worker& w) {
-  if (!stacks_->python_phase) return;
+void StacksService::on_worker_exit(int rank) {
+  if (!run_ || !run_->python_phase) return;
   bool all = true;
-  for (auto& item : stacks_->items) {
-    if (item.out.rank == w.spec.rank) item.exited = true;
+  for (auto& item : run_->items) {
+    if (item.out.rank == rank) item.exited = true;
     if (item.aborted && !item.exited) all = false;
   }
   if (all) {
-    const auto id = stacks_->id;
-    asio::post(env_.io, [this, id] {
-      if (stacks_ && stacks_->id == id) stack_finish();
+    const auto id = run_->id;
+    asio::post(io_, [this, id] {
+      if (run_ && run_->id == id) finish();
     });
   }
 }
 
-void Agent::stack_thaw(std::size_t i) {
-  auto& item = stacks_->items[i];
+void StacksService::thaw(std::size_t i) {
+  auto& item = run_->items[i];
   if (!item.frozen) return;
   item.frozen = false;
-  auto it = workers_.find(item.out.rank);
-  if (it != workers_.end() && it->second.state == WorkerState::kRunning) {
-    env_.os.signal(item.out.pid, SIGCONT);
-  }
+  if (node_.worker_running(item.out.rank)) os_.signal(item.out.pid, SIGCONT);
 }
 
 // Answers with what there is and ends the run.
-void Agent::stack_finish() {
-  for (std::size_t i = 0; i < stacks_->items.size(); ++i) stack_thaw(i);
-  std::unique_ptr<StackRun> run = std::move(stacks_);
+void StacksService::finish() {
+  for (std::size_t i = 0; i < run_->items.size(); ++i) thaw(i);
+  std::unique_ptr<Run> run = std::move(run_);
   proto::Stacks out{.request_id = run->request.request_id, .tool = run->tool};
   for (auto& item : run->items) {
     if (!item.done && item.started) {
@@ -348,9 +353,9 @@ void Agent::stack_finish() {
     }
     out.ranks.push_back(std::move(item.out));
   }
-  if (channel_->is_open()) channel_->send(std::move(out));
+  node_.send_to_head(std::move(out));
   // Its handlers may be on the stack: let it go once they are done.
-  asio::post(env_.io, [r = std::shared_ptr<StackRun>(std::move(run))] {});
+  asio::post(io_, [r = std::shared_ptr<Run>(std::move(run))] {});
 }
 
 }  // namespace dlaunch::agent

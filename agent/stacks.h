@@ -44,48 +44,81 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 
-#include "agent.h"
 #include "dlaunch/clock.h"
 #include "dlaunch/proto/protocol.h"
+#include "os.h"
+#include "service.h"
 
 namespace dlaunch::agent {
 
 inline constexpr std::size_t kParallelTools = 4;
 inline constexpr std::chrono::milliseconds kPythonWait{2000};
 
-struct Agent::StackRun {
-  struct Item {
-    proto::RankStack out;
-    bool python = false;
-    pid_t tool_pid = -1;
-    std::unique_ptr<boost::asio::posix::stream_descriptor> pipe;
-    std::unique_ptr<Timer> limit;
-    bool started = false;
-    bool done = false;
-    bool frozen = false;   // SIGSTOP sent and no SIGCONT yet
-    bool aborted = false;  // SIGABRT sent; its stderr is kept until it exits
-    bool exited = false;
+// The stacks as a node service (service.h): the head's CollectStacks, the
+// ranks' stderr while a Python rank dumps its stacks, and their exits.
+class StacksService final : public NodeService {
+ public:
+  StacksService(boost::asio::io_context& io, Clock& clock, AgentOs& os, NodeAccess& node)
+      : io_(io), clock_(clock), os_(os), node_(node) {}
+  ~StacksService() override;
+  StacksService(const StacksService&) = delete;
+  StacksService& operator=(const StacksService&) = delete;
+
+  bool handle(const proto::Message& msg) override;
+  void on_output(int rank, proto::Stream stream, std::string_view data) override;
+  void on_worker_exit(int rank) override;
+  void stop() override { run_.reset(); }
+
+ private:
+  struct Run {
+    struct Item {
+      proto::RankStack out;
+      bool python = false;
+      pid_t tool_pid = -1;
+      std::unique_ptr<boost::asio::posix::stream_descriptor> pipe;
+      std::unique_ptr<Timer> limit;
+      bool started = false;
+      bool done = false;
+      bool frozen = false;   // SIGSTOP sent and no SIGCONT yet
+      bool aborted = false;  // SIGABRT sent; its stderr is kept until it exits
+      bool exited = false;
+    };
+    std::uint64_t id = 0;
+    AgentOs* os = nullptr;  // ends the tools still at work when the run goes
+    proto::CollectStacks request;
+    std::string tool;        // "eu-stack", "gdb", or empty
+    std::string tool_path;   // where it is
+    bool contained = false;  // the ranks run in a container (their own root)
+    std::vector<Item> items;
+    std::size_t next = 0;
+    std::size_t running = 0;
+    std::size_t byte_limit = proto::kMaxStackBytes;
+    std::chrono::milliseconds tool_limit{5000};
+    std::unique_ptr<Timer> deadline;  // the whole request
+    std::unique_ptr<Timer> python_wait;
+    bool python_phase = false;
+    ~Run();
   };
-  std::uint64_t id = 0;
-  AgentOs* os = nullptr;  // ends the tools still at work when the run goes
-  proto::CollectStacks request;
-  std::string tool;        // "eu-stack", "gdb", or empty
-  std::string tool_path;   // where it is
-  bool contained = false;  // the ranks run in a container (their own root)
-  std::vector<Item> items;
-  std::size_t next = 0;
-  std::size_t running = 0;
-  std::size_t byte_limit = proto::kMaxStackBytes;
-  std::chrono::milliseconds tool_limit{5000};
-  std::unique_ptr<Timer> deadline;  // the whole request
-  std::unique_ptr<Timer> python_wait;
-  bool python_phase = false;
-  ~StackRun();
+
+  void collect(const proto::CollectStacks& m);
+  void next();
+  void read(std::size_t i);
+  void tool_done(std::size_t i, const std::string& error);
+  void python_phase();
+  void thaw(std::size_t i);
+  void finish();
+
+  boost::asio::io_context& io_;
+  Clock& clock_;
+  AgentOs& os_;
+  NodeAccess& node_;
+  std::unique_ptr<Run> run_;  // a CollectStacks in progress
+  std::uint64_t runs_ = 0;    // tells a run's handlers from older ones
 };
 
-// The tool's command line for a process.
 std::vector<std::string> stack_tool_argv(const std::string& tool, const std::string& path,
                                          pid_t pid);
 // What a stack of a rank in a container by eu-stack lacks (no gdb on the node).

@@ -1,6 +1,6 @@
 // The agent as its node services (agent/service.h) see it, for testing a
 // service alone: what it sends to the head is kept, its folder and whether
-// its workers run are the test's to set.
+// its workers run (and which) are the test's to set.
 #pragma once
 
 #include <string>
@@ -16,6 +16,14 @@ class FakeNode final : public dlaunch::agent::NodeAccess {
   void send_to_head(dlaunch::proto::Message msg) override { sent.push_back(std::move(msg)); }
   const std::string& node_dir() const override { return dir; }
   bool workers_running() const override { return running; }
+  std::vector<RunningWorker> running_workers() const override { return workers; }
+  bool worker_running(int rank) const override {
+    for (const auto& w : workers) {
+      if (w.rank == rank) return true;
+    }
+    return false;
+  }
+  bool workers_contained() const override { return contained; }
 
   template <typename T>
   std::vector<T> sent_of() const {
@@ -29,6 +37,8 @@ class FakeNode final : public dlaunch::agent::NodeAccess {
   std::vector<dlaunch::proto::Message> sent;
   std::string dir;
   bool running = false;
+  std::vector<RunningWorker> workers;  // running now
+  bool contained = false;
 };
 
 }  // namespace dltest
