@@ -115,7 +115,7 @@ bool Agent::workers_contained() const {
 }
 
 void Agent::send_to_head(proto::Message msg) {
-  if (channel_->is_open()) channel_->send(std::move(msg));
+  if (channel_->is_open()) channel_->send(msg);
 }
 
 int Agent::run() {

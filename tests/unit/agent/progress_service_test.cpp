@@ -23,7 +23,7 @@ using dlaunch::agent::NodeService;
 using dlaunch::agent::ProgressService;
 using std::chrono::milliseconds;
 
-proto::Setup setup_of(std::uint32_t interval_ms, std::vector<std::int32_t> ranks) {
+proto::Setup setup_of(std::uint32_t interval_ms, const std::vector<std::int32_t>& ranks) {
   proto::Setup s;
   s.progress_interval_ms = interval_ms;
   for (const auto r : ranks) s.workers.push_back(proto::WorkerSpec{.rank = r});
