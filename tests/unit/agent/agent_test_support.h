@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "../seams/manual_clock.h"
+#include "../seams/messages_of.h"
 #include "agent.h"
 #include "dlaunch/proto/protocol.h"
 #include "dlaunch/tunables.h"
@@ -269,11 +270,7 @@ class AgentTest : public ::testing::Test {
   }
   template <typename T>
   std::vector<T> got() const {
-    std::vector<T> out;
-    for (const auto& m : received_) {
-      if (const auto* t = std::get_if<T>(&m)) out.push_back(*t);
-    }
-    return out;
+    return messages_of<T>(received_);
   }
 
   boost::asio::io_context io_;

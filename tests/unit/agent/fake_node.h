@@ -7,6 +7,7 @@
 #include <variant>
 #include <vector>
 
+#include "../seams/messages_of.h"
 #include "service.h"
 
 namespace dltest {
@@ -27,11 +28,7 @@ class FakeNode final : public dlaunch::agent::NodeAccess {
 
   template <typename T>
   std::vector<T> sent_of() const {
-    std::vector<T> out;
-    for (const auto& m : sent) {
-      if (const auto* t = std::get_if<T>(&m)) out.push_back(*t);
-    }
-    return out;
+    return messages_of<T>(sent);
   }
 
   std::vector<dlaunch::proto::Message> sent;

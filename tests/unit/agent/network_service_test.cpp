@@ -4,10 +4,6 @@
 // sockets on loopback, the test's io_context and a ManualClock.
 #include "network_service.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <string>
 #include <vector>
 
@@ -15,34 +11,13 @@
 #include <gtest/gtest.h>
 
 #include "../seams/manual_clock.h"
-#include "dlaunch/unique_fd.h"
 #include "fake_node.h"
+#include "loopback.h"
 
 namespace {
 
 namespace proto = dlaunch::proto;
-using dlaunch::UniqueFd;
 using dlaunch::agent::NetworkService;
-
-// Whether a plain bind (no SO_REUSEADDR) of `port` on 127.0.0.1 succeeds.
-bool port_free(std::uint16_t port) {
-  const UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  return ::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-}
-
-// Whether a TCP connect to 127.0.0.1:port is accepted.
-bool port_answers(std::uint16_t port) {
-  const UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-}
 
 class NetworkServiceTest : public ::testing::Test {
  protected:
@@ -56,10 +31,10 @@ TEST_F(NetworkServiceTest, NodeZeroHoldsItsPortFromSetupToStart) {
   proto::Ready ready;
   ASSERT_EQ(service_.prepare(proto::Setup{.reserve_master_port = true}, ready), std::nullopt);
   ASSERT_NE(ready.master_port, 0);
-  EXPECT_FALSE(port_free(ready.master_port));     // no other bind takes it meanwhile
-  EXPECT_FALSE(port_answers(ready.master_port));  // held, not listening
+  EXPECT_FALSE(dltest::loopback_port_free(ready.master_port));  // no other bind takes it meanwhile
+  EXPECT_FALSE(dltest::loopback_accepts(ready.master_port));    // held, not listening
   service_.on_start();
-  EXPECT_TRUE(port_free(ready.master_port));  // rank 0 binds it now
+  EXPECT_TRUE(dltest::loopback_port_free(ready.master_port));  // rank 0 binds it now
   EXPECT_TRUE(head_.sent.empty());
 }
 
@@ -69,9 +44,9 @@ TEST_F(NetworkServiceTest, WithProbesTheReservedPortListensUntilStart) {
       service_.prepare(proto::Setup{.reserve_master_port = true, .accept_probes = true}, ready),
       std::nullopt);
   ASSERT_NE(ready.master_port, 0);
-  EXPECT_TRUE(port_answers(ready.master_port));
+  EXPECT_TRUE(dltest::loopback_accepts(ready.master_port));
   service_.on_start();
-  EXPECT_FALSE(port_answers(ready.master_port));
+  EXPECT_FALSE(dltest::loopback_accepts(ready.master_port));
 }
 
 TEST_F(NetworkServiceTest, AnotherNodeReservesNothing) {

@@ -4,9 +4,6 @@
 // listen, gone at the end. A real StoreServer on loopback.
 #include "store_service.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -15,22 +12,13 @@
 #include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 
-#include "dlaunch/unique_fd.h"
 #include "fake_node.h"
+#include "loopback.h"
 
 namespace {
 
 namespace proto = dlaunch::proto;
 using dlaunch::agent::StoreService;
-
-bool accepts(std::uint16_t port) {
-  const dlaunch::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-}
 
 class StoreServiceTest : public ::testing::Test {
  protected:
@@ -57,9 +45,9 @@ TEST_F(StoreServiceTest, WithTheJobsSecretTheStoreListensOnTcpAndInTheNodesFolde
   struct stat st {};
   ASSERT_EQ(::stat(ready.store_path.c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
-  EXPECT_TRUE(accepts(ready.store_port));
+  EXPECT_TRUE(dltest::loopback_accepts(ready.store_port));
   service.stop();
-  EXPECT_FALSE(accepts(ready.store_port));
+  EXPECT_FALSE(dltest::loopback_accepts(ready.store_port));
   EXPECT_NE(::stat(ready.store_path.c_str(), &st), 0);  // the socket's file goes with it
   EXPECT_TRUE(node_.sent.empty());
 }

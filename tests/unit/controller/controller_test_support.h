@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "../seams/manual_clock.h"
+#include "../seams/messages_of.h"
 #include "controller/controller.h"
 #include "dlaunch/version.h"
 #include "hostfile/hostfile.h"
@@ -58,11 +59,7 @@ class FakeLink final : public dlaunch::AgentLink {
   // The messages of one kind the controller sent, oldest first.
   template <typename T>
   std::vector<T> sent_of() const {
-    std::vector<T> out;
-    for (const auto& m : sent) {
-      if (const auto* t = std::get_if<T>(&m)) out.push_back(*t);
-    }
-    return out;
+    return messages_of<T>(sent);
   }
 
   std::vector<proto::Message> sent;
