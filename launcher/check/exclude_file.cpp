@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "dlaunch/error.h"
@@ -43,15 +44,17 @@ std::string lines(const std::vector<ExcludedHost>& hosts) {
 
 // Only a regular file of this user is replaced or added to: never a device
 // (a mistyped `--exclude-file /dev/null` would otherwise become a regular
-// file of ours), a directory, a pipe or another user's file.
+// file of ours), a directory, a pipe or another user's file. What is wrong
+// with `path` as one, if anything.
+std::optional<std::string> unwritable(const std::string& path, const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) return "'" + path + "' is not a regular file";
+  if (st.st_uid != ::getuid()) return "'" + path + "' belongs to another user";
+  return std::nullopt;
+}
+
 void check_writable_kind(const std::string& path, const struct stat& st) {
-  if (!S_ISREG(st.st_mode)) {
-    throw Error(ErrorKind::kEnvironment,
-                "--exclude-file: '" + path + "' is not a regular file; not written");
-  }
-  if (st.st_uid != ::getuid()) {
-    throw Error(ErrorKind::kEnvironment,
-                "--exclude-file: '" + path + "' belongs to another user; not written");
+  if (auto why = unwritable(path, st)) {
+    throw Error(ErrorKind::kEnvironment, "--exclude-file: " + *why + "; not written");
   }
 }
 
@@ -60,12 +63,8 @@ void check_writable_kind(const std::string& path, const struct stat& st) {
 void check_exclude_file(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return;  // made at the end if needed
-  if (!S_ISREG(st.st_mode)) {
-    throw InputError({"--exclude-file"}, "", "'" + path + "' is not a regular file",
-                     "name a file of your own (it is created when missing)");
-  }
-  if (st.st_uid != ::getuid()) {
-    throw InputError({"--exclude-file"}, "", "'" + path + "' belongs to another user",
+  if (auto why = unwritable(path, st)) {
+    throw InputError({"--exclude-file"}, "", *why,
                      "name a file of your own (it is created when missing)");
   }
 }

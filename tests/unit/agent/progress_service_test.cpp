@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -37,6 +38,22 @@ void set_counter(int fd, std::uint64_t value) {
 
 class ProgressServiceTest : public ::testing::Test {
  protected:
+  // Setup with these ranks (100 ms apart), each spawned, the workers running:
+  // each rank's counter, by rank.
+  std::map<int, int> run_ranks(const std::vector<std::int32_t>& ranks) {
+    proto::Ready ready;
+    EXPECT_EQ(service_.prepare(setup_of(100, ranks), ready), std::nullopt);
+    std::map<int, int> counters;
+    for (const auto rank : ranks) {
+      NodeService::WorkerGift gift;
+      service_.before_spawn(rank, gift);
+      counters[rank] = gift.keep_fd;
+    }
+    node_.running = true;
+    service_.on_running();
+    return counters;
+  }
+
   dltest::ManualClock clock_;
   dltest::FakeNode node_;
   ProgressService service_{clock_, node_};
@@ -60,39 +77,27 @@ TEST_F(ProgressServiceTest, EachRankGetsItsOwnCounterAtSlotZero) {
 }
 
 TEST_F(ProgressServiceTest, TheSumGoesToTheHeadEachIntervalWhenItMoved) {
-  proto::Ready ready;
-  ASSERT_EQ(service_.prepare(setup_of(100, {0, 1}), ready), std::nullopt);
-  NodeService::WorkerGift r0, r1;
-  service_.before_spawn(0, r0);
-  service_.before_spawn(1, r1);
-  node_.running = true;
-  service_.on_running();
+  auto counter = run_ranks({0, 1});
   clock_.advance(milliseconds(99));
   EXPECT_TRUE(node_.sent.empty());
-  set_counter(r0.keep_fd, 4);
-  set_counter(r1.keep_fd, 3);
+  set_counter(counter[0], 4);
+  set_counter(counter[1], 3);
   clock_.advance(milliseconds(1));
   ASSERT_EQ(node_.sent_of<proto::Progress>().size(), 1u);
   EXPECT_EQ(node_.sent_of<proto::Progress>()[0].collectives, 7u);
   clock_.advance(milliseconds(300));  // nothing moved: nothing said
   EXPECT_EQ(node_.sent.size(), 1u);
-  set_counter(r1.keep_fd, 5);
+  set_counter(counter[1], 5);
   clock_.advance(milliseconds(100));
   ASSERT_EQ(node_.sent_of<proto::Progress>().size(), 2u);
   EXPECT_EQ(node_.sent_of<proto::Progress>()[1].collectives, 9u);
 }
 
 TEST_F(ProgressServiceTest, ACounterSetBackIsThatRanksDamageSaidOnce) {
-  proto::Ready ready;
-  ASSERT_EQ(service_.prepare(setup_of(100, {2, 6}), ready), std::nullopt);
-  NodeService::WorkerGift r2, r6;
-  service_.before_spawn(2, r2);
-  service_.before_spawn(6, r6);
-  node_.running = true;
-  service_.on_running();
-  set_counter(r6.keep_fd, 10);
+  auto counter = run_ranks({2, 6});
+  set_counter(counter[6], 10);
   clock_.advance(milliseconds(100));
-  set_counter(r6.keep_fd, 2);
+  set_counter(counter[6], 2);
   clock_.advance(milliseconds(100));
   clock_.advance(milliseconds(100));
   const auto damaged = node_.sent_of<proto::ProgressDamaged>();
@@ -103,18 +108,14 @@ TEST_F(ProgressServiceTest, ACounterSetBackIsThatRanksDamageSaidOnce) {
 }
 
 TEST_F(ProgressServiceTest, NothingIsSaidOnceTheWorkersStopOrWithoutAnInterval) {
-  proto::Ready ready;
-  ASSERT_EQ(service_.prepare(setup_of(100, {0}), ready), std::nullopt);
-  NodeService::WorkerGift r0;
-  service_.before_spawn(0, r0);
-  node_.running = true;
-  service_.on_running();
+  auto counter = run_ranks({0});
   node_.running = false;  // an Abort came
-  set_counter(r0.keep_fd, 1);
+  set_counter(counter[0], 1);
   clock_.advance(milliseconds(1000));
   EXPECT_TRUE(node_.sent.empty());
 
   ProgressService off(clock_, node_);
+  proto::Ready ready;
   ASSERT_EQ(off.prepare(setup_of(0, {0}), ready), std::nullopt);
   EXPECT_FALSE(off.active());
   NodeService::WorkerGift none;

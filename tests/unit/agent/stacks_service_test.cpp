@@ -15,6 +15,7 @@
 #include "../seams/manual_clock.h"
 #include "../seams/scoped_env.h"
 #include "agent_test_support.h"
+#include "dlaunch/private_dir.h"
 #include "fake_node.h"
 #include "stacks.h"
 
@@ -26,9 +27,7 @@ using std::chrono::milliseconds;
 class StacksServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    tools_ = std::filesystem::temp_directory_path() /
-             ("dlaunch-stacks-service-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(tools_);
+    tools_ = dlaunch::make_private_dir("/tmp", "dlaunch-stacks-service-");
     const auto tool = tools_ / "eu-stack";
     std::ofstream(tool) << "#!/bin/sh\nexit 1\n";
     ::chmod(tool.c_str(), 0755);

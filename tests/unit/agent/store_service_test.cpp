@@ -12,6 +12,7 @@
 #include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 
+#include "dlaunch/private_dir.h"
 #include "fake_node.h"
 #include "loopback.h"
 
@@ -20,13 +21,15 @@ namespace {
 namespace proto = dlaunch::proto;
 using dlaunch::agent::StoreService;
 
+// Node 0's Setup: the job's store secret, the address to listen on.
+proto::Setup node0_setup(const std::string& bind) {
+  return proto::Setup{.store_secret = "s3cret-of-the-job", .store_bind = bind};
+}
+
 class StoreServiceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/dlaunch-store-service-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    node_.dir = tmpl;
-  }
+  // The node's folder, as the agent makes it (dlaunch/private_dir.h).
+  void SetUp() override { node_.dir = dlaunch::make_private_dir("/tmp", "dlaunch-store-service-"); }
   void TearDown() override { std::filesystem::remove_all(node_.dir); }
 
   boost::asio::io_context io_;
@@ -36,10 +39,7 @@ class StoreServiceTest : public ::testing::Test {
 TEST_F(StoreServiceTest, WithTheJobsSecretTheStoreListensOnTcpAndInTheNodesFolder) {
   StoreService service(io_, node_);
   proto::Ready ready;
-  ASSERT_EQ(
-      service.prepare(proto::Setup{.store_secret = "s3cret-of-the-job", .store_bind = "127.0.0.1"},
-                      ready),
-      std::nullopt);
+  ASSERT_EQ(service.prepare(node0_setup("127.0.0.1"), ready), std::nullopt);
   ASSERT_NE(ready.store_port, 0);
   EXPECT_EQ(ready.store_path, node_.dir + "/store.sock");
   struct stat st {};
@@ -64,8 +64,7 @@ TEST_F(StoreServiceTest, AnAddressThatIsNotThisMachinesRefusesTheNodeWithTheReas
   StoreService service(io_, node_);
   proto::Ready ready;
   // TEST-NET-3 (RFC 5737): no machine's own; the bind fails, nothing is sent.
-  const auto refused = service.prepare(
-      proto::Setup{.store_secret = "s3cret-of-the-job", .store_bind = "203.0.113.7"}, ready);
+  const auto refused = service.prepare(node0_setup("203.0.113.7"), ready);
   ASSERT_TRUE(refused.has_value());
   EXPECT_EQ(refused->rfind("cannot start the comm store: ", 0), 0u) << *refused;
   EXPECT_EQ(ready.store_port, 0);
@@ -75,10 +74,7 @@ TEST_F(StoreServiceTest, AFolderTooDeepForASocketPathGivesTcpOnly) {
   node_.dir += "/" + std::string(100, 'd');
   StoreService service(io_, node_);
   proto::Ready ready;
-  ASSERT_EQ(
-      service.prepare(proto::Setup{.store_secret = "s3cret-of-the-job", .store_bind = "127.0.0.1"},
-                      ready),
-      std::nullopt);
+  ASSERT_EQ(service.prepare(node0_setup("127.0.0.1"), ready), std::nullopt);
   EXPECT_NE(ready.store_port, 0);
   EXPECT_EQ(ready.store_path, "");
 }

@@ -176,7 +176,10 @@ TEST(Rendezvous, TwoLaunchersClaimingOneNodeRankAreRefused) {
 TEST(Rendezvous, ALauncherWithOtherSettingsIsRefusedNamingBoth) {
   Job job;
   RdzvSettings a = launcher("a", false, 2, 2);
-  a.join_timeout = milliseconds(500);
+  // Long enough that the first launcher is still there when the second reads
+  // its settings: at 500 ms it gave up first once, under ASan and a loaded
+  // CI machine, and the second then waited alone for its own join_timeout.
+  a.join_timeout = milliseconds(3000);
   RdzvSettings b = launcher("b", false, 2, 2);
   b.nproc = 4;
   Rendezvous& ra = job.add(a);
