@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -21,7 +20,6 @@
 #include <boost/asio/signal_set.hpp>
 
 #include "dlaunch/error.h"
-#include "dlaunch/placement/binding.h"
 #include "dlaunch/private_dir.h"
 #include "dlaunch/proc_stat.h"
 #include "dlaunch/process.h"
@@ -30,7 +28,6 @@
 #include "dlaunch/version.h"
 #include "guard.h"
 #include "net.h"
-#include "pmix/pmix_job_info.h"
 #include "runtime/command.h"
 #include "runtime/keepalive_image.h"
 #include "stacks.h"
@@ -69,6 +66,7 @@ Agent::Agent(AgentEnv env, int control_in, int control_out)
       orphan_deadline_(env.clock.make_timer()),
       sweep_timer_(env.clock.make_timer()),
       token_entry_("DLAUNCH_AGENT_TOKEN=" + random_hex(12)),
+      pmix_(env.io, env.os, *this, placement_),
       network_(
           env.io, env.clock, [this](const std::string& a) { return env_.os.route_interface(a); },
           *this),
@@ -76,7 +74,7 @@ Agent::Agent(AgentEnv env, int control_in, int control_out)
       progress_(env.clock, *this),
       stdin_(env.io, *this),
       stacks_(env.io, env.clock, env.os, *this),
-      services_{&network_, &store_, &progress_, &stdin_, &stacks_} {
+      services_{&pmix_, &network_, &store_, &progress_, &stdin_, &stacks_} {
   set_nonblocking(control_in, true);
   set_nonblocking(control_out, true);
   channel_ = std::make_unique<proto::PipeChannel>(
@@ -113,6 +111,8 @@ bool Agent::worker_running(int rank) const {
 bool Agent::workers_contained() const {
   return runtime_ && runtime_->kind() != RuntimeKind::kNative;
 }
+
+void Agent::remove_on_death(const std::string& path) { guard_->remove_on_death(path); }
 
 void Agent::send_to_head(proto::Message msg) {
   if (channel_->is_open()) channel_->send(msg);
@@ -187,8 +187,6 @@ void Agent::on_message(proto::Message&& msg) {
     handle_shutdown();
   } else if (std::holds_alternative<proto::Heartbeat>(msg)) {
     // heard() above is all a heartbeat is for
-  } else if (auto* fence = std::get_if<proto::FenceDown>(&msg)) {
-    if (pmix_) pmix_->complete_fence(fence->seq, fence->data);
   } else if (auto* pause = std::get_if<proto::PauseOutput>(&msg)) {
     // The head's console is behind: stop reading the workers' pipes (they
     // block when theirs fill) until it says so; the rest goes on as before.
@@ -220,10 +218,14 @@ void Agent::handle(proto::Setup&& m) {
                                 hostname() + " (use --wdir)"});
     return;
   }
-  if (!plan_placement()) return;
+  if (auto refused = placement_.plan(setup_, hostname())) {
+    channel_->send(proto::Fatal{std::move(*refused)});
+    return;
+  }
   proto::Ready ready;
   make_error_dir();
-  // The node services' parts (service.h): node 0's MASTER_PORT and store.
+  // The node services' parts (service.h): the PMIx server, node 0's
+  // MASTER_PORT and store.
   for (NodeService* service : services_) {
     if (auto refused = service->prepare(setup_, ready)) {
       channel_->send(proto::Fatal{std::move(*refused)});
@@ -244,9 +246,6 @@ void Agent::handle(proto::Setup&& m) {
     ready.no_cgroup = cgroup.error();
   }
   for (const auto& ws : setup_.workers) workers_[ws.rank].spec = ws;
-  // The PMIx server first: its folder (the ranks' PMIx socket, Open MPI's
-  // shared-memory files) is mounted into the node's container.
-  if (setup_.mpi && !start_pmix()) return;
   ready_ = std::move(ready);
   if (contained) {
     begin_container();  // Ready once it runs
@@ -265,75 +264,13 @@ void Agent::handle(proto::Start&& m) {
   enter(Phase::kRunning);
   // The network tests end; node 0's reserved port is released: rank 0 binds
   // it now.
-  for (NodeService* service : services_) service->on_start();
+  for (NodeService* service : services_) service->on_start(m);
   // The interface toward the job's address, for the workers' gloo, NCCL and
   // Open MPI (node 0: the one that owns it).
   if (!m.net_address.empty()) net_interface_ = env_.os.route_interface(m.net_address);
-  if (pmix_) give_pmix_the_store(m.env);
   for (auto& [rank, w] : workers_) spawn_worker(w, m.env);
   for (NodeService* service : services_) service->on_running();
   maybe_finish();
-}
-
-// Where each rank of this node runs: the policy from Setup (defaults here,
-// docs/placement.md) mapped on this node's topology over every rank of its
-// machine, of which this node binds its own slice. A policy that cannot be
-// met (more ranks than cores without --oversubscribe) fails the node here,
-// before any worker starts.
-bool Agent::plan_placement() {
-  const int mine = static_cast<int>(setup_.workers.size());
-  if (setup_.host_rank_offset < 0 || setup_.host_rank_offset > limits::kMaxRanksPerJob ||
-      setup_.ranks_on_host > limits::kMaxRanksPerJob) {
-    channel_->send(proto::Fatal{"Setup: host_rank_offset or ranks_on_host out of range"});
-    return false;
-  }
-  const int host_ranks = std::max(setup_.ranks_on_host, setup_.host_rank_offset + mine);
-  auto policy = placement::resolve_policy({.bind_to = setup_.bind_to,
-                                           .map_by = setup_.map_by,
-                                           .oversubscribe = setup_.oversubscribe,
-                                           .mpi = setup_.mpi},
-                                          host_ranks);
-  if (!policy) {
-    channel_->send(proto::Fatal{policy.error()});
-    return false;
-  }
-  policy_ = *policy;
-  if (policy->bind_to == placement::BindTo::kNone || mine == 0) return true;
-  auto topo = placement::load_topology(placement::binds_to_gpu(policy->bind_to));
-  if (!topo) {
-    channel_->send(proto::Fatal{"cannot read the topology of " + hostname() + ": " + topo.error()});
-    return false;
-  }
-  // Each rank's GPU, for --bind-to gpu: CUDA_VISIBLE_DEVICES (the rank's,
-  // else the agent's) and its local rank.
-  const auto offset = static_cast<std::size_t>(setup_.host_rank_offset);
-  std::vector<int> gpu_of_rank(static_cast<std::size_t>(host_ranks), -1);
-  const char* agent_visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  for (int i = 0; i < mine; ++i) {
-    const auto& w = setup_.workers[static_cast<std::size_t>(i)];
-    std::string visible = agent_visible != nullptr ? agent_visible : "";
-    for (const auto& [k, v] : w.env) {
-      if (k == "CUDA_VISIBLE_DEVICES") visible = v;
-    }
-    gpu_of_rank[offset + static_cast<std::size_t>(i)] =
-        placement::visible_gpu_index(visible, w.local_rank);
-  }
-  auto placed = placement::map_ranks(*topo, *policy, host_ranks, gpu_of_rank);
-  if (!placed) {
-    channel_->send(proto::Fatal{placed.error() + " (on " + hostname() + ")"});
-    return false;
-  }
-  for (int i = 0; i < mine; ++i) {
-    placement_[setup_.workers[static_cast<std::size_t>(i)].rank] =
-        placed->ranks[offset + static_cast<std::size_t>(i)];
-  }
-  placement_note_ = placed->note;
-  if (!topo->this_system) {
-    placement_note_ = "not bound: " + topo->source + " is not this machine" +
-                      (placement_note_.empty() ? "" : "; " + placement_note_);
-  }
-  topology_ = std::make_unique<placement::Topology>(std::move(*topo));
-  return true;
 }
 
 // Refuses here, before any node starts a worker, what would fail on every
@@ -378,7 +315,9 @@ void Agent::begin_container() {
   node.gpus = find_node_gpus(root != nullptr ? root : "");
   if (node.workdir.empty()) node.workdir = std::filesystem::current_path().string();
   if (!error_dir_.empty()) node.job_dirs.push_back(error_dir_);
-  if (!pmix_dir_.empty()) node.job_dirs.push_back(pmix_dir_);
+  for (NodeService* service : services_) {
+    for (auto& dir : service->job_dirs()) node.job_dirs.push_back(std::move(dir));
+  }
   if (const char* home = std::getenv("HOME"); home != nullptr) node.home = home;
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -491,132 +430,8 @@ void Agent::make_error_dir() {
   guard_->remove_on_death(error_dir_);
 }
 
-bool Agent::start_pmix() {
-  PmixJob job;
-  job.nspace = "dlaunch." + setup_.job_id;
-  job.node_names = setup_.node_names;
-  job.ranks_per_node.assign(setup_.ranks_per_node.begin(), setup_.ranks_per_node.end());
-  job.node_of_rank.assign(setup_.node_of_rank.begin(), setup_.node_of_rank.end());
-  job.node_rank = setup_.node_rank;
-  // What mpirun tells its ranks of their placement (pmix/pmix_job_info.h).
-  bool bound = false;
-  if (topology_ && topology_->this_system) {
-    for (const auto& [rank, placed] : placement_) {
-      if (placed.cpus.empty()) continue;
-      job.cpus[rank] = placement::cpu_list(placed.cpus);
-      bound = true;
-    }
-  }
-  if (policy_) {
-    job.map_by = mpirun_map_by(*policy_);
-    job.bind_to = mpirun_bind_to(*policy_, bound);
-  }
-  job.physical_memory = physical_memory();
-  job.app_sizes.assign(setup_.app_sizes.begin(), setup_.app_sizes.end());
-  // PMIx's sockets and Open MPI's shared-memory segments go in here: it must
-  // be fresh and private, never a directory someone else made (see
-  // dlaunch/private_dir.h); the guard removes it if the agent is killed.
-  try {
-    job.tmpdir = env_.os.make_private_dir("dlaunch-pmix-" + setup_.job_id + "-node" +
-                                          std::to_string(setup_.node_rank) + "-");
-  } catch (const PrivateDirError& e) {
-    channel_->send(proto::Fatal{std::string("cannot start the PMIx server for MPI: ") + e.what()});
-    return false;
-  }
-  guard_->remove_on_death(job.tmpdir);
-  pmix_dir_ = job.tmpdir;
-  pmix_ = std::make_unique<PmixHost>(
-      env_.io, PmixHost::Callbacks{
-                   .fence =
-                       [this](std::uint32_t seq, std::string data) {
-                         // One frame carries it: past the limit, fail the job
-                         // with the reason instead of throwing out of PMIx's callback.
-                         if (data.size() + 64 > proto::kMaxFrameBytes) {
-                           channel_->send(proto::Fatal{
-                               "MPI fence data of this node is " + std::to_string(data.size()) +
-                               " bytes, over the control protocol's frame limit of " +
-                               std::to_string(proto::kMaxFrameBytes) + " bytes"});
-                           return;
-                         }
-                         channel_->send(proto::FenceUp{seq, std::move(data)});
-                       },
-                   .abort =
-                       [this](int rank, int status, std::string message) {
-                         channel_->send(proto::WorkerAbort{rank, status, std::move(message)});
-                       },
-               });
-  try {
-    pmix_->start(job);
-  } catch (const std::exception& e) {
-    pmix_.reset();
-    channel_->send(proto::Fatal{std::string("cannot start the PMIx server for MPI: ") + e.what()});
-    return false;
-  }
-  return true;
-}
-
-// MPI's published names and connects go through the job's store, which the
-// workers reach with DLAUNCH_STORE_*: so does the PMIx server. Start's
-// variables, overridden by the workers' own (the per-node mode gives the
-// store there).
-void Agent::give_pmix_the_store(const proto::Env& start_env) {
-  std::string addr, port, secret, path;
-  auto take = [&](const proto::Env& env) {
-    for (const auto& [k, v] : env) {
-      if (k == "DLAUNCH_STORE_ADDR") addr = v;
-      if (k == "DLAUNCH_STORE_PORT") port = v;
-      if (k == "DLAUNCH_STORE_SECRET") secret = v;
-      if (k == "DLAUNCH_STORE_PATH") path = v;
-    }
-  };
-  take(start_env);
-  if (!setup_.workers.empty()) take(setup_.workers.front().env);
-  int port_number = 0;
-  try {
-    port_number = port.empty() ? 0 : std::stoi(port);
-  } catch (const std::exception&) {
-    port_number = 0;
-  }
-  if (addr.empty() || secret.empty() || port_number <= 0 || port_number > 65535) return;
-  pmix_->set_store(addr, static_cast<std::uint16_t>(port_number), secret, path);
-}
-
-// More ranks on this machine than CPUs this agent may use: MPI ranks must
-// yield when idle (as mpirun tells them when it oversubscribes), or they
-// busy-poll each other off the CPUs. Unless the user decided (the worker's
-// variables from the head, or the agent's own environment).
-bool Agent::mpi_must_yield(const proto::Env& worker_env) const {
-  constexpr const char* kVar = "OMPI_MCA_mpi_yield_when_idle";
-  if (std::getenv(kVar) != nullptr) return false;
-  for (const auto& [k, v] : worker_env) {
-    if (k == kVar) return false;
-  }
-  cpu_set_t cpus;
-  const int ncpu = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  const int here =
-      setup_.ranks_on_host > 0 ? setup_.ranks_on_host : static_cast<int>(setup_.workers.size());
-  return here > ncpu;
-}
-
 void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   proto::Env job_env = start_env;
-  if (pmix_) {
-    try {
-      for (const auto& e : pmix_->client_environment(w.spec.rank)) {
-        const auto eq = e.find('=');
-        if (eq != std::string::npos) job_env.emplace_back(e.substr(0, eq), e.substr(eq + 1));
-      }
-    } catch (const std::exception& e) {
-      w.state = WorkerState::kFailed;
-      channel_->send(proto::Exited{.rank = w.spec.rank,
-                                   .kind = proto::ExitKind::kSpawnFailed,
-                                   .code = 127,
-                                   .message = e.what()});
-      return;
-    }
-  }
-  if (pmix_ && mpi_must_yield(w.spec.env))
-    job_env.emplace_back("OMPI_MCA_mpi_yield_when_idle", "1");
   // In a container, the image's variables where they win (runtime/runtime.h).
   const std::vector<std::string> base = runtime_ != nullptr
                                             ? runtime_->base_environment(current_environment())
@@ -624,35 +439,34 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   for (auto& kv : network_interface_env(net_interface_, setup_.mpi, base, w.spec.env)) {
     job_env.push_back(std::move(kv));
   }
-  const auto placed = placement_.find(w.spec.rank);
   SpawnOptions opts;
-  bool bound = false;
-  proto::Started started{.rank = w.spec.rank, .binding_note = placement_note_};
-  if (placed != placement_.end() && topology_) {
-    bound = placement::apply(*topology_, placed->second, opts);
-    for (auto& kv :
-         placement::binding_env(placed->second, bound, w.spec.env, base, setup_.omp_default))
-      job_env.push_back(std::move(kv));
-    started.cpus = placement::cpu_list(placed->second.cpus);
-    started.cpu_picture = placement::cpu_picture(*topology_, placed->second.cpus);
-    if (placed->second.gpu >= 0) {
-      started.binding_note +=
-          std::string(started.binding_note.empty() ? "" : "; ") + "near GPU " +
-          topology_->gpus[static_cast<std::size_t>(placed->second.gpu)].pci_bus_id;
-    }
-    if (placed->second.oversubscribed) {
-      started.binding_note += std::string(started.binding_note.empty() ? "" : "; ") +
-                              "shares its CPUs with an earlier rank";
-    }
-  }
-  // What the node services give it (its progress counter, its stdin, ...).
+  proto::Started started{.rank = w.spec.rank};
+  placement_.place(w.spec.rank, w.spec.env, base, opts, job_env, started);
+  // What the node services give it (its PMIx client's variables, its
+  // progress counter, its stdin, ...), or why it must not start.
   UniqueFd in_r;  // its stdin's read end, closed here once it is spawned
+  std::size_t asked = 0;
+  std::string refused;
   for (NodeService* service : services_) {
     NodeService::WorkerGift gift;
     service->before_spawn(w.spec.rank, gift);
+    ++asked;
+    if (!gift.refused.empty()) {
+      refused = std::move(gift.refused);
+      break;
+    }
     for (auto& kv : gift.env) job_env.push_back(std::move(kv));
     if (gift.keep_fd >= 0) opts.keep_fd = gift.keep_fd;
     if (gift.stdin_read) in_r = std::move(gift.stdin_read);
+  }
+  if (!refused.empty()) {
+    for (std::size_t i = 0; i < asked; ++i) services_[i]->after_spawn(w.spec.rank, false);
+    w.state = WorkerState::kFailed;
+    channel_->send(proto::Exited{.rank = w.spec.rank,
+                                 .kind = proto::ExitKind::kSpawnFailed,
+                                 .code = 127,
+                                 .message = std::move(refused)});
+    return;
   }
   auto [out_r, out_w] = make_pipe();
   auto [err_r, err_w] = make_pipe();
@@ -829,7 +643,6 @@ void Agent::on_sigchld() {
 
 void Agent::on_worker_exit(Worker& w, int status) {
   w.state = WorkerState::kExited;
-  if (pmix_) pmix_->rank_exited(w.spec.rank);  // its names of PMIX_PERSIST_PROC go
   if (w.out) drain_now(w, *w.out);
   if (w.err) drain_now(w, *w.err);
   for (NodeService* service : services_) service->on_worker_exit(w.spec.rank);
@@ -989,7 +802,6 @@ void Agent::complete() {
   sweeping_ = false;
   if (!error_dir_.empty()) env_.os.remove_dir(error_dir_);
   if (!cgroup_removed()) log("the job's cgroup " + cgroup_ + " is still in use; left behind");
-  if (pmix_) pmix_->stop();
   for (NodeService* service : services_) service->stop();
   grace_timer_->cancel();
   orphan_deadline_->cancel();

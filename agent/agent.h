@@ -36,15 +36,15 @@
 #include <boost/asio/io_context.hpp>
 
 #include "dlaunch/clock.h"
-#include "dlaunch/placement/mapping.h"
 #include "dlaunch/proto/channel.h"
 #include "dlaunch/proto/heartbeat.h"
 #include "dlaunch/unique_fd.h"
 #include "lifecycle.h"
 #include "net.h"
 #include "network_service.h"
+#include "node_placement.h"
 #include "os.h"
-#include "pmix/pmix_host.h"
+#include "pmix_service.h"
 #include "progress_service.h"
 #include "runtime/runtime.h"
 #include "service.h"
@@ -95,6 +95,7 @@ class Agent final : private NodeAccess {
   std::vector<RunningWorker> running_workers() const override;
   bool worker_running(int rank) const override;
   bool workers_contained() const override;
+  void remove_on_death(const std::string& path) override;
   void on_message(proto::Message&& msg);
   void on_channel_closed(const std::string& reason);
   void handle(proto::Setup&& m);
@@ -102,7 +103,6 @@ class Agent final : private NodeAccess {
   void handle(const proto::Abort& m);
   void handle(const proto::SignalRanks& m);
   void handle_shutdown();
-  bool start_pmix();
   // agent/runtime/: where the workers run (native, or the node's container).
   bool check_programs();
   // The node's container: pull_command, then (after the pull, a child of
@@ -112,12 +112,9 @@ class Agent final : private NodeAccess {
   void on_pull_exit(int status);
   void finish_container();
   void become_ready();
-  void give_pmix_the_store(const proto::Env& start_env);
   void make_error_dir();
-  bool plan_placement();
 
   void spawn_worker(Worker& w, const proto::Env& start_env);
-  bool mpi_must_yield(const proto::Env& worker_env) const;
   void read_stream(Worker& w, OutputStream& s);
   void forward(Worker& w, OutputStream& s, std::string_view data);
   void arm_flush(Worker& w, OutputStream& s);
@@ -156,20 +153,13 @@ class Agent final : private NodeAccess {
   UniqueFd pull_output_;
   std::unique_ptr<Timer> pull_timer_;
   bool pull_timed_out_ = false;
-  std::unique_ptr<PmixHost> pmix_;  // MPI mode only
   proto::Setup setup_;
   std::map<int, Worker> workers_;  // by rank
   std::map<pid_t, int> rank_of_pid_;
   std::string net_interface_;  // toward Start.net_address; empty: none known
   std::string error_dir_;      // workers' TORCHELASTIC_ERROR_FILEs; removed at the end
-  std::string pmix_dir_;       // --mpi: the PMIx server's folder (sockets, shared memory)
   std::string cgroup_;         // the job's cgroup on this node; empty: none could be made
-  // Placement (docs/placement.md), from Setup: the topology and each rank's
-  // CPUs; empty when nothing is bound.
-  std::unique_ptr<placement::Topology> topology_;
-  std::map<int, placement::RankPlacement> placement_;  // by rank
-  std::optional<placement::Policy> policy_;            // as resolved for this node
-  std::string placement_note_;
+  NodePlacement placement_;    // where each rank runs, from Setup
   Phase phase_ = Phase::kHello;
   bool aborting_ = false;
   bool output_paused_ = false;  // the head said PauseOutput: leave worker pipes unread
@@ -182,6 +172,7 @@ class Agent final : private NodeAccess {
   std::uint32_t leftovers_killed_ = 0;
   int exit_code_ = 0;
   // The node services (service.h), told of the node's moments in this order.
+  PmixService pmix_;          // --mpi: the node's PMIx server
   NetworkService network_;    // MASTER_PORT, the reach probes, --check's network test
   StoreService store_;        // node 0: the job's rendezvous store
   ProgressService progress_;  // --stall-timeout: the ranks' comm progress

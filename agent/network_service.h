@@ -40,7 +40,7 @@ class NetworkService final : public NodeService {
 
   std::optional<std::string> prepare(const proto::Setup& setup, proto::Ready& ready) override;
   bool handle(const proto::Message& msg) override;
-  void on_start() override { stop(); }
+  void on_start(const proto::Start& /*start*/) override { stop(); }
   void stop() override;
 
  private:

@@ -1,7 +1,7 @@
 // A node service: one of the agent's jobs on its node beside running the
-// workers (the network tests, and next the store, PMIx, stacks, progress,
-// the stdin feed), with one interface through which the agent tells it the
-// node's moments. The agent's lifecycle (lifecycle.h) stays the agent's; a
+// workers (the PMIx server, the network tests, the store, the ranks'
+// progress, the stdin feed, the stacks), with one interface through which
+// the agent tells it the node's moments. The agent's lifecycle (lifecycle.h) stays the agent's; a
 // service keeps its own state and timers, and reaches the head through the
 // NodeAccess it is given. The head's side has the same shape
 // (launcher/controller/feature.h).
@@ -45,6 +45,9 @@ class NodeAccess {
   // end and by the guard if the agent dies): made before the services'
   // Setup. Empty when none could be made.
   virtual const std::string& node_dir() const = 0;
+  // A path of the service's (a folder, a socket) that the guard removes
+  // should the agent die before its stop().
+  virtual void remove_on_death(const std::string& path) = 0;
 
  protected:
   ~NodeAccess() = default;
@@ -63,21 +66,27 @@ class NodeService {
   // A message of the head's that the lifecycle's table let through: true
   // when it was the service's (handled), false when it is another's.
   virtual bool handle(const proto::Message& /*msg*/) { return false; }
+  // The folders of the service's that the workers must see: the node's
+  // container mounts them. Asked after prepare().
+  virtual std::vector<std::string> job_dirs() const { return {}; }
   // Start: the workers are about to be spawned.
-  virtual void on_start() {}
+  virtual void on_start(const proto::Start& /*start*/) {}
   // What the service gives a worker it spawns: variables of its environment,
   // a descriptor it keeps across exec (at most one per worker, of all the
   // services: SpawnOptions::keep_fd), its stdin (at most one service's; none:
-  // /dev/null), closed here once it is spawned.
+  // /dev/null), closed here once it is spawned; or why it must not be
+  // spawned (refused: it fails as a spawn that failed, and the services
+  // after this one are not asked).
   struct WorkerGift {
     proto::Env env;
     int keep_fd = -1;
     UniqueFd stdin_read;
+    std::string refused;
   };
   virtual void before_spawn(int /*rank*/, WorkerGift& /*gift*/) {}
-  // The worker was spawned, or its spawn failed (reported as its exit, and
-  // on_worker_exit does not follow): what before_spawn set up is kept or
-  // dropped.
+  // The worker was spawned, or its spawn failed or was refused (reported as
+  // its exit, and on_worker_exit does not follow): what before_spawn set up
+  // is kept or dropped. Only the services whose before_spawn ran are told.
   virtual void after_spawn(int /*rank*/, bool /*spawned*/) {}
   // A worker's output as it is read, before it goes to the head.
   virtual void on_output(int /*rank*/, proto::Stream /*stream*/, std::string_view /*data*/) {}

@@ -25,6 +25,7 @@ class FakeNode final : public dlaunch::agent::NodeAccess {
     return false;
   }
   bool workers_contained() const override { return contained; }
+  void remove_on_death(const std::string& path) override { guarded.push_back(path); }
 
   template <typename T>
   std::vector<T> sent_of() const {
@@ -36,6 +37,7 @@ class FakeNode final : public dlaunch::agent::NodeAccess {
   bool running = false;
   std::vector<RunningWorker> workers;  // running now
   bool contained = false;
+  std::vector<std::string> guarded;  // what remove_on_death was given
 };
 
 }  // namespace dltest

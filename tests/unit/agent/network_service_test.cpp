@@ -33,7 +33,7 @@ TEST_F(NetworkServiceTest, NodeZeroHoldsItsPortFromSetupToStart) {
   ASSERT_NE(ready.master_port, 0);
   EXPECT_FALSE(dltest::loopback_port_free(ready.master_port));  // no other bind takes it meanwhile
   EXPECT_FALSE(dltest::loopback_accepts(ready.master_port));    // held, not listening
-  service_.on_start();
+  service_.on_start(dlaunch::proto::Start{});
   EXPECT_TRUE(dltest::loopback_port_free(ready.master_port));  // rank 0 binds it now
   EXPECT_TRUE(head_.sent.empty());
 }
@@ -45,7 +45,7 @@ TEST_F(NetworkServiceTest, WithProbesTheReservedPortListensUntilStart) {
       std::nullopt);
   ASSERT_NE(ready.master_port, 0);
   EXPECT_TRUE(dltest::loopback_accepts(ready.master_port));
-  service_.on_start();
+  service_.on_start(dlaunch::proto::Start{});
   EXPECT_FALSE(dltest::loopback_accepts(ready.master_port));
 }
 
