@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "dlaunch/process.h"
+
 namespace dlaunch {
 
 std::string AttemptLog::summary(std::string_view last,
@@ -17,5 +19,42 @@ std::string AttemptLog::summary(std::string_view last,
 }
 
 std::string AttemptLog::failed(int status) { return fmt::format("failed, exit status {}", status); }
+
+int run_attempts(int max_restarts, const AttemptHooks& hooks) {
+  AttemptLog log;
+  int restarts = 0;  // counted against max_restarts (a node joining is not)
+  for (int k = 0;; ++k) {
+    const AttemptEnd end = hooks.run(k);
+    const bool last =
+        end.status == 0 || !end.restartable || (!end.joining && restarts >= max_restarts);
+    if (hooks.decided) hooks.decided(last);
+    const std::string failed = AttemptLog::failed(end.status);
+    if (last) {
+      hooks.finish(end.status, end.status == 0 ? "succeeded" : failed, log);
+      return end.status;
+    }
+    if (hooks.keep) {
+      if (auto why = hooks.keep(end)) {
+        hooks.finish(end.status, failed + " (not restarted: " + *why + ")", log);
+        return end.status;
+      }
+    }
+    if (end.joining) {
+      log.ended("stopped to take in a node waiting to join");
+      write_all(2, "dlaunch: restarting the job to take in the node that is waiting\n");
+    } else {
+      log.ended(failed);
+      ++restarts;
+      write_all(2, fmt::format("dlaunch: restarting the job ({} of {} restarts){}\n", restarts,
+                               max_restarts, hooks.restarting_suffix));
+    }
+    if (hooks.prepare) {
+      if (auto why = hooks.prepare(end, restarts)) {
+        hooks.finish(end.status, failed + " (not restarted: " + *why + ")", log);
+        return end.status;
+      }
+    }
+  }
+}
 
 }  // namespace dlaunch

@@ -1,6 +1,7 @@
-// How the attempts of one job ended, for the summary a driver prints when it
-// stops after a restart (--max-restarts): the head-node driver and the
-// per-node driver keep the same record and print the same lines.
+// The attempts of one job (--max-restarts): the one restart loop of the
+// head-node driver and the per-node driver (run_attempts), and how each
+// attempt ended, for the summary either prints when it stops after a
+// restart:
 //
 //   dlaunch: 3 attempt(s):
 //     attempt 0: failed, exit status 1
@@ -9,6 +10,8 @@
 //     excluded: node3 (lost: ...)
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,5 +35,43 @@ class AttemptLog {
  private:
   std::vector<std::string> ended_;
 };
+
+// How one attempt ended, as the restart loop judges it.
+struct AttemptEnd {
+  int status = 0;
+  // Another attempt may help: a failed rank, a lost node; not an interrupt,
+  // a timeout, a launch error (it would fail the same way).
+  bool restartable = false;
+  // Not a failure: the job stopped to take in a node waiting to join (per-node
+  // mode); the restart is not counted against --max-restarts.
+  bool joining = false;
+};
+
+// What a driver does at each point of the loop. Only `run` and `finish` are
+// needed.
+struct AttemptHooks {
+  // Runs attempt k (0 first) and says how it ended.
+  std::function<AttemptEnd(int k)> run;
+  // The loop's decision on the attempt that ended: last, or another follows
+  // (per-node mode tells the rendezvous). Before anything is said.
+  std::function<void(bool last)> decided;
+  // Another attempt is to follow, before it is counted: what must hold for
+  // it (the nodes left, after a lost one); nullopt to go on, else why not.
+  std::function<std::optional<std::string>(const AttemptEnd& end)> keep;
+  // Counted and said (the restarting line): what the next attempt needs (the
+  // nodes checked again, a new plan); nullopt to go on, else why not.
+  std::function<std::optional<std::string>(const AttemptEnd& end, int restart)> prepare;
+  // The job ended with status; `last` is how its last attempt ended, for
+  // the summary ("succeeded", AttemptLog::failed(N), "... (not restarted:
+  // WHY)"); `log` has the attempts before it. Just before the loop returns.
+  std::function<void(int status, const std::string& last, const AttemptLog& log)> finish;
+  // Said after "restarting the job (k of N restarts)".
+  std::string restarting_suffix;
+};
+
+// Runs attempts until one succeeds, one cannot be restarted, max_restarts
+// counted restarts are spent, or a hook says the next cannot be had; says
+// each restart on stderr. Returns the last attempt's status.
+int run_attempts(int max_restarts, const AttemptHooks& hooks);
 
 }  // namespace dlaunch

@@ -738,10 +738,6 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   config.stdin_rank = stdin_rank;
   dl::check_job_fits(plan, config, dl::current_environment(),
                      static_cast<std::size_t>(std::max(0L, ::sysconf(_SC_ARG_MAX))));
-  // --max-restarts: a failed rank or a lost node tears the whole job down and
-  // starts it again with fresh agents; an interrupt, a timeout or a launch
-  // error ends it at once (trying again would fail the same way).
-  dl::AttemptLog attempts;
   int last_status = 0;
   // The job's record and events (jobs/job_journal.h): `dlaunch ps` and
   // `dlaunch status` know it from here on.
@@ -776,17 +772,11 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
     journal.events().emit("node_excluded",
                           {{"host", l.host}, {"spare", l.spare}, {"reason", l.reason}});
   }
-  const dl::RootCause* last_cause = nullptr;
-  const auto summarize = [&](const std::string& last) {
-    journal.ended(last_status, *last_cause, static_cast<int>(attempts.count()) + 1, plan.job_id);
-    dl::write_all(2, attempts.summary(last, pool.excluded()));
-    // One attempt has no summary; nodes --preflight left out are still said
-    // at the end, where a user looks for how the job went.
-    if (attempts.count() == 0) {
-      for (const auto& e : pool.excluded()) dl::write_all(2, "dlaunch: left out: " + e + "\n");
-    }
-  };
-  for (int attempt = 0;; ++attempt) {
+  dl::RootCause last_cause;  // the last attempt's
+  // The attempt that ended lost a node, which an elastic job goes on without.
+  bool lost_node = false;
+  dl::AttemptHooks hooks;
+  hooks.run = [&](int attempt) {
     sink.start_attempt(attempt);
     boost::asio::io_context io;
     dl::AsioClock clock(io);
@@ -797,39 +787,32 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
     const int status = controller.run();
     const dl::RootCause& cause = controller.cause();
     last_status = status;
-    last_cause = &cause;
+    last_cause = cause;
     // A node that cannot start on a restart is one more lost node (the first
     // attempt's launch errors end the job: the hostfile or the hosts are wrong).
-    const bool lost_node = pool.elastic() && cause.node_index >= 0 &&
-                           (cause.kind == dl::CauseKind::kNode ||
-                            (cause.kind == dl::CauseKind::kLaunch && attempt > 0));
-    const std::string failed = dl::AttemptLog::failed(status);
-    if (status == 0 || !(dl::allows_restart(cause) || lost_node) || attempt >= o.max_restarts) {
-      summarize(status == 0 ? "succeeded" : failed);
-      return status;
+    lost_node = pool.elastic() && cause.node_index >= 0 &&
+                (cause.kind == dl::CauseKind::kNode ||
+                 (cause.kind == dl::CauseKind::kLaunch && attempt > 0));
+    return dl::AttemptEnd{.status = status, .restartable = dl::allows_restart(cause) || lost_node};
+  };
+  hooks.keep = [&](const dl::AttemptEnd&) -> std::optional<std::string> {
+    if (!lost_node) return std::nullopt;
+    const auto change = pool.node_lost(last_cause.node_index, last_cause.message);
+    dl::write_all(2, "dlaunch: " + change.message + "\n");
+    if (!change.restart) return "too few nodes";
+    // -n fixes the world size: it must still fit.
+    int slots = 0;
+    for (const auto& h : pool.active().hosts) slots += h.slots;
+    if (o.np > slots) {
+      dl::write_all(2, fmt::format("dlaunch: not restarting: -n {} needs {} slots and the nodes "
+                                   "left have {}\n",
+                                   o.np, o.np, slots));
+      return "too few slots";
     }
-    if (lost_node) {
-      const auto change = pool.node_lost(cause.node_index, cause.message);
-      dl::write_all(2, "dlaunch: " + change.message + "\n");
-      if (!change.restart) {
-        summarize(failed + " (not restarted: too few nodes)");
-        return status;
-      }
-      // -n fixes the world size: it must still fit.
-      int slots = 0;
-      for (const auto& h : pool.active().hosts) slots += h.slots;
-      if (o.np > slots) {
-        dl::write_all(2, fmt::format("dlaunch: not restarting: -n {} needs {} slots and the nodes "
-                                     "left have {}\n",
-                                     o.np, o.np, slots));
-        summarize(failed + " (not restarted: too few slots)");
-        return status;
-      }
-    }
-    attempts.ended(failed);
-    dl::write_all(2, fmt::format("dlaunch: restarting the job ({} of {} restarts)\n", attempt + 1,
-                                 o.max_restarts));
-    po.restart_count = attempt + 1;
+    return std::nullopt;
+  };
+  hooks.prepare = [&](const dl::AttemptEnd& end, int restart) -> std::optional<std::string> {
+    po.restart_count = restart;
     if (o.preflight && pool.elastic()) {
       // An elastic restart checks the nodes it keeps again, quickly (no
       // network test), and leaves out those that fail now as --preflight
@@ -846,20 +829,30 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
         journal.events().emit("node_excluded",
                               {{"host", l.host}, {"spare", l.spare}, {"reason", l.reason}});
       }
-      if (!go) {
-        summarize(failed + " (not restarted: too few nodes passed the checks)");
-        return status;
-      }
+      if (!go) return "too few nodes passed the checks";
     }
     try {
       plan = dl::make_plan(pool.active(), po);
-      journal.restarting(attempt + 1, failed, plan);
+      journal.restarting(restart, dl::AttemptLog::failed(end.status), plan);
     } catch (const dl::InputError& e) {
       // The nodes left cannot hold the job as asked (an app's --host was
       // excluded, too few slots): the last failure stands.
       dl::write_all(2, fmt::format("dlaunch: not restarting: {}\n", e.what()));
-      summarize(failed + " (not restarted: the nodes left cannot hold the job)");
-      return status;
+      return "the nodes left cannot hold the job";
     }
-  }
+    return std::nullopt;
+  };
+  hooks.finish = [&](int /*status*/, const std::string& last, const dl::AttemptLog& attempts) {
+    journal.ended(last_status, last_cause, static_cast<int>(attempts.count()) + 1, plan.job_id);
+    dl::write_all(2, attempts.summary(last, pool.excluded()));
+    // One attempt has no summary; nodes --preflight left out are still said
+    // at the end, where a user looks for how the job went.
+    if (attempts.count() == 0) {
+      for (const auto& e : pool.excluded()) dl::write_all(2, "dlaunch: left out: " + e + "\n");
+    }
+  };
+  // --max-restarts: a failed rank or a lost node tears the whole job down and
+  // starts it again with fresh agents; an interrupt, a timeout or a launch
+  // error ends it at once (trying again would fail the same way).
+  return dl::run_attempts(o.max_restarts, hooks);
 }

@@ -599,12 +599,13 @@ int run_per_node(const Options& given) {
   // --max-restarts: a failure anywhere (a rank, a lost node) stops every
   // node; the launchers that remain meet again in the next round and start
   // the job with the nodes there are (at least MIN), up to N times.
-  AttemptLog attempts;
-  int restarts = 0;  // counted against --max-restarts (a node joining is not)
-  for (int round = 0;; ++round) {
+  int round = 0;  // the rendezvous's (a launcher joining a running job starts in its next)
+  AttemptHooks hooks;
+  hooks.run = [&](int /*attempt*/) {
     const Membership m = rdzv.join(round);
-    round = m.round;  // a launcher joining a running job starts in its next round
+    round = m.round;
     const RoundEnd end = run_round(o, rdzv, rs, m, round, head_env, std::string(here));
+    ++round;
     int status = end.status;
     const bool joining = status != 0 && end.joining;
     bool final = end.final;
@@ -620,24 +621,15 @@ int run_per_node(const Options& given) {
         final = f->final;
       }
     }
-    const bool last =
-        status == 0 || final || rdzv.store_lost() || (!joining && restarts >= o.max_restarts);
-    rdzv.finish(last);
-    if (last) {
-      write_all(2, attempts.summary(status == 0 ? "succeeded" : AttemptLog::failed(status)));
-      return status;
-    }
-    attempts.ended(joining ? std::string("stopped to take in a node waiting to join")
-                           : AttemptLog::failed(status));
-    if (joining) {
-      write_all(2, "dlaunch: restarting the job to take in the node that is waiting\n");
-    } else {
-      ++restarts;
-      write_all(2, fmt::format("dlaunch: restarting the job ({} of {} restarts) with the nodes "
-                               "that remain\n",
-                               restarts, o.max_restarts));
-    }
-  }
+    return AttemptEnd{
+        .status = status, .restartable = !final && !rdzv.store_lost(), .joining = joining};
+  };
+  hooks.decided = [&](bool last) { rdzv.finish(last); };
+  hooks.finish = [](int /*status*/, const std::string& last, const AttemptLog& attempts) {
+    write_all(2, attempts.summary(last));
+  };
+  hooks.restarting_suffix = " with the nodes that remain";
+  return run_attempts(o.max_restarts, hooks);
 }
 
 }  // namespace dlaunch
