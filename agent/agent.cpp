@@ -1,21 +1,13 @@
 #include "agent.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
 #include <set>
-#include <system_error>
-#include <tuple>
 
 #include <boost/asio/signal_set.hpp>
 
@@ -28,8 +20,6 @@
 #include "dlaunch/version.h"
 #include "guard.h"
 #include "net.h"
-#include "runtime/command.h"
-#include "runtime/keepalive_image.h"
 #include "stacks.h"
 
 namespace dlaunch::agent {
@@ -45,17 +35,6 @@ namespace {
 // ranks; 8 MiB here gave 21 MiB for no more throughput (bench/: footprint).
 constexpr std::size_t kHighWatermark = 1u << 20;
 
-// The pull of the node's container image: a registry that stalls is given up
-// on after this (the node heartbeats meanwhile, and the head does not count
-// the pull against --start-timeout).
-constexpr std::chrono::minutes kImagePullLimit{30};
-
-std::string hostname() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
 void log(const std::string& msg) { std::fprintf(stderr, "dlaunch-agent: %s\n", msg.c_str()); }
 
 }  // namespace
@@ -66,6 +45,13 @@ Agent::Agent(AgentEnv env, int control_in, int control_out)
       orphan_deadline_(env.clock.make_timer()),
       sweep_timer_(env.clock.make_timer()),
       token_entry_("DLAUNCH_AGENT_TOKEN=" + random_hex(12)),
+      runtime_(env.clock, env.os,
+               {.send = [this](const proto::Message& m) { channel_->send(m); },
+                .pulling = [this] { start_heartbeats(); },
+                .made =
+                    [this] {
+                      if (check_programs()) become_ready();
+                    }}),
       pmix_(env.io, env.os, *this, placement_),
       network_(
           env.io, env.clock, [this](const std::string& a) { return env_.os.route_interface(a); },
@@ -108,9 +94,7 @@ bool Agent::worker_running(int rank) const {
   return it != workers_.end() && it->second.state == WorkerState::kRunning;
 }
 
-bool Agent::workers_contained() const {
-  return runtime_ && runtime_->kind() != RuntimeKind::kNative;
-}
+bool Agent::workers_contained() const { return runtime_.contained(); }
 
 void Agent::remove_on_death(const std::string& path) { guard_->remove_on_death(path); }
 
@@ -145,7 +129,7 @@ void Agent::start() {
   channel_->start();
   const ProcessRef parent = env_.os.parent();
   channel_->send(proto::Hello{.agent_version = kVersion,
-                              .hostname = hostname(),
+                              .hostname = host_name(),
                               .pid = ::getpid(),
                               .boot_id = env_.os.boot_id(),
                               .start_ticks = process_start_ticks(::getpid()),
@@ -203,22 +187,20 @@ void Agent::on_message(proto::Message&& msg) {
 
 void Agent::handle(proto::Setup&& m) {
   setup_ = std::move(m);
-  auto runtime = make_runtime(setup_.container, current_environment(), hostname());
-  if (!runtime) {
-    channel_->send(proto::Fatal{runtime.error()});
+  if (auto refused = runtime_.choose(setup_.container)) {
+    channel_->send(proto::Fatal{std::move(*refused)});
     return;
   }
-  runtime_ = std::move(*runtime);
-  const bool contained = runtime_->kind() != RuntimeKind::kNative;
-  // In a container, programs are looked for once it runs (start_container).
+  const bool contained = runtime_.contained();
+  // In a container, programs are looked for once it is made.
   if (!contained && !check_programs()) return;
   if (setup_.workers.empty() && !setup_.workdir.empty() &&
       ::access(setup_.workdir.c_str(), X_OK) != 0) {
     channel_->send(proto::Fatal{"working directory '" + setup_.workdir + "' does not exist on " +
-                                hostname() + " (use --wdir)"});
+                                host_name() + " (use --wdir)"});
     return;
   }
-  if (auto refused = placement_.plan(setup_, hostname())) {
+  if (auto refused = placement_.plan(setup_, host_name())) {
     channel_->send(proto::Fatal{std::move(*refused)});
     return;
   }
@@ -248,7 +230,14 @@ void Agent::handle(proto::Setup&& m) {
   for (const auto& ws : setup_.workers) workers_[ws.rank].spec = ws;
   ready_ = std::move(ready);
   if (contained) {
-    begin_container();  // Ready once it runs
+    // Ready once it is made, with the job's folders of this node mounted:
+    // the error files, the services' (the store's socket, PMIx's folder).
+    std::vector<std::string> job_dirs;
+    if (!error_dir_.empty()) job_dirs.push_back(error_dir_);
+    for (NodeService* service : services_) {
+      for (auto& dir : service->job_dirs()) job_dirs.push_back(std::move(dir));
+    }
+    runtime_.make(setup_, std::move(job_dirs), error_dir_, cgroup_, *guard_);
     return;
   }
   become_ready();
@@ -279,140 +268,18 @@ void Agent::handle(proto::Start&& m) {
 // node's container).
 bool Agent::check_programs() {
   std::set<std::pair<std::string, std::string>> checked;
-  const auto base = runtime_->base_environment(current_environment());
+  const auto base = runtime_.base_environment();
   for (const auto& w : setup_.workers) {
     const std::string& dir = w.workdir.empty() ? setup_.workdir : w.workdir;
     const std::string prog = w.argv.empty() ? std::string() : w.argv.front();
     if (!checked.emplace(dir, prog).second) continue;
     const auto env = worker_environment(base, w.env, {}, token_entry_);
-    if (auto why = runtime_->check_program(prog, env, dir); !why.empty()) {
+    if (auto why = runtime_.runtime()->check_program(prog, env, dir); !why.empty()) {
       channel_->send(proto::Fatal{why});
       return false;
     }
   }
   return true;
-}
-
-// The node's container (podman, docker) or its preparation (apptainer,
-// enroot), with the job's folders of this node mounted: the error files and,
-// on node 0, the store's Unix socket. The guard is told how to remove it
-// before it exists, should the agent die while it starts. An image that must
-// be pulled first is pulled by a child of the loop (start_pull): the node
-// heartbeats meanwhile, and the head does not count the pull against its
-// start's deadline (proto::ImagePull).
-void Agent::begin_container() {
-  RuntimeNode& node = runtime_node_;
-  node = RuntimeNode{.job_id = setup_.job_id,
-                     .node_rank = setup_.node_rank,
-                     .hostname = hostname(),
-                     .workdir = setup_.workdir,
-                     .agent_pid = ::getpid(),
-                     .agent_start_ticks = process_start_ticks(::getpid()),
-                     .uid = ::getuid(),
-                     .gid = ::getgid(),
-                     .env = current_environment()};
-  const char* root = std::getenv("DLAUNCH_HEALTH_ROOT");  // tests: the node's /dev and /etc
-  node.gpus = find_node_gpus(root != nullptr ? root : "");
-  if (node.workdir.empty()) node.workdir = std::filesystem::current_path().string();
-  if (!error_dir_.empty()) node.job_dirs.push_back(error_dir_);
-  for (NodeService* service : services_) {
-    for (auto& dir : service->job_dirs()) node.job_dirs.push_back(std::move(dir));
-  }
-  if (const char* home = std::getenv("HOME"); home != nullptr) node.home = home;
-  std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) node.keepalive = (self.parent_path() / "dlaunch-keepalive").string();
-  // An agent copied to the node alone (docs/portable-agent.md) has none
-  // beside it: its own copy, in the job's private folder.
-  if ((node.keepalive.empty() || ::access(node.keepalive.c_str(), X_OK) != 0) &&
-      !error_dir_.empty() && dlaunch_keepalive_image_size > 0) {
-    const std::string path = error_dir_ + "/keepalive";
-    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0700));
-    if (fd &&
-        write_all(fd.get(), std::string_view(reinterpret_cast<const char*>(dlaunch_keepalive_image),
-                                             dlaunch_keepalive_image_size))) {
-      node.keepalive = path;
-    }
-  }
-  if (auto rm = runtime_->removal_command(node); !rm.empty()) guard_->run_on_death(rm);
-  auto pull = runtime_->pull_command(node);
-  if (!pull) {
-    channel_->send(proto::Fatal{pull.error()});
-    return;
-  }
-  if (pull->empty()) {
-    finish_container();
-    return;
-  }
-  start_pull(std::move(*pull));
-}
-
-void Agent::start_pull(std::vector<std::string> argv) {
-  const std::string& image = setup_.container.image;
-  pull_output_ = UniqueFd(::memfd_create("dlaunch-pull", MFD_CLOEXEC));
-  if (!pull_output_) {
-    channel_->send(proto::Fatal{"cannot pull image " + image + " on " + hostname() +
-                                ": memfd_create: " + std::strerror(errno)});
-    return;
-  }
-  SpawnOptions opts;
-  opts.argv = argv;
-  opts.env = runtime_node_.env;
-  opts.stdout_fd = pull_output_.get();
-  opts.stderr_fd = pull_output_.get();
-  opts.parent_death_signal = SIGKILL;
-  // In the job's cgroup and watched by the guard: nothing of it outlives the agent.
-  auto pid = env_.os.spawn_in(opts, cgroup_);
-  if (!pid) {
-    channel_->send(proto::Fatal{"cannot pull image " + image + " on " + hostname() + ": `" +
-                                argv.front() + " pull` did not start: " + pid.error()});
-    return;
-  }
-  pull_pid_ = *pid;
-  pull_argv_ = std::move(argv);
-  guard_->watch_process_group(pull_pid_);
-  channel_->send(proto::ImagePull{.image = image});
-  start_heartbeats();
-  if (!pull_timer_) pull_timer_ = env_.clock.make_timer();
-  env_.clock.after(*pull_timer_, kImagePullLimit, [this] {
-    if (pull_pid_ <= 0) return;
-    pull_timed_out_ = true;
-    env_.os.signal_group(pull_pid_, SIGKILL);
-  });
-}
-
-void Agent::on_pull_exit(int status) {
-  pull_pid_ = 0;
-  if (pull_timer_) pull_timer_->cancel();
-  CommandResult r{.status = status, .timed_out = pull_timed_out_};
-  // Its last words (what a failed pull says is at the end).
-  if (pull_output_) {
-    struct stat st {};
-    const off_t size = ::fstat(pull_output_.get(), &st) == 0 ? st.st_size : 0;
-    const off_t from = std::max<off_t>(0, size - static_cast<off_t>(kMaxCommandOutput));
-    r.output.resize(static_cast<std::size_t>(size - from));
-    const ssize_t n = ::pread(pull_output_.get(), r.output.data(), r.output.size(), from);
-    r.output.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
-    pull_output_.reset();
-  }
-  if (phase_ != Phase::kSetup || aborting_) return;  // the job is being stopped
-  const std::string& image = setup_.container.image;
-  if (!r.ok()) {
-    channel_->send(proto::Fatal{"cannot pull image " + image + " on " + hostname() + ": " +
-                                describe_failure(pull_argv_, r)});
-    return;
-  }
-  channel_->send(proto::ImagePull{.image = image, .done = true});
-  finish_container();
-}
-
-void Agent::finish_container() {
-  auto made = runtime_->prepare(runtime_node_);
-  if (!made) {
-    channel_->send(proto::Fatal{made.error()});
-    return;
-  }
-  if (check_programs()) become_ready();
 }
 
 // A private folder for the workers' TORCHELASTIC_ERROR_FILEs. Without it
@@ -433,9 +300,7 @@ void Agent::make_error_dir() {
 void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   proto::Env job_env = start_env;
   // In a container, the image's variables where they win (runtime/runtime.h).
-  const std::vector<std::string> base = runtime_ != nullptr
-                                            ? runtime_->base_environment(current_environment())
-                                            : current_environment();
+  const std::vector<std::string> base = runtime_.base_environment();
   for (auto& kv : network_interface_env(net_interface_, setup_.mpi, base, w.spec.env)) {
     job_env.push_back(std::move(kv));
   }
@@ -478,7 +343,7 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   opts.parent_death_signal = SIGKILL;
   opts.stdout_fd = out_w.get();
   opts.stderr_fd = err_w.get();
-  if (runtime_) runtime_->adapt(opts);
+  if (runtime_.runtime() != nullptr) runtime_.runtime()->adapt(opts);
   w.started = env_.clock.now();
   w.started_wall = std::chrono::system_clock::now();
   SpawnResult r = env_.os.spawn_in(opts, cgroup_);
@@ -630,10 +495,7 @@ void Agent::resume_parked() {
 
 void Agent::on_sigchld() {
   for (const auto& [pid, status] : env_.os.reap()) {
-    if (pid == pull_pid_) {
-      on_pull_exit(status);
-      continue;
-    }
+    if (runtime_.child_exited(pid, status, phase_ == Phase::kSetup && !aborting_)) continue;
     auto it = rank_of_pid_.find(pid);
     if (it != rank_of_pid_.end()) on_worker_exit(workers_.at(it->second), status);
     // anything else is an orphan that reparented to us (we are a subreaper)
@@ -733,8 +595,8 @@ std::vector<pid_t> Agent::leftovers() {
   }
   if (guard_) std::erase(out, guard_->pid());
   // A container's own processes go with the container (finish()).
-  if (runtime_) {
-    for (pid_t p : runtime_->own_processes()) std::erase(out, p);
+  if (runtime_.runtime() != nullptr) {
+    for (pid_t p : runtime_.runtime()->own_processes()) std::erase(out, p);
   }
   return out;
 }
@@ -753,10 +615,7 @@ void Agent::finish() {
   if (phase_ == Phase::kDone || sweeping_) return;
   // The node's container first: what it leaves (its monitor on its way out)
   // is then swept as any leftover.
-  if (runtime_) {
-    if (auto why = runtime_->teardown(timing::kContainerRemoval); !why.empty())
-      log("could not remove the node's container: " + why);
-  }
+  runtime_.teardown();
   const auto first = leftovers();
   if (first.empty() && cgroup_removed()) {
     complete();
@@ -806,7 +665,7 @@ void Agent::complete() {
   grace_timer_->cancel();
   orphan_deadline_->cancel();
   sweep_timer_->cancel();
-  if (pull_timer_) pull_timer_->cancel();
+  runtime_.cancel();
   if (heartbeats_) heartbeats_->stop();
   if (guard_) guard_->disarm();
   if (channel_->is_open()) {

@@ -14,10 +14,13 @@
 // (or is gone), leftovers are swept (SIGTERM, then SIGKILL at the grace), on a
 // timer, while the loop keeps serving, and Done goes to the head.
 //
-// Where the workers run is the Runtime's (runtime/runtime.h): on the host, or
-// in one container of the node that the runtime starts at Setup (before
-// Ready: a missing runtime or image fails the job before any rank starts)
-// and removes once the last worker is gone.
+// Where the workers run is the NodeRuntime's (node_runtime.h): on the host,
+// or in one container of the node that it makes at Setup (before Ready: a
+// missing runtime or image fails the job before any rank starts) and removes
+// once the last worker is gone. Where each rank's CPUs are is the
+// NodePlacement's (node_placement.h); the rest of the node's jobs are node
+// services (service.h: PMIx, the network tests, the store, progress, stdin,
+// stacks).
 //
 // Seams (AgentEnv): the operating system (os.h) and the clock are injected,
 // so that the agent's unit tests drive it over a socketpair with a fake OS and
@@ -43,10 +46,10 @@
 #include "net.h"
 #include "network_service.h"
 #include "node_placement.h"
+#include "node_runtime.h"
 #include "os.h"
 #include "pmix_service.h"
 #include "progress_service.h"
-#include "runtime/runtime.h"
 #include "service.h"
 #include "stacks.h"
 #include "stdin_service.h"
@@ -103,14 +106,7 @@ class Agent final : private NodeAccess {
   void handle(const proto::Abort& m);
   void handle(const proto::SignalRanks& m);
   void handle_shutdown();
-  // agent/runtime/: where the workers run (native, or the node's container).
   bool check_programs();
-  // The node's container: pull_command, then (after the pull, a child of
-  // the loop) prepare, then Ready.
-  void begin_container();
-  void start_pull(std::vector<std::string> argv);
-  void on_pull_exit(int status);
-  void finish_container();
   void become_ready();
   void make_error_dir();
 
@@ -143,16 +139,8 @@ class Agent final : private NodeAccess {
 
   std::string token_entry_;
   std::unique_ptr<GuardLink> guard_;
-  std::unique_ptr<Runtime> runtime_;  // from Setup on
-  RuntimeNode runtime_node_;          // this node, as the runtime sees it
-  proto::Ready ready_;                // made by Setup, sent once the node is set up
-  // The image's pull (begin_container): the child, its command, its output
-  // (a memfd: whatever the pull leaves behind cannot hold it open), its limit.
-  pid_t pull_pid_ = 0;
-  std::vector<std::string> pull_argv_;
-  UniqueFd pull_output_;
-  std::unique_ptr<Timer> pull_timer_;
-  bool pull_timed_out_ = false;
+  NodeRuntime runtime_;  // where the workers run: the host or the node's container
+  proto::Ready ready_;   // made by Setup, sent once the node is set up
   proto::Setup setup_;
   std::map<int, Worker> workers_;  // by rank
   std::map<pid_t, int> rank_of_pid_;

@@ -413,6 +413,12 @@ unsigned long raise_descriptor_limit() {
   return static_cast<unsigned long>(rl.rlim_cur);
 }
 
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return {};
+  return buf;
+}
+
 std::vector<std::string> current_environment() {
   std::vector<std::string> out;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) out.emplace_back(*e);

@@ -103,6 +103,8 @@ unsigned long raise_descriptor_limit();
 
 // Copy of this process's environment as "NAME=VALUE" strings.
 std::vector<std::string> current_environment();
+// This machine's host name (gethostname); empty when it cannot be read.
+std::string host_name();
 // Quotes s for a POSIX shell when needed: abc stays, a b -> 'a b'.
 std::string shell_quote(std::string_view s);
 
