@@ -29,12 +29,6 @@ using std::chrono::milliseconds;
 
 namespace {
 
-// Stop reading workers while more than this waits for the control channel.
-// 1 MiB covers milliseconds of the fastest output path (a local pipe at
-// ~600 MiB/s) and keeps the agent's peak RSS near 8.5 MiB in a flood of 8
-// ranks; 8 MiB here gave 21 MiB for no more throughput (bench/: footprint).
-constexpr std::size_t kHighWatermark = 1u << 20;
-
 void log(const std::string& msg) { std::fprintf(stderr, "dlaunch-agent: %s\n", msg.c_str()); }
 
 }  // namespace
@@ -52,6 +46,20 @@ Agent::Agent(AgentEnv env, int control_in, int control_out)
                     [this] {
                       if (check_programs()) become_ready();
                     }}),
+      output_(env.io, env.clock,
+              {.send = [this](proto::Output out) { channel_->send(std::move(out)); },
+               .queued = [this] { return channel_->queued_bytes(); },
+               .heard =
+                   [this](int rank, proto::Stream stream, std::string_view data) {
+                     for (NodeService* service : services_) service->on_output(rank, stream, data);
+                   },
+               .runnable =
+                   [this](int rank) {
+                     const auto it = workers_.find(rank);
+                     return it != workers_.end() && it->second.pid > 0 &&
+                            it->second.state == WorkerState::kRunning &&
+                            env_.os.process_state(it->second.pid) == 'R';
+                   }}),
       pmix_(env.io, env.os, *this, placement_),
       network_(
           env.io, env.clock, [this](const std::string& a) { return env_.os.route_interface(a); },
@@ -68,7 +76,7 @@ Agent::Agent(AgentEnv env, int control_in, int control_out)
       proto::PipeChannel::Callbacks{
           .on_message = [this](proto::Message&& m) { on_message(std::move(m)); },
           .on_close = [this](const std::string& why) { on_channel_closed(why); },
-          .on_drained = [this] { resume_parked(); },
+          .on_drained = [this] { output_.resume(); },
           .on_flushed = [this] { env_.io.stop(); },
       });
 }
@@ -174,8 +182,7 @@ void Agent::on_message(proto::Message&& msg) {
   } else if (auto* pause = std::get_if<proto::PauseOutput>(&msg)) {
     // The head's console is behind: stop reading the workers' pipes (they
     // block when theirs fill) until it says so; the rest goes on as before.
-    output_paused_ = pause->pause;
-    if (!output_paused_) resume_parked();
+    output_.pause(pause->pause);
   } else if (auto* sig = std::get_if<proto::SignalRanks>(&msg)) {
     handle(*sig);
   } else {
@@ -187,6 +194,7 @@ void Agent::on_message(proto::Message&& msg) {
 
 void Agent::handle(proto::Setup&& m) {
   setup_ = std::move(m);
+  output_.set_flush(milliseconds(setup_.flush_ms));
   if (auto refused = runtime_.choose(setup_.container)) {
     channel_->send(proto::Fatal{std::move(*refused)});
     return;
@@ -363,134 +371,9 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   rank_of_pid_[w.pid] = w.spec.rank;
   set_nonblocking(out_r.get(), true);
   set_nonblocking(err_r.get(), true);
-  w.out =
-      std::make_unique<OutputStream>(env_.io, env_.clock, out_r.release(), proto::Stream::kStdout);
-  w.err =
-      std::make_unique<OutputStream>(env_.io, env_.clock, err_r.release(), proto::Stream::kStderr);
   started.pid = w.pid;
   channel_->send(std::move(started));
-  read_stream(w, *w.out);
-  read_stream(w, *w.err);
-}
-
-void Agent::read_stream(Worker& w, OutputStream& s) {
-  if (s.eof || s.reading || !s.pipe.is_open()) return;
-  if (channel_->queued_bytes() > kHighWatermark || output_paused_) {
-    s.parked = true;  // backpressure: the worker blocks on its full pipe
-    return;
-  }
-  s.reading = true;
-  s.pipe.async_wait(
-      asio::posix::stream_descriptor::wait_read, [this, &w, &s](boost::system::error_code ec) {
-        s.reading = false;
-        if (ec == asio::error::operation_aborted) return;
-        const std::span<char> buf = proto::thread_read_buffer();
-        const ssize_t n = ec ? -1 : ::read(s.pipe.native_handle(), buf.data(), buf.size());
-        if (n > 0) {
-          forward(w, s, std::string_view(buf.data(), static_cast<std::size_t>(n)));
-        } else if (n == 0 || ec || (errno != EAGAIN && errno != EINTR)) {
-          s.eof = true;
-          flush_partial(w, s);
-          boost::system::error_code ignored;
-          s.pipe.close(ignored);
-          return;
-        }
-        read_stream(w, s);
-      });
-}
-
-void Agent::forward(Worker& w, OutputStream& s, std::string_view data) {
-  s.starved_holds = 0;
-  for (NodeService* service : services_) service->on_output(w.spec.rank, s.stream, data);
-  s.lines.append(data);
-  std::string lines = s.lines.take_lines();
-  const bool new_partial = !lines.empty();
-  if (!lines.empty()) {
-    channel_->send(
-        proto::Output{.rank = w.spec.rank, .stream = s.stream, .data = std::move(lines)});
-  }
-  if (s.lines.partial_overflow()) {
-    flush_partial(w, s);
-  } else if (s.lines.has_partial() && (!s.timer_armed || new_partial)) {
-    arm_flush(w, s);
-  }
-}
-
-// A partial line leaves on its own only when the worker has been quiet for
-// flush_ms: while its pipe holds more bytes (or we are not reading because of
-// backpressure) the rest of the line is on its way.
-//
-// Quiet is not enough on an overloaded machine: a worker in the middle of a
-// stream of output, preempted for longer than flush_ms between two write()s
-// (stdio writes 4 KiB blocks that end mid-line), would have a line cut in two.
-// A worker that is runnable ('R': running or waiting for a CPU) is therefore
-// given up to kStarvedHolds more periods; one that sleeps (a prompt waiting
-// for input, a progress bar between updates) gets its partial line out after
-// flush_ms as before. Only the worker process itself is looked at: output
-// that comes from a child of it keeps the plain rule.
-void Agent::arm_flush(Worker& w, OutputStream& s) {
-  s.timer_armed = true;
-  env_.clock.after(*s.timer, milliseconds(setup_.flush_ms), [this, &w, &s] {
-    pollfd p{s.pipe.is_open() ? s.pipe.native_handle() : -1, POLLIN, 0};
-    const bool more_waiting =
-        s.parked || (p.fd >= 0 && ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN));
-    if (more_waiting && !s.eof) {
-      arm_flush(w, s);
-      return;
-    }
-    if (!s.eof && s.starved_holds < timing::kStarvedHolds && w.pid > 0 &&
-        w.state == WorkerState::kRunning && env_.os.process_state(w.pid) == 'R') {
-      ++s.starved_holds;
-      arm_flush(w, s);
-      return;
-    }
-    s.timer_armed = false;
-    flush_partial(w, s);
-  });
-}
-
-void Agent::flush_partial(Worker& w, OutputStream& s) {
-  if (s.timer_armed) {
-    s.timer->cancel();
-    s.timer_armed = false;
-  }
-  if (!s.lines.has_partial()) return;
-  channel_->send(proto::Output{
-      .rank = w.spec.rank, .stream = s.stream, .partial = true, .data = s.lines.take_all()});
-}
-
-// The worker has exited, so all it wrote is already in the pipe: read it now,
-// so its last lines reach the head before its Exited.
-void Agent::drain_now(Worker& w, OutputStream& s) {
-  while (!s.eof && s.pipe.is_open()) {
-    const std::span<char> buf = proto::thread_read_buffer();
-    ssize_t n = ::read(s.pipe.native_handle(), buf.data(), buf.size());
-    if (n > 0) {
-      forward(w, s, std::string_view(buf.data(), static_cast<std::size_t>(n)));
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else {
-      if (n == 0) {
-        s.eof = true;
-        boost::system::error_code ignored;
-        s.pipe.close(ignored);
-      }
-      break;
-    }
-  }
-  flush_partial(w, s);
-}
-
-void Agent::resume_parked() {
-  if (output_paused_) return;  // the head's PauseOutput{false} resumes them
-  for (auto& [rank, w] : workers_) {
-    for (auto* s : {w.out.get(), w.err.get()}) {
-      if (s != nullptr && s->parked) {
-        s->parked = false;
-        read_stream(w, *s);
-      }
-    }
-  }
+  output_.watch(w.spec.rank, out_r.release(), err_r.release());
 }
 
 void Agent::on_sigchld() {
@@ -505,8 +388,7 @@ void Agent::on_sigchld() {
 
 void Agent::on_worker_exit(Worker& w, int status) {
   w.state = WorkerState::kExited;
-  if (w.out) drain_now(w, *w.out);
-  if (w.err) drain_now(w, *w.err);
+  output_.drain(w.spec.rank);
   for (NodeService* service : services_) service->on_worker_exit(w.spec.rank);
   proto::Exited ex{.rank = w.spec.rank, .pid = w.pid};
   if (WIFSIGNALED(status)) {

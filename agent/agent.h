@@ -48,6 +48,7 @@
 #include "node_placement.h"
 #include "node_runtime.h"
 #include "os.h"
+#include "output_pump.h"
 #include "pmix_service.h"
 #include "progress_service.h"
 #include "service.h"
@@ -111,12 +112,6 @@ class Agent final : private NodeAccess {
   void make_error_dir();
 
   void spawn_worker(Worker& w, const proto::Env& start_env);
-  void read_stream(Worker& w, OutputStream& s);
-  void forward(Worker& w, OutputStream& s, std::string_view data);
-  void arm_flush(Worker& w, OutputStream& s);
-  void flush_partial(Worker& w, OutputStream& s);
-  void drain_now(Worker& w, OutputStream& s);
-  void resume_parked();
   void on_worker_exit(Worker& w, int status);
 
   void begin_abort(const std::string& reason, bool immediate);
@@ -140,6 +135,7 @@ class Agent final : private NodeAccess {
   std::string token_entry_;
   std::unique_ptr<GuardLink> guard_;
   NodeRuntime runtime_;  // where the workers run: the host or the node's container
+  OutputRelay output_;   // the workers' pipes, read and sent to the head
   proto::Ready ready_;   // made by Setup, sent once the node is set up
   proto::Setup setup_;
   std::map<int, Worker> workers_;  // by rank
@@ -150,7 +146,6 @@ class Agent final : private NodeAccess {
   NodePlacement placement_;    // where each rank runs, from Setup
   Phase phase_ = Phase::kHello;
   bool aborting_ = false;
-  bool output_paused_ = false;  // the head said PauseOutput: leave worker pipes unread
   bool shutdown_requested_ = false;
   bool channel_lost_ = false;
   bool killed_hard_ = false;

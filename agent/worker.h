@@ -1,4 +1,5 @@
-// A worker: one rank's process on this node, its output pipes and its state.
+// A worker: one rank's process on this node and its state (its output
+// pipes are the OutputRelay's: output_pump.h).
 //
 // State machine: pending -> running -> exited; pending -> failed (spawn).
 // The worker leads its own process group (pgid == pid); the agent signals the
@@ -8,37 +9,14 @@
 #include <sys/types.h>
 
 #include <chrono>
-#include <cstdint>
-#include <deque>
-#include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
-
-#include "dlaunch/clock.h"
 #include "dlaunch/proto/protocol.h"
-#include "output_pump.h"
 
 namespace dlaunch::agent {
 
 enum class WorkerState { kPending, kRunning, kExited, kFailed };
-
-struct OutputStream {
-  OutputStream(boost::asio::io_context& io, Clock& clock, int fd, proto::Stream s)
-      : pipe(io, fd), timer(clock.make_timer()), stream(s) {}
-  boost::asio::posix::stream_descriptor pipe;
-  std::unique_ptr<Timer> timer;  // flushes a held partial line
-  proto::Stream stream;
-  LineBuffer lines;
-  bool reading = false;  // an async read is outstanding
-  bool parked = false;   // waiting for the control channel to drain
-  bool timer_armed = false;
-  bool eof = false;
-  int starved_holds = 0;  // flush periods a partial line waited on a runnable worker
-};
 
 struct Worker {
   proto::WorkerSpec spec;
@@ -48,8 +26,6 @@ struct Worker {
   // Wall-clock start, to tell an error file written by this worker from an older one.
   std::chrono::system_clock::time_point started_wall;
   std::string error_file;  // its TORCHELASTIC_ERROR_FILE
-  std::unique_ptr<OutputStream> out;
-  std::unique_ptr<OutputStream> err;
 };
 
 // Where the worker's TORCHELASTIC_ERROR_FILE is: the value env already holds
