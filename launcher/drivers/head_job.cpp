@@ -58,11 +58,9 @@ namespace {
 // The batch allocation dlaunch runs in (Flux, Slurm, PBS, LSF, SGE; the
 // first by docs/schedulers.md's precedence), or nullopt.
 std::optional<dl::Allocation> find_allocation() {
-  char here[256] = {};
-  ::gethostname(here, sizeof here - 1);
   dl::AllocationProbe probe;
   probe.env = dl::current_environment();
-  probe.this_host = here;
+  probe.this_host = dl::host_name();
   probe.read_file = [](const std::string& path, const std::string& var) {
     return dl::read_input_file(path, var);
   };

@@ -504,8 +504,7 @@ int run_per_node(const Options& given) {
       pinned_master_port(user_environment(o.env_files, o.exports, head_env)));
   rs.mpi = o.mpi;
   rs.heartbeat_timeout = option_ms(o.heartbeat_timeout_s);
-  char here[256] = {};
-  ::gethostname(here, sizeof here - 1);
+  const std::string here = host_name();
   rs.me = fmt::format("{} pid {}", here, ::getpid());
   // One node and no meeting point given (torchrun --nproc-per-node 4
   // train.py): nobody to meet, a free loopback port, as --standalone.
@@ -604,7 +603,7 @@ int run_per_node(const Options& given) {
   hooks.run = [&](int /*attempt*/) {
     const Membership m = rdzv.join(round);
     round = m.round;
-    const RoundEnd end = run_round(o, rdzv, rs, m, round, head_env, std::string(here));
+    const RoundEnd end = run_round(o, rdzv, rs, m, round, head_env, here);
     ++round;
     int status = end.status;
     const bool joining = status != 0 && end.joining;

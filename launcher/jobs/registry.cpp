@@ -18,6 +18,7 @@
 
 #include "dlaunch/error.h"
 #include "dlaunch/proc_stat.h"
+#include "dlaunch/process.h"
 #include "dlaunch/unique_fd.h"
 #include "jobs/events.h"
 
@@ -125,7 +126,7 @@ std::optional<JobEntry> read_entry(const fs::path& dir) {
       // a result being written: judged by the head below
     }
   }
-  const bool here = e.start.head_host == this_host();
+  const bool here = e.start.head_host == host_name();
   if (!here) {
     e.state = "elsewhere";  // a head on another machine (a shared home)
   } else if (e.start.head_pid > 0 &&
@@ -139,14 +140,8 @@ std::optional<JobEntry> read_entry(const fs::path& dir) {
 
 }  // namespace
 
-std::string this_host() {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return host;
-}
-
 void set_head_to_this_process(JobStart& start) {
-  start.head_host = this_host();
+  start.head_host = host_name();
   start.head_pid = static_cast<long>(::getpid());
   start.head_start_ticks = process_start_ticks(start.head_pid);
 }

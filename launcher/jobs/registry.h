@@ -103,9 +103,6 @@ void prune_jobs(const std::string& jobs_dir, const KeepLimits& keep = {});
 // A record as one JSON object (ps --json, status --json).
 std::string job_json(const JobEntry& e);
 
-// This machine's host name, as records name their head's.
-std::string this_host();
-
 // Sets `start`'s head to this process on this machine (host, pid and start
 // time): what tells `running` from `lost` later.
 void set_head_to_this_process(JobStart& start);
