@@ -1,6 +1,7 @@
 #include "agent.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -193,35 +194,40 @@ void Agent::on_message(proto::Message&& msg) {
 
 void Agent::handle(proto::Setup&& m) {
   setup_ = std::move(m);
+  setup_at_ = env_.clock.now();
   output_.set_flush(milliseconds(setup_.flush_ms));
+  ready_ = proto::Ready{};
   if (auto refused = runtime_.choose(setup_.container)) {
-    channel_->send(proto::Fatal{std::move(*refused)});
+    refuse("", std::move(*refused), false);
     return;
   }
   const bool contained = runtime_.contained();
+  // --check: the working directory on its own line, and the scripts.
+  if (setup_.check) check_files();
   // In a container, programs are looked for once it is made.
   if (!contained && !check_programs()) return;
-  if (setup_.workers.empty() && !setup_.workdir.empty() &&
+  if (!setup_.check && setup_.workers.empty() && !setup_.workdir.empty() &&
       ::access(setup_.workdir.c_str(), X_OK) != 0) {
-    channel_->send(proto::Fatal{"working directory '" + setup_.workdir + "' does not exist on " +
-                                host_name() + " (use --wdir)"});
+    refuse("wdir",
+           "working directory '" + setup_.workdir + "' does not exist on " + host_name() +
+               " (use --wdir)",
+           false);
     return;
   }
   if (auto refused = placement_.plan(setup_, host_name())) {
-    channel_->send(proto::Fatal{std::move(*refused)});
+    refuse("", std::move(*refused), false);
     return;
   }
-  proto::Ready ready;
   make_error_dir();
   // The node services' parts (service.h): the PMIx server, node 0's
   // MASTER_PORT and store.
   for (NodeService* service : services_) {
-    if (auto refused = service->prepare(setup_, ready)) {
-      channel_->send(proto::Fatal{std::move(*refused)});
+    if (auto refused = service->prepare(setup_, ready_)) {
+      refuse("", std::move(*refused), false);
       return;
     }
   }
-  ready.interfaces = env_.os.interfaces();
+  ready_.interfaces = env_.os.interfaces();
   // A cgroup of the job's own on this node, where the system lets us make
   // one: nothing the workers start can leave it, so nothing escapes the
   // clean-up. Else the process groups, the tree and the token, as ever.
@@ -232,10 +238,9 @@ void Agent::handle(proto::Setup&& m) {
     cgroup_ = *cgroup;
     guard_->kill_cgroup_on_death(cgroup_);
   } else {
-    ready.no_cgroup = cgroup.error();
+    ready_.no_cgroup = cgroup.error();
   }
   for (const auto& ws : setup_.workers) workers_[ws.rank].spec = ws;
-  ready_ = std::move(ready);
   if (contained) {
     // Ready once it is made, with the job's folders of this node mounted:
     // the error files, the services' (the store's socket, PMIx's folder).
@@ -250,7 +255,50 @@ void Agent::handle(proto::Setup&& m) {
   become_ready();
 }
 
+// A problem found at Setup. A job refuses at the first (Fatal). --check notes
+// each in Ready: where it can go on (`can_go_on`) it does, else the node is
+// Ready at once with what it found. True: go on.
+bool Agent::refuse(std::string column, std::string why, bool can_go_on) {
+  if (!setup_.check) {
+    channel_->send(proto::Fatal{std::move(why)});
+    return false;
+  }
+  ready_.problems.push_back({.column = std::move(column), .message = std::move(why)});
+  if (!can_go_on) become_ready();
+  return can_go_on;
+}
+
+// --check: the working directory, and each script an interpreter is given
+// (relative to the working directory, as the worker opens it), in the words
+// of --check's table.
+void Agent::check_files() {
+  const std::string& dir = setup_.workdir;
+  if (!dir.empty() && ::access(dir.c_str(), X_OK) != 0)
+    refuse("wdir", "working directory '" + dir + "' does not exist", true);
+  for (const auto& script : setup_.check_scripts) {
+    const bool absolute = script.starts_with('/');
+    const std::string path = absolute || dir.empty() ? script : dir + "/" + script;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) continue;
+    refuse("program", "script '" + script + "' not found" + (absolute ? "" : " in '" + dir + "'"),
+           true);
+  }
+}
+
 void Agent::become_ready() {
+  if (setup_.check) {
+    // Read last, so that the node's clock reading (health's time_ns) is as
+    // near the Ready as it can be; how long after the Setup it was taken
+    // narrows the head's estimate of the clock's offset.
+    auto node = env_.os.node_facts(setup_.workdir, setup_.count_gpus);
+    ready_.facts = std::move(node.facts);
+    ready_.facts.emplace_back("since_setup_ns",
+                              std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                 env_.clock.now() - setup_at_)
+                                                 .count()));
+    ready_.topology = std::move(node.topology);
+    ready_.gpus = node.gpus;
+  }
   channel_->send(ready_);
   enter(Phase::kReady);
   if (!heartbeats_) start_heartbeats();  // they began with a pull
@@ -281,9 +329,15 @@ bool Agent::check_programs() {
     const std::string prog = w.argv.empty() ? std::string() : w.argv.front();
     if (!checked.emplace(dir, prog).second) continue;
     const auto env = worker_environment(base, w.env, {}, token_entry_);
+    // --check on the host: the program alone, in its table's words (the
+    // working directory has a line of its own).
+    if (setup_.check && !runtime_.contained()) {
+      if (!prog.empty() && find_program(prog, env, dir).empty())
+        refuse("program", "program '" + prog + "' not found on PATH", true);
+      continue;
+    }
     if (auto why = runtime_.runtime()->check_program(prog, env, dir); !why.empty()) {
-      channel_->send(proto::Fatal{why});
-      return false;
+      if (!refuse("program", std::move(why), true)) return false;
     }
   }
   return true;

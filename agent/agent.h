@@ -108,6 +108,8 @@ class Agent final : private NodeAccess {
   void handle(const proto::SignalRanks& m);
   void handle_shutdown();
   bool check_programs();
+  bool refuse(std::string column, std::string why, bool can_go_on);
+  void check_files();
   void become_ready();
   void make_error_dir();
 
@@ -138,6 +140,7 @@ class Agent final : private NodeAccess {
   OutputRelay output_;   // the workers' pipes, read and sent to the head
   proto::Ready ready_;   // made by Setup, sent once the node is set up
   proto::Setup setup_;
+  SteadyTime setup_at_{};          // when Setup came (--check: how long ago the facts were read)
   std::map<int, Worker> workers_;  // by rank
   std::map<pid_t, int> rank_of_pid_;
   std::string net_interface_;  // toward Start.net_address; empty: none known

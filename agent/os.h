@@ -100,6 +100,18 @@ class AgentOs {
   virtual std::string boot_id() = 0;
   virtual ProcessRef parent() = 0;
   virtual std::optional<std::int64_t> run_delay_ns(const ProcessRef& p) = 0;
+
+  // What `dlaunch --check` shows of this node (Setup.check): its health
+  // facts (health/node_health.h; DLAUNCH_HEALTH_ROOT stands for / as in
+  // `dlaunch-agent --health`), its topology in one line (or why it could not
+  // be read), and with count_gpus the GPUs `nvidia-smi -L` lists (-1: not
+  // counted).
+  struct NodeFacts {
+    std::vector<std::pair<std::string, std::string>> facts;
+    std::string topology;
+    int gpus = -1;
+  };
+  virtual NodeFacts node_facts(const std::string& workdir, bool count_gpus) = 0;
 };
 
 // The real one.
@@ -127,6 +139,7 @@ class PosixOs final : public AgentOs {
   std::string boot_id() override;
   ProcessRef parent() override;
   std::optional<std::int64_t> run_delay_ns(const ProcessRef& p) override;
+  NodeFacts node_facts(const std::string& workdir, bool count_gpus) override;
 };
 
 // Where this process's cgroup (v2) is in the file system: the cgroup2 mount

@@ -12,11 +12,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "dlaunch/placement/topology.h"
 #include "dlaunch/private_dir.h"
 #include "dlaunch/proc_stat.h"
 #include "dlaunch/process.h"
 #include "dlaunch/unique_fd.h"
 #include "guard.h"
+#include "health/node_health.h"
 #include "net.h"
 #include "os.h"
 #include "owner_token.h"
@@ -182,6 +184,50 @@ ProcessRef PosixOs::parent() { return parent_process(); }
 
 std::optional<std::int64_t> PosixOs::run_delay_ns(const ProcessRef& p) {
   return dlaunch::run_delay_ns(p);
+}
+
+namespace {
+
+// The GPUs `nvidia-smi -L` lists (its "GPU N: ..." lines); 0 where there is
+// no nvidia-smi or it fails.
+int nvidia_smi_gpus() {
+  auto [r, w] = make_pipe();
+  SpawnOptions so;
+  so.argv = {"/bin/sh", "-c", "exec nvidia-smi -L 2>/dev/null"};
+  so.env = current_environment();
+  so.stdout_fd = w.get();
+  auto pid = dlaunch::spawn(so);
+  w.reset();
+  if (!pid) return 0;
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(r.get(), buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) out.append(buf, static_cast<std::size_t>(n));
+  }
+  int st = 0;
+  while (::waitpid(*pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  int gpus = 0;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) gpus += line.rfind("GPU", 0) == 0 ? 1 : 0;
+  return gpus;
+}
+
+}  // namespace
+
+AgentOs::NodeFacts PosixOs::node_facts(const std::string& workdir, bool count_gpus) {
+  NodeFacts out;
+  const char* root = std::getenv("DLAUNCH_HEALTH_ROOT");
+  out.facts = health::collect({.workdir = workdir, .root = root != nullptr ? root : ""});
+  if (auto topo = placement::load_topology()) {
+    out.topology = placement::summary(*topo);
+  } else {
+    out.topology = "not read: " + topo.error();
+  }
+  if (count_gpus) out.gpus = nvidia_smi_gpus();
+  return out;
 }
 
 }  // namespace dlaunch::agent

@@ -41,27 +41,23 @@ struct Row {
               gpus = "-", reach = "-";
   std::string topology;  // the agent's summary (dlaunch-agent --topology); empty: none
   std::vector<std::string> problems;
-  std::vector<std::string> programs;  // checked on the node (node_programs)
-  std::vector<std::string> scripts;   // checked on the node (node_scripts)
   // Its ranks run in a container: their programs are looked for in the
-  // image, by its agent (check_with_agents), not on the host.
+  // image (check_with_agents).
   bool contained = false;
   std::string health = "-";   // the HEALTH column: ok, FAILED, - (not known)
   std::string net_out = "-";  // the network test: its slowest stream out, in (Gb/s)
   std::string net_in = "-";
   health::Facts facts;  // the agent's --health lines, without "health."
   health::ClockOffset clock;
-  // The head's wall clock when the node's script was sent and its output
-  // read: the node's clock reading lies between.
+  // The head's wall clock when the node's Setup was sent (plus how long
+  // after it the node read its facts) and its Ready read: the node's clock
+  // reading lies between.
   long long sent_ns = 0;
   long long received_ns = 0;
+  // Its agent could not be started in the first look (connect, host key,
+  // authentication, missing or of another version): not started again.
+  bool unreachable = false;
 };
-
-long long wall_ns() {
-  timespec t{};
-  ::clock_gettime(CLOCK_REALTIME, &t);
-  return static_cast<long long>(t.tv_sec) * 1000000000LL + t.tv_nsec;
-}
 
 std::map<std::string, std::string> parse_kv(const std::string& text) {
   std::map<std::string, std::string> kv;
@@ -74,13 +70,11 @@ std::map<std::string, std::string> parse_kv(const std::string& text) {
   return kv;
 }
 
-// Fills the agent/wdir/program/gpus columns from the script's output.
+// Fills the AGENT column from the script's output: the agent at its path,
+// or the copy in the node's cache, or none.
 void judge(Row& row, const HostEntry& host, const std::string& output, const std::string& agent,
            const PreflightOptions& o) {
   auto kv = parse_kv(output);
-  for (const auto& [k, v] : kv) {
-    if (k.rfind("health.", 0) == 0) row.facts[k.substr(7)] = v;
-  }
   const std::string want =
       fmt::format("dlaunch-agent {} (protocol {})", kVersion, proto::kProtocolVersion);
   const std::string got = kv.count("agent") ? kv["agent"] : "missing";
@@ -92,7 +86,7 @@ void judge(Row& row, const HostEntry& host, const std::string& output, const std
   } else if (may_copy && kv["agent_cache"] == want) {
     row.agent = "cached";  // copied there by an earlier job
   } else if (may_copy) {
-    row.agent = "copy";  // none usable: the job copies this one there
+    row.agent = "copy";  // none usable: the job (and the check) copies this one there
   } else if (got == "missing") {
     row.agent = "MISSING";
     row.problems.push_back(fmt::format("dlaunch-agent not found or not executable at '{}'", agent));
@@ -100,34 +94,6 @@ void judge(Row& row, const HostEntry& host, const std::string& output, const std
     row.agent = "VERSION";
     row.problems.push_back(
         fmt::format("'{}' reports \"{}\", dlaunch wants \"{}\"", agent, got, want));
-  }
-  row.topology = kv["topology"];
-  row.wdir = kv["wdir"] == "ok" ? "ok" : "MISSING";
-  if (row.wdir != "ok")
-    row.problems.push_back(fmt::format("working directory '{}' does not exist", o.workdir));
-  if (!row.programs.empty()) {
-    row.program = "ok";
-    for (std::size_t k = 0; k < row.programs.size(); ++k) {
-      if (kv["program" + std::to_string(k)] == "ok") continue;
-      row.program = "MISSING";
-      row.problems.push_back(fmt::format("program '{}' not found on PATH", row.programs[k]));
-    }
-  }
-  for (std::size_t k = 0; k < row.scripts.size(); ++k) {
-    if (kv["script" + std::to_string(k)] == "ok") continue;
-    row.program = "MISSING";
-    row.problems.push_back(fmt::format(
-        "script '{}' not found{}", row.scripts[k],
-        row.scripts[k].starts_with('/') ? std::string() : fmt::format(" in '{}'", o.workdir)));
-  }
-  if (!host.gpus.empty()) {
-    const int have = std::atoi(kv["gpus"].c_str());
-    const int need = *std::max_element(host.gpus.begin(), host.gpus.end()) + 1;
-    row.gpus = fmt::format("{}/{}", have, need);
-    if (have < need) {
-      row.problems.push_back(
-          fmt::format("the hostfile lists GPU {} but nvidia-smi shows {} GPU(s)", need - 1, have));
-    }
   }
 }
 
@@ -175,7 +141,6 @@ asio::awaitable<void> check_ssh(Row& row, const HostEntry& host, std::string scr
     const auto opts = ssh::connect_options(host, o.ssh);
     auto conn = co_await connector->connect(opts);
     row.connect = row.hostkey = row.auth = "ok";
-    row.sent_ns = wall_ns();
     auto ch = co_await ssh::exec(*conn, script, nullptr, SteadyClock::now() + opts.timeout);
     std::string out;
     char buf[4096];
@@ -189,7 +154,6 @@ asio::awaitable<void> check_ssh(Row& row, const HostEntry& host, std::string scr
         break;
       }
     }
-    row.received_ns = wall_ns();
     judge(row, host, out, agent, o);
   } catch (const ssh::ConnectError& e) {
     const std::string& st = e.stage();
@@ -283,21 +247,81 @@ void print_json(std::string& text, const std::vector<Row>& rows, const std::stri
   text += out + "\n";
 }
 
-// The job stopped at Ready (Controller in probe_only): every agent once more,
-// with no rank started. A node whose ranks run in a container starts it as
-// the job would (the image pulled as --container-pull says) and looks for
-// their programs in it: its PROGRAM column, and its agent's refusal among its
-// problems. With `network`, the other nodes then try node 0's addresses (the
-// REACH column, the problems of the nodes that reached none) and the network
-// test runs. Returns the summary line ("network: ...", or why the agents
-// could not be started; empty when the rows say it all) and whether all is
-// fine.
+// A LinkFactory that starts no agent where the first look found none to
+// start (the reason is the row's first problem); the others as the job does.
+class KnownFailures final : public LinkFactory {
+ public:
+  KnownFailures(LinkFactory& links, const JobPlan& plan, const std::vector<Row>& rows)
+      : links_(links) {
+    for (std::size_t k = 0; k < rows.size() && k < plan.nodes.size(); ++k) {
+      if (rows[k].unreachable)
+        failed_[plan.nodes[k].node_rank] = rows[k].problems.empty() ? "" : rows[k].problems[0];
+    }
+  }
+  std::unique_ptr<AgentLink> start(const NodePlan& node, const std::string& agent_path,
+                                   const std::string& label, LinkCallbacks cb) override {
+    if (const auto it = failed_.find(node.node_rank); it != failed_.end())
+      throw Error(ErrorKind::kEnvironment, it->second);
+    return links_.start(node, agent_path, label, std::move(cb));
+  }
+
+ private:
+  LinkFactory& links_;
+  std::map<int, std::string> failed_;  // node rank -> why
+};
+
+// The columns and problems a node's Ready fills (Setup.check: the agent
+// looked for the working directory, the programs and scripts, and read the
+// node's facts).
+void take_ready(Row& row, const HostEntry& host, bool has_programs,
+                const Controller::NodeCheck& check) {
+  const proto::Ready& ready = *check.ready;
+  row.wdir = "ok";
+  if (has_programs || row.contained) row.program = "ok";
+  for (const auto& p : ready.problems) {
+    if (p.column == "wdir") row.wdir = "MISSING";
+    if (p.column == "program") row.program = row.contained ? "FAILED" : "MISSING";
+    row.problems.push_back(p.message);
+  }
+  row.topology = ready.topology;
+  long long since_setup = 0;
+  for (const auto& [k, v] : ready.facts) {
+    if (k == "since_setup_ns") {
+      since_setup = std::atoll(v.c_str());
+    } else {
+      row.facts[k] = v;
+    }
+  }
+  // The node read its clock at least since_setup after the Setup left.
+  row.sent_ns = check.setup_sent_ns + since_setup;
+  row.received_ns = check.ready_read_ns;
+  if (!host.gpus.empty() && ready.gpus >= 0) {
+    const int need = *std::max_element(host.gpus.begin(), host.gpus.end()) + 1;
+    row.gpus = fmt::format("{}/{}", ready.gpus, need);
+    if (ready.gpus < need) {
+      row.problems.push_back(fmt::format("the hostfile lists GPU {} but nvidia-smi shows {} GPU(s)",
+                                         need - 1, ready.gpus));
+    }
+  }
+}
+
+// The job stopped at Ready (Controller in probe_only): every agent the first
+// look found is started as the job starts it, with its workers described but
+// never started. Each looks for the working directory, the programs (on the
+// host, or in the node's container, which it starts, pulling the image as
+// --container-pull says) and the scripts, and reads the node's facts
+// (take_ready). When every node passed, and `network`, the other nodes then
+// try node 0's addresses (the REACH column, the problems of the nodes that
+// reached none) and the network test runs. Returns the summary line
+// ("network: ...", or why the agents could not be started; empty when the
+// rows say it all) and whether all is fine.
 std::pair<std::string, bool> check_with_agents(const JobPlan& plan, const PreflightOptions& o,
                                                bool master_addr_explicit, bool network,
                                                std::vector<Row>& rows) {
   asio::io_context io;
   AsioClock clock(io);
-  TransportLinks links(io, o.ssh);
+  TransportLinks transport(io, o.ssh);
+  KnownFailures links(transport, plan, rows);
   const UniqueFd null_fd(::open("/dev/null", O_WRONLY | O_CLOEXEC));
   OutputSink sink({.job_id = plan.job_id,
                    .node_of_rank = std::vector<std::string>(
@@ -322,18 +346,25 @@ std::pair<std::string, bool> check_with_agents(const JobPlan& plan, const Prefli
       sink, {.io = io, .links = links, .clock = clock, .observers = {&notices}});
   const int status = controller.run();
   const auto refused = controller.refusals();
-  bool any_refused = false;
-  for (std::size_t k = 0; k < rows.size() && k < refused.size(); ++k) {
+  const auto checks = controller.checks();
+  bool all_ready = true;
+  for (std::size_t k = 0; k < rows.size() && k < checks.size(); ++k) {
     Row& row = rows[k];
-    if (!refused[k].empty()) {
-      row.problems.push_back(refused[k]);
-      any_refused = true;
+    if (row.unreachable) continue;
+    if (checks[k].ready) {
+      take_ready(row, plan.nodes[k].host, !node_programs(plan, k).empty(), checks[k]);
+    } else {
+      all_ready = false;
+      if (!refused[k].empty()) {
+        row.problems.push_back(refused[k]);
+        if (row.contained) row.program = "FAILED";
+      }
     }
-    if (row.contained) row.program = !refused[k].empty() ? "FAILED" : status == 0 ? "ok" : "-";
   }
-  if (status != 0) {
-    if (any_refused)
-      return {network ? "network: not tested (fix the problems above first)" : "", false};
+  const bool passed =
+      std::all_of(rows.begin(), rows.end(), [](const Row& r) { return r.problems.empty(); });
+  if (!passed) return {network ? "network: not tested (fix the problems above first)" : "", false};
+  if (status != 0 || !all_ready) {
     return {(network ? "network: not tested: " : "agents: ") + controller.cause().message, false};
   }
   if (!network) return {"", true};
@@ -392,146 +423,16 @@ std::pair<std::string, bool> check_with_agents(const JobPlan& plan, const Prefli
   return {"", false};  // the nodes that reach none say so in their own lines
 }
 
-// The command lines of the apps with ranks on `node` (the job's one command
-// when it has no apps), in app order.
-std::vector<const std::vector<std::string>*> node_commands(const JobPlan& plan, std::size_t node) {
-  if (plan.apps.empty()) return {&plan.command};
-  std::vector<bool> here(plan.apps.size(), false);
-  for (const auto& r : plan.nodes.at(node).ranks) {
-    if (r.app >= 0 && static_cast<std::size_t>(r.app) < here.size())
-      here[static_cast<std::size_t>(r.app)] = true;
-  }
-  std::vector<const std::vector<std::string>*> out;
-  for (std::size_t k = 0; k < plan.apps.size(); ++k) {
-    if (here[k]) out.push_back(&plan.apps[k].command);
-  }
-  return out;
-}
-
 }  // namespace
 
-std::vector<std::string> node_programs(const JobPlan& plan, std::size_t node) {
-  std::vector<std::string> out;
-  const auto add = [&out](const std::vector<std::string>& command) {
-    if (command.empty()) return;
-    if (std::find(out.begin(), out.end(), command.front()) == out.end())
-      out.push_back(command.front());
-  };
-  for (const auto* command : node_commands(plan, node)) add(*command);
-  return out;
-}
-
-namespace {
-
-// What an interpreter's options are: those that end the options with no
-// script (-c CODE, -m MODULE) and those that take the next word as a value.
-struct Interpreter {
-  std::vector<std::string> no_script;
-  std::vector<std::string> with_value;
-};
-
-const Interpreter* interpreter_of(std::string name) {
-  static const Interpreter kPython{{"-c", "-m"}, {"-W", "-X", "-Q"}};
-  static const Interpreter kShell{{"-c"}, {"-o", "+o", "-O", "+O"}};
-  static const Interpreter kPerl{{"-e", "-E"}, {"-I", "-M", "-m"}};
-  static const Interpreter kRuby{{"-e"}, {"-I", "-r", "-C"}};
-  static const Interpreter kNode{{"-e", "--eval", "-p", "--print"}, {"-r", "--require"}};
-  static const Interpreter kRscript{{"-e"}, {}};
-  static const Interpreter kJulia{{"-e", "-E", "--eval"}, {"-L", "-J", "-t", "-p"}};
-  name = name.substr(name.rfind('/') + 1);
-  // python, python3, python3.11, python3.11-dbg
-  if (name.starts_with("python")) {
-    const std::string rest = name.substr(6);
-    if (rest.find_first_not_of("0123456789.") == std::string::npos || rest.ends_with("-dbg"))
-      return &kPython;
-  }
-  if (name == "bash" || name == "sh" || name == "dash" || name == "zsh" || name == "ksh")
-    return &kShell;
-  if (name == "perl") return &kPerl;
-  if (name == "ruby") return &kRuby;
-  if (name == "node" || name == "nodejs") return &kNode;
-  if (name == "Rscript") return &kRscript;
-  if (name == "julia") return &kJulia;
-  return nullptr;
-}
-
-bool listed(const std::vector<std::string>& v, const std::string& x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
-
-}  // namespace
-
-std::string script_argument(const std::vector<std::string>& command) {
-  if (command.empty()) return "";
-  const Interpreter* in = interpreter_of(command.front());
-  if (in == nullptr) return "";
-  for (std::size_t k = 1; k < command.size(); ++k) {
-    const std::string& a = command[k];
-    if (a == "--") return k + 1 < command.size() ? command[k + 1] : "";
-    if (a == "-" || a.empty()) return "";
-    if (a.front() != '-' && a.front() != '+') return a;
-    if (listed(in->no_script, a)) return "";
-    // -cCODE, -mMODULE: the value joined to the option.
-    for (const auto& opt : in->no_script) {
-      if (opt.size() == 2 && a.size() > 2 && a.starts_with(opt)) return "";
-    }
-    if (listed(in->with_value, a)) ++k;
-  }
-  return "";
-}
-
-std::vector<std::string> node_scripts(const JobPlan& plan, std::size_t node) {
-  std::vector<std::string> out;
-  const auto add = [&out](const std::vector<std::string>& command) {
-    const std::string s = script_argument(command);
-    if (!s.empty() && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
-  };
-  for (const auto* command : node_commands(plan, node)) add(*command);
-  return out;
-}
-
-std::string preflight_script(const std::string& agent, const std::string& workdir,
-                             const std::vector<std::string>& programs, const std::string& path,
-                             bool count_gpus, const std::string& cache_key,
-                             const std::vector<std::string>& scripts, bool health) {
+std::string preflight_script(const std::string& agent, const std::string& cache_key) {
   std::string s;
-  s += "cd " + shell_quote(workdir) + " 2>/dev/null && echo wdir=ok || echo wdir=missing\n";
   s += "if [ -x " + shell_quote(agent) + " ] && v=$(" + shell_quote(agent) +
        " --version 2>/dev/null); then echo \"agent=$v\"; else echo agent=missing; fi\n";
-  // The node's topology as its agent's hwloc sees it (docs/placement.md).
-  // One that cannot be read says why, on one line.
-  const std::string topology = shell_quote(agent) + " --topology";
-  s += "if t=$(" + topology + " 2>/dev/null); then echo \"topology=$t\"; elif [ -x " +
-       shell_quote(agent) + " ]; then echo \"topology=not read: $(" + topology +
-       " 2>&1 >/dev/null | tr '\\n' ' ')\"; fi\n";
   if (!cache_key.empty()) {
     s += "c=\"$HOME/.cache/dlaunch/\"" + shell_quote(cache_key) +
          "/dlaunch-agent; if [ -x \"$c\" ] && v=$(\"$c\" --version 2>/dev/null); then echo "
          "\"agent_cache=$v\"; fi\n";
-  }
-  if (!path.empty()) s += "PATH=" + shell_quote(path) + "; export PATH\n";
-  for (std::size_t k = 0; k < programs.size(); ++k) {
-    const std::string p = shell_quote(programs[k]);
-    const std::string key = "program" + std::to_string(k);
-    if (programs[k].find('/') != std::string::npos) {
-      s += "if [ -f " + p + " ] && [ -x " + p + " ]; then echo " + key + "=ok; else echo " + key +
-           "=missing; fi\n";
-    } else {
-      s += "if command -v " + p + " >/dev/null 2>&1; then echo " + key + "=ok; else echo " + key +
-           "=missing; fi\n";
-    }
-  }
-  // Relative to the working directory (the cd above), as the worker opens it.
-  for (std::size_t k = 0; k < scripts.size(); ++k) {
-    const std::string key = "script" + std::to_string(k);
-    s += "if [ -f " + shell_quote(scripts[k]) + " ]; then echo " + key + "=ok; else echo " + key +
-         "=missing; fi\n";
-  }
-  if (count_gpus) s += "echo \"gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')\"\n";
-  // Last: its clock reading is then nearest the end of the round trip.
-  if (health) {
-    s += "if [ -x " + shell_quote(agent) + " ]; then " + shell_quote(agent) + " --health " +
-         shell_quote(workdir) + " 2>/dev/null; fi\n";
   }
   return s;
 }
@@ -559,27 +460,14 @@ PreflightReport check_nodes(const JobPlan& plan, const PreflightOptions& o) {
         host.transport == Transport::kSsh && host.agent.empty() && !o.ssh.agent_image.empty();
     if (may_copy && !image) image = ssh::AgentImage::load(o.ssh.agent_image);
     row.contained = !host.container.empty() || !o.container.image.empty();
-    if (o.check_programs && !row.contained) {
-      row.programs = node_programs(plan, i);
-      row.scripts = node_scripts(plan, i);
-    }
-    const std::string script = preflight_script(
-        agent, o.workdir, row.programs, host.transport == Transport::kSsh ? o.path : "",
-        !host.gpus.empty(), may_copy ? image->key : std::string(), row.scripts, true);
-    // Runs the script (through `prefix`), timed for the clock offset.
-    const auto timed = [&row, &script](std::vector<std::string> prefix = {}, bool remote = false) {
-      row.sent_ns = wall_ns();
-      std::string out = run_local(script, std::move(prefix), remote);
-      row.received_ns = wall_ns();
-      return out;
-    };
+    const std::string script = preflight_script(agent, may_copy ? image->key : std::string());
     if (host.on_head_machine()) {
       row.connect = row.hostkey = row.auth = "local";
-      judge(row, host, timed(), agent, o);
+      judge(row, host, run_local(script), agent, o);
     } else if (host.transport == Transport::kSlurm) {
       // One step on that node runs the same script (srun prints its own errors).
       row.hostkey = row.auth = "-";
-      const std::string out = timed(srun_command(host.host, {}));
+      const std::string out = run_local(script, srun_command(host.host, {}));
       row.connect = out.empty() ? "FAILED" : "srun";
       if (out.empty()) {
         row.problems.push_back("srun could not run a step on " + host.host);
@@ -592,7 +480,8 @@ PreflightReport check_nodes(const JobPlan& plan, const PreflightOptions& o) {
       // shell, as ssh does.
       const bool via_shell = host.transport != Transport::kFlux;
       row.hostkey = row.auth = "-";
-      const std::string out = timed(remote_start_command(host.transport, host.host, {}), via_shell);
+      const std::string out =
+          run_local(script, remote_start_command(host.transport, host.host, {}), via_shell);
       const std::string how = transport_name(host.transport);
       row.connect = out.empty() ? "FAILED" : how;
       if (out.empty()) {
@@ -604,7 +493,7 @@ PreflightReport check_nodes(const JobPlan& plan, const PreflightOptions& o) {
     } else if (host.ssh_client == SshClient::kOpenssh) {
       // ssh prints its own errors; no output at all means it did not get in.
       row.hostkey = row.auth = "ssh";
-      const std::string out = timed(ssh::openssh_argv(host, o.ssh.openssh), true);
+      const std::string out = run_local(script, ssh::openssh_argv(host, o.ssh.openssh), true);
       row.connect = out.empty() ? "FAILED" : "openssh";
       if (out.empty()) {
         row.problems.push_back("ssh could not run a command on " + host.host +
@@ -618,27 +507,18 @@ PreflightReport check_nodes(const JobPlan& plan, const PreflightOptions& o) {
     }
   }
   io.run();
-  judge_health(plan, o, rows);
+  // Where the first look found no agent to start, none is started again.
+  for (Row& r : rows) r.unreachable = !r.problems.empty();
 
-  // The network, as a job would test it at start: once the rest passed.
-  std::string network;
-  bool network_ok = true;
+  // The job stopped at Ready, on every node the first look reached: the
+  // working directory, the programs and scripts, the node's facts; then,
+  // when every node passed and the job spans machines, the network, as a job
+  // would test it at start.
   const bool master_addr_explicit =
       !plan.nodes.empty() && plan.master_addr != default_master_addr(plan.nodes.front().host);
-  // Both need the agents started, which is done once the rest passed.
   const bool probe = net::probe_wanted(plan, master_addr_explicit, true);
-  const bool contained =
-      std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.contained; }) &&
-      o.check_programs;
-  if (probe || contained) {
-    const bool passed =
-        std::all_of(rows.begin(), rows.end(), [](const Row& r) { return r.problems.empty(); });
-    if (passed) {
-      std::tie(network, network_ok) = check_with_agents(plan, o, master_addr_explicit, probe, rows);
-    } else if (probe) {
-      network = "network: not tested (fix the problems above first)";
-    }
-  }
+  const auto [network, network_ok] = check_with_agents(plan, o, master_addr_explicit, probe, rows);
+  judge_health(plan, o, rows);
 
   const std::vector<std::string> head = {"NODE",   "NAME",  "HOST",  "CONNECT", "HOSTKEY",
                                          "AUTH",   "AGENT", "WDIR",  "PROGRAM", "GPUS",

@@ -1,17 +1,21 @@
 // `dlaunch --check`: checks every node of the plan in parallel without
-// starting anything (connect, host key, authentication, agent present and of
-// the same version, working directory, the program on PATH and the script an
-// interpreter is given (python3 train.py), or in a container the runtime,
-// the image and the program in it, GPU count when the
-// hostfile lists `gpus`, the node's health: check/health.h) and prints one
-// table, then one of the health figures (with --json: one JSON object).
-// Exit status 0 only if all pass.
-// When those pass and the job spans machines or runs in containers, the
-// agents are started once more, as the job would start them but stopped at
-// Ready: a node's container is started and the programs looked for in it
-// (then removed), and the other nodes test node 0's addresses as a job would
-// at start (column REACH); a node that reaches none is named with the
-// addresses it tried.
+// starting any rank, and prints one table, then one of the health figures
+// (with --json: one JSON object). Exit status 0 only if all pass.
+//
+// Two looks. The first, through each node's transport, connects (CONNECT,
+// HOSTKEY, AUTH) and asks for the agent: at its path and of this version, or
+// a copy of this one in the node's cache, or none to be had (AGENT). The
+// second is the job itself stopped at Ready (Controller's probe_only), on
+// every node the first reached: the agent is started as the job starts it
+// (copied where the job would copy it), gets the workers described, and
+// looks for the working directory (WDIR), each program on PATH or in the
+// node's container, which it starts as the job would, and the script an
+// interpreter is given, `python3 train.py` (PROGRAM), and reads the node's
+// facts: GPUs (GPUS, when the hostfile lists `gpus`), health (HEALTH:
+// check/health.h), topology. When every node passed and the job spans
+// machines, the other nodes then test node 0's addresses as a job would at
+// start (REACH; a node that reaches none is named with the addresses it
+// tried), and the network test between nodes runs.
 #pragma once
 
 #include <chrono>
@@ -21,6 +25,7 @@
 
 #include "check/health.h"
 #include "dlaunch/proto/container.h"
+#include "plan/node_programs.h"
 #include "plan/plan.h"
 #include "transport/ssh/ssh_transport.h"
 
@@ -29,8 +34,6 @@ namespace dlaunch {
 struct PreflightOptions {
   std::string agent_path;  // default agent path (a host's `agent` wins)
   std::string workdir;
-  bool check_programs = true;  // each node's programs (every app's with ranks there) on PATH
-  std::string path;            // PATH the workers will have (forwarded from the head)
   ssh::TransportOptions ssh;
   // Each node's health (its agent's --health facts, check/health.h), judged
   // against its thresholds: the hostfile's `health:` for it, then these
@@ -63,31 +66,10 @@ struct PreflightReport {
 };
 PreflightReport check_nodes(const JobPlan& plan, const PreflightOptions& opts);
 
-// The programs node `node` of the plan runs: the first word of each app
-// with ranks there (MPMD), once each, in app order; else the job's program.
-std::vector<std::string> node_programs(const JobPlan& plan, std::size_t node);
-
-// The script file a command hands its interpreter, as a user reads the
-// command line: for python*, bash, sh, dash, zsh, ksh, perl, ruby, node,
-// Rscript and julia, the first argument that is neither an option nor an
-// option's value ("python3 -u train.py" -> "train.py"); "" where there is
-// none (python3 -c CODE, python3 -m MODULE, bash -c ..., a program that is
-// no interpreter, "-" for standard input).
-std::string script_argument(const std::vector<std::string>& command);
-
-// The scripts node `node` runs (script_argument of each of its programs),
-// once each, in app order.
-std::vector<std::string> node_scripts(const JobPlan& plan, std::size_t node);
-
-// The shell script one node runs; prints key=value lines (program0=,
-// program1=, ... for `programs`; script0=, ... for `scripts`: a file there,
-// relative to the working directory). Exposed for tests. `cache_key`: also
-// report the agent copied to the node's cache under that key
-// (agent_install.h); empty: not looked for. `health`: also the agent's
-// --health lines (health.KEY=VALUE).
-std::string preflight_script(const std::string& agent, const std::string& workdir,
-                             const std::vector<std::string>& programs, const std::string& path,
-                             bool count_gpus, const std::string& cache_key = {},
-                             const std::vector<std::string>& scripts = {}, bool health = false);
+// The shell script the first look runs on one node (through its transport):
+// prints agent=<its --version line> or agent=missing and, with `cache_key`,
+// agent_cache=<the --version line of the copy in the node's cache under that
+// key> (agent_install.h). Exposed for tests.
+std::string preflight_script(const std::string& agent, const std::string& cache_key = {});
 
 }  // namespace dlaunch

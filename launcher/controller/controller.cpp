@@ -424,7 +424,10 @@ void Controller::on_hello(std::size_t i, const proto::Hello& hello) {
   nodes_[i].life.to(NodeState::kHello);
   if (hellos_ == static_cast<int>(nodes_.size())) milestones_.connected = env_.clock.now();
   show_progress();
-  if (phase_ == Phase::kStarting) nodes_[i].link->send(make_setup(i));
+  if (phase_ == Phase::kStarting) {
+    if (cfg_.probe_only) nodes_[i].check.setup_sent_ns = wall_clock_ns();
+    nodes_[i].link->send(make_setup(i));
+  }
   if (output_paused_) nodes_[i].link->send(proto::PauseOutput{true});
 }
 
@@ -501,6 +504,10 @@ void Controller::drain_console(asio::signal_set& signals) {
 
 void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
   nodes_[i].life.to(NodeState::kReady);
+  if (cfg_.probe_only) {
+    nodes_[i].check.ready_read_ns = wall_clock_ns();
+    nodes_[i].check.ready = ready;
+  }
   heartbeats_.watch(i);  // its heartbeats begin now (start())
   nodes_[i].no_cgroup = ready.no_cgroup;
   // A thousand nodes' lists would be kept for one comparison each.
@@ -529,6 +536,15 @@ void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
   }
   milestones_.ready = env_.clock.now();
   deadline_->cancel();
+  // --check: a node that found problems is said with them; the network is
+  // tested only when every node passed.
+  if (cfg_.probe_only && std::any_of(nodes_.begin(), nodes_.end(), [](const Node& n) {
+        return n.check.ready && !n.check.ready->problems.empty();
+      })) {
+    reach_untested_ = "a node found problems";
+    end_probe_only();
+    return;
+  }
   if (begin_network_choice()) return;  // Start waits for the other nodes' tests
   send_start();
 }
@@ -712,6 +728,13 @@ std::vector<std::string> Controller::refusals() const {
   std::vector<std::string> out;
   out.reserve(nodes_.size());
   for (const auto& n : nodes_) out.push_back(n.refused);
+  return out;
+}
+
+std::vector<Controller::NodeCheck> Controller::checks() const {
+  std::vector<NodeCheck> out;
+  out.reserve(nodes_.size());
+  for (const auto& n : nodes_) out.push_back(n.check);
   return out;
 }
 

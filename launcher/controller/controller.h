@@ -119,13 +119,14 @@ struct ControllerConfig {
   // --signals-to-handle's signals that dlaunch has no meaning of its own for
   // (SIGALRM, SIGPWR, ...): forwarded to every running rank, as SIGUSR1 is.
   std::vector<int> forward_signals;
-  // --check with agents (check/preflight.h): the job stopped at Ready. No
-  // rank starts; a node whose ranks run in a container still gets their
-  // workers described, so that its agent starts the container (pulling the
-  // image as the job would) and looks for their programs in it; once the
-  // other nodes have tested which of node 0's addresses they reach
-  // (network()), every agent is shut down. What each node's agent refused
-  // is in refusals().
+  // --check (check/preflight.h): the job stopped at Ready. No rank starts.
+  // Each agent gets the workers described as for the job (Setup.check): it
+  // looks for their programs, on the host or in the node's container (which
+  // it starts, pulling the image as the job would), and the scripts their
+  // interpreters are given, and says every problem and the node's facts in
+  // Ready (checks()). When every node is Ready without a problem, the other
+  // nodes test which of node 0's addresses they reach (network()); then
+  // every agent is shut down. What an agent refused is in refusals().
   bool probe_only = false;
   // With probe_only, once the reach test chose an address: the network test
   // between nodes (issue 33), each round this long. A ring (each node streams
@@ -212,6 +213,16 @@ class Controller final : private JobAccess {
   // Per node, in plan order: what its agent refused at Setup (its Fatal),
   // empty where it refused nothing.
   std::vector<std::string> refusals() const;
+  // Per node, in plan order, under probe_only: its Ready (empty where it
+  // sent none), and the head's wall clock when its Setup was sent and its
+  // Ready read (ns since the epoch; 0: not yet), between which the node read
+  // its clock.
+  struct NodeCheck {
+    std::optional<proto::Ready> ready;
+    long long setup_sent_ns = 0;
+    long long ready_read_ns = 0;
+  };
+  std::vector<NodeCheck> checks() const;
 
  private:
   using Phase = JobPhase;  // core/job_phase.h: its moves are a table there
@@ -236,6 +247,7 @@ class Controller final : private JobAccess {
     NodeLifecycle life;     // starting, hello, ready, done, ended | lost (core/node_state.h)
     bool failed = false;    // said Fatal, or Hello of another version: settled, starts nothing
     std::string refused;    // its Fatal's message, if it said one
+    NodeCheck check;        // probe_only: what its Ready said
     std::string no_cgroup;  // why its agent has no cgroup for the job (Ready)
     // Its agent's machine's interfaces (Ready): node 0's are kept (MASTER_ADDR
     // is chosen among them); of the others, only whether they are the head's.

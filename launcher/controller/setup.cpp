@@ -10,6 +10,7 @@
 #include "dlaunch/tunables.h"
 #include "hostfile/hostfile.h"
 #include "net/job_network.h"
+#include "plan/node_programs.h"
 
 namespace dlaunch {
 
@@ -87,10 +88,18 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
   s.container = cfg.container;
   // The hostfile's `container:` for this node beats --container-image.
   if (!np.host.container.empty()) s.container.image = np.host.container;
+  // --check: the job stops at Ready (ControllerConfig::probe_only). The
+  // workers are described as for the job, and never started: the agent looks
+  // for their programs (on the host, or in the node's container), the scripts
+  // their interpreters are given, and reads the node's facts.
+  if (cfg.probe_only) {
+    s.check = true;
+    // (In a container the image's files are not the host's: its programs
+    // are looked for there, its scripts are not.)
+    if (s.container.image.empty()) s.check_scripts = node_scripts(plan, i);
+    s.count_gpus = !np.host.gpus.empty();
+  }
   for (const auto& r : np.ranks) {
-    // --check: nothing to start; in a container, the agent looks for the
-    // workers' programs in the image (ControllerConfig::probe_only).
-    if (cfg.probe_only && s.container.image.empty()) break;
     proto::WorkerSpec w;
     w.rank = r.rank;
     w.local_rank = r.local_rank;

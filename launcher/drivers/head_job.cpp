@@ -610,11 +610,8 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
     dl::check_descriptors(plan, !o.output_dir.empty() || !o.output_filename.empty(), proxied);
   }
   // --check's checks, for --check itself or before the job (--preflight).
-  const char* path = std::getenv("PATH");
   const dl::PreflightOptions check_options{.agent_path = agent,
                                            .workdir = workdir,
-                                           .check_programs = true,
-                                           .path = path != nullptr ? path : "",
                                            .ssh = ssh_opts,
                                            .threshold_words = o.check_threshold_words,
                                            .json = o.json,  // only with --check

@@ -137,6 +137,10 @@ void put(Writer& w, const Setup& m) {
   w.bytes(c.shm_size);
   w.u32(static_cast<std::uint32_t>(m.app_sizes.size()));
   for (auto n : m.app_sizes) w.i32(n);
+  w.boolean(m.check);
+  w.u32(static_cast<std::uint32_t>(m.check_scripts.size()));
+  for (const auto& s : m.check_scripts) w.bytes(s);
+  w.boolean(m.count_gpus);
 }
 void put(Writer& w, const Ready& m) {
   w.u16(m.master_port);
@@ -151,6 +155,12 @@ void put(Writer& w, const Ready& m) {
     w.boolean(i.up);
     w.boolean(i.loopback);
   }
+  w.u32(static_cast<std::uint32_t>(m.problems.size()));
+  for (const auto& p : m.problems) w.bytes(p.column).bytes(p.message);
+  w.u32(static_cast<std::uint32_t>(m.facts.size()));
+  for (const auto& [k, v] : m.facts) w.bytes(k).bytes(v);
+  w.bytes(m.topology);
+  w.i32(m.gpus);
 }
 void put(Writer& w, const Start& m) {
   put_env(w, m.env);
@@ -344,6 +354,11 @@ void get(Reader& r, Setup& m) {
   auto na = r.count(4);
   m.app_sizes.reserve(na);
   for (std::uint32_t i = 0; i < na; ++i) m.app_sizes.push_back(r.i32());
+  m.check = r.boolean();
+  auto ns = r.count(4);
+  m.check_scripts.reserve(ns);
+  for (std::uint32_t i = 0; i < ns; ++i) m.check_scripts.push_back(r.str());
+  m.count_gpus = r.boolean();
 }
 void get(Reader& r, Ready& m) {
   m.master_port = r.u16();
@@ -362,6 +377,20 @@ void get(Reader& r, Ready& m) {
     i.up = r.boolean();
     i.loopback = r.boolean();
   }
+  const auto np = r.count(8);
+  m.problems.resize(np);
+  for (auto& p : m.problems) {
+    p.column = r.str();
+    p.message = r.str();
+  }
+  const auto nf = r.count(8);
+  m.facts.reserve(nf);
+  for (std::uint32_t i = 0; i < nf; ++i) {
+    std::string k = r.str();
+    m.facts.emplace_back(std::move(k), r.str());
+  }
+  m.topology = r.str();
+  m.gpus = r.i32();
 }
 void get(Reader& r, Start& m) {
   m.env = r.env();

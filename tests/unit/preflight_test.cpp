@@ -35,14 +35,17 @@ TEST(PreflightScript, CodeModulesStdinAndOtherProgramsHaveNone) {
   EXPECT_EQ(script_argument(Cmd{}), "");
 }
 
-TEST(PreflightScript, TheNodesScriptIsLookedForInTheWorkingDirectory) {
-  const std::string s =
-      preflight_script("/a/dlaunch-agent", "/work dir", {"python3"}, "", false, "", {"missing.py"});
-  const auto cd = s.find("cd '/work dir'");
-  const auto look = s.find("if [ -f missing.py ]; then echo script0=ok; else echo script0=missing");
-  ASSERT_NE(cd, std::string::npos) << s;
-  ASSERT_NE(look, std::string::npos) << s;
-  EXPECT_LT(cd, look);
+// The first look asks only for the agent (the script's own file, the working
+// directory and the programs are the agent's to look for at Setup:
+// tests/unit/agent/agent_check_test.cpp).
+TEST(PreflightScript, TheFirstLookAsksForTheAgentAndItsCachedCopyOnly) {
+  const std::string s = preflight_script("/a b/dlaunch-agent", "0.1.0-abc");
+  EXPECT_NE(s.find("if [ -x '/a b/dlaunch-agent' ] && v=$('/a b/dlaunch-agent' --version"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("/.cache/dlaunch/\"0.1.0-abc/dlaunch-agent"), std::string::npos) << s;
+  EXPECT_EQ(preflight_script("/a/dlaunch-agent").find("agent_cache"), std::string::npos);
+  EXPECT_EQ(s.find("cd "), std::string::npos) << s;
 }
 
 }  // namespace

@@ -372,6 +372,33 @@ TEST(Protocol, ReadyCarriesTheNodesInterfaces) {
   EXPECT_EQ(encode(back), encode(r));
 }
 
+TEST(Protocol, ACheckSetupAndItsReadyCarryWhatCheckShows) {
+  // Version 16: --check as a job stopped at Ready.
+  static_assert(kProtocolVersion >= 16);
+  proto::Setup s;
+  s.check = true;
+  s.check_scripts = {"train.py", "/abs/eval.py"};
+  s.count_gpus = true;
+  const auto sb = std::get<proto::Setup>(round_trip(s));
+  EXPECT_TRUE(sb.check);
+  EXPECT_EQ(sb.check_scripts, s.check_scripts);
+  EXPECT_TRUE(sb.count_gpus);
+  EXPECT_FALSE(std::get<proto::Setup>(round_trip(proto::Setup{})).check);
+
+  Ready r;
+  r.problems = {{.column = "wdir", .message = "working directory '/nope' does not exist"},
+                {.column = "", .message = "no cgroup"}};
+  r.facts = {{"kernel", "6.1.0"}, {"mem_avail_kb", "123"}, {"empty", ""}};
+  r.topology = "1 package, 2 cores";
+  r.gpus = 4;
+  const auto rb = std::get<Ready>(round_trip(r));
+  EXPECT_EQ(rb.problems, r.problems);
+  EXPECT_EQ(rb.facts, r.facts);
+  EXPECT_EQ(rb.topology, r.topology);
+  EXPECT_EQ(rb.gpus, 4);
+  EXPECT_EQ(std::get<Ready>(round_trip(Ready{})).gpus, -1);
+}
+
 TEST(Protocol, SetupStartProbeAndItsResultRoundTrip) {
   proto::Setup s;
   s.accept_probes = true;
@@ -469,19 +496,22 @@ TEST(Protocol, MalformedNetworkMessagesAreRejected) {
   r.interfaces = {{.name = "eth0", .address = "10.0.0.1", .family = AddressFamily::kIpv4}};
   std::string wire = encode(r);
   ASSERT_TRUE(decodes(wire));
-  // Fields from the end: loopback, up, family.
-  wire[wire.size() - 3] = 5;
+  // After the interfaces (version 16): no problems, no facts, no topology
+  // (three empty counts) and the GPU count.
+  constexpr std::size_t kCheckTail = 16;
+  // Fields from the interfaces' end: loopback, up, family.
+  wire[wire.size() - kCheckTail - 3] = 5;
   EXPECT_THROW(decodes(wire), ProtocolError);
   // A boolean that is neither 0 nor 1 (loopback).
   wire = encode(r);
-  wire.back() = 2;
+  wire[wire.size() - kCheckTail - 1] = 2;
   EXPECT_THROW(decodes(wire), ProtocolError);
-  // Counts beyond what the frame holds.
+  // Counts beyond what the frame holds (Ready's: its problems').
   for (const Message& m :
        {Message{Ready{}}, Message{Probe{}}, Message{ProbeResult{}}, Message{Stacks{}}}) {
     std::string bytes = encode(m);
-    for (std::size_t i = bytes.size() - 4; i < bytes.size(); ++i)
-      bytes[i] = static_cast<char>(0xff);
+    const std::size_t end = bytes.size() - (std::holds_alternative<Ready>(m) ? kCheckTail - 4 : 0);
+    for (std::size_t i = end - 4; i < end; ++i) bytes[i] = static_cast<char>(0xff);
     EXPECT_THROW(decodes(bytes), ProtocolError) << message_name(m);
   }
   // Truncated: a ProbeResult whose outcome lacks its interface; a Start

@@ -21,6 +21,14 @@ namespace dlaunch {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 
+// The wall clock (CLOCK_REALTIME), nanoseconds since the epoch: for comparing
+// a node's clock with the head's (--check), never for timing.
+inline long long wall_clock_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 class Timer {
  public:
   virtual ~Timer() = default;

@@ -154,6 +154,12 @@ class FakeOs final : public dlaunch::agent::AgentOs {
     return it->second;
   }
   std::string boot = "boot-of-the-test";
+  NodeFacts node_facts(const std::string& workdir, bool count_gpus) override {
+    facts_asked.emplace_back(workdir, count_gpus);
+    return node;
+  }
+  NodeFacts node;  // what --check reads of the node
+  std::vector<std::pair<std::string, bool>> facts_asked;
   dlaunch::ProcessRef parent_ref;       // none unless a test sets one
   std::map<long, std::int64_t> delays;  // pid -> ns waited for a CPU
 

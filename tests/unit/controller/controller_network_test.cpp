@@ -204,7 +204,11 @@ TEST_F(ControllerNetworkTest, NodeZeroWithoutAnyUsableAddressFailsTheJob) {
 TEST_F(ControllerNetworkTest, ProbeOnlyTestsAndShutsDownWithoutStartingAnything) {
   make(3, 2, {.probe_only = true});
   all_ready();
-  EXPECT_TRUE(link(1).sent_of<proto::Setup>().at(0).workers.empty()) << "nothing to start";
+  // The workers are described for the agent to check (Setup.check), and
+  // never started: no Start below.
+  const auto setup = link(1).sent_of<proto::Setup>().at(0);
+  EXPECT_TRUE(setup.check);
+  EXPECT_EQ(setup.workers.size(), 2u);
   link(1).deliver(answer(probe_of(1), {"10.0.0.2"}));
   link(2).deliver(answer(probe_of(2), {}));
   for (std::size_t i = 0; i < 3; ++i) {
@@ -224,4 +228,45 @@ TEST_F(ControllerNetworkTest, ProbeOnlyTestsAndShutsDownWithoutStartingAnything)
   }
   EXPECT_TRUE(controller_->finished());
   EXPECT_EQ(controller_->exit_status(), 0);
+}
+
+// --check: a node that found problems (Ready.problems) keeps the network from
+// being tested; every agent is shut down, nothing started, and what each
+// node's Ready said is there for the table, with when its Setup left and its
+// Ready came.
+TEST_F(ControllerNetworkTest, ProbeOnlyWithAProblemOnANodeShutsDownWithoutTestingTheNetwork) {
+  make(3, 1, {.probe_only = true});
+  controller_->start();
+  for (std::size_t i = 0; i < nodes(); ++i)
+    link(i).deliver(proto::Hello{.agent_version = dlaunch::kVersion});
+  for (std::size_t i = 0; i < nodes(); ++i) {
+    proto::Ready r{.master_port = 29500};
+    if (i == 0) r.interfaces = node0_interfaces();
+    if (i == 1)
+      r.problems = {{.column = "wdir", .message = "working directory '/x' does not exist"}};
+    r.facts = {{"kernel", "k" + std::to_string(i)}};
+    link(i).deliver(r);
+  }
+  for (std::size_t i = 0; i < nodes(); ++i) {
+    EXPECT_TRUE(link(i).sent_of<proto::Probe>().empty());
+    EXPECT_TRUE(link(i).sent_of<proto::Start>().empty());
+    EXPECT_EQ(link(i).sent_of<proto::Shutdown>().size(), 1u);
+  }
+  const auto checks = controller_->checks();
+  ASSERT_EQ(checks.size(), 3u);
+  for (std::size_t i = 0; i < nodes(); ++i) {
+    ASSERT_TRUE(checks[i].ready) << i;
+    EXPECT_EQ(checks[i].ready->facts.at(0).second, "k" + std::to_string(i));
+    EXPECT_GT(checks[i].setup_sent_ns, 0);
+    EXPECT_GE(checks[i].ready_read_ns, checks[i].setup_sent_ns);
+  }
+  ASSERT_EQ(checks[1].ready->problems.size(), 1u);
+  EXPECT_EQ(checks[1].ready->problems[0].column, "wdir");
+  EXPECT_TRUE(controller_->network().reach.empty());
+  for (std::size_t i = 0; i < 3; ++i) {
+    link(i).deliver(proto::Done{});
+    link(i).drop("EOF");
+  }
+  EXPECT_TRUE(controller_->finished());
+  EXPECT_EQ(controller_->exit_status(), 0) << "the check reports it";
 }

@@ -74,7 +74,8 @@ inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
 // 12: boot ids and processes in Hello and Setup, Setup.container, Setup.app_sizes.
 // 14: Setup.container.shm_size.
 // 15: ImagePull.
-inline constexpr std::uint16_t kProtocolVersion = 15;
+// 16: Setup.check, check_scripts, count_gpus; Ready.problems, facts, topology, gpus.
+inline constexpr std::uint16_t kProtocolVersion = 16;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
@@ -188,6 +189,16 @@ struct Setup {
   // number their ranks in turn), for PMIx's app numbers as mpirun gives
   // them; empty: one app.
   std::vector<std::int32_t> app_sizes;
+  // --check (version 16): the job stops at Ready, and no worker starts. The
+  // agent says every problem it finds in Ready.problems instead of refusing
+  // at the first: the working directory, each worker's program (on the host,
+  // or in the node's container once it is made), each of check_scripts (the
+  // script an interpreter is given, relative to workdir unless absolute);
+  // and it reads what --check shows of the node: its health facts, its
+  // topology and, with count_gpus, the GPUs nvidia-smi lists.
+  bool check = false;
+  std::vector<std::string> check_scripts;
+  bool count_gpus = false;
 };
 
 enum class AddressFamily : std::uint8_t { kIpv4 = 4, kIpv6 = 6 };
@@ -200,6 +211,14 @@ struct Interface {
   AddressFamily family = AddressFamily::kIpv4;
   bool up = false;  // IFF_UP: configured up (with or without a carrier)
   bool loopback = false;
+};
+
+// A problem --check found on a node (Ready.problems): the column of --check's
+// table it belongs to ("wdir", "program"; empty: none of them) and what it is.
+struct Problem {
+  std::string column;
+  std::string message;
+  bool operator==(const Problem&) const = default;
 };
 
 struct Ready {
@@ -215,6 +234,14 @@ struct Ready {
   std::string no_cgroup;
   // The node's interface addresses, in the order the system lists them.
   std::vector<Interface> interfaces;
+  // Setup.check only (version 16): every problem found (empty: none), the
+  // node's health facts ("KEY", "VALUE": agent/health/node_health.h), its
+  // topology in one line (or why it could not be read), and the GPUs
+  // nvidia-smi lists (-1: not counted).
+  std::vector<Problem> problems;
+  std::vector<std::pair<std::string, std::string>> facts;
+  std::string topology;
+  std::int32_t gpus = -1;
 };
 
 struct Start {

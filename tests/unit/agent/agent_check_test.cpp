@@ -1,0 +1,110 @@
+// --check as a job stopped at Ready (Setup.check): the agent looks at
+// everything and says each problem in Ready, in the words of --check's
+// table, with the node's facts, instead of refusing at the first; a job's
+// Setup still refuses at the first (Fatal). No process starts.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "agent_test_support.h"
+
+using namespace dltest;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> columns(const proto::Ready& r) {
+  std::vector<std::string> out;
+  for (const auto& p : r.problems) out.push_back(p.column + ": " + p.message);
+  return out;
+}
+
+class AgentCheck : public AgentTest {
+ protected:
+  void SetUp() override {
+    AgentTest::SetUp();
+    dir_ = fs::temp_directory_path() / ("agent-check-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "train.py") << "print(1)\n";
+  }
+  void TearDown() override {
+    fs::remove_all(dir_);
+    AgentTest::TearDown();
+  }
+  proto::Setup check_setup(std::vector<std::string> programs) {
+    auto s = setup_for(static_cast<int>(programs.size()));
+    s.check = true;
+    s.workdir = dir_.string();
+    for (std::size_t i = 0; i < programs.size(); ++i) s.workers[i].argv = {programs[i]};
+    return s;
+  }
+  fs::path dir_;
+};
+
+}  // namespace
+
+TEST_F(AgentCheck, EveryProblemIsSaidInReadyWithTheNodesFacts) {
+  os_.node.facts = {{"kernel", "6.1.0-test"}, {"time_ns", "123"}};
+  os_.node.topology = "1 package, 2 cores";
+  os_.node.gpus = 3;
+  auto s = check_setup({"/bin/true", "no-such-program-a", "no-such-program-b", "/bin/true"});
+  s.workers[3].workdir = "/";  // another app's folder: its program is looked for there
+  s.check_scripts = {"train.py", "missing.py", "/abs/missing.py"};
+  s.count_gpus = true;
+  advance(std::chrono::milliseconds(250));  // no time passes while it checks
+  send(s);
+  EXPECT_TRUE(got<proto::Fatal>().empty());
+  ASSERT_EQ(got<proto::Ready>().size(), 1u);
+  const auto ready = got<proto::Ready>()[0];
+  const std::vector<std::string> want = {
+      "program: script 'missing.py' not found in '" + dir_.string() + "'",
+      "program: script '/abs/missing.py' not found",
+      "program: program 'no-such-program-a' not found on PATH",
+      "program: program 'no-such-program-b' not found on PATH"};
+  EXPECT_EQ(columns(ready), want);
+  ASSERT_EQ(os_.facts_asked.size(), 1u);
+  EXPECT_EQ(os_.facts_asked[0], std::make_pair(dir_.string(), true));
+  EXPECT_EQ(ready.topology, "1 package, 2 cores");
+  EXPECT_EQ(ready.gpus, 3);
+  ASSERT_EQ(ready.facts.size(), 3u);
+  EXPECT_EQ(ready.facts[0], std::make_pair(std::string("kernel"), std::string("6.1.0-test")));
+  // How long after the Setup the facts were read: on the manual clock, none.
+  EXPECT_EQ(ready.facts[2], std::make_pair(std::string("since_setup_ns"), std::string("0")));
+  EXPECT_TRUE(os_.procs.empty());
+  // The head ends a check with Shutdown: nothing ever started.
+  send(proto::Shutdown{});
+  EXPECT_TRUE(os_.procs.empty());
+  EXPECT_TRUE(got<proto::Started>().empty());
+}
+
+TEST_F(AgentCheck, AMissingWorkingDirectoryHasItsOwnLineAndTheProgramsAreStillLookedFor) {
+  auto s = check_setup({"/bin/true", "no-such-program-c"});
+  s.workdir = dir_.string() + "/gone";
+  send(s);
+  ASSERT_EQ(got<proto::Ready>().size(), 1u);
+  const auto cols = columns(got<proto::Ready>()[0]);
+  ASSERT_GE(cols.size(), 2u);
+  EXPECT_EQ(cols[0], "wdir: working directory '" + dir_.string() + "/gone' does not exist");
+  EXPECT_EQ(cols.back(), "program: program 'no-such-program-c' not found on PATH");
+}
+
+TEST_F(AgentCheck, AHealthyNodeIsReadyWithoutProblemsAndWithoutGpusCountedUnlessAsked) {
+  send(check_setup({"/bin/true"}));
+  ASSERT_EQ(got<proto::Ready>().size(), 1u);
+  EXPECT_TRUE(got<proto::Ready>()[0].problems.empty());
+  EXPECT_EQ(got<proto::Ready>()[0].gpus, -1);
+  ASSERT_EQ(os_.facts_asked.size(), 1u);
+  EXPECT_FALSE(os_.facts_asked[0].second);
+}
+
+TEST_F(AgentCheck, AJobsSetupStillRefusesAtTheFirstProblemAndReadsNoFacts) {
+  auto s = check_setup({"no-such-program-d", "no-such-program-e"});
+  s.check = false;
+  send(s);
+  EXPECT_TRUE(got<proto::Ready>().empty());
+  ASSERT_EQ(got<proto::Fatal>().size(), 1u);
+  EXPECT_NE(got<proto::Fatal>()[0].message.find("program 'no-such-program-d' not found on"),
+            std::string::npos);
+  EXPECT_TRUE(os_.facts_asked.empty());
+}
