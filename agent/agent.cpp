@@ -142,7 +142,8 @@ void Agent::start() {
                               .boot_id = env_.os.boot_id(),
                               .start_ticks = process_start_ticks(::getpid()),
                               .parent_pid = static_cast<std::int32_t>(parent.pid),
-                              .parent_start_ticks = parent.start_ticks});
+                              .parent_start_ticks = parent.start_ticks,
+                              .exe = self_exe()});
   enter(Phase::kSetup);
 }
 
@@ -292,10 +293,16 @@ void Agent::become_ready() {
     // narrows the head's estimate of the clock's offset.
     auto node = env_.os.node_facts(setup_.workdir, setup_.count_gpus);
     ready_.facts = std::move(node.facts);
-    ready_.facts.emplace_back("since_setup_ns",
-                              std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                 env_.clock.now() - setup_at_)
-                                                 .count()));
+    // The node's clock (time_ns) read again here, with how long after the
+    // Setup that is, and nothing slow between them and the Ready.
+    const auto since_setup = env_.clock.now() - setup_at_;
+    const long long wall = wall_clock_ns();
+    for (auto& [key, value] : ready_.facts) {
+      if (key == "time_ns") value = std::to_string(wall);
+    }
+    ready_.facts.emplace_back(
+        "since_setup_ns",
+        std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(since_setup).count()));
     ready_.topology = std::move(node.topology);
     ready_.gpus = node.gpus;
   }

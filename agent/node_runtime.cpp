@@ -62,9 +62,8 @@ void NodeRuntime::make(const proto::Setup& setup, std::vector<std::string> job_d
   node.gpus = find_node_gpus(root != nullptr ? root : "");
   if (node.workdir.empty()) node.workdir = std::filesystem::current_path().string();
   if (const char* home = std::getenv("HOME"); home != nullptr) node.home = home;
-  std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) node.keepalive = (self.parent_path() / "dlaunch-keepalive").string();
+  if (const std::string self = self_exe(); !self.empty())
+    node.keepalive = std::filesystem::path(self).parent_path() / "dlaunch-keepalive";
   // An agent copied to the node alone (docs/portable-agent.md) has none
   // beside it: its own copy, in the job's private folder.
   if ((node.keepalive.empty() || ::access(node.keepalive.c_str(), X_OK) != 0) &&

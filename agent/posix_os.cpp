@@ -219,14 +219,15 @@ int nvidia_smi_gpus() {
 
 AgentOs::NodeFacts PosixOs::node_facts(const std::string& workdir, bool count_gpus) {
   NodeFacts out;
-  const char* root = std::getenv("DLAUNCH_HEALTH_ROOT");
-  out.facts = health::collect({.workdir = workdir, .root = root != nullptr ? root : ""});
   if (auto topo = placement::load_topology()) {
     out.topology = placement::summary(*topo);
   } else {
     out.topology = "not read: " + topo.error();
   }
   if (count_gpus) out.gpus = nvidia_smi_gpus();
+  // Last: its clock reading (time_ns) is then nearest the Ready.
+  const char* root = std::getenv("DLAUNCH_HEALTH_ROOT");
+  out.facts = health::collect({.workdir = workdir, .root = root != nullptr ? root : ""});
   return out;
 }
 

@@ -419,6 +419,13 @@ std::string host_name() {
   return buf;
 }
 
+std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf);
+  if (n <= 0 || static_cast<std::size_t>(n) >= sizeof buf) return {};
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
 std::vector<std::string> current_environment() {
   std::vector<std::string> out;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) out.emplace_back(*e);

@@ -1,19 +1,12 @@
 #include "check/preflight.h"
 
 #include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
-#include <sstream>
-#include <tuple>
-#include <utility>  // boost 1.74 awaitable.hpp uses std::exchange without it
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
 #include "controller/controller.h"
@@ -25,13 +18,10 @@
 #include "net/job_network.h"
 #include "output/output_sink.h"
 #include "transport/link_factory.h"
-#include "transport/scheduler_transport.h"
-#include "transport/slurm_transport.h"
 
 namespace dlaunch {
 
 namespace asio = boost::asio;
-using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
@@ -54,115 +44,7 @@ struct Row {
   // reading lies between.
   long long sent_ns = 0;
   long long received_ns = 0;
-  // Its agent could not be started in the first look (connect, host key,
-  // authentication, missing or of another version): not started again.
-  bool unreachable = false;
 };
-
-std::map<std::string, std::string> parse_kv(const std::string& text) {
-  std::map<std::string, std::string> kv;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto eq = line.find('=');
-    if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return kv;
-}
-
-// Fills the AGENT column from the script's output: the agent at its path,
-// or the copy in the node's cache, or none.
-void judge(Row& row, const HostEntry& host, const std::string& output, const std::string& agent,
-           const PreflightOptions& o) {
-  auto kv = parse_kv(output);
-  const std::string want =
-      fmt::format("dlaunch-agent {} (protocol {})", kVersion, proto::kProtocolVersion);
-  const std::string got = kv.count("agent") ? kv["agent"] : "missing";
-  // An SSH node that may get the head's agent copied (agent_install.h).
-  const bool may_copy =
-      host.transport == Transport::kSsh && host.agent.empty() && !o.ssh.agent_image.empty();
-  if (got == want) {
-    row.agent = "ok";
-  } else if (may_copy && kv["agent_cache"] == want) {
-    row.agent = "cached";  // copied there by an earlier job
-  } else if (may_copy) {
-    row.agent = "copy";  // none usable: the job (and the check) copies this one there
-  } else if (got == "missing") {
-    row.agent = "MISSING";
-    row.problems.push_back(fmt::format("dlaunch-agent not found or not executable at '{}'", agent));
-  } else {
-    row.agent = "VERSION";
-    row.problems.push_back(
-        fmt::format("'{}' reports \"{}\", dlaunch wants \"{}\"", agent, got, want));
-  }
-}
-
-// Runs script under /bin/sh, after `prefix` (srun ...), or on the far side
-// of `ssh ... HOST` (remote: one command string, as ssh sends it).
-std::string run_local(const std::string& script, std::vector<std::string> prefix = {},
-                      bool remote = false) {
-  auto [r, w] = make_pipe();
-  SpawnOptions so;
-  so.argv = std::move(prefix);
-  if (remote) {
-    so.argv.push_back("exec /bin/sh -c " + shell_quote(script));
-  } else {
-    so.argv.insert(so.argv.end(), {"/bin/sh", "-c", script});
-  }
-  so.env = current_environment();
-  so.stdout_fd = w.get();
-  auto res = spawn(so);
-  w.reset();
-  std::string out;
-  if (!res) return out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(r.get(), buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
-  int st;
-  ::waitpid(*res, &st, 0);
-  return out;
-}
-
-asio::awaitable<void> check_ssh(Row& row, const HostEntry& host, std::string script,
-                                std::string agent, const PreflightOptions& o,
-                                std::shared_ptr<ssh::Limiter> limiter,
-                                std::shared_ptr<ssh::Connector> connector) {
-  // The check teaches the limiter nothing: its window stays where it starts.
-  // (The ticket is awaited on its own line: GCC 12 mishandles a co_await
-  // inside the braced initialiser of a local with a destructor, and freed
-  // the limiter twice.)
-  const ssh::Limiter::Ticket ticket = co_await limiter->acquire();
-  struct Release {
-    std::shared_ptr<ssh::Limiter> l;
-    ssh::Limiter::Ticket t;
-    ~Release() { l->release(t, ssh::SlotOutcome::kNeutral); }
-  } release{limiter, ticket};
-  try {
-    const auto opts = ssh::connect_options(host, o.ssh);
-    auto conn = co_await connector->connect(opts);
-    row.connect = row.hostkey = row.auth = "ok";
-    auto ch = co_await ssh::exec(*conn, script, nullptr, SteadyClock::now() + opts.timeout);
-    std::string out;
-    char buf[4096];
-    for (;;) {
-      auto n = libssh2_channel_read(ch.get(), buf, sizeof buf);
-      if (n > 0) {
-        out.append(buf, static_cast<std::size_t>(n));
-      } else if (n == LIBSSH2_ERROR_EAGAIN) {
-        co_await conn->wait();
-      } else {
-        break;
-      }
-    }
-    judge(row, host, out, agent, o);
-  } catch (const ssh::ConnectError& e) {
-    const std::string& st = e.stage();
-    row.connect = (st == "connect" || st == "handshake") ? "FAIL" : "ok";
-    row.hostkey = st == "hostkey" ? "FAIL" : (row.connect == "ok" ? "ok" : "-");
-    row.auth = st == "auth" ? "FAIL" : (st == "exec" ? "ok" : "-");
-    row.problems.emplace_back(e.what());
-  }
-}
 
 // Each node's health facts against the thresholds and the other nodes: the
 // HEALTH column and the problems it names.
@@ -247,29 +129,6 @@ void print_json(std::string& text, const std::vector<Row>& rows, const std::stri
   text += out + "\n";
 }
 
-// A LinkFactory that starts no agent where the first look found none to
-// start (the reason is the row's first problem); the others as the job does.
-class KnownFailures final : public LinkFactory {
- public:
-  KnownFailures(LinkFactory& links, const JobPlan& plan, const std::vector<Row>& rows)
-      : links_(links) {
-    for (std::size_t k = 0; k < rows.size() && k < plan.nodes.size(); ++k) {
-      if (rows[k].unreachable)
-        failed_[plan.nodes[k].node_rank] = rows[k].problems.empty() ? "" : rows[k].problems[0];
-    }
-  }
-  std::unique_ptr<AgentLink> start(const NodePlan& node, const std::string& agent_path,
-                                   const std::string& label, LinkCallbacks cb) override {
-    if (const auto it = failed_.find(node.node_rank); it != failed_.end())
-      throw Error(ErrorKind::kEnvironment, it->second);
-    return links_.start(node, agent_path, label, std::move(cb));
-  }
-
- private:
-  LinkFactory& links_;
-  std::map<int, std::string> failed_;  // node rank -> why
-};
-
 // The columns and problems a node's Ready fills (Setup.check: the agent
 // looked for the working directory, the programs and scripts, and read the
 // node's facts).
@@ -320,8 +179,7 @@ std::pair<std::string, bool> check_with_agents(const JobPlan& plan, const Prefli
                                                std::vector<Row>& rows) {
   asio::io_context io;
   AsioClock clock(io);
-  TransportLinks transport(io, o.ssh);
-  KnownFailures links(transport, plan, rows);
+  TransportLinks links(io, o.ssh);
   const UniqueFd null_fd(::open("/dev/null", O_WRONLY | O_CLOEXEC));
   OutputSink sink({.job_id = plan.job_id,
                    .node_of_rank = std::vector<std::string>(
@@ -350,9 +208,15 @@ std::pair<std::string, bool> check_with_agents(const JobPlan& plan, const Prefli
   bool all_ready = true;
   for (std::size_t k = 0; k < rows.size() && k < checks.size(); ++k) {
     Row& row = rows[k];
-    if (row.unreachable) continue;
+    const auto& host = plan.nodes[k].host;
+    auto cells = start_cells(host, host.agent.empty() ? o.agent_path : host.agent, checks[k]);
+    row.connect = std::move(cells.connect);
+    row.hostkey = std::move(cells.hostkey);
+    row.auth = std::move(cells.auth);
+    row.agent = std::move(cells.agent);
+    row.problems.insert(row.problems.end(), cells.problems.begin(), cells.problems.end());
     if (checks[k].ready) {
-      take_ready(row, plan.nodes[k].host, !node_programs(plan, k).empty(), checks[k]);
+      take_ready(row, host, !node_programs(plan, k).empty(), checks[k]);
     } else {
       all_ready = false;
       if (!refused[k].empty()) {
@@ -425,25 +289,57 @@ std::pair<std::string, bool> check_with_agents(const JobPlan& plan, const Prefli
 
 }  // namespace
 
-std::string preflight_script(const std::string& agent, const std::string& cache_key) {
-  std::string s;
-  s += "if [ -x " + shell_quote(agent) + " ] && v=$(" + shell_quote(agent) +
-       " --version 2>/dev/null); then echo \"agent=$v\"; else echo agent=missing; fi\n";
-  if (!cache_key.empty()) {
-    s += "c=\"$HOME/.cache/dlaunch/\"" + shell_quote(cache_key) +
-         "/dlaunch-agent; if [ -x \"$c\" ] && v=$(\"$c\" --version 2>/dev/null); then echo "
-         "\"agent_cache=$v\"; fi\n";
+StartCells start_cells(const HostEntry& host, const std::string& agent,
+                       const Controller::NodeCheck& check) {
+  StartCells row;
+  const std::string& stage = check.start.failed_stage;
+  const bool hello = check.hello.has_value();
+  // The transport ran (the node reached, logged in): the agent was missing
+  // there, or said Hello.
+  const bool reached = hello || stage == "agent";
+  if (host.on_head_machine()) {
+    row.connect = row.hostkey = row.auth = "local";
+  } else if (host.transport != Transport::kSsh) {
+    row.hostkey = row.auth = "-";
+    row.connect =
+        reached ? (host.transport == Transport::kSlurm ? "srun" : transport_name(host.transport))
+                : "FAILED";
+  } else if (host.ssh_client == SshClient::kOpenssh) {
+    row.hostkey = row.auth = "ssh";
+    row.connect = reached ? "openssh" : "FAILED";
+  } else if (reached || stage == "exec") {
+    row.connect = row.hostkey = row.auth = "ok";
+  } else {
+    const bool connected = stage == "hostkey" || stage == "auth";
+    row.connect = connected ? "ok" : "FAIL";
+    row.hostkey = stage == "hostkey" ? "FAIL" : connected ? "ok" : "-";
+    row.auth = stage == "auth" ? "FAIL" : "-";
   }
-  return s;
+  if (hello) {
+    const proto::Hello& h = *check.hello;
+    if (h.version != proto::kProtocolVersion || h.agent_version != kVersion) {
+      row.agent = "VERSION";
+      row.problems.push_back(fmt::format(
+          "'{}' reports \"dlaunch-agent {} (protocol {})\", dlaunch wants \"dlaunch-agent {} "
+          "(protocol {})\"",
+          agent, h.agent_version, h.version, kVersion, proto::kProtocolVersion));
+    } else if (check.start.copied) {
+      row.agent = "copy";  // none usable was there: copied, as the job would
+    } else if (h.exe.find("/.cache/dlaunch/") != std::string::npos) {
+      row.agent = "cached";  // copied there by an earlier job
+    } else {
+      row.agent = "ok";
+    }
+  } else if (stage == "agent") {
+    row.agent = "MISSING";
+    row.problems.push_back(fmt::format("dlaunch-agent not found or not executable at '{}'", agent));
+  } else if (!check.failed.empty()) {
+    row.problems.push_back(check.failed);
+  }
+  return row;
 }
 
 PreflightReport check_nodes(const JobPlan& plan, const PreflightOptions& o) {
-  asio::io_context io;
-  auto limiter = std::make_shared<ssh::Limiter>(
-      io,
-      ssh::LimiterConfig::for_timeout(o.ssh.hosts.connect_timeout, std::max(0, o.ssh.concurrency)));
-  auto connector = std::make_shared<ssh::Connector>(io);
-  std::shared_ptr<const ssh::AgentImage> image;  // read once, when a node may need a copy
   std::vector<Row> rows(plan.nodes.size());
   for (std::size_t i = 0; i < plan.nodes.size(); ++i) {
     const auto& host = plan.nodes[i].host;
@@ -455,65 +351,12 @@ PreflightReport check_nodes(const JobPlan& plan, const PreflightOptions& o) {
                    ? host.host + " (" + transport_name(host.transport) + ")"
                    : (host.user.empty() ? "" : host.user + "@") + host.host +
                          (host.port == 22 ? "" : ":" + std::to_string(host.port));
-    const std::string agent = host.agent.empty() ? o.agent_path : host.agent;
-    const bool may_copy =
-        host.transport == Transport::kSsh && host.agent.empty() && !o.ssh.agent_image.empty();
-    if (may_copy && !image) image = ssh::AgentImage::load(o.ssh.agent_image);
     row.contained = !host.container.empty() || !o.container.image.empty();
-    const std::string script = preflight_script(agent, may_copy ? image->key : std::string());
-    if (host.on_head_machine()) {
-      row.connect = row.hostkey = row.auth = "local";
-      judge(row, host, run_local(script), agent, o);
-    } else if (host.transport == Transport::kSlurm) {
-      // One step on that node runs the same script (srun prints its own errors).
-      row.hostkey = row.auth = "-";
-      const std::string out = run_local(script, srun_command(host.host, {}));
-      row.connect = out.empty() ? "FAILED" : "srun";
-      if (out.empty()) {
-        row.problems.push_back("srun could not run a step on " + host.host);
-      } else {
-        judge(row, host, out, agent, o);
-      }
-    } else if (host.transport != Transport::kSsh) {
-      // A task of the job on that node runs the same script (qrsh, blaunch
-      // and flux print their own errors). qrsh and blaunch hand it to a
-      // shell, as ssh does.
-      const bool via_shell = host.transport != Transport::kFlux;
-      row.hostkey = row.auth = "-";
-      const std::string out =
-          run_local(script, remote_start_command(host.transport, host.host, {}), via_shell);
-      const std::string how = transport_name(host.transport);
-      row.connect = out.empty() ? "FAILED" : how;
-      if (out.empty()) {
-        row.problems.push_back(remote_start_program(host.transport) + " could not run a task on " +
-                               host.host);
-      } else {
-        judge(row, host, out, agent, o);
-      }
-    } else if (host.ssh_client == SshClient::kOpenssh) {
-      // ssh prints its own errors; no output at all means it did not get in.
-      row.hostkey = row.auth = "ssh";
-      const std::string out = run_local(script, ssh::openssh_argv(host, o.ssh.openssh), true);
-      row.connect = out.empty() ? "FAILED" : "openssh";
-      if (out.empty()) {
-        row.problems.push_back("ssh could not run a command on " + host.host +
-                               " (its message is above)");
-      } else {
-        judge(row, host, out, agent, o);
-      }
-    } else {
-      asio::co_spawn(io, check_ssh(row, host, script, agent, o, limiter, connector),
-                     asio::detached);
-    }
   }
-  io.run();
-  // Where the first look found no agent to start, none is started again.
-  for (Row& r : rows) r.unreachable = !r.problems.empty();
-
-  // The job stopped at Ready, on every node the first look reached: the
-  // working directory, the programs and scripts, the node's facts; then,
-  // when every node passed and the job spans machines, the network, as a job
-  // would test it at start.
+  // The job stopped at Ready: every node reached and its agent started as
+  // the job does them; the working directory, the programs and scripts, the
+  // node's facts; then, when every node passed and the job spans machines,
+  // the network, as a job would test it at start.
   const bool master_addr_explicit =
       !plan.nodes.empty() && plan.master_addr != default_master_addr(plan.nodes.front().host);
   const bool probe = net::probe_wanted(plan, master_addr_explicit, true);

@@ -2,20 +2,19 @@
 // starting any rank, and prints one table, then one of the health figures
 // (with --json: one JSON object). Exit status 0 only if all pass.
 //
-// Two looks. The first, through each node's transport, connects (CONNECT,
-// HOSTKEY, AUTH) and asks for the agent: at its path and of this version, or
-// a copy of this one in the node's cache, or none to be had (AGENT). The
-// second is the job itself stopped at Ready (Controller's probe_only), on
-// every node the first reached: the agent is started as the job starts it
-// (copied where the job would copy it), gets the workers described, and
-// looks for the working directory (WDIR), each program on PATH or in the
-// node's container, which it starts as the job would, and the script an
-// interpreter is given, `python3 train.py` (PROGRAM), and reads the node's
-// facts: GPUs (GPUS, when the hostfile lists `gpus`), health (HEALTH:
-// check/health.h), topology. When every node passed and the job spans
-// machines, the other nodes then test node 0's addresses as a job would at
-// start (REACH; a node that reaches none is named with the addresses it
-// tried), and the network test between nodes runs.
+// It is the job itself stopped at Ready (the Controller's probe_only), one
+// transport as another: each node's agent is started as the job starts it
+// (copied where the job would copy it); how far that went gives CONNECT,
+// HOSTKEY, AUTH and AGENT (start_cells: where the link's start failed, which
+// agent said Hello). The agent gets the workers described and looks for the
+// working directory (WDIR), each program on PATH or in the node's container,
+// which it starts as the job would, and the script an interpreter is given,
+// `python3 train.py` (PROGRAM), and reads the node's facts: GPUs (GPUS, when
+// the hostfile lists `gpus`), health (HEALTH: check/health.h), topology.
+// When every node passed and the job spans machines, the other nodes then
+// test node 0's addresses as a job would at start (REACH; a node that reaches
+// none is named with the addresses it tried), and the network test between
+// nodes runs.
 #pragma once
 
 #include <chrono>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "check/health.h"
+#include "controller/controller.h"
 #include "dlaunch/proto/container.h"
 #include "plan/node_programs.h"
 #include "plan/plan.h"
@@ -66,10 +66,14 @@ struct PreflightReport {
 };
 PreflightReport check_nodes(const JobPlan& plan, const PreflightOptions& opts);
 
-// The shell script the first look runs on one node (through its transport):
-// prints agent=<its --version line> or agent=missing and, with `cache_key`,
-// agent_cache=<the --version line of the copy in the node's cache under that
-// key> (agent_install.h). Exposed for tests.
-std::string preflight_script(const std::string& agent, const std::string& cache_key = {});
+// A node's CONNECT, HOSTKEY, AUTH and AGENT cells from what its link and its
+// agent said (Controller::NodeCheck), with the problem that kept it from
+// going further, if one did. `agent`: the agent's path on that node.
+struct StartCells {
+  std::string connect = "-", hostkey = "-", auth = "-", agent = "-";
+  std::vector<std::string> problems;
+};
+StartCells start_cells(const HostEntry& host, const std::string& agent,
+                       const Controller::NodeCheck& check);
 
 }  // namespace dlaunch

@@ -302,6 +302,11 @@ void Controller::start_agents() {
       nodes_[i].link = env_.links.start(*nodes_[i].plan, agent, node_label(i), std::move(cb));
       if (const pid_t pid = nodes_[i].link->agent_pid(); pid > 0) agent_pids_.emplace(pid, i);
     } catch (const std::exception& e) {
+      if (cfg_.probe_only) {
+        nodes_[i].check.failed = e.what();
+        if (dynamic_cast<const AgentNotFound*>(&e) != nullptr)
+          nodes_[i].check.start.failed_stage = "agent";
+      }
       nodes_[i].life.to(NodeState::kDone);  // nothing started: no loss to report
       nodes_[i].life.close();
       heartbeats_.forget(i);
@@ -396,6 +401,7 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
 }
 
 void Controller::on_hello(std::size_t i, const proto::Hello& hello) {
+  if (cfg_.probe_only) nodes_[i].check.hello = hello;
   nodes_[i].failed = hello.version != proto::kProtocolVersion || hello.agent_version != kVersion;
   if (hello.version != proto::kProtocolVersion) {
     fail({.kind = CauseKind::kLaunch,
@@ -507,6 +513,7 @@ void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
   if (cfg_.probe_only) {
     nodes_[i].check.ready_read_ns = wall_clock_ns();
     nodes_[i].check.ready = ready;
+    nodes_[i].check.start = nodes_[i].link->start_info();
   }
   heartbeats_.watch(i);  // its heartbeats begin now (start())
   nodes_[i].no_cgroup = ready.no_cgroup;
@@ -668,6 +675,10 @@ void Controller::send_all(const proto::Message& msg) {
 
 void Controller::on_link_closed(std::size_t i, const std::string& reason) {
   Node& node = nodes_[i];
+  if (cfg_.probe_only && !node.check.ready) {
+    node.check.failed = reason;
+    if (node.link) node.check.start = node.link->start_info();
+  }
   node.life.close();
   heartbeats_.forget(i);
   if (!node.life.done() && phase_ != Phase::kFinished) {

@@ -213,14 +213,19 @@ class Controller final : private JobAccess {
   // Per node, in plan order: what its agent refused at Setup (its Fatal),
   // empty where it refused nothing.
   std::vector<std::string> refusals() const;
-  // Per node, in plan order, under probe_only: its Ready (empty where it
-  // sent none), and the head's wall clock when its Setup was sent and its
-  // Ready read (ns since the epoch; 0: not yet), between which the node read
-  // its clock.
+  // Per node, in plan order, under probe_only: its Hello and Ready (empty
+  // where it sent none), the head's wall clock when its Setup was sent and
+  // its Ready read (ns since the epoch; 0: not yet), between which the node
+  // read its clock, and why it did not get that far.
   struct NodeCheck {
+    std::optional<proto::Hello> hello;  // what its agent said first, if it did
     std::optional<proto::Ready> ready;
     long long setup_sent_ns = 0;
     long long ready_read_ns = 0;
+    // Why its agent could not be started, or was lost, before its Ready (the
+    // link's words), and how its link started it (transport.h).
+    std::string failed;
+    LinkStart start;
   };
   std::vector<NodeCheck> checks() const;
 

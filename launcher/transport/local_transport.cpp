@@ -25,7 +25,11 @@ class LocalLink final : public AgentLink {
         wait_exit_(io),
         channel_(io, read_fd, write_fd,
                  proto::PipeChannel::Callbacks{
-                     .on_message = std::move(cb.on_message),
+                     .on_message =
+                         [this, on_message = std::move(cb.on_message)](proto::Message&& m) {
+                           heard_ = true;
+                           on_message(std::move(m));
+                         },
                      .on_close = [this](const std::string& why) { channel_closed(why, 0); }}) {
     channel_.start();
   }
@@ -46,6 +50,11 @@ class LocalLink final : public AgentLink {
   }
   bool agent_gone() const override { return reaped_; }
   pid_t agent_pid() const override { return pid_; }
+  // Status 127 before a word: the shell's (or srun's, qrsh's) "not found".
+  LinkStart start_info() const override {
+    const bool missing = !heard_ && reaped_ && WIFEXITED(status_) && WEXITSTATUS(status_) == 127;
+    return {.failed_stage = missing ? "agent" : ""};
+  }
   void reap() override {
     if (reaped_) return;
     int st;
@@ -78,6 +87,7 @@ class LocalLink final : public AgentLink {
   }
 
   pid_t pid_;
+  bool heard_ = false;  // the agent said something
   bool reaped_ = false;
   int status_ = 0;
   std::function<void(const std::string&)> on_close_;
@@ -89,10 +99,9 @@ class LocalLink final : public AgentLink {
 }  // namespace
 
 std::string default_agent_path() {
-  std::error_code ec;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "dlaunch-agent";
-  return (self.parent_path() / "dlaunch-agent").string();
+  const std::string self = self_exe();
+  if (self.empty()) return "dlaunch-agent";
+  return (std::filesystem::path(self).parent_path() / "dlaunch-agent").string();
 }
 
 std::unique_ptr<AgentLink> start_local_agent(boost::asio::io_context& io,
@@ -113,9 +122,14 @@ std::unique_ptr<AgentLink> start_agent_process(boost::asio::io_context& io,
   opts.parent_death_signal = parent_death_signal;
   opts.stdin_fd = to_agent_r.get();
   opts.stdout_fd = from_agent_w.get();
+  const std::string program = opts.argv.empty() ? std::string() : opts.argv.front();
   SpawnResult r = spawn(opts);
-  if (!r)
-    throw Error(ErrorKind::kEnvironment, "node " + std::to_string(node_rank) + ": " + r.error());
+  if (!r) {
+    std::string what = "node " + std::to_string(node_rank) + ": " + r.error();
+    if (program.find('/') != std::string::npos && ::access(program.c_str(), X_OK) != 0)
+      throw AgentNotFound(ErrorKind::kEnvironment, std::move(what));
+    throw Error(ErrorKind::kEnvironment, std::move(what));
+  }
   set_nonblocking(from_agent_r.get(), true);
   set_nonblocking(to_agent_w.get(), true);
   return std::make_unique<LocalLink>(io, *r, from_agent_r.release(), to_agent_w.release(),

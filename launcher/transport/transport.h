@@ -12,9 +12,28 @@
 #include <string>
 #include <vector>
 
+#include "dlaunch/error.h"
 #include "dlaunch/proto/protocol.h"
 
 namespace dlaunch {
+
+// How a link's agent was started, for --check's table (check/preflight.h).
+struct LinkStart {
+  // Where the start failed, before the agent said Hello: a stage of the SSH
+  // connection ("connect", "handshake", "hostkey", "auth", "exec"), "agent"
+  // (the node was reached and has no agent there, and none was copied), or
+  // "ssh" (the system's ssh could not reach the node or log in); empty: not
+  // there (the close reason says what happened).
+  std::string failed_stage;
+  bool copied = false;  // the head's agent was copied to the node for this link
+};
+
+// A local agent (or the program that starts it: srun, qrsh) that is not
+// there or cannot be executed.
+class AgentNotFound : public Error {
+ public:
+  using Error::Error;
+};
 
 struct LinkCallbacks {
   std::function<void(proto::Message&&)> on_message;
@@ -45,6 +64,8 @@ class AgentLink {
   // (SSH): the node's address as the head reached it, and the head's own.
   virtual std::string peer_address() const { return {}; }
   virtual std::string local_address() const { return {}; }
+  // How its agent was started (LinkStart).
+  virtual LinkStart start_info() const { return {}; }
 };
 
 }  // namespace dlaunch

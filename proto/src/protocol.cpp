@@ -83,6 +83,7 @@ void put(Writer& w, const Hello& m) {
   w.u64(m.start_ticks);
   w.i32(m.parent_pid);
   w.u64(m.parent_start_ticks);
+  w.bytes(m.exe);
 }
 void put(Writer& w, const Setup& m) {
   w.bytes(m.job_id);
@@ -290,6 +291,7 @@ void get(Reader& r, Hello& m) {
   m.start_ticks = r.u64();
   m.parent_pid = r.i32();
   m.parent_start_ticks = r.u64();
+  m.exe = r.str();
 }
 void get(Reader& r, Setup& m) {
   m.job_id = r.str();

@@ -1,11 +1,14 @@
-// --check's reading of a command line: which file an interpreter is given
-// (issue 30: `dlaunch --check python3 missing.py` names the missing script).
+// --check: its reading of a command line (which file an interpreter is given;
+// issue 30: `dlaunch --check python3 missing.py` names the missing script),
+// and its first columns from how each node's agent was started.
 #include "check/preflight.h"
 
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "dlaunch/version.h"
 
 namespace dlaunch {
 namespace {
@@ -35,17 +38,76 @@ TEST(PreflightScript, CodeModulesStdinAndOtherProgramsHaveNone) {
   EXPECT_EQ(script_argument(Cmd{}), "");
 }
 
-// The first look asks only for the agent (the script's own file, the working
-// directory and the programs are the agent's to look for at Setup:
-// tests/unit/agent/agent_check_test.cpp).
-TEST(PreflightScript, TheFirstLookAsksForTheAgentAndItsCachedCopyOnly) {
-  const std::string s = preflight_script("/a b/dlaunch-agent", "0.1.0-abc");
-  EXPECT_NE(s.find("if [ -x '/a b/dlaunch-agent' ] && v=$('/a b/dlaunch-agent' --version"),
+// --check's first columns come from the job's own start (the link and the
+// agent's Hello), one transport as another: where the start failed, which
+// agent answered.
+HostEntry ssh_host(SshClient client = SshClient::kLibssh2) {
+  HostEntry h;
+  h.name = h.host = "gpu-1";
+  h.transport = Transport::kSsh;
+  h.ssh_client = client;
+  return h;
+}
+Controller::NodeCheck said_hello(std::string exe, bool copied = false) {
+  Controller::NodeCheck c;
+  c.hello = proto::Hello{.agent_version = kVersion, .exe = std::move(exe)};
+  c.start.copied = copied;
+  return c;
+}
+std::string cells(const StartCells& c) {
+  return c.connect + " " + c.hostkey + " " + c.auth + " " + c.agent;
+}
+
+TEST(CheckStart, WhichAgentAnswered) {
+  const auto host = ssh_host();
+  EXPECT_EQ(cells(start_cells(host, "/opt/a", said_hello("/opt/a"))), "ok ok ok ok");
+  EXPECT_EQ(
+      cells(start_cells(host, "/opt/a", said_hello("/home/u/.cache/dlaunch/0.1-ab/dlaunch-agent"))),
+      "ok ok ok cached");
+  EXPECT_EQ(cells(start_cells(host, "/opt/a", said_hello("/home/u/.cache/dlaunch/x", true))),
+            "ok ok ok copy");
+  auto old = said_hello("/opt/a");
+  old.hello->agent_version = "0.0.1";
+  const auto v = start_cells(host, "/opt/a", old);
+  EXPECT_EQ(v.agent, "VERSION");
+  ASSERT_EQ(v.problems.size(), 1u);
+  EXPECT_NE(v.problems[0].find("'/opt/a' reports \"dlaunch-agent 0.0.1 (protocol"),
             std::string::npos)
-      << s;
-  EXPECT_NE(s.find("/.cache/dlaunch/\"0.1.0-abc/dlaunch-agent"), std::string::npos) << s;
-  EXPECT_EQ(preflight_script("/a/dlaunch-agent").find("agent_cache"), std::string::npos);
-  EXPECT_EQ(s.find("cd "), std::string::npos) << s;
+      << v.problems[0];
+  EXPECT_TRUE(start_cells(host, "/opt/a", said_hello("/opt/a")).problems.empty());
+}
+
+TEST(CheckStart, WhereTheStartFailed) {
+  const auto host = ssh_host();
+  const auto failed = [](std::string stage) {
+    Controller::NodeCheck c;
+    c.start.failed_stage = std::move(stage);
+    c.failed = "why";
+    return c;
+  };
+  EXPECT_EQ(cells(start_cells(host, "/a", failed("connect"))), "FAIL - - -");
+  EXPECT_EQ(cells(start_cells(host, "/a", failed("handshake"))), "FAIL - - -");
+  EXPECT_EQ(cells(start_cells(host, "/a", failed("hostkey"))), "ok FAIL - -");
+  EXPECT_EQ(cells(start_cells(host, "/a", failed("auth"))), "ok ok FAIL -");
+  EXPECT_EQ(cells(start_cells(host, "/a", failed("exec"))), "ok ok ok -");
+  EXPECT_EQ(start_cells(host, "/a", failed("auth")).problems, std::vector<std::string>{"why"});
+  const auto missing = start_cells(host, "/a", failed("agent"));
+  EXPECT_EQ(cells(missing), "ok ok ok MISSING");
+  EXPECT_EQ(missing.problems,
+            std::vector<std::string>{"dlaunch-agent not found or not executable at '/a'"});
+  // The system's ssh says why itself; a scheduler's task, Slurm's step.
+  EXPECT_EQ(cells(start_cells(ssh_host(SshClient::kOpenssh), "/a", failed("ssh"))),
+            "FAILED ssh ssh -");
+  EXPECT_EQ(cells(start_cells(ssh_host(SshClient::kOpenssh), "/a", said_hello("/a"))),
+            "openssh ssh ssh ok");
+  HostEntry slurm = ssh_host();
+  slurm.transport = Transport::kSlurm;
+  EXPECT_EQ(cells(start_cells(slurm, "/a", failed("agent"))), "srun - - MISSING");
+  EXPECT_EQ(cells(start_cells(slurm, "/a", failed(""))), "FAILED - - -");
+  HostEntry local;
+  local.name = local.host = "localhost";
+  local.transport = Transport::kLocal;
+  EXPECT_EQ(cells(start_cells(local, "/a", said_hello("/a"))), "local local local ok");
 }
 
 }  // namespace

@@ -385,6 +385,11 @@ TEST(Protocol, ACheckSetupAndItsReadyCarryWhatCheckShows) {
   EXPECT_TRUE(sb.count_gpus);
   EXPECT_FALSE(std::get<proto::Setup>(round_trip(proto::Setup{})).check);
 
+  // The agent's executable in its Hello: an installed agent or the cached copy.
+  EXPECT_EQ(
+      std::get<Hello>(round_trip(Hello{.exe = "/home/u/.cache/dlaunch/v-h/dlaunch-agent"})).exe,
+      "/home/u/.cache/dlaunch/v-h/dlaunch-agent");
+
   Ready r;
   r.problems = {{.column = "wdir", .message = "working directory '/nope' does not exist"},
                 {.column = "", .message = "no cgroup"}};

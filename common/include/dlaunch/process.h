@@ -105,6 +105,8 @@ unsigned long raise_descriptor_limit();
 std::vector<std::string> current_environment();
 // This machine's host name (gethostname); empty when it cannot be read.
 std::string host_name();
+// This program's executable (/proc/self/exe); empty when it cannot be read.
+std::string self_exe();
 // Quotes s for a POSIX shell when needed: abc stays, a b -> 'a b'.
 std::string shell_quote(std::string_view s);
 

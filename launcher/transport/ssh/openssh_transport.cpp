@@ -77,6 +77,9 @@ class OpensshLink final : public AgentLink {
     }
   }
   bool is_open() const override { return !closed_; }
+  LinkStart start_info() const override {
+    return {.failed_stage = failed_stage_, .copied = uploaded_};
+  }
   void close() override {
     closed_ = true;
     if (channel_) channel_->close();
@@ -155,6 +158,8 @@ class OpensshLink final : public AgentLink {
       return later_upload(fmt::format("none at '{}'", agent_path_));
     }
     std::string reason = why;
+    if (!hello_seen_ && code == 255) failed_stage_ = "ssh";
+    if (!hello_seen_ && (code == 127 || code == kNoAgentStatus)) failed_stage_ = "agent";
     if (!hello_seen_ && code == 255) {
       reason = "ssh could not reach the node or log in (ssh's message is above)";
     } else if (!hello_seen_ && image_ && code == kUnsafeCacheStatus) {
@@ -251,6 +256,7 @@ class OpensshLink final : public AgentLink {
   bool closed_ = false;
   bool uploading_ = false;
   bool uploaded_ = false;
+  std::string failed_stage_;  // LinkStart
   pid_t upload_pid_ = -1;
   std::unique_ptr<asio::posix::stream_descriptor> up_in_;
   std::unique_ptr<asio::posix::stream_descriptor> up_out_;

@@ -66,6 +66,7 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
   std::string host_name;  // for messages
   bool uploading = false;
   bool uploaded = false;
+  std::string failed_stage;  // LinkStart
 
   void drop_connection() {
     keepalive.cancel();
@@ -128,6 +129,10 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
     std::string tail;
     for (const auto& l : stderr_tail) tail += (tail.empty() ? "" : " / ") + l;
     std::string reason;
+    // Before Hello: no agent there, or one that ended before a word (the
+    // session was open: as far as a failed exec).
+    if (!hello_seen)
+      failed_stage = exit_status == 127 || exit_status == kNoAgentStatus ? "agent" : "exec";
     if (hello_seen) {
       reason = "the agent's channel closed (" + how_it_ended(exit_status) + ")";
     } else if (exit_status == 127) {
@@ -366,6 +371,9 @@ class SshLink final : public AgentLink {
   void reap() override {}
   std::string peer_address() const override { return s_->peer_address; }
   std::string local_address() const override { return s_->local_address; }
+  LinkStart start_info() const override {
+    return {.failed_stage = s_->failed_stage, .copied = s_->uploaded};
+  }
 
  private:
   std::shared_ptr<LinkState> s_;
@@ -432,6 +440,7 @@ asio::awaitable<void> run_link(std::shared_ptr<LinkState> s, std::shared_ptr<Lim
       s->drop_connection();
       co_return;
     }
+    s->failed_stage = e.stage();
     s->fail(e.what());
     co_return;
   }

@@ -69,7 +69,11 @@ TEST_F(AgentCheck, EveryProblemIsSaidInReadyWithTheNodesFacts) {
   EXPECT_EQ(ready.gpus, 3);
   ASSERT_EQ(ready.facts.size(), 3u);
   EXPECT_EQ(ready.facts[0], std::make_pair(std::string("kernel"), std::string("6.1.0-test")));
-  // How long after the Setup the facts were read: on the manual clock, none.
+  // The node's clock read again at the Ready (the head's wall clock is the
+  // real one), and how long after the Setup: on the manual clock, none.
+  EXPECT_EQ(ready.facts[1].first, "time_ns");
+  EXPECT_NEAR(std::stod(ready.facts[1].second), static_cast<double>(dlaunch::wall_clock_ns()),
+              60e9);
   EXPECT_EQ(ready.facts[2], std::make_pair(std::string("since_setup_ns"), std::string("0")));
   EXPECT_TRUE(os_.procs.empty());
   // The head ends a check with Shutdown: nothing ever started.

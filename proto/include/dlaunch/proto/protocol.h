@@ -74,7 +74,8 @@ inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
 // 12: boot ids and processes in Hello and Setup, Setup.container, Setup.app_sizes.
 // 14: Setup.container.shm_size.
 // 15: ImagePull.
-// 16: Setup.check, check_scripts, count_gpus; Ready.problems, facts, topology, gpus.
+// 16: Setup.check, check_scripts, count_gpus; Ready.problems, facts, topology, gpus;
+//     Hello.exe.
 inline constexpr std::uint16_t kProtocolVersion = 16;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
@@ -114,6 +115,9 @@ struct Hello {
   std::uint64_t start_ticks = 0;
   std::int32_t parent_pid = 0;
   std::uint64_t parent_start_ticks = 0;
+  // The agent's own executable (/proc/self/exe), version 16: --check tells
+  // an installed agent from the copy in the node's cache by it.
+  std::string exe;
   // Only when `version` is not kProtocolVersion: the bytes after `pid`, kept
   // unread (their layout is another protocol's) and written back as they are.
   std::string foreign_tail;
