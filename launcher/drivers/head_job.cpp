@@ -30,6 +30,7 @@
 #include "dlaunch/text.h"
 #include "drivers/attempts.h"
 #include "drivers/detach.h"
+#include "drivers/local_inputs.h"
 #include "drivers/pernode.h"
 #include "hostfile/allocation.h"
 #include "jobs/job_journal.h"
@@ -663,30 +664,22 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
     if (!n.host.on_head_machine()) continue;
     any_local = true;
     if (o.container.image.empty() && n.host.container.empty()) any_local_native = true;
-    const std::string a = n.host.agent.empty() ? agent : n.host.agent;
-    if (::access(a.c_str(), X_OK) != 0) {
-      throw dl::InputError(n.host.agent.empty() ? dl::SourcePos{"--agent"} : n.host.pos,
-                           n.host.agent.empty() ? "" : "agent",
-                           "dlaunch-agent not found at '" + a + "'",
-                           "build it next to dlaunch or give its path with --agent");
+    if (n.host.agent.empty()) {
+      dl::require_agent_here(agent, {"--agent"}, "");
+    } else {
+      dl::require_agent_here(n.host.agent, n.host.pos, "agent");
     }
   }
-  if (any_local && !fs::is_directory(workdir)) {
-    throw dl::InputError({"--wdir"}, "", "'" + workdir + "' is not a directory");
-  }
+  if (any_local) dl::require_directory_here(workdir, {"--wdir"}, "");
   for (const auto& app : plan.apps) {
     if (!any_local) break;
     const std::string dir = app.workdir.empty()          ? workdir
                             : app.workdir.front() == '/' ? app.workdir
                                                          : workdir + "/" + app.workdir;
-    if (!app.workdir.empty() && !fs::is_directory(dir)) {
-      throw dl::InputError(app.pos, "--wdir", "'" + dir + "' is not a directory");
-    }
-    if (any_local_native &&
-        dl::find_program(app.command.front(), dl::current_environment(), dir).empty()) {
-      throw dl::InputError(plan.apps.size() > 1 ? app.pos : dl::SourcePos{}, "",
-                           "program '" + app.command.front() + "' not found or not executable",
-                           "give a path, or put it on PATH");
+    if (!app.workdir.empty()) dl::require_directory_here(dir, app.pos, "--wdir");
+    if (any_local_native) {
+      dl::require_program_here(app.command.front(), dl::current_environment(), dir,
+                               plan.apps.size() > 1 ? app.pos : dl::SourcePos{});
     }
   }
 

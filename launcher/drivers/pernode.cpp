@@ -30,6 +30,7 @@
 #include "dlaunch/text.h"
 #include "dlaunch/tunables.h"
 #include "drivers/attempts.h"
+#include "drivers/local_inputs.h"
 #include "jobs/report.h"
 #include "net/master_address.h"
 #include "output/console_style.h"
@@ -581,18 +582,10 @@ int run_per_node(const Options& given) {
   const std::string workdir =
       o.workdir.empty() ? std::filesystem::current_path().string() : o.workdir;
   const std::string agent = o.agent_path.empty() ? default_agent_path() : o.agent_path;
-  if (::access(agent.c_str(), X_OK) != 0) {
-    throw InputError({"--agent"}, "", "dlaunch-agent not found at '" + agent + "'",
-                     "build it next to dlaunch or give its path with --agent");
-  }
-  if (!std::filesystem::is_directory(workdir)) {
-    throw InputError({"--wdir"}, "", "'" + workdir + "' is not a directory");
-  }
+  require_agent_here(agent, {"--agent"}, "");
+  require_directory_here(workdir, {"--wdir"}, "");
   // In a container the agent looks for it in the image (agent/runtime/).
-  if (o.container.image.empty() && find_program(o.command.front(), head_env, workdir).empty()) {
-    throw InputError({}, "", "program '" + o.command.front() + "' not found or not executable",
-                     "give a path, or put it on PATH");
-  }
+  if (o.container.image.empty()) require_program_here(o.command.front(), head_env, workdir, {});
 
   Rendezvous rdzv(rs);
   // --max-restarts: a failure anywhere (a rank, a lost node) stops every
