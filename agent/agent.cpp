@@ -19,6 +19,7 @@
 #include "dlaunch/tunables.h"
 #include "dlaunch/version.h"
 #include "guard.h"
+#include "log.h"
 #include "net.h"
 #include "stacks.h"
 
@@ -26,12 +27,6 @@ namespace dlaunch::agent {
 
 namespace asio = boost::asio;
 using std::chrono::milliseconds;
-
-namespace {
-
-void log(const std::string& msg) { std::fprintf(stderr, "dlaunch-agent: %s\n", msg.c_str()); }
-
-}  // namespace
 
 Agent::Agent(AgentEnv env, int control_in, int control_out)
     : env_(env),

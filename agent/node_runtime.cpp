@@ -18,6 +18,7 @@
 #include "dlaunch/proc_stat.h"
 #include "dlaunch/process.h"
 #include "dlaunch/tunables.h"
+#include "log.h"
 #include "runtime/command.h"
 #include "runtime/keepalive_image.h"
 
@@ -161,7 +162,7 @@ void NodeRuntime::finish() {
 void NodeRuntime::teardown() {
   if (!runtime_) return;
   if (auto why = runtime_->teardown(timing::kContainerRemoval); !why.empty())
-    std::fprintf(stderr, "dlaunch-agent: could not remove the node's container: %s\n", why.c_str());
+    log("could not remove the node's container: " + why);
 }
 
 void NodeRuntime::cancel() {

@@ -23,6 +23,7 @@
 #include "dlaunch/error.h"
 #include "dlaunch/thread_annotations.h"
 #include "dlaunch/tunables.h"
+#include "log.h"
 #include "pmix/pmix_impl.h"
 #include "pmix/pmix_library.h"
 
@@ -222,9 +223,7 @@ pmix_status_t post_to_server(std::function<void(PmixHost::Impl&)> work) {
   return PMIX_SUCCESS;
 }
 
-void note(const std::string& message) {
-  std::fprintf(stderr, "dlaunch-agent: %s\n", message.c_str());
-}
+void note(const std::string& message) { log(message); }
 
 std::string proc_name(const pmix_proc_t& proc) {
   std::string ns(proc.nspace, strnlen(proc.nspace, sizeof proc.nspace));

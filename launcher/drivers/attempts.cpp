@@ -30,12 +30,12 @@ int run_attempts(int max_restarts, const AttemptHooks& hooks) {
     if (hooks.decided) hooks.decided(last);
     const std::string failed = AttemptLog::failed(end.status);
     if (last) {
-      hooks.finish(end.status, end.status == 0 ? "succeeded" : failed, log);
+      hooks.finish(end.status == 0 ? "succeeded" : failed, log);
       return end.status;
     }
     if (hooks.keep) {
       if (auto why = hooks.keep(end)) {
-        hooks.finish(end.status, failed + " (not restarted: " + *why + ")", log);
+        hooks.finish(failed + " (not restarted: " + *why + ")", log);
         return end.status;
       }
     }
@@ -50,7 +50,7 @@ int run_attempts(int max_restarts, const AttemptHooks& hooks) {
     }
     if (hooks.prepare) {
       if (auto why = hooks.prepare(end, restarts)) {
-        hooks.finish(end.status, failed + " (not restarted: " + *why + ")", log);
+        hooks.finish(failed + " (not restarted: " + *why + ")", log);
         return end.status;
       }
     }

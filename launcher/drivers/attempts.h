@@ -61,10 +61,10 @@ struct AttemptHooks {
   // Counted and said (the restarting line): what the next attempt needs (the
   // nodes checked again, a new plan); nullopt to go on, else why not.
   std::function<std::optional<std::string>(const AttemptEnd& end, int restart)> prepare;
-  // The job ended with status; `last` is how its last attempt ended, for
-  // the summary ("succeeded", AttemptLog::failed(N), "... (not restarted:
-  // WHY)"); `log` has the attempts before it. Just before the loop returns.
-  std::function<void(int status, const std::string& last, const AttemptLog& log)> finish;
+  // The job ended (run_attempts returns its status next); `last` is how its
+  // last attempt ended, for the summary ("succeeded", AttemptLog::failed(N),
+  // "... (not restarted: WHY)"); `log` has the attempts before it.
+  std::function<void(const std::string& last, const AttemptLog& log)> finish;
   // Said after "restarting the job (k of N restarts)".
   std::string restarting_suffix;
 };

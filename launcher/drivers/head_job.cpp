@@ -830,7 +830,7 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
     }
     return std::nullopt;
   };
-  hooks.finish = [&](int /*status*/, const std::string& last, const dl::AttemptLog& attempts) {
+  hooks.finish = [&](const std::string& last, const dl::AttemptLog& attempts) {
     journal.ended(last_status, last_cause, static_cast<int>(attempts.count()) + 1, plan.job_id);
     dl::write_all(2, attempts.summary(last, pool.excluded()));
     // One attempt has no summary; nodes --preflight left out are still said

@@ -617,7 +617,7 @@ int run_per_node(const Options& given) {
         .status = status, .restartable = !final && !rdzv.store_lost(), .joining = joining};
   };
   hooks.decided = [&](bool last) { rdzv.finish(last); };
-  hooks.finish = [](int /*status*/, const std::string& last, const AttemptLog& attempts) {
+  hooks.finish = [](const std::string& last, const AttemptLog& attempts) {
     write_all(2, attempts.summary(last));
   };
   hooks.restarting_suffix = " with the nodes that remain";

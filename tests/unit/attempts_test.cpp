@@ -38,7 +38,6 @@ struct Script {
   std::vector<int> ran;  // each attempt's number
   std::vector<bool> decisions;
   std::vector<int> prepared;  // each restart's number
-  int finished_status = -1;
   std::string finished_last;
   std::string summary;
   std::optional<std::string> keep_refuses;
@@ -58,8 +57,7 @@ struct Script {
       prepared.push_back(restart);
       return prepare_refuses;
     };
-    h.finish = [this](int status, const std::string& last, const AttemptLog& log) {
-      finished_status = status;
+    h.finish = [this](const std::string& last, const AttemptLog& log) {
       finished_last = last;
       summary = log.summary(last);
     };
