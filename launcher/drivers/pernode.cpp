@@ -16,7 +16,7 @@
 #include <optional>
 #include <thread>
 
-#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/post.hpp>
 #include <fmt/format.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -424,25 +424,20 @@ RoundEnd run_round(const Options& o, Rendezvous& rdzv, const RdzvSettings& rs, c
                          },
                          .observers = {&publisher}});
   rdzv.start_watch();
-  boost::asio::steady_timer bridge(io);
-  std::function<void()> tick = [&] {
-    bridge.expires_after(std::chrono::milliseconds(50));
-    bridge.async_wait([&](boost::system::error_code ec) {
-      if (ec || controller.finished()) return;
-      if (!peer && !published) {
-        if (auto f = rdzv.peer_failure()) {
-          peer = f;
-          RootCause c = decode_cause(f->message, "this node's ranks were stopped");
-          c.for_restart = f->joining;
-          controller.peer_failed(std::move(c));
-        }
-      }
-      tick();
-    });
+  // Another node's failure, the moment the watch sees it: handed to this
+  // loop (the watch runs on a thread of the rendezvous's own).
+  const auto take_peer_failure = [&] {
+    if (controller.finished() || peer || published) return;
+    if (auto f = rdzv.peer_failure()) {
+      peer = f;
+      RootCause c = decode_cause(f->message, "this node's ranks were stopped");
+      c.for_restart = f->joining;
+      controller.peer_failed(std::move(c));
+    }
   };
-  tick();
+  rdzv.on_peer_failure([&io, &take_peer_failure] { boost::asio::post(io, take_peer_failure); });
   int status = controller.run();
-  bridge.cancel();
+  rdzv.on_peer_failure(nullptr);
   if (controller.cause().kind != CauseKind::kNone) publish(controller.cause());
   RoundEnd end;
   end.joining = peer && peer->joining;

@@ -735,8 +735,17 @@ void Rendezvous::store_gone(const comm::StoreError& e) {
 
 void Rendezvous::set_peer(PeerFailure f) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!peer_ && !published_) peer_ = std::move(f);
+  if (!peer_ && !published_) {
+    peer_ = std::move(f);
+    if (on_peer_) on_peer_();
+  }
   wake_.notify_all();
+}
+
+void Rendezvous::on_peer_failure(std::function<void()> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_peer_ = std::move(fn);
+  if (on_peer_ && peer_) on_peer_();
 }
 
 void Rendezvous::failure_loop() {
@@ -846,7 +855,10 @@ void Rendezvous::watch_loop() {
         const std::string first = st.compare_set(failed, "", v);
         std::lock_guard<std::mutex> lock(mu_);
         published_ = first == v;
-        if (!published_ && !peer_) peer_ = parse_failure(first);
+        if (!published_ && !peer_) {
+          peer_ = parse_failure(first);
+          if (on_peer_) on_peer_();
+        }
         settled_ = true;
         wake_.notify_all();
       }

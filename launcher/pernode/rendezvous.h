@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -100,6 +101,12 @@ class Rendezvous {
   void publish_failure(const std::string& report, int status, bool final);
   // Another node failed or is lost (set by the watch), if so.
   std::optional<PeerFailure> peer_failure();
+  // Called when peer_failure() becomes set (at once if it is): on the
+  // watch's thread, under the rendezvous's lock, so it must be quick and
+  // must not call the rendezvous; a driver posts to its event loop from it.
+  // Set to nullptr before what it reaches goes: once that returns, no call
+  // is under way.
+  void on_peer_failure(std::function<void()> fn);
   // After publish_failure(): the failure that is the job's, when another
   // node's got to the store first (the first published wins everywhere), or
   // nothing when this node's did (or the store could not say within `wait`).
@@ -167,6 +174,7 @@ class Rendezvous {
   rdzv::StoreHost* watch_wakes_ = nullptr;
   bool stop_ = false;
   std::optional<PeerFailure> peer_;
+  std::function<void()> on_peer_;  // on_peer_failure()
   struct Failure {
     std::string text;
     int status = 1;

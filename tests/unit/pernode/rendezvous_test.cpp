@@ -10,6 +10,7 @@
 #include "pernode/rendezvous.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -314,6 +315,32 @@ TEST(Rendezvous, AFailurePublishedOnOneNodeIsEveryNodesAndTheFirstWins) {
   EXPECT_EQ(seen->message, winner.message);
   EXPECT_EQ(seen->status, winner.status);
   EXPECT_FALSE(seen->final);
+  exit_all(job.nodes);
+}
+
+// A driver is told of another node's failure the moment the watch sees it
+// (on_peer_failure: no polling), and at once when it asks after the fact;
+// cleared, it is told nothing more.
+TEST(Rendezvous, APeersFailureIsToldTheMomentItIsSeen) {
+  Job job;
+  for (int k = 0; k < 2; ++k) job.add(static_node(k, 2));
+  (void)join_all(job.all());
+  std::promise<void> told;
+  std::atomic<int> calls{0};
+  job.nodes[0]->on_peer_failure([&] {
+    if (calls.fetch_add(1) == 0) told.set_value();
+  });
+  for (auto& n : job.nodes) n->start_watch();
+  EXPECT_EQ(calls.load(), 0);
+  job.nodes[1]->publish_failure("rank 1 failed", 3, false);
+  ASSERT_EQ(told.get_future().wait_for(milliseconds(5000)), std::future_status::ready);
+  ASSERT_TRUE(job.nodes[0]->peer_failure().has_value());
+  EXPECT_EQ(job.nodes[0]->peer_failure()->message, "rank 1 failed");
+  int late = 0;
+  job.nodes[0]->on_peer_failure([&] { ++late; });  // already failed: told at once
+  EXPECT_EQ(late, 1);
+  job.nodes[0]->on_peer_failure(nullptr);
+  EXPECT_EQ(calls.load(), 1);
   exit_all(job.nodes);
 }
 
