@@ -193,13 +193,15 @@ void Agent::handle(proto::Setup&& m) {
   setup_at_ = env_.clock.now();
   output_.set_flush(milliseconds(setup_.flush_ms));
   ready_ = proto::Ready{};
+  // --check: the working directory on its own line, and the scripts.
+  if (setup_.check) check_files();
   if (auto refused = runtime_.choose(setup_.container)) {
-    refuse("", std::move(*refused), false);
+    // (--check: the container's runtime is its PROGRAM column's, with the
+    // image and the programs in it.)
+    refuse("program", std::move(*refused), false);
     return;
   }
   const bool contained = runtime_.contained();
-  // --check: the working directory on its own line, and the scripts.
-  if (setup_.check) check_files();
   // In a container, programs are looked for once it is made.
   if (!contained && !check_programs()) return;
   if (!setup_.check && setup_.workers.empty() && !setup_.workdir.empty() &&

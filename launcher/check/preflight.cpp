@@ -136,7 +136,11 @@ void take_ready(Row& row, const HostEntry& host, bool has_programs,
                 const Controller::NodeCheck& check) {
   const proto::Ready& ready = *check.ready;
   row.wdir = "ok";
-  if (has_programs || row.contained) row.program = "ok";
+  // A contained node's programs are looked for once its container is made:
+  // not after a problem that stopped its Setup before (column "").
+  const bool stopped_early = std::any_of(ready.problems.begin(), ready.problems.end(),
+                                         [](const proto::Problem& p) { return p.column.empty(); });
+  if (has_programs || (row.contained && !stopped_early)) row.program = "ok";
   for (const auto& p : ready.problems) {
     if (p.column == "wdir") row.wdir = "MISSING";
     if (p.column == "program") row.program = row.contained ? "FAILED" : "MISSING";

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "agent_test_support.h"
+#include "dlaunch/process.h"
 
 using namespace dltest;
 namespace fs = std::filesystem;
@@ -111,4 +112,23 @@ TEST_F(AgentCheck, AJobsSetupStillRefusesAtTheFirstProblemAndReadsNoFacts) {
   EXPECT_NE(got<proto::Fatal>()[0].message.find("program 'no-such-program-d' not found on"),
             std::string::npos);
   EXPECT_TRUE(os_.facts_asked.empty());
+}
+
+// A node whose container cannot be had (no such runtime there) is Ready at
+// once with that in its PROGRAM column; its working directory was looked at
+// first, and no program is claimed found.
+TEST_F(AgentCheck, NoRuntimeForTheContainerIsSaidWithTheWorkingDirectory) {
+  if (!dlaunch::find_program("enroot", dlaunch::current_environment(), "/").empty())
+    GTEST_SKIP() << "enroot is installed here";
+  auto s = check_setup({"/bin/true"});
+  s.workdir = dir_.string() + "/gone";
+  s.container.image = "localhost/x:1";
+  s.container.runtime = "enroot";
+  send(s);
+  ASSERT_EQ(got<proto::Ready>().size(), 1u);
+  const auto cols = columns(got<proto::Ready>()[0]);
+  ASSERT_EQ(cols.size(), 2u);
+  EXPECT_EQ(cols[0], "wdir: working directory '" + dir_.string() + "/gone' does not exist");
+  EXPECT_EQ(cols[1].rfind("program: container runtime 'enroot' not found", 0), 0u) << cols[1];
+  EXPECT_TRUE(os_.procs.empty());
 }
