@@ -201,6 +201,7 @@ std::pair<std::string, bool> check_with_agents(const JobPlan& plan, const Prefli
       plan,
       {.agent_path = o.agent_path,
        .workdir = o.workdir,
+       .start_timeout = o.start_timeout,
        .master_addr_explicit = master_addr_explicit,
        .container = o.container,
        .probe_only = true,
@@ -226,6 +227,11 @@ std::pair<std::string, bool> check_with_agents(const JobPlan& plan, const Prefli
       if (!refused[k].empty()) {
         row.problems.push_back(refused[k]);
         if (row.contained) row.program = "FAILED";
+      } else if (checks[k].hello && row.problems.empty()) {
+        // Started, then gone (or stopped) before it was set up.
+        row.problems.push_back(checks[k].failed.empty()
+                                   ? "its agent did not get ready"
+                                   : "its agent ended before it was ready: " + checks[k].failed);
       }
     }
   }
@@ -339,6 +345,8 @@ StartCells start_cells(const HostEntry& host, const std::string& agent,
     row.problems.push_back(fmt::format("dlaunch-agent not found or not executable at '{}'", agent));
   } else if (!check.failed.empty()) {
     row.problems.push_back(check.failed);
+  } else {
+    row.problems.emplace_back("its agent did not answer (no Hello)");
   }
   return row;
 }

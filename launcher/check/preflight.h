@@ -25,6 +25,7 @@
 #include "check/health.h"
 #include "controller/controller.h"
 #include "dlaunch/proto/container.h"
+#include "dlaunch/tunables.h"
 #include "plan/node_programs.h"
 #include "plan/plan.h"
 #include "transport/ssh/ssh_transport.h"
@@ -50,6 +51,9 @@ struct PreflightOptions {
   // starts the container, pulling the image as `pull` says, and looks for
   // the programs in it (column PROGRAM); then the container is removed.
   proto::ContainerSpec container;
+  // --start-timeout: how long the nodes have to be set up (a node's image
+  // pull not counted), as for the job.
+  std::chrono::milliseconds start_timeout = default_ms(tunables::kStartTimeout);
 };
 
 // What the check found: each node's verdict (in plan order), the exit status

@@ -620,7 +620,8 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
                                            .bandwidth_round = o.check_quick
                                                                   ? std::chrono::milliseconds(0)
                                                                   : std::chrono::milliseconds(1000),
-                                           .container = o.container};
+                                           .container = o.container,
+                                           .start_timeout = dl::option_ms(o.start_timeout_s)};
   if (o.check) {
     const auto report = dl::check_nodes(plan, check_options);
     fmt::print("{}", report.text);

@@ -108,6 +108,9 @@ TEST(CheckStart, WhereTheStartFailed) {
   local.name = local.host = "localhost";
   local.transport = Transport::kLocal;
   EXPECT_EQ(cells(start_cells(local, "/a", said_hello("/a"))), "local local local ok");
+  // Nothing said and nothing to say why (stopped at the start's deadline).
+  EXPECT_EQ(start_cells(local, "/a", Controller::NodeCheck{}).problems,
+            std::vector<std::string>{"its agent did not answer (no Hello)"});
 }
 
 }  // namespace
