@@ -168,9 +168,9 @@ void take_ready(Row& row, const HostEntry& host, bool has_programs,
   }
 }
 
-// The job stopped at Ready (Controller in probe_only): every agent the first
-// look found is started as the job starts it, with its workers described but
-// never started. Each looks for the working directory, the programs (on the
+// The job stopped at Ready (Controller in probe_only): every node's agent is
+// started as the job starts it (how far that went: start_cells), with its
+// workers described but never started. Each looks for the working directory, the programs (on the
 // host, or in the node's container, which it starts, pulling the image as
 // --container-pull says) and the scripts, and reads the node's facts
 // (take_ready). When every node passed, and `network`, the other nodes then
