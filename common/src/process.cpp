@@ -423,7 +423,7 @@ std::string self_exe() {
   char buf[4096];
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf);
   if (n <= 0 || static_cast<std::size_t>(n) >= sizeof buf) return {};
-  return std::string(buf, static_cast<std::size_t>(n));
+  return {buf, static_cast<std::size_t>(n)};
 }
 
 std::vector<std::string> current_environment() {

@@ -125,10 +125,10 @@ std::unique_ptr<AgentLink> start_agent_process(boost::asio::io_context& io,
   const std::string program = opts.argv.empty() ? std::string() : opts.argv.front();
   SpawnResult r = spawn(opts);
   if (!r) {
-    std::string what = "node " + std::to_string(node_rank) + ": " + r.error();
+    const std::string what = "node " + std::to_string(node_rank) + ": " + r.error();
     if (program.find('/') != std::string::npos && ::access(program.c_str(), X_OK) != 0)
-      throw AgentNotFound(ErrorKind::kEnvironment, std::move(what));
-    throw Error(ErrorKind::kEnvironment, std::move(what));
+      throw AgentNotFound(ErrorKind::kEnvironment, what);
+    throw Error(ErrorKind::kEnvironment, what);
   }
   set_nonblocking(from_agent_r.get(), true);
   set_nonblocking(to_agent_w.get(), true);

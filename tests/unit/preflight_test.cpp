@@ -41,7 +41,7 @@ TEST(PreflightScript, CodeModulesStdinAndOtherProgramsHaveNone) {
 // --check's first columns come from the job's own start (the link and the
 // agent's Hello), one transport as another: where the start failed, which
 // agent answered.
-HostEntry ssh_host(SshClient client = SshClient::kLibssh2) {
+HostEntry ssh_node(SshClient client = SshClient::kLibssh2) {
   HostEntry h;
   h.name = h.host = "gpu-1";
   h.transport = Transport::kSsh;
@@ -59,7 +59,7 @@ std::string cells(const StartCells& c) {
 }
 
 TEST(CheckStart, WhichAgentAnswered) {
-  const auto host = ssh_host();
+  const auto host = ssh_node();
   EXPECT_EQ(cells(start_cells(host, "/opt/a", said_hello("/opt/a"))), "ok ok ok ok");
   EXPECT_EQ(
       cells(start_cells(host, "/opt/a", said_hello("/home/u/.cache/dlaunch/0.1-ab/dlaunch-agent"))),
@@ -78,7 +78,7 @@ TEST(CheckStart, WhichAgentAnswered) {
 }
 
 TEST(CheckStart, WhereTheStartFailed) {
-  const auto host = ssh_host();
+  const auto host = ssh_node();
   const auto failed = [](std::string stage) {
     Controller::NodeCheck c;
     c.start.failed_stage = std::move(stage);
@@ -96,11 +96,11 @@ TEST(CheckStart, WhereTheStartFailed) {
   EXPECT_EQ(missing.problems,
             std::vector<std::string>{"dlaunch-agent not found or not executable at '/a'"});
   // The system's ssh says why itself; a scheduler's task, Slurm's step.
-  EXPECT_EQ(cells(start_cells(ssh_host(SshClient::kOpenssh), "/a", failed("ssh"))),
+  EXPECT_EQ(cells(start_cells(ssh_node(SshClient::kOpenssh), "/a", failed("ssh"))),
             "FAILED ssh ssh -");
-  EXPECT_EQ(cells(start_cells(ssh_host(SshClient::kOpenssh), "/a", said_hello("/a"))),
+  EXPECT_EQ(cells(start_cells(ssh_node(SshClient::kOpenssh), "/a", said_hello("/a"))),
             "openssh ssh ssh ok");
-  HostEntry slurm = ssh_host();
+  HostEntry slurm = ssh_node();
   slurm.transport = Transport::kSlurm;
   EXPECT_EQ(cells(start_cells(slurm, "/a", failed("agent"))), "srun - - MISSING");
   EXPECT_EQ(cells(start_cells(slurm, "/a", failed(""))), "FAILED - - -");
