@@ -285,13 +285,11 @@ void Agent::check_files() {
 
 void Agent::become_ready() {
   if (setup_.check) {
-    // Read last, so that the node's clock reading (health's time_ns) is as
-    // near the Ready as it can be; how long after the Setup it was taken
-    // narrows the head's estimate of the clock's offset.
     auto node = env_.os.node_facts(setup_.workdir, setup_.count_gpus);
     ready_.facts = std::move(node.facts);
-    // The node's clock (time_ns) read again here, with how long after the
-    // Setup that is, and nothing slow between them and the Ready.
+    // The node's clock (time_ns) read again here, with nothing slow between
+    // it and the Ready, and how long after the Setup came: the head brackets
+    // the reading between the Setup's send plus that and the Ready's read.
     const auto since_setup = env_.clock.now() - setup_at_;
     const long long wall = wall_clock_ns();
     for (auto& [key, value] : ready_.facts) {

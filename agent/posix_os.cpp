@@ -22,6 +22,7 @@
 #include "net.h"
 #include "os.h"
 #include "owner_token.h"
+#include "runtime/command.h"
 
 namespace dlaunch::agent {
 
@@ -189,27 +190,12 @@ std::optional<std::int64_t> PosixOs::run_delay_ns(const ProcessRef& p) {
 namespace {
 
 // The GPUs `nvidia-smi -L` lists (its "GPU N: ..." lines); 0 where there is
-// no nvidia-smi or it fails.
+// no nvidia-smi or it fails, or does not answer within 30 s.
 int nvidia_smi_gpus() {
-  auto [r, w] = make_pipe();
-  SpawnOptions so;
-  so.argv = {"/bin/sh", "-c", "exec nvidia-smi -L 2>/dev/null"};
-  so.env = current_environment();
-  so.stdout_fd = w.get();
-  auto pid = dlaunch::spawn(so);
-  w.reset();
-  if (!pid) return 0;
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(r.get(), buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
-    if (n > 0) out.append(buf, static_cast<std::size_t>(n));
-  }
-  int st = 0;
-  while (::waitpid(*pid, &st, 0) < 0 && errno == EINTR) {
-  }
+  const CommandResult r =
+      run_command({"nvidia-smi", "-L"}, current_environment(), std::chrono::seconds(30));
   int gpus = 0;
-  std::istringstream in(out);
+  std::istringstream in(r.output);
   std::string line;
   while (std::getline(in, line)) gpus += line.rfind("GPU", 0) == 0 ? 1 : 0;
   return gpus;
@@ -225,7 +211,6 @@ AgentOs::NodeFacts PosixOs::node_facts(const std::string& workdir, bool count_gp
     out.topology = "not read: " + topo.error();
   }
   if (count_gpus) out.gpus = nvidia_smi_gpus();
-  // Last: its clock reading (time_ns) is then nearest the Ready.
   const char* root = std::getenv("DLAUNCH_HEALTH_ROOT");
   out.facts = health::collect({.workdir = workdir, .root = root != nullptr ? root : ""});
   return out;

@@ -208,7 +208,6 @@ std::pair<std::string, bool> check_with_agents(const JobPlan& plan, const Prefli
        .bandwidth_round = network ? o.bandwidth_round : std::chrono::milliseconds(0)},
       sink, {.io = io, .links = links, .clock = clock, .observers = {&notices}});
   const int status = controller.run();
-  const auto refused = controller.refusals();
   const auto checks = controller.checks();
   bool all_ready = true;
   for (std::size_t k = 0; k < rows.size() && k < checks.size(); ++k) {
@@ -224,8 +223,8 @@ std::pair<std::string, bool> check_with_agents(const JobPlan& plan, const Prefli
       take_ready(row, host, !node_programs(plan, k).empty(), checks[k]);
     } else {
       all_ready = false;
-      if (!refused[k].empty()) {
-        row.problems.push_back(refused[k]);
+      if (!checks[k].refused.empty()) {
+        row.problems.push_back(checks[k].refused);
         if (row.contained) row.program = "FAILED";
       } else if (checks[k].hello && row.problems.empty()) {
         // Started, then gone (or stopped) before it was set up.

@@ -363,7 +363,7 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     on_exited(i, *ex);
   } else if (auto* fatal = std::get_if<proto::Fatal>(&msg)) {
     node.failed = true;
-    node.refused = fatal->message;
+    node.check.refused = fatal->message;
     fail({.kind = CauseKind::kNode,
           .node_index = static_cast<int>(i),
           .message = node_label(i) + ": " + fatal->message});
@@ -732,14 +732,6 @@ void Controller::record_cause(RootCause cause) {
   } else if (!start_sent_ && (cause.kind == CauseKind::kLaunch || cause.kind == CauseKind::kNode)) {
     cause_.also.push_back(cause.message);
   }
-}
-
-// Every node is ready, or failed its checks, or is gone.
-std::vector<std::string> Controller::refusals() const {
-  std::vector<std::string> out;
-  out.reserve(nodes_.size());
-  for (const auto& n : nodes_) out.push_back(n.refused);
-  return out;
 }
 
 std::vector<Controller::NodeCheck> Controller::checks() const {

@@ -126,7 +126,7 @@ struct ControllerConfig {
   // interpreters are given, and says every problem and the node's facts in
   // Ready (checks()). When every node is Ready without a problem, the other
   // nodes test which of node 0's addresses they reach (network()); then
-  // every agent is shut down. What an agent refused is in refusals().
+  // every agent is shut down.
   bool probe_only = false;
   // With probe_only, once the reach test chose an address: the network test
   // between nodes (issue 33), each round this long. A ring (each node streams
@@ -210,9 +210,6 @@ class Controller final : private JobAccess {
     std::string bandwidth_untested;
   };
   Network network() const;
-  // Per node, in plan order: what its agent refused at Setup (its Fatal),
-  // empty where it refused nothing.
-  std::vector<std::string> refusals() const;
   // Per node, in plan order, under probe_only: its Hello and Ready (empty
   // where it sent none), the head's wall clock when its Setup was sent and
   // its Ready read (ns since the epoch; 0: not yet), between which the node
@@ -226,6 +223,7 @@ class Controller final : private JobAccess {
     // link's words), and how its link started it (transport.h).
     std::string failed;
     LinkStart start;
+    std::string refused;  // what its agent refused at Setup (its Fatal), if it did
   };
   std::vector<NodeCheck> checks() const;
 
@@ -251,8 +249,7 @@ class Controller final : private JobAccess {
     std::unique_ptr<AgentLink> link;
     NodeLifecycle life;     // starting, hello, ready, done, ended | lost (core/node_state.h)
     bool failed = false;    // said Fatal, or Hello of another version: settled, starts nothing
-    std::string refused;    // its Fatal's message, if it said one
-    NodeCheck check;        // probe_only: what its Ready said
+    NodeCheck check;        // how it started, its Fatal; probe_only: all of NodeCheck
     std::string no_cgroup;  // why its agent has no cgroup for the job (Ready)
     // Its agent's machine's interfaces (Ready): node 0's are kept (MASTER_ADDR
     // is chosen among them); of the others, only whether they are the head's.

@@ -122,10 +122,10 @@ std::unique_ptr<AgentLink> start_agent_process(boost::asio::io_context& io,
   opts.parent_death_signal = parent_death_signal;
   opts.stdin_fd = to_agent_r.get();
   opts.stdout_fd = from_agent_w.get();
-  const std::string program = opts.argv.empty() ? std::string() : opts.argv.front();
   SpawnResult r = spawn(opts);
   if (!r) {
     const std::string what = "node " + std::to_string(node_rank) + ": " + r.error();
+    const std::string program = opts.argv.empty() ? std::string() : opts.argv.front();
     if (program.find('/') != std::string::npos && ::access(program.c_str(), X_OK) != 0)
       throw AgentNotFound(ErrorKind::kEnvironment, what);
     throw Error(ErrorKind::kEnvironment, what);
