@@ -182,7 +182,8 @@ struct ThreadedStoreServer::Impl {
   mutable std::mutex mu;
   mutable std::condition_variable changed;
   uint64_t changes = 0;
-  std::vector<std::string> quiet;  // quiet_prefixes
+  std::vector<std::string> quiet;   // quiet_prefixes
+  std::function<void()> on_change;  // under mu
 };
 
 ThreadedStoreServer::ThreadedStoreServer(StoreServerOptions opts)
@@ -195,6 +196,7 @@ ThreadedStoreServer::ThreadedStoreServer(StoreServerOptions opts)
         if (key.starts_with(q)) return;
       }
       ++impl->changes;
+      if (impl->on_change) impl->on_change();
     }
     impl->changed.notify_all();
   });
@@ -279,8 +281,14 @@ void ThreadedStoreServer::wake_watchers() {
   {
     const std::lock_guard<std::mutex> lock(impl_->mu);
     ++impl_->changes;
+    if (impl_->on_change) impl_->on_change();
   }
   impl_->changed.notify_all();
+}
+
+void ThreadedStoreServer::on_change(std::function<void()> fn) {
+  const std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->on_change = std::move(fn);
 }
 
 uint64_t ThreadedStoreServer::wait_change(uint64_t seen,

@@ -387,12 +387,18 @@ RoundEnd run_round(const Options& o, Rendezvous& rdzv, const RdzvSettings& rs, c
     config.mpi = true;
     config.mpi_node_names = mpi_node_names(m.names);
     config.mpi_ranks_per_node.assign(static_cast<std::size_t>(m.nnodes), m.nproc);
-    fences.emplace(io, StoreFenceOptions{.host = rdzv.store_client_host(),
-                                         .port = rdzv.store_port(),
-                                         .secret = rdzv.secret(),
-                                         .prefix = rdzv.round_prefix(),
-                                         .nnodes = m.nnodes,
-                                         .node_rank = m.node_rank});
+    comm::StoreOptions co;
+    co.host = rdzv.store_client_host();
+    co.port = rdzv.store_port();
+    co.secret = rdzv.secret();
+    // One request's answer, and a reconnect: a fence's wait for the other
+    // nodes is a parked request of its own (StoreFenceOptions::wait).
+    co.connect_timeout = std::chrono::seconds(2);
+    co.timeout = std::chrono::seconds(2);
+    fences.emplace(
+        rdzv.network().connect_async(io, co),
+        StoreFenceOptions{
+            .prefix = rdzv.round_prefix(), .nnodes = m.nnodes, .node_rank = m.node_rank});
   }
   // The bridge between this node's job and the others': a failure here is
   // published for them at once; theirs stops this node.
@@ -423,9 +429,14 @@ RoundEnd run_round(const Options& o, Rendezvous& rdzv, const RdzvSettings& rs, c
                            return decode_cause(f->message, "");
                          },
                          .observers = {&publisher}});
-  rdzv.start_watch();
-  // Another node's failure, the moment the watch sees it: handed to this
-  // loop (the watch runs on a thread of the rendezvous's own).
+  rdzv.start_watch(io, clock);
+  // The watch ends with this round's loop, whatever ends the round.
+  struct StopWatch {
+    Rendezvous& r;
+    ~StopWatch() { r.stop_watch(); }
+  } stop_watch{rdzv};
+  // Another node's failure, the moment the watch sees it (on this loop,
+  // from inside the rendezvous: handled after it returns).
   const auto take_peer_failure = [&] {
     if (controller.finished() || peer || published) return;
     if (auto f = rdzv.peer_failure()) {

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "pernode/async_store.h"
+
 namespace dlaunch::rdzv {
 
 namespace {
@@ -59,6 +61,7 @@ class TcpHost final : public StoreHost {
     server_.quiet_prefixes(std::move(prefixes));
   }
   void wake_watchers() override { server_.wake_watchers(); }
+  void on_change(std::function<void()> fn) override { server_.on_change(std::move(fn)); }
 
  private:
   comm::ThreadedStoreServer server_;
@@ -71,6 +74,11 @@ class TcpNetwork final : public StoreNetwork {
   }
   std::unique_ptr<StoreClient> connect(const comm::StoreOptions& opts) override {
     return std::make_unique<TcpClient>(opts);
+  }
+  std::unique_ptr<AsyncStore> connect_async(boost::asio::io_context& io,
+                                            const comm::StoreOptions& opts) override {
+    return std::make_unique<ThreadedAsyncStore>(
+        io, [opts] { return std::make_unique<TcpClient>(opts); });
   }
 };
 

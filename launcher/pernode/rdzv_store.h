@@ -19,12 +19,17 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/store.h"
+
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
 
 namespace dlaunch::rdzv {
 
@@ -47,6 +52,35 @@ class StoreClient {
   virtual void interrupt() = 0;
 };
 
+// A failed call's error (comm's StoreError, its cause as above); nothing
+// when the call succeeded.
+using StoreFailure = std::optional<comm::StoreError>;
+
+// The same calls asked without waiting, for code that runs on an event loop:
+// each returns at once and its answer comes later, as a call on the loop the
+// store was made for (never from inside the call that asked). One
+// AsyncStore is one connection: its calls are answered in the order they
+// were made, and a parked get or wait holds back the calls after it, as on
+// comm's connection. Destroying it drops the connection and every answer
+// not yet given (none is called after).
+class AsyncStore {
+ public:
+  using Done = std::function<void(const StoreFailure&)>;
+  using Value = std::function<void(const StoreFailure&, std::string)>;
+  using Number = std::function<void(const StoreFailure&, std::int64_t)>;
+  using Values = std::function<void(const StoreFailure&, std::vector<std::string>)>;
+  virtual ~AsyncStore() = default;
+  virtual void set(std::string key, std::string value, Done done) = 0;
+  virtual void set_while_connected(std::string key, std::string value, Done done) = 0;
+  virtual void get(std::string key, std::chrono::milliseconds timeout, Value done) = 0;
+  virtual void add(std::string key, std::int64_t delta, Number done) = 0;
+  virtual void compare_set(std::string key, std::string expected, std::string desired,
+                           Value done) = 0;
+  virtual void wait(std::vector<std::string> keys, std::chrono::milliseconds timeout,
+                    Done done) = 0;
+  virtual void multi_get(std::vector<std::string> keys, Values done) = 0;
+};
+
 // The store as its host sees it (comm::ThreadedStoreServer's calls): the
 // table read and written in place, and woken on its changes.
 class StoreHost {
@@ -63,6 +97,11 @@ class StoreHost {
                                     std::chrono::steady_clock::time_point until) const = 0;
   virtual void quiet_prefixes(std::vector<std::string> prefixes) = 0;
   virtual void wake_watchers() = 0;
+  // Called at each change that wakes wait_change, on the store's own thread
+  // (or the changing client's): it must be quick and must not call the
+  // store; a watcher on an event loop posts to it. nullptr: none. Once it
+  // returns, the one it replaced is not running.
+  virtual void on_change(std::function<void()> fn) = 0;
 };
 
 // Where stores are hosted and reached: the network, as the rendezvous sees it.
@@ -71,6 +110,10 @@ class StoreNetwork {
   virtual ~StoreNetwork() = default;
   virtual std::unique_ptr<StoreHost> host(const comm::StoreServerOptions& opts) = 0;
   virtual std::unique_ptr<StoreClient> connect(const comm::StoreOptions& opts) = 0;
+  // A connection whose answers come on `io`; it connects at its first call
+  // (a failed connect fails that call; the next one tries again).
+  virtual std::unique_ptr<AsyncStore> connect_async(boost::asio::io_context& io,
+                                                    const comm::StoreOptions& opts) = 0;
 };
 
 // The job's real store: comm::ThreadedStoreServer and comm::Store over TCP.

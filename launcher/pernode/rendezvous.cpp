@@ -15,6 +15,8 @@
 #include <string_view>
 #include <system_error>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -168,14 +170,11 @@ std::string Rendezvous::rkey(const std::string& k) const {
 }
 
 Membership Rendezvous::join(int round) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = false;
-    peer_.reset();
-    to_publish_.reset();
-    published_ = false;
-    settled_ = false;
-  }
+  stop_watch();
+  peer_.reset();
+  to_publish_.reset();
+  published_ = false;
+  settled_ = false;
   round_ = round;
   try {
     if (store_lost_) take_over();
@@ -261,10 +260,7 @@ void Rendezvous::take_over() {
     client_host_ = addr;
     m_.store_host = addr;
     m_.store_port = s_.port;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      store_lost_ = false;
-    }
+    store_lost_ = false;
     int host = k;
     if (k < 0) {
       // The successor's store says so for this round; the old host's (back
@@ -660,71 +656,122 @@ void Rendezvous::check_names() const {
   }
 }
 
-void Rendezvous::start_watch() {
-  watch_ = std::thread([this] { watch_loop(); });
-  // Every launcher but the host: one parked request on this round's failure
-  // entry, answered the moment one is published (or failing the moment the
-  // host's store goes), on a connection of its own.
-  if (!m_.hosting) {
-    comm::StoreOptions co;
-    co.host = client_host_;
-    co.port = s_.port;
-    co.secret = s_.secret;
-    co.connect_timeout = s_.read_timeout;
-    co.timeout = s_.read_timeout;
-    failure_store_ = net_.connect(co);
-    failure_watch_ = std::thread([this] { failure_loop(); });
+comm::StoreOptions Rendezvous::client_options() const {
+  comm::StoreOptions co;
+  co.host = client_host_;
+  co.port = s_.port;
+  co.secret = s_.secret;
+  co.connect_timeout = s_.read_timeout;
+  co.timeout = s_.read_timeout;
+  return co;
+}
+
+std::string Rendezvous::encode(const Failure& f) {
+  return fmt::format("{}\n{}\n{}", f.status, f.final ? 1 : 0, f.text);
+}
+
+// Each launcher heartbeats (a counter) every heartbeat period and says this
+// node's failure the moment there is one. Every launcher but the host parks
+// one get on this round's failure entry, answered the moment one is
+// published (or failing the moment the host's store goes). The host watches
+// every other member in its own store with memory reads, not requests
+// (look). Each on a connection of its own; the alive key stays with the
+// join's connection (store_), which lasts as long as this launcher.
+void Rendezvous::start_watch(boost::asio::io_context& io, Clock& clock) {
+  stop_watch();
+  io_ = &io;
+  clock_ = &clock;
+  watching_ = std::make_shared<bool>(true);
+  watch_store_ = net_.connect_async(io, client_options());
+  beat_timer_ = clock.make_timer();
+  beat();
+  if (to_publish_) send_failure();
+  if (m_.hosting && server_ != nullptr) {
+    start_host_watch();
+  } else if (!m_.hosting) {
+    failure_store_ = net_.connect_async(io, client_options());
+    await_failure();
   }
 }
 
 void Rendezvous::stop_watch() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-    if (watch_wakes_ != nullptr) watch_wakes_->wake_watchers();
-  }
-  wake_.notify_all();
-  if (failure_store_) failure_store_->interrupt();
-  if (watch_.joinable()) watch_.join();
-  if (failure_watch_.joinable()) failure_watch_.join();
+  if (!watching_) return;
+  *watching_ = false;
+  if (server_ != nullptr) server_->on_change(nullptr);
+  look_timer_.reset();
+  beat_timer_.reset();
   failure_store_.reset();
+  watch_store_.reset();
+  watching_.reset();
+  io_ = nullptr;
+  clock_ = nullptr;
+}
+
+void Rendezvous::beat() {
+  watch_store_->add(rkey(fmt::format("hb/{}", m_.node_rank)), 1,
+                    [this](const rdzv::StoreFailure& f, std::int64_t) {
+                      if (f) store_gone(*f);
+                    });
+  beat_timer_->expires_at(clock_->now() + heartbeat_period(), [this] { beat(); });
 }
 
 void Rendezvous::publish_failure(const std::string& report, int status, bool final) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!published_ && !to_publish_) to_publish_ = Failure{report, status, final};
-  // The watch says it now, not at its next look: the first failure published
-  // is the job's, and a consequence elsewhere (a peer's rank that died of the
-  // broken connection) must not get there first.
-  if (watch_wakes_ != nullptr) watch_wakes_->wake_watchers();
-  wake_.notify_all();
+  if (published_ || to_publish_) return;
+  to_publish_ = Failure{report, status, final};
+  // Said now, not at the next look: the first failure published is the
+  // job's, and a consequence elsewhere (a peer's rank that died of the broken
+  // connection) must not get there first.
+  if (watch_store_) send_failure();
 }
 
-bool Rendezvous::store_lost() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return store_lost_ && !can_take_over();
+void Rendezvous::send_failure() {
+  const std::string v = encode(*to_publish_);
+  watch_store_->compare_set(rkey("failed"), "", v,
+                            [this, v](const rdzv::StoreFailure& f, std::string first) {
+                              if (f) return store_gone(*f);
+                              to_publish_.reset();
+                              published_ = first == v;
+                              set_peer(parse_failure(first));
+                              settled_ = true;
+                            });
 }
+
+void Rendezvous::await_failure() {
+  // A day at a time (a job may run for weeks): nothing is sent meanwhile.
+  failure_store_->get(rkey("failed"), std::chrono::hours(24),
+                      [this](const rdzv::StoreFailure& f, const std::string& v) {
+                        if (f && f->cause() == comm::StoreError::Cause::kTimedOut) {
+                          return await_failure();
+                        }
+                        if (f) return store_gone(*f);
+                        // This node's own, answered before its publishing
+                        // was: not another's.
+                        if (to_publish_ && encode(*to_publish_) == v) return;
+                        set_peer(parse_failure(v));
+                      });
+}
+
+bool Rendezvous::store_lost() const { return store_lost_ && !can_take_over(); }
 
 std::optional<PeerFailure> Rendezvous::agreed_failure(std::chrono::milliseconds wait) {
-  std::unique_lock<std::mutex> lock(mu_);
-  wake_.wait_for(lock, wait, [this] { return settled_ || store_lost_; });
+  if (io_ != nullptr && !settled_ && !store_lost_) {
+    const auto until = clock_->now() + wait;
+    while (!settled_ && !store_lost_) {
+      const auto now = clock_->now();
+      if (now >= until) break;
+      io_->restart();
+      if (io_->run_one_for(until - now) == 0) break;
+    }
+  }
   if (!settled_ || published_) return std::nullopt;
   return peer_;
 }
 
-std::optional<PeerFailure> Rendezvous::peer_failure() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return peer_;
-}
-
 // The store is gone: its launcher died or its machine is out of reach. Said
-// at once, by whichever of this launcher's threads saw it first.
+// at once, by whichever of the watch's calls saw it first.
 void Rendezvous::store_gone(const comm::StoreError& e) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stop_ || store_lost_) return;  // a stop's interrupt, or said already
-    store_lost_ = true;
-  }
+  if (!watching_ || store_lost_) return;  // said already
+  store_lost_ = true;
   const bool successor = can_take_over();
   set_peer(
       {fmt::format("lost the rendezvous store at {} hosted by node 0 ({}): {}{}", endpoint_,
@@ -734,222 +781,130 @@ void Rendezvous::store_gone(const comm::StoreError& e) {
 }
 
 void Rendezvous::set_peer(PeerFailure f) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!peer_ && !published_) {
-    peer_ = std::move(f);
-    if (on_peer_) on_peer_();
-  }
-  wake_.notify_all();
+  if (peer_ || published_) return;
+  peer_ = std::move(f);
+  if (on_peer_) on_peer_();
 }
 
 void Rendezvous::on_peer_failure(std::function<void()> fn) {
-  std::lock_guard<std::mutex> lock(mu_);
   on_peer_ = std::move(fn);
   if (on_peer_ && peer_) on_peer_();
 }
 
-void Rendezvous::failure_loop() {
-  try {
-    // A day at a time (a job may run for weeks): nothing is sent meanwhile.
-    for (;;) {
-      try {
-        const std::string v = failure_store_->get(rkey("failed"), std::chrono::hours(24));
-        bool ours = false;
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          ours = published_;
-        }
-        if (!ours) set_peer(parse_failure(v));
-        return;
-      } catch (const comm::StoreError& e) {
-        if (e.cause() != comm::StoreError::Cause::kTimedOut) throw;
-      }
-    }
-  } catch (const comm::StoreError& e) {
-    store_gone(e);
-  }
-}
-
-// Each launcher: says this node's failure the moment there is one, and
-// heartbeats (a counter and its alive key) every heartbeat period. The host
-// also watches every other member in its own store, with memory reads, not
-// requests: a member whose alive key went with its connection, or whose
-// counter stopped for --heartbeat-timeout, is lost; a published failure or a
-// launcher waiting to join ends the round for everyone (the others learn it
-// from their parked request on `failed`).
-void Rendezvous::watch_loop() {
-  rdzv::StoreClient& st = *store_;
-  const int me = m_.node_rank;
-  const std::string failed = rkey("failed");
+// The host wakes on what its members say (a failure, a joiner, done, a
+// connection closed) and on its own deadlines, not on each heartbeat
+// counted: those it reads when one would be late.
+void Rendezvous::start_host_watch() {
   const auto n = static_cast<std::size_t>(m_.nnodes);
-  std::vector<long long> last(n, -1);
-  std::vector<RealClock::time_point> seen(n, RealClock::now());
-  std::vector<bool> done(n, false);
-  // Each launcher holds alive/<its name> while its store connection lasts
-  // (Store::set_while_connected): a launcher that exits or is killed loses
-  // it at once, long before its heartbeat is missed. Every member set its
-  // key before it counted as one (join_round): a key absent for kGone, from
-  // the first look on, without a word that the member is done, means it is
-  // lost, even if its connection closed before this watch began. (The key is
-  // set again every heartbeat: a launcher whose connection the network cut
-  // and that reconnected holds it again.)
-  std::vector<std::optional<RealClock::time_point>> gone_since(n);
-  const std::string alive_me = rkey("alive/" + s_.me);
-  const bool watching = m_.hosting && server_ != nullptr;
+  members_.assign(n, Member{.seen = clock_->now()});
+  ended_said_ = false;
   // What the host looks at, made once: the failure entry, a joiner, and
   // each member's done key, alive key and counter.
-  std::vector<std::string> keys;
-  if (watching) {
-    keys = {failed, rkey("waiting")};
-    for (std::size_t j = 0; j < n; ++j) {
-      keys.push_back(rkey(fmt::format("done/{}", j)));
-      keys.push_back(rkey("alive/" + m_.names[j]));
-      keys.push_back(rkey(fmt::format("hb/{}", j)));
-    }
+  look_keys_ = {rkey("failed"), rkey("waiting")};
+  for (std::size_t j = 0; j < n; ++j) {
+    look_keys_.push_back(rkey(fmt::format("done/{}", j)));
+    look_keys_.push_back(rkey("alive/" + m_.names[j]));
+    look_keys_.push_back(rkey(fmt::format("hb/{}", j)));
   }
-  const milliseconds beat = heartbeat_period();
-  auto next_beat = RealClock::now();
-  bool ended_said = false;
-  if (watching) {
-    // The host wakes on what its members say (a failure, a joiner, done, a
-    // connection closed) and on its own deadlines, not on each heartbeat
-    // counted: those it reads when one would be late.
-    server_->quiet_prefixes({rkey("hb/")});
-    std::lock_guard<std::mutex> lock(mu_);
-    watch_wakes_ = server_.get();
+  look_timer_ = clock_->make_timer();
+  look_posted_ = std::make_shared<std::atomic<bool>>(false);
+  server_->quiet_prefixes({rkey("hb/")});
+  // On the store's thread: one look posted for a burst of changes.
+  server_->on_change([this, io = io_, watching = watching_, posted = look_posted_] {
+    if (posted->exchange(true)) return;
+    boost::asio::post(*io, [this, watching] {
+      if (*watching) look();
+    });
+  });
+  look();
+}
+
+// The host: a member whose alive key went with its connection, or whose
+// counter stopped for --heartbeat-timeout, is lost; a published failure or
+// a launcher waiting to join ends the round for everyone (the others learn
+// it from their parked get on `failed`).
+//
+// Each launcher holds alive/<its name> while its store connection lasts
+// (Store::set_while_connected): a launcher that exits or is killed loses it
+// at once, long before its heartbeat is missed. Every member set its key
+// before it counted as one (join_round): a key absent for kGone, from the
+// first look on, without a word that the member is done, means it is lost,
+// even if its connection closed before this watch began.
+void Rendezvous::look() {
+  look_posted_->store(false);
+  const auto now = clock_->now();
+  auto next_look = SteadyTime::max();
+  // The counters are read a tenth of the timeout apart (0.1-3 s): a silent
+  // member is lost within 1.1 timeouts, one look for all of them.
+  if (s_.heartbeat_timeout.count() > 0) {
+    next_look = now + std::clamp(s_.heartbeat_timeout / 10, milliseconds(100), milliseconds(3000));
   }
-  struct Unwatch {
-    Rendezvous& r;
-    ~Unwatch() {
-      std::lock_guard<std::mutex> lock(r.mu_);
-      r.watch_wakes_ = nullptr;
-    }
-  } unwatch{*this};
-  // The failure entry for a lost node: "status\nfinal\ntext".
-  const auto lost = [&](int j, const std::string& why) {
-    return fmt::format("1\n0\nnode {} ({}) is lost: {}", j, m_.names[static_cast<std::size_t>(j)],
-                       why);
-  };
-  for (;;) {
-    // Read before the look: a change (or wake) after it ends the wait below.
-    const uint64_t changes = watching ? server_->changes() : 0;
-    auto next_look = next_beat;
-    // The counters are read a tenth of the timeout apart (0.1-3 s): a
-    // silent member is lost within 1.1 timeouts, one look for all of them.
-    if (watching && s_.heartbeat_timeout.count() > 0) {
-      next_look =
-          std::min(next_look, RealClock::now() + std::clamp(s_.heartbeat_timeout / 10,
-                                                            milliseconds(100), milliseconds(3000)));
-    }
-    std::optional<Failure> publish;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stop_) return;
-      publish = to_publish_;
-      to_publish_.reset();
-    }
-    try {
-      if (publish) {
-        const std::string v =
-            fmt::format("{}\n{}\n{}", publish->status, publish->final ? 1 : 0, publish->text);
-        const std::string first = st.compare_set(failed, "", v);
-        std::lock_guard<std::mutex> lock(mu_);
-        published_ = first == v;
-        if (!published_ && !peer_) {
-          peer_ = parse_failure(first);
-          if (on_peer_) on_peer_();
-        }
-        settled_ = true;
-        wake_.notify_all();
-      }
-      if (RealClock::now() >= next_beat) {
-        st.add(rkey(fmt::format("hb/{}", me)), 1);
-        st.set_while_connected(alive_me, s_.me);
-        next_beat = RealClock::now() + beat;
-      }
-      if (watching) {
-        const auto v = server_->peek(keys);
-        if (v[0]) {
-          bool ours = false;
-          {
-            std::lock_guard<std::mutex> lock(mu_);
-            ours = published_;
-          }
-          if (!ours) set_peer(parse_failure(*v[0]));
-          // The others waiting at the exit barrier learn it too.
-          if (!ended_said) server_->set(rkey("ended"), "failed");
-          ended_said = true;
-        } else if (v[1] && m_.nnodes < s_.max_nodes && s_.max_restarts > 0) {
-          // A launcher waits to join: the round ends for everyone, to take
-          // it in (not a failure: the restart is not counted).
-          const std::string entry = fmt::format(
-              "join\n0\nto take in the launcher waiting to join ({}): the job "
-              "restarts with it (not a failure)",
-              *v[1]);
-          set_peer(parse_failure(st.compare_set(failed, "", entry)));
-        }
-        for (std::size_t j = 0; j < n && s_.heartbeat_timeout.count() > 0; ++j) {
-          if (static_cast<int>(j) == me || done[j]) continue;
-          if (v[2 + 3 * j]) {
-            done[j] = true;
-            continue;
-          }
-          if (v[3 + 3 * j]) {
-            gone_since[j].reset();
-          } else if (!gone_since[j]) {
-            gone_since[j] = RealClock::now();
-            next_look = std::min(next_look, *gone_since[j] + kGone + milliseconds(1));
-          } else if (RealClock::now() - *gone_since[j] > kGone) {
-            set_peer(parse_failure(st.compare_set(
-                failed, "",
-                lost(static_cast<int>(j),
-                     "its launcher's connection to the rendezvous closed (it exited or was "
-                     "killed)"))));
-            done[j] = true;
-            continue;
-          }
-          if (gone_since[j]) {
-            next_look = std::min(next_look, *gone_since[j] + kGone + milliseconds(1));
-          }
-          const auto hb = parse_number(v[4 + 3 * j].value_or("0"), 0, INT64_MAX);
-          if (hb && *hb != last[j]) {
-            last[j] = *hb;
-            seen[j] = RealClock::now();
-          }
-          if (RealClock::now() - seen[j] > s_.heartbeat_timeout) {
-            set_peer(parse_failure(st.compare_set(
-                failed, "",
-                lost(static_cast<int>(j),
-                     fmt::format("its launcher sent no heartbeat to the rendezvous for {} "
-                                 "(--heartbeat-timeout)",
-                                 secs(s_.heartbeat_timeout))))));
-            done[j] = true;
-          }
-        }
-      }
-    } catch (const comm::StoreError& e) {
-      store_gone(e);
-      return;
-    }
-    // Until the next heartbeat, or (the host) what its members say or the
-    // first of them to be late, or at once when this node has a failure to
-    // say or is stopped.
-    if (watching) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (stop_ || to_publish_) continue;
-      }
-      server_->wait_change(changes, next_look);
+  const auto v = server_->peek(look_keys_);
+  if (v[0]) {
+    // (This node's own, seen before its publishing was answered, is not another's.)
+    if (!to_publish_ || encode(*to_publish_) != *v[0]) set_peer(parse_failure(*v[0]));
+    // The others waiting at the exit barrier learn it too.
+    if (!ended_said_) server_->set(rkey("ended"), "failed");
+    ended_said_ = true;
+  } else if (v[1] && m_.nnodes < s_.max_nodes && s_.max_restarts > 0) {
+    // A launcher waits to join: the round ends for everyone, to take it in
+    // (not a failure: the restart is not counted).
+    const std::string entry = fmt::format(
+        "join\n0\nto take in the launcher waiting to join ({}): the job "
+        "restarts with it (not a failure)",
+        *v[1]);
+    watch_store_->compare_set(rkey("failed"), "", entry,
+                              [this](const rdzv::StoreFailure& f, const std::string& first) {
+                                if (f) return store_gone(*f);
+                                set_peer(parse_failure(first));
+                              });
+  }
+  const int me = m_.node_rank;
+  for (std::size_t j = 0; j < members_.size() && s_.heartbeat_timeout.count() > 0; ++j) {
+    Member& mj = members_[j];
+    if (static_cast<int>(j) == me || mj.done) continue;
+    if (v[2 + 3 * j]) {
+      mj.done = true;
       continue;
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    wake_.wait_until(lock, next_beat, [this] { return stop_ || to_publish_.has_value(); });
+    if (v[3 + 3 * j]) {
+      mj.gone_since.reset();
+    } else if (!mj.gone_since) {
+      mj.gone_since = now;
+    } else if (now - *mj.gone_since > kGone) {
+      lost_member(j,
+                  "its launcher's connection to the rendezvous closed (it exited or was killed)");
+      continue;
+    }
+    if (mj.gone_since) next_look = std::min(next_look, *mj.gone_since + kGone + milliseconds(1));
+    const auto hb = parse_number(v[4 + 3 * j].value_or("0"), 0, INT64_MAX);
+    if (hb && *hb != mj.last) {
+      mj.last = *hb;
+      mj.seen = now;
+    }
+    if (now - mj.seen > s_.heartbeat_timeout) {
+      lost_member(j, fmt::format("its launcher sent no heartbeat to the rendezvous for {} "
+                                 "(--heartbeat-timeout)",
+                                 secs(s_.heartbeat_timeout)));
+    }
   }
+  if (next_look != SteadyTime::max()) look_timer_->expires_at(next_look, [this] { look(); });
+}
+
+// The failure entry for a lost member: "status\nfinal\ntext".
+void Rendezvous::lost_member(std::size_t j, const std::string& why) {
+  members_[j].done = true;
+  watch_store_->compare_set(rkey("failed"), "",
+                            fmt::format("1\n0\nnode {} ({}) is lost: {}", j, m_.names[j], why),
+                            [this](const rdzv::StoreFailure& f, const std::string& first) {
+                              if (f) return store_gone(*f);
+                              set_peer(parse_failure(first));
+                            });
 }
 
 std::chrono::milliseconds Rendezvous::heartbeat_period() const {
   // Three a timeout, as the control channel's: a member is lost after
-  // missing two or three. At least every 10 s (the alive key's refresh).
+  // missing two or three. At least every 10 s.
   if (s_.heartbeat_timeout.count() <= 0) return milliseconds(10'000);
   return std::clamp(s_.heartbeat_timeout / 3, milliseconds(100), milliseconds(10'000));
 }
@@ -967,9 +922,7 @@ void Rendezvous::finish(bool last) {
     // A failure of this node the watch had no time to publish goes now,
     // before this node says it is done.
     if (to_publish_) {
-      const Failure& f = *to_publish_;
-      (void)store_->compare_set(rkey("failed"), "",
-                                fmt::format("{}\n{}\n{}", f.status, f.final ? 1 : 0, f.text));
+      (void)store_->compare_set(rkey("failed"), "", encode(*to_publish_));
       to_publish_.reset();
     }
     store_->set(rkey(fmt::format("done/{}", m_.node_rank)), "1");
@@ -994,10 +947,7 @@ std::optional<PeerFailure> Rendezvous::finish_succeeded() {
     // The host is gone: it failed (its report went to its own console) or
     // its machine is out of reach. This node's part succeeded; the job's end
     // cannot be known any more.
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      store_lost_ = true;
-    }
+    store_lost_ = true;
     return PeerFailure{fmt::format("lost the rendezvous store at {} hosted by node 0 ({}) "
                                    "while waiting for the other nodes to finish: {}",
                                    endpoint_, m_.names.empty() ? "?" : m_.names.front(), e.what()),

@@ -9,19 +9,27 @@
 // under "dlaunch/rdzv/". The store is reached through a seam
 // (pernode/rdzv_store.h): the TCP store in a job, a store in memory in the
 // unit tests (tests/unit/pernode/rendezvous_test.cpp).
+//
+// Joining a round and the exit barrier are calls that wait (the driver makes
+// them before the round's loop runs and after it has ended, when this
+// launcher has nothing else to do). While the round runs, the rendezvous is
+// on the round's event loop and clock (start_watch to stop_watch): the
+// heartbeat, this node's failure said, the other nodes' heard, the host's
+// watch over its members, each an asynchronous store call (AsyncStore) or a
+// timer, never a thread of the rendezvous's own. Not thread-safe: use it
+// from the loop's thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "dlaunch/clock.h"
 #include "pernode/rdzv_store.h"
 
 namespace dlaunch {
@@ -95,21 +103,28 @@ class Rendezvous {
   // Error when the rendezvous cannot be reached or does not close in time.
   Membership join(int round = 0);
 
-  // Starts the heartbeat and failure watch (a thread of its own).
-  void start_watch();
-  // This node failed: the first failure published is the job's.
+  // Starts the heartbeat and failure watch on `io` (the round's loop), its
+  // deadlines on `clock`; both must outlive stop_watch().
+  void start_watch(boost::asio::io_context& io, Clock& clock);
+  // Ends the watch: its connections and timers go, and an answer not come
+  // yet is dropped (finish() says this node's failure again if its answer
+  // had not come). On the loop's thread, before the loop goes; finish()
+  // calls it too.
+  void stop_watch();
+  // This node failed: the first failure published is the job's. Said at
+  // once, on the watch's connection.
   void publish_failure(const std::string& report, int status, bool final);
   // Another node failed or is lost (set by the watch), if so.
-  std::optional<PeerFailure> peer_failure();
-  // Called when peer_failure() becomes set (at once if it is): on the
-  // watch's thread, under the rendezvous's lock, so it must be quick and
-  // must not call the rendezvous; a driver posts to its event loop from it.
-  // Set to nullptr before what it reaches goes: once that returns, no call
-  // is under way.
+  std::optional<PeerFailure> peer_failure() const { return peer_; }
+  // Called when peer_failure() becomes set (at once if it is), on the loop:
+  // it must not call the rendezvous; a driver posts to its loop from it.
+  // nullptr: none.
   void on_peer_failure(std::function<void()> fn);
   // After publish_failure(): the failure that is the job's, when another
   // node's got to the store first (the first published wins everywhere), or
   // nothing when this node's did (or the store could not say within `wait`).
+  // Runs the watch's loop (after the job on it has ended) until the store
+  // has answered the publishing, at most `wait`.
   std::optional<PeerFailure> agreed_failure(std::chrono::milliseconds wait);
   // This node's part of the round is over (success or not): the others stop
   // watching it. `last`: this launcher is about to exit; the host then keeps
@@ -122,7 +137,7 @@ class Rendezvous {
   std::optional<PeerFailure> finish_succeeded();
   // Whether the store is gone (its launcher died) and no surviving launcher
   // can host it (see take_over()): no further round.
-  bool store_lost();
+  bool store_lost() const;
 
   // For a connection of another part of this launcher to the rendezvous
   // store (the MPI fences'): where this launcher reaches it, its secret, and
@@ -131,11 +146,26 @@ class Rendezvous {
   std::uint16_t store_port() const { return s_.port; }
   const std::string& secret() const { return s_.secret; }
   std::string round_prefix() const { return rkey(""); }
+  // Where the store is hosted and reached (the one the rendezvous was made with).
+  rdzv::StoreNetwork& network() const { return net_; }
 
  private:
-  void watch_loop();
-  void failure_loop();  // every launcher but the host: a parked get of `failed`
-  void stop_watch();
+  struct Failure {
+    std::string text;
+    int status = 1;
+    bool final = false;
+  };
+  static std::string encode(const Failure& f);
+  // The watch, on the loop: each launcher heartbeats (beat) and says its
+  // failure (send_failure); every launcher but the host parks one get on the
+  // round's failure entry (await_failure); the host looks at its own table
+  // (look) on its changes and at its deadlines.
+  void beat();
+  void send_failure();
+  void await_failure();
+  void start_host_watch();
+  void look();
+  void lost_member(std::size_t j, const std::string& why);
   void store_gone(const comm::StoreError& e);
   void set_peer(PeerFailure f);
   std::chrono::milliseconds heartbeat_period() const;
@@ -145,6 +175,7 @@ class Rendezvous {
   bool can_take_over() const;
   void take_over();
   std::optional<PeerFailure> wait_for_others(bool failures);
+  comm::StoreOptions client_options() const;  // a connection of the watch's
   void connect();
   Membership join_round();
   void close_round(std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds wait);
@@ -161,26 +192,35 @@ class Rendezvous {
   Membership m_;
   rdzv::StoreNetwork& net_;
   std::unique_ptr<rdzv::StoreHost> server_;
-  std::unique_ptr<rdzv::StoreClient> store_;  // joining; then the watch thread's alone
-  std::thread watch_;
-  // The parked request on `failed` (every launcher but the host): its own
-  // connection, interrupted to stop it.
-  std::unique_ptr<rdzv::StoreClient> failure_store_;
-  std::thread failure_watch_;
-  std::mutex mu_;
-  std::condition_variable wake_;  // the watch: a failure to publish, or stop
-  // The host's watch sleeps in its store's wait_change instead: this is
-  // that store while it does (set and cleared by the watch, under mu_).
-  rdzv::StoreHost* watch_wakes_ = nullptr;
-  bool stop_ = false;
-  std::optional<PeerFailure> peer_;
-  std::function<void()> on_peer_;  // on_peer_failure()
-  struct Failure {
-    std::string text;
-    int status = 1;
-    bool final = false;
+  std::unique_ptr<rdzv::StoreClient> store_;  // joining, finishing; holds this launcher's alive key
+
+  // The watch (start_watch to stop_watch).
+  boost::asio::io_context* io_ = nullptr;
+  Clock* clock_ = nullptr;
+  std::unique_ptr<rdzv::AsyncStore> watch_store_;    // heartbeats, failures said
+  std::unique_ptr<rdzv::AsyncStore> failure_store_;  // the parked get (not the host)
+  std::unique_ptr<Timer> beat_timer_;
+  std::unique_ptr<Timer> look_timer_;  // the host's next look
+  // The loop's: false once the watch stopped, so that a look posted from
+  // the store's thread before then does nothing.
+  std::shared_ptr<bool> watching_;
+  // A look is posted and not run yet (set on the store's thread).
+  std::shared_ptr<std::atomic<bool>> look_posted_;
+  // The host's view of each member: its last heartbeat count and when it
+  // moved, whether it is done, and since when its alive key is gone.
+  struct Member {
+    long long last = -1;
+    SteadyTime seen{};
+    bool done = false;
+    std::optional<SteadyTime> gone_since;
   };
-  std::optional<Failure> to_publish_;
+  std::vector<Member> members_;
+  std::vector<std::string> look_keys_;  // what the host reads at each look
+  bool ended_said_ = false;
+
+  std::optional<PeerFailure> peer_;
+  std::function<void()> on_peer_;      // on_peer_failure()
+  std::optional<Failure> to_publish_;  // until the store has answered
   bool published_ = false;
   bool settled_ = false;     // this node's failure met the store: published_ says who won
   bool store_lost_ = false;  // the watch saw the store go: nothing more to say to it

@@ -6,59 +6,45 @@
 // controller has only its own node: it hands the node's data of fence k to
 // this relay, which sets it at <round prefix>fence/k/<node rank>, waits until
 // every node of the round has set its own, and gives the joined data (node
-// order, as the head would) back on the controller's loop. Every launcher
-// does the same, so each gets the same answer.
+// order, as the head would) back. Every launcher does the same, so each gets
+// the same answer.
 //
-// The blocking store calls run on a thread of the relay's own, with its own
-// connection (the rendezvous watch owns the other): the controller's loop
-// never waits for the network. The relay gives up nothing by itself: a fence
-// waits as long as MPI's would, until the round ends by a failure anywhere
-// (the watch's) or by the job's --timeout; the destructor then stops it.
+// It runs on the controller's loop over a connection of its own to the store
+// (an AsyncStore whose answers come on that loop; the rendezvous's watch owns
+// another): the loop never waits for the network, and the wait for the other
+// nodes is one parked request, no polling. The relay gives up nothing by
+// itself: a fence waits as long as MPI's would, until the round ends by a
+// failure anywhere (the watch's) or by the job's --timeout; destroying the
+// relay then drops it (its `done` is never called).
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
+#include <vector>
 
-#include <boost/asio/io_context.hpp>
-
-#include "controller/controller.h"
-#include "dlaunch/thread_annotations.h"
+#include "controller/mpi_fences.h"
+#include "pernode/rdzv_store.h"
 
 namespace dlaunch {
 
-namespace comm {
-class Store;
-struct StoreOptions;
-}  // namespace comm
-
 struct StoreFenceOptions {
-  std::string host;  // the rendezvous store
-  std::uint16_t port = 0;
-  std::string secret;
   std::string prefix;  // this round's keys
   int nnodes = 1;
   int node_rank = 0;
-  // How long one wait for the other nodes lasts before the relay looks at
-  // whether it must stop (the destructor waits at most about this long plus
-  // io_timeout).
-  std::chrono::milliseconds poll{200};
-  std::chrono::milliseconds io_timeout{2000};  // one request; and a reconnect
+  // One parked wait for the other nodes; when it times out the relay parks
+  // another (a fence waits as long as it takes).
+  std::chrono::milliseconds wait{std::chrono::hours(24)};
 };
 
 class StoreFence final : public FenceRelay {
  public:
-  StoreFence(boost::asio::io_context& io, StoreFenceOptions opts);
-  ~StoreFence() override;  // stops the thread: a fence not complete by then never completes
-  StoreFence(const StoreFence&) = delete;
-  StoreFence& operator=(const StoreFence&) = delete;
+  explicit StoreFence(std::unique_ptr<rdzv::AsyncStore> store, StoreFenceOptions opts);
 
-  // On the controller's loop.
+  // On the controller's loop. Fences complete in the order they were asked.
   void fence(std::uint32_t seq, std::string data,
              std::function<void(std::string all, std::string error)> done) override;
 
@@ -67,19 +53,19 @@ class StoreFence final : public FenceRelay {
     std::uint32_t seq = 0;
     std::string data;
     std::function<void(std::string, std::string)> done;
+    std::vector<std::string> keys;  // every node's part of this fence
   };
-  void run();
-  // False when told to stop first.
-  bool complete(const comm::StoreOptions& so, std::unique_ptr<comm::Store>& store, Request& r);
-  bool stopping() EXCLUDES(mu_);
+  void start();    // the first request: set this node's part
+  void await();    // then wait for every node's
+  void collect();  // then read them all
+  void finish(std::string all, std::string error);
+  // A failed call: true when it is one no retry can mend (the secret, a
+  // value over the store's limit), after which the fence fails.
+  static bool refused(const rdzv::StoreFailure& f);
 
-  boost::asio::io_context& io_;
+  std::unique_ptr<rdzv::AsyncStore> store_;
   StoreFenceOptions o_;
-  Mutex mu_;
-  std::condition_variable_any cv_;  // for the thread: a request, or stop
-  std::deque<Request> queue_ GUARDED_BY(mu_);
-  bool stop_ GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  std::deque<Request> queue_;  // the front one is under way
 };
 
 }  // namespace dlaunch

@@ -1,6 +1,8 @@
 // StoreFence (launcher/pernode/store_fence.h): the MPI fences of per-node
 // launchers meeting in a real rendezvous store (comm::ThreadedStoreServer on
-// loopback). Each relay answers on its own io_context with every node's data
+// loopback), each over its connection as the per-node driver makes it (the
+// TCP network's connect_async: comm::Store behind a ThreadedAsyncStore).
+// Each relay answers on its own io_context with every node's data
 // in node order; the k-th fences of the nodes meet, whatever order they come
 // in; a relay destroyed while it waits for a node that never comes returns.
 #include "pernode/store_fence.h"
@@ -17,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "comm/store.h"
+#include "pernode/rdzv_store.h"
 
 using namespace dlaunch;
 using namespace std::chrono_literals;
@@ -32,15 +35,19 @@ comm::StoreServerOptions server_options() {
   return so;
 }
 
-StoreFenceOptions options(std::uint16_t port, int nnodes, int node_rank,
-                          const std::string& prefix = "dlaunch/rdzv/r0/") {
-  return {.host = "127.0.0.1",
-          .port = port,
-          .secret = kSecret,
-          .prefix = prefix,
-          .nnodes = nnodes,
-          .node_rank = node_rank,
-          .poll = 50ms};
+// Node `node_rank` of `nnodes`'s relay, answering on `io`.
+std::unique_ptr<StoreFence> relay(boost::asio::io_context& io, std::uint16_t port, int nnodes,
+                                  int node_rank, const std::string& prefix = "dlaunch/rdzv/r0/",
+                                  const std::string& secret = kSecret) {
+  comm::StoreOptions co;
+  co.host = "127.0.0.1";
+  co.port = port;
+  co.secret = secret;
+  co.connect_timeout = 2s;
+  co.timeout = 2s;
+  return std::make_unique<StoreFence>(
+      rdzv::tcp_rdzv_network().connect_async(io, co),
+      StoreFenceOptions{.prefix = prefix, .nnodes = nnodes, .node_rank = node_rank});
 }
 
 // Runs io until `done` says so or 10 s pass.
@@ -68,7 +75,7 @@ TEST(StoreFence, EveryNodeGetsEveryNodesDataInNodeOrder) {
   std::vector<Answer> answers(kNodes);
   for (int j = 0; j < kNodes; ++j) {
     ios.push_back(std::make_unique<boost::asio::io_context>());
-    relays.push_back(std::make_unique<StoreFence>(*ios.back(), options(server.port(), kNodes, j)));
+    relays.push_back(relay(*ios.back(), server.port(), kNodes, j));
   }
   // Node 2 first, node 0 last: the order of arrival does not matter.
   for (int j = kNodes - 1; j >= 0; --j) {
@@ -90,8 +97,10 @@ TEST(StoreFence, SuccessiveFencesMeetTheirOwnCounterparts) {
   comm::ThreadedStoreServer server(server_options());
   boost::asio::io_context io0;
   boost::asio::io_context io1;
-  StoreFence a(io0, options(server.port(), 2, 0));
-  StoreFence b(io1, options(server.port(), 2, 1));
+  auto pa = relay(io0, server.port(), 2, 0);
+  auto pb = relay(io1, server.port(), 2, 1);
+  StoreFence& a = *pa;
+  StoreFence& b = *pb;
   std::vector<std::string> got_a;
   std::vector<std::string> got_b;
   // Node 0 is two fences ahead before node 1 reaches its first.
@@ -99,8 +108,17 @@ TEST(StoreFence, SuccessiveFencesMeetTheirOwnCounterparts) {
   a.fence(1, "a1", [&](std::string all, const std::string&) { got_a.push_back(std::move(all)); });
   b.fence(0, "b0", [&](std::string all, const std::string&) { got_b.push_back(std::move(all)); });
   b.fence(1, "b1", [&](std::string all, const std::string&) { got_b.push_back(std::move(all)); });
-  run_until(io0, [&] { return got_a.size() == 2; });
-  run_until(io1, [&] { return got_b.size() == 2; });
+  // Both loops run, as each launcher's does: a relay asks its next fence's
+  // part when its loop has taken the answer to the one before.
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  auto busy0 = boost::asio::make_work_guard(io0);
+  auto busy1 = boost::asio::make_work_guard(io1);
+  while ((got_a.size() < 2 || got_b.size() < 2) && std::chrono::steady_clock::now() < end) {
+    for (auto* io : {&io0, &io1}) {
+      io->restart();
+      io->run_for(10ms);
+    }
+  }
   EXPECT_EQ(got_a, (std::vector<std::string>{"a0b0", "a1b1"}));
   EXPECT_EQ(got_b, (std::vector<std::string>{"a0b0", "a1b1"}));
 }
@@ -113,9 +131,9 @@ TEST(StoreFence, ARoundsFencesAreItsOwn) {
     comm::Store st({.host = "127.0.0.1", .port = server.port(), .secret = kSecret});
     st.set("dlaunch/rdzv/r0/fence/0/1", "old");
   }
-  StoreFence a(io, options(server.port(), 2, 0, "dlaunch/rdzv/r1/"));
+  auto a = relay(io, server.port(), 2, 0, "dlaunch/rdzv/r1/");
   std::optional<std::string> got;
-  a.fence(0, "new0", [&](std::string all, const std::string&) { got = std::move(all); });
+  a->fence(0, "new0", [&](std::string all, const std::string&) { got = std::move(all); });
   auto busy = boost::asio::make_work_guard(io);
   io.run_for(700ms);
   EXPECT_FALSE(got.has_value()) << "round 1 must not take round 0's data: " << *got;
@@ -127,8 +145,8 @@ TEST(StoreFence, ARelayWaitingForANodeThatNeverComesStopsWhenDestroyed) {
   bool answered = false;
   const auto start = std::chrono::steady_clock::now();
   {
-    StoreFence a(io, options(server.port(), 2, 0));
-    a.fence(0, "alone", [&](const std::string&, const std::string&) { answered = true; });
+    auto a = relay(io, server.port(), 2, 0);
+    a->fence(0, "alone", [&](const std::string&, const std::string&) { answered = true; });
     auto busy = boost::asio::make_work_guard(io);
     io.run_for(300ms);
   }
@@ -142,11 +160,9 @@ TEST(StoreFence, ARelayWaitingForANodeThatNeverComesStopsWhenDestroyed) {
 TEST(StoreFence, AStoreThatRefusesTheSecretIsAnError) {
   comm::ThreadedStoreServer server(server_options());
   boost::asio::io_context io;
-  auto o = options(server.port(), 1, 0);
-  o.secret = "not-the-secret";
-  StoreFence a(io, o);
+  auto a = relay(io, server.port(), 1, 0, "dlaunch/rdzv/r0/", "not-the-secret");
   Answer got;
-  a.fence(0, "x", [&](std::string all, std::string error) {
+  a->fence(0, "x", [&](std::string all, std::string error) {
     got = {std::move(all), std::move(error)};
   });
   run_until(io, [&] { return got.all.has_value(); });

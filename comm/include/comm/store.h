@@ -37,6 +37,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -287,6 +288,11 @@ class ThreadedStoreServer {
   // Wakes wait_change now, as a change would: the watcher's own events (a
   // stop, something of its own to do).
   void wake_watchers();
+  // Also called, on the server's thread, at each change that wakes
+  // wait_change (a watcher on an event loop posts to it from here: it must
+  // be quick and must not call this server). Replaces the one given before;
+  // nullptr for none. Once it returns, the one it replaced is not running.
+  void on_change(std::function<void()> fn);
 
  private:
   struct Impl;

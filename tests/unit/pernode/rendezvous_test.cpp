@@ -1,6 +1,9 @@
 // The per-node rendezvous (launcher/pernode/rendezvous.h) with its store in
 // memory (tests/unit/seams/memory_store.h): several launchers of one job as
-// Rendezvous objects on threads of this process, no socket, no other process.
+// Rendezvous objects in this process, no socket, no other process. Their
+// joins and exit barriers (calls that wait) run on threads of their own;
+// their watches all run on the test's one loop and manual clock, so that a
+// heartbeat timeout or a lost launcher's second takes no real time.
 // What the launchers agree on (node ranks, MASTER_ADDR/PORT, who hosts), when
 // a round closes (MAX, MIN and the last call, never without MIN), who is late,
 // lost or silent, which failure is the job's, the exit barrier, the host's
@@ -20,8 +23,10 @@
 #include <thread>
 #include <vector>
 
+#include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 
+#include "../seams/manual_clock.h"
 #include "../seams/memory_store.h"
 #include "dlaunch/error.h"
 #include "hostfile/hostfile.h"
@@ -82,20 +87,57 @@ std::vector<Membership> join_all(const std::vector<Rendezvous*>& rs, int round =
   return out;
 }
 
-// Until the rendezvous has heard of a peer's failure, or 5 s.
-std::optional<PeerFailure> await_peer(Rendezvous& r) {
-  const auto until = Clock::now() + milliseconds(5000);
-  while (Clock::now() < until) {
-    if (auto f = r.peer_failure()) return f;
-    std::this_thread::sleep_for(milliseconds(5));
+struct Job {
+  boost::asio::io_context io;
+  dltest::ManualClock clock;
+  dltest::MemoryStoreNetwork net;
+  std::vector<std::unique_ptr<Rendezvous>> nodes;
+  Job() { net.set_clock(clock); }
+  Rendezvous& add(RdzvSettings s) {
+    nodes.push_back(std::make_unique<Rendezvous>(std::move(s), net));
+    return *nodes.back();
   }
-  return std::nullopt;
+  std::vector<Rendezvous*> all() {
+    std::vector<Rendezvous*> out;
+    for (auto& n : nodes) out.push_back(n.get());
+    return out;
+  }
+  void watch(Rendezvous& r) { r.start_watch(io, clock); }
+  // Runs the watches until `done` says so: what is ready on the loop, then
+  // the clock to its next deadline (at most 5 s of it); while nothing is
+  // due, a thread of the test (a join, a barrier) has the next move.
+  bool drive(const std::function<bool()>& done) {
+    const auto until = clock.now() + milliseconds(5000);
+    const auto real_until = Clock::now() + milliseconds(10'000);
+    while (Clock::now() < real_until) {
+      io.restart();
+      io.poll();
+      if (done()) return true;
+      const auto next = clock.next_due();
+      if (next != Clock::duration::max() && clock.now() + next <= until) {
+        clock.advance(next);
+      } else {
+        std::this_thread::sleep_for(milliseconds(1));
+      }
+    }
+    return false;
+  }
+};
+
+// Until the rendezvous has heard of a peer's failure, or 5 s of the watch's clock.
+std::optional<PeerFailure> await_peer(Job& job, Rendezvous& r) {
+  (void)job.drive([&] { return r.peer_failure().has_value(); });
+  return r.peer_failure();
 }
 
 // Every launcher's finish() at once, each launcher then exiting (its
 // connections close): the host's waits for the others to leave its store,
-// as it does between processes.
+// as it does between processes. (The watches stop first, on the loop's
+// thread.)
 void exit_all(std::vector<std::unique_ptr<Rendezvous>>& nodes) {
+  for (auto& n : nodes) {
+    if (n) n->stop_watch();
+  }
   std::vector<std::future<void>> fs;
   fs.reserve(nodes.size());
   for (auto& n : nodes) {
@@ -107,20 +149,6 @@ void exit_all(std::vector<std::unique_ptr<Rendezvous>>& nodes) {
   }
   for (auto& f : fs) f.get();
 }
-
-struct Job {
-  dltest::MemoryStoreNetwork net;
-  std::vector<std::unique_ptr<Rendezvous>> nodes;
-  Rendezvous& add(RdzvSettings s) {
-    nodes.push_back(std::make_unique<Rendezvous>(std::move(s), net));
-    return *nodes.back();
-  }
-  std::vector<Rendezvous*> all() {
-    std::vector<Rendezvous*> out;
-    for (auto& n : nodes) out.push_back(n.get());
-    return out;
-  }
-};
 
 TEST(Rendezvous, StaticNodesMeetWithTheirRanksAndNodeZerosMasterPort) {
   Job job;
@@ -295,14 +323,11 @@ TEST(Rendezvous, AFailurePublishedOnOneNodeIsEveryNodesAndTheFirstWins) {
   Job job;
   for (int k = 0; k < 3; ++k) job.add(static_node(k, 3));
   (void)join_all(job.all());
-  for (auto& n : job.nodes) n->start_watch();
-  // Two nodes fail at the same instant: one failure is the job's, everywhere.
-  auto f1 = std::async(std::launch::async,
-                       [&] { job.nodes[1]->publish_failure("rank 2 failed", 7, false); });
-  auto f2 = std::async(std::launch::async,
-                       [&] { job.nodes[2]->publish_failure("rank 5 failed", 9, false); });
-  f1.get();
-  f2.get();
+  for (auto& n : job.nodes) job.watch(*n);
+  // Two nodes fail at the same instant (both said before the store has
+  // answered either): one failure is the job's, everywhere.
+  job.nodes[1]->publish_failure("rank 2 failed", 7, false);
+  job.nodes[2]->publish_failure("rank 5 failed", 9, false);
   const auto a1 = job.nodes[1]->agreed_failure(milliseconds(3000));
   const auto a2 = job.nodes[2]->agreed_failure(milliseconds(3000));
   // Exactly one of the two was first; the other learns the winner's.
@@ -310,7 +335,7 @@ TEST(Rendezvous, AFailurePublishedOnOneNodeIsEveryNodesAndTheFirstWins) {
   const PeerFailure winner = a1 ? *a1 : *a2;
   EXPECT_TRUE(winner.message == "rank 2 failed" || winner.message == "rank 5 failed");
   EXPECT_EQ(winner.status, winner.message == "rank 2 failed" ? 7 : 9);
-  const auto seen = await_peer(*job.nodes[0]);
+  const auto seen = await_peer(job, *job.nodes[0]);
   ASSERT_TRUE(seen.has_value());
   EXPECT_EQ(seen->message, winner.message);
   EXPECT_EQ(seen->status, winner.status);
@@ -330,9 +355,10 @@ TEST(Rendezvous, APeersFailureIsToldTheMomentItIsSeen) {
   job.nodes[0]->on_peer_failure([&] {
     if (calls.fetch_add(1) == 0) told.set_value();
   });
-  for (auto& n : job.nodes) n->start_watch();
+  for (auto& n : job.nodes) job.watch(*n);
   EXPECT_EQ(calls.load(), 0);
   job.nodes[1]->publish_failure("rank 1 failed", 3, false);
+  (void)job.drive([&] { return calls.load() > 0; });
   ASSERT_EQ(told.get_future().wait_for(milliseconds(5000)), std::future_status::ready);
   ASSERT_TRUE(job.nodes[0]->peer_failure().has_value());
   EXPECT_EQ(job.nodes[0]->peer_failure()->message, "rank 1 failed");
@@ -356,18 +382,18 @@ void killed_launcher_is_lost_within_a_second(bool before_the_watch) {
   }
   (void)join_all(job.all());
   if (!before_the_watch) {
-    for (auto& n : job.nodes) n->start_watch();
+    for (auto& n : job.nodes) job.watch(*n);
   }
-  const auto start = Clock::now();
+  const auto start = job.clock.now();
   job.nodes[2].reset();
   if (before_the_watch) {
-    for (std::size_t k = 0; k < 2; ++k) job.nodes[k]->start_watch();
+    for (std::size_t k = 0; k < 2; ++k) job.watch(*job.nodes[k]);
   }
-  const auto f0 = await_peer(*job.nodes[0]);
-  const auto f1 = await_peer(*job.nodes[1]);
+  const auto f0 = await_peer(job, *job.nodes[0]);
+  const auto f1 = await_peer(job, *job.nodes[1]);
   ASSERT_TRUE(f0.has_value());
   ASSERT_TRUE(f1.has_value());
-  EXPECT_LT(Clock::now() - start, milliseconds(3000));
+  EXPECT_LT(job.clock.now() - start, milliseconds(3000));
   EXPECT_NE(f0->message.find("node 2 (node2 pid 1) is lost: its launcher's connection to the "
                              "rendezvous closed"),
             std::string::npos)
@@ -396,11 +422,11 @@ TEST(Rendezvous, ALauncherThatStopsHeartbeatingIsLostAfterTheTimeout) {
   }
   (void)join_all(job.all());
   // Node 1 stays connected but never beats (a launcher stopped with SIGSTOP).
-  job.nodes[0]->start_watch();
-  const auto start = Clock::now();
-  const auto f = await_peer(*job.nodes[0]);
+  job.watch(*job.nodes[0]);
+  const auto start = job.clock.now();
+  const auto f = await_peer(job, *job.nodes[0]);
   ASSERT_TRUE(f.has_value());
-  EXPECT_GE(Clock::now() - start, milliseconds(400));
+  EXPECT_GE(job.clock.now() - start, milliseconds(400));
   EXPECT_NE(f->message.find("node 1 (node1 pid 1) is lost: its launcher sent no heartbeat to "
                             "the rendezvous for 0.4 s (--heartbeat-timeout)"),
             std::string::npos)
@@ -413,7 +439,8 @@ TEST(Rendezvous, TheExitBarrierWaitsForEveryNodeAndPassesOnALateFailure) {
     Job job;
     for (int k = 0; k < 3; ++k) job.add(static_node(k, 3));
     (void)join_all(job.all());
-    for (auto& n : job.nodes) n->start_watch();
+    for (auto& n : job.nodes) job.watch(*n);
+    for (auto& n : job.nodes) n->stop_watch();  // on the loop's thread, before the barrier's
     std::vector<std::future<std::optional<PeerFailure>>> fs;
     for (Rendezvous* r : job.all())
       fs.push_back(std::async(std::launch::async, [r] { return r->finish_succeeded(); }));
@@ -424,12 +451,17 @@ TEST(Rendezvous, TheExitBarrierWaitsForEveryNodeAndPassesOnALateFailure) {
     Job job;
     for (int k = 0; k < 3; ++k) job.add(static_node(k, 3));
     (void)join_all(job.all());
-    for (auto& n : job.nodes) n->start_watch();
+    for (auto& n : job.nodes) job.watch(*n);
     // Nodes 0 and 1 succeed and wait at the barrier; node 2's rank fails later.
+    for (std::size_t k = 0; k < 2; ++k) job.nodes[k]->stop_watch();
     auto b0 = std::async(std::launch::async, [&] { return job.nodes[0]->finish_succeeded(); });
     auto b1 = std::async(std::launch::async, [&] { return job.nodes[1]->finish_succeeded(); });
     EXPECT_EQ(b0.wait_for(milliseconds(200)), std::future_status::timeout);
     job.nodes[2]->publish_failure("rank 4 failed", 3, false);
+    (void)job.drive([&] {
+      return b0.wait_for(milliseconds(0)) == std::future_status::ready &&
+             b1.wait_for(milliseconds(0)) == std::future_status::ready;
+    });
     const auto w0 = b0.get();
     const auto w1 = b1.get();
     ASSERT_TRUE(w0.has_value());
@@ -450,14 +482,14 @@ TEST(Rendezvous, ALateLauncherIsTakenInAtTheNextRoundWithoutCountingARestart) {
   }
   const auto first = join_all(job.all());
   ASSERT_EQ(first[0].nnodes, 2);
-  for (auto& n : job.nodes) n->start_watch();
+  for (auto& n : job.nodes) job.watch(*n);
   RdzvSettings late = launcher("c", false, 2, 3);
   late.max_restarts = 2;
   Rendezvous& c = job.add(late);
   auto joined = std::async(std::launch::async, [&] { return c.join(0); });
   // The running nodes hear that a launcher waits: not a failure.
   for (int k = 0; k < 2; ++k) {
-    const auto f = await_peer(*job.nodes[static_cast<std::size_t>(k)]);
+    const auto f = await_peer(job, *job.nodes[static_cast<std::size_t>(k)]);
     ASSERT_TRUE(f.has_value());
     EXPECT_TRUE(f->joining) << f->message;
     EXPECT_NE(f->message.find("to take in the launcher waiting to join (c pid 1)"),
@@ -486,7 +518,7 @@ TEST(Rendezvous, TheHostLostASurvivorHostsTheNextRound) {
     job.add(s);
   }
   const auto first = join_all(job.all());
-  for (auto& n : job.nodes) n->start_watch();
+  for (auto& n : job.nodes) job.watch(*n);
   // Which object hosts: the one whose membership says so.
   std::size_t host = 0;
   for (std::size_t i = 0; i < first.size(); ++i) {
@@ -496,7 +528,7 @@ TEST(Rendezvous, TheHostLostASurvivorHostsTheNextRound) {
   std::vector<Rendezvous*> survivors;
   for (auto& n : job.nodes) {
     if (!n) continue;
-    const auto f = await_peer(*n);
+    const auto f = await_peer(job, *n);
     ASSERT_TRUE(f.has_value());
     EXPECT_FALSE(f->final) << f->message;
     EXPECT_NE(f->message.find("(with a restart left, a surviving launcher hosts it anew)"),
@@ -520,9 +552,9 @@ TEST(Rendezvous, TheHostLostWithoutARestartLeftEndsTheJob) {
   Job job;
   for (int k = 0; k < 2; ++k) job.add(static_node(k, 2));
   (void)join_all(job.all());
-  for (auto& n : job.nodes) n->start_watch();
+  for (auto& n : job.nodes) job.watch(*n);
   job.nodes[0].reset();
-  const auto f = await_peer(*job.nodes[1]);
+  const auto f = await_peer(job, *job.nodes[1]);
   ASSERT_TRUE(f.has_value());
   EXPECT_TRUE(f->final);
   EXPECT_NE(f->message.find("lost the rendezvous store at 127.0.0.1:29500 hosted by node 0 "

@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <charconv>
+#include <deque>
+#include <functional>
 #include <stdexcept>
 #include <system_error>
 #include <utility>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <fmt/format.h>
 
 namespace dltest {
@@ -24,6 +28,7 @@ struct MemoryStoreNetwork::Table {
   std::vector<std::string> quiet;
   bool closed = false;
   std::uint16_t first_port = 0;
+  std::function<void()> on_change;  // StoreHost::on_change
 };
 
 namespace {
@@ -53,6 +58,7 @@ std::uint16_t MemoryStoreNetwork::bind(const std::string& address, std::uint16_t
     }
   }
   listeners_.push_back({address, port, table});
+  wake_all();  // a connect waiting for it
   return port;
 }
 
@@ -68,8 +74,11 @@ void MemoryStoreNetwork::changed(Table& t, const std::string& key) {
   const bool quiet = std::any_of(t.quiet.begin(), t.quiet.end(), [&](const std::string& p) {
     return key.compare(0, p.size(), p) == 0;
   });
-  if (!quiet) ++t.changes;
-  cv_.notify_all();
+  if (!quiet) {
+    ++t.changes;
+    if (t.on_change) t.on_change();
+  }
+  wake_all();
 }
 
 // A client's connection. Calls are serialised (call_mu_) as comm::Store's
@@ -276,6 +285,256 @@ class MemoryClient final : public dlaunch::rdzv::StoreClient {
   bool unseen_loss_ = false;  // interrupted with no call parked: the next one fails
 };
 
+// An async connection: its calls queue and are made in order on its loop
+// (pump()); one that must wait (keys not there yet, nothing listening yet)
+// parks until the network changes or its deadline on the clock passes.
+class MemoryAsyncClient final : public dlaunch::rdzv::AsyncStore {
+ public:
+  MemoryAsyncClient(MemoryStoreNetwork& net, boost::asio::io_context& io, comm::StoreOptions opts)
+      : net_(net), io_(io), clock_(*net.clock_), opts_(std::move(opts)) {
+    address_ = fmt::format("{}:{}", opts_.host, opts_.port);
+    timer_ = clock_.make_timer();
+  }
+  ~MemoryAsyncClient() override {
+    *alive_ = false;
+    std::lock_guard<std::mutex> lock(net_.mu_);
+    net_.parked_.erase(this);
+    drop();
+  }
+  MemoryAsyncClient(const MemoryAsyncClient&) = delete;
+  MemoryAsyncClient& operator=(const MemoryAsyncClient&) = delete;
+
+  void set(std::string key, std::string value, Done done) override {
+    ask(
+        "set", {}, {},
+        [key, value, done](Ctx& c) {
+          c.put(key, value, false);
+          return std::function<void()>([done] { done(std::nullopt); });
+        },
+        [done](const StoreError& e) { done(e); });
+  }
+  void set_while_connected(std::string key, std::string value, Done done) override {
+    ask(
+        "set_while_connected", {}, {},
+        [key, value, done](Ctx& c) {
+          c.put(key, value, true);
+          return std::function<void()>([done] { done(std::nullopt); });
+        },
+        [done](const StoreError& e) { done(e); });
+  }
+  void get(std::string key, milliseconds timeout, Value done) override {
+    ask(
+        fmt::format("get(\"{}\")", key), {key}, timeout,
+        [key, done](Ctx& c) {
+          return std::function<void()>([done, v = c.t.kv[key]] { done(std::nullopt, v); });
+        },
+        [done](const StoreError& e) { done(e, {}); });
+  }
+  void add(std::string key, std::int64_t delta, Number done) override {
+    ask(
+        fmt::format("add(\"{}\")", key), {}, {},
+        [key, delta, done](Ctx& c) {
+          std::int64_t n = 0;
+          const auto it = c.t.kv.find(key);
+          if (it != c.t.kv.end()) {
+            const std::string& v = it->second;
+            const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+            if (ec != std::errc() || end != v.data() + v.size()) {
+              throw StoreError(ErrorKind::kUsage, c.address, "add", "the value is not an integer");
+            }
+          }
+          n += delta;
+          c.put(key, std::to_string(n), false);
+          return std::function<void()>([done, n] { done(std::nullopt, n); });
+        },
+        [done](const StoreError& e) { done(e, 0); });
+  }
+  void compare_set(std::string key, std::string expected, std::string desired,
+                   Value done) override {
+    ask(
+        fmt::format("compare_set(\"{}\")", key), {}, {},
+        [key, expected, desired, done](Ctx& c) {
+          const auto it = c.t.kv.find(key);
+          std::string now = it == c.t.kv.end() ? std::string() : it->second;
+          if (now == expected) {
+            c.put(key, desired, false);
+            now = desired;
+          }
+          return std::function<void()>([done, now] { done(std::nullopt, now); });
+        },
+        [done](const StoreError& e) { done(e, {}); });
+  }
+  void wait(std::vector<std::string> keys, milliseconds timeout, Done done) override {
+    ask(
+        "wait", keys, timeout,
+        [done](Ctx&) { return std::function<void()>([done] { done(std::nullopt); }); },
+        [done](const StoreError& e) { done(e); });
+  }
+  void multi_get(std::vector<std::string> keys, Values done) override {
+    ask(
+        "multi_get", keys, opts_.timeout,
+        [keys, done](Ctx& c) {
+          std::vector<std::string> out;
+          out.reserve(keys.size());
+          for (const auto& k : keys) out.push_back(c.t.kv[k]);
+          return std::function<void()>([done, out] { done(std::nullopt, out); });
+        },
+        [done](const StoreError& e) { done(e, {}); });
+  }
+
+  // From the network, under its lock, on any thread: look again on the loop.
+  void poke() {
+    boost::asio::post(io_, [this, alive = alive_] {
+      if (*alive) pump();
+    });
+  }
+
+ private:
+  // What a call's action sees: the table, under the network's lock.
+  struct Ctx {
+    MemoryStoreNetwork& net;
+    MemoryStoreNetwork::Table& t;
+    std::uint64_t connection;
+    const std::string& address;
+    void put(const std::string& key, const std::string& value, bool owned) {
+      t.kv[key] = value;
+      if (owned) {
+        t.owner[key] = connection;
+      } else {
+        t.owner.erase(key);
+      }
+      net.changed(t, key);
+    }
+  };
+  struct Call {
+    std::string op;
+    std::vector<std::string> keys;        // parked until they all exist
+    std::optional<milliseconds> timeout;  // for those keys
+    std::function<std::function<void()>(Ctx&)> act;
+    std::function<void(const StoreError&)> fail;
+    std::optional<dlaunch::SteadyTime> keys_until;
+    std::optional<dlaunch::SteadyTime> connect_until;
+  };
+
+  void ask(std::string op, std::vector<std::string> keys, std::optional<milliseconds> timeout,
+           std::function<std::function<void()>(Ctx&)> act,
+           std::function<void(const StoreError&)> fail) {
+    calls_.push_back({.op = std::move(op),
+                      .keys = std::move(keys),
+                      .timeout = timeout,
+                      .act = std::move(act),
+                      .fail = std::move(fail)});
+    if (calls_.size() == 1) poke();
+  }
+  void answer(std::function<void()> a) {
+    boost::asio::post(io_, [alive = alive_, a = std::move(a)] {
+      if (*alive) a();
+    });
+  }
+  void failed(StoreError e) {
+    Call c = std::move(calls_.front());
+    calls_.pop_front();
+    answer([fail = c.fail, e = std::move(e)] { fail(e); });
+  }
+
+  // Makes the calls that can be made, in order, until one must wait.
+  void pump() {
+    std::unique_lock<std::mutex> lock(net_.mu_);
+    net_.parked_.erase(this);
+    timer_->cancel();
+    const auto now = clock_.now();
+    while (!calls_.empty()) {
+      Call& c = calls_.front();
+      if (table_ != nullptr && table_->closed) {
+        drop();
+        failed(StoreError(ErrorKind::kEnvironment, address_, c.op,
+                          "failed: connection lost: the store closed the connection"));
+        continue;
+      }
+      if (table_ == nullptr) {
+        auto t = net_.listening(opts_.host, opts_.port);
+        if (t == nullptr) {
+          if (!c.connect_until) c.connect_until = now + opts_.connect_timeout;
+          if (now >= *c.connect_until) {
+            failed(StoreError(ErrorKind::kEnvironment, address_, c.op,
+                              fmt::format("cannot connect within {}: connection refused",
+                                          secs(opts_.connect_timeout))));
+            continue;
+          }
+          park(*c.connect_until);
+          return;
+        }
+        if (t->secret != opts_.secret) {
+          failed(StoreError(ErrorKind::kUsage, address_, c.op,
+                            "the peer could not prove that it knows the job's secret")
+                     .with_cause(StoreError::Cause::kPeerUnproven));
+          continue;
+        }
+        table_ = std::move(t);
+        connection_ = net_.next_connection_++;
+      }
+      const bool all = std::all_of(c.keys.begin(), c.keys.end(),
+                                   [&](const std::string& k) { return table_->kv.count(k) != 0; });
+      if (!all) {
+        if (!c.keys_until) c.keys_until = now + c.timeout.value_or(opts_.timeout);
+        if (now >= *c.keys_until) {
+          failed(StoreError(ErrorKind::kEnvironment, address_, c.op,
+                            "timed out after " + secs(c.timeout.value_or(opts_.timeout)))
+                     .with_cause(StoreError::Cause::kTimedOut));
+          continue;
+        }
+        park(*c.keys_until);
+        return;
+      }
+      Ctx ctx{net_, *table_, connection_, address_};
+      try {
+        auto a = c.act(ctx);
+        calls_.pop_front();
+        answer(std::move(a));
+      } catch (const StoreError& e) {
+        failed(e);
+      }
+    }
+  }
+  // Under the network's lock: until a change, or `until`.
+  void park(dlaunch::SteadyTime until) {
+    net_.parked_.insert(this);
+    timer_->expires_at(until, [this] { pump(); });
+  }
+  // Under the network's lock: the connection closes; its keys go.
+  void drop() {
+    if (table_ == nullptr) return;
+    const auto keep = std::move(table_);
+    MemoryStoreNetwork::Table& t = *keep;
+    for (auto it = t.owner.begin(); it != t.owner.end();) {
+      if (it->second == connection_) {
+        t.kv.erase(it->first);
+        const std::string key = it->first;
+        it = t.owner.erase(it);
+        net_.changed(t, key);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  MemoryStoreNetwork& net_;
+  boost::asio::io_context& io_;
+  dlaunch::Clock& clock_;
+  comm::StoreOptions opts_;
+  std::string address_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  std::unique_ptr<dlaunch::Timer> timer_;
+  std::deque<Call> calls_;
+  std::shared_ptr<MemoryStoreNetwork::Table> table_;  // under net_.mu_
+  std::uint64_t connection_ = 0;
+};
+
+void MemoryStoreNetwork::wake_all() {
+  cv_.notify_all();
+  for (MemoryAsyncClient* c : parked_) c->poke();
+}
+
 class MemoryHost final : public dlaunch::rdzv::StoreHost {
  public:
   MemoryHost(MemoryStoreNetwork& net, const comm::StoreServerOptions& opts) : net_(net) {
@@ -294,7 +553,7 @@ class MemoryHost final : public dlaunch::rdzv::StoreHost {
     auto& ls = net_.listeners_;
     ls.erase(std::remove_if(ls.begin(), ls.end(), [&](const auto& l) { return l.table == table_; }),
              ls.end());
-    net_.cv_.notify_all();
+    net_.wake_all();
   }
   MemoryHost(const MemoryHost&) = delete;
   MemoryHost& operator=(const MemoryHost&) = delete;
@@ -345,7 +604,12 @@ class MemoryHost final : public dlaunch::rdzv::StoreHost {
   void wake_watchers() override {
     std::lock_guard<std::mutex> lock(net_.mu_);
     ++table_->changes;
+    if (table_->on_change) table_->on_change();
     net_.cv_.notify_all();
+  }
+  void on_change(std::function<void()> fn) override {
+    std::lock_guard<std::mutex> lock(net_.mu_);
+    table_->on_change = std::move(fn);
   }
 
  private:
@@ -361,6 +625,12 @@ std::unique_ptr<dlaunch::rdzv::StoreHost> MemoryStoreNetwork::host(
 std::unique_ptr<dlaunch::rdzv::StoreClient> MemoryStoreNetwork::connect(
     const comm::StoreOptions& opts) {
   return std::make_unique<MemoryClient>(*this, opts);
+}
+
+std::unique_ptr<dlaunch::rdzv::AsyncStore> MemoryStoreNetwork::connect_async(
+    boost::asio::io_context& io, const comm::StoreOptions& opts) {
+  if (clock_ == nullptr) throw std::logic_error("MemoryStoreNetwork::connect_async: no clock");
+  return std::make_unique<MemoryAsyncClient>(*this, io, opts);
 }
 
 std::optional<std::string> MemoryStoreNetwork::value_at(std::uint16_t port,

@@ -14,6 +14,10 @@
 //  - a store whose secret is not the client's fails the connect with cause
 //    kPeerUnproven; set_while_connected's key goes with its connection;
 //  - host() throws std::system_error(address_in_use) for a taken endpoint.
+// Its async connections (connect_async) keep the AsyncStore's too: answers
+// come on their loop, in order, never from inside the call; their waits and
+// connects time out on the network's clock (set_clock: a test's ManualClock),
+// so that a test on one loop takes no real time.
 // One mutex for the whole network: the tests are about the rendezvous's
 // logic, not the store's concurrency.
 #pragma once
@@ -25,12 +29,16 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "dlaunch/clock.h"
 #include "pernode/rdzv_store.h"
 
 namespace dltest {
+
+class MemoryAsyncClient;
 
 class MemoryStoreNetwork final : public dlaunch::rdzv::StoreNetwork {
  public:
@@ -42,6 +50,11 @@ class MemoryStoreNetwork final : public dlaunch::rdzv::StoreNetwork {
       const dlaunch::comm::StoreServerOptions& opts) override;
   std::unique_ptr<dlaunch::rdzv::StoreClient> connect(
       const dlaunch::comm::StoreOptions& opts) override;
+  // Needs set_clock() first.
+  std::unique_ptr<dlaunch::rdzv::AsyncStore> connect_async(
+      boost::asio::io_context& io, const dlaunch::comm::StoreOptions& opts) override;
+  // The clock the async connections' deadlines are on (used on their loop's thread).
+  void set_clock(dlaunch::Clock& clock) { clock_ = &clock; }
 
   // What a test looks at: the value of a key in the store listening at
   // port, if any store does and holds it.
@@ -56,6 +69,7 @@ class MemoryStoreNetwork final : public dlaunch::rdzv::StoreNetwork {
  private:
   friend class MemoryClient;
   friend class MemoryHost;
+  friend class MemoryAsyncClient;
   struct Listener {
     std::string address;
     std::uint16_t port = 0;
@@ -66,6 +80,8 @@ class MemoryStoreNetwork final : public dlaunch::rdzv::StoreNetwork {
                      const std::shared_ptr<Table>& table);
   std::shared_ptr<Table> listening(const std::string& address, std::uint16_t port) const;
   void changed(Table& t, const std::string& key);
+  // Every waiter looks again: the blocking ones and the async ones parked.
+  void wake_all();
 
   std::mutex mu_;
   std::condition_variable cv_;  // any change anywhere: every waiter looks again
@@ -73,6 +89,8 @@ class MemoryStoreNetwork final : public dlaunch::rdzv::StoreNetwork {
   std::uint16_t next_port_ = 41000;
   std::uint64_t next_connection_ = 1;
   int hosted_ = 0;
+  std::set<MemoryAsyncClient*> parked_;  // async connections with a call waiting
+  dlaunch::Clock* clock_ = nullptr;
 };
 
 }  // namespace dltest

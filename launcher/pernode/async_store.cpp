@@ -1,0 +1,129 @@
+#include "pernode/async_store.h"
+
+#include <type_traits>
+#include <utility>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
+#include "dlaunch/process.h"
+
+namespace dlaunch::rdzv {
+
+ThreadedAsyncStore::ThreadedAsyncStore(boost::asio::io_context& io,
+                                       std::function<std::unique_ptr<StoreClient>()> connect)
+    : io_(io), connect_(std::move(connect)) {
+  thread_ = start_thread_without_signals([this] { run(); });
+}
+
+ThreadedAsyncStore::~ThreadedAsyncStore() {
+  *alive_ = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    calls_.clear();
+    if (client_) client_->interrupt();
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void ThreadedAsyncStore::run() {
+  for (;;) {
+    Call call;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [this] { return stop_ || !calls_.empty(); });
+      if (stop_) return;
+      call = std::move(calls_.front());
+      calls_.pop_front();
+    }
+    StoreFailure failed;
+    if (!client_) {
+      try {
+        auto client = connect_();
+        std::lock_guard<std::mutex> lock(mu_);
+        client_ = std::move(client);
+        // A stop that came during the connect: the first call must not wait.
+        if (stop_) return;
+      } catch (const comm::StoreError& e) {
+        failed = e;
+      }
+    }
+    std::function<void()> answer = call(client_.get(), failed);
+    boost::asio::post(io_, [alive = alive_, answer = std::move(answer)] {
+      if (*alive) answer();
+    });
+  }
+}
+
+// `op(client)` on the thread; `done` on the loop with what came of it.
+template <class Op, class Answer>
+void ThreadedAsyncStore::ask(Op op, Answer done) {
+  Call call = [op = std::move(op), done = std::move(done)](
+                  StoreClient* client, const StoreFailure& failed) -> std::function<void()> {
+    using R = std::invoke_result_t<Op&, StoreClient&>;
+    StoreFailure why = failed;
+    if (client != nullptr) {
+      try {
+        if constexpr (std::is_void_v<R>) {
+          op(*client);
+          return [done] { done(std::nullopt); };
+        } else {
+          return [done, value = op(*client)]() mutable { done(std::nullopt, std::move(value)); };
+        }
+      } catch (const comm::StoreError& e) {
+        why = e;
+      }
+    }
+    if constexpr (std::is_void_v<R>) {
+      return [done, why] { done(why); };
+    } else {
+      return [done, why] { done(why, R{}); };
+    }
+  };
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    calls_.push_back(std::move(call));
+  }
+  wake_.notify_all();
+}
+
+void ThreadedAsyncStore::set(std::string key, std::string value, Done done) {
+  ask([key = std::move(key), value = std::move(value)](StoreClient& c) { c.set(key, value); },
+      std::move(done));
+}
+
+void ThreadedAsyncStore::set_while_connected(std::string key, std::string value, Done done) {
+  ask([key = std::move(key),
+       value = std::move(value)](StoreClient& c) { c.set_while_connected(key, value); },
+      std::move(done));
+}
+
+void ThreadedAsyncStore::get(std::string key, std::chrono::milliseconds timeout, Value done) {
+  ask([key = std::move(key), timeout](StoreClient& c) { return c.get(key, timeout); },
+      std::move(done));
+}
+
+void ThreadedAsyncStore::add(std::string key, std::int64_t delta, Number done) {
+  ask([key = std::move(key), delta](StoreClient& c) { return c.add(key, delta); }, std::move(done));
+}
+
+void ThreadedAsyncStore::compare_set(std::string key, std::string expected, std::string desired,
+                                     Value done) {
+  ask([key = std::move(key), expected = std::move(expected), desired = std::move(desired)](
+          StoreClient& c) { return c.compare_set(key, expected, desired); },
+      std::move(done));
+}
+
+void ThreadedAsyncStore::wait(std::vector<std::string> keys, std::chrono::milliseconds timeout,
+                              Done done) {
+  ask([keys = std::move(keys), timeout](StoreClient& c) { c.wait(keys, timeout); },
+      std::move(done));
+}
+
+void ThreadedAsyncStore::multi_get(std::vector<std::string> keys, Values done) {
+  ask([keys = std::move(keys)](StoreClient& c) { return c.multi_get(keys); }, std::move(done));
+}
+
+}  // namespace dlaunch::rdzv

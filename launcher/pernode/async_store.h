@@ -1,0 +1,70 @@
+// ThreadedAsyncStore: an AsyncStore (pernode/rdzv_store.h) over a blocking
+// StoreClient, the job's TCP store (comm::Store).
+//
+// comm's client is blocking by design: it is what the workers link, and its
+// calls are a request and its answer on one connection, as c10d's and gloo's
+// are. Code on an event loop asks through this adapter instead: the calls
+// queue, in order, for one thread that makes them (connecting at the first,
+// and again after a failed connect) and posts each answer to the loop. The
+// thread only ever blocks in the store's own socket wait for an answer, a
+// parked get's included: there is no polling. The thread takes no signal:
+// the loop handles them.
+//
+// Destroy it on the loop's thread (or when the loop does not run): it
+// interrupts the call under way (comm::Store::interrupt), drops the calls not
+// made yet and every answer not yet run, and joins the thread. A connect in
+// progress is not interruptible: destruction then waits for it, at most the
+// StoreOptions' connect_timeout.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "pernode/rdzv_store.h"
+
+namespace dlaunch::rdzv {
+
+class ThreadedAsyncStore final : public AsyncStore {
+ public:
+  ThreadedAsyncStore(boost::asio::io_context& io,
+                     std::function<std::unique_ptr<StoreClient>()> connect);
+  ~ThreadedAsyncStore() override;
+  ThreadedAsyncStore(const ThreadedAsyncStore&) = delete;
+  ThreadedAsyncStore& operator=(const ThreadedAsyncStore&) = delete;
+
+  void set(std::string key, std::string value, Done done) override;
+  void set_while_connected(std::string key, std::string value, Done done) override;
+  void get(std::string key, std::chrono::milliseconds timeout, Value done) override;
+  void add(std::string key, std::int64_t delta, Number done) override;
+  void compare_set(std::string key, std::string expected, std::string desired, Value done) override;
+  void wait(std::vector<std::string> keys, std::chrono::milliseconds timeout, Done done) override;
+  void multi_get(std::vector<std::string> keys, Values done) override;
+
+ private:
+  // A call as the thread makes it: given the client (null when the connect
+  // failed, with why), it returns the answer to run on the loop.
+  using Call = std::function<std::function<void()>(StoreClient*, const StoreFailure&)>;
+  template <class Op, class Answer>
+  void ask(Op op, Answer done);
+  void run();
+
+  boost::asio::io_context& io_;
+  std::function<std::unique_ptr<StoreClient>()> connect_;
+  // The loop's: false once destroyed, so that an answer posted before then
+  // is dropped.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  std::mutex mu_;
+  std::condition_variable wake_;  // the thread: a call, or stop
+  std::deque<Call> calls_;        // under mu_
+  bool stop_ = false;             // under mu_
+  // Written by the thread under mu_; read by it freely, and under mu_ by
+  // the destructor (to interrupt it).
+  std::unique_ptr<StoreClient> client_;
+  std::thread thread_;
+};
+
+}  // namespace dlaunch::rdzv
