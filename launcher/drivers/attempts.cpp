@@ -50,6 +50,10 @@ int run_attempts(int max_restarts, const AttemptHooks& hooks) {
     }
     if (hooks.prepare) {
       if (auto why = hooks.prepare(end, restarts)) {
+        // The restart said above never started: the attempt that ended is
+        // the job's last, and the summary lists no attempt that did not run.
+        write_all(2, fmt::format("dlaunch: the restart did not start: {}\n", *why));
+        log.withdraw_last();
         hooks.finish(failed + " (not restarted: " + *why + ")", log);
         return end.status;
       }

@@ -22,6 +22,11 @@ class AttemptLog {
  public:
   // One attempt ended and another follows; `how` as summary() prints it.
   void ended(std::string how) { ended_.push_back(std::move(how)); }
+  // The attempt said ended last is the last after all (the one that was to
+  // follow it never started): summary()'s `last` is its.
+  void withdraw_last() {
+    if (!ended_.empty()) ended_.pop_back();
+  }
   // Attempts ended so far (the one running now is not counted).
   std::size_t count() const { return ended_.size(); }
 

@@ -42,6 +42,7 @@ struct Script {
   std::string summary;
   std::optional<std::string> keep_refuses;
   std::optional<std::string> prepare_refuses;
+  int prepare_refuses_at = 1;  // from this restart on
 
   AttemptHooks hooks() {
     AttemptHooks h;
@@ -55,7 +56,7 @@ struct Script {
     h.keep = [this](const AttemptEnd&) { return keep_refuses; };
     h.prepare = [this](const AttemptEnd&, int restart) {
       prepared.push_back(restart);
-      return prepare_refuses;
+      return restart >= prepare_refuses_at ? prepare_refuses : std::nullopt;
     };
     h.finish = [this](const std::string& last, const AttemptLog& log) {
       finished_last = last;
@@ -149,12 +150,26 @@ TEST(RunAttempts, WhatTheNextAttemptNeedsCanStopTheLoopSayingWhy) {
   prepare.ends = {{.status = 2, .restartable = true}};
   prepare.prepare_refuses = "the nodes left cannot hold the job";
   EXPECT_EQ(run_quietly(3, prepare.hooks(), said), 2);
-  EXPECT_EQ(said, "dlaunch: restarting the job (1 of 3 restarts)\n");
-  EXPECT_EQ(prepare.summary,
+  EXPECT_EQ(said,
+            "dlaunch: restarting the job (1 of 3 restarts)\n"
+            "dlaunch: the restart did not start: the nodes left cannot hold the job\n");
+  // The attempt that never started is in no summary: one attempt ran.
+  EXPECT_EQ(prepare.finished_last,
+            "failed, exit status 2 (not restarted: the nodes left cannot hold the job)");
+  EXPECT_EQ(prepare.summary, "");
+
+  // After a restart that ran, the one refused: the summary ends with the
+  // attempt that ran last, saying why no other followed.
+  Script second;
+  second.ends = {{.status = 2, .restartable = true}, {.status = 3, .restartable = true}};
+  second.prepare_refuses_at = 2;
+  second.prepare_refuses = "too few nodes passed the checks";
+  EXPECT_EQ(run_quietly(3, second.hooks(), said), 3);
+  EXPECT_EQ(second.summary,
             "dlaunch: 2 attempt(s):\n"
             "  attempt 0: failed, exit status 2\n"
-            "  attempt 1: failed, exit status 2 (not restarted: the nodes left cannot hold the "
-            "job)\n");
+            "  attempt 1: failed, exit status 3 (not restarted: too few nodes passed the "
+            "checks)\n");
 }
 
 }  // namespace
