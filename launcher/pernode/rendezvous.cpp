@@ -675,8 +675,12 @@ std::string Rendezvous::encode(const Failure& f) {
 // one get on this round's failure entry, answered the moment one is
 // published (or failing the moment the host's store goes). The host watches
 // every other member in its own store with memory reads, not requests
-// (look). Each on a connection of its own; the alive key stays with the
-// join's connection (store_), which lasts as long as this launcher.
+// (look). Each on a connection of its own. A launcher is alive while either
+// of its connection-scoped keys is there: alive/ (the join's connection,
+// store_, which lasts as long as the launcher) or walive/ (the watch's,
+// set again each heartbeat): so neither the watch's end before this
+// launcher says it is done, nor a watch connection cut and made again, is
+// taken for a loss.
 void Rendezvous::start_watch(boost::asio::io_context& io, Clock& clock) {
   stop_watch();
   io_ = &io;
@@ -708,10 +712,13 @@ void Rendezvous::stop_watch() {
 }
 
 void Rendezvous::beat() {
-  watch_store_->add(rkey(fmt::format("hb/{}", m_.node_rank)), 1,
-                    [this](const rdzv::StoreFailure& f, std::int64_t) {
-                      if (f) store_gone(*f);
-                    });
+  const auto gone = [this](const rdzv::StoreFailure& f, auto&&...) {
+    if (f) store_gone(*f);
+  };
+  watch_store_->add(rkey(fmt::format("hb/{}", m_.node_rank)), 1, gone);
+  // The watch's own alive key, set again every heartbeat: a watch whose
+  // connection the network cut and that reconnected holds it again.
+  watch_store_->set_while_connected(rkey("walive/" + s_.me), s_.me, gone);
   beat_timer_->expires_at(clock_->now() + heartbeat_period(), [this] { beat(); });
 }
 
@@ -799,11 +806,12 @@ void Rendezvous::start_host_watch() {
   members_.assign(n, Member{.seen = clock_->now()});
   ended_said_ = false;
   // What the host looks at, made once: the failure entry, a joiner, and
-  // each member's done key, alive key and counter.
+  // each member's done key, alive keys and counter.
   look_keys_ = {rkey("failed"), rkey("waiting")};
   for (std::size_t j = 0; j < n; ++j) {
     look_keys_.push_back(rkey(fmt::format("done/{}", j)));
     look_keys_.push_back(rkey("alive/" + m_.names[j]));
+    look_keys_.push_back(rkey("walive/" + m_.names[j]));
     look_keys_.push_back(rkey(fmt::format("hb/{}", j)));
   }
   look_timer_ = clock_->make_timer();
@@ -819,17 +827,17 @@ void Rendezvous::start_host_watch() {
   look();
 }
 
-// The host: a member whose alive key went with its connection, or whose
+// The host: a member whose alive keys went with their connections, or whose
 // counter stopped for --heartbeat-timeout, is lost; a published failure or
 // a launcher waiting to join ends the round for everyone (the others learn
 // it from their parked get on `failed`).
 //
-// Each launcher holds alive/<its name> while its store connection lasts
-// (Store::set_while_connected): a launcher that exits or is killed loses it
-// at once, long before its heartbeat is missed. Every member set its key
-// before it counted as one (join_round): a key absent for kGone, from the
-// first look on, without a word that the member is done, means it is lost,
-// even if its connection closed before this watch began.
+// Each launcher holds alive/<its name> and walive/<its name> while its
+// connections last (Store::set_while_connected): a launcher that exits or is
+// killed loses both at once, long before its heartbeat is missed. Every
+// member set alive/ before it counted as one (join_round): both absent for
+// kGone, from the first look on, without a word that the member is done,
+// means it is lost, even if its connections closed before this watch began.
 void Rendezvous::look() {
   look_posted_->store(false);
   const auto now = clock_->now();
@@ -863,11 +871,12 @@ void Rendezvous::look() {
   for (std::size_t j = 0; j < members_.size() && s_.heartbeat_timeout.count() > 0; ++j) {
     Member& mj = members_[j];
     if (static_cast<int>(j) == me || mj.done) continue;
-    if (v[2 + 3 * j]) {
+    const std::size_t at = 2 + 4 * j;  // done, alive, walive, hb
+    if (v[at]) {
       mj.done = true;
       continue;
     }
-    if (v[3 + 3 * j]) {
+    if (v[at + 1] || v[at + 2]) {
       mj.gone_since.reset();
     } else if (!mj.gone_since) {
       mj.gone_since = now;
@@ -877,7 +886,7 @@ void Rendezvous::look() {
       continue;
     }
     if (mj.gone_since) next_look = std::min(next_look, *mj.gone_since + kGone + milliseconds(1));
-    const auto hb = parse_number(v[4 + 3 * j].value_or("0"), 0, INT64_MAX);
+    const auto hb = parse_number(v[at + 3].value_or("0"), 0, INT64_MAX);
     if (hb && *hb != mj.last) {
       mj.last = *hb;
       mj.seen = now;

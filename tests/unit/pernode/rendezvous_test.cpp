@@ -122,9 +122,23 @@ struct Job {
     }
     return false;
   }
+  // Lets `d` of the watches' time pass, running what falls due on the way.
+  void pass(Clock::duration d) {
+    const auto until = clock.now() + d;
+    for (;;) {
+      io.restart();
+      io.poll();
+      const auto next = clock.next_due();
+      if (next == Clock::duration::max() || clock.now() + next > until) break;
+      clock.advance(next);
+    }
+    clock.advance(until - clock.now());
+    io.restart();
+    io.poll();
+  }
 };
 
-// Until the rendezvous has heard of a peer's failure, or 5 s of the watch's clock.
+// Until the rendezvous has heard of a peer's failure, or 5 s of the watches' clock.
 std::optional<PeerFailure> await_peer(Job& job, Rendezvous& r) {
   (void)job.drive([&] { return r.peer_failure().has_value(); });
   return r.peer_failure();
@@ -411,6 +425,25 @@ TEST(Rendezvous, ALauncherWhoseConnectionClosesIsLostWithinASecond) {
 // taken for a loss, so only the heartbeat timeout (30 s) would have told.
 TEST(Rendezvous, ALauncherWhoseConnectionClosedBeforeTheWatchBeganIsLostToo) {
   killed_launcher_is_lost_within_a_second(true);
+}
+
+// The watch's connection ends before the launcher says it is done (its
+// round's loop is over; finish() comes next): the launcher's join connection
+// still holds its alive key, so nobody takes it for lost meanwhile.
+TEST(Rendezvous, ALauncherWhoseWatchEndedBeforeItSaidDoneIsNotLost) {
+  Job job;
+  for (int k = 0; k < 2; ++k) {
+    RdzvSettings s = static_node(k, 2);
+    s.heartbeat_timeout = milliseconds(30'000);  // the alive keys tell, not the heartbeat
+    job.add(s);
+  }
+  (void)join_all(job.all());
+  for (auto& n : job.nodes) job.watch(*n);
+  job.pass(milliseconds(3000));  // both watches beat for a while
+  job.nodes[1]->stop_watch();
+  job.pass(milliseconds(5000));  // five times what a closed connection takes to be a loss
+  EXPECT_FALSE(job.nodes[0]->peer_failure().has_value()) << job.nodes[0]->peer_failure()->message;
+  exit_all(job.nodes);
 }
 
 TEST(Rendezvous, ALauncherThatStopsHeartbeatingIsLostAfterTheTimeout) {
