@@ -686,6 +686,7 @@ void Rendezvous::start_watch(boost::asio::io_context& io, Clock& clock) {
   io_ = &io;
   clock_ = &clock;
   watching_ = std::make_shared<bool>(true);
+  beat_unanswered_ = false;
   watch_store_ = net_.connect_async(io, client_options());
   beat_timer_ = clock.make_timer();
   beat();
@@ -712,14 +713,21 @@ void Rendezvous::stop_watch() {
 }
 
 void Rendezvous::beat() {
-  const auto gone = [this](const rdzv::StoreFailure& f, auto&&...) {
-    if (f) store_gone(*f);
-  };
-  watch_store_->add(rkey(fmt::format("hb/{}", m_.node_rank)), 1, gone);
+  beat_timer_->expires_at(clock_->now() + heartbeat_period(), [this] { beat(); });
+  // A store slow to answer gets no second beat queued behind the first.
+  if (beat_unanswered_) return;
+  beat_unanswered_ = true;
+  watch_store_->add(rkey(fmt::format("hb/{}", m_.node_rank)), 1,
+                    [this](const rdzv::StoreFailure& f, std::int64_t) {
+                      if (f) store_gone(*f);
+                    });
   // The watch's own alive key, set again every heartbeat: a watch whose
   // connection the network cut and that reconnected holds it again.
-  watch_store_->set_while_connected(rkey("walive/" + s_.me), s_.me, gone);
-  beat_timer_->expires_at(clock_->now() + heartbeat_period(), [this] { beat(); });
+  watch_store_->set_while_connected(rkey("walive/" + s_.me), s_.me,
+                                    [this](const rdzv::StoreFailure& f) {
+                                      beat_unanswered_ = false;
+                                      if (f) store_gone(*f);
+                                    });
 }
 
 void Rendezvous::publish_failure(const std::string& report, int status, bool final) {

@@ -201,6 +201,7 @@ class Rendezvous {
   std::unique_ptr<rdzv::AsyncStore> failure_store_;  // the parked get (not the host)
   std::unique_ptr<Timer> beat_timer_;
   std::unique_ptr<Timer> look_timer_;  // the host's next look
+  bool beat_unanswered_ = false;       // the last heartbeat's calls are not answered yet
   // The loop's: false once the watch stopped, so that a look posted from
   // the store's thread before then does nothing.
   std::shared_ptr<bool> watching_;
