@@ -59,7 +59,7 @@ JobJournal::JobJournal(const JobPlan& plan, const std::vector<std::string>& argv
   }
   try {
     const std::string dir = jobs_dir(true);
-    prune_jobs(dir);
+    (void)prune_jobs_when_due(dir);
     JobStart s{.id = plan.job_id,
                .argv = argv,
                .cwd = std::filesystem::current_path().string(),

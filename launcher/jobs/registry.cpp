@@ -271,6 +271,35 @@ void prune_jobs(const std::string& jobs_dir, const KeepLimits& keep) {
   }
 }
 
+bool prune_jobs_when_due(const std::string& jobs_dir, const KeepLimits& keep,
+                         const PruneCadence& cadence) {
+  const std::string stamp = jobs_dir + "/.pruned";
+  struct stat st {};
+  bool due =
+      ::lstat(stamp.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(st.st_mtime) >=
+          cadence.every;
+  if (!due) {
+    std::size_t entries = 0;
+    std::error_code ec;
+    for (fs::directory_iterator it(jobs_dir, ec), end; !ec && it != end; it.increment(ec)) {
+      ++entries;
+    }
+    due = entries > keep.records + cadence.slack;
+  }
+  if (!due) return false;
+  // The stamp first: a start that comes meanwhile does not prune as well.
+  // In the user's own folder (0700); never through a link.
+  const int fd =
+      ::open(stamp.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+  if (fd >= 0) {
+    ::futimens(fd, nullptr);
+    ::close(fd);
+  }
+  prune_jobs(jobs_dir, keep);
+  return true;
+}
+
 std::string job_json(const JobEntry& e) {
   std::string argv;
   for (const auto& a : e.start.argv) argv += (argv.empty() ? "" : ",") + json_quote(a);

@@ -21,6 +21,7 @@
 // whatever its size).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -99,6 +100,20 @@ struct KeepLimits {
 };
 // Removes ended and lost records past the limits; never a running one.
 void prune_jobs(const std::string& jobs_dir, const KeepLimits& keep = {});
+
+// How often a job's start prunes: pruning reads every record (its job.json,
+// and the size of each of its files), about 0.1 s of CPU at 500 records, too
+// much for each start of a CI's stream of short jobs. A start prunes when the
+// last prune (jobs/.pruned's time) is older than `every`, or when the folder
+// holds more than `records` + `slack` entries (counted by name, without
+// reading them).
+struct PruneCadence {
+  std::chrono::seconds every{600};
+  std::size_t slack = 50;
+};
+// prune_jobs() when it is due by `cadence`; says whether it pruned.
+bool prune_jobs_when_due(const std::string& jobs_dir, const KeepLimits& keep = {},
+                         const PruneCadence& cadence = {});
 
 // A record as one JSON object (ps --json, status --json).
 std::string job_json(const JobEntry& e);

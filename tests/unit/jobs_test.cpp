@@ -1,9 +1,11 @@
 // The job registry and its events (launcher/jobs/): JSON that any parser
 // reads, records made private and read back, names resolved, pruning.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 
@@ -235,6 +237,41 @@ TEST(Registry, PruningRemovesOldAndSurplusEndedRecordsNeverRunningOnes) {
   std::vector<std::string> left;
   for (const auto& e : list_jobs(jobs)) left.push_back(e.name);
   EXPECT_EQ(left, (std::vector<std::string>{"recent", "old-running"}));
+}
+
+// A job's start prunes only when it is due (the last prune 10 minutes old,
+// or the folder over its limit by the slack): a stream of short jobs does not
+// read every record at each start.
+TEST(Registry, AStartPrunesWhenTheLastPruneIsOldOrTheFolderIsOverItsLimit) {
+  StateHome home;
+  const std::string jobs = jobs_dir(true);
+  const auto now = unix_now_ms();
+  const std::int64_t day = 24LL * 3600 * 1000;
+  const auto names = [&] {
+    std::vector<std::string> out;
+    for (const auto& e : list_jobs(jobs)) out.push_back(e.name);
+    return out;
+  };
+  JobRecord::create(jobs, a_job("old1", now - (kKeepDays + 1) * day)).finish(0, "succeeded", 1);
+  EXPECT_TRUE(prune_jobs_when_due(jobs));  // never pruned before
+  EXPECT_TRUE(names().empty());
+  JobRecord::create(jobs, a_job("old2", now - (kKeepDays + 1) * day)).finish(0, "succeeded", 1);
+  EXPECT_FALSE(prune_jobs_when_due(jobs));  // pruned a moment ago
+  EXPECT_EQ(names(), std::vector<std::string>{"old2"});
+  // The last prune eleven minutes ago: due.
+  const timespec eleven_minutes_ago{.tv_sec = ::time(nullptr) - 660, .tv_nsec = 0};
+  const timespec times[2] = {eleven_minutes_ago, eleven_minutes_ago};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (jobs + "/.pruned").c_str(), times, 0), 0);
+  EXPECT_TRUE(prune_jobs_when_due(jobs));
+  EXPECT_TRUE(names().empty());
+  // Just pruned, but more records than the limit and its slack: due.
+  for (int k = 0; k < 4; ++k) {
+    JobRecord::create(jobs, a_job("recent" + std::to_string(k), now - 1000 * (10 - k)))
+        .finish(0, "succeeded", 1);
+  }
+  EXPECT_FALSE(prune_jobs_when_due(jobs, {.records = 2}, {.slack = 3}));  // 5 entries, 2 + 3
+  EXPECT_TRUE(prune_jobs_when_due(jobs, {.records = 2}, {.slack = 2}));
+  EXPECT_EQ(names(), (std::vector<std::string>{"recent3", "recent2"}));
 }
 
 // Ended records are pruned oldest first while they hold more than the size
