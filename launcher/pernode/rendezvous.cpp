@@ -742,7 +742,7 @@ void Rendezvous::publish_failure(const std::string& report, int status, bool fin
 void Rendezvous::send_failure() {
   const std::string v = encode(*to_publish_);
   watch_store_->compare_set(rkey("failed"), "", v,
-                            [this, v](const rdzv::StoreFailure& f, std::string first) {
+                            [this, v](const rdzv::StoreFailure& f, const std::string& first) {
                               if (f) return store_gone(*f);
                               to_publish_.reset();
                               published_ = first == v;

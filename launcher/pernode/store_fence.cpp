@@ -51,11 +51,11 @@ void StoreFence::await() {
 
 void StoreFence::collect() {
   store_->multi_get(queue_.front().keys,
-                    [this](const rdzv::StoreFailure& f, std::vector<std::string> parts) {
+                    [this](const rdzv::StoreFailure& f, const std::vector<std::string>& parts) {
                       if (refused(f)) return finish({}, f->what());
                       if (f) return collect();
                       std::string all;
-                      for (auto& part : parts) all += part;
+                      for (const auto& part : parts) all += part;
                       finish(std::move(all), {});
                     });
 }

@@ -57,12 +57,12 @@ struct Bed {
   }
 };
 
-struct Answer {
+struct FenceAnswer {
   std::optional<std::string> all;
   std::string error;
 };
 
-std::function<void(std::string, std::string)> into(Answer& a) {
+std::function<void(std::string, std::string)> into(FenceAnswer& a) {
   return [&a](std::string all, std::string error) { a = {std::move(all), std::move(error)}; };
 }
 
@@ -70,7 +70,8 @@ TEST(StoreFenceOnTheLoop, ThreeNodesMeetOnOneLoopWithoutTimePassing) {
   Bed bed;
   const auto start = bed.clock.now();
   std::vector<std::unique_ptr<StoreFence>> relays;
-  std::vector<Answer> got(3);
+  std::vector<FenceAnswer> got(3);
+  relays.reserve(3);
   for (int j = 0; j < 3; ++j) relays.push_back(bed.relay(3, j));
   for (int j = 2; j >= 0; --j) {
     relays[static_cast<std::size_t>(j)]->fence(0, "<" + std::to_string(j) + ">",
@@ -89,8 +90,8 @@ TEST(StoreFenceOnTheLoop, AFenceWaitsPastItsParkedWaitsUntilTheLastNodeComes) {
   Bed bed;
   auto a = bed.relay(2, 0);
   auto b = bed.relay(2, 1);
-  Answer got_a;
-  Answer got_b;
+  FenceAnswer got_a;
+  FenceAnswer got_b;
   a->fence(0, "a", into(got_a));
   bed.settle();
   // Three days: each parked wait (a day) times out and the relay parks another.
@@ -128,7 +129,7 @@ TEST(StoreFenceOnTheLoop, FencesAskedAheadCompleteInOrder) {
 TEST(StoreFenceOnTheLoop, AStoreThatRefusesTheSecretFailsTheFence) {
   Bed bed;
   auto a = bed.relay(1, 0, "not the secret");
-  Answer got;
+  FenceAnswer got;
   a->fence(0, "x", into(got));
   bed.settle();
   ASSERT_TRUE(got.all.has_value());

@@ -70,6 +70,19 @@ std::shared_ptr<MemoryStoreNetwork::Table> MemoryStoreNetwork::listening(const s
   return nullptr;
 }
 
+void MemoryStoreNetwork::drop_connection(Table& t, std::uint64_t connection) {
+  for (auto it = t.owner.begin(); it != t.owner.end();) {
+    if (it->second == connection) {
+      t.kv.erase(it->first);
+      const std::string key = it->first;
+      it = t.owner.erase(it);
+      changed(t, key);
+    } else {
+      ++it;
+    }
+  }
+}
+
 void MemoryStoreNetwork::changed(Table& t, const std::string& key) {
   const bool quiet = std::any_of(t.quiet.begin(), t.quiet.end(), [&](const std::string& p) {
     return key.compare(0, p.size(), p) == 0;
@@ -261,17 +274,7 @@ class MemoryClient final : public dlaunch::rdzv::StoreClient {
   // Under the network's lock: the connection closes; its keys go.
   void drop() {
     if (table_ == nullptr) return;
-    MemoryStoreNetwork::Table& t = *table_;
-    for (auto it = t.owner.begin(); it != t.owner.end();) {
-      if (it->second == connection_) {
-        t.kv.erase(it->first);
-        const std::string key = it->first;
-        it = t.owner.erase(it);
-        net_.changed(t, key);
-      } else {
-        ++it;
-      }
-    }
+    net_.drop_connection(*table_, connection_);
     table_.reset();
   }
 
@@ -505,17 +508,7 @@ class MemoryAsyncClient final : public dlaunch::rdzv::AsyncStore {
   void drop() {
     if (table_ == nullptr) return;
     const auto keep = std::move(table_);
-    MemoryStoreNetwork::Table& t = *keep;
-    for (auto it = t.owner.begin(); it != t.owner.end();) {
-      if (it->second == connection_) {
-        t.kv.erase(it->first);
-        const std::string key = it->first;
-        it = t.owner.erase(it);
-        net_.changed(t, key);
-      } else {
-        ++it;
-      }
-    }
+    net_.drop_connection(*keep, connection_);
   }
 
   MemoryStoreNetwork& net_;

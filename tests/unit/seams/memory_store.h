@@ -80,6 +80,8 @@ class MemoryStoreNetwork final : public dlaunch::rdzv::StoreNetwork {
                      const std::shared_ptr<Table>& table);
   std::shared_ptr<Table> listening(const std::string& address, std::uint16_t port) const;
   void changed(Table& t, const std::string& key);
+  // A connection closed: the keys it set while connected go.
+  void drop_connection(Table& t, std::uint64_t connection);
   // Every waiter looks again: the blocking ones and the async ones parked.
   void wake_all();
 
