@@ -10,6 +10,26 @@
 
 namespace dlaunch::rdzv {
 
+ThreadedAsyncStore::Failure ThreadedAsyncStore::Failure::of(const comm::StoreError& e) {
+  // what() is "store ADDRESS: OPERATION MESSAGE" (comm/store/client.cpp).
+  const std::string what = e.what();
+  const std::string head =
+      (e.address().empty() ? std::string("store: ") : "store " + e.address() + ": ") +
+      e.operation();
+  return {.kind = e.kind(),
+          .address = e.address(),
+          .operation = e.operation(),
+          .message = what.size() > head.size() + 1 && what.compare(0, head.size(), head) == 0
+                         ? what.substr(head.size() + 1)
+                     : what == head ? std::string()
+                                    : what,
+          .cause = e.cause()};
+}
+
+comm::StoreError ThreadedAsyncStore::Failure::error() const {
+  return comm::StoreError(kind, address, operation, message).with_cause(cause);
+}
+
 ThreadedAsyncStore::ThreadedAsyncStore(boost::asio::io_context& io,
                                        std::function<std::unique_ptr<StoreClient>()> connect)
     : io_(io), connect_(std::move(connect)) {
@@ -38,7 +58,7 @@ void ThreadedAsyncStore::run() {
       call = std::move(calls_.front());
       calls_.pop_front();
     }
-    StoreFailure failed;
+    std::optional<Failure> failed;
     if (!client_) {
       try {
         auto client = connect_();
@@ -47,7 +67,7 @@ void ThreadedAsyncStore::run() {
         // A stop that came during the connect: the first call must not wait.
         if (stop_) return;
       } catch (const comm::StoreError& e) {
-        failed = e;
+        failed = Failure::of(e);
       }
     }
     std::function<void()> answer = call(client_.get(), failed);
@@ -61,9 +81,10 @@ void ThreadedAsyncStore::run() {
 template <class Op, class Answer>
 void ThreadedAsyncStore::ask(Op op, Answer done) {
   Call call = [op = std::move(op), done = std::move(done)](
-                  StoreClient* client, const StoreFailure& failed) -> std::function<void()> {
+                  StoreClient* client,
+                  const std::optional<Failure>& failed) -> std::function<void()> {
     using R = std::invoke_result_t<Op&, StoreClient&>;
-    StoreFailure why = failed;
+    std::optional<Failure> why = failed;
     if (client != nullptr) {
       try {
         if constexpr (std::is_void_v<R>) {
@@ -73,13 +94,14 @@ void ThreadedAsyncStore::ask(Op op, Answer done) {
           return [done, value = op(*client)]() mutable { done(std::nullopt, std::move(value)); };
         }
       } catch (const comm::StoreError& e) {
-        why = e;
+        why = Failure::of(e);
       }
     }
+    // (why is set here: a client, or the connect's failure.)
     if constexpr (std::is_void_v<R>) {
-      return [done, why] { done(why); };
+      return [done, why] { done(why->error()); };
     } else {
-      return [done, why] { done(why, R{}); };
+      return [done, why] { done(why->error(), R{}); };
     }
   };
   {

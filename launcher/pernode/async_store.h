@@ -22,6 +22,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "pernode/rdzv_store.h"
@@ -45,9 +47,24 @@ class ThreadedAsyncStore final : public AsyncStore {
   void multi_get(std::vector<std::string> keys, Values done) override;
 
  private:
+  // A StoreError as plain strings, made on the thread; the answer on the
+  // loop makes its own StoreError from it. (A StoreError is a
+  // std::runtime_error, whose copies share one message buffer under a
+  // reference count that libstdc++ changes where ThreadSanitizer cannot see
+  // it: one copy destroyed on the thread while the loop reads another is a
+  // race to it.)
+  struct Failure {
+    comm::ErrorKind kind = comm::ErrorKind::kEnvironment;
+    std::string address;
+    std::string operation;
+    std::string message;
+    comm::StoreError::Cause cause = comm::StoreError::Cause::kOther;
+    static Failure of(const comm::StoreError& e);
+    comm::StoreError error() const;
+  };
   // A call as the thread makes it: given the client (null when the connect
   // failed, with why), it returns the answer to run on the loop.
-  using Call = std::function<std::function<void()>(StoreClient*, const StoreFailure&)>;
+  using Call = std::function<std::function<void()>(StoreClient*, const std::optional<Failure>&)>;
   template <class Op, class Answer>
   void ask(Op op, Answer done);
   void run();
