@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -536,7 +537,7 @@ TEST_F(Jobs, AttachFollowsADetachedJobToItsEndAndReturnsItsStatus) {
   // Rank 1 fails once attach is following (a file appears).
   const std::string go = state_ + "/go";
   auto d = dl({"-d", "-H", kLocalhost, "--job-id", job, "sh", "-c",
-               "echo \"up $RANK\"; while [ ! -e " + go +
+               "echo \"up $RANK\"; touch " + state_ + "/up.$RANK; while [ ! -e " + go +
                    " ]; do sleep 0.1; done; [ $RANK = 1 ] && exit 5; sleep 30"});
   ASSERT_EQ(d.exit_code, 0) << d.err;
   EXPECT_EQ(d.out, job + "\n");
@@ -544,6 +545,15 @@ TEST_F(Jobs, AttachFollowsADetachedJobToItsEndAndReturnsItsStatus) {
   ASSERT_TRUE(a.wait_for_stderr(
       [](const std::string& err) { return err.find("leaves it running") != std::string::npos; },
       60));
+  // Every rank has said it is up (a rank the failure stops before its
+  // first line has nothing to show).
+  for (int k = 0; k < 600; ++k) {
+    bool all = true;
+    for (int rank = 0; rank < 4; ++rank)
+      all = all && fs::exists(state_ + "/up." + std::to_string(rank));
+    if (all) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   std::ofstream(go).put('\n');
   const auto r = a.finish(60);
   EXPECT_EQ(r.exit_code, 5) << r.err;
