@@ -387,16 +387,10 @@ RoundEnd run_round(const Options& o, Rendezvous& rdzv, const RdzvSettings& rs, c
     config.mpi = true;
     config.mpi_node_names = mpi_node_names(m.names);
     config.mpi_ranks_per_node.assign(static_cast<std::size_t>(m.nnodes), m.nproc);
-    comm::StoreOptions co;
-    co.host = rdzv.store_client_host();
-    co.port = rdzv.store_port();
-    co.secret = rdzv.secret();
     // One request's answer, and a reconnect: a fence's wait for the other
     // nodes is a parked request of its own (StoreFenceOptions::wait).
-    co.connect_timeout = std::chrono::seconds(2);
-    co.timeout = std::chrono::seconds(2);
     fences.emplace(
-        rdzv.network().connect_async(io, co),
+        rdzv.connect_async(io, std::chrono::seconds(2)),
         StoreFenceOptions{
             .prefix = rdzv.round_prefix(), .nnodes = m.nnodes, .node_rank = m.node_rank});
   }

@@ -656,14 +656,19 @@ void Rendezvous::check_names() const {
   }
 }
 
-comm::StoreOptions Rendezvous::client_options() const {
+comm::StoreOptions Rendezvous::client_options(milliseconds timeout) const {
   comm::StoreOptions co;
   co.host = client_host_;
   co.port = s_.port;
   co.secret = s_.secret;
-  co.connect_timeout = s_.read_timeout;
-  co.timeout = s_.read_timeout;
+  co.connect_timeout = timeout;
+  co.timeout = timeout;
   return co;
+}
+
+std::unique_ptr<rdzv::AsyncStore> Rendezvous::connect_async(boost::asio::io_context& io,
+                                                            milliseconds timeout) const {
+  return net_.connect_async(io, client_options(timeout));
 }
 
 std::string Rendezvous::encode(const Failure& f) {
@@ -687,14 +692,14 @@ void Rendezvous::start_watch(boost::asio::io_context& io, Clock& clock) {
   clock_ = &clock;
   watching_ = std::make_shared<bool>(true);
   beat_unanswered_ = false;
-  watch_store_ = net_.connect_async(io, client_options());
+  watch_store_ = connect_async(io, s_.read_timeout);
   beat_timer_ = clock.make_timer();
   beat();
   if (to_publish_) send_failure();
   if (m_.hosting && server_ != nullptr) {
     start_host_watch();
   } else if (!m_.hosting) {
-    failure_store_ = net_.connect_async(io, client_options());
+    failure_store_ = connect_async(io, s_.read_timeout);
     await_failure();
   }
 }

@@ -139,15 +139,12 @@ class Rendezvous {
   // can host it (see take_over()): no further round.
   bool store_lost() const;
 
-  // For a connection of another part of this launcher to the rendezvous
-  // store (the MPI fences'): where this launcher reaches it, its secret, and
-  // the prefix of the current round's keys.
-  const std::string& store_client_host() const { return client_host_; }
-  std::uint16_t store_port() const { return s_.port; }
-  const std::string& secret() const { return s_.secret; }
+  // A connection of another part of this launcher to the rendezvous store
+  // (the MPI fences'), answering on `io`; `timeout` bounds one request and a
+  // reconnect. round_prefix(): the current round's keys.
+  std::unique_ptr<rdzv::AsyncStore> connect_async(boost::asio::io_context& io,
+                                                  std::chrono::milliseconds timeout) const;
   std::string round_prefix() const { return rkey(""); }
-  // Where the store is hosted and reached (the one the rendezvous was made with).
-  rdzv::StoreNetwork& network() const { return net_; }
 
  private:
   struct Failure {
@@ -175,7 +172,8 @@ class Rendezvous {
   bool can_take_over() const;
   void take_over();
   std::optional<PeerFailure> wait_for_others(bool failures);
-  comm::StoreOptions client_options() const;  // a connection of the watch's
+  // A client's connection to the store: one request and a reconnect within `timeout`.
+  comm::StoreOptions client_options(std::chrono::milliseconds timeout) const;
   void connect();
   Membership join_round();
   void close_round(std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds wait);
