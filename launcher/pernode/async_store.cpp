@@ -30,9 +30,8 @@ comm::StoreError ThreadedAsyncStore::Failure::error() const {
   return comm::StoreError(kind, address, operation, message).with_cause(cause);
 }
 
-ThreadedAsyncStore::ThreadedAsyncStore(boost::asio::io_context& io,
-                                       std::function<std::unique_ptr<StoreClient>()> connect)
-    : io_(io), connect_(std::move(connect)) {
+ThreadedAsyncStore::ThreadedAsyncStore(boost::asio::io_context& io, comm::StoreOptions opts)
+    : io_(io), opts_(std::move(opts)) {
   thread_ = start_thread_without_signals([this] { run(); });
 }
 
@@ -61,7 +60,7 @@ void ThreadedAsyncStore::run() {
     std::optional<Failure> failed;
     if (!client_) {
       try {
-        auto client = connect_();
+        auto client = std::make_unique<comm::Store>(opts_);
         std::lock_guard<std::mutex> lock(mu_);
         client_ = std::move(client);
         // A stop that came during the connect: the first call must not wait.
@@ -81,9 +80,9 @@ void ThreadedAsyncStore::run() {
 template <class Op, class Answer>
 void ThreadedAsyncStore::ask(Op op, Answer done) {
   Call call = [op = std::move(op), done = std::move(done)](
-                  StoreClient* client,
+                  comm::Store* client,
                   const std::optional<Failure>& failed) -> std::function<void()> {
-    using R = std::invoke_result_t<Op&, StoreClient&>;
+    using R = std::invoke_result_t<Op&, comm::Store&>;
     std::optional<Failure> why = failed;
     if (client != nullptr) {
       try {
@@ -112,40 +111,44 @@ void ThreadedAsyncStore::ask(Op op, Answer done) {
 }
 
 void ThreadedAsyncStore::set(std::string key, std::string value, Done done) {
-  ask([key = std::move(key), value = std::move(value)](StoreClient& c) { c.set(key, value); },
+  ask([key = std::move(key), value = std::move(value)](comm::Store& c) { c.set(key, value); },
       std::move(done));
 }
 
 void ThreadedAsyncStore::set_while_connected(std::string key, std::string value, Done done) {
   ask([key = std::move(key),
-       value = std::move(value)](StoreClient& c) { c.set_while_connected(key, value); },
+       value = std::move(value)](comm::Store& c) { c.set_while_connected(key, value); },
       std::move(done));
 }
 
 void ThreadedAsyncStore::get(std::string key, std::chrono::milliseconds timeout, Value done) {
-  ask([key = std::move(key), timeout](StoreClient& c) { return c.get(key, timeout); },
+  ask([key = std::move(key), timeout](comm::Store& c) { return c.get(key, timeout); },
       std::move(done));
 }
 
 void ThreadedAsyncStore::add(std::string key, std::int64_t delta, Number done) {
-  ask([key = std::move(key), delta](StoreClient& c) { return c.add(key, delta); }, std::move(done));
+  ask([key = std::move(key), delta](comm::Store& c) { return c.add(key, delta); }, std::move(done));
 }
 
 void ThreadedAsyncStore::compare_set(std::string key, std::string expected, std::string desired,
                                      Value done) {
   ask([key = std::move(key), expected = std::move(expected), desired = std::move(desired)](
-          StoreClient& c) { return c.compare_set(key, expected, desired); },
+          comm::Store& c) { return c.compare_set(key, expected, desired); },
       std::move(done));
 }
 
 void ThreadedAsyncStore::wait(std::vector<std::string> keys, std::chrono::milliseconds timeout,
                               Done done) {
-  ask([keys = std::move(keys), timeout](StoreClient& c) { c.wait(keys, timeout); },
+  ask([keys = std::move(keys), timeout](comm::Store& c) { c.wait(keys, timeout); },
       std::move(done));
 }
 
 void ThreadedAsyncStore::multi_get(std::vector<std::string> keys, Values done) {
-  ask([keys = std::move(keys)](StoreClient& c) { return c.multi_get(keys); }, std::move(done));
+  ask([keys = std::move(keys)](comm::Store& c) { return c.multi_get(keys); }, std::move(done));
+}
+
+void ThreadedAsyncStore::check(std::vector<std::string> keys, Flag done) {
+  ask([keys = std::move(keys)](comm::Store& c) { return c.check(keys); }, std::move(done));
 }
 
 }  // namespace dlaunch::rdzv

@@ -1,5 +1,5 @@
-// ThreadedAsyncStore: an AsyncStore (pernode/rdzv_store.h) over a blocking
-// StoreClient, the job's TCP store (comm::Store).
+// ThreadedAsyncStore: an AsyncStore (pernode/rdzv_store.h) over comm's
+// blocking client of the job's TCP store (comm::Store).
 //
 // comm's client is blocking by design: it is what the workers link, and its
 // calls are a request and its answer on one connection, as c10d's and gloo's
@@ -32,8 +32,9 @@ namespace dlaunch::rdzv {
 
 class ThreadedAsyncStore final : public AsyncStore {
  public:
-  ThreadedAsyncStore(boost::asio::io_context& io,
-                     std::function<std::unique_ptr<StoreClient>()> connect);
+  // Connects with `opts` at the first call (and again after a lost
+  // connection, as comm::Store does).
+  ThreadedAsyncStore(boost::asio::io_context& io, comm::StoreOptions opts);
   ~ThreadedAsyncStore() override;
   ThreadedAsyncStore(const ThreadedAsyncStore&) = delete;
   ThreadedAsyncStore& operator=(const ThreadedAsyncStore&) = delete;
@@ -45,6 +46,7 @@ class ThreadedAsyncStore final : public AsyncStore {
   void compare_set(std::string key, std::string expected, std::string desired, Value done) override;
   void wait(std::vector<std::string> keys, std::chrono::milliseconds timeout, Done done) override;
   void multi_get(std::vector<std::string> keys, Values done) override;
+  void check(std::vector<std::string> keys, Flag done) override;
 
  private:
   // A StoreError as plain strings, made on the thread; the answer on the
@@ -64,13 +66,13 @@ class ThreadedAsyncStore final : public AsyncStore {
   };
   // A call as the thread makes it: given the client (null when the connect
   // failed, with why), it returns the answer to run on the loop.
-  using Call = std::function<std::function<void()>(StoreClient*, const std::optional<Failure>&)>;
+  using Call = std::function<std::function<void()>(comm::Store*, const std::optional<Failure>&)>;
   template <class Op, class Answer>
   void ask(Op op, Answer done);
   void run();
 
   boost::asio::io_context& io_;
-  std::function<std::unique_ptr<StoreClient>()> connect_;
+  comm::StoreOptions opts_;
   // The loop's: false once destroyed, so that an answer posted before then
   // is dropped.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
@@ -80,7 +82,7 @@ class ThreadedAsyncStore final : public AsyncStore {
   bool stop_ = false;             // under mu_
   // Written by the thread under mu_; read by it freely, and under mu_ by
   // the destructor (to interrupt it).
-  std::unique_ptr<StoreClient> client_;
+  std::unique_ptr<comm::Store> client_;
   std::thread thread_;
 };
 

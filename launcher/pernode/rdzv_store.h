@@ -33,25 +33,6 @@ class io_context;
 
 namespace dlaunch::rdzv {
 
-// A client's connection to the rendezvous store (comm::Store's calls that
-// the rendezvous makes). Thread-safe: calls are serialised; interrupt() makes
-// a call parked in another thread fail at once.
-class StoreClient {
- public:
-  virtual ~StoreClient() = default;
-  virtual void set(const std::string& key, const std::string& value) = 0;
-  virtual void set_while_connected(const std::string& key, const std::string& value) = 0;
-  virtual std::string get(const std::string& key) = 0;  // StoreOptions::timeout
-  virtual std::string get(const std::string& key, std::chrono::milliseconds timeout) = 0;
-  virtual std::int64_t add(const std::string& key, std::int64_t delta) = 0;
-  virtual std::string compare_set(const std::string& key, const std::string& expected,
-                                  const std::string& desired) = 0;
-  virtual bool check(const std::vector<std::string>& keys) = 0;
-  virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
-  virtual std::vector<std::string> multi_get(const std::vector<std::string>& keys) = 0;
-  virtual void interrupt() = 0;
-};
-
 // A failed call's error (comm's StoreError, its cause as above); nothing
 // when the call succeeded.
 using StoreFailure = std::optional<comm::StoreError>;
@@ -69,6 +50,7 @@ class AsyncStore {
   using Value = std::function<void(const StoreFailure&, std::string)>;
   using Number = std::function<void(const StoreFailure&, std::int64_t)>;
   using Values = std::function<void(const StoreFailure&, std::vector<std::string>)>;
+  using Flag = std::function<void(const StoreFailure&, bool)>;
   virtual ~AsyncStore() = default;
   virtual void set(std::string key, std::string value, Done done) = 0;
   virtual void set_while_connected(std::string key, std::string value, Done done) = 0;
@@ -79,6 +61,8 @@ class AsyncStore {
   virtual void wait(std::vector<std::string> keys, std::chrono::milliseconds timeout,
                     Done done) = 0;
   virtual void multi_get(std::vector<std::string> keys, Values done) = 0;
+  // Whether every one of `keys` is there now (no waiting).
+  virtual void check(std::vector<std::string> keys, Flag done) = 0;
 };
 
 // The store as its host sees it (comm::ThreadedStoreServer's calls): the
@@ -92,12 +76,10 @@ class StoreHost {
   virtual std::vector<std::optional<std::string>> peek(
       const std::vector<std::string>& keys) const = 0;
   virtual void set(const std::string& key, const std::string& value) = 0;
-  virtual std::uint64_t changes() const = 0;
-  virtual std::uint64_t wait_change(std::uint64_t seen,
-                                    std::chrono::steady_clock::time_point until) const = 0;
+  // Changes to keys under these prefixes call no on_change (heartbeat
+  // counters: the host reads them at its deadlines).
   virtual void quiet_prefixes(std::vector<std::string> prefixes) = 0;
-  virtual void wake_watchers() = 0;
-  // Called at each change that wakes wait_change, on the store's own thread
+  // Called at each change to the table, on the store's own thread
   // (or the changing client's): it must be quick and must not call the
   // store; a watcher on an event loop posts to it. nullptr: none. Once it
   // returns, the one it replaced is not running.
@@ -109,7 +91,6 @@ class StoreNetwork {
  public:
   virtual ~StoreNetwork() = default;
   virtual std::unique_ptr<StoreHost> host(const comm::StoreServerOptions& opts) = 0;
-  virtual std::unique_ptr<StoreClient> connect(const comm::StoreOptions& opts) = 0;
   // A connection whose answers come on `io`; it connects at its first call
   // (a failed connect fails that call; the next one tries again).
   virtual std::unique_ptr<AsyncStore> connect_async(boost::asio::io_context& io,

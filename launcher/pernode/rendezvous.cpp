@@ -12,9 +12,11 @@
 #include <charconv>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
 #include <string_view>
 #include <system_error>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
@@ -32,7 +34,6 @@ namespace dlaunch {
 
 namespace {
 
-using RealClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 // How long a launcher's alive key may be gone before it is lost (a
 // reconnect sets it again within a heartbeat period).
@@ -149,17 +150,43 @@ bool valid_address(std::string_view a) {
   });
 }
 
+// What a store call's answer says: nothing, or the failure thrown (the
+// operation's step() ends the operation with it).
+void ok(const rdzv::StoreFailure& f) {
+  if (f) throw *f;
+}
+
+std::string endpoint_text(const std::string& host, std::uint16_t port) {
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+         std::to_string(port);
+}
+
 }  // namespace
 
 Rendezvous::Rendezvous(RdzvSettings s, rdzv::StoreNetwork& network)
-    : s_(std::move(s)), net_(network), meeting_port_(s_.port) {
-  endpoint_ = (s_.host.find(':') != std::string::npos ? "[" + s_.host + "]" : s_.host) + ":" +
-              std::to_string(s_.port);
+    : own_io_(std::make_unique<boost::asio::io_context>()),
+      own_clock_(std::make_unique<AsioClock>(*own_io_)),
+      home_(own_io_.get()),
+      home_clock_(own_clock_.get()),
+      s_(std::move(s)),
+      net_(network),
+      meeting_port_(s_.port) {
+  endpoint_ = endpoint_text(s_.host, s_.port);
+}
+
+Rendezvous::Rendezvous(RdzvSettings s, rdzv::StoreNetwork& network, boost::asio::io_context& io,
+                       Clock& clock)
+    : home_(&io), home_clock_(&clock), s_(std::move(s)), net_(network), meeting_port_(s_.port) {
+  endpoint_ = endpoint_text(s_.host, s_.port);
 }
 
 Rendezvous::~Rendezvous() {
   stop_watch();
+  if (op_live_) *op_live_ = false;  // the operation under way ends unanswered
+  if (server_ != nullptr) server_->on_change(nullptr);
+  op_timer_.reset();
   store_.reset();
+  retired_.reset();
   server_.reset();
 }
 
@@ -169,23 +196,108 @@ std::string Rendezvous::rkey(const std::string& k) const {
   return fmt::format("dlaunch/rdzv/r{}/{}", round_, k);
 }
 
-Membership Rendezvous::join(int round) {
+void Rendezvous::begin_op(std::function<void(std::exception_ptr)> end) {
+  if (op_live_ && *op_live_) throw std::logic_error("Rendezvous: a join or barrier is under way");
+  op_end_ = std::move(end);
+  op_live_ = std::make_shared<bool>(true);
+  op_timer_ = home_clock_->make_timer();
+}
+
+void Rendezvous::end_op(std::exception_ptr e) {
+  if (!op_live_ || !*op_live_) return;
+  *op_live_ = false;
+  op_timer_.reset();
+  if (server_ != nullptr && !watching_) server_->on_change(nullptr);
+  auto end = std::move(op_end_);
+  op_end_ = nullptr;
+  end(std::move(e));
+}
+
+template <class F>
+auto Rendezvous::step(F f) {
+  return [this, live = op_live_, f = std::move(f)](auto&&... a) mutable {
+    if (!*live) return;  // the operation it was for has ended
+    try {
+      f(std::forward<decltype(a)>(a)...);
+    } catch (...) {
+      end_op(std::current_exception());
+    }
+  };
+}
+
+void Rendezvous::run_until(const bool& done) {
+  // The store's answers come from its thread: the loop waits for them.
+  const auto work = boost::asio::make_work_guard(*home_);
+  while (!done) {
+    home_->restart();
+    home_->run_one();
+  }
+}
+
+void Rendezvous::on_host_change(Next look) {
+  op_look_posted_ = std::make_shared<std::atomic<bool>>(false);
+  Next run = step([posted = op_look_posted_, look = std::move(look)] {
+    posted->store(false);
+    look();
+  });
+  // On the store's thread: one look posted for a burst of changes.
+  server_->on_change([io = home_, posted = op_look_posted_, run = std::move(run)] {
+    if (posted->exchange(true)) return;
+    boost::asio::post(*io, run);
+  });
+}
+
+void Rendezvous::start_join(int round, Joined done) {
   stop_watch();
   peer_.reset();
   to_publish_.reset();
   published_ = false;
   settled_ = false;
   round_ = round;
-  try {
-    if (store_lost_) take_over();
-    if (!store_) connect();
-    return join_round();
-  } catch (const comm::StoreError& e) {
-    // A store that stops answering mid-way is this launcher's environment,
-    // said with where it was meeting; not an internal error.
-    throw Error(ErrorKind::kEnvironment,
-                fmt::format("the rendezvous at {}: {}", endpoint_, e.what()));
-  }
+  begin_op([this, done = std::move(done)](std::exception_ptr e) {
+    if (e) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const comm::StoreError& x) {
+        // A store that stops answering mid-way is this launcher's
+        // environment, said with where it was meeting; not an internal error.
+        e = std::make_exception_ptr(Error(
+            ErrorKind::kEnvironment, fmt::format("the rendezvous at {}: {}", endpoint_, x.what())));
+      } catch (...) {  // said as it is
+      }
+    }
+    done(e, m_);
+  });
+  boost::asio::post(*home_, Next(step([this] {
+    if (store_lost_) {
+      old_endpoint_ = endpoint_;
+      old_host_ = m_.names.empty() ? "?" : m_.names.front();
+      server_.reset();
+      store_.reset();
+      tried_.clear();
+      // node rank (-1: the old endpoint), address
+      candidates_.assign(1, {-1, s_.host});
+      for (int k = 1; k < m_.nnodes; ++k)
+        candidates_.emplace_back(k, m_.addrs[static_cast<std::size_t>(k)]);
+      take_over(0, [this] { join_round(); });
+    } else if (!store_) {
+      connect([this] { join_round(); });
+    } else {
+      join_round();
+    }
+  })));
+}
+
+Membership Rendezvous::join(int round) {
+  bool done = false;
+  std::exception_ptr error;
+  start_join(round, [&](std::exception_ptr e, const Membership&) {
+    error = std::move(e);
+    done = true;
+  });
+  run_until(done);
+  if (error) std::rethrow_exception(error);
+  return m_;
 }
 
 bool Rendezvous::can_take_over() const {
@@ -203,19 +315,11 @@ bool Rendezvous::can_take_over() const {
 // the lowest surviving node rank hosts; one that cannot be reached within a
 // few seconds is passed over (the old endpoint, within half a second). The
 // next round starts from an empty store (a round's keys stand alone; the
-// round number is every survivor's).
-void Rendezvous::take_over() {
-  const std::string old_endpoint = endpoint_;
-  const std::string old_host = m_.names.empty() ? "?" : m_.names.front();
-  server_.reset();
-  store_.reset();
-  const milliseconds each{3000};
-  std::vector<std::pair<int, std::string>> candidates;  // node rank (-1: the old endpoint), address
-  candidates.emplace_back(-1, s_.host);
-  for (int k = 1; k < m_.nnodes; ++k)
-    candidates.emplace_back(k, m_.addrs[static_cast<std::size_t>(k)]);
-  std::string tried;
-  for (const auto& [k, addr] : candidates) {
+// round number is every survivor's). Candidate `i` on (candidates_).
+void Rendezvous::take_over(std::size_t i, const Next& next) {
+  for (; i < candidates_.size(); ++i) {
+    const int k = candidates_[i].first;
+    const std::string addr = candidates_[i].second;
     if (addr.empty()) continue;
     m_.hosting = false;
     if (k == m_.node_rank) {
@@ -231,7 +335,7 @@ void Rendezvous::take_over() {
         server_ = net_.host(so);
         m_.hosting = true;
       } catch (const std::system_error& e) {
-        tried += fmt::format("; hosting at {}:{}: {}", addr, s_.port, e.what());
+        tried_ += fmt::format("; hosting at {}:{}: {}", addr, s_.port, e.what());
         continue;
       }
     }
@@ -240,55 +344,87 @@ void Rendezvous::take_over() {
     co.port = s_.port;
     co.secret = s_.secret;
     // The old endpoint briefly: a host alive after all answers at once.
-    co.connect_timeout = k < 0 ? milliseconds(500) : each;
+    co.connect_timeout = k < 0 ? milliseconds(500) : milliseconds(3000);
     co.timeout = s_.read_timeout;
-    try {
-      store_ = net_.connect(co);
-    } catch (const comm::StoreError& e) {
-      // Something there that cannot prove the secret (a process that took
-      // the freed port) is passed over, never joined.
-      tried += fmt::format(
-          "; {}:{}: {}{}", addr, s_.port,
-          not_this_jobs_store(e) ? "held by something that is not this job's rendezvous: " : "",
-          e.what());
-      server_.reset();
-      continue;
-    }
-    s_.host = addr;
-    endpoint_ = (addr.find(':') != std::string::npos ? "[" + addr + "]" : addr) + ":" +
-                std::to_string(s_.port);
-    client_host_ = addr;
-    m_.store_host = addr;
-    m_.store_port = s_.port;
-    store_lost_ = false;
-    int host = k;
-    if (k < 0) {
-      // The successor's store says so for this round; the old host's (back
-      // after all) does not, even if it was a successor itself before.
-      host = -1;
-      if (store_->check({rkey("successor")})) {
-        const std::string v = store_->get(rkey("successor"));
-        host = static_cast<int>(parse_number(v, 1, m_.nnodes - 1).value_or(-1));
+    store_ = net_.connect_async(*home_, co);
+    // The first call connects. One that cannot (something there that cannot
+    // prove the secret: a process that took the freed port) is passed over,
+    // never joined.
+    const auto reached = [this, i, addr, next](const rdzv::StoreFailure& f) {
+      if (f) {
+        tried_ += fmt::format(
+            "; {}:{}: {}{}", addr, s_.port,
+            not_this_jobs_store(*f) ? "held by something that is not this job's rendezvous: " : "",
+            f->what());
+        server_.reset();
+        retired_ = std::move(store_);  // (not destroyed inside its own answer)
+        take_over(i + 1, next);
+        return false;
       }
+      s_.host = addr;
+      endpoint_ = endpoint_text(addr, s_.port);
+      client_host_ = addr;
+      m_.store_host = addr;
+      m_.store_port = s_.port;
+      store_lost_ = false;
+      return true;
+    };
+    const auto announce = [this](int host) {
+      if (host < 0) {
+        write_all(2, fmt::format("dlaunch: the rendezvous at {} answers again\n", endpoint_));
+      } else {
+        write_all(
+            2, fmt::format("dlaunch: node 0 ({}), which hosted the rendezvous, is lost; "
+                           "node {} ({}) hosts it now at {}\n",
+                           old_host_, host, m_.names[static_cast<std::size_t>(host)], endpoint_));
+      }
+    };
+    const auto settings = [this, next] {
+      store_->compare_set(key("conf"), "", settings_text(),
+                          step([this, next](const rdzv::StoreFailure& f, const std::string& conf) {
+                            ok(f);
+                            check_settings(conf);
+                            next();
+                          }));
+    };
+    if (k >= 0) {
+      store_->compare_set(key("conf"), "", settings_text(),
+                          step([this, k, reached, announce, next](const rdzv::StoreFailure& f,
+                                                                  const std::string& conf) {
+                            if (!reached(f)) return;
+                            announce(k);
+                            check_settings(conf);
+                            next();
+                          }));
+      return;
     }
-    if (host < 0) {
-      write_all(2, fmt::format("dlaunch: the rendezvous at {} answers again\n", endpoint_));
-    } else {
-      write_all(2,
-                fmt::format("dlaunch: node 0 ({}), which hosted the rendezvous, is lost; node "
-                            "{} ({}) hosts it now at {}\n",
-                            old_host, host, m_.names[static_cast<std::size_t>(host)], endpoint_));
-    }
-    check_settings();
+    // The successor's store says so for this round; the old host's (back
+    // after all) does not, even if it was a successor itself before.
+    store_->check(
+        {rkey("successor")},
+        step([this, reached, announce, settings](const rdzv::StoreFailure& f, bool has) {
+          if (!reached(f)) return;
+          if (!has) {
+            announce(-1);
+            return settings();
+          }
+          store_->get(
+              rkey("successor"), s_.read_timeout,
+              step([this, announce, settings](const rdzv::StoreFailure& g, const std::string& v) {
+                ok(g);
+                announce(static_cast<int>(parse_number(v, 1, m_.nnodes - 1).value_or(-1)));
+                settings();
+              }));
+        }));
     return;
   }
   throw Error(ErrorKind::kEnvironment,
               fmt::format("the launcher hosting the rendezvous at {} ({}) is lost, and no "
                           "surviving launcher could host it{}",
-                          old_endpoint, old_host, tried));
+                          old_endpoint_, old_host_, tried_));
 }
 
-void Rendezvous::connect() {
+void Rendezvous::connect(const Next& next) {
   // Host: static node 0, or (c10d) whoever can bind the endpoint. A port
   // already taken (another launcher hosts) or an address not of this machine
   // makes this launcher a client. The store listens on the endpoint's
@@ -358,6 +494,9 @@ void Rendezvous::connect() {
   }
   m_.store_host = m_.hosting && !s_.is_static ? numeric_address(s_.host) : s_.host;
   m_.store_port = s_.port;
+  // Where this launcher can be reached, should it host the store one day.
+  own_addr_ = s_.local_addr.empty() ? proto::source_address_toward(numeric_address(s_.host))
+                                    : numeric_address(s_.local_addr);
   comm::StoreOptions co;
   client_host_ = client_host;
   co.host = client_host_;
@@ -365,193 +504,369 @@ void Rendezvous::connect() {
   co.secret = s_.secret;
   co.connect_timeout = s_.join_timeout;
   co.timeout = s_.read_timeout;
-  try {
-    store_ = net_.connect(co);
-  } catch (const comm::StoreError& e) {
-    if (not_this_jobs_store(e)) {
-      // Whatever holds the endpoint could not prove this job's secret (or
-      // is no store of this release): never joined, whoever it is.
-      throw InputError(
-          {s_.is_static ? "--master-port" : "--rdzv-endpoint"}, "",
-          fmt::format("the rendezvous endpoint {} is held by something that is not this job's "
-                      "rendezvous, and this launcher does not join it: {}",
-                      endpoint_, e.what()),
-          "if it is a launcher of this job, give every launcher the same secret "
-          "(DLAUNCH_RDZV_SECRET or --rdzv-conf secret=...) and the same dlaunch release; "
-          "otherwise free that port or choose another");
-    }
-    if (e.kind() == comm::ErrorKind::kUsage) {
-      throw InputError(
-          {"--rdzv-conf"}, "secret",
-          fmt::format("the rendezvous at {} refused this launcher: {}", endpoint_, e.what()),
-          "give every launcher the same secret (DLAUNCH_RDZV_SECRET or --rdzv-conf "
-          "secret=...)");
-    }
-    throw Error(ErrorKind::kEnvironment,
-                fmt::format("cannot reach the rendezvous at {} within {} (join_timeout): {}",
-                            endpoint_, secs(s_.join_timeout), e.what()));
+  store_ = net_.connect_async(*home_, co);
+  // The first call connects (its failure is the connect's): the job's
+  // settings, which the first launcher's are.
+  store_->compare_set(key("conf"), "", settings_text(),
+                      step([this, next](const rdzv::StoreFailure& f, const std::string& conf) {
+                        if (f) connect_failed(*f);
+                        check_settings(conf);
+                        if (s_.is_static && meeting_port_ != 0) return move_to_job_port(next);
+                        next();
+                      }));
+}
+
+void Rendezvous::connect_failed(const comm::StoreError& e) const {
+  if (not_this_jobs_store(e)) {
+    // Whatever holds the endpoint could not prove this job's secret (or
+    // is no store of this release): never joined, whoever it is.
+    throw InputError(
+        {s_.is_static ? "--master-port" : "--rdzv-endpoint"}, "",
+        fmt::format("the rendezvous endpoint {} is held by something that is not this job's "
+                    "rendezvous, and this launcher does not join it: {}",
+                    endpoint_, e.what()),
+        "if it is a launcher of this job, give every launcher the same secret "
+        "(DLAUNCH_RDZV_SECRET or --rdzv-conf secret=...) and the same dlaunch release; "
+        "otherwise free that port or choose another");
   }
-  check_settings();
-  if (s_.is_static && meeting_port_ != 0) move_to_job_port();
-  // Where this launcher can be reached, should it host the store one day.
-  own_addr_ = s_.local_addr.empty() ? proto::source_address_toward(numeric_address(s_.host))
-                                    : numeric_address(s_.local_addr);
+  if (e.kind() == comm::ErrorKind::kUsage) {
+    throw InputError(
+        {"--rdzv-conf"}, "secret",
+        fmt::format("the rendezvous at {} refused this launcher: {}", endpoint_, e.what()),
+        "give every launcher the same secret (DLAUNCH_RDZV_SECRET or --rdzv-conf "
+        "secret=...)");
+  }
+  throw Error(ErrorKind::kEnvironment,
+              fmt::format("cannot reach the rendezvous at {} within {} (join_timeout): {}",
+                          endpoint_, secs(s_.join_timeout), e.what()));
 }
 
 // Static: the host says where the job's store is; every launcher (the host
 // too) reconnects there before it claims its node rank, so that once every
 // rank is claimed nobody uses the meeting port and the host closes it.
-void Rendezvous::move_to_job_port() {
-  if (m_.hosting) store_->set(key("store_port"), std::to_string(job_port_));
-  const std::string v = store_->get(key("store_port"), s_.join_timeout);
-  const auto port = parse_number(v, 1, 65535);
-  if (!port) malformed("store_port", v);
-  comm::StoreOptions co;
-  co.host = client_host_;
-  co.port = static_cast<std::uint16_t>(*port);
-  co.secret = s_.secret;
-  co.connect_timeout = s_.join_timeout;
-  co.timeout = s_.read_timeout;
-  try {
-    store_ = net_.connect(co);
-  } catch (const comm::StoreError& e) {
-    throw Error(ErrorKind::kEnvironment,
-                fmt::format("the rendezvous at {} moved the job's store to port {}, which this "
-                            "launcher cannot reach: {}",
-                            endpoint_, *port, e.what()));
-  }
-  s_.port = co.port;
-  m_.store_port = co.port;
+void Rendezvous::move_to_job_port(const Next& next) {
+  if (m_.hosting) store_->set(key("store_port"), std::to_string(job_port_), step(ok));
+  store_->get(
+      key("store_port"), s_.join_timeout,
+      step([this, next](const rdzv::StoreFailure& f, const std::string& v) {
+        ok(f);
+        const auto port = parse_number(v, 1, 65535);
+        if (!port) malformed("store_port", v);
+        comm::StoreOptions co;
+        co.host = client_host_;
+        co.port = static_cast<std::uint16_t>(*port);
+        co.secret = s_.secret;
+        co.connect_timeout = s_.join_timeout;
+        co.timeout = s_.read_timeout;
+        // (The meeting port's connection is not destroyed inside its own answer.)
+        retired_ = std::move(store_);
+        store_ = net_.connect_async(*home_, co);
+        // The first call there connects: the same store, which says the same.
+        store_->get(
+            key("store_port"), s_.join_timeout,
+            step([this, next, port = co.port](const rdzv::StoreFailure& g, const std::string&) {
+              if (g) {
+                throw Error(ErrorKind::kEnvironment,
+                            fmt::format("the rendezvous at {} moved the job's store to "
+                                        "port {}, which this launcher cannot reach: {}",
+                                        endpoint_, port, g->what()));
+              }
+              s_.port = port;
+              m_.store_port = port;
+              next();
+            }));
+      }));
 }
 
-void Rendezvous::check_settings() {
-  rdzv::StoreClient& st = *store_;
-  // The job's settings: the first launcher's are the job's; any other must
-  // say the same.
-  const std::string mine =
-      fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}", s_.run_id, s_.is_static ? "static" : "c10d",
-                  s_.min_nodes == s_.max_nodes ? std::to_string(s_.max_nodes)
-                                               : fmt::format("{}:{}", s_.min_nodes, s_.max_nodes),
-                  s_.nproc, s_.max_restarts, s_.mpi ? "on" : "off", s_.me);
-  const std::string conf = st.compare_set(key("conf"), "", mine);
-  if (conf != mine) {
-    const auto a = split(mine, '\n');
-    const auto b = split(conf, '\n');
-    if (b.size() == 7) {
-      const char* names[] = {"--rdzv-id",        "--rdzv-backend", "--nnodes",
-                             "--nproc-per-node", "--max-restarts", "--mpi"};
-      for (std::size_t i = 0; i < 6; ++i) {
-        if (a[i] == b[i]) continue;
-        throw InputError({names[i]}, "",
-                         fmt::format("the launchers at {} disagree: {} {} here ({}), {} {} on "
-                                     "the launcher that came first ({})",
-                                     endpoint_, names[i], a[i], s_.me, names[i], printable(b[i]),
-                                     printable(b[6])),
-                         "give every launcher of the job the same value");
-      }
-    }
+std::string Rendezvous::settings_text() const {
+  return fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}", s_.run_id, s_.is_static ? "static" : "c10d",
+                     s_.min_nodes == s_.max_nodes
+                         ? std::to_string(s_.max_nodes)
+                         : fmt::format("{}:{}", s_.min_nodes, s_.max_nodes),
+                     s_.nproc, s_.max_restarts, s_.mpi ? "on" : "off", s_.me);
+}
+
+// The job's settings: the first launcher's are the job's (`conf`, what the
+// store holds); any other must say the same.
+void Rendezvous::check_settings(const std::string& conf) const {
+  const std::string mine = settings_text();
+  if (conf == mine) return;
+  const auto a = split(mine, '\n');
+  const auto b = split(conf, '\n');
+  if (b.size() != 7) return;
+  const char* names[] = {"--rdzv-id",        "--rdzv-backend", "--nnodes",
+                         "--nproc-per-node", "--max-restarts", "--mpi"};
+  for (std::size_t i = 0; i < 6; ++i) {
+    if (a[i] == b[i]) continue;
+    throw InputError(
+        {names[i]}, "",
+        fmt::format("the launchers at {} disagree: {} {} here ({}), {} {} on "
+                    "the launcher that came first ({})",
+                    endpoint_, names[i], a[i], s_.me, names[i], printable(b[i]), printable(b[6])),
+        "give every launcher of the job the same value");
   }
 }
 
-Membership Rendezvous::join_round() {
-  rdzv::StoreClient& st = *store_;
+void Rendezvous::join_round() {
   m_.nproc = s_.nproc;
   // The first rendezvous waits for the launchers to start (join_timeout); a
   // re-rendezvous after a failure, for the survivors (close_timeout).
-  const auto wait = round_ == 0 ? s_.join_timeout : s_.close_timeout;
-  const auto deadline = RealClock::now() + wait;
+  wait_ = round_ == 0 ? s_.join_timeout : s_.close_timeout;
+  deadline_ = home_clock_->now() + wait_;
+  // Alive before this launcher counts as a member, so that once the round
+  // is complete every member's key has been set, and a key absent from then
+  // on means its connection closed (look).
+  store_->set_while_connected(rkey("alive/" + s_.me), s_.me, step(ok));
   if (s_.is_static) {
-    // Alive before this launcher counts as a member, so that once the round
-    // is complete every member's key has been set, and a key absent from
-    // then on means its connection closed (watch_loop).
-    st.set_while_connected(rkey("alive/" + s_.me), s_.me);
-    const std::string k = rkey(fmt::format("static/{}", s_.node_rank));
-    const std::string owner = st.compare_set(k, "", s_.me);
-    if (owner != s_.me) {
-      throw InputError({"--node-rank"}, "",
-                       fmt::format("node rank {} is claimed by two launchers: {} and this one ({})",
-                                   s_.node_rank, owner, s_.me),
-                       "give every launcher its own --node-rank from 0 to --nnodes - 1");
-    }
-    m_.nnodes = s_.max_nodes;
-    m_.node_rank = s_.node_rank;
-    std::vector<std::string> keys;
-    keys.reserve(static_cast<std::size_t>(m_.nnodes));
-    for (int j = 0; j < m_.nnodes; ++j) keys.push_back(rkey(fmt::format("static/{}", j)));
-    // One parked request, answered when the last rank is claimed: no polling,
-    // whatever the number of launchers.
-    try {
-      st.wait(keys, std::chrono::duration_cast<milliseconds>(deadline - RealClock::now()));
-    } catch (const comm::StoreError& e) {
-      if (e.cause() != comm::StoreError::Cause::kTimedOut) throw;
-      std::vector<int> missing;
-      for (int j = 0; j < m_.nnodes; ++j) {
-        if (!st.check({keys[static_cast<std::size_t>(j)]})) missing.push_back(j);
-      }
-      throw Error(ErrorKind::kEnvironment,
-                  fmt::format("node rank(s) {} did not join the rendezvous at {} within {} "
-                              "(join_timeout)",
-                              fmt::join(missing, ", "), endpoint_, secs(s_.join_timeout)));
-    }
-    m_.names = st.multi_get(keys);
-    check_names();
-    // Everyone has moved to the job's store: the meeting port is MASTER_PORT's.
-    if (m_.hosting && round_ == 0 && meeting_port_ != 0) server_->stop_listening_on_first_port();
+    join_static();
   } else {
-    st.set_while_connected(rkey("alive/" + s_.me), s_.me);  // before it counts (above)
-    const long long idx = st.add(rkey("joined"), 1) - 1;
-    st.set(rkey(fmt::format("addr/{}", idx)), own_addr_);
-    st.set(rkey(fmt::format("join/{}", idx)), s_.me);
-    if (m_.hosting) st.set(rkey("host"), std::to_string(idx));
-    if (m_.hosting) {
-      close_round(deadline, wait);
-    } else {
-      await_close(deadline, wait);
-    }
-    const std::string closed = st.get(rkey("closed"));
-    const auto members = split(closed, ',');
-    // Node ranks are join numbers, each once, at most MAX of them.
-    if (members.empty() || members.size() > static_cast<std::size_t>(s_.max_nodes))
-      malformed("closed", closed);
-    for (std::size_t i = 0; i < members.size(); ++i) {
-      if (!parse_number(members[i], 0, limits::kMaxNodesPerJob) ||
-          std::find(members.begin(), members.begin() + static_cast<std::ptrdiff_t>(i),
-                    members[i]) != members.begin() + static_cast<std::ptrdiff_t>(i)) {
-        malformed("closed", closed);
-      }
-    }
-    const auto it = std::find(members.begin(), members.end(), std::to_string(idx));
-    if (it == members.end() && s_.min_nodes < s_.max_nodes && s_.max_restarts > 0) {
-      // A running elastic job: wait for its next round, and ask for one (the
-      // nodes there restart to take this one in, as torchrun's do when they
-      // see nodes waiting).
-      (void)st.compare_set(rkey("waiting"), "", s_.me);
-      ++round_;
-      return join_round();
-    }
-    if (it == members.end()) {
-      throw Error(ErrorKind::kEnvironment,
-                  fmt::format("the rendezvous at {} closed with {} node(s) without this launcher "
-                              "({}): it joined too late",
-                              endpoint_, members.size(), s_.me));
-    }
-    m_.nnodes = static_cast<int>(members.size());
-    m_.node_rank = static_cast<int>(it - members.begin());
-    std::vector<std::string> keys;
-    keys.reserve(members.size());
-    for (const auto& i : members) keys.push_back(rkey("join/" + i));
-    m_.names = st.multi_get(keys);
-    keys.clear();
-    for (const auto& i : members) keys.push_back(rkey("addr/" + i));
-    m_.addrs = st.multi_get(keys);
-    check_names();
-    for (const auto& a : m_.addrs) {
-      if (!a.empty() && !valid_address(a)) malformed("addr", a);
-    }
+    join_c10d();
   }
+}
 
-  // MASTER_ADDR and MASTER_PORT: node 0 chooses the port (free on it) and
-  // says where it is.
+milliseconds Rendezvous::time_left() const {
+  return std::max(std::chrono::duration_cast<milliseconds>(deadline_ - home_clock_->now()),
+                  milliseconds(1));
+}
+
+std::vector<std::string> Rendezvous::static_keys() const {
+  std::vector<std::string> keys;
+  keys.reserve(static_cast<std::size_t>(m_.nnodes));
+  for (int j = 0; j < m_.nnodes; ++j) keys.push_back(rkey(fmt::format("static/{}", j)));
+  return keys;
+}
+
+void Rendezvous::join_static() {
+  store_->compare_set(rkey(fmt::format("static/{}", s_.node_rank)), "", s_.me,
+                      step([this](const rdzv::StoreFailure& f, const std::string& owner) {
+                        ok(f);
+                        if (owner != s_.me) {
+                          throw InputError(
+                              {"--node-rank"}, "",
+                              fmt::format("node rank {} is claimed by two launchers: {} and this "
+                                          "one ({})",
+                                          s_.node_rank, owner, s_.me),
+                              "give every launcher its own --node-rank from 0 to --nnodes - 1");
+                        }
+                        m_.nnodes = s_.max_nodes;
+                        m_.node_rank = s_.node_rank;
+                        static_wait();
+                      }));
+}
+
+// One parked request, answered when the last rank is claimed: no polling,
+// whatever the number of launchers.
+void Rendezvous::static_wait() {
+  store_->wait(static_keys(), time_left(), step([this](const rdzv::StoreFailure& f) {
+                 if (f && f->cause() == comm::StoreError::Cause::kTimedOut) return say_missing();
+                 ok(f);
+                 store_->multi_get(static_keys(), step([this](const rdzv::StoreFailure& g,
+                                                              std::vector<std::string> names) {
+                                     ok(g);
+                                     m_.names = std::move(names);
+                                     check_names();
+                                     // Everyone has moved to the job's store: the meeting
+                                     // port is MASTER_PORT's.
+                                     if (m_.hosting && round_ == 0 && meeting_port_ != 0)
+                                       server_->stop_listening_on_first_port();
+                                     read_master();
+                                   }));
+               }));
+}
+
+// The static round did not complete in time: which node ranks are missing.
+void Rendezvous::say_missing() {
+  auto missing = std::make_shared<std::vector<int>>();
+  const auto keys = static_keys();
+  for (std::size_t j = 0; j < keys.size(); ++j) {
+    store_->check(
+        {keys[j]},
+        step([this, missing, j, n = keys.size()](const rdzv::StoreFailure& f, bool claimed) {
+          ok(f);
+          if (!claimed) missing->push_back(static_cast<int>(j));
+          if (j + 1 < n) return;  // (answered in order: this is the last)
+          throw Error(ErrorKind::kEnvironment,
+                      fmt::format("node rank(s) {} did not join the rendezvous at {} "
+                                  "within {} (join_timeout)",
+                                  fmt::join(*missing, ", "), endpoint_, secs(s_.join_timeout)));
+        }));
+  }
+}
+
+void Rendezvous::join_c10d() {
+  store_->add(rkey("joined"), 1, step([this](const rdzv::StoreFailure& f, std::int64_t n) {
+                ok(f);
+                join_idx_ = n - 1;
+                store_->set(rkey(fmt::format("addr/{}", join_idx_)), own_addr_, step(ok));
+                store_->set(rkey(fmt::format("join/{}", join_idx_)), s_.me,
+                            step([this](const rdzv::StoreFailure& g) {
+                              ok(g);
+                              if (!m_.hosting) {
+                                close_until_ = deadline_;
+                                return await_close();
+                              }
+                              store_->set(rkey("host"), std::to_string(join_idx_),
+                                          step([this](const rdzv::StoreFailure& h) {
+                                            ok(h);
+                                            close_round();
+                                          }));
+                            }));
+              }));
+}
+
+Error Rendezvous::not_closed(long long joined) const {
+  return {ErrorKind::kEnvironment,
+          fmt::format("the rendezvous at {} did not close within {} ({}): {} of at least {} "
+                      "node(s) joined",
+                      endpoint_, secs(wait_), round_ == 0 ? "join_timeout" : "close_timeout",
+                      joined, s_.min_nodes)};
+}
+
+// c10d, the launcher hosting the store: it closes the round, watching the
+// join count in its own store (no requests) on its changes and at its
+// deadlines: when MAX have joined, or MIN and last_call since. The host is
+// node 0, the others in the order they joined.
+void Rendezvous::close_round() {
+  min_seen_.reset();
+  closing_ = false;
+  on_host_change([this] { close_look(); });
+  close_look();
+}
+
+void Rendezvous::close_look() {
+  if (closing_) return;
+  const auto now = home_clock_->now();
+  const auto v = server_->peek({rkey("joined"), rkey("host"), rkey("closed")});
+  if (v[2]) return read_closed();  // (a launcher of an earlier release could have)
+  const std::string joined_text = v[0].value_or("0");
+  const auto joined_n = parse_number(joined_text, 0, limits::kMaxNodesPerJob);
+  if (!joined_n) malformed("joined", joined_text);
+  const long long joined = *joined_n;
+  const bool enough = v[1].has_value() && joined >= s_.min_nodes;
+  if (!enough) {
+    min_seen_.reset();
+  } else if (!min_seen_) {
+    min_seen_ = now;
+  }
+  if (enough && (joined >= s_.max_nodes || now - *min_seen_ >= s_.last_call)) {
+    const auto parsed = parse_number(*v[1], 0, joined - 1);
+    if (!parsed) malformed("host", *v[1]);
+    const long long host = *parsed;
+    const long long n = std::min<long long>(joined, s_.max_nodes);
+    std::vector<std::string> members{std::to_string(host)};
+    for (long long i = 0; i < joined && static_cast<long long>(members.size()) < n; ++i) {
+      if (i != host) members.push_back(std::to_string(i));
+    }
+    closing_ = true;
+    op_timer_->cancel();
+    store_->compare_set(rkey("closed"), "", fmt::format("{}", fmt::join(members, ",")),
+                        step([this](const rdzv::StoreFailure& f, const std::string&) {
+                          ok(f);
+                          read_closed();
+                        }));
+    return;
+  }
+  // The deadline is for MIN nodes to come; once they are here, the last
+  // call runs its course (it may be longer than close_timeout).
+  if (!min_seen_ && now >= deadline_) throw not_closed(joined);
+  // Until a member joins, or the last call or the deadline ends.
+  op_timer_->expires_at(min_seen_ ? *min_seen_ + s_.last_call : deadline_,
+                        step([this] { close_look(); }));
+}
+
+// c10d, every other launcher: one parked request for the round's close. If
+// it is not answered by the deadline, the round may still be in its last
+// call (MIN are here): it waits that out; else MIN did not come.
+void Rendezvous::await_close() {
+  const auto left = std::max(
+      std::chrono::duration_cast<milliseconds>(close_until_ - home_clock_->now()), milliseconds(1));
+  store_->get(
+      rkey("closed"), left, step([this](const rdzv::StoreFailure& f, const std::string&) {
+        if (!f) return read_closed();
+        if (f->cause() != comm::StoreError::Cause::kTimedOut) throw *f;
+        store_->add(
+            rkey("joined"), 0, step([this](const rdzv::StoreFailure& g, std::int64_t joined) {
+              ok(g);
+              store_->check({rkey("host")},
+                            step([this, joined](const rdzv::StoreFailure& h, bool hosted) {
+                              ok(h);
+                              if (!hosted || joined < s_.min_nodes || close_until_ > deadline_)
+                                throw not_closed(joined);
+                              close_until_ = home_clock_->now() + s_.last_call + milliseconds(5000);
+                              await_close();
+                            }));
+            }));
+      }));
+}
+
+// c10d: who the round's members are, and this launcher's place among them.
+void Rendezvous::read_closed() {
+  if (server_ != nullptr && !watching_) server_->on_change(nullptr);
+  store_->get(
+      rkey("closed"), s_.read_timeout,
+      step([this](const rdzv::StoreFailure& f, const std::string& closed) {
+        ok(f);
+        const auto members = split(closed, ',');
+        // Node ranks are join numbers, each once, at most MAX of them.
+        if (members.empty() || members.size() > static_cast<std::size_t>(s_.max_nodes))
+          malformed("closed", closed);
+        for (std::size_t i = 0; i < members.size(); ++i) {
+          if (!parse_number(members[i], 0, limits::kMaxNodesPerJob) ||
+              std::find(members.begin(), members.begin() + static_cast<std::ptrdiff_t>(i),
+                        members[i]) != members.begin() + static_cast<std::ptrdiff_t>(i)) {
+            malformed("closed", closed);
+          }
+        }
+        const auto it = std::find(members.begin(), members.end(), std::to_string(join_idx_));
+        if (it == members.end() && s_.min_nodes < s_.max_nodes && s_.max_restarts > 0) {
+          // A running elastic job: wait for its next round, and ask for one
+          // (the nodes there restart to take this one in, as torchrun's do
+          // when they see nodes waiting).
+          store_->compare_set(rkey("waiting"), "", s_.me,
+                              step([this](const rdzv::StoreFailure& g, const std::string&) {
+                                ok(g);
+                                ++round_;
+                                join_round();
+                              }));
+          return;
+        }
+        if (it == members.end()) {
+          throw Error(ErrorKind::kEnvironment,
+                      fmt::format("the rendezvous at {} closed with {} node(s) without this "
+                                  "launcher ({}): it joined too late",
+                                  endpoint_, members.size(), s_.me));
+        }
+        m_.nnodes = static_cast<int>(members.size());
+        m_.node_rank = static_cast<int>(it - members.begin());
+        std::vector<std::string> names;
+        std::vector<std::string> addrs;
+        names.reserve(members.size());
+        addrs.reserve(members.size());
+        for (const auto& i : members) {
+          names.push_back(rkey("join/" + i));
+          addrs.push_back(rkey("addr/" + i));
+        }
+        store_->multi_get(std::move(names),
+                          step([this](const rdzv::StoreFailure& g, std::vector<std::string> v) {
+                            ok(g);
+                            m_.names = std::move(v);
+                            check_names();
+                          }));
+        store_->multi_get(std::move(addrs),
+                          step([this](const rdzv::StoreFailure& g, std::vector<std::string> v) {
+                            ok(g);
+                            m_.addrs = std::move(v);
+                            for (const auto& a : m_.addrs) {
+                              if (!a.empty() && !valid_address(a)) malformed("addr", a);
+                            }
+                            read_master();
+                          }));
+      }));
+}
+
+// MASTER_ADDR and MASTER_PORT: node 0 chooses the port (free on it) and says
+// where it is.
+void Rendezvous::read_master() {
   if (m_.node_rank == 0) {
     std::string addr = s_.local_addr;
     if (addr.empty()) addr = s_.host;
@@ -559,88 +874,20 @@ Membership Rendezvous::join_round() {
     const std::uint16_t port = s_.pinned_master_port != 0           ? s_.pinned_master_port
                                : s_.is_static && meeting_port_ != 0 ? meeting_port_
                                                                     : free_port();
-    st.set(rkey("master"), fmt::format("{}\n{}", addr, port));
+    store_->set(rkey("master"), fmt::format("{}\n{}", addr, port), step(ok));
   }
-  const std::string master_value = st.get(rkey("master"), s_.join_timeout);
-  const auto master = split(master_value, '\n');
-  const auto master_port = master.size() == 2 ? parse_number(master[1], 1, 65535) : std::nullopt;
-  if (!master_port || !valid_address(master[0])) malformed("master", master_value);
-  m_.master_addr = master[0];
-  m_.master_port = static_cast<std::uint16_t>(*master_port);
-  m_.round = round_;
-  return m_;
-}
-
-// c10d, the launcher hosting the store: it closes the round, watching the
-// join count in its own store (no requests): when MAX have joined, or MIN
-// and last_call since. The host is node 0, the others in the order they
-// joined.
-void Rendezvous::close_round(RealClock::time_point deadline, milliseconds wait) {
-  RealClock::time_point min_seen{};
-  bool min_reached = false;
-  for (;;) {
-    // Read before the look: a change after it wakes the wait below at once.
-    const uint64_t changes = server_->changes();
-    const auto v = server_->peek({rkey("joined"), rkey("host"), rkey("closed")});
-    if (v[2]) return;  // (a launcher of an earlier release could have)
-    const std::string joined_text = v[0].value_or("0");
-    const auto joined_n = parse_number(joined_text, 0, limits::kMaxNodesPerJob);
-    if (!joined_n) malformed("joined", joined_text);
-    const long long joined = *joined_n;
-    const bool enough = v[1].has_value() && joined >= s_.min_nodes;
-    if (enough && !min_reached) min_seen = RealClock::now();
-    min_reached = enough;
-    if (enough && (joined >= s_.max_nodes || RealClock::now() - min_seen >= s_.last_call)) {
-      const auto parsed = parse_number(*v[1], 0, joined - 1);
-      if (!parsed) malformed("host", *v[1]);
-      const long long host = *parsed;
-      const long long n = std::min<long long>(joined, s_.max_nodes);
-      std::vector<std::string> members{std::to_string(host)};
-      for (long long i = 0; i < joined && static_cast<long long>(members.size()) < n; ++i) {
-        if (i != host) members.push_back(std::to_string(i));
-      }
-      (void)store_->compare_set(rkey("closed"), "", fmt::format("{}", fmt::join(members, ",")));
-      return;
-    }
-    // The deadline is for MIN nodes to come; once they are here, the last
-    // call runs its course (it may be longer than close_timeout).
-    if (!min_reached && RealClock::now() > deadline) {
-      throw Error(ErrorKind::kEnvironment,
-                  fmt::format("the rendezvous at {} did not close within {} ({}): "
-                              "{} of at least {} node(s) joined",
-                              endpoint_, secs(wait), round_ == 0 ? "join_timeout" : "close_timeout",
-                              joined, s_.min_nodes));
-    }
-    // Until a member joins, or the last call or the deadline ends.
-    server_->wait_change(changes, min_reached ? min_seen + s_.last_call : deadline);
-  }
-}
-
-// c10d, every other launcher: one parked request for the round's close. If
-// it is not answered by the deadline, the round may still be in its last
-// call (MIN are here): it waits that out; else MIN did not come.
-void Rendezvous::await_close(RealClock::time_point deadline, milliseconds wait) {
-  rdzv::StoreClient& st = *store_;
-  auto until = deadline;
-  for (;;) {
-    const auto left = std::chrono::duration_cast<milliseconds>(until - RealClock::now());
-    try {
-      (void)st.get(rkey("closed"), std::max(left, milliseconds(1)));
-      return;
-    } catch (const comm::StoreError& e) {
-      if (e.cause() != comm::StoreError::Cause::kTimedOut) throw;
-    }
-    const long long joined = st.add(rkey("joined"), 0);
-    const bool enough = st.check({rkey("host")}) && joined >= s_.min_nodes;
-    if (!enough || until > deadline) {
-      throw Error(ErrorKind::kEnvironment,
-                  fmt::format("the rendezvous at {} did not close within {} ({}): "
-                              "{} of at least {} node(s) joined",
-                              endpoint_, secs(wait), round_ == 0 ? "join_timeout" : "close_timeout",
-                              joined, s_.min_nodes));
-    }
-    until = RealClock::now() + s_.last_call + milliseconds(5000);
-  }
+  store_->get(rkey("master"), s_.join_timeout,
+              step([this](const rdzv::StoreFailure& f, const std::string& value) {
+                ok(f);
+                const auto master = split(value, '\n');
+                const auto port =
+                    master.size() == 2 ? parse_number(master[1], 1, 65535) : std::nullopt;
+                if (!port || !valid_address(master[0])) malformed("master", value);
+                m_.master_addr = master[0];
+                m_.master_port = static_cast<std::uint16_t>(*port);
+                m_.round = round_;
+                end_op(nullptr);
+              }));
 }
 
 void Rendezvous::malformed(const std::string& k, const std::string& value) const {
@@ -931,126 +1178,196 @@ std::chrono::milliseconds Rendezvous::heartbeat_period() const {
   return std::clamp(s_.heartbeat_timeout / 3, milliseconds(100), milliseconds(10'000));
 }
 
-void Rendezvous::finish(bool last) {
+void Rendezvous::start_finish(bool last, std::function<void()> done) {
   stop_watch();
-  if (!store_ || store_lost_) return;  // a reconnect would wait out join_timeout
+  begin_op([done = std::move(done)](const std::exception_ptr& e) {
+    if (e) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const comm::StoreError&) {  // nothing more to tell anyone
+      }
+    }
+    done();
+  });
+  boost::asio::post(*home_, Next(step([this, last] {
+    say_finished(false, [this, last] {
+      if (!last) return end_op(nullptr);
+      // The host keeps the store up until every other
+      // launcher has left it.
+      if (m_.hosting) return wait_for_others(false);
+      store_->set(rkey(fmt::format("left/{}", m_.node_rank)), "1",
+                  step([this](const rdzv::StoreFailure&) { end_op(nullptr); }));
+    });
+  })));
+}
+
+void Rendezvous::finish(bool last) {
+  bool done = false;
+  start_finish(last, [&] { done = true; });
+  run_until(done);
+}
+
+void Rendezvous::start_finish_succeeded(Barrier done) {
+  stop_watch();
+  barrier_result_.reset();
+  barrier_waiting_ = false;
+  begin_op([this, done = std::move(done)](const std::exception_ptr& e) {
+    std::optional<PeerFailure> out = std::move(barrier_result_);
+    if (e) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const comm::StoreError& x) {
+        // The host is gone while this node waited: it failed (its report
+        // went to its own console) or its machine is out of reach. This
+        // node's part succeeded; the job's end cannot be known any more.
+        if (barrier_waiting_) {
+          store_lost_ = true;
+          out = PeerFailure{
+              fmt::format("lost the rendezvous store at {} hosted by node 0 ({}) "
+                          "while waiting for the other nodes to finish: {}",
+                          endpoint_, m_.names.empty() ? "?" : m_.names.front(), x.what()),
+              1, true};
+        }
+      }
+    }
+    done(std::move(out));
+  });
+  boost::asio::post(*home_, Next(step([this] {
+    say_finished(true, [this] {
+      if (!store_ || store_lost_) return end_op(nullptr);
+      wait_for_others(true);
+    });
+  })));
+}
+
+std::optional<PeerFailure> Rendezvous::finish_succeeded() {
+  bool done = false;
+  std::optional<PeerFailure> out;
+  start_finish_succeeded([&](std::optional<PeerFailure> f) {
+    out = std::move(f);
+    done = true;
+  });
+  run_until(done);
+  return out;
+}
+
+// This node's part of the round is over: its failure the watch had no time
+// to publish, then `done`. A failure to say it ends the operation (nothing
+// more to tell anyone), except at the exit barrier, which goes on to wait
+// (and learns there that the store is gone).
+void Rendezvous::say_finished(bool barrier, const Next& next) {
+  if (!store_ || store_lost_) return end_op(nullptr);  // a reconnect would wait out join_timeout
   // A round another launcher ended with a failure: the host does not wait
   // for this one (it learns that it left when its connection closes), and
   // the store may be gone already (a host that ended while this launcher
   // was cut off, its failure entry delivered when the link came back): a
   // reconnect would wait out connect_timeout for nothing.
-  if (!m_.hosting && peer_ && !published_) return;
-  try {
-    // A failure of this node the watch had no time to publish goes now,
-    // before this node says it is done.
-    if (to_publish_) {
-      (void)store_->compare_set(rkey("failed"), "", encode(*to_publish_));
-      to_publish_.reset();
-    }
-    store_->set(rkey(fmt::format("done/{}", m_.node_rank)), "1");
-    if (!last) return;
-    // The host keeps the store up until every other launcher has left it.
-    if (m_.hosting) {
-      (void)wait_for_others(false);
-    } else {
-      store_->set(rkey(fmt::format("left/{}", m_.node_rank)), "1");
-    }
-  } catch (const comm::StoreError&) {
-    // Nothing more to tell anyone.
-  }
-}
-
-std::optional<PeerFailure> Rendezvous::finish_succeeded() {
-  finish(false);
-  if (!store_ || store_lost_) return std::nullopt;
-  try {
-    return wait_for_others(true);
-  } catch (const comm::StoreError& e) {
-    // The host is gone: it failed (its report went to its own console) or
-    // its machine is out of reach. This node's part succeeded; the job's end
-    // cannot be known any more.
-    store_lost_ = true;
-    return PeerFailure{fmt::format("lost the rendezvous store at {} hosted by node 0 ({}) "
-                                   "while waiting for the other nodes to finish: {}",
-                                   endpoint_, m_.names.empty() ? "?" : m_.names.front(), e.what()),
-                       1, true};
-  }
+  if (!m_.hosting && peer_ && !published_) return barrier ? next() : end_op(nullptr);
+  const auto on_failure = [this, barrier, next] { return barrier ? next() : end_op(nullptr); };
+  const auto say_done = [this, next, on_failure] {
+    store_->set(rkey(fmt::format("done/{}", m_.node_rank)), "1",
+                step([next, on_failure](const rdzv::StoreFailure& f) {
+                  if (f) return on_failure();
+                  next();
+                }));
+  };
+  if (!to_publish_) return say_done();
+  const std::string v = encode(*to_publish_);
+  to_publish_.reset();
+  store_->compare_set(rkey("failed"), "", v,
+                      step([say_done, on_failure](const rdzv::StoreFailure& f, const std::string&) {
+                        if (f) return on_failure();
+                        say_done();
+                      }));
 }
 
 // With `failures` (this node's ranks succeeded): until every other node's
 // ranks are done too, and a failure published meanwhile ends the wait and is
-// returned. Without (the host, about to exit): until every other launcher has
-// left the store. Either way a node that is gone (its connection closed, or
-// silent for the heartbeat timeout) is not waited for.
+// the operation's (barrier_result_). Without (the host, about to exit): until
+// every other launcher has left the store. Either way a node that is gone
+// (its connection closed, or silent for the heartbeat timeout) is not
+// waited for.
 //
-// The host decides, from its own store (memory reads), and says it in
-// `ended` ("ok", or "failed": the failure entry says which); every other
-// launcher parks one request on `ended` per heartbeat period, heartbeating
-// between, so that the host can tell it is still there.
-std::optional<PeerFailure> Rendezvous::wait_for_others(bool failures) {
+// The host decides, from its own store (memory reads, on its changes and at
+// its deadlines), and says it in `ended` ("ok", or "failed": the failure
+// entry says which); every other launcher parks one request on `ended` per
+// heartbeat period, heartbeating between, so that the host can tell it is
+// still there.
+void Rendezvous::wait_for_others(bool failures) {
+  barrier_failures_ = failures;
+  barrier_waiting_ = true;
   if (!m_.hosting || server_ == nullptr) {
-    if (!failures) return std::nullopt;
-    const std::string my_hb = rkey(fmt::format("hb/{}", m_.node_rank));
-    for (;;) {
-      store_->add(my_hb, 1);
-      std::string v;
-      try {
-        v = store_->get(rkey("ended"), heartbeat_period());
-      } catch (const comm::StoreError& e) {
-        if (e.cause() != comm::StoreError::Cause::kTimedOut) throw;
-        continue;
-      }
-      if (v == "failed") return parse_failure(store_->get(rkey("failed")));
-      return std::nullopt;
-    }
+    if (!failures) return end_op(nullptr);
+    return barrier_beat();
   }
   const char* const until = failures ? "done" : "left";
+  const auto n = static_cast<std::size_t>(m_.nnodes);
+  barrier_hb_.assign(n, -1);
+  barrier_seen_.assign(n, home_clock_->now());
+  server_->quiet_prefixes({rkey("hb/")});  // read at their deadlines (others_look)
+  barrier_keys_ = {rkey("failed")};
+  for (std::size_t j = 0; j < n; ++j) {
+    barrier_keys_.push_back(rkey(fmt::format("{}/{}", until, j)));
+    barrier_keys_.push_back(rkey("alive/" + m_.names[j]));
+    barrier_keys_.push_back(rkey(fmt::format("hb/{}", j)));
+  }
+  on_host_change([this] { others_look(); });
+  others_look();
+}
+
+void Rendezvous::barrier_beat() {
+  store_->add(rkey(fmt::format("hb/{}", m_.node_rank)), 1,
+              step([](const rdzv::StoreFailure& f, std::int64_t) { ok(f); }));
+  store_->get(rkey("ended"), heartbeat_period(),
+              step([this](const rdzv::StoreFailure& f, const std::string& v) {
+                if (f && f->cause() == comm::StoreError::Cause::kTimedOut) return barrier_beat();
+                ok(f);
+                if (v != "failed") return end_op(nullptr);
+                store_->get(rkey("failed"), s_.read_timeout,
+                            step([this](const rdzv::StoreFailure& g, const std::string& failed) {
+                              ok(g);
+                              barrier_result_ = parse_failure(failed);
+                              end_op(nullptr);
+                            }));
+              }));
+}
+
+void Rendezvous::others_look() {
   const milliseconds limit =
       s_.heartbeat_timeout.count() > 0 ? s_.heartbeat_timeout : milliseconds(30'000);
-  const auto n = static_cast<std::size_t>(m_.nnodes);
-  std::vector<long long> last_hb(n, -1);
-  std::vector<RealClock::time_point> seen(n, RealClock::now());
-  server_->quiet_prefixes({rkey("hb/")});  // read at their deadlines (below)
-  std::vector<std::string> keys = {rkey("failed")};
-  for (std::size_t j = 0; j < n; ++j) {
-    keys.push_back(rkey(fmt::format("{}/{}", until, j)));
-    keys.push_back(rkey("alive/" + m_.names[j]));
-    keys.push_back(rkey(fmt::format("hb/{}", j)));
+  const auto now = home_clock_->now();
+  const auto v = server_->peek(barrier_keys_);
+  if (barrier_failures_ && v[0]) {
+    server_->set(rkey("ended"), "failed");
+    barrier_result_ = parse_failure(*v[0]);
+    return end_op(nullptr);
   }
-  for (;;) {
-    const uint64_t changes = server_->changes();
-    const auto v = server_->peek(keys);
-    if (failures && v[0]) {
-      server_->set(rkey("ended"), "failed");
-      return parse_failure(*v[0]);
+  bool waiting = false;
+  auto lost_at = SteadyTime::max();
+  for (std::size_t j = 0; j < barrier_hb_.size(); ++j) {
+    if (static_cast<int>(j) == m_.node_rank || v[1 + 3 * j]) continue;
+    // One whose connection closed (killed) will not come back to say so.
+    if (!v[2 + 3 * j]) continue;
+    const auto hb = parse_number(v[3 + 3 * j].value_or("0"), 0, INT64_MAX);
+    if (hb && *hb != barrier_hb_[j]) {
+      barrier_hb_[j] = *hb;
+      barrier_seen_[j] = now;
     }
-    bool waiting = false;
-    auto lost_at = RealClock::time_point::max();
-    for (std::size_t j = 0; j < n; ++j) {
-      if (static_cast<int>(j) == m_.node_rank || v[1 + 3 * j]) continue;
-      // One whose connection closed (killed) will not come back to say so.
-      if (!v[2 + 3 * j]) continue;
-      const auto hb = parse_number(v[3 + 3 * j].value_or("0"), 0, INT64_MAX);
-      if (hb && *hb != last_hb[j]) {
-        last_hb[j] = *hb;
-        seen[j] = RealClock::now();
-      }
-      if (RealClock::now() - seen[j] <= limit) {
-        waiting = true;
-        lost_at = std::min(lost_at, seen[j] + limit);
-      }
+    if (now - barrier_seen_[j] <= limit) {
+      waiting = true;
+      lost_at = std::min(lost_at, barrier_seen_[j] + limit);
     }
-    if (!waiting) {
-      if (failures) server_->set(rkey("ended"), "ok");
-      return std::nullopt;
-    }
-    // Until a member's word (done, a failure, its connection closed), the
-    // first heartbeat to go missing, or the next read of the counters (a
-    // tenth of the timeout apart: a silent member is lost within 1.1 of it).
-    const auto next_read =
-        RealClock::now() + std::clamp(limit / 10, milliseconds(100), milliseconds(3000));
-    server_->wait_change(changes, std::min(lost_at + milliseconds(1), next_read));
   }
+  if (!waiting) {
+    if (barrier_failures_) server_->set(rkey("ended"), "ok");
+    return end_op(nullptr);
+  }
+  // Until a member's word (done, a failure, its connection closed), the
+  // first heartbeat to go missing, or the next read of the counters (a tenth
+  // of the timeout apart: a silent member is lost within 1.1 of it).
+  const auto next_read = now + std::clamp(limit / 10, milliseconds(100), milliseconds(3000));
+  op_timer_->expires_at(std::min(lost_at + milliseconds(1), next_read),
+                        step([this] { others_look(); }));
 }
 
 }  // namespace dlaunch

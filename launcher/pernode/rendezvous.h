@@ -10,19 +10,20 @@
 // (pernode/rdzv_store.h): the TCP store in a job, a store in memory in the
 // unit tests (tests/unit/pernode/rendezvous_test.cpp).
 //
-// Joining a round and the exit barrier are calls that wait (the driver makes
-// them before the round's loop runs and after it has ended, when this
-// launcher has nothing else to do). While the round runs, the rendezvous is
-// on the round's event loop and clock (start_watch to stop_watch): the
-// heartbeat, this node's failure said, the other nodes' heard, the host's
-// watch over its members, each an asynchronous store call (AsyncStore) or a
-// timer, never a thread of the rendezvous's own. Not thread-safe: use it
-// from the loop's thread.
+// Everything the rendezvous does runs on an event loop and its clock, as
+// asynchronous store calls (AsyncStore) and timers, never on a thread of the
+// rendezvous's own and never in a wait: joining a round and the exit barrier
+// on the rendezvous's loop (its own, or a test's), the heartbeat and failure
+// watch while the round runs on the round's loop (start_watch to
+// stop_watch). join(), finish() and finish_succeeded() are the same calls
+// made to wait, for the per-node driver, which has nothing else to do then.
+// Not thread-safe: use it from the loops' thread.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "dlaunch/clock.h"
+#include "dlaunch/error.h"
 #include "pernode/rdzv_store.h"
 
 namespace dlaunch {
@@ -91,17 +93,27 @@ class Rendezvous {
  public:
   // `network`: where the store is hosted and reached (the job's TCP store;
   // a store in memory in the unit tests). It must outlive the rendezvous.
+  // Joins and exit barriers run on a loop of the rendezvous's own, in real
+  // time.
   explicit Rendezvous(RdzvSettings s, rdzv::StoreNetwork& network = rdzv::tcp_rdzv_network());
-  ~Rendezvous();  // stops the watch; a host keeps the store up until the others are done
+  // ... on `io` and `clock` (a test's loop and manual clock), which must
+  // outlive it.
+  Rendezvous(RdzvSettings s, rdzv::StoreNetwork& network, boost::asio::io_context& io,
+             Clock& clock);
+  ~Rendezvous();  // stops the watch and drops a join or barrier under way
   Rendezvous(const Rendezvous&) = delete;
   Rendezvous& operator=(const Rendezvous&) = delete;
 
   // Round `round` (0, then one per restart): hosts or connects (round 0),
-  // joins, waits for the rendezvous to close and for node 0's MASTER_PORT. InputError (exit 2) when
-  // the launchers disagree (--nnodes,
-  // --nproc-per-node, --rdzv-id, two claiming one node rank), naming both;
-  // Error when the rendezvous cannot be reached or does not close in time.
-  Membership join(int round = 0);
+  // joins, waits for the rendezvous to close and for node 0's MASTER_PORT.
+  // `done` is called on the rendezvous's loop (never from inside this call)
+  // with the membership, or with InputError (exit 2) when the launchers
+  // disagree (--nnodes, --nproc-per-node, --rdzv-id, two claiming one node
+  // rank), naming both, or Error when the rendezvous cannot be reached or
+  // does not close in time. One join or barrier at a time.
+  using Joined = std::function<void(std::exception_ptr, const Membership&)>;
+  void start_join(int round, Joined done);
+  Membership join(int round = 0);  // start_join, waiting: the loop runs until it is done
 
   // Starts the heartbeat and failure watch on `io` (the round's loop), its
   // deadlines on `clock`; both must outlive stop_watch().
@@ -128,13 +140,16 @@ class Rendezvous {
   std::optional<PeerFailure> agreed_failure(std::chrono::milliseconds wait);
   // This node's part of the round is over (success or not): the others stop
   // watching it. `last`: this launcher is about to exit; the host then keeps
-  // the store up until every other node is done.
-  void finish(bool last = true);
+  // the store up until every other node is done. `done` on the loop.
+  void start_finish(bool last, std::function<void()> done);
+  void finish(bool last = true);  // start_finish, waiting
   // This node's ranks all succeeded: finish(false), then wait until the
   // round ends on every node (each done, or gone), as torchrun's exit
-  // barrier does. Returns the failure another node published meanwhile: a
-  // restart then takes this node in too, as after any failure.
-  std::optional<PeerFailure> finish_succeeded();
+  // barrier does. `done` gets the failure another node published
+  // meanwhile: a restart then takes this node in too, as after any failure.
+  using Barrier = std::function<void(std::optional<PeerFailure>)>;
+  void start_finish_succeeded(Barrier done);
+  std::optional<PeerFailure> finish_succeeded();  // start_finish_succeeded, waiting
   // Whether the store is gone (its launcher died) and no surviving launcher
   // can host it (see take_over()): no further round.
   bool store_lost() const;
@@ -166,31 +181,95 @@ class Rendezvous {
   void store_gone(const comm::StoreError& e);
   void set_peer(PeerFailure f);
   std::chrono::milliseconds heartbeat_period() const;
-  void check_settings();
   // After the store was lost: may a survivor host it (c10d, elastic, MIN
   // still possible without node 0)? take_over() finds or becomes it.
   bool can_take_over() const;
-  void take_over();
-  std::optional<PeerFailure> wait_for_others(bool failures);
   // A client's connection to the store: one request and a reconnect within `timeout`.
   comm::StoreOptions client_options(std::chrono::milliseconds timeout) const;
-  void connect();
-  Membership join_round();
-  void close_round(std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds wait);
-  void await_close(std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds wait);
+
+  // A join or an exit barrier under way (one at a time), on the
+  // rendezvous's loop, from begin_op() to end_op(): each of its steps is a
+  // store's answer or a timer wrapped by step(), which ends the operation
+  // with what the step throws, and drops an answer that comes after the
+  // operation ended.
+  using Next = std::function<void()>;
+  void begin_op(std::function<void(std::exception_ptr)> end);
+  void end_op(std::exception_ptr e);
+  template <class F>
+  auto step(F f);
+  // Runs the rendezvous's loop until `done`.
+  void run_until(const bool& done);
+  // The host's own store changed: `look` runs on the loop, once per burst.
+  void on_host_change(Next look);
+  // Joining: hosting or connecting, the settings, the job's port.
+  void connect(const Next& next);
+  [[noreturn]] void connect_failed(const comm::StoreError& e) const;
+  std::string settings_text() const;
+  void check_settings(const std::string& conf) const;
+  void move_to_job_port(const Next& next);
+  void take_over(std::size_t candidate, const Next& next);
+  void join_round();
+  std::chrono::milliseconds time_left() const;  // until the join's deadline (at least 1 ms)
+  std::vector<std::string> static_keys() const;
+  void join_static();
+  void static_wait();
+  void say_missing();
+  void join_c10d();
+  Error not_closed(long long joined) const;
+  void read_closed();
+  void read_master();
+  // c10d: the host closes the round (close_look), the others wait for it.
+  void close_round();
+  void close_look();
+  void await_close();
+  // The exit barrier and the host's last wait (wait_for_others).
+  void say_finished(bool barrier, const Next& next);
+  void wait_for_others(bool failures);
+  void others_look();
+  void barrier_beat();
+
   // A value read from the store that no launcher writes: an Error naming the
   // key and the value (escaped), never used.
   [[noreturn]] void malformed(const std::string& k, const std::string& value) const;
   void check_names() const;                      // every member's name as a launcher writes it
   std::string key(const std::string& k) const;   // the job's
   std::string rkey(const std::string& k) const;  // this round's
-  int round_ = 0;
+  // The rendezvous's own loop and clock (the first constructor's).
+  std::unique_ptr<boost::asio::io_context> own_io_;
+  std::unique_ptr<Clock> own_clock_;
+  boost::asio::io_context* home_ = nullptr;  // where joins and barriers run
+  Clock* home_clock_ = nullptr;
 
+  int round_ = 0;
   RdzvSettings s_;
   Membership m_;
   rdzv::StoreNetwork& net_;
   std::unique_ptr<rdzv::StoreHost> server_;
-  std::unique_ptr<rdzv::StoreClient> store_;  // joining, finishing; holds this launcher's alive key
+  // Joining, finishing (on the rendezvous's loop); holds this launcher's
+  // alive key while it lasts.
+  std::unique_ptr<rdzv::AsyncStore> store_;
+  // The one store_ replaced last (it was answering when it was replaced).
+  std::unique_ptr<rdzv::AsyncStore> retired_;
+
+  // The operation under way.
+  std::function<void(std::exception_ptr)> op_end_;
+  std::shared_ptr<bool> op_live_;  // false once it ended
+  std::shared_ptr<std::atomic<bool>> op_look_posted_;
+  std::unique_ptr<Timer> op_timer_;
+  SteadyTime deadline_{};                                // the join's: MIN must have come by then
+  std::chrono::milliseconds wait_{};                     // what the deadline was (for messages)
+  SteadyTime close_until_{};                             // await_close's current wait
+  std::optional<SteadyTime> min_seen_;                   // close_look: since when MIN are here
+  bool closing_ = false;                                 // close_look: the close is said
+  long long join_idx_ = -1;                              // c10d: this launcher's join number
+  std::vector<std::pair<int, std::string>> candidates_;  // take_over's
+  std::string tried_, old_endpoint_, old_host_;
+  bool barrier_failures_ = false;  // wait_for_others(true)
+  bool barrier_waiting_ = false;   // a store failure now means the store is lost
+  std::vector<long long> barrier_hb_;
+  std::vector<SteadyTime> barrier_seen_;
+  std::vector<std::string> barrier_keys_;
+  std::optional<PeerFailure> barrier_result_;
 
   // The watch (start_watch to stop_watch).
   boost::asio::io_context* io_ = nullptr;
@@ -229,9 +308,8 @@ class Rendezvous {
   // bind this one for MASTER_PORT as under torchrun.
   std::uint16_t meeting_port_ = 0;
   std::uint16_t job_port_ = 0;  // the host's: where the job's store moves
-  void move_to_job_port();
-  std::string client_host_;  // where this launcher connects to the store
-  std::string own_addr_;     // where the others could reach this launcher
+  std::string client_host_;     // where this launcher connects to the store
+  std::string own_addr_;        // where the others could reach this launcher
 };
 
 }  // namespace dlaunch

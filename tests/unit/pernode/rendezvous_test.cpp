@@ -1,9 +1,9 @@
 // The per-node rendezvous (launcher/pernode/rendezvous.h) with its store in
 // memory (tests/unit/seams/memory_store.h): several launchers of one job as
-// Rendezvous objects in this process, no socket, no other process. Their
-// joins and exit barriers (calls that wait) run on threads of their own;
-// their watches all run on the test's one loop and manual clock, so that a
-// heartbeat timeout or a lost launcher's second takes no real time.
+// Rendezvous objects in this process, no socket, no other process, no
+// thread. Their joins, watches and exit barriers all run on the test's one
+// loop and manual clock, so that a join timeout, a last call, a heartbeat
+// timeout or a lost launcher's second takes no real time.
 // What the launchers agree on (node ranks, MASTER_ADDR/PORT, who hosts), when
 // a round closes (MAX, MIN and the last call, never without MIN), who is late,
 // lost or silent, which failure is the job's, the exit barrier, the host's
@@ -15,12 +15,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <exception>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -68,24 +69,21 @@ RdzvSettings static_node(int rank, int nnodes) {
   return s;
 }
 
-// Every launcher's join(round) started at once, each on its own thread.
-std::vector<std::future<Membership>> start_joins(const std::vector<Rendezvous*>& rs,
-                                                 int round = 0) {
-  std::vector<std::future<Membership>> fs;
-  fs.reserve(rs.size());
-  for (Rendezvous* r : rs)
-    fs.push_back(std::async(std::launch::async, [r, round] { return r->join(round); }));
-  return fs;
-}
-
-// Every launcher's join(round) at once; their memberships.
-std::vector<Membership> join_all(const std::vector<Rendezvous*>& rs, int round = 0) {
-  auto fs = start_joins(rs, round);
-  std::vector<Membership> out;
-  out.reserve(fs.size());
-  for (auto& f : fs) out.push_back(f.get());
-  return out;
-}
+// A join or exit barrier under way on the test's loop, and what came of it.
+struct Joining {
+  bool done = false;
+  std::exception_ptr error;
+  Membership m;
+  // The membership, or the join's error thrown.
+  Membership get() const {
+    if (error) std::rethrow_exception(error);
+    return m;
+  }
+};
+struct Barrier {
+  bool done = false;
+  std::optional<PeerFailure> failure;
+};
 
 struct Job {
   boost::asio::io_context io;
@@ -94,7 +92,7 @@ struct Job {
   std::vector<std::unique_ptr<Rendezvous>> nodes;
   Job() { net.set_clock(clock); }
   Rendezvous& add(RdzvSettings s) {
-    nodes.push_back(std::make_unique<Rendezvous>(std::move(s), net));
+    nodes.push_back(std::make_unique<Rendezvous>(std::move(s), net, io, clock));
     return *nodes.back();
   }
   std::vector<Rendezvous*> all() {
@@ -103,26 +101,20 @@ struct Job {
     return out;
   }
   void watch(Rendezvous& r) { r.start_watch(io, clock); }
-  // Runs the watches until `done` says so: what is ready on the loop, then
-  // the clock to its next deadline (at most 5 s of it); while nothing is
-  // due, a thread of the test (a join, a barrier) has the next move.
-  bool drive(const std::function<bool()>& done) {
-    const auto until = clock.now() + milliseconds(5000);
-    const auto real_until = Clock::now() + milliseconds(10'000);
-    while (Clock::now() < real_until) {
+  // Runs the loop until `done` says so: what is ready, then the clock to its
+  // next deadline (at most `limit` of it).
+  bool drive(const std::function<bool()>& done, Clock::duration limit = std::chrono::seconds(60)) {
+    const auto until = clock.now() + limit;
+    for (;;) {
       io.restart();
       io.poll();
       if (done()) return true;
       const auto next = clock.next_due();
-      if (next != Clock::duration::max() && clock.now() + next <= until) {
-        clock.advance(next);
-      } else {
-        std::this_thread::sleep_for(milliseconds(1));
-      }
+      if (next == Clock::duration::max() || clock.now() + next > until) return false;
+      clock.advance(next);
     }
-    return false;
   }
-  // Lets `d` of the watches' time pass, running what falls due on the way.
+  // Lets `d` of the clock pass, running what falls due on the way.
   void pass(Clock::duration d) {
     const auto until = clock.now() + d;
     for (;;) {
@@ -136,38 +128,72 @@ struct Job {
     io.restart();
     io.poll();
   }
+  std::shared_ptr<Joining> start_join(Rendezvous& r, int round = 0) {
+    auto j = std::make_shared<Joining>();
+    r.start_join(round, [j](std::exception_ptr e, const Membership& m) {
+      j->done = true;
+      j->error = std::move(e);
+      j->m = m;
+    });
+    return j;
+  }
+  // Every launcher's join(round) started at once, all on the loop.
+  std::vector<std::shared_ptr<Joining>> start_joins(const std::vector<Rendezvous*>& rs,
+                                                    int round = 0) {
+    std::vector<std::shared_ptr<Joining>> js;
+    js.reserve(rs.size());
+    for (Rendezvous* r : rs) js.push_back(start_join(*r, round));
+    return js;
+  }
+  bool all_done(const std::vector<std::shared_ptr<Joining>>& js) {
+    return std::all_of(js.begin(), js.end(), [](const auto& j) { return j->done; });
+  }
+  // Every launcher's join(round) at once; their memberships.
+  std::vector<Membership> join_all(const std::vector<Rendezvous*>& rs, int round = 0) {
+    const auto js = start_joins(rs, round);
+    EXPECT_TRUE(drive([&] { return all_done(js); }));
+    std::vector<Membership> out;
+    out.reserve(js.size());
+    for (const auto& j : js) out.push_back(j->get());
+    return out;
+  }
+  std::shared_ptr<Barrier> start_barrier(Rendezvous& r) {
+    auto b = std::make_shared<Barrier>();
+    r.start_finish_succeeded([b](std::optional<PeerFailure> f) {
+      b->done = true;
+      b->failure = std::move(f);
+    });
+    return b;
+  }
+  // finish(last) of each of `rs`, at once, until all have finished.
+  void finish_all(const std::vector<Rendezvous*>& rs, bool last) {
+    int left = static_cast<int>(rs.size());
+    for (Rendezvous* r : rs) r->start_finish(last, [&left] { --left; });
+    EXPECT_TRUE(drive([&] { return left == 0; }));
+  }
+  // Every launcher's finish() at once, each launcher then exiting (its
+  // connections close): the host's waits for the others to leave its
+  // store, as it does between processes.
+  void exit_all() {
+    std::vector<Rendezvous*> rs;
+    for (auto& n : nodes) {
+      if (n) rs.push_back(n.get());
+    }
+    finish_all(rs, true);
+    for (auto& n : nodes) n.reset();
+  }
 };
 
-// Until the rendezvous has heard of a peer's failure, or 5 s of the watches' clock.
+// Until the rendezvous has heard of a peer's failure, or 60 s of the clock.
 std::optional<PeerFailure> await_peer(Job& job, Rendezvous& r) {
   (void)job.drive([&] { return r.peer_failure().has_value(); });
   return r.peer_failure();
 }
 
-// Every launcher's finish() at once, each launcher then exiting (its
-// connections close): the host's waits for the others to leave its store,
-// as it does between processes. (The watches stop first, on the loop's
-// thread.)
-void exit_all(std::vector<std::unique_ptr<Rendezvous>>& nodes) {
-  for (auto& n : nodes) {
-    if (n) n->stop_watch();
-  }
-  std::vector<std::future<void>> fs;
-  fs.reserve(nodes.size());
-  for (auto& n : nodes) {
-    if (!n) continue;
-    fs.push_back(std::async(std::launch::async, [&n] {
-      n->finish();
-      n.reset();
-    }));
-  }
-  for (auto& f : fs) f.get();
-}
-
 TEST(Rendezvous, StaticNodesMeetWithTheirRanksAndNodeZerosMasterPort) {
   Job job;
   for (int k = 0; k < 3; ++k) job.add(static_node(k, 3));
-  const auto ms = join_all(job.all());
+  const auto ms = job.join_all(job.all());
   for (int k = 0; k < 3; ++k) {
     const Membership& m = ms[static_cast<std::size_t>(k)];
     EXPECT_EQ(m.nnodes, 3);
@@ -197,11 +223,12 @@ TEST(Rendezvous, TwoLaunchersClaimingOneNodeRankAreRefused) {
   RdzvSettings twin = static_node(1, 3);
   twin.me = "twin pid 2";
   job.add(twin);
-  auto fs = start_joins(job.all());
+  const auto js = job.start_joins(job.all());
+  ASSERT_TRUE(job.drive([&] { return job.all_done(js); }));
   int refused = 0;
-  for (auto& f : fs) {
+  for (const auto& j : js) {
     try {
-      (void)f.get();
+      (void)j->get();
     } catch (const InputError& e) {
       ++refused;
       EXPECT_EQ(e.pos().source, "--node-rank");
@@ -226,18 +253,13 @@ TEST(Rendezvous, ALauncherWithOtherSettingsIsRefusedNamingBoth) {
   RdzvSettings b = launcher("b", false, 2, 2);
   b.nproc = 4;
   Rendezvous& ra = job.add(a);
-  auto first = std::async(std::launch::async, [&] {
-    try {
-      return std::optional(ra.join());
-    } catch (const Error&) {
-      return std::optional<Membership>();  // nobody else comes: join_timeout
-    }
-  });
+  const auto first = job.start_join(ra);
   // The first launcher's settings are the job's.
-  while (!job.net.listens(kPort)) std::this_thread::sleep_for(milliseconds(1));
-  Rendezvous& rb = job.add(b);
+  ASSERT_TRUE(job.drive([&] { return job.net.listens(kPort); }));
+  const auto second = job.start_join(job.add(b));
+  ASSERT_TRUE(job.drive([&] { return second->done; }));
   try {
-    (void)rb.join();
+    (void)second->get();
     ADD_FAILURE() << "joined with another --nproc-per-node";
   } catch (const InputError& e) {
     EXPECT_EQ(e.pos().source, "--nproc-per-node");
@@ -246,7 +268,9 @@ TEST(Rendezvous, ALauncherWithOtherSettingsIsRefusedNamingBoth) {
               std::string::npos)
         << e.message();
   }
-  EXPECT_FALSE(first.get().has_value());
+  // Nobody else comes: join_timeout.
+  ASSERT_TRUE(job.drive([&] { return first->done; }));
+  EXPECT_THROW((void)first->get(), Error);
 }
 
 TEST(Rendezvous, C10dClosesAtOnceWhenMaxHaveJoinedWithTheHostAsNodeZero) {
@@ -256,9 +280,9 @@ TEST(Rendezvous, C10dClosesAtOnceWhenMaxHaveJoinedWithTheHostAsNodeZero) {
     s.last_call = milliseconds(60'000);  // MAX closes it, not the last call
     job.add(s);
   }
-  const auto start = Clock::now();
-  const auto ms = join_all(job.all());
-  EXPECT_LT(Clock::now() - start, milliseconds(5000));
+  const auto start = job.clock.now();
+  const auto ms = job.join_all(job.all());
+  EXPECT_LT(job.clock.now() - start, milliseconds(5000));
   std::set<int> ranks;
   for (const Membership& m : ms) {
     EXPECT_EQ(m.nnodes, 3);
@@ -279,9 +303,9 @@ TEST(Rendezvous, C10dWithMinNodesClosesAfterTheLastCall) {
     s.last_call = milliseconds(300);
     job.add(s);
   }
-  const auto start = Clock::now();
-  const auto ms = join_all(job.all());
-  const auto took = Clock::now() - start;
+  const auto start = job.clock.now();
+  const auto ms = job.join_all(job.all());
+  const auto took = job.clock.now() - start;
   EXPECT_GE(took, milliseconds(300));  // MIN are here: the last call runs its course
   EXPECT_LT(took, milliseconds(3000));
   EXPECT_EQ(ms[0].nnodes, 2);
@@ -293,10 +317,11 @@ TEST(Rendezvous, C10dWithoutMinNodesFailsAtTheJoinTimeoutSayingHowManyCame) {
   Job job;
   RdzvSettings s = launcher("alone", false, 2, 2);
   s.join_timeout = milliseconds(300);
-  Rendezvous& r = job.add(s);
-  const auto start = Clock::now();
+  const auto start = job.clock.now();
+  const auto j = job.start_join(job.add(s));
+  ASSERT_TRUE(job.drive([&] { return j->done; }));
   try {
-    (void)r.join();
+    (void)j->get();
     ADD_FAILURE() << "closed without MIN nodes";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("did not close within 0.3 s (join_timeout): 1 of at "
@@ -304,7 +329,7 @@ TEST(Rendezvous, C10dWithoutMinNodesFailsAtTheJoinTimeoutSayingHowManyCame) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_GE(Clock::now() - start, milliseconds(300));
+  EXPECT_GE(job.clock.now() - start, milliseconds(300));
 }
 
 TEST(Rendezvous, AWrongSecretIsNeverJoinedAndTheJobWaitsForTheRealNode) {
@@ -313,19 +338,21 @@ TEST(Rendezvous, AWrongSecretIsNeverJoinedAndTheJobWaitsForTheRealNode) {
   n0.join_timeout = milliseconds(500);
   RdzvSettings n1 = static_node(1, 2);
   n1.secret = "another secret";
-  Rendezvous& r0 = job.add(n0);
-  auto host = std::async(std::launch::async, [&] { return r0.join(); });
-  while (!job.net.listens(kPort)) std::this_thread::sleep_for(milliseconds(1));
+  const auto host = job.start_join(job.add(n0));
+  ASSERT_TRUE(job.drive([&] { return job.net.listens(kPort); }));
+  const auto other = job.start_join(job.add(n1));
+  ASSERT_TRUE(job.drive([&] { return other->done; }));
   try {
-    (void)job.add(n1).join();
+    (void)other->get();
     ADD_FAILURE() << "joined a store it cannot authenticate";
   } catch (const InputError& e) {
     EXPECT_NE(e.message().find("is held by something that is not this job's rendezvous"),
               std::string::npos)
         << e.message();
   }
+  ASSERT_TRUE(job.drive([&] { return host->done; }));
   try {
-    (void)host.get();
+    (void)host->get();
     ADD_FAILURE() << "node 0 met without node 1";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("node rank(s) 1 did not join"), std::string::npos)
@@ -336,7 +363,7 @@ TEST(Rendezvous, AWrongSecretIsNeverJoinedAndTheJobWaitsForTheRealNode) {
 TEST(Rendezvous, AFailurePublishedOnOneNodeIsEveryNodesAndTheFirstWins) {
   Job job;
   for (int k = 0; k < 3; ++k) job.add(static_node(k, 3));
-  (void)join_all(job.all());
+  (void)job.join_all(job.all());
   for (auto& n : job.nodes) job.watch(*n);
   // Two nodes fail at the same instant (both said before the store has
   // answered either): one failure is the job's, everywhere.
@@ -354,7 +381,7 @@ TEST(Rendezvous, AFailurePublishedOnOneNodeIsEveryNodesAndTheFirstWins) {
   EXPECT_EQ(seen->message, winner.message);
   EXPECT_EQ(seen->status, winner.status);
   EXPECT_FALSE(seen->final);
-  exit_all(job.nodes);
+  job.exit_all();
 }
 
 // A driver is told of another node's failure the moment the watch sees it
@@ -363,7 +390,7 @@ TEST(Rendezvous, AFailurePublishedOnOneNodeIsEveryNodesAndTheFirstWins) {
 TEST(Rendezvous, APeersFailureIsToldTheMomentItIsSeen) {
   Job job;
   for (int k = 0; k < 2; ++k) job.add(static_node(k, 2));
-  (void)join_all(job.all());
+  (void)job.join_all(job.all());
   std::promise<void> told;
   std::atomic<int> calls{0};
   job.nodes[0]->on_peer_failure([&] {
@@ -381,7 +408,7 @@ TEST(Rendezvous, APeersFailureIsToldTheMomentItIsSeen) {
   EXPECT_EQ(late, 1);
   job.nodes[0]->on_peer_failure(nullptr);
   EXPECT_EQ(calls.load(), 1);
-  exit_all(job.nodes);
+  job.exit_all();
 }
 
 // Three static nodes; node 2's launcher is killed (its connections close,
@@ -394,7 +421,7 @@ void killed_launcher_is_lost_within_a_second(bool before_the_watch) {
     s.heartbeat_timeout = milliseconds(30'000);  // the connection tells, not the heartbeat
     job.add(s);
   }
-  (void)join_all(job.all());
+  (void)job.join_all(job.all());
   if (!before_the_watch) {
     for (auto& n : job.nodes) job.watch(*n);
   }
@@ -413,7 +440,7 @@ void killed_launcher_is_lost_within_a_second(bool before_the_watch) {
             std::string::npos)
       << f0->message;
   EXPECT_EQ(f1->message, f0->message);
-  exit_all(job.nodes);
+  job.exit_all();
 }
 
 TEST(Rendezvous, ALauncherWhoseConnectionClosesIsLostWithinASecond) {
@@ -437,13 +464,13 @@ TEST(Rendezvous, ALauncherWhoseWatchEndedBeforeItSaidDoneIsNotLost) {
     s.heartbeat_timeout = milliseconds(30'000);  // the alive keys tell, not the heartbeat
     job.add(s);
   }
-  (void)join_all(job.all());
+  (void)job.join_all(job.all());
   for (auto& n : job.nodes) job.watch(*n);
   job.pass(milliseconds(3000));  // both watches beat for a while
   job.nodes[1]->stop_watch();
   job.pass(milliseconds(5000));  // five times what a closed connection takes to be a loss
   EXPECT_FALSE(job.nodes[0]->peer_failure().has_value()) << job.nodes[0]->peer_failure()->message;
-  exit_all(job.nodes);
+  job.exit_all();
 }
 
 TEST(Rendezvous, ALauncherThatStopsHeartbeatingIsLostAfterTheTimeout) {
@@ -453,7 +480,7 @@ TEST(Rendezvous, ALauncherThatStopsHeartbeatingIsLostAfterTheTimeout) {
     s.heartbeat_timeout = milliseconds(400);
     job.add(s);
   }
-  (void)join_all(job.all());
+  (void)job.join_all(job.all());
   // Node 1 stays connected but never beats (a launcher stopped with SIGSTOP).
   job.watch(*job.nodes[0]);
   const auto start = job.clock.now();
@@ -464,45 +491,44 @@ TEST(Rendezvous, ALauncherThatStopsHeartbeatingIsLostAfterTheTimeout) {
                             "the rendezvous for 0.4 s (--heartbeat-timeout)"),
             std::string::npos)
       << f->message;
-  exit_all(job.nodes);
+  job.exit_all();
 }
 
 TEST(Rendezvous, TheExitBarrierWaitsForEveryNodeAndPassesOnALateFailure) {
   {
     Job job;
     for (int k = 0; k < 3; ++k) job.add(static_node(k, 3));
-    (void)join_all(job.all());
+    (void)job.join_all(job.all());
     for (auto& n : job.nodes) job.watch(*n);
-    for (auto& n : job.nodes) n->stop_watch();  // on the loop's thread, before the barrier's
-    std::vector<std::future<std::optional<PeerFailure>>> fs;
-    for (Rendezvous* r : job.all())
-      fs.push_back(std::async(std::launch::async, [r] { return r->finish_succeeded(); }));
-    for (auto& f : fs) EXPECT_FALSE(f.get().has_value());
-    exit_all(job.nodes);
+    for (auto& n : job.nodes) n->stop_watch();  // the round's loop ends before the barrier
+    std::vector<std::shared_ptr<Barrier>> bs;
+    for (Rendezvous* r : job.all()) bs.push_back(job.start_barrier(*r));
+    ASSERT_TRUE(job.drive(
+        [&] { return std::all_of(bs.begin(), bs.end(), [](const auto& b) { return b->done; }); }));
+    for (const auto& b : bs) EXPECT_FALSE(b->failure.has_value());
+    job.exit_all();
   }
   {
     Job job;
     for (int k = 0; k < 3; ++k) job.add(static_node(k, 3));
-    (void)join_all(job.all());
+    (void)job.join_all(job.all());
     for (auto& n : job.nodes) job.watch(*n);
     // Nodes 0 and 1 succeed and wait at the barrier; node 2's rank fails later.
     for (std::size_t k = 0; k < 2; ++k) job.nodes[k]->stop_watch();
-    auto b0 = std::async(std::launch::async, [&] { return job.nodes[0]->finish_succeeded(); });
-    auto b1 = std::async(std::launch::async, [&] { return job.nodes[1]->finish_succeeded(); });
-    EXPECT_EQ(b0.wait_for(milliseconds(200)), std::future_status::timeout);
+    const auto b0 = job.start_barrier(*job.nodes[0]);
+    const auto b1 = job.start_barrier(*job.nodes[1]);
+    job.pass(milliseconds(200));
+    EXPECT_FALSE(b0->done);
     job.nodes[2]->publish_failure("rank 4 failed", 3, false);
-    (void)job.drive([&] {
-      return b0.wait_for(milliseconds(0)) == std::future_status::ready &&
-             b1.wait_for(milliseconds(0)) == std::future_status::ready;
-    });
-    const auto w0 = b0.get();
-    const auto w1 = b1.get();
+    ASSERT_TRUE(job.drive([&] { return b0->done && b1->done; }));
+    const auto w0 = b0->failure;
+    const auto w1 = b1->failure;
     ASSERT_TRUE(w0.has_value());
     ASSERT_TRUE(w1.has_value());
     EXPECT_EQ(w0->message, "rank 4 failed");
     EXPECT_EQ(w1->status, 3);
     EXPECT_FALSE(job.nodes[2]->agreed_failure(milliseconds(3000)).has_value());  // its own won
-    exit_all(job.nodes);
+    job.exit_all();
   }
 }
 
@@ -513,13 +539,13 @@ TEST(Rendezvous, ALateLauncherIsTakenInAtTheNextRoundWithoutCountingARestart) {
     s.max_restarts = 2;
     job.add(s);
   }
-  const auto first = join_all(job.all());
+  const auto first = job.join_all(job.all());
   ASSERT_EQ(first[0].nnodes, 2);
   for (auto& n : job.nodes) job.watch(*n);
   RdzvSettings late = launcher("c", false, 2, 3);
   late.max_restarts = 2;
   Rendezvous& c = job.add(late);
-  auto joined = std::async(std::launch::async, [&] { return c.join(0); });
+  const auto joined = job.start_join(c);
   // The running nodes hear that a launcher waits: not a failure.
   for (int k = 0; k < 2; ++k) {
     const auto f = await_peer(job, *job.nodes[static_cast<std::size_t>(k)]);
@@ -528,10 +554,11 @@ TEST(Rendezvous, ALateLauncherIsTakenInAtTheNextRoundWithoutCountingARestart) {
     EXPECT_NE(f->message.find("to take in the launcher waiting to join (c pid 1)"),
               std::string::npos)
         << f->message;
-    job.nodes[static_cast<std::size_t>(k)]->finish(false);
   }
-  const auto again = join_all({job.nodes[0].get(), job.nodes[1].get()}, 1);
-  const Membership mc = joined.get();
+  job.finish_all({job.nodes[0].get(), job.nodes[1].get()}, false);
+  const auto again = job.join_all({job.nodes[0].get(), job.nodes[1].get()}, 1);
+  ASSERT_TRUE(job.drive([&] { return joined->done; }));
+  const Membership mc = joined->get();
   EXPECT_EQ(mc.round, 1);
   EXPECT_EQ(mc.nnodes, 3);
   std::set<int> ranks{mc.node_rank};
@@ -550,7 +577,7 @@ TEST(Rendezvous, TheHostLostASurvivorHostsTheNextRound) {
     s.max_restarts = 1;
     job.add(s);
   }
-  const auto first = join_all(job.all());
+  const auto first = job.join_all(job.all());
   for (auto& n : job.nodes) job.watch(*n);
   // Which object hosts: the one whose membership says so.
   std::size_t host = 0;
@@ -568,10 +595,10 @@ TEST(Rendezvous, TheHostLostASurvivorHostsTheNextRound) {
               std::string::npos)
         << f->message;
     EXPECT_FALSE(n->store_lost());
-    n->finish(false);
     survivors.push_back(n.get());
   }
-  const auto next = join_all(survivors, 1);
+  job.finish_all(survivors, false);
+  const auto next = job.join_all(survivors, 1);
   ASSERT_EQ(next.size(), 2U);
   EXPECT_EQ(next[0].nnodes, 2);
   EXPECT_EQ(next[1].nnodes, 2);
@@ -584,7 +611,7 @@ TEST(Rendezvous, TheHostLostASurvivorHostsTheNextRound) {
 TEST(Rendezvous, TheHostLostWithoutARestartLeftEndsTheJob) {
   Job job;
   for (int k = 0; k < 2; ++k) job.add(static_node(k, 2));
-  (void)join_all(job.all());
+  (void)job.join_all(job.all());
   for (auto& n : job.nodes) job.watch(*n);
   job.nodes[0].reset();
   const auto f = await_peer(job, *job.nodes[1]);
@@ -595,7 +622,7 @@ TEST(Rendezvous, TheHostLostWithoutARestartLeftEndsTheJob) {
             std::string::npos)
       << f->message;
   EXPECT_TRUE(job.nodes[1]->store_lost());
-  exit_all(job.nodes);
+  job.exit_all();
 }
 
 }  // namespace

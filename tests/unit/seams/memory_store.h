@@ -1,29 +1,28 @@
 // MemoryStoreNetwork: the rendezvous's store seam (launcher/pernode/rdzv_store.h)
 // in this process's memory, for unit tests of the rendezvous without sockets
 // or other processes (gloo's HashStore and c10d's FakeStore play this part
-// for theirs). Stores are hosted at "address:port" endpoints; a client
-// connects to the one listening at its StoreOptions' host and port.
+// for theirs). Stores are hosted at "address:port" endpoints; a connection
+// (connect_async) reaches the one listening at its StoreOptions' host and
+// port when its first call is made.
 //
-// It keeps the contract the rendezvous relies on, comm's:
+// It keeps the contract the rendezvous relies on, comm's and AsyncStore's:
+//  - answers come on the connection's loop, in order, never from inside the
+//    call; waits and connects time out on the network's clock (set_clock: a
+//    test's ManualClock), so that a test on one loop takes no real time;
 //  - a get/wait whose keys do not come in time fails with cause kTimedOut and
 //    keeps the connection;
-//  - a connection ends when its client is destroyed or interrupted, or when
-//    its store's host is destroyed (the call parked on it fails with a
-//    connection lost); the next call connects again, to whatever listens at
-//    the endpoint then, within connect_timeout;
+//  - a connection ends when it is destroyed or when its store's host is
+//    destroyed (the call parked on it fails with a connection lost); the
+//    next call connects again, to whatever listens at the endpoint then,
+//    within connect_timeout;
 //  - a store whose secret is not the client's fails the connect with cause
 //    kPeerUnproven; set_while_connected's key goes with its connection;
 //  - host() throws std::system_error(address_in_use) for a taken endpoint.
-// Its async connections (connect_async) keep the AsyncStore's too: answers
-// come on their loop, in order, never from inside the call; their waits and
-// connects time out on the network's clock (set_clock: a test's ManualClock),
-// so that a test on one loop takes no real time.
 // One mutex for the whole network: the tests are about the rendezvous's
 // logic, not the store's concurrency.
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -48,8 +47,6 @@ class MemoryStoreNetwork final : public dlaunch::rdzv::StoreNetwork {
 
   std::unique_ptr<dlaunch::rdzv::StoreHost> host(
       const dlaunch::comm::StoreServerOptions& opts) override;
-  std::unique_ptr<dlaunch::rdzv::StoreClient> connect(
-      const dlaunch::comm::StoreOptions& opts) override;
   // Needs set_clock() first.
   std::unique_ptr<dlaunch::rdzv::AsyncStore> connect_async(
       boost::asio::io_context& io, const dlaunch::comm::StoreOptions& opts) override;
@@ -67,7 +64,6 @@ class MemoryStoreNetwork final : public dlaunch::rdzv::StoreNetwork {
   struct Table;  // one hosted store (memory_store.cpp)
 
  private:
-  friend class MemoryClient;
   friend class MemoryHost;
   friend class MemoryAsyncClient;
   struct Listener {
@@ -82,11 +78,10 @@ class MemoryStoreNetwork final : public dlaunch::rdzv::StoreNetwork {
   void changed(Table& t, const std::string& key);
   // A connection closed: the keys it set while connected go.
   void drop_connection(Table& t, std::uint64_t connection);
-  // Every waiter looks again: the blocking ones and the async ones parked.
+  // Every async connection parked looks again.
   void wake_all();
 
   std::mutex mu_;
-  std::condition_variable cv_;  // any change anywhere: every waiter looks again
   std::vector<Listener> listeners_;
   std::uint16_t next_port_ = 41000;
   std::uint64_t next_connection_ = 1;
