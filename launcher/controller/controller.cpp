@@ -943,20 +943,26 @@ void Controller::on_deadline(milliseconds after, const std::string& what) {
   if (phase_ == Phase::kStarting) {
     if (start_deadline_moved()) return;
     start_deadline_passed_ = true;
-    // The nodes past their share; a node whose pull moved its share is
-    // named apart (it was not late yet).
+    // The nodes past their share; a node whose pull, or whose turn to
+    // connect, moved its share is named apart (it was not late yet).
     std::string late;
     std::string pulled;
+    std::string later;
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      if (nodes_[i].life.said_ready()) continue;
-      std::string& list = node_start_deadline(i) > env_.clock.now() ? pulled : late;
+      const Node& n = nodes_[i];
+      if (n.life.said_ready()) continue;
+      std::string& list = node_start_deadline(i) <= env_.clock.now() ? late
+                          : n.pulling || n.pulled.count() > 0        ? pulled
+                                                                     : later;
       list += (list.empty() ? "" : ", ") + node_label(i);
     }
     fail({.kind = CauseKind::kLaunch,
           .message =
               msg + "; not ready: " + late +
               (pulled.empty() ? ""
-                              : " (still in its time after pulling its image: " + pulled + ")")});
+                              : " (still in its time after pulling its image: " + pulled + ")") +
+              (later.empty() ? ""
+                             : " (still in its time from its turn to connect: " + later + ")")});
     return;
   }
   say(msg + "; killing the agents");
@@ -1004,30 +1010,47 @@ void Controller::on_image_pull(std::size_t i, const proto::ImagePull& pull) {
   show_progress();
 }
 
-// Each node has --start-timeout from the deadline's start plus the time it
-// spent pulling its image (a pull going on counts up to now).
+// Each node has --start-timeout from its own start plus the time it spent
+// pulling its image (a pull going on counts up to now). Its start is the
+// deadline's, or later when its link waited for its turn to connect (the SSH
+// concurrency limit): a head that reaches thousands of nodes, or a slow
+// sshd, holds the last ones back for longer than --start-timeout, and they
+// are not late for it. A node still waiting its turn has no deadline yet
+// (SteadyTime::max()).
 SteadyTime Controller::node_start_deadline(std::size_t i) const {
   const Node& n = nodes_[i];
+  SteadyTime from = start_deadline_armed_;
+  if (n.link) {
+    const LinkStart s = n.link->start_info();
+    if (s.queued) return SteadyTime::max();
+    from = std::max(from, s.began);
+  }
   auto pulled = n.pulled;
   if (n.pulling)
     pulled += std::chrono::duration_cast<milliseconds>(env_.clock.now() - n.pull_began);
-  return start_deadline_armed_ + cfg_.start_timeout + pulled;
+  return from + cfg_.start_timeout + pulled;
 }
 
 // When every node not ready yet is within its own share of the deadline, it
 // waits for the first of them to pass (a pull still going on moves it again
-// then).
+// then); with only nodes waiting their turn to connect, a timeout later.
 bool Controller::start_deadline_moved() {
   const SteadyTime now = env_.clock.now();
   std::optional<SteadyTime> first;
+  bool queued = false;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
     if (n.life.said_ready() || n.life.link_gone()) continue;
     const SteadyTime own = node_start_deadline(i);
+    if (own == SteadyTime::max()) {
+      queued = true;
+      continue;
+    }
     if (own <= now) return false;
     if (!first || own < *first) first = own;
   }
-  if (!first) return false;
+  if (!first && !queued) return false;
+  if (!first) first = now + cfg_.start_timeout;
   env_.clock.after(*deadline_,
                    std::chrono::duration_cast<milliseconds>(*first - now) + milliseconds(1),
                    [this] { on_deadline(cfg_.start_timeout, "every agent to become ready"); });

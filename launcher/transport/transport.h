@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -26,6 +27,12 @@ struct LinkStart {
   // there (the close reason says what happened).
   std::string failed_stage;
   bool copied = false;  // the head's agent was copied to the node for this link
+  // The SSH concurrency limit (--ssh-concurrency) holds a link back until a
+  // connection slot is free: `queued` while it waits its turn, then `began`
+  // (the steady clock) when its start began. A link that never waits says
+  // neither: its start began with the link.
+  bool queued = false;
+  std::chrono::steady_clock::time_point began{};
 };
 
 // A local agent (or the program that starts it: srun, qrsh) that is not

@@ -33,8 +33,10 @@ inline constexpr Tunable kKillGrace{"--kill-grace", nullptr, 5.0, "s",
 inline constexpr Tunable kHeartbeatTimeout{
     "--heartbeat-timeout", nullptr, 30.0, "s",
     "seconds of silence after which a node counts as lost (0: never)"};
-inline constexpr Tunable kStartTimeout{"--start-timeout", nullptr, 30.0, "s",
-                                       "seconds for every agent to become ready"};
+inline constexpr Tunable kStartTimeout{
+    "--start-timeout", nullptr, 30.0, "s",
+    "seconds for each agent to become ready, counted from its node's turn to connect (the SSH "
+    "concurrency limit holds the last of many nodes back) plus the time its image pull took"};
 inline constexpr Tunable kTimeout{"--timeout", nullptr, 0.0, "s",
                                   "stop the job if it runs longer than this many seconds, counted "
                                   "from dlaunch's start (exit 124, report names the ranks still "

@@ -53,6 +53,9 @@ struct LinkState : std::enable_shared_from_this<LinkState> {
   // Set while run_link connects and starts the agent: closing the link then
   // cancels that (the coroutine owns what it waits on) instead of freeing it.
   bool connecting = false;
+  // Waiting for a slot of the limiter, and when the slot came (LinkStart).
+  bool queued = true;
+  Clock::time_point began{};
   std::shared_ptr<ConnectCancel> cancel = std::make_shared<ConnectCancel>();
   std::deque<std::string> stderr_tail;
   std::string stderr_partial;
@@ -372,7 +375,10 @@ class SshLink final : public AgentLink {
   std::string peer_address() const override { return s_->peer_address; }
   std::string local_address() const override { return s_->local_address; }
   LinkStart start_info() const override {
-    return {.failed_stage = s_->failed_stage, .copied = s_->uploaded};
+    return {.failed_stage = s_->failed_stage,
+            .copied = s_->uploaded,
+            .queued = s_->queued,
+            .began = s_->began};
   }
 
  private:
@@ -397,6 +403,8 @@ asio::awaitable<void> run_link(std::shared_ptr<LinkState> s, std::shared_ptr<Lim
   SlotGuard slot{limiter};
   slot.ticket = co_await limiter->acquire();
   slot.held = true;
+  s->queued = false;
+  s->began = Clock::now();
   if (s->closed) co_return;
   opts.cancel = s->cancel;
   s->connecting = true;

@@ -178,6 +178,32 @@ TEST_F(ControllerTest, OnlyANodesOwnPullMovesItsShareOfTheStartDeadline) {
             "(still in its time after pulling its image: node 0 (host0))");
 }
 
+// The SSH concurrency limit holds node 1's connection back for 8 s (a head
+// reaching thousands of nodes, a slow sshd): its --start-timeout runs from
+// its turn to connect, not from the job's start, and a node still waiting
+// its turn is not late at all.
+TEST_F(ControllerTest, ANodeWaitingItsTurnToConnectHasTheStartTimeoutFromItsTurn) {
+  make(3, 1, {.heartbeat_timeout = milliseconds(0), .start_timeout = milliseconds(10000)});
+  controller_->start();
+  link(1).start.queued = true;
+  link(2).start.queued = true;
+  link(0).deliver(proto::Hello{.agent_version = dlaunch::kVersion, .hostname = "h"});
+  link(0).deliver(proto::Ready{});
+  clock_.advance(milliseconds(8000));
+  link(1).start = {.queued = false, .began = clock_.now()};
+  link(1).deliver(proto::Hello{.agent_version = dlaunch::kVersion, .hostname = "h"});
+  // Past the job's 10 s: node 1 is in its own time, node 2 still waits its turn.
+  clock_.advance(milliseconds(9000));
+  EXPECT_EQ(controller_->cause().kind, dlaunch::CauseKind::kNone) << controller_->cause().message;
+  link(2).start = {.queued = false, .began = clock_.now()};
+  // Node 1's own 10 s end at 18 s: node 2 is named apart, in its time.
+  clock_.advance(milliseconds(1002));
+  ASSERT_EQ(controller_->cause().kind, dlaunch::CauseKind::kLaunch);
+  EXPECT_EQ(controller_->cause().message,
+            "gave up waiting 10.0 s for every agent to become ready; not ready: node 1 (host1) "
+            "(still in its time from its turn to connect: node 2 (host2))");
+}
+
 // After Shutdown an agent removes its node's container before its Done
 // (podman rm -f of a large image on a slow storage driver takes seconds): the
 // head waits the removal's bound longer for it before it kills the agents.

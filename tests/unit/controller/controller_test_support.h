@@ -48,6 +48,7 @@ class FakeLink final : public dlaunch::AgentLink {
   bool agent_gone() const override { return !open_; }
   void reap() override {}
   std::string peer_address() const override { return peer; }
+  dlaunch::LinkStart start_info() const override { return start; }
 
   // The agent says something.
   void deliver(proto::Message msg) { cb_.on_message(std::move(msg)); }
@@ -63,7 +64,8 @@ class FakeLink final : public dlaunch::AgentLink {
   }
 
   std::vector<proto::Message> sent;
-  std::string peer;  // the node's address as the head reached it
+  std::string peer;          // the node's address as the head reached it
+  dlaunch::LinkStart start;  // how its start went (queued: waiting its turn to connect)
   bool killed = false;
   int read_pending_calls = 0;
   std::function<void()> on_read_pending;
