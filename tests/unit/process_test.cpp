@@ -1,6 +1,7 @@
 #include "dlaunch/process.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -89,6 +90,59 @@ TEST(Spawn, KeepFdStaysOpenAtItsNumberAndNothingElseDoes) {
   char buf[16] = {};
   EXPECT_EQ(::read(keep_r.get(), buf, sizeof buf - 1), 3);
   EXPECT_STREQ(buf, "ok\n");
+}
+
+namespace {
+void count_usr1(int) {}
+}  // namespace
+
+// The child may share the spawner's memory until its exec (spawn's clone):
+// it starts with no signal blocked and none ignored, and the spawner's own
+// mask and handlers are as they were, whichever way the child was made (one
+// that moves itself into a cgroup is forked).
+TEST(Spawn, TheChildStartsWithDefaultSignalsAndTheSpawnersAreLeftAsTheyWere) {
+  struct sigaction on_usr1 {};
+  on_usr1.sa_handler = count_usr1;
+  struct sigaction usr1_before {};
+  ASSERT_EQ(::sigaction(SIGUSR1, &on_usr1, &usr1_before), 0);
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  struct sigaction pipe_before {};
+  ASSERT_EQ(::sigaction(SIGPIPE, &ignore, &pipe_before), 0);  // as the head does
+  sigset_t usr2;
+  sigemptyset(&usr2);
+  sigaddset(&usr2, SIGUSR2);
+  sigset_t mask_before;
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &usr2, &mask_before), 0);
+  for (const bool forked : {false, true}) {
+    auto [cg_r, cg_w] = make_pipe();  // stands in for a cgroup.procs: the child writes "0"
+    auto [r, w] = make_pipe();
+    SpawnOptions o;
+    o.argv = {"grep", "-E", "^Sig(Blk|Ign):", "/proc/self/status"};
+    o.env = {"PATH=/usr/bin:/bin"};
+    o.stdout_fd = w.get();
+    if (forked) o.cgroup_procs_fd = cg_w.get();
+    auto res = spawn(o);
+    ASSERT_TRUE(res.ok()) << res.error();
+    w.reset();
+    int st = 0;
+    ::waitpid(*res, &st, 0);
+    char buf[256] = {};
+    ASSERT_GT(::read(r.get(), buf, sizeof buf - 1), 0);
+    EXPECT_STREQ(buf, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n") << forked;
+    sigset_t mask_now;
+    ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, nullptr, &mask_now), 0);
+    EXPECT_EQ(sigismember(&mask_now, SIGUSR2), 1);
+    EXPECT_EQ(sigismember(&mask_now, SIGUSR1), 0);
+    struct sigaction now {};
+    ASSERT_EQ(::sigaction(SIGUSR1, nullptr, &now), 0);
+    EXPECT_EQ(now.sa_handler, count_usr1);
+    ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &now), 0);
+    EXPECT_EQ(now.sa_handler, SIG_IGN);
+  }
+  ::pthread_sigmask(SIG_SETMASK, &mask_before, nullptr);
+  ::sigaction(SIGUSR1, &usr1_before, nullptr);
+  ::sigaction(SIGPIPE, &pipe_before, nullptr);
 }
 
 TEST(Process, SignalNamesAndExitCodes) {
