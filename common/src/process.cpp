@@ -202,8 +202,17 @@ int child_entry(void* plan) { run_child(*static_cast<const ChildPlan*>(plan)); }
 // sanitizer (its shadow memory and thread state would be shared behind its
 // back), nor for a child that moves itself into a cgroup or a container,
 // which are left to a child of its own.
-bool may_share_memory(const SpawnOptions& opts) {
+// (GCC says a sanitizer with __SANITIZE_*__, clang 14 only with __has_feature.)
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define DLAUNCH_SPAWN_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define DLAUNCH_SPAWN_SANITIZED 1
+#endif
+#endif
+bool may_share_memory(const SpawnOptions& opts) {
+#ifdef DLAUNCH_SPAWN_SANITIZED
   (void)opts;
   return false;
 #else
