@@ -379,6 +379,7 @@ void Rendezvous::take_over(std::size_t i, const Next& next) {
                            old_host_, host, m_.names[static_cast<std::size_t>(host)], endpoint_));
       }
     };
+    // The job's settings, which the first launcher's are.
     const auto settings = [this, next] {
       store_->compare_set(key("conf"), "", settings_text(),
                           step([this, next](const rdzv::StoreFailure& f, const std::string& conf) {
@@ -387,25 +388,15 @@ void Rendezvous::take_over(std::size_t i, const Next& next) {
                             next();
                           }));
     };
-    if (k >= 0) {
-      store_->compare_set(key("conf"), "", settings_text(),
-                          step([this, k, reached, announce, next](const rdzv::StoreFailure& f,
-                                                                  const std::string& conf) {
-                            if (!reached(f)) return;
-                            announce(k);
-                            check_settings(conf);
-                            next();
-                          }));
-      return;
-    }
-    // The successor's store says so for this round; the old host's (back
-    // after all) does not, even if it was a successor itself before.
+    // A candidate that hosts says so itself. At the old endpoint, the
+    // successor's store says so for this round; the old host's (back after
+    // all) does not, even if it was a successor itself before.
     store_->check(
         {rkey("successor")},
-        step([this, reached, announce, settings](const rdzv::StoreFailure& f, bool has) {
+        step([this, k, reached, announce, settings](const rdzv::StoreFailure& f, bool has) {
           if (!reached(f)) return;
-          if (!has) {
-            announce(-1);
+          if (k >= 0 || !has) {
+            announce(k);
             return settings();
           }
           store_->get(
