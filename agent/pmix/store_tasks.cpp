@@ -17,7 +17,7 @@ struct StoreTasks::State {
   Mutex mu;
   bool stopped GUARDED_BY(mu) = false;
   std::optional<comm::StoreOptions> opts GUARDED_BY(mu);
-  // Connections of running tasks, to shut down on stop().
+  // Clients of running tasks, closed on stop().
   std::list<comm::Store*> live GUARDED_BY(mu);
   // Threads, joined when done (on the next run()) or on stop().
   struct Task {
@@ -68,6 +68,9 @@ void StoreTasks::run(Work work) {
       } else {
         std::optional<comm::Store> store;
         std::string error;
+        // Connected below, once stop() can see it: a stop() meanwhile ends
+        // the connect at once (close()), as it ends any other wait.
+        opts->connect_at_construction = false;
         try {
           store.emplace(*opts);
         } catch (const std::exception& e) {
@@ -80,7 +83,16 @@ void StoreTasks::run(Work work) {
           if (!stopped) state->live.push_back(&*store);
         }
         if (!stopped) {
-          answer = work(store ? &*store : nullptr, error);
+          bool connected = false;
+          if (store) {
+            try {
+              store->connect();
+              connected = true;
+            } catch (const std::exception& e) {
+              error = e.what();
+            }
+          }
+          answer = work(connected ? &*store : nullptr, error);
           if (store) {
             MutexLock l(state->mu);
             state->live.remove(&*store);
@@ -101,7 +113,7 @@ void StoreTasks::stop() {
     MutexLock lock(state_->mu);
     if (state_->stopped) return;
     state_->stopped = true;
-    for (comm::Store* s : state_->live) s->interrupt();
+    for (comm::Store* s : state_->live) s->close();
     tasks.swap(state_->tasks);
   }
   for (auto& t : tasks) {

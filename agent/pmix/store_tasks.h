@@ -6,8 +6,9 @@
 //
 // States: unconfigured (no store known yet: a task is answered at once with
 // the reason) -> configured (Start gave the store's address) -> stopped
-// (every running task's connection is shut down, which fails its call at
-// once, and its thread joined; no answer reaches the loop after stop()).
+// (every running task's client is closed, which fails its call, a connect
+// included, at once, and its thread joined; no answer reaches the loop after
+// stop()).
 //
 // Threads: configure/run/stop on the loop's thread; the work runs on its own
 // thread; the answer it returns is posted to the loop.

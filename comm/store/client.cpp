@@ -35,6 +35,7 @@ struct Store::Impl : detail::Connection {
 Store::Store(StoreOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {
   if (impl_->opts.secret.empty())
     impl_->fail(ErrorKind::kUsage, "connect", "failed: the secret is empty");
+  if (!impl_->opts.connect_at_construction) return;
   MutexLock lock(impl_->mu);
   impl_->connect();
 }
@@ -72,12 +73,19 @@ const std::string& Store::address() const { return impl_->address; }
 
 void Store::interrupt() { impl_->interrupt(); }
 
+void Store::close() { impl_->close(); }
+
+void Store::connect() {
+  MutexLock lock(impl_->mu);
+  impl_->ensure_connected("connect");
+}
+
 void Store::set(const std::string& key, const std::string& value) { multi_set({key}, {value}); }
 
 void Store::set_while_connected(const std::string& key, const std::string& value) {
   std::string op = "set_while_connected(" + quote(key) + ")";
   MutexLock lock(impl_->mu);
-  impl_->ensure_connected();
+  impl_->ensure_connected(op);
   impl_->limit(op, "key", key.size(), impl_->max_key);
   impl_->limit(op, "value", value.size(), impl_->max_value);
   Answer a = impl_->call(op, Writer(uint8_t(Op::set_owned)).str(key).str(value).finish(),
@@ -92,7 +100,7 @@ std::string Store::get(const std::string& key, milliseconds timeout) {
   // Held until the answer is decoded: a malformed one drops the connection,
   // which another thread may be about to use.
   MutexLock lock(impl_->mu);
-  impl_->ensure_connected();
+  impl_->ensure_connected(op);
   Answer a = impl_->await(op, Op::get, {key}, timeout);
   if (a.status == Status::timeout) impl_->timed_out(op, a, detail::clamp_wait(timeout), 1);
   auto rd = a.reader();
@@ -104,7 +112,7 @@ std::string Store::get(const std::string& key, milliseconds timeout) {
 int64_t Store::add(const std::string& key, int64_t delta) {
   std::string op = "add(" + quote(key) + ", " + std::to_string(delta) + ")";
   MutexLock lock(impl_->mu);
-  impl_->ensure_connected();
+  impl_->ensure_connected(op);
   impl_->limit(op, "key", key.size(), impl_->max_key);
   Answer a =
       impl_->call(op, Writer(uint8_t(Op::add)).str(key).i64(delta).finish(), impl_->io_deadline());
@@ -118,7 +126,7 @@ std::string Store::compare_set(const std::string& key, const std::string& expect
                                const std::string& desired) {
   std::string op = "compare_set(" + quote(key) + ")";
   MutexLock lock(impl_->mu);
-  impl_->ensure_connected();
+  impl_->ensure_connected(op);
   impl_->limit(op, "key", key.size(), impl_->max_key);
   impl_->limit(op, "expected value", expected.size(), impl_->max_value);
   impl_->limit(op, "desired value", desired.size(), impl_->max_value);
@@ -134,7 +142,7 @@ std::string Store::compare_set(const std::string& key, const std::string& expect
 bool Store::check(const std::vector<std::string>& keys) {
   std::string op = "check(" + quote_list(keys) + ")";
   MutexLock lock(impl_->mu);
-  impl_->ensure_connected();
+  impl_->ensure_connected(op);
   Writer w(static_cast<uint8_t>(Op::check));
   w.u32(static_cast<uint32_t>(keys.size()));
   for (const auto& k : keys) {
@@ -153,7 +161,7 @@ void Store::wait(const std::vector<std::string>& keys) { wait(keys, impl_->opts.
 void Store::wait(const std::vector<std::string>& keys, milliseconds timeout) {
   std::string op = "wait(" + quote_list(keys) + ")";
   MutexLock lock(impl_->mu);
-  impl_->ensure_connected();
+  impl_->ensure_connected(op);
   Answer a = impl_->await(op, Op::wait, keys, timeout);
   if (a.status == Status::timeout)
     impl_->timed_out(op, a, detail::clamp_wait(timeout), keys.size());
@@ -163,7 +171,7 @@ void Store::wait(const std::vector<std::string>& keys, milliseconds timeout) {
 bool Store::delete_key(const std::string& key) {
   std::string op = "delete_key(" + quote(key) + ")";
   MutexLock lock(impl_->mu);
-  impl_->ensure_connected();
+  impl_->ensure_connected(op);
   impl_->limit(op, "key", key.size(), impl_->max_key);
   Answer a = impl_->call(op, Writer(uint8_t(Op::erase)).str(key).finish(), impl_->io_deadline());
   auto rd = a.reader();
@@ -175,7 +183,7 @@ bool Store::delete_key(const std::string& key) {
 int64_t Store::num_keys() {
   const std::string op = "num_keys()";
   MutexLock lock(impl_->mu);
-  impl_->ensure_connected();
+  impl_->ensure_connected(op);
   Answer a = impl_->call(op, Writer(uint8_t(Op::num_keys)).finish(), impl_->io_deadline());
   auto rd = a.reader();
   int64_t n = rd.i64();
@@ -186,7 +194,7 @@ int64_t Store::num_keys() {
 std::vector<std::string> Store::multi_get(const std::vector<std::string>& keys) {
   std::string op = "multi_get(" + quote_list(keys) + ")";
   MutexLock lock(impl_->mu);
-  impl_->ensure_connected();
+  impl_->ensure_connected(op);
   Answer a = impl_->await(op, Op::multi_get, keys, impl_->opts.timeout);
   if (a.status == Status::timeout)
     impl_->timed_out(op, a, detail::clamp_wait(impl_->opts.timeout), keys.size());
@@ -207,7 +215,7 @@ void Store::multi_set(const std::vector<std::string>& keys,
                     std::to_string(values.size()) + " values");
   }
   MutexLock lock(impl_->mu);
-  impl_->ensure_connected();
+  impl_->ensure_connected(op);
   Writer w(static_cast<uint8_t>(Op::multi_set));
   w.u32(static_cast<uint32_t>(keys.size()));
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -238,7 +246,7 @@ void Store::barrier(const std::string& name, int world_size, milliseconds timeou
   bool released = false;
   {
     MutexLock lock(impl_->mu);  // not across add() below, which takes it itself
-    impl_->ensure_connected();
+    impl_->ensure_connected(op);
     released =
         impl_->await(op, Op::wait, {done}, std::max(left, milliseconds(0))).status == Status::ok;
   }

@@ -1,13 +1,15 @@
 #include "store/connection.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <random>
-#include <thread>
 
 #include "store/peer_uid.h"
 
@@ -82,23 +84,40 @@ std::string seconds(Clock::duration d) {
 milliseconds clamp_wait(milliseconds t) { return std::clamp(t, milliseconds(0), kMaxWait); }
 
 Connection::Connection(StoreOptions options)
-    : opts(std::move(options)), address(join_address(opts.host, opts.port)) {}
+    : opts(std::move(options)),
+      address(join_address(opts.host, opts.port)),
+      wake_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+  if (!wake_) {
+    fail(ErrorKind::kEnvironment, "connect",
+         std::string("failed: eventfd: ") + std::strerror(errno));
+  }
+}
 
 void Connection::interrupt() {
-  const int fd = live_fd_.load();
-  if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+  const std::uint64_t one = 1;
+  // Only EAGAIN can fail it (a counter at its maximum): readable still.
+  (void)!::write(wake_.get(), &one, sizeof one);
+}
+
+void Connection::close() {
+  closed_ = true;  // before the wake: a call that starts after reads it
+  interrupt();
+}
+
+bool Connection::woken() const {
+  pollfd p{wake_.get(), POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1;
 }
 
 void Connection::bad_answer(const std::string& op) {
-  live_fd_ = -1;
   fd_.reset();
   fail(ErrorKind::kEnvironment, op, "failed: malformed answer from the store");
 }
 
 void Connection::lost(const std::string& op, const IoResult& r, Clock::time_point since) {
   // The connection's state is unknown after a failed exchange: start afresh next call.
-  live_fd_ = -1;
   fd_.reset();
+  if (r.status == Io::interrupted) fail(ErrorKind::kEnvironment, op, "interrupted");
   if (r.status == Io::timeout) {
     fail(ErrorKind::kEnvironment, op,
          "timed out after " + seconds(Clock::now() - since) + " with no answer from the store");
@@ -114,7 +133,10 @@ void Connection::limit(const std::string& op, const char* what, size_t size, uin
   }
 }
 
-void Connection::ensure_connected() {
+void Connection::ensure_connected(const std::string& op) {
+  std::uint64_t pending = 0;
+  (void)!::read(wake_.get(), &pending, sizeof pending);  // an interrupt between calls
+  if (closed_) fail(ErrorKind::kEnvironment, op, "failed: this client was closed");
   if (!fd_) connect();
 }
 
@@ -140,7 +162,7 @@ auto Connection::handshake(const Fd& s, Clock::time_point deadline)
     }
   }
   char greeting[kGreetingBytes];
-  IoResult r = recv_exact(s.get(), greeting, sizeof greeting, deadline);
+  IoResult r = recv_exact(s.get(), greeting, sizeof greeting, until(deadline));
   if (r.status != Io::ok) return retry("no greeting from the store: " + r.describe());
   const std::string_view magic(greeting, kGreetingMagic.size());
   if (magic != kGreetingMagic) {
@@ -162,12 +184,12 @@ auto Connection::handshake(const Fd& s, Clock::time_point deadline)
   std::copy(greeting + kGreetingMagic.size(), greeting + kGreetingBytes, server_nonce.begin());
   const Nonce client_nonce = fresh_nonce();
   r = send_all(s.get(), {reinterpret_cast<const char*>(client_nonce.data()), client_nonce.size()},
-               deadline);
+               until(deadline));
   // The server proves the secret first: nothing of ours, and nothing it
   // says, counts before that.
   Mac proof{};
   if (r.status == Io::ok)
-    r = recv_exact(s.get(), reinterpret_cast<char*>(proof.data()), proof.size(), deadline);
+    r = recv_exact(s.get(), reinterpret_cast<char*>(proof.data()), proof.size(), until(deadline));
   if (r.status != Io::ok) return retry("no proof from the store: " + r.describe());
   Handshake h = handshake_values(opts.secret, server_nonce, client_nonce);
   if (!same_mac(proof.data(), h.server_proof.data(), proof.size())) {
@@ -179,9 +201,9 @@ auto Connection::handshake(const Fd& s, Clock::time_point deadline)
   }
   r = send_all(s.get(),
                {reinterpret_cast<const char*>(h.client_proof.data()), h.client_proof.size()},
-               deadline);
+               until(deadline));
   std::string frame;
-  if (r.status == Io::ok) r = recv_frame(s.get(), frame, kMaxHandshakeFrame, kTagBytes, deadline);
+  if (r.status == Io::ok) r = recv_frame(s.get(), frame, kMaxHandshakeFrame, kTagBytes, until(deadline));
   if (r.status != Io::ok) return retry("authentication unanswered: " + r.describe());
   FrameTagger to_server(h.to_server);
   FrameTagger to_client(h.to_client);
@@ -213,16 +235,15 @@ void Connection::connect() {
     ++attempts;
     // The Unix socket first (a process on the store's machine), else TCP.
     Result<Fd> unix_socket = failure(std::string());
-    if (!opts.unix_path.empty()) unix_socket = connect_unix(opts.unix_path, deadline);
-    if (auto s =
-            unix_socket ? std::move(unix_socket) : connect_tcp(opts.host, opts.port, deadline)) {
+    if (!opts.unix_path.empty()) unix_socket = connect_unix(opts.unix_path, until(deadline));
+    if (auto s = unix_socket ? std::move(unix_socket)
+                             : connect_tcp(opts.host, opts.port, until(deadline))) {
       auto accepted = handshake(*s, deadline);
       if (accepted) {
         max_key = accepted->max_key;
         max_value = accepted->max_value;
         max_frame = accepted->max_frame;
         fd_ = std::move(*s);
-        live_fd_ = fd_.get();
         return;
       }
       if (!accepted.error().retry) {
@@ -232,11 +253,15 @@ void Connection::connect() {
     } else {
       error = std::move(s).error();
     }
+    if (woken()) fail(ErrorKind::kEnvironment, "connect", "interrupted");
     auto now = Clock::now();
     if (now >= deadline) break;
     // Jitter keeps thousands of workers from retrying against one store in lockstep.
     std::uniform_int_distribution<int64_t> pick(backoff.count() / 2, backoff.count());
-    std::this_thread::sleep_for(std::min<Clock::duration>(milliseconds(pick(rng)), deadline - now));
+    const auto wake = std::min<Clock::time_point>(now + milliseconds(pick(rng)), deadline);
+    if (pause(until(wake)).status == Io::interrupted) {
+      fail(ErrorKind::kEnvironment, "connect", "interrupted");
+    }
     backoff = std::min(backoff * 2, kMaxBackoff);
     if (Clock::now() >= deadline) break;
   }
@@ -250,14 +275,14 @@ Answer Connection::call(const std::string& op, const std::string& frame,
   limit(op, "request", frame.size() - kFrameHeaderBytes, max_frame);
   auto start = Clock::now();
   const Tag tag = to_server_->next(frame);
-  IoResult r = send_all(fd_.get(), frame, deadline);
+  IoResult r = send_all(fd_.get(), frame, until(deadline));
   if (r.status == Io::ok)
-    r = send_all(fd_.get(), {reinterpret_cast<const char*>(tag.data()), tag.size()}, deadline);
+    r = send_all(fd_.get(), {reinterpret_cast<const char*>(tag.data()), tag.size()},
+                 until(deadline));
   Answer a;
   if (r.status == Io::ok)
-    r = recv_frame(fd_.get(), a.frame, opts.max_answer_bytes, kTagBytes, deadline);
+    r = recv_frame(fd_.get(), a.frame, opts.max_answer_bytes, kTagBytes, until(deadline));
   if (r.status == Io::error && r.err == EMSGSIZE) {
-    live_fd_ = -1;
     fd_.reset();
     fail(ErrorKind::kEnvironment, op,
          "failed: the store announced an answer of " +
@@ -268,7 +293,6 @@ Answer Connection::call(const std::string& op, const std::string& frame,
   const std::string_view tagged = std::string_view(a.frame).substr(0, a.frame.size() - kTagBytes);
   if (!to_client_->check(tagged,
                          reinterpret_cast<const unsigned char*>(a.frame.data()) + tagged.size())) {
-    live_fd_ = -1;
     fd_.reset();
     fail(ErrorKind::kEnvironment, op,
          "failed: an answer failed its tag (not from the store this connection authenticated)");

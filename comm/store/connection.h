@@ -4,7 +4,7 @@
 // -Wthread-safety checks it: dlaunch/thread_annotations.h):
 //
 //   dlaunch::MutexLock lock(c.mu);
-//   c.ensure_connected();
+//   c.ensure_connected(op);
 //   Answer a = c.call(op, frame, c.io_deadline());
 //   ... decode a; c.bad_answer(op) if it is malformed ...
 //
@@ -63,16 +63,20 @@ class Connection {
   // max_frame, read under mu) before it costs the connection.
   void limit(const std::string& op, const char* what, size_t size, uint64_t max) const;
 
-  // Reconnects if the last exchange broke the connection.
-  void ensure_connected() REQUIRES(mu);
+  // The start of every call: fails at once once close() was called, forgets
+  // an interrupt() that came between calls, and reconnects if the last
+  // exchange broke the connection (or there was none yet).
+  void ensure_connected(const std::string& op) REQUIRES(mu);
   void connect() REQUIRES(mu);
   // One request and its answer (ok or timeout; error answers throw).
   Answer call(const std::string& op, const std::string& frame, Clock::time_point deadline)
       REQUIRES(mu);
   Clock::time_point io_deadline() const { return Clock::now() + clamp_wait(opts.timeout); }
-  // Shuts the current connection down (any thread, without mu): a call
-  // blocked on it fails at once.
+  // Ends the call under way at once, whatever it waits for (an answer, a
+  // connect, the pause between two): any thread, without mu.
   void interrupt();
+  // interrupt(), and every later call fails at once.
+  void close();
   // get / wait / multi_get: the server parks the request until the keys exist or `timeout`.
   Answer await(const std::string& op, Op code, const std::vector<std::string>& keys,
                std::chrono::milliseconds timeout) REQUIRES(mu);
@@ -106,10 +110,17 @@ class Connection {
   [[noreturn]] void lost(const std::string& op, const IoResult& r, Clock::time_point since)
       REQUIRES(mu);
 
+  Until until(Clock::time_point deadline) const { return {deadline, wake_.get()}; }
+  // interrupt() came during this call (the wake descriptor is readable).
+  bool woken() const;
+
   Fd fd_ GUARDED_BY(mu);
-  // fd_'s descriptor, for interrupt() (-1: none); a shutdown(2) of a
-  // descriptor another thread reads is what makes that read return.
-  std::atomic<int> live_fd_{-1};
+  // An eventfd every wait of a call polls besides its socket: interrupt()
+  // writes it, the next call's start reads it empty. (A shutdown(2) of the
+  // socket would not end the pause between connect attempts, and could hit
+  // a descriptor number closed and reused meanwhile.)
+  Fd wake_;
+  std::atomic<bool> closed_{false};
   // Each direction's frame tags, keyed by the current connection's handshake.
   std::optional<FrameTagger> to_server_ GUARDED_BY(mu);
   std::optional<FrameTagger> to_client_ GUARDED_BY(mu);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -18,13 +19,16 @@ namespace dlaunch::comm::detail {
 
 namespace {
 
-// Waits for `events` on fd; Io::ok when ready.
-IoResult wait_for(int fd, short events, Clock::time_point deadline) {
+// Waits for `events` on fd (none: -1); Io::ok when ready, Io::interrupted
+// when the wake descriptor is readable first.
+IoResult wait_for(int fd, short events, const Until& until) {
   for (;;) {
     // Polled even when the deadline has passed: an answer already there still counts.
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-    pollfd p{fd, events, 0};
-    int n = ::poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30)));
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(until.deadline - Clock::now());
+    std::array<pollfd, 2> p{pollfd{until.wake, POLLIN, 0}, pollfd{fd, events, 0}};
+    int n = ::poll(p.data(), p.size(),
+                   static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30)));
+    if (n > 0 && p[0].revents != 0) return {Io::interrupted};
     if (n > 0) return {Io::ok};
     if (n < 0 && errno != EINTR) return {Io::error, errno};
     if (n == 0 && left.count() <= 0) return {Io::timeout};
@@ -34,11 +38,11 @@ IoResult wait_for(int fd, short events, Clock::time_point deadline) {
 // A non-blocking connect, finished within the deadline. A Unix socket whose
 // listener's backlog is full answers EAGAIN: wait as for EINPROGRESS (for TCP,
 // EAGAIN means no local port is left, an error).
-IoResult connect_by(int fd, const sockaddr* addr, socklen_t len, Clock::time_point deadline) {
+IoResult connect_by(int fd, const sockaddr* addr, socklen_t len, const Until& until) {
   if (::connect(fd, addr, len) == 0) return {Io::ok};
   if (errno != EINPROGRESS && !(errno == EAGAIN && addr->sa_family == AF_UNIX))
     return {Io::error, errno};
-  IoResult r = wait_for(fd, POLLOUT, deadline);
+  IoResult r = wait_for(fd, POLLOUT, until);
   if (r.status != Io::ok) return r;
   int so_error = 0;
   socklen_t so_len = sizeof so_error;
@@ -70,13 +74,15 @@ std::string IoResult::describe() const {
       return "timed out";
     case Io::closed:
       return "the store closed the connection";
+    case Io::interrupted:
+      return "interrupted";
     case Io::error:
       break;
   }
   return std::strerror(err);
 }
 
-Result<Fd> connect_tcp(const std::string& host, uint16_t port, Clock::time_point deadline) {
+Result<Fd> connect_tcp(const std::string& host, uint16_t port, const Until& until) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -92,7 +98,7 @@ Result<Fd> connect_tcp(const std::string& host, uint16_t port, Clock::time_point
       error = std::strerror(errno);
       continue;
     }
-    const IoResult r = connect_by(fd.get(), ai->ai_addr, ai->ai_addrlen, deadline);
+    const IoResult r = connect_by(fd.get(), ai->ai_addr, ai->ai_addrlen, until);
     if (r.status == Io::ok) {
       // Requests are small and synchronous: Nagle would add a delay to each.
       int one = 1;
@@ -101,24 +107,25 @@ Result<Fd> connect_tcp(const std::string& host, uint16_t port, Clock::time_point
       return fd;
     }
     error = r.describe();
+    if (r.status == Io::interrupted) break;
   }
   ::freeaddrinfo(list);
   return failure(std::move(error));
 }
 
-Result<Fd> connect_unix(const std::string& path, Clock::time_point deadline) {
+Result<Fd> connect_unix(const std::string& path, const Until& until) {
   sockaddr_un a{};
   if (path.size() >= sizeof a.sun_path) return failure("socket path too long: " + path);
   a.sun_family = AF_UNIX;
   std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
   Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) return failure(std::strerror(errno));
-  const IoResult r = connect_by(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a, deadline);
+  const IoResult r = connect_by(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a, until);
   if (r.status != Io::ok) return failure(path + ": " + r.describe());
   return fd;
 }
 
-IoResult send_all(int fd, std::string_view data, Clock::time_point deadline) {
+IoResult send_all(int fd, std::string_view data, const Until& until) {
   while (!data.empty()) {
     ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
     if (n > 0) {
@@ -127,12 +134,12 @@ IoResult send_all(int fd, std::string_view data, Clock::time_point deadline) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return {Io::error, errno};
-    if (auto r = wait_for(fd, POLLOUT, deadline); r.status != Io::ok) return r;
+    if (auto r = wait_for(fd, POLLOUT, until); r.status != Io::ok) return r;
   }
   return {Io::ok};
 }
 
-IoResult recv_exact(int fd, char* buf, size_t n, Clock::time_point deadline) {
+IoResult recv_exact(int fd, char* buf, size_t n, const Until& until) {
   while (n > 0) {
     ssize_t got = ::recv(fd, buf, n, 0);
     if (got > 0) {
@@ -144,19 +151,19 @@ IoResult recv_exact(int fd, char* buf, size_t n, Clock::time_point deadline) {
     if (errno == EINTR) continue;
     if (errno == ECONNRESET) return {Io::closed};
     if (errno != EAGAIN && errno != EWOULDBLOCK) return {Io::error, errno};
-    if (auto r = wait_for(fd, POLLIN, deadline); r.status != Io::ok) return r;
+    if (auto r = wait_for(fd, POLLIN, until); r.status != Io::ok) return r;
   }
   return {Io::ok};
 }
 
 IoResult recv_frame(int fd, std::string& frame, size_t max_body, size_t trailer,
-                    Clock::time_point deadline) {
+                    const Until& until) {
   // Waits first and reads greedily: the answer is never there the instant the
   // request has left, and a small one then arrives in a single recv.
   char buf[16384];
   size_t have = 0;
   while (have < kFrameHeaderBytes) {
-    if (auto r = wait_for(fd, POLLIN, deadline); r.status != Io::ok) return r;
+    if (auto r = wait_for(fd, POLLIN, until); r.status != Io::ok) return r;
     ssize_t got = ::recv(fd, buf + have, sizeof buf - have, 0);
     if (got == 0 || (got < 0 && errno == ECONNRESET)) return {Io::closed};
     if (got < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -175,10 +182,12 @@ IoResult recv_frame(int fd, std::string& frame, size_t max_body, size_t trailer,
   while (have < total) {
     const size_t step = std::min(total - have, std::max<size_t>(have, 1 << 16));
     frame.resize(have + step);
-    if (auto r = recv_exact(fd, frame.data() + have, step, deadline); r.status != Io::ok) return r;
+    if (auto r = recv_exact(fd, frame.data() + have, step, until); r.status != Io::ok) return r;
     have += step;
   }
   return {Io::ok};
 }
+
+IoResult pause(const Until& until) { return wait_for(-1, 0, until); }
 
 }  // namespace dlaunch::comm::detail

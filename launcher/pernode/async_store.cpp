@@ -31,7 +31,15 @@ comm::StoreError ThreadedAsyncStore::Failure::error() const {
 }
 
 ThreadedAsyncStore::ThreadedAsyncStore(boost::asio::io_context& io, comm::StoreOptions opts)
-    : io_(io), opts_(std::move(opts)) {
+    : io_(io) {
+  // Made here, connected by the first call on the thread: the destructor's
+  // close() ends that connect as it ends any other wait.
+  opts.connect_at_construction = false;
+  try {
+    client_ = std::make_unique<comm::Store>(std::move(opts));
+  } catch (const comm::StoreError& e) {
+    unusable_ = Failure::of(e);  // every call answers it
+  }
   thread_ = start_thread_without_signals([this] { run(); });
 }
 
@@ -41,8 +49,8 @@ ThreadedAsyncStore::~ThreadedAsyncStore() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
     calls_.clear();
-    if (client_) client_->interrupt();
   }
+  if (client_) client_->close();
   wake_.notify_all();
   thread_.join();
 }
@@ -57,19 +65,7 @@ void ThreadedAsyncStore::run() {
       call = std::move(calls_.front());
       calls_.pop_front();
     }
-    std::optional<Failure> failed;
-    if (!client_) {
-      try {
-        auto client = std::make_unique<comm::Store>(opts_);
-        std::lock_guard<std::mutex> lock(mu_);
-        client_ = std::move(client);
-        // A stop that came during the connect: the first call must not wait.
-        if (stop_) return;
-      } catch (const comm::StoreError& e) {
-        failed = Failure::of(e);
-      }
-    }
-    std::function<void()> answer = call(client_.get(), failed);
+    std::function<void()> answer = call(client_.get(), unusable_);
     boost::asio::post(io_, [alive = alive_, answer = std::move(answer)] {
       if (*alive) answer();
     });
@@ -96,7 +92,7 @@ void ThreadedAsyncStore::ask(Op op, Answer done) {
         why = Failure::of(e);
       }
     }
-    // (why is set here: a client, or the connect's failure.)
+    // (why is set here: a client, or why there is none.)
     if constexpr (std::is_void_v<R>) {
       return [done, why] { done(why->error()); };
     } else {

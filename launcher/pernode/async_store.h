@@ -5,16 +5,15 @@
 // calls are a request and its answer on one connection, as c10d's and gloo's
 // are. Code on an event loop asks through this adapter instead: the calls
 // queue, in order, for one thread that makes them (connecting at the first,
-// and again after a failed connect) and posts each answer to the loop. The
+// and again after a lost connection) and posts each answer to the loop. The
 // thread only ever blocks in the store's own socket wait for an answer, a
 // parked get's included: there is no polling. The thread takes no signal:
 // the loop handles them.
 //
-// Destroy it on the loop's thread (or when the loop does not run): it
-// interrupts the call under way (comm::Store::interrupt), drops the calls not
-// made yet and every answer not yet run, and joins the thread. A connect in
-// progress is not interruptible: destruction then waits for it, at most the
-// StoreOptions' connect_timeout.
+// Destroy it on the loop's thread (or when the loop does not run): it ends
+// the call under way at once, a connect or its retries included
+// (comm::Store::close), drops the calls not made yet and every answer not yet
+// run, and joins the thread. Only a host name's lookup is not cut short.
 #pragma once
 
 #include <condition_variable>
@@ -64,15 +63,14 @@ class ThreadedAsyncStore final : public AsyncStore {
     static Failure of(const comm::StoreError& e);
     comm::StoreError error() const;
   };
-  // A call as the thread makes it: given the client (null when the connect
-  // failed, with why), it returns the answer to run on the loop.
+  // A call as the thread makes it: given the client (null when there is
+  // none, with why), it returns the answer to run on the loop.
   using Call = std::function<std::function<void()>(comm::Store*, const std::optional<Failure>&)>;
   template <class Op, class Answer>
   void ask(Op op, Answer done);
   void run();
 
   boost::asio::io_context& io_;
-  comm::StoreOptions opts_;
   // The loop's: false once destroyed, so that an answer posted before then
   // is dropped.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
@@ -80,9 +78,10 @@ class ThreadedAsyncStore final : public AsyncStore {
   std::condition_variable wake_;  // the thread: a call, or stop
   std::deque<Call> calls_;        // under mu_
   bool stop_ = false;             // under mu_
-  // Written by the thread under mu_; read by it freely, and under mu_ by
-  // the destructor (to interrupt it).
+  // Made by the constructor (it connects at its first call); null when its
+  // options are refused, which every call then answers.
   std::unique_ptr<comm::Store> client_;
+  std::optional<Failure> unusable_;
   std::thread thread_;
 };
 

@@ -956,6 +956,9 @@ void Rendezvous::stop_watch() {
 }
 
 void Rendezvous::beat() {
+  // The store is gone: a beat now would only retry the connect, for the
+  // whole connect timeout, on the watch's thread.
+  if (store_lost_) return;
   beat_timer_->expires_at(clock_->now() + heartbeat_period(), [this] { beat(); });
   // A store slow to answer gets no second beat queued behind the first.
   if (beat_unanswered_) return;

@@ -4,14 +4,19 @@
 // TCP network's connect_async: comm::Store behind a ThreadedAsyncStore).
 // Each relay answers on its own io_context with every node's data
 // in node order; the k-th fences of the nodes meet, whatever order they come
-// in; a relay destroyed while it waits for a node that never comes returns.
+// in; a relay destroyed while it waits for a node that never comes returns;
+// so does the adapter under it (ThreadedAsyncStore) destroyed while it
+// reconnects to a store that is gone.
 #include "pernode/store_fence.h"
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -168,4 +173,42 @@ TEST(StoreFence, AStoreThatRefusesTheSecretIsAnError) {
   run_until(io, [&] { return got.all.has_value(); });
   ASSERT_TRUE(got.all.has_value());
   EXPECT_NE(got.error, "") << "a refused secret must be said";
+}
+
+// The launcher hosting the store dies while another's watch heartbeats: the
+// call that sees the loss fails, and the next one retries its connect for
+// connect_timeout. Destroying the adapter (the round's end) ends that connect
+// at once. It waited out the timeout before, and a per-node launcher whose
+// rendezvous host was killed took 30 s and more to exit under load.
+TEST(ThreadedAsyncStore, DestroyedWhileItReconnectsToALostStoreReturnsAtOnce) {
+  std::optional<comm::ThreadedStoreServer> server(std::in_place, server_options());
+  boost::asio::io_context io;
+  comm::StoreOptions co;
+  co.host = "127.0.0.1";
+  co.port = server->port();
+  co.secret = kSecret;
+  co.connect_timeout = 60s;
+  co.timeout = 60s;
+  auto store = rdzv::tcp_rdzv_network().connect_async(io, co);
+  std::optional<bool> first;
+  store->add("hb", 1, [&](const rdzv::StoreFailure& f, std::int64_t) { first = !f; });
+  run_until(io, [&] { return first.has_value(); });
+  ASSERT_EQ(first, true);
+  server.reset();  // the store is gone
+  std::optional<std::string> lost;
+  store->add("hb", 1, [&](const rdzv::StoreFailure& f, std::int64_t) {
+    lost = f ? f->what() : "answered";
+  });
+  run_until(io, [&] { return lost.has_value(); });
+  ASSERT_TRUE(lost.has_value());
+  EXPECT_NE(*lost, "answered");
+  bool answered = false;
+  store->add("hb", 1, [&](const rdzv::StoreFailure&, std::int64_t) { answered = true; });
+  std::this_thread::sleep_for(300ms);  // the thread retries its connect
+  const auto t0 = std::chrono::steady_clock::now();
+  store.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s) << "the destructor waited for the connect";
+  io.restart();
+  io.poll();
+  EXPECT_FALSE(answered);
 }

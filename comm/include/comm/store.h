@@ -122,6 +122,10 @@ struct StoreOptions {
   std::string unix_path;
   // Connect with retry and jittered exponential backoff until this deadline.
   std::chrono::milliseconds connect_timeout{60000};
+  // false: the constructor only checks the options; connect() or the first
+  // call connects, so that close() ends the first connect too (a Store
+  // driven by a thread of its own).
+  bool connect_at_construction = true;
   // Default deadline for get/wait/multi_get, and the I/O deadline of every request.
   std::chrono::milliseconds timeout{300000};
   // The largest answer accepted (a multi_get of many large values); a frame
@@ -147,6 +151,9 @@ class Store {
   ~Store();
 
   const std::string& address() const;  // "host:port"
+  // Connects now unless connected: what the constructor does, and what the
+  // next call would (StoreOptions::connect_at_construction).
+  void connect();
 
   void set(const std::string& key, const std::string& value);
   // A set that lasts while this connection does: the server erases the key
@@ -177,10 +184,15 @@ class Store {
   // on timeout naming how many arrived. Reusable: each round is a generation
   // (see docs/store.md); after a timeout the name is spent.
   void barrier(const std::string& name, int world_size, std::chrono::milliseconds timeout);
-  // Makes a call blocked in another thread (a parked get, say) fail at once
-  // with a StoreError, by shutting the connection down; the next call
-  // connects again. Thread-safe; does nothing without a connection.
+  // Makes the call under way in another thread fail at once with a
+  // StoreError, whatever it waits for: an answer (a parked get, say), a
+  // connect or the pause between two attempts (not a host name's lookup).
+  // The connection is dropped; the next call connects again. Thread-safe;
+  // one that comes between two calls is forgotten.
   void interrupt();
+  // interrupt(), and every later call fails at once: for a Store another
+  // thread may be calling when its owner is about to destroy it.
+  void close();
 
  private:
   struct Impl;

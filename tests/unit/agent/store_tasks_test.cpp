@@ -124,3 +124,28 @@ TEST(StoreTasks, StopInterruptsAWaitingTaskAndDropsItsAnswer) {
   });
   EXPECT_FALSE(ran);
 }
+
+// A task whose store is not there yet retries its connect for
+// connect_timeout; the job's end must not wait for that: stop() ends the
+// connect at once (before, the connect was made before stop() could reach
+// it, and stop() waited out its minute).
+TEST(StoreTasks, StopEndsATaskWhoseConnectWaitsForTheStore) {
+  comm::StoreOptions o;
+  o.host = "127.0.0.1";
+  o.port = 1;  // nothing listens there
+  o.secret = "s3cret";
+  o.connect_timeout = 60s;
+  boost::asio::io_context io;
+  StoreTasks tasks(io);
+  tasks.configure(o);
+  std::atomic<bool> ran{false};
+  tasks.run([&](comm::Store*, const std::string&) -> StoreTasks::Answer {
+    ran = true;
+    return nullptr;
+  });
+  std::this_thread::sleep_for(300ms);  // retrying
+  const auto t0 = std::chrono::steady_clock::now();
+  tasks.stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  EXPECT_TRUE(ran) << "the work hears that there is no store";
+}

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <optional>
 #include <system_error>
@@ -310,3 +311,59 @@ TEST(StoreConnect, InterruptEndsAParkedCallAndATimeoutIsToldFromALoss) {
   client.set("after", "ok");  // connected again
   EXPECT_EQ(client.get("after"), "ok");
 }
+
+// A connect that waits for a store not there yet (retrying until
+// connect_timeout, a minute here) ends at once when interrupted, in its
+// pause between attempts as in an attempt, and the next call tries again;
+// close() ends it too, and every call after it fails at once. What a Store
+// on a thread of its own needs when its owner goes (the per-node
+// rendezvous's watch when the launcher hosting the store died).
+TEST(StoreConnect, InterruptAndCloseEndAConnectThatWaitsForAStoreThatIsNotThere) {
+  auto o = client_options(free_port());
+  o.connect_timeout = 60s;
+  o.connect_at_construction = false;
+  dlaunch::comm::Store client(o);  // nothing listens there: no connect yet
+  const auto ends_at_once = [&](const std::function<void()>& stop, const std::string& said) {
+    auto waiting = std::async(std::launch::async, [&]() -> std::string {
+      try {
+        client.set("k", "v");
+        return "connected";
+      } catch (const dlaunch::comm::StoreError& e) {
+        return e.what();
+      }
+    });
+    std::this_thread::sleep_for(300ms);  // a few attempts and pauses
+    const auto t0 = Clock::now();
+    stop();
+    ASSERT_EQ(waiting.wait_for(5s), std::future_status::ready) << "the connect went on";
+    EXPECT_LT(Clock::now() - t0, 1s);
+    const std::string what = waiting.get();
+    EXPECT_NE(what.find(said), std::string::npos) << what;
+  };
+  ends_at_once([&] { client.interrupt(); }, "connect interrupted");
+  // The next call tries again (and is interrupted again): an interrupt is
+  // the call's, not the client's.
+  ends_at_once([&] { client.interrupt(); }, "connect interrupted");
+  ends_at_once([&] { client.close(); }, "connect interrupted");
+  const auto t0 = Clock::now();
+  try {
+    client.connect();
+    ADD_FAILURE() << "a closed client connected";
+  } catch (const dlaunch::comm::StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("this client was closed"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(Clock::now() - t0, 1s);
+}
+
+// An interrupt that comes between two calls is forgotten: the next call
+// runs as usual.
+TEST(StoreConnect, AnInterruptBetweenCallsIsForgotten) {
+  dlaunch::comm::ThreadedStoreServer server(server_options());
+  dlaunch::comm::Store client(client_options(server.port()));
+  client.set("k", "1");
+  client.interrupt();
+  EXPECT_EQ(client.get("k"), "1");
+  EXPECT_EQ(client.add("n", 2), 2);
+}
+
