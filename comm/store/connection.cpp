@@ -203,7 +203,8 @@ auto Connection::handshake(const Fd& s, Clock::time_point deadline)
                {reinterpret_cast<const char*>(h.client_proof.data()), h.client_proof.size()},
                until(deadline));
   std::string frame;
-  if (r.status == Io::ok) r = recv_frame(s.get(), frame, kMaxHandshakeFrame, kTagBytes, until(deadline));
+  if (r.status == Io::ok)
+    r = recv_frame(s.get(), frame, kMaxHandshakeFrame, kTagBytes, until(deadline));
   if (r.status != Io::ok) return retry("authentication unanswered: " + r.describe());
   FrameTagger to_server(h.to_server);
   FrameTagger to_client(h.to_client);

@@ -26,8 +26,8 @@ IoResult wait_for(int fd, short events, const Until& until) {
     // Polled even when the deadline has passed: an answer already there still counts.
     auto left = std::chrono::ceil<std::chrono::milliseconds>(until.deadline - Clock::now());
     std::array<pollfd, 2> p{pollfd{until.wake, POLLIN, 0}, pollfd{fd, events, 0}};
-    int n = ::poll(p.data(), p.size(),
-                   static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30)));
+    int n =
+        ::poll(p.data(), p.size(), static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30)));
     if (n > 0 && p[0].revents != 0) return {Io::interrupted};
     if (n > 0) return {Io::ok};
     if (n < 0 && errno != EINTR) return {Io::error, errno};

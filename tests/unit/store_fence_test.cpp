@@ -196,9 +196,8 @@ TEST(ThreadedAsyncStore, DestroyedWhileItReconnectsToALostStoreReturnsAtOnce) {
   ASSERT_EQ(first, true);
   server.reset();  // the store is gone
   std::optional<std::string> lost;
-  store->add("hb", 1, [&](const rdzv::StoreFailure& f, std::int64_t) {
-    lost = f ? f->what() : "answered";
-  });
+  store->add("hb", 1,
+             [&](const rdzv::StoreFailure& f, std::int64_t) { lost = f ? f->what() : "answered"; });
   run_until(io, [&] { return lost.has_value(); });
   ASSERT_TRUE(lost.has_value());
   EXPECT_NE(*lost, "answered");

@@ -350,8 +350,7 @@ TEST(StoreConnect, InterruptAndCloseEndAConnectThatWaitsForAStoreThatIsNotThere)
     client.connect();
     ADD_FAILURE() << "a closed client connected";
   } catch (const dlaunch::comm::StoreError& e) {
-    EXPECT_NE(std::string(e.what()).find("this client was closed"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("this client was closed"), std::string::npos) << e.what();
   }
   EXPECT_LT(Clock::now() - t0, 1s);
 }
@@ -366,4 +365,3 @@ TEST(StoreConnect, AnInterruptBetweenCallsIsForgotten) {
   EXPECT_EQ(client.get("k"), "1");
   EXPECT_EQ(client.add("n", 2), 2);
 }
-
