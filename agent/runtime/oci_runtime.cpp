@@ -8,8 +8,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 
 #include "command.h"
@@ -42,8 +40,7 @@ std::vector<std::string> lines_of(const std::string& text) {
 
 // NAME=VALUE entries of /proc/PID/environ.
 std::vector<std::string> environ_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
-  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string all = read_proc_file("/proc/" + std::to_string(pid) + "/environ");
   std::vector<std::string> out;
   std::size_t start = 0;
   while (start < all.size()) {

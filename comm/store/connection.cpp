@@ -120,7 +120,8 @@ void Connection::lost(const std::string& op, const IoResult& r, Clock::time_poin
   if (r.status == Io::interrupted) fail(ErrorKind::kEnvironment, op, "interrupted");
   if (r.status == Io::timeout) {
     fail(ErrorKind::kEnvironment, op,
-         "timed out after " + seconds(Clock::now() - since) + " with no answer from the store");
+         "timed out after " + seconds(Clock::now() - since) + " with no answer from the store",
+         StoreError::Cause::kNoAnswer);
   }
   fail(ErrorKind::kEnvironment, op, "failed: connection lost: " + r.describe());
 }

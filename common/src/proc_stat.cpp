@@ -1,25 +1,34 @@
 #include "dlaunch/proc_stat.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 
 namespace dlaunch {
-namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), {}};
+std::string read_proc_file(const std::string& path) {
+  std::string out;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      out.append(buf, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    break;
+  }
+  ::close(fd);
+  return out;
 }
 
-}  // namespace
-
 unsigned long long process_start_ticks(long pid) {
-  const std::string all = slurp("/proc/" + std::to_string(pid) + "/stat");
+  const std::string all = read_proc_file("/proc/" + std::to_string(pid) + "/stat");
   // The name (field 2) may hold spaces and parentheses: fields count from
   // the last ')'.
   const auto close = all.rfind(')');
@@ -30,6 +39,21 @@ unsigned long long process_start_ticks(long pid) {
     if (k == 22) return std::strtoull(field.c_str(), nullptr, 10);
   }
   return 0;
+}
+
+std::optional<ProcessCpu> process_cpu(long pid) {
+  const std::string all = read_proc_file("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = all.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream rest(all.substr(close + 1));
+  ProcessCpu out;
+  std::string field;
+  for (int k = 3; k <= 15 && rest >> field; ++k) {
+    if (k == 3) out.state = field.front();
+    if (k == 14 || k == 15) out.ticks += std::strtoull(field.c_str(), nullptr, 10);
+    if (k == 15) return out;
+  }
+  return std::nullopt;
 }
 
 ProcessRef this_process() {
@@ -52,7 +76,7 @@ std::optional<std::int64_t> run_delay_ns(const ProcessRef& p) {
   std::int64_t total = 0;
   bool any = false;
   for (const auto& t : std::filesystem::directory_iterator(tasks, ec)) {
-    std::istringstream in(slurp(t.path().string() + "/schedstat"));
+    std::istringstream in(read_proc_file(t.path().string() + "/schedstat"));
     long long on_cpu = 0;
     long long waited = 0;
     if (in >> on_cpu >> waited) {
@@ -66,7 +90,7 @@ std::optional<std::int64_t> run_delay_ns(const ProcessRef& p) {
 }
 
 std::string boot_id() {
-  std::string id = slurp("/proc/sys/kernel/random/boot_id");
+  std::string id = read_proc_file("/proc/sys/kernel/random/boot_id");
   while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
   return id;
 }

@@ -762,9 +762,10 @@ void Controller::abort_all(const std::string& reason, bool immediate) {
   // guard taking the workers down).
   const auto at_once = [this] {
     if (deadline_->expiry() > env_.clock.now() + timing::kAfterKill) {
-      arm_deadline(timing::kAfterKill, phase_ == Phase::kShuttingDown
-                                           ? "every agent to exit after SIGKILL"
-                                           : "every rank to stop after SIGKILL");
+      arm_deadline(timing::kAfterKill,
+                   phase_ == Phase::kShuttingDown ? "every agent to exit after SIGKILL"
+                                                  : "every rank to stop after SIGKILL",
+                   /*patient=*/false);
     }
   };
   if (phase_ == Phase::kFinished || phase_ == Phase::kShuttingDown) {
@@ -933,7 +934,9 @@ void Controller::on_silent(std::size_t i) {
 
 // One deadline at a time: starting, then stopping, then exiting. When it
 // expires, whatever has not answered is killed outright.
-void Controller::arm_deadline(milliseconds after, const std::string& what) {
+void Controller::arm_deadline(milliseconds after, const std::string& what, bool patient) {
+  deadline_armed_ = env_.clock.now();
+  deadline_patient_ = patient;
   env_.clock.after(*deadline_, after, [this, after, what] { on_deadline(after, what); });
 }
 
@@ -942,6 +945,7 @@ void Controller::on_deadline(milliseconds after, const std::string& what) {
   const std::string msg = "gave up waiting " + seconds_text(after) + " for " + what;
   if (phase_ == Phase::kStarting) {
     if (start_deadline_moved()) return;
+    if (wait_for_working_agents(after, what)) return;
     start_deadline_passed_ = true;
     // The nodes past their share; a node whose pull, or whose turn to
     // connect, moved its share is named apart (it was not late yet).
@@ -965,6 +969,7 @@ void Controller::on_deadline(milliseconds after, const std::string& what) {
                              : " (still in its time from its turn to connect: " + later + ")")});
     return;
   }
+  if (wait_for_working_agents(after, what)) return;
   say(msg + "; killing the agents");
   for (auto& n : nodes_) {
     if (n.link) {
@@ -976,6 +981,65 @@ void Controller::on_deadline(milliseconds after, const std::string& what) {
   ranks_.all_gone();
   enter(Phase::kShuttingDown);
   maybe_finish();
+}
+
+// Whom the deadline waits for: the nodes not ready yet (the start), those
+// with ranks not reported stopped (a stop), the agents not gone (the end).
+bool Controller::deadline_waits_for(std::size_t i) const {
+  const Node& n = nodes_[i];
+  if (!n.link || n.life.link_gone()) return false;
+  switch (phase_) {
+    case Phase::kStarting:
+      return !n.life.said_ready() && !n.failed;
+    case Phase::kShuttingDown:
+      return !n.link->agent_gone();
+    default:
+      return std::any_of(ranks_.ranks().begin(), ranks_.ranks().end(), [i](const auto& r) {
+        return r.node == i && (r.state == RankState::kWaiting || r.state == RankState::kRunning);
+      });
+  }
+}
+
+// Runnable now, or it used CPU since the head last looked (or since it
+// started): slow, not stuck.
+bool Controller::agent_working(Node& n) {
+  const auto w = n.link ? n.link->agent_work() : std::nullopt;
+  if (!w) return false;
+  const bool used_cpu = w->cpu_ticks > n.work_seen;
+  n.work_seen = w->cpu_ticks;
+  return w->runnable || used_cpu;
+}
+
+// On a saturated machine (a thousand launchers on two cores, each with its
+// local agent) an agent's start or exit takes longer than any deadline meant
+// for a stuck one, and killing it then fails a job that was only slow. The
+// deadline waits on while every node it waits for has a local agent that is
+// still working; an agent that sleeps without using CPU, a remote one (its
+// ssh or srun process says nothing of it), or the limit ends the wait.
+bool Controller::wait_for_working_agents(milliseconds after, const std::string& what) {
+  if (!deadline_patient_) return false;
+  const SteadyTime now = env_.clock.now();
+  if (now >= deadline_armed_ + after * timing::kSaturatedWaits) return false;
+  std::size_t waiting = 0;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (!deadline_waits_for(i)) continue;
+    if (!agent_working(nodes_[i])) return false;
+    ++waiting;
+  }
+  if (waiting == 0) return false;
+  if (!saturation_said_) {
+    saturation_said_ = true;
+    say(fmt::format("waited {} for {}; {} still working on a saturated machine: waiting on, at "
+                    "most {} more",
+                    seconds_text(after), what,
+                    fmt::format("{} agent{} {}", waiting, waiting == 1 ? "" : "s",
+                                waiting == 1 ? "is" : "are"),
+                    seconds_text(std::chrono::duration_cast<milliseconds>(
+                        deadline_armed_ + after * timing::kSaturatedWaits - now))));
+  }
+  env_.clock.after(*deadline_, timing::kSaturatedLook,
+                   [this, after, what] { on_deadline(after, what); });
+  return true;
 }
 
 // A node pulls its container image (docs/containers.md): said on the

@@ -260,6 +260,8 @@ class Controller final : private JobAccess {
     bool pulling = false;
     SteadyTime pull_began{};
     std::chrono::milliseconds pulled{0};  // pulls that ended
+    // Its local agent's CPU time when the head last looked (agent_working).
+    unsigned long long work_seen = 0;
   };
 
   void start_agents();
@@ -294,8 +296,17 @@ class Controller final : private JobAccess {
   void send_all(const proto::Message& msg) override;
   void on_silent(std::size_t node);
   void arm_job_timeout();
-  void arm_deadline(std::chrono::milliseconds after, const std::string& what);
+  // `patient`: the deadline waits longer for local agents that are still
+  // working (timing::kSaturatedLook); not a kill at once's.
+  void arm_deadline(std::chrono::milliseconds after, const std::string& what,
+                    bool patient = true);
   void on_deadline(std::chrono::milliseconds after, const std::string& what);
+  // The deadline passed, yet every node it waits for has a local agent
+  // still working: looked at again shortly (true), within kSaturatedWaits
+  // times the deadline's length.
+  bool wait_for_working_agents(std::chrono::milliseconds after, const std::string& what);
+  bool deadline_waits_for(std::size_t node) const;
+  bool agent_working(Node& n);
   // One line of dlaunch's own on stderr, through the console (never blocks).
   void say(const std::string& msg) override;
   std::string node_label(std::size_t node) const override;
@@ -322,6 +333,9 @@ class Controller final : private JobAccess {
   bool output_paused_ = false;  // the console is behind: agents were sent PauseOutput
   bool start_deadline_passed_ = false;
   SteadyTime start_deadline_armed_{};
+  SteadyTime deadline_armed_{};      // arm_deadline()'s last
+  bool deadline_patient_ = true;     // arm_deadline()'s last
+  bool saturation_said_ = false;     // wait_for_working_agents() said why it waits
   int interrupts_ = 0;
   int ranks_stopped_ = 0;
   std::uint16_t master_port_ = 0;

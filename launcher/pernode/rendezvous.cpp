@@ -930,6 +930,7 @@ void Rendezvous::start_watch(boost::asio::io_context& io, Clock& clock) {
   clock_ = &clock;
   watching_ = std::make_shared<bool>(true);
   beat_unanswered_ = false;
+  store_heard_ = clock.now();
   watch_store_ = connect_async(io, s_.read_timeout);
   beat_timer_ = clock.make_timer();
   beat();
@@ -963,16 +964,19 @@ void Rendezvous::beat() {
   // A store slow to answer gets no second beat queued behind the first.
   if (beat_unanswered_) return;
   beat_unanswered_ = true;
+  // A store too slow to answer (host_slow) is asked again at the next beat.
   watch_store_->add(rkey(fmt::format("hb/{}", m_.node_rank)), 1,
                     [this](const rdzv::StoreFailure& f, std::int64_t) {
-                      if (f) store_gone(*f);
+                      if (!f) store_heard_ = clock_->now();
+                      if (f && !host_slow(*f)) store_gone(*f);
                     });
   // The watch's own alive key, set again every heartbeat: a watch whose
   // connection the network cut and that reconnected holds it again.
   watch_store_->set_while_connected(rkey("walive/" + s_.me), s_.me,
                                     [this](const rdzv::StoreFailure& f) {
                                       beat_unanswered_ = false;
-                                      if (f) store_gone(*f);
+                                      if (!f) store_heard_ = clock_->now();
+                                      if (f && !host_slow(*f)) store_gone(*f);
                                     });
 }
 
@@ -1290,6 +1294,7 @@ void Rendezvous::say_finished(bool barrier, const Next& next) {
 void Rendezvous::wait_for_others(bool failures) {
   barrier_failures_ = failures;
   barrier_waiting_ = true;
+  store_heard_ = home_clock_->now();
   if (!m_.hosting || server_ == nullptr) {
     if (!failures) return end_op(nullptr);
     return barrier_beat();
@@ -1311,10 +1316,21 @@ void Rendezvous::wait_for_others(bool failures) {
 
 void Rendezvous::barrier_beat() {
   store_->add(rkey(fmt::format("hb/{}", m_.node_rank)), 1,
-              step([](const rdzv::StoreFailure& f, std::int64_t) { ok(f); }));
+              step([this](const rdzv::StoreFailure& f, std::int64_t) {
+                if (!f) store_heard_ = home_clock_->now();
+                if (f && host_slow(*f)) return;  // the get below says what comes of it
+                ok(f);
+              }));
   store_->get(rkey("ended"), heartbeat_period(),
               step([this](const rdzv::StoreFailure& f, const std::string& v) {
+                if (!f || f->cause() == comm::StoreError::Cause::kTimedOut) {
+                  store_heard_ = home_clock_->now();
+                }
                 if (f && f->cause() == comm::StoreError::Cause::kTimedOut) return barrier_beat();
+                // A host too slow to answer in time (a saturated machine) is
+                // not lost before the heartbeat timeout: the next beat
+                // reconnects and asks again.
+                if (f && host_slow(*f)) return barrier_beat();
                 ok(f);
                 if (v != "failed") return end_op(nullptr);
                 store_->get(rkey("failed"), s_.read_timeout,
@@ -1324,6 +1340,16 @@ void Rendezvous::barrier_beat() {
                               end_op(nullptr);
                             }));
               }));
+}
+
+// No answer in time (a saturated machine), yet the store answered within
+// the heartbeat timeout, or it is this launcher's own: not lost.
+bool Rendezvous::host_slow(const comm::StoreError& e) const {
+  if (e.cause() != comm::StoreError::Cause::kNoAnswer) return false;
+  if (m_.hosting) return true;
+  const milliseconds limit =
+      s_.heartbeat_timeout.count() > 0 ? s_.heartbeat_timeout : milliseconds(30'000);
+  return home_clock_->now() - store_heard_ < limit;
 }
 
 void Rendezvous::others_look() {

@@ -227,6 +227,7 @@ class Rendezvous {
   void wait_for_others(bool failures);
   void others_look();
   void barrier_beat();
+  bool host_slow(const comm::StoreError& e) const;
 
   // A value read from the store that no launcher writes: an Error naming the
   // key and the value (escaped), never used.
@@ -266,6 +267,7 @@ class Rendezvous {
   std::string tried_, old_endpoint_, old_host_;
   bool barrier_failures_ = false;  // wait_for_others(true)
   bool barrier_waiting_ = false;   // a store failure now means the store is lost
+  SteadyTime store_heard_{};        // the store's last answer to the watch's or barrier's calls
   std::vector<long long> barrier_hb_;
   std::vector<SteadyTime> barrier_seen_;
   std::vector<std::string> barrier_keys_;

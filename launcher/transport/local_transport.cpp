@@ -11,6 +11,7 @@
 
 #include <boost/asio/steady_timer.hpp>
 
+#include "dlaunch/proc_stat.h"
 #include "dlaunch/process.h"
 #include "dlaunch/proto/channel.h"
 
@@ -19,8 +20,10 @@ namespace {
 
 class LocalLink final : public AgentLink {
  public:
-  LocalLink(boost::asio::io_context& io, pid_t pid, int read_fd, int write_fd, LinkCallbacks cb)
+  LocalLink(boost::asio::io_context& io, pid_t pid, int read_fd, int write_fd, LinkCallbacks cb,
+            bool child_is_agent)
       : pid_(pid),
+        child_is_agent_(child_is_agent),
         on_close_(std::move(cb.on_close)),
         wait_exit_(io),
         channel_(io, read_fd, write_fd,
@@ -55,6 +58,24 @@ class LocalLink final : public AgentLink {
     const bool missing = !heard_ && reaped_ && WIFEXITED(status_) && WEXITSTATUS(status_) == 127;
     return {.failed_stage = missing ? "agent" : ""};
   }
+  // The agent and what it started (its guard, a helper it waits for): an
+  // agent asleep while its child runs is working too. D (in the kernel, on
+  // the disk) counts as runnable.
+  std::optional<AgentWork> agent_work() const override {
+    if (!child_is_agent_ || reaped_) return std::nullopt;
+    const auto own = process_cpu(pid_);
+    if (!own || own->state == 'Z') return std::nullopt;
+    AgentWork w;
+    const auto add = [&w](const ProcessCpu& c) {
+      w.cpu_ticks += c.ticks;
+      w.runnable = w.runnable || c.state == 'R' || c.state == 'D';
+    };
+    add(*own);
+    for (const pid_t child : descendants_of(pid_)) {
+      if (const auto c = process_cpu(child)) add(*c);
+    }
+    return w;
+  }
   void reap() override {
     if (reaped_) return;
     int st;
@@ -87,7 +108,8 @@ class LocalLink final : public AgentLink {
   }
 
   pid_t pid_;
-  bool heard_ = false;  // the agent said something
+  bool child_is_agent_;  // not srun's or qrsh's process
+  bool heard_ = false;   // the agent said something
   bool reaped_ = false;
   int status_ = 0;
   std::function<void(const std::string&)> on_close_;
@@ -104,15 +126,11 @@ std::string default_agent_path() {
   return (std::filesystem::path(self).parent_path() / "dlaunch-agent").string();
 }
 
-std::unique_ptr<AgentLink> start_local_agent(boost::asio::io_context& io,
-                                             const std::string& agent_path, int node_rank,
-                                             LinkCallbacks cb) {
-  return start_agent_process(io, {agent_path}, node_rank, std::move(cb));
-}
+namespace {
 
-std::unique_ptr<AgentLink> start_agent_process(boost::asio::io_context& io,
-                                               std::vector<std::string> argv, int node_rank,
-                                               LinkCallbacks cb, int parent_death_signal) {
+std::unique_ptr<AgentLink> start_child(boost::asio::io_context& io, std::vector<std::string> argv,
+                                       int node_rank, LinkCallbacks cb, int parent_death_signal,
+                                       bool child_is_agent) {
   auto [to_agent_r, to_agent_w] = make_pipe();
   auto [from_agent_r, from_agent_w] = make_pipe();
   SpawnOptions opts;
@@ -133,7 +151,21 @@ std::unique_ptr<AgentLink> start_agent_process(boost::asio::io_context& io,
   set_nonblocking(from_agent_r.get(), true);
   set_nonblocking(to_agent_w.get(), true);
   return std::make_unique<LocalLink>(io, *r, from_agent_r.release(), to_agent_w.release(),
-                                     std::move(cb));
+                                     std::move(cb), child_is_agent);
+}
+
+}  // namespace
+
+std::unique_ptr<AgentLink> start_local_agent(boost::asio::io_context& io,
+                                             const std::string& agent_path, int node_rank,
+                                             LinkCallbacks cb) {
+  return start_child(io, {agent_path}, node_rank, std::move(cb), 0, true);
+}
+
+std::unique_ptr<AgentLink> start_agent_process(boost::asio::io_context& io,
+                                               std::vector<std::string> argv, int node_rank,
+                                               LinkCallbacks cb, int parent_death_signal) {
+  return start_child(io, std::move(argv), node_rank, std::move(cb), parent_death_signal, false);
 }
 
 }  // namespace dlaunch

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
 #include <functional>
 #include <memory>
 #include <string>
@@ -42,6 +43,12 @@ class AgentNotFound : public Error {
   using Error::Error;
 };
 
+// What a local agent is doing, as the kernel sees it and its descendants.
+struct AgentWork {
+  unsigned long long cpu_ticks = 0;  // user + system time, in clock ticks
+  bool runnable = false;             // one runs or waits for a CPU or the disk (R, D)
+};
+
 struct LinkCallbacks {
   std::function<void(proto::Message&&)> on_message;
   std::function<void(const std::string& reason)> on_close;  // once
@@ -73,6 +80,10 @@ class AgentLink {
   virtual std::string local_address() const { return {}; }
   // How its agent was started (LinkStart).
   virtual LinkStart start_info() const { return {}; }
+  // The agent's work, when the link's child is the agent itself (the local
+  // transport) and it is still there; nullopt for every other link (an ssh
+  // or srun process says nothing of the agent's).
+  virtual std::optional<AgentWork> agent_work() const { return std::nullopt; }
 };
 
 }  // namespace dlaunch

@@ -86,6 +86,10 @@ class StoreError : public Error {
     // The store answered that a get/wait/multi_get's keys did not come in
     // time; the connection is fine (kEnvironment).
     kTimedOut,
+    // No answer came within the call's deadline (the store's own wait, if
+    // any, plus a grace): a store too slow to answer (a saturated machine)
+    // or out of reach; the connection is dropped (kEnvironment).
+    kNoAnswer,
   };
   // address: "host:port" (empty when not known yet); operation: e.g. `get("k")`.
   StoreError(ErrorKind kind, std::string address, std::string operation,

@@ -17,8 +17,23 @@ struct ProcessRef {
   unsigned long long start_ticks = 0;  // /proc/<pid>/stat's starttime
 };
 
+// A /proc file whole, read with read(2) ("" when unreadable). Never throws:
+// a process that ends meanwhile fails the read with ESRCH, which libstdc++'s
+// filebuf throws through an istreambuf_iterator (an agent died of it, with
+// 1024 jobs starting at once).
+std::string read_proc_file(const std::string& path);
+
 // /proc/<pid>/stat's starttime (clock ticks after boot), 0 when unreadable.
 unsigned long long process_start_ticks(long pid);
+
+// Its state letter ('R' running or waiting for a CPU, 'S', 'D', 'Z', ...)
+// and its CPU time so far (user + system, clock ticks): /proc/<pid>/stat's
+// fields 3, 14 and 15; nullopt when unreadable (no such process).
+struct ProcessCpu {
+  char state = 0;
+  unsigned long long ticks = 0;
+};
+std::optional<ProcessCpu> process_cpu(long pid);
 
 // This process, or its parent, as a ProcessRef ({} when unreadable).
 ProcessRef this_process();

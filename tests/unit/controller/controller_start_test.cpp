@@ -98,6 +98,91 @@ TEST_F(ControllerTest, TheStartDeadlineNamesTheNodesThatWereNotReady) {
             "node 2 (host2)");
 }
 
+// Issue 34: a thousand launchers on two cores, each with its local agent.
+// A local agent still working when the start deadline passes (runnable, or
+// it used CPU since the head last looked) is slow, not stuck: the head says
+// so once and looks again every kSaturatedLook. An agent that then sleeps
+// without using CPU is late as before; a remote one (no process to look at)
+// never waits longer.
+TEST_F(ControllerTest, ALocalAgentStillWorkingOnASaturatedMachineIsWaitedFor) {
+  struct Recorder final : dlaunch::JobObserver {
+    void on_text(std::string_view text) override { texts.emplace_back(text); }
+    std::vector<std::string> texts;
+  } seen;
+  observer_ = &seen;
+  make(3, 1, {.heartbeat_timeout = milliseconds(0), .start_timeout = milliseconds(4000)});
+  controller_->start();
+  for (std::size_t i = 0; i < 3; ++i)
+    link(i).deliver(proto::Hello{.agent_version = dlaunch::kVersion});
+  link(1).deliver(proto::Ready{});
+  link(0).work = dlaunch::AgentWork{.cpu_ticks = 3, .runnable = false};
+  link(2).work = dlaunch::AgentWork{.cpu_ticks = 0, .runnable = true};
+  clock_.advance(milliseconds(4000));
+  ASSERT_EQ(controller_->cause().kind, dlaunch::CauseKind::kNone);
+  ASSERT_EQ(seen.texts.size(), 1u);
+  EXPECT_EQ(seen.texts[0],
+            "dlaunch: waited 4.0 s for every agent to become ready; 2 agents are still working "
+            "on a saturated machine: waiting on, at most 36.0 s more\n");
+  // Still working: node 0 used CPU, node 2 waits for one.
+  link(0).work->cpu_ticks = 9;
+  clock_.advance(dlaunch::timing::kSaturatedLook);
+  ASSERT_EQ(controller_->cause().kind, dlaunch::CauseKind::kNone);
+  link(0).deliver(proto::Ready{});
+  // Node 2 now sleeps, its CPU time unchanged since the last look: stuck.
+  link(2).work = dlaunch::AgentWork{.cpu_ticks = 0, .runnable = false};
+  clock_.advance(dlaunch::timing::kSaturatedLook);
+  ASSERT_EQ(controller_->cause().kind, dlaunch::CauseKind::kLaunch);
+  EXPECT_EQ(controller_->cause().message,
+            "gave up waiting 4.0 s for every agent to become ready; not ready: node 2 (host2)");
+  EXPECT_EQ(seen.texts.size(), 1u) << "said once";
+}
+
+// The wait has a limit (kSaturatedWaits times the deadline), and a remote
+// agent among the late ones (nothing to look at) ends it at once.
+TEST_F(ControllerTest, TheSaturatedWaitHasALimitAndARemoteAgentEndsIt) {
+  make(1, 1, {.heartbeat_timeout = milliseconds(0), .start_timeout = milliseconds(4000)});
+  controller_->start();
+  link(0).deliver(proto::Hello{.agent_version = dlaunch::kVersion});
+  link(0).work = dlaunch::AgentWork{.cpu_ticks = 1, .runnable = true};
+  clock_.advance(milliseconds(4000 * dlaunch::timing::kSaturatedWaits) - milliseconds(1));
+  ASSERT_EQ(controller_->cause().kind, dlaunch::CauseKind::kNone);
+  clock_.advance(dlaunch::timing::kSaturatedLook);
+  ASSERT_EQ(controller_->cause().kind, dlaunch::CauseKind::kLaunch);
+
+  make(2, 1, {.heartbeat_timeout = milliseconds(0), .start_timeout = milliseconds(4000)});
+  controller_->start();
+  for (std::size_t i = 0; i < 2; ++i)
+    link(i).deliver(proto::Hello{.agent_version = dlaunch::kVersion});
+  link(0).work = dlaunch::AgentWork{.cpu_ticks = 1, .runnable = true};
+  clock_.advance(milliseconds(4000));
+  ASSERT_EQ(controller_->cause().kind, dlaunch::CauseKind::kLaunch);
+  EXPECT_EQ(controller_->cause().message,
+            "gave up waiting 4.0 s for every agent to become ready; not ready: node 0 (host0), "
+            "node 1 (host1)");
+}
+
+// At the end, too: local agents still working past the wait for them to exit
+// are not killed while they work.
+TEST_F(ControllerTest, LocalAgentsStillWorkingAtTheEndAreNotKilled) {
+  make(2, 1, {.kill_grace = milliseconds(1000), .heartbeat_timeout = milliseconds(0)});
+  start_job();
+  exited(0, 0);
+  exited(1, 0);
+  for (std::size_t i = 0; i < 2; ++i) ASSERT_EQ(link(i).sent_of<proto::Shutdown>().size(), 1u);
+  link(0).work = dlaunch::AgentWork{.cpu_ticks = 2, .runnable = true};
+  link(1).work = dlaunch::AgentWork{.cpu_ticks = 2, .runnable = false};
+  clock_.advance(milliseconds(1000) + dlaunch::timing::kReportMargin);
+  EXPECT_FALSE(link(0).killed);
+  EXPECT_FALSE(link(1).killed);
+  link(1).deliver(proto::Done{});
+  link(1).drop("EOF");
+  clock_.advance(dlaunch::timing::kSaturatedLook);
+  EXPECT_FALSE(link(0).killed) << "runnable";
+  link(0).work->runnable = false;
+  clock_.advance(dlaunch::timing::kSaturatedLook);
+  EXPECT_TRUE(link(0).killed) << "asleep and no CPU used since the last look";
+}
+
 TEST_F(ControllerTest, StartCarriesNodeZerosPortsToEveryNode) {
   make(2, 1);
   start_job();

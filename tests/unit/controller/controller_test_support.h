@@ -49,6 +49,7 @@ class FakeLink final : public dlaunch::AgentLink {
   void reap() override {}
   std::string peer_address() const override { return peer; }
   dlaunch::LinkStart start_info() const override { return start; }
+  std::optional<dlaunch::AgentWork> agent_work() const override { return work; }
 
   // The agent says something.
   void deliver(proto::Message msg) { cb_.on_message(std::move(msg)); }
@@ -66,6 +67,8 @@ class FakeLink final : public dlaunch::AgentLink {
   std::vector<proto::Message> sent;
   std::string peer;          // the node's address as the head reached it
   dlaunch::LinkStart start;  // how its start went (queued: waiting its turn to connect)
+  // A local agent's process as the kernel sees it (none: a remote agent).
+  std::optional<dlaunch::AgentWork> work;
   bool killed = false;
   int read_pending_calls = 0;
   std::function<void()> on_read_pending;

@@ -532,6 +532,49 @@ TEST(Rendezvous, TheExitBarrierWaitsForEveryNodeAndPassesOnALateFailure) {
   }
 }
 
+// Issue 34: at the exit barrier, a host too slow to answer (its machine
+// saturated: 1024 launchers on two cores) is not lost before the heartbeat
+// timeout: a call with no answer in time is asked again on a new
+// connection; the host, its own store's client too, never takes its store
+// for lost. One silent past the timeout is lost as before.
+TEST(Rendezvous, AHostTooSlowToAnswerAtTheBarrierIsNotLostBeforeTheHeartbeatTimeout) {
+  for (const bool comes_back : {true, false}) {
+    Job job;
+    for (int k = 0; k < 2; ++k) {
+      RdzvSettings s = static_node(k, 2);
+      s.heartbeat_timeout = milliseconds(30'000);  // asks every 10 s, no answer after 15 s
+      job.add(std::move(s));
+    }
+    (void)job.join_all(job.all());
+    for (auto& n : job.nodes) job.watch(*n);
+    job.nodes[1]->stop_watch();
+    const auto b1 = job.start_barrier(*job.nodes[1]);
+    job.pass(milliseconds(200));
+    job.net.stall(true);
+    job.pass(milliseconds(20'000));  // one call unanswered after 15 s, asked again
+    ASSERT_FALSE(b1->done) << "taken for lost before the heartbeat timeout";
+    if (!comes_back) {
+      ASSERT_TRUE(job.drive([&] { return b1->done; }));
+      ASSERT_TRUE(b1->failure.has_value());
+      EXPECT_NE(b1->failure->message.find("lost the rendezvous store at "), std::string::npos)
+          << b1->failure->message;
+      EXPECT_NE(b1->failure->message.find("while waiting for the other nodes to finish"),
+                std::string::npos)
+          << b1->failure->message;
+      job.net.stall(false);
+      job.exit_all();
+      continue;
+    }
+    job.net.stall(false);
+    job.nodes[0]->stop_watch();
+    const auto b0 = job.start_barrier(*job.nodes[0]);
+    ASSERT_TRUE(job.drive([&] { return b0->done && b1->done; }));
+    EXPECT_FALSE(b0->failure.has_value());
+    EXPECT_FALSE(b1->failure.has_value()) << b1->failure->message;
+    job.exit_all();
+  }
+}
+
 TEST(Rendezvous, ALateLauncherIsTakenInAtTheNextRoundWithoutCountingARestart) {
   Job job;
   for (const char* n : {"a", "b"}) {

@@ -26,6 +26,7 @@ struct MemoryStoreNetwork::Table {
   std::map<std::string, std::uint64_t> owner;  // set_while_connected: key -> connection
   std::vector<std::string> quiet;
   bool closed = false;
+  bool stalled = false;  // stall(): its host answers nothing
   std::uint16_t first_port = 0;
   std::function<void()> on_change;  // StoreHost::on_change
 };
@@ -229,6 +230,7 @@ class MemoryAsyncClient final : public dlaunch::rdzv::AsyncStore {
     std::function<void(const StoreError&)> fail;
     std::optional<dlaunch::SteadyTime> keys_until;
     std::optional<dlaunch::SteadyTime> connect_until;
+    std::optional<dlaunch::SteadyTime> answer_until;  // a stalled store's
   };
 
   void ask(std::string op, std::vector<std::string> keys, std::optional<milliseconds> timeout,
@@ -287,6 +289,21 @@ class MemoryAsyncClient final : public dlaunch::rdzv::AsyncStore {
         }
         table_ = std::move(t);
         connection_ = net_.next_connection_++;
+      }
+      if (table_->stalled) {
+        // No answer: the call's own wait plus comm's grace of 5 s, then it
+        // fails as comm's does, dropping the connection.
+        if (!c.answer_until)
+          c.answer_until = now + c.timeout.value_or(opts_.timeout) + std::chrono::seconds(5);
+        if (now >= *c.answer_until) {
+          drop();
+          failed(StoreError(ErrorKind::kEnvironment, address_, c.op,
+                            "timed out with no answer from the store")
+                     .with_cause(StoreError::Cause::kNoAnswer));
+          continue;
+        }
+        park(*c.answer_until);
+        return;
       }
       const bool all = std::all_of(c.keys.begin(), c.keys.end(),
                                    [&](const std::string& k) { return table_->kv.count(k) != 0; });
@@ -432,6 +449,12 @@ bool MemoryStoreNetwork::listens(std::uint16_t port) {
   std::lock_guard<std::mutex> lock(mu_);
   return std::any_of(listeners_.begin(), listeners_.end(),
                      [&](const Listener& l) { return l.port == port; });
+}
+
+void MemoryStoreNetwork::stall(bool stalled) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Listener& l : listeners_) l.table->stalled = stalled;
+  wake_all();
 }
 
 int MemoryStoreNetwork::stores_hosted() {

@@ -15,6 +15,8 @@
 //    destroyed (the call parked on it fails with a connection lost); the
 //    next call connects again, to whatever listens at the endpoint then,
 //    within connect_timeout;
+//  - a stalled store (stall()) answers nothing: a call fails with cause
+//    kNoAnswer after its wait plus comm's grace, as comm's client does;
 //  - a store whose secret is not the client's fails the connect with cause
 //    kPeerUnproven; set_while_connected's key goes with its connection;
 //  - host() throws std::system_error(address_in_use) for a taken endpoint.
@@ -60,6 +62,10 @@ class MemoryStoreNetwork final : public dlaunch::rdzv::StoreNetwork {
   bool listens(std::uint16_t port);
   // Stores hosted so far (a successor's take-over makes one more).
   int stores_hosted();
+  // Every store answers nothing while stalled (its host's machine
+  // saturated): each call waits its own wait plus comm's grace, then fails
+  // with cause kNoAnswer and drops its connection.
+  void stall(bool stalled);
 
   struct Table;  // one hosted store (memory_store.cpp)
 
