@@ -14,6 +14,7 @@ the floor, their ratio, seconds per launcher, and the CPU ticks (1/100 s) per
 import argparse
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -123,6 +124,19 @@ def idle_cpu(n, env, idle_s):
                 p.kill()
 
 
+def say_failures(what, n, codes, errs):
+    """The failed launchers' last dlaunch lines, counted (on stderr)."""
+    seen = {}
+    for c, e in zip(codes, errs):
+        if c == 0:
+            continue
+        lines = [l for l in e.splitlines() if l.startswith("dlaunch")]
+        key = re.sub(r"job \S+", "job ID", lines[-1])[:200] if lines else f"exit {c}, nothing said"
+        seen[key] = seen.get(key, 0) + 1
+    for key, count in sorted(seen.items(), key=lambda kv: -kv[1]):
+        sys.stderr.write(f"{what} {n}: {count} failed: {key}\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="8,32,128")
@@ -142,13 +156,12 @@ def main():
             t, codes, errs = launch_all(n, standalone_args(["true"]), env, 900)
             floor.append(t)
             failed += sum(c != 0 for c in codes)
+            say_failures("floor", n, codes, errs)
             t, codes, errs = launch_all(
                 n, c10d_args(n, free_port(), "w-" + secrets.token_hex(3), ["true"]), env, 900)
             world.append(t)
-            bad = [e for c, e in zip(codes, errs) if c != 0]
-            failed += len(bad)
-            if bad:
-                sys.stderr.write(bad[0][-2000:])
+            failed += sum(c != 0 for c in codes)
+            say_failures("world", n, codes, errs)
         loud = {k: v for k, v in env.items() if k != "DLAUNCH_QUIET"}  # the banners say who hosts
         host, other = idle_cpu(n, loud, a.idle)
         w, f = statistics.median(world), statistics.median(floor)

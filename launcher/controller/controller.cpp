@@ -1029,13 +1029,13 @@ bool Controller::wait_for_working_agents(milliseconds after, const std::string& 
   if (waiting == 0) return false;
   if (!saturation_said_) {
     saturation_said_ = true;
-    say(fmt::format("waited {} for {}; {} still working on a saturated machine: waiting on, at "
-                    "most {} more",
-                    seconds_text(after), what,
-                    fmt::format("{} agent{} {}", waiting, waiting == 1 ? "" : "s",
-                                waiting == 1 ? "is" : "are"),
-                    seconds_text(std::chrono::duration_cast<milliseconds>(
-                        deadline_armed_ + after * timing::kSaturatedWaits - now))));
+    say(fmt::format(
+        "waited {} for {}; {} still working on a saturated machine: waiting on, at "
+        "most {} more",
+        seconds_text(after), what,
+        fmt::format("{} agent{} {}", waiting, waiting == 1 ? "" : "s", waiting == 1 ? "is" : "are"),
+        seconds_text(std::chrono::duration_cast<milliseconds>(
+            deadline_armed_ + after * timing::kSaturatedWaits - now))));
   }
   env_.clock.after(*deadline_, timing::kSaturatedLook,
                    [this, after, what] { on_deadline(after, what); });

@@ -298,8 +298,7 @@ class Controller final : private JobAccess {
   void arm_job_timeout();
   // `patient`: the deadline waits longer for local agents that are still
   // working (timing::kSaturatedLook); not a kill at once's.
-  void arm_deadline(std::chrono::milliseconds after, const std::string& what,
-                    bool patient = true);
+  void arm_deadline(std::chrono::milliseconds after, const std::string& what, bool patient = true);
   void on_deadline(std::chrono::milliseconds after, const std::string& what);
   // The deadline passed, yet every node it waits for has a local agent
   // still working: looked at again shortly (true), within kSaturatedWaits
@@ -333,9 +332,9 @@ class Controller final : private JobAccess {
   bool output_paused_ = false;  // the console is behind: agents were sent PauseOutput
   bool start_deadline_passed_ = false;
   SteadyTime start_deadline_armed_{};
-  SteadyTime deadline_armed_{};      // arm_deadline()'s last
-  bool deadline_patient_ = true;     // arm_deadline()'s last
-  bool saturation_said_ = false;     // wait_for_working_agents() said why it waits
+  SteadyTime deadline_armed_{};   // arm_deadline()'s last
+  bool deadline_patient_ = true;  // arm_deadline()'s last
+  bool saturation_said_ = false;  // wait_for_working_agents() said why it waits
   int interrupts_ = 0;
   int ranks_stopped_ = 0;
   std::uint16_t master_port_ = 0;

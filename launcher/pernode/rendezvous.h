@@ -267,7 +267,7 @@ class Rendezvous {
   std::string tried_, old_endpoint_, old_host_;
   bool barrier_failures_ = false;  // wait_for_others(true)
   bool barrier_waiting_ = false;   // a store failure now means the store is lost
-  SteadyTime store_heard_{};        // the store's last answer to the watch's or barrier's calls
+  SteadyTime store_heard_{};       // the store's last answer to the watch's or barrier's calls
   std::vector<long long> barrier_hb_;
   std::vector<SteadyTime> barrier_seen_;
   std::vector<std::string> barrier_keys_;

@@ -8,9 +8,9 @@
 #include <sys/types.h>
 
 #include <chrono>
-#include <optional>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
