@@ -795,7 +795,11 @@ void Controller::abort_all(const std::string& reason, bool immediate) {
     if (n.link && n.link->is_open()) n.link->send(proto::Abort{reason, immediate});
   }
   // Agents report every rank within the grace period; allow for slow links.
-  if (first) arm_deadline(cfg_.kill_grace + timing::kReportMargin, "every rank to stop");
+  // Not patient: an agent whose ranks cannot be killed (a D state) works on.
+  if (first) {
+    arm_deadline(cfg_.kill_grace + timing::kReportMargin, "every rank to stop",
+                 /*patient=*/false);
+  }
   if (immediate) at_once();
   maybe_shutdown();
 }
@@ -983,21 +987,13 @@ void Controller::on_deadline(milliseconds after, const std::string& what) {
   maybe_finish();
 }
 
-// Whom the deadline waits for: the nodes not ready yet (the start), those
-// with ranks not reported stopped (a stop), the agents not gone (the end).
+// Whom the deadline waits for: the nodes not ready yet (the start), the
+// agents not gone (the end). A stop's deadlines are not patient.
 bool Controller::deadline_waits_for(std::size_t i) const {
   const Node& n = nodes_[i];
   if (!n.link || n.life.link_gone()) return false;
-  switch (phase_) {
-    case Phase::kStarting:
-      return !n.life.said_ready() && !n.failed;
-    case Phase::kShuttingDown:
-      return !n.link->agent_gone();
-    default:
-      return std::any_of(ranks_.ranks().begin(), ranks_.ranks().end(), [i](const auto& r) {
-        return r.node == i && (r.state == RankState::kWaiting || r.state == RankState::kRunning);
-      });
-  }
+  if (phase_ == Phase::kStarting) return !n.life.said_ready() && !n.failed;
+  return phase_ == Phase::kShuttingDown && !n.link->agent_gone();
 }
 
 // Runnable now, or it used CPU since the head last looked (or since it

@@ -297,7 +297,9 @@ class Controller final : private JobAccess {
   void on_silent(std::size_t node);
   void arm_job_timeout();
   // `patient`: the deadline waits longer for local agents that are still
-  // working (timing::kSaturatedLook); not a kill at once's.
+  // working (timing::kSaturatedLook): the start's and the agents' exit, not
+  // the ranks' stop (the agent's descendants are its ranks then) nor a kill
+  // at once's.
   void arm_deadline(std::chrono::milliseconds after, const std::string& what, bool patient = true);
   void on_deadline(std::chrono::milliseconds after, const std::string& what);
   // The deadline passed, yet every node it waits for has a local agent

@@ -91,8 +91,8 @@ inline constexpr milliseconds kReportMargin{5000};
 // After SIGKILL ("kill at once"): how long the agents' last reports may take
 // before the head cuts their channels.
 inline constexpr milliseconds kAfterKill{1000};
-// A deadline the head keeps for its agents (the start, the ranks' stop, the
-// agents' exit) that passes while every agent it waits for is a local one
+// A deadline the head keeps for its agents (their start, their exit) that
+// passes while every agent it waits for is a local one
 // still working (runnable, or it used CPU since the head last looked) is
 // the machine's saturation, not a stuck agent (1024 launchers on two
 // cores): the head looks again this often, for at most kSaturatedWaits
