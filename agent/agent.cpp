@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <set>
 
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 
 #include "dlaunch/error.h"
@@ -33,17 +34,18 @@ Agent::Agent(AgentEnv env, int control_in, int control_out)
       grace_timer_(env.clock.make_timer()),
       orphan_deadline_(env.clock.make_timer()),
       sweep_timer_(env.clock.make_timer()),
+      head_grace_timer_(env.clock.make_timer()),
       token_entry_("DLAUNCH_AGENT_TOKEN=" + random_hex(12)),
       runtime_(env.clock, env.os,
-               {.send = [this](const proto::Message& m) { channel_->send(m); },
+               {.send = [this](const proto::Message& m) { to_head(m); },
                 .pulling = [this] { start_heartbeats(); },
                 .made =
                     [this] {
                       if (check_programs()) become_ready();
                     }}),
       output_(env.io, env.clock,
-              {.send = [this](proto::Output out) { channel_->send(std::move(out)); },
-               .queued = [this] { return channel_->queued_bytes(); },
+              {.send = [this](proto::Output out) { to_head(out); },
+               .queued = [this] { return queued_to_head(); },
                .heard =
                    [this](int rank, proto::Stream stream, std::string_view data) {
                      for (NodeService* service : services_) service->on_output(rank, stream, data);
@@ -64,10 +66,17 @@ Agent::Agent(AgentEnv env, int control_in, int control_out)
       stdin_(env.io, *this),
       stacks_(env.io, env.clock, env.os, *this),
       services_{&pmix_, &network_, &store_, &progress_, &stdin_, &stacks_} {
-  set_nonblocking(control_in, true);
-  set_nonblocking(control_out, true);
+  make_channel(control_in, control_out);
+  carrier_ = env_.os.parent();
+}
+
+Agent::~Agent() = default;
+
+void Agent::make_channel(int in, int out) {
+  set_nonblocking(in, true);
+  set_nonblocking(out, true);
   channel_ = std::make_unique<proto::PipeChannel>(
-      env_.io, control_in, control_out,
+      env_.io, in, out,
       proto::PipeChannel::Callbacks{
           .on_message = [this](proto::Message&& m) { on_message(std::move(m)); },
           .on_close = [this](const std::string& why) { on_channel_closed(why); },
@@ -76,7 +85,33 @@ Agent::Agent(AgentEnv env, int control_in, int control_out)
       });
 }
 
-Agent::~Agent() = default;
+// What the head must hear again after a loss is kept as it is said (the
+// ranks' Started and Exited, the fence parts not yet answered); while
+// headless everything but heartbeats is held, in order, for a new head.
+void Agent::to_head(const proto::Message& msg) {
+  if (const auto* s = std::get_if<proto::Started>(&msg)) {
+    said_started_[s->rank] = *s;
+  } else if (const auto* e = std::get_if<proto::Exited>(&msg)) {
+    said_exited_[e->rank] = *e;
+  } else if (const auto* f = std::get_if<proto::FenceUp>(&msg)) {
+    fences_up_[f->seq] = *f;
+  }
+  if (channel_->is_open()) {
+    channel_->send(msg);
+    return;
+  }
+  if (!headless_ || std::holds_alternative<proto::Heartbeat>(msg)) return;
+  if (const auto* o = std::get_if<proto::Output>(&msg)) held_bytes_ += o->data.size();
+  held_.push_back(msg);
+}
+
+// The workers' pipes are read while this is under the output's high-water
+// mark. Headless, the ranks' output is held up to kHeldOutput; past it they
+// block on their pipes until a new head takes it.
+std::size_t Agent::queued_to_head() const {
+  if (headless_) return held_bytes_ >= timing::kHeldOutput ? held_bytes_ : 0;
+  return channel_->queued_bytes();
+}
 
 bool Agent::workers_running() const {
   return phase_ == Phase::kRunning && !aborting_ && channel_->is_open();
@@ -101,9 +136,7 @@ bool Agent::workers_contained() const { return runtime_.contained(); }
 
 void Agent::remove_on_death(const std::string& path) { guard_->remove_on_death(path); }
 
-void Agent::send_to_head(proto::Message msg) {
-  if (channel_->is_open()) channel_->send(msg);
-}
+void Agent::send_to_head(proto::Message msg) { to_head(msg); }
 
 int Agent::run() {
   asio::signal_set sigchld(env_.io, SIGCHLD);
@@ -150,6 +183,7 @@ void Agent::terminate(int sig) {
 
 void Agent::on_message(proto::Message&& msg) {
   if (heartbeats_) heartbeats_->heard(0);
+  if (const auto* down = std::get_if<proto::FenceDown>(&msg)) fences_up_.erase(down->seq);
   // Whether a message may come now is lifecycle.h's table, not the handlers'.
   switch (agent_verdict(phase_, proto::message_id(msg))) {
     case Verdict::kHandle:
@@ -181,6 +215,8 @@ void Agent::on_message(proto::Message&& msg) {
     output_.pause(pause->pause);
   } else if (auto* sig = std::get_if<proto::SignalRanks>(&msg)) {
     handle(*sig);
+  } else if (auto* reattach = std::get_if<proto::Reattach>(&msg)) {
+    relay(*reattach);
   } else {
     // Accepted by the table but handled by nothing above: the two disagree.
     channel_->send(
@@ -390,10 +426,10 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   if (!refused.empty()) {
     for (std::size_t i = 0; i < asked; ++i) services_[i]->after_spawn(w.spec.rank, false);
     w.state = WorkerState::kFailed;
-    channel_->send(proto::Exited{.rank = w.spec.rank,
-                                 .kind = proto::ExitKind::kSpawnFailed,
-                                 .code = 127,
-                                 .message = std::move(refused)});
+    to_head(proto::Exited{.rank = w.spec.rank,
+                          .kind = proto::ExitKind::kSpawnFailed,
+                          .code = 127,
+                          .message = std::move(refused)});
     return;
   }
   auto [out_r, out_w] = make_pipe();
@@ -414,10 +450,10 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   for (NodeService* service : services_) service->after_spawn(w.spec.rank, r.ok());
   if (!r) {
     w.state = WorkerState::kFailed;
-    channel_->send(proto::Exited{.rank = w.spec.rank,
-                                 .kind = proto::ExitKind::kSpawnFailed,
-                                 .code = 127,
-                                 .message = r.error()});
+    to_head(proto::Exited{.rank = w.spec.rank,
+                          .kind = proto::ExitKind::kSpawnFailed,
+                          .code = 127,
+                          .message = r.error()});
     return;
   }
   w.pid = *r;
@@ -427,7 +463,7 @@ void Agent::spawn_worker(Worker& w, const proto::Env& start_env) {
   set_nonblocking(out_r.get(), true);
   set_nonblocking(err_r.get(), true);
   started.pid = w.pid;
-  channel_->send(std::move(started));
+  to_head(started);
   output_.watch(w.spec.rank, out_r.release(), err_r.release());
 }
 
@@ -461,7 +497,7 @@ void Agent::on_worker_exit(Worker& w, int status) {
   }
   ex.runtime_ms = static_cast<std::uint64_t>(
       std::chrono::duration_cast<milliseconds>(env_.clock.now() - w.started).count());
-  channel_->send(ex);
+  to_head(ex);
 }
 
 std::size_t Agent::live_workers() const {
@@ -539,7 +575,7 @@ std::vector<pid_t> Agent::leftovers() {
 }
 
 void Agent::maybe_finish() {
-  if (phase_ == Phase::kDone || live_workers() > 0) return;
+  if (phase_ == Phase::kDone || phase_ == Phase::kRelaying || live_workers() > 0) return;
   if (!shutdown_requested_ && !channel_lost_) return;
   finish();
 }
@@ -602,6 +638,8 @@ void Agent::complete() {
   grace_timer_->cancel();
   orphan_deadline_->cancel();
   sweep_timer_->cancel();
+  head_grace_timer_->cancel();
+  if (door_) door_->close();
   runtime_.cancel();
   if (heartbeats_) heartbeats_->stop();
   if (guard_) guard_->disarm();
@@ -648,6 +686,13 @@ void Agent::on_channel_closed(const std::string& reason) {
     env_.io.stop();
     return;
   }
+  if (phase_ == Phase::kRelaying) return;  // its channel was handed over
+  if (heartbeats_) heartbeats_->stop();
+  if (go_headless(reason)) return;
+  lose_head(reason);
+}
+
+void Agent::lose_head(const std::string& reason) {
   channel_lost_ = true;
   exit_code_ = 1;
   if (heartbeats_) heartbeats_->stop();
@@ -678,6 +723,152 @@ void Agent::on_channel_closed(const std::string& reason) {
                    });
 }
 
+namespace {
+// "2.5 s", "300 s".
+std::string head_grace_text(std::uint64_t ms) {
+  std::string s = std::to_string(ms / 1000);
+  if (ms % 1000 != 0) s += "." + std::to_string(ms % 1000 / 100);
+  return s + " s";
+}
+}  // namespace
+
+// --head-grace: the ranks run on without a head, for a new one to take the
+// job over at the node's door (reattach.h). Not before they run (nothing
+// would be lost by stopping), not while stopping, and not without the
+// node's private folder, where the door is.
+bool Agent::go_headless(const std::string& reason) {
+  if (setup_.head_grace_ms == 0 || phase_ != Phase::kRunning || aborting_ || shutdown_requested_ ||
+      error_dir_.empty() || setup_.reattach_secret.empty()) {
+    return false;
+  }
+  door_ = std::make_unique<ReattachDoor>(
+      env_.io,
+      ReattachDoor::Config{.path = error_dir_ + "/" + kDoorName,
+                           .job_id = setup_.job_id,
+                           .node_rank = setup_.node_rank,
+                           .secret = setup_.reattach_secret},
+      [this](HandedChannel handed) { on_handed(std::move(handed)); },
+      [](const std::string& line) { log(line); });
+  if (const std::string why = door_->open(); !why.empty()) {
+    log("no door for a new head (" + why + "); the ranks stop with their head");
+    door_.reset();
+    return false;
+  }
+  // The head's stdin (--stdin) ended with it: what the ranks hold is theirs.
+  (void)stdin_.handle(proto::StdinEof{});
+  headless_ = true;
+  headless_since_ = env_.clock.now();
+  head_lost_because_ = reason;
+  held_.clear();
+  held_bytes_ = 0;
+  exited_at_loss_.clear();
+  for (const auto& [rank, ex] : said_exited_) exited_at_loss_.push_back(rank);
+  fences_at_loss_.clear();
+  for (const auto& [seq, up] : fences_up_) fences_at_loss_.push_back(seq);
+  const std::string grace = head_grace_text(setup_.head_grace_ms);
+  log("control channel lost (" + reason + "); the ranks run on for up to " + grace +
+      " for a new head (dlaunch attach --recover " + setup_.job_id + ")");
+  env_.clock.after(*head_grace_timer_, milliseconds(setup_.head_grace_ms), [this, grace] {
+    if (!headless_) return;
+    headless_ = false;
+    door_->close();
+    held_.clear();
+    held_bytes_ = 0;
+    lose_head(head_lost_because_ + "; no new head within --head-grace " + grace);
+  });
+  return true;
+}
+
+// A new head's relay proved the job's secret and handed its channel over:
+// the job goes on through it. The new head hears Resumed, every rank's
+// Started, the Exited and fence parts said before the loss, then what was
+// held since, in order.
+void Agent::on_handed(HandedChannel handed) {
+  if (!headless_) return;
+  headless_ = false;
+  head_grace_timer_->cancel();
+  // Our own lines go where the new head's session shows them.
+  if (handed.err) ::dup2(handed.err.get(), 2);
+  make_channel(handed.in.release(), handed.out.release());
+  channel_->prefeed(handed.unread);
+  channel_->start();
+  const auto headless = env_.clock.now() - headless_since_;
+  const ProcessRef self = this_process();
+  proto::Resumed resumed{.pid = static_cast<std::int32_t>(self.pid),
+                         .start_ticks = self.start_ticks,
+                         .boot_id = env_.os.boot_id(),
+                         .headless_ms = static_cast<std::uint64_t>(
+                             std::chrono::duration_cast<milliseconds>(headless).count()),
+                         .held_bytes = held_bytes_,
+                         .ready = ready_};
+  // What --check's Ready carried is not the running job's.
+  resumed.ready.facts.clear();
+  resumed.ready.topology.clear();
+  channel_->send(resumed);
+  for (const auto& [rank, started] : said_started_) channel_->send(started);
+  for (const int rank : exited_at_loss_) channel_->send(said_exited_.at(rank));
+  for (const std::uint32_t seq : fences_at_loss_) {
+    if (const auto it = fences_up_.find(seq); it != fences_up_.end()) channel_->send(it->second);
+  }
+  for (const auto& msg : held_) channel_->send(msg);
+  log("a new head took the job over after " +
+      head_grace_text(static_cast<std::uint64_t>(resumed.headless_ms)) + " without one (" +
+      std::to_string(held_bytes_) + " bytes of the ranks' output held for it)");
+  held_.clear();
+  held_bytes_ = 0;
+  // The new head as the process whose heartbeats this agent waits for.
+  setup_.head_boot_id = handed.reattach.head_boot_id;
+  setup_.head_pid = handed.reattach.head_pid;
+  setup_.head_start_ticks = handed.reattach.head_start_ticks;
+  carrier_ = {.pid = handed.relay_pid,
+              .start_ticks = handed.relay_pid > 0 ? process_start_ticks(handed.relay_pid) : 0};
+  start_heartbeats();
+  output_.resume();
+}
+
+// This agent was started by a new head for a running job: it finds the
+// job's agent of its node, hands its channel over, and waits for that agent
+// to end, so that what carries the channel (the SSH session, the local
+// head's child) lasts as long. Nothing of the job is this agent's.
+void Agent::relay(const proto::Reattach& r) {
+  auto released = channel_->release();
+  if (released.read_fd < 0) {
+    channel_->send(proto::Fatal{"cannot hand the channel over: it is busy"});
+    return;
+  }
+  UniqueFd in(released.read_fd);
+  UniqueFd out(released.write_fd);
+  auto outcome = reattach_to_job(runtime_base_dir(), r, in.get(), out.get(), released.unread);
+  if (!outcome.connection) {
+    // The channel is still ours: say why, and end with it (a new channel
+    // object, made once the one handling this message is left).
+    std::string why =
+        "cannot take job " + r.job_id + " over on " + host_name() + ": " + outcome.error;
+    boost::asio::post(env_.io, [this, in = in.release(), out = out.release(), why] {
+      make_channel(in, out);
+      channel_->start();
+      channel_->send(proto::Fatal{why});
+      enter(Phase::kStopping);
+      shutdown_requested_ = true;
+      maybe_finish();
+    });
+    return;
+  }
+  enter(Phase::kRelaying);
+  // The job's agent has its own copies now: ours would keep the stream
+  // open after it ends.
+  in.reset();
+  out.reset();
+  relayed_ = std::make_unique<boost::asio::posix::stream_descriptor>(env_.io,
+                                                                     outcome.connection.release());
+  relayed_->async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                       [this](boost::system::error_code) {
+                         enter(Phase::kDone);
+                         if (guard_) guard_->disarm();
+                         env_.io.stop();
+                       });
+}
+
 // The head's heartbeats, from Setup on (which carries the timeout): one peer,
 // the head.
 void Agent::start_heartbeats() {
@@ -702,7 +893,7 @@ void Agent::start_heartbeats() {
   // head runs on this boot of this machine, by the head.
   auto& watch = heartbeats_->starvation();
   watch.set_reader([this](const ProcessRef& p) { return env_.os.run_delay_ns(p); });
-  watch.watch(0, env_.os.parent());
+  watch.watch(0, carrier_);
   if (!setup_.head_boot_id.empty() && setup_.head_boot_id == env_.os.boot_id()) {
     watch.watch(0, {.pid = setup_.head_pid, .start_ticks = setup_.head_start_ticks});
   }

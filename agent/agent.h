@@ -26,10 +26,21 @@
 // so that the agent's unit tests drive it over a socketpair with a fake OS and
 // a clock they move by hand. run() is the real thing with signals.
 //
+// A job that survives its head (reattach.h): with Setup.head_grace_ms, a
+// running agent whose channel closes (or whose head falls silent) keeps its
+// workers for the grace, holding back what it would have sent, and opens
+// its door; a new head's agent that proves the job's secret there hands its
+// channel over, and the agent goes on through it (Resumed first). With no
+// new head by the end of the grace it stops the workers as it would have at
+// once. An agent that a new head started for that (Reattach instead of
+// Setup) is the relay: it hands its channel over and waits until the job's
+// agent ends.
+//
 // Single-threaded: everything runs on one event loop.
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -37,6 +48,7 @@
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 
 #include "dlaunch/clock.h"
 #include "dlaunch/proto/channel.h"
@@ -51,6 +63,7 @@
 #include "output_pump.h"
 #include "pmix_service.h"
 #include "progress_service.h"
+#include "reattach.h"
 #include "service.h"
 #include "stacks.h"
 #include "stdin_service.h"
@@ -100,8 +113,18 @@ class Agent final : private NodeAccess {
   bool worker_running(int rank) const override;
   bool workers_contained() const override;
   void remove_on_death(const std::string& path) override;
+  void make_channel(int in, int out);
+  // Every message to the head: sent, or held back while headless.
+  void to_head(const proto::Message& msg);
+  std::size_t queued_to_head() const;
   void on_message(proto::Message&& msg);
   void on_channel_closed(const std::string& reason);
+  // The head is gone for good: the workers are stopped.
+  void lose_head(const std::string& reason);
+  // --head-grace: true when the workers go on for a new head.
+  bool go_headless(const std::string& reason);
+  void on_handed(HandedChannel handed);
+  void relay(const proto::Reattach& r);
   void handle(proto::Setup&& m);
   void handle(proto::Start&& m);
   void handle(const proto::Abort& m);
@@ -130,8 +153,9 @@ class Agent final : private NodeAccess {
   AgentEnv env_;
   std::unique_ptr<proto::PipeChannel> channel_;
   std::unique_ptr<Timer> grace_timer_;
-  std::unique_ptr<Timer> orphan_deadline_;  // armed when the head is gone
-  std::unique_ptr<Timer> sweep_timer_;      // leftovers signalled, waiting for them to go
+  std::unique_ptr<Timer> orphan_deadline_;   // armed when the head is gone
+  std::unique_ptr<Timer> sweep_timer_;       // leftovers signalled, waiting for them to go
+  std::unique_ptr<Timer> head_grace_timer_;  // headless: the end of --head-grace
   std::unique_ptr<proto::HeartbeatMonitor> heartbeats_;  // from Setup on
 
   std::string token_entry_;
@@ -154,6 +178,24 @@ class Agent final : private NodeAccess {
   bool killed_hard_ = false;
   bool sweeping_ = false;
   bool ranks_stopped_ = false;  // SIGTSTP/SIGSTOP forwarded, no SIGCONT since
+  // A job that survives its head (reattach.h). What a new head is told
+  // first: every rank's Started and each Exited and fence part said before
+  // the head went (what it did not hear, or heard and is gone with it), then
+  // what was held since, in order.
+  bool headless_ = false;
+  SteadyTime headless_since_{};
+  std::string head_lost_because_;
+  std::unique_ptr<ReattachDoor> door_;
+  std::deque<proto::Message> held_;
+  std::size_t held_bytes_ = 0;  // the ranks' output in held_
+  std::map<int, proto::Started> said_started_;
+  std::map<int, proto::Exited> said_exited_;
+  std::map<std::uint32_t, proto::FenceUp> fences_up_;  // no FenceDown yet
+  std::vector<int> exited_at_loss_;
+  std::vector<std::uint32_t> fences_at_loss_;
+  ProcessRef carrier_;  // who carries the channel: the parent, or a new head's relay
+  // The relay: its connection to the job's agent, read until that agent ends.
+  std::unique_ptr<boost::asio::posix::stream_descriptor> relayed_;
   SteadyTime sweep_deadline_{};
   std::uint32_t leftovers_killed_ = 0;
   int exit_code_ = 0;

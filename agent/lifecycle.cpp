@@ -19,7 +19,9 @@ constexpr auto kMoves = MoveTable<P, kAgentPhases>()
                             .allow(P::kReady, P::kStopping)  // Abort, a signal or the head lost
                             .allow(P::kReady, P::kDone)      // Shutdown without Start (--check)
                             .allow(P::kRunning, P::kDone)    // every worker gone, Shutdown, no head
-                            .allow(P::kStopping, P::kDone);  // the same, nothing having started
+                            .allow(P::kStopping, P::kDone)   // the same, nothing having started
+                            .allow(P::kSetup, P::kRelaying)  // Reattach: a new head's relay
+                            .allow(P::kRelaying, P::kDone);  // the job's agent ended
 
 }  // namespace
 
@@ -37,6 +39,8 @@ std::string_view agent_phase_name(AgentPhase p) {
       return "stopping";
     case P::kDone:
       return "done";
+    case P::kRelaying:
+      return "relaying";
   }
   return "?";
 }
@@ -53,6 +57,10 @@ AgentPhase checked_agent_move(AgentPhase from, AgentPhase next) {
 }
 
 Verdict agent_verdict(AgentPhase p, std::uint16_t id) {
+  // A relay has handed its channel over: nothing comes to it any more.
+  if (p == P::kRelaying) return Verdict::kIgnore;
+  // Instead of Setup, from a new head: once, and only then.
+  if (id == Reattach::kId) return p == P::kSetup ? Verdict::kHandle : Verdict::kFatal;
   // Whatever the phase: the head stopping or pacing the job, the fences and
   // the requests that every phase answers (the handlers tell when there is
   // nothing to do: no worker to signal, no stack to take).

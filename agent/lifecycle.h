@@ -8,6 +8,7 @@
 //                           |                     |                 |
 //                           '--Abort, head gone---+--> stopping     |
 //                           '----- Shutdown (--check: never started)+--> done
+//                           '--Reattach--> relaying --the job's agent ended--> done
 //
 // Stopping: the job is being stopped before any worker started (an Abort or a
 // lost head while setting up). A running job that is stopped stays running
@@ -19,8 +20,16 @@
 
 namespace dlaunch::agent {
 
-enum class AgentPhase : std::uint8_t { kHello, kSetup, kReady, kRunning, kStopping, kDone };
-inline constexpr int kAgentPhases = 6;
+enum class AgentPhase : std::uint8_t {
+  kHello,
+  kSetup,
+  kReady,
+  kRunning,
+  kStopping,
+  kDone,
+  kRelaying
+};
+inline constexpr int kAgentPhases = 7;
 
 std::string_view agent_phase_name(AgentPhase p);
 

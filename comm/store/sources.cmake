@@ -3,6 +3,7 @@ set(comm_sources
   client.cpp
   connection.cpp
   peer_uid.cpp
+  secret_proof.cpp
   server.cpp
   session.cpp
   sha256.cpp

@@ -519,6 +519,14 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                   "start the job, print its id once every node is ready (or the start failure, "
                   "with its exit status) and return; the head goes on as a daemon: dlaunch "
                   "attach, logs, wait, stop JOB");
+  fault
+      ->add_option("--head-grace", o.head_grace_s,
+                   "once the ranks run, an agent whose head is gone (killed, its machine down, "
+                   "the connection cut) keeps them running this many seconds for a new head: "
+                   "dlaunch attach --recover JOB takes the job over (default 300 for a detached "
+                   "job, else 0: the ranks stop with their head)")
+      ->type_name("SECONDS")
+      ->check(seconds(true));
   fault->add_flag("--nohup", o.nohup,
                   "keep running when the terminal closes: SIGHUP is ignored (without it SIGHUP "
                   "stops the job like SIGTERM)");
@@ -731,6 +739,13 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                                  : "is for a job started from its head, not the per-node mode "
                                    "(there, run each node's launcher under the system's service "
                                    "manager or the pod's)",
+                     "leave out one of the two");
+  }
+  if (o.head_grace_s > 0 && (o.check || o.pernode.enabled)) {
+    throw InputError({"--head-grace"}, "",
+                     o.check ? "does not go with --check: no rank runs"
+                             : "is for a job started from its head; in the per-node mode each "
+                               "node's launcher is its head",
                      "leave out one of the two");
   }
   if (o.detach && stdin_word != "none" && !stdin_word.empty() && stdin_word != "0") {

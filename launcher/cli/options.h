@@ -39,6 +39,9 @@ int signal_number(const std::string& name);
 // --signal's SIG[@SECONDS]; throws InputError naming --signal.
 SignalSpec parse_signal_spec(const std::string& spec);
 
+// A detached job's --head-grace unless one is given.
+inline constexpr double kDetachedHeadGrace = 300.0;
+
 struct Options {
   std::string hosts;     // -H: a hostfile or an inline host list
   std::string hostfile;  // --hostfile: always a file
@@ -91,6 +94,21 @@ struct Options {
   // -d/--detach: the head goes on as a daemon once every node is ready
   // (drivers/detach.h); `dlaunch attach|logs|wait|stop JOB` reach it.
   bool detach = false;
+  // --head-grace SECONDS: once the ranks run, each agent whose head is gone
+  // keeps them this long for a new head (dlaunch attach --recover); < 0:
+  // not given (a detached job's default, kDetachedHeadGrace, else 0).
+  double head_grace_s = -1;
+  // Set by `dlaunch attach --recover JOB`, never from the command line:
+  // this head takes over the running job of that record.
+  struct Takeover {
+    std::string record_name;  // the record's name in the jobs folder
+    std::string secret;
+    int attempt = 0;
+    int restarts = 0;
+    std::vector<std::string> hosts;  // the attempt's, in node order
+    std::int64_t started_ms = 0;     // the job's start (its --timeout counts from it)
+  };
+  std::optional<Takeover> takeover;
   // Hangs: every rank's stack at --timeout, on SIGQUIT and at a stall.
   double stack_timeout_s = tunables::kStackTimeout.value;  // 0: collect none
   double stall_timeout_s = tunables::kStallTimeout.value;  // 0: off

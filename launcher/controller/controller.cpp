@@ -351,6 +351,8 @@ void Controller::on_message(std::size_t i, proto::Message&& msg) {
     on_hello(i, *hello);
   } else if (auto* ready = std::get_if<proto::Ready>(&msg)) {
     on_ready(i, *ready);
+  } else if (auto* resumed = std::get_if<proto::Resumed>(&msg)) {
+    on_resumed(i, *resumed);
   } else if (auto* pull = std::get_if<proto::ImagePull>(&msg)) {
     on_image_pull(i, *pull);
   } else if (auto* started = std::get_if<proto::Started>(&msg)) {
@@ -430,6 +432,19 @@ void Controller::on_hello(std::size_t i, const proto::Hello& hello) {
   nodes_[i].life.to(NodeState::kHello);
   if (hellos_ == static_cast<int>(nodes_.size())) milestones_.connected = env_.clock.now();
   show_progress();
+  if (phase_ == Phase::kStarting && cfg_.recover) {
+    // A new head: this agent hands its channel to the job's agent of the
+    // node, which answers Resumed (on_resumed).
+    static const std::string head_boot = boot_id();
+    static const ProcessRef head = this_process();
+    nodes_[i].link->send(proto::Reattach{.job_id = plan_.job_id,
+                                         .node_rank = nodes_[i].plan->node_rank,
+                                         .secret = cfg_.store_secret,
+                                         .head_boot_id = head_boot,
+                                         .head_pid = static_cast<std::int32_t>(head.pid),
+                                         .head_start_ticks = head.start_ticks});
+    return;
+  }
   if (phase_ == Phase::kStarting) {
     if (cfg_.probe_only) nodes_[i].check.setup_sent_ns = wall_clock_ns();
     nodes_[i].link->send(make_setup(i));
@@ -554,6 +569,56 @@ void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
   }
   if (begin_network_choice()) return;  // Start waits for the other nodes' tests
   send_start();
+}
+
+// A new head (recover): the job's agent of node i took the channel over and
+// stands where its Ready did; its ranks' Started and Exited follow. Once every
+// node has resumed the job runs again, with no Start: its ranks never
+// stopped.
+void Controller::on_resumed(std::size_t i, const proto::Resumed& r) {
+  if (!cfg_.recover) {
+    fail({.kind = CauseKind::kNode,
+          .node_index = static_cast<int>(i),
+          .message = node_label(i) + ": said Resumed to a head that asked for no take-over"});
+    return;
+  }
+  Node& node = nodes_[i];
+  node.life.to(NodeState::kReady);
+  heartbeats_.watch(i);
+  static const std::string own_boot = boot_id();
+  if (!r.boot_id.empty() && r.boot_id == own_boot) {
+    heartbeats_.starvation().watch(i, {.pid = r.pid, .start_ticks = r.start_ticks});
+  }
+  node.no_cgroup = r.ready.no_cgroup;
+  node.head_interfaces = proto::same_interfaces(r.ready.interfaces, own_interfaces());
+  if (i == 0) node.interfaces = r.ready.interfaces;
+  ++readies_;
+  const double headless_s = static_cast<double>(r.headless_ms) / 1000.0;
+  event("node_resumed", {{"node", static_cast<long long>(i)},
+                         {"host", node.plan->host.name},
+                         {"headless_s", headless_s},
+                         {"held_bytes", static_cast<long long>(r.held_bytes)}});
+  say(fmt::format("{} taken over: its ranks ran {:.1f} s without a head", node_label(i),
+                  headless_s));
+  show_progress();
+  if (i == 0) {
+    master_port_ = r.ready.master_port;
+    store_port_ = r.ready.store_port;
+    store_path_ = r.ready.store_path;
+  }
+  if (phase_ != Phase::kStarting) return;
+  if (cause_.kind != CauseKind::kNone) {
+    if (start_settled()) abort_all("job failed", false);
+    return;
+  }
+  for (const auto& n : nodes_) {
+    if (!n.life.said_ready()) return;
+  }
+  milestones_.ready = env_.clock.now();
+  deadline_->cancel();
+  enter(Phase::kRunning);
+  start_sent_ = true;
+  maybe_shutdown();
 }
 
 void Controller::send_start() {

@@ -75,6 +75,16 @@ struct ControllerConfig {
   std::chrono::milliseconds start_timeout = default_ms(tunables::kStartTimeout);
   std::chrono::milliseconds flush = timing::kFlushPartialLine;
   std::chrono::milliseconds timeout = default_ms(tunables::kTimeout);  // from the workers' start
+  // --head-grace (docs/events.md, "A job that survives its head"): once its
+  // ranks run, an agent whose head is gone keeps them this long for a new
+  // head (recover). 0: they stop with their head.
+  std::chrono::milliseconds head_grace{0};
+  // This controller is a new head that takes over a running job whose head
+  // was lost (dlaunch attach --recover): each agent it starts gets Reattach
+  // instead of Setup and hands its channel to the job's agent of its node,
+  // which says Resumed and what its ranks did; no Start is sent. The job's
+  // secret is store_secret.
+  bool recover = false;
   // --signal SIG@SECONDS (controller/signal_relay.h): SIG goes to every rank
   // this long before --timeout, and on SIGTERM a kill grace before the stop.
   // 0: none.
@@ -269,6 +279,7 @@ class Controller final : private JobAccess {
   void report_binding(std::size_t node, const proto::Started& s);
   void on_hello(std::size_t node, const proto::Hello& hello);
   void on_ready(std::size_t node, const proto::Ready& ready);
+  void on_resumed(std::size_t node, const proto::Resumed& resumed);
   void on_image_pull(std::size_t node, const proto::ImagePull& pull);
   // The start's deadline passed: re-armed while a node that is not ready is
   // still within it once its pulls are not counted; true then.

@@ -34,6 +34,10 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
   s.heartbeat_timeout_ms = ms(cfg.heartbeat_timeout);
   s.heartbeat_interval_ms = ms(proto::heartbeat_interval(cfg.heartbeat_timeout));
   s.flush_ms = ms(cfg.flush);
+  // --head-grace: the ranks outlive their head that long, for a new head
+  // that proves the job's secret at each node's door.
+  s.head_grace_ms = ms(cfg.head_grace);
+  if (cfg.head_grace.count() > 0) s.reattach_secret = cfg.store_secret;
   // This process, for an agent on the same boot to tell a starved head from
   // a gone one.
   static const std::string head_boot = boot_id();

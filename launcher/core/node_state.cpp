@@ -47,7 +47,8 @@ bool node_transition_allowed(NodeState from, NodeState to) { return kNodeMoves.a
 
 // What an agent sends, by the state it is in on the head. Setup, Start,
 // Abort, Shutdown, FenceDown, Probe, PauseOutput, SignalRanks, CollectStacks,
-// StdinData, StdinEof, NetListen and NetSend go the other way: never.
+// StdinData, StdinEof, NetListen, NetSend and Reattach go the other way:
+// never.
 bool node_accepts(NodeState s, std::uint16_t id) {
   switch (s) {
     case S::kStarting:
@@ -58,8 +59,9 @@ bool node_accepts(NodeState s, std::uint16_t id) {
       // Setup went: its checks answer (Ready or Fatal), its image's pull is
       // said, heartbeats run, and the requests that go to every node that
       // said Hello are answered (CollectStacks: Stacks; StdinAck for the
-      // stdin it was sent).
-      return is_one_of<Ready, Fatal, Done, Heartbeat, ImagePull, Stacks, StdinAck>(id);
+      // stdin it was sent). A new head (recover) sent Reattach instead:
+      // the job's agent says Resumed, which stands for its Ready.
+      return is_one_of<Ready, Resumed, Fatal, Done, Heartbeat, ImagePull, Stacks, StdinAck>(id);
     case S::kReady:
       // Everything an agent says once its node is set up: the workers'
       // messages after Start, the network's probes and tests before it.

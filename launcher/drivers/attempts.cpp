@@ -20,10 +20,10 @@ std::string AttemptLog::summary(std::string_view last,
 
 std::string AttemptLog::failed(int status) { return fmt::format("failed, exit status {}", status); }
 
-int run_attempts(int max_restarts, const AttemptHooks& hooks) {
+int run_attempts(int max_restarts, const AttemptHooks& hooks, int first) {
   AttemptLog log;
-  int restarts = 0;  // counted against max_restarts (a node joining is not)
-  for (int k = 0;; ++k) {
+  int restarts = first;  // counted against max_restarts (a node joining is not)
+  for (int k = first;; ++k) {
     const AttemptEnd end = hooks.run(k);
     const bool last =
         end.status == 0 || !end.restartable || (!end.joining && restarts >= max_restarts);

@@ -76,7 +76,10 @@ struct AttemptHooks {
 
 // Runs attempts until one succeeds, one cannot be restarted, max_restarts
 // counted restarts are spent, or a hook says the next cannot be had; says
-// each restart on stderr. Returns the last attempt's status.
-int run_attempts(int max_restarts, const AttemptHooks& hooks);
+// each restart on stderr. Returns the last attempt's status. `first`: the
+// number of the first attempt, and the restarts already counted before it
+// (a new head taking a restarted job over); the summary lists this loop's
+// attempts.
+int run_attempts(int max_restarts, const AttemptHooks& hooks, int first = 0);
 
 }  // namespace dlaunch

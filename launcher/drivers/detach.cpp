@@ -130,14 +130,17 @@ DetachedHead::~DetachedHead() {
 }
 
 void DetachedHead::watch(EventLog& events, int nodes, const std::string& record_dir,
-                         const std::string& name) {
+                         const std::string& name, const std::string& ready_event) {
   nodes_ = nodes;
   record_dir_ = record_dir;
   name_ = name;
-  events.add_writer([this](std::string_view line) {
+  events.add_writer([this, wanted = "\"type\":\"" + ready_event + "\""](std::string_view line) {
     if (ready_) return;
     if (line.find(R"("type":"restart")") != std::string_view::npos) seen_ = 0;
-    if (line.find(R"("type":"node_ready")") == std::string_view::npos) return;
+    if (line.find(wanted) == std::string_view::npos &&
+        line.find(R"("type":"node_ready")") == std::string_view::npos) {
+      return;
+    }
     if (++seen_ >= nodes_) ready();
   });
 }
@@ -149,6 +152,12 @@ void DetachedHead::ready() {
   // unnamed).
   if (!record_dir_.empty() && log_ >= 0) {
     const std::string path = record_dir_ + "/head.log";
+    // A head before this one (a take-over): its lines stay, as head.log.N.
+    for (int k = 1; k < 1000 && ::access(path.c_str(), F_OK) == 0; ++k) {
+      const std::string older = path + "." + std::to_string(k);
+      if (::access(older.c_str(), F_OK) == 0) continue;
+      (void)::rename(path.c_str(), older.c_str());
+    }
     if (::linkat(AT_FDCWD, ("/proc/self/fd/" + std::to_string(log_)).c_str(), AT_FDCWD,
                  path.c_str(), AT_SYMLINK_FOLLOW) != 0) {
       write_all(2, fmt::format("dlaunch: --detach: cannot keep the head's lines as {}: {}\n", path,

@@ -45,9 +45,12 @@ class DetachedHead {
 
   // (Moved only before watch(): the event writer holds `this`.)
   // Watches the job's events: once `nodes` nodes of one attempt said
-  // node_ready, the head's stderr file becomes `record_dir`/head.log (none
-  // without a record) and the command is told `name`.
-  void watch(EventLog& events, int nodes, const std::string& record_dir, const std::string& name);
+  // `ready_event` (node_ready; node_resumed for a new head taking a job
+  // over), the head's stderr file becomes `record_dir`/head.log (none
+  // without a record; the heads' before it head.log.1, .2, ...) and the
+  // command is told `name`.
+  void watch(EventLog& events, int nodes, const std::string& record_dir, const std::string& name,
+             const std::string& ready_event = "node_ready");
 
  private:
   void ready();

@@ -93,6 +93,27 @@ std::string detach_log_dir() {
   }
 }
 
+// A new head (dlaunch attach --recover): the hosts of the attempt it takes
+// over, in that attempt's node order, each as the hostfile says it now.
+void take_over_hosts(dl::Hostfile& hosts, const dl::Options::Takeover& t,
+                     const std::string& job_id) {
+  std::vector<dl::HostEntry> kept;
+  for (const auto& name : t.hosts) {
+    const auto it = std::find_if(hosts.hosts.begin(), hosts.hosts.end(),
+                                 [&](const dl::HostEntry& h) { return h.name == name; });
+    if (it == hosts.hosts.end()) {
+      throw dl::InputError(
+          {hosts.source}, "",
+          fmt::format("host '{}', a node of job {}, is not in it any more", name, job_id),
+          "give the job's hosts as they were (its record names them: dlaunch "
+          "status " +
+              job_id + ")");
+    }
+    kept.push_back(*it);
+  }
+  hosts.hosts = std::move(kept);
+}
+
 dl::Hostfile load_hosts(const dl::Options& o, std::optional<dl::Allocation>& allocation) {
   if (!o.hostfile.empty()) return dl::parse_hostfile_file(o.hostfile);
   if (!o.hosts.empty()) return dl::parse_hosts_argument(o.hosts);
@@ -453,13 +474,15 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
 
   std::optional<dl::Allocation> allocation;
   dl::Hostfile hosts = dl::apply_node_filter(load_hosts(o, allocation), o.filter);
+  // A new head (dlaunch attach --recover): the attempt's hosts, in its order.
+  if (o.takeover) take_over_hosts(hosts, *o.takeover, o.job_id);
   // The hostfile's `health:` thresholds are input, --check or not: a bad one
   // is refused here, naming its line, before anything starts.
   for (const auto& h : hosts.hosts) (void)dl::health::node_thresholds(h.health, {});
   // --exclude-file: the hosts an earlier check found failing stay out (a
   // check itself looks at every host again, and rewrites the file).
   if (!o.exclude_file.empty()) dl::check_exclude_file(o.exclude_file);
-  if (!o.exclude_file.empty() && !o.check) {
+  if (!o.exclude_file.empty() && !o.check && !o.takeover) {
     const auto listed = dl::read_exclude_file(o.exclude_file);
     std::string names;
     std::erase_if(hosts.hosts, [&](const dl::HostEntry& h) {
@@ -524,6 +547,7 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
     o.master_port = pinned;
   }
   po.max_restarts = o.max_restarts;
+  if (o.takeover) po.restart_count = o.takeover->restarts;
   po.collective_timeout_s = o.collective_timeout_s;
   po.virtual_local_rank = o.pernode.virtual_local_rank;
   for (const auto& a : o.apps) {
@@ -542,7 +566,9 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   }
   po.container_image = o.container.image;
   // --spares: the last hosts wait; --min-nodes: lost nodes are dropped.
-  dl::NodePool pool(hosts, {.min_nodes = o.min_nodes, .spares = o.spares});
+  // (A new head runs on the hosts the job runs on: the spares not taken
+  // before its head was lost stay out.)
+  dl::NodePool pool(hosts, {.min_nodes = o.min_nodes, .spares = o.takeover ? 0 : o.spares});
   dl::JobPlan plan = dl::make_plan(pool.active(), po);
   int stdin_rank = dl::kStdinNone;
   if (o.stdin_target.kind == dl::StdinTarget::Kind::kAll) {
@@ -636,7 +662,7 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
     return report.exit_code;
   }
   std::vector<LeftOut> left_out;  // by --preflight, for the job's events
-  if (o.preflight && !o.dry_run) {
+  if (o.preflight && !o.dry_run && !o.takeover) {
     std::vector<dl::ExcludedHost> failing;
     const bool start = preflight(hosts, po, pool, plan, check_options, o.np, left_out, failing);
     if (!o.exclude_file.empty()) dl::append_exclude_file(o.exclude_file, failing);
@@ -687,6 +713,26 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   // --detach: from here on the head is a daemon; the command returns once
   // every node is ready (or with the start failure's exit status). Before
   // the output's thread or any connection exists: a fork keeps one thread.
+  // --head-grace: a detached job's ranks outlive its head for a while unless
+  // told otherwise. A scheduler's task (srun, qrsh, blaunch, flux) ends with
+  // the process that started it, the head: such nodes have none.
+  double head_grace_s = o.head_grace_s >= 0 ? o.head_grace_s
+                        : o.detach          ? dl::kDetachedHeadGrace
+                                            : 0;
+  if (head_grace_s > 0) {
+    for (const auto& n : plan.nodes) {
+      const auto t = n.host.transport;
+      if (t == dl::Transport::kLocal || t == dl::Transport::kSsh) continue;
+      if (o.head_grace_s > 0) {
+        throw dl::InputError({"--head-grace"}, "",
+                             fmt::format("node {} ({}) is a {} task, which ends with the head "
+                                         "that started it",
+                                         n.node_rank, n.host.name, dl::transport_name(t)),
+                             "leave --head-grace out, or reach the node over SSH");
+      }
+      head_grace_s = 0;
+    }
+  }
   std::optional<int> command_status;
   std::optional<dl::DetachedHead> detached =
       o.detach ? dl::detach_head(command_status, detach_log_dir()) : std::nullopt;
@@ -722,16 +768,25 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   config.master_addr_explicit = !o.master_addr.empty();
   config.progress = ::isatty(2) == 1;
   config.mpi = o.mpi;
-  config.store_secret = dl::random_hex(32);
+  config.store_secret = o.takeover ? o.takeover->secret : dl::random_hex(32);
   config.store_port = static_cast<std::uint16_t>(o.store_port);
-  config.stdin_rank = stdin_rank;
+  config.stdin_rank = o.takeover ? dl::kStdinNone : stdin_rank;
+  config.head_grace = dl::option_ms(head_grace_s);
   dl::check_job_fits(plan, config, dl::current_environment(),
                      static_cast<std::size_t>(std::max(0L, ::sysconf(_SC_ARG_MAX))));
   int last_status = 0;
   // The job's record and events (jobs/job_journal.h): `dlaunch ps` and
   // `dlaunch status` know it from here on.
-  dl::JobJournal journal(plan, argv, o.events, sink);
-  journal.started(plan);
+  std::optional<dl::JobJournal> journal_;
+  if (o.takeover) {
+    journal_.emplace(dl::find_job(dl::jobs_dir(false), o.takeover->record_name), plan, o.events,
+                     sink);
+  } else {
+    journal_.emplace(plan, argv, o.events, sink);
+    journal_->started(plan);
+  }
+  dl::JobJournal& journal = *journal_;
+  const std::int64_t journal_started_ms = dl::unix_now_ms();
   // The record keeps each rank's output (dlaunch logs): one file per rank
   // open at a time, where the open-file limit leaves room for them; and the
   // stacks reports asked for from another shell (dlaunch stacks).
@@ -755,7 +810,8 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
     }
     detached->watch(journal.events(), static_cast<int>(plan.nodes.size()),
                     journal.record() ? journal.record()->dir() : std::string(),
-                    journal.record() ? journal.record()->name() : plan.job_id);
+                    journal.record() ? journal.record()->name() : plan.job_id,
+                    o.takeover ? "node_resumed" : "node_ready");
   }
   for (const auto& l : left_out) {
     journal.events().emit("node_excluded",
@@ -765,13 +821,41 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   // The attempt that ended lost a node, which an elastic job goes on without.
   bool lost_node = false;
   dl::AttemptHooks hooks;
+  const int first_attempt = o.takeover ? o.takeover->restarts : 0;
   hooks.run = [&](int attempt) {
-    sink.start_attempt(attempt);
+    // A new head takes the attempt that runs over; a restart after it is a
+    // new attempt as any.
+    const bool taking_over = o.takeover && attempt == first_attempt;
+    sink.start_attempt(attempt, taking_over);
+    dl::ControllerConfig attempt_config = config;
+    attempt_config.recover = taking_over;
+    if (taking_over) {
+      journal.recovered(attempt, plan);
+      // --timeout counts from the job's start, as it did for the head that was lost.
+      if (config.timeout.count() > 0) {
+        const auto spent = std::chrono::milliseconds(dl::unix_now_ms() - o.takeover->started_ms);
+        attempt_config.timeout = std::max(config.timeout - spent, std::chrono::milliseconds(1));
+      }
+    }
+    if (config.head_grace.count() > 0 && journal.record()) {
+      dl::Takeover t{.secret = config.store_secret,
+                     .attempt = attempt,
+                     .restarts = attempt,
+                     .hosts = {},
+                     .started_ms = o.takeover ? o.takeover->started_ms : journal_started_ms};
+      for (const auto& n : plan.nodes) t.hosts.push_back(n.host.name);
+      try {
+        journal.record()->write_takeover(t);
+      } catch (const dl::Error& e) {
+        dl::write_all(
+            2, fmt::format("dlaunch: note: no new head could take this job over ({})\n", e.what()));
+      }
+    }
     boost::asio::io_context io;
     dl::AsioClock clock(io);
     dl::TransportLinks links(io, ssh_opts);
     dl::Controller controller(
-        plan, config, sink,
+        plan, attempt_config, sink,
         {.io = io, .links = links, .clock = clock, .observers = {&journal.events()}});
     const int status = controller.run();
     const dl::RootCause& cause = controller.cause();
@@ -843,5 +927,5 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   // --max-restarts: a failed rank or a lost node tears the whole job down and
   // starts it again with fresh agents; an interrupt, a timeout or a launch
   // error ends it at once (trying again would fail the same way).
-  return dl::run_attempts(o.max_restarts, hooks);
+  return dl::run_attempts(o.max_restarts, hooks, first_attempt);
 }

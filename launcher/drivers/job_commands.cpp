@@ -35,6 +35,7 @@
 #include "dlaunch/process.h"
 #include "dlaunch/text.h"
 #include "dlaunch/unique_fd.h"
+#include "drivers/head_job.h"
 #include "jobs/events.h"
 #include "jobs/progress_line.h"
 #include "jobs/registry.h"
@@ -871,6 +872,69 @@ class AttachProgress {
   bool shown_ = false;
 };
 
+// dlaunch attach --recover JOB: a new head for a job whose head is gone
+// (docs/events.md, "A job that survives its head"). It runs the job's own
+// command line again, from its folder, as a detached head that takes the
+// attempt the record's takeover.json names over: each node's agent proves
+// the job's secret at the door of the agent that kept its ranks running, and
+// the job goes on. Returns in the command once every node is taken over (0)
+// or the take-over failed (its status); in the new head, the job's status.
+int take_over(const JobEntry& e) {
+  if (e.state == "running") {
+    throw Error(ErrorKind::kInput,
+                fmt::format("dlaunch attach --recover: job {} has its head (pid {}): dlaunch "
+                            "attach {} follows it",
+                            e.name, e.start.head_pid, e.name));
+  }
+  if (e.state == "ended") {
+    throw Error(ErrorKind::kInput,
+                fmt::format("dlaunch attach --recover: job {} has ended (exit status {}): "
+                            "nothing to take over",
+                            e.name, e.exit_status.value_or(-1)));
+  }
+  const auto t = read_takeover(e.dir);
+  if (!t) {
+    throw Error(ErrorKind::kInput,
+                fmt::format("dlaunch attach --recover: job {} cannot be taken over: it ran "
+                            "without --head-grace (its ranks stopped with its head), or its "
+                            "record has no takeover.json of this user's",
+                            e.name));
+  }
+  if (e.start.argv.empty()) {
+    throw Error(ErrorKind::kInput,
+                "dlaunch attach --recover: job " + e.name + "'s record has no command line");
+  }
+  // The job's own command line, from its own folder: its hostfile, its
+  // options, its working directory, as they were.
+  if (::chdir(e.start.cwd.c_str()) != 0) {
+    throw Error(ErrorKind::kEnvironment,
+                fmt::format("dlaunch attach --recover: cannot enter the job's folder '{}': {}",
+                            e.start.cwd, std::strerror(errno)));
+  }
+  std::vector<std::string> words = e.start.argv;
+  std::vector<char*> args;
+  for (auto& w : words) args.push_back(w.data());
+  args.push_back(nullptr);
+  Options o;
+  int early_exit = 0;
+  if (!parse_options(static_cast<int>(words.size()), args.data(), o, early_exit)) {
+    return early_exit;
+  }
+  choose_mpi(o, current_environment());
+  o.detach = true;
+  o.job_id = e.start.id;
+  o.takeover = Options::Takeover{.record_name = e.name,
+                                 .secret = t->secret,
+                                 .attempt = t->attempt,
+                                 .restarts = t->restarts,
+                                 .hosts = t->hosts,
+                                 .started_ms = e.start.started_ms};
+  write_all(2, fmt::format("dlaunch attach --recover: taking job {} over (attempt {}, {} "
+                           "node(s); its head pid {} is gone)\n",
+                           e.name, t->attempt, t->hosts.size(), e.start.head_pid));
+  return run_head_job(o, words);
+}
+
 // dlaunch attach JOB [--tail N] [--detach-keys KEYS]: the running job's
 // output as its head forwards it (every rank's, [rank]-prefixed, the last
 // --tail lines of each first), and a detached head's own lines (progress,
@@ -881,18 +945,22 @@ int attach(int argc, char** argv) {
   std::string job;
   std::string keys_spec = "ctrl-p,ctrl-q";
   std::size_t tail = 10;
+  bool recover = false;
   for (int k = 2; k < argc; ++k) {
     const std::string s = argv[k];
     const auto value = [&](std::string_view name) {
       return option_value("attach", argc, argv, k, name);
     };
-    if (auto v = value("--tail")) {
+    if (s == "--recover") {
+      recover = true;
+    } else if (auto v = value("--tail")) {
       tail = static_cast<std::size_t>(whole_number("attach", "--tail", *v));
     } else if (auto v2 = value("--detach-keys")) {
       keys_spec = *v2;
     } else if (!s.empty() && s.front() == '-') {
       throw Error(ErrorKind::kInput,
-                  fmt::format("dlaunch attach: unknown option '{}' (--tail N, --detach-keys KEYS)",
+                  fmt::format("dlaunch attach: unknown option '{}' (--recover, --tail N, "
+                              "--detach-keys KEYS)",
                               printable(s)));
     } else if (job.empty()) {
       job = s;
@@ -905,6 +973,13 @@ int attach(int argc, char** argv) {
   }
   const std::string keys = parse_detach_keys(keys_spec);
   const std::string jobs = jobs_dir(false);
+  if (recover) {
+    // A new head takes the job over first (take_over); this process then
+    // follows it as any attach does.
+    const pid_t self = ::getpid();
+    const int status = take_over(find_job(jobs, job));
+    if (::getpid() != self || status != 0) return status;  // the head itself, or its start failed
+  }
   const JobEntry e = find_job(jobs, job);
   if (e.state == "ended") {
     throw Error(

@@ -42,10 +42,7 @@ std::vector<EventField> plan_fields(const JobPlan& plan) {
 
 }  // namespace
 
-JobJournal::JobJournal(const JobPlan& plan, const std::vector<std::string>& argv,
-                       const std::string& events_arg, OutputSink& sink)
-    : events_(plan.job_id) {
-  Console& console = sink.console();
+void JobJournal::add_events_arg(const std::string& events_arg, Console& console) {
   if (events_arg == "-") {
     events_.add_writer([&console](std::string_view l) { console.write(false, l); });
   } else if (!events_arg.empty()) {
@@ -57,6 +54,24 @@ JobJournal::JobJournal(const JobPlan& plan, const std::vector<std::string>& argv
     const auto target = console.add_open_file(fd.get(), "--events " + events_arg);
     events_.add_writer([&console, target](std::string_view l) { console.write_file(target, l); });
   }
+}
+
+void JobJournal::add_record_events(Console& console) {
+  UniqueFd fd(::open(record_->events_path().c_str(),
+                     O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd) {
+    throw Error(ErrorKind::kEnvironment,
+                fmt::format("cannot open '{}': {}", record_->events_path(), std::strerror(errno)));
+  }
+  const auto target = console.add_open_file(fd.get(), record_->events_path());
+  events_.add_writer([&console, target](std::string_view l) { console.write_file(target, l); });
+}
+
+JobJournal::JobJournal(const JobPlan& plan, const std::vector<std::string>& argv,
+                       const std::string& events_arg, OutputSink& sink)
+    : events_(plan.job_id) {
+  Console& console = sink.console();
+  add_events_arg(events_arg, console);
   try {
     const std::string dir = jobs_dir(true);
     (void)prune_jobs_when_due(dir);
@@ -72,15 +87,7 @@ JobJournal::JobJournal(const JobPlan& plan, const std::vector<std::string>& argv
       s.node_names.push_back(plan.nodes[k].host.name);
     }
     record_ = JobRecord::create(dir, s);
-    UniqueFd fd(::open(record_->events_path().c_str(),
-                       O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!fd) {
-      throw Error(
-          ErrorKind::kEnvironment,
-          fmt::format("cannot open '{}': {}", record_->events_path(), std::strerror(errno)));
-    }
-    const auto target = console.add_open_file(fd.get(), record_->events_path());
-    events_.add_writer([&console, target](std::string_view l) { console.write_file(target, l); });
+    add_record_events(console);
   } catch (const Error& e) {
     write_all(2, fmt::format("dlaunch: note: this job has no record ({}); dlaunch ps and "
                              "dlaunch status will not know it\n",
@@ -88,7 +95,26 @@ JobJournal::JobJournal(const JobPlan& plan, const std::vector<std::string>& argv
   }
 }
 
+JobJournal::JobJournal(const JobEntry& entry, const JobPlan& plan, const std::string& events_arg,
+                       OutputSink& sink)
+    : events_(plan.job_id) {
+  Console& console = sink.console();
+  add_events_arg(events_arg, console);
+  JobStart s = entry.start;
+  set_head_to_this_process(s);
+  // A record the new head cannot write is no take-over: it is the job's.
+  record_ = JobRecord::reopen(entry, s);
+  add_record_events(console);
+}
+
 void JobJournal::started(const JobPlan& plan) { events_.emit("start", plan_fields(plan)); }
+
+void JobJournal::recovered(int attempt, const JobPlan& plan) {
+  events_.set_attempt(attempt);
+  auto fields = plan_fields(plan);
+  fields.push_back({"head_pid", static_cast<long long>(::getpid())});
+  events_.emit("head_recovered", fields);
+}
 
 void JobJournal::restarting(int attempt, const std::string& why, const JobPlan& plan) {
   events_.set_attempt(attempt);

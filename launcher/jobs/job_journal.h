@@ -25,6 +25,10 @@ class JobJournal {
   // argv: dlaunch's own command line, as the record shows it.
   JobJournal(const JobPlan& plan, const std::vector<std::string>& argv,
              const std::string& events_arg, OutputSink& sink);
+  // A new head takes over the job of `entry` (dlaunch attach --recover): its
+  // record again, with this process as its head, and its events appended.
+  JobJournal(const JobEntry& entry, const JobPlan& plan, const std::string& events_arg,
+             OutputSink& sink);
 
   EventLog& events() { return events_; }
   const std::optional<JobRecord>& record() const { return record_; }
@@ -33,10 +37,14 @@ class JobJournal {
   void started(const JobPlan& plan);
   // The job starts again (attempt counts from 0): the "restart" event.
   void restarting(int attempt, const std::string& why, const JobPlan& plan);
+  // A new head took attempt `attempt` over: the "head_recovered" event.
+  void recovered(int attempt, const JobPlan& plan);
   // The end: the "end" event and the record's result.
   void ended(int exit_status, const RootCause& cause, int attempts, const std::string& job_id);
 
  private:
+  void add_events_arg(const std::string& events_arg, Console& console);
+  void add_record_events(Console& console);
   EventLog events_;
   std::optional<JobRecord> record_;
 };

@@ -56,15 +56,20 @@ void ProgressLine::add(std::string_view line) {
   } else if (*attempt < attempt_) {
     return;  // an older attempt's line, after a newer one's
   }
-  if (*type == "start" || *type == "restart") {
+  if (*type == "start" || *type == "restart" || *type == "head_recovered") {
     if (auto n = int_of(line, "nodes")) nodes_ = *n;
     if (auto w = int_of(line, "world_size")) ranks_ = *w;
+    // A new head hears every node and rank again (docs/events.md): counted anew.
+    if (*type == "head_recovered") {
+      ready_ = started_ = exited_ = failed_ = lost_ = 0;
+      pulling_.clear();
+    }
   } else if (*type == "image_pull") {
     const auto node = int_of(line, "node");
     const auto done = value_of(line, "done");
     if (node && done && *done == "false") pulling_.insert(*node);
     if (node && done && *done == "true") pulling_.erase(*node);
-  } else if (*type == "node_ready") {
+  } else if (*type == "node_ready" || *type == "node_resumed") {
     ++ready_;
     if (auto node = int_of(line, "node")) pulling_.erase(*node);
   } else if (*type == "node_lost") {

@@ -181,6 +181,47 @@ JobRecord JobRecord::create(const std::string& jobs_dir, const JobStart& start) 
   return r;
 }
 
+JobRecord JobRecord::reopen(const JobEntry& entry, const JobStart& start) {
+  JobRecord r;
+  r.dir_ = entry.dir;
+  r.name_ = entry.name;
+  write_whole(r.dir_, "job.json", start_json(start));
+  return r;
+}
+
+void JobRecord::write_takeover(const Takeover& t) const {
+  std::string hosts;
+  for (const auto& h : t.hosts) hosts += (hosts.empty() ? "" : ",") + json_quote(h);
+  write_whole(dir_, "takeover.json",
+              fmt::format("{{\"v\":{},\"secret\":{},\"attempt\":{},\"restarts\":{},"
+                          "\"hosts\":[{}],\"started_ms\":{}}}\n",
+                          kEventSchemaVersion, json_quote(t.secret), t.attempt, t.restarts, hosts,
+                          t.started_ms));
+}
+
+std::optional<Takeover> read_takeover(const std::string& record_dir) {
+  const std::string path = record_dir + "/takeover.json";
+  struct stat st {};
+  // Ours alone: a secret another user could have read or written is none.
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+      (st.st_mode & 077) != 0) {
+    return std::nullopt;
+  }
+  try {
+    const YAML::Node j = YAML::LoadFile(path);
+    Takeover t;
+    t.secret = j["secret"].as<std::string>();
+    t.attempt = j["attempt"].as<int>(0);
+    t.restarts = j["restarts"].as<int>(0);
+    for (const auto& h : j["hosts"]) t.hosts.push_back(h.as<std::string>());
+    t.started_ms = j["started_ms"].as<std::int64_t>(0);
+    if (t.secret.empty() || t.hosts.empty()) return std::nullopt;
+    return t;
+  } catch (const YAML::Exception&) {
+    return std::nullopt;
+  }
+}
+
 void JobRecord::finish(int exit_status, const std::string& summary, int attempts) const {
   const auto now = unix_now_ms();
   write_whole(dir_, "result.json",

@@ -10,6 +10,11 @@
 //                             the head died without saying)
 //   jobs/<name>/output/       each rank's output per attempt (OutputSink)
 //   jobs/<name>/stacks*.txt   stacks reports (controller/hang_watch.h)
+//   jobs/<name>/takeover.json with --head-grace: what a new head needs to
+//                             take the job over (the job's secret, the
+//                             attempt, its hosts), rewritten at each attempt
+//   jobs/<name>/head.log      a detached head's own lines (head.log.N: those
+//                             of the heads before a take-over)
 //
 // <name> is the job id, with "-2", "-3", ... when --job-id was used before.
 // The folders are the user's own: dlaunch/ and jobs/ are made 0700 and
@@ -67,10 +72,27 @@ inline constexpr std::size_t kListedNodes = 64;
 // (kEnvironment) naming the folder and what is wrong with it.
 std::string jobs_dir(bool create);
 
+// What a new head needs to take a running job over (takeover.json,
+// docs/events.md "A job that survives its head"): the job's secret (what
+// its agents ask a new head to prove), the attempt that runs and the
+// restarts spent before it, its hosts in node order, and when it started.
+struct Takeover {
+  std::string secret;
+  int attempt = 0;
+  int restarts = 0;
+  std::vector<std::string> hosts;
+  std::int64_t started_ms = 0;
+};
+
 class JobRecord {
  public:
   // Makes the job's folder and writes job.json. Throws Error.
   static JobRecord create(const std::string& jobs_dir, const JobStart& start);
+  // The record of an existing job (a new head takes it over): job.json is
+  // written again with `start` (its head now this one). Throws Error.
+  static JobRecord reopen(const JobEntry& entry, const JobStart& start);
+  // takeover.json, written whole (0600). Throws Error.
+  void write_takeover(const Takeover& t) const;
 
   const std::string& dir() const { return dir_; }
   const std::string& name() const { return name_; }
@@ -114,6 +136,10 @@ struct PruneCadence {
 // prune_jobs() when it is due by `cadence`; says whether it pruned.
 bool prune_jobs_when_due(const std::string& jobs_dir, const KeepLimits& keep = {},
                          const PruneCadence& cadence = {});
+
+// The record's takeover.json; nullopt when it has none (a job started
+// without --head-grace) or it cannot be read.
+std::optional<Takeover> read_takeover(const std::string& record_dir);
 
 // A record as one JSON object (ps --json, status --json).
 std::string job_json(const JobEntry& e);

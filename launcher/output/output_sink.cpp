@@ -1,5 +1,6 @@
 #include "output/output_sink.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -197,7 +198,7 @@ bool OutputSink::write_record_file(const std::string& name, std::string_view tex
   return true;
 }
 
-void OutputSink::start_attempt(int attempt) {
+void OutputSink::start_attempt(int attempt, bool continued) {
   // The last attempt's files are done: closed once written, so that a job
   // that restarts holds one file per rank, not one per rank and attempt.
   for (const auto& [rank, log] : rank_logs_) console_.close_file(log.target);
@@ -211,6 +212,19 @@ void OutputSink::start_attempt(int attempt) {
                      " is not kept in the job's record: cannot make " + logs_dir_ + "/" + name +
                      "\n");
     return;
+  }
+  if (continued) {
+    // The FileWriter makes each file afresh (O_EXCL): the last head's go aside.
+    if (DIR* d = ::fdopendir(::dup(fd.get())); d != nullptr) {
+      std::vector<std::string> names;
+      while (const dirent* e = ::readdir(d)) {
+        const std::string n = e->d_name;
+        if (n.starts_with("rank-") && n.ends_with(".log")) names.push_back(n);
+      }
+      ::closedir(d);
+      for (const auto& n : names)
+        (void)::renameat(fd.get(), n.c_str(), fd.get(), (n + ".1").c_str());
+    }
   }
   attempt_fds_.push_back(std::move(fd));
   attempt_ = attempt;

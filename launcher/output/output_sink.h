@@ -91,7 +91,10 @@ class OutputSink {
   void keep_record(const std::string& record_dir);
   // The ranks' output from here on is of this attempt (0, then one more for
   // each restart).
-  void start_attempt(int attempt);
+  // `continued`: a new head takes a running attempt over (dlaunch attach
+  // --recover): the files its ranks' output went to so far become the
+  // older half (rank-N.log.1), as a rotation makes them.
+  void start_attempt(int attempt, bool continued = false);
   // Where the record keeps rank's output of this attempt; empty: it does not.
   std::string rank_log(int rank) const;
   // Writes `text` to RECORD/name (0600) off the loop, where it appears

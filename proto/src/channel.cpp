@@ -6,6 +6,7 @@
 #include <span>
 
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
@@ -21,7 +22,43 @@ PipeChannel::PipeChannel(asio::io_context& io, int read_fd, int write_fd, Callba
 
 PipeChannel::~PipeChannel() { *alive_ = false; }
 
-void PipeChannel::start() { read_more(); }
+void PipeChannel::start() {
+  // Bytes given before the start (prefeed) are the stream's first.
+  if (decoder_.pending() > 0) {
+    asio::post(in_.get_executor(), [this, alive = alive_] {
+      if (!*alive || !open_) return;
+      dispatch();
+    });
+  }
+  read_more();
+}
+
+bool PipeChannel::dispatch() {
+  const auto alive = alive_;
+  try {
+    while (auto msg = decoder_.next()) {
+      cb_.on_message(std::move(*msg));
+      if (!*alive || !open_) return false;
+    }
+  } catch (const ProtocolError& e) {
+    fail(std::string("protocol error: ") + e.what());
+    return false;
+  }
+  return true;
+}
+
+PipeChannel::Released PipeChannel::release() {
+  if (!open_ || write_in_flight_ || !queue_.empty()) return {};
+  open_ = false;
+  Released r;
+  r.unread = decoder_.take_pending();
+  boost::system::error_code ignored;
+  in_.cancel(ignored);
+  out_.cancel(ignored);
+  r.read_fd = in_.release();
+  r.write_fd = out_.release();
+  return r;
+}
 
 // A channel waits for its fd to become readable and only then reads, into
 // this buffer, whose bytes the decoder copies out before the next read. A head
@@ -76,16 +113,7 @@ void PipeChannel::on_readable() {
     }
     total += n;
     decoder_.feed(std::string_view(buf.data(), n));
-    const auto alive = alive_;
-    try {
-      while (auto msg = decoder_.next()) {
-        cb_.on_message(std::move(*msg));
-        if (!*alive || !open_) return;
-      }
-    } catch (const ProtocolError& e) {
-      fail(std::string("protocol error: ") + e.what());
-      return;
-    }
+    if (!dispatch()) return;
     if (n < buf.size()) break;  // drained (a pipe returns less only when empty)
   }
   read_more();

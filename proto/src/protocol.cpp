@@ -142,6 +142,8 @@ void put(Writer& w, const Setup& m) {
   w.u32(static_cast<std::uint32_t>(m.check_scripts.size()));
   for (const auto& s : m.check_scripts) w.bytes(s);
   w.boolean(m.count_gpus);
+  w.u32(m.head_grace_ms);
+  w.bytes(m.reattach_secret);
 }
 void put(Writer& w, const Ready& m) {
   w.u16(m.master_port);
@@ -237,6 +239,22 @@ void put(Writer& w, const SignalRanks& m) { w.i32(m.signal); }
 void put(Writer& w, const ImagePull& m) {
   w.bytes(m.image);
   w.boolean(m.done);
+}
+void put(Writer& w, const Reattach& m) {
+  w.bytes(m.job_id);
+  w.i32(m.node_rank);
+  w.bytes(m.secret);
+  w.bytes(m.head_boot_id);
+  w.i32(m.head_pid);
+  w.u64(m.head_start_ticks);
+}
+void put(Writer& w, const Resumed& m) {
+  w.i32(m.pid);
+  w.u64(m.start_ticks);
+  w.bytes(m.boot_id);
+  w.u64(m.headless_ms);
+  w.u64(m.held_bytes);
+  put(w, m.ready);
 }
 void put(Writer& w, const NetListen& m) { w.bytes(m.token); }
 void put(Writer& w, const NetListening& m) {
@@ -361,6 +379,8 @@ void get(Reader& r, Setup& m) {
   m.check_scripts.reserve(ns);
   for (std::uint32_t i = 0; i < ns; ++i) m.check_scripts.push_back(r.str());
   m.count_gpus = r.boolean();
+  m.head_grace_ms = r.u32();
+  m.reattach_secret = r.str();
 }
 void get(Reader& r, Ready& m) {
   m.master_port = r.u16();
@@ -477,6 +497,22 @@ void get(Reader& r, NetListen& m) { m.token = r.str(); }
 void get(Reader& r, ImagePull& m) {
   m.image = r.str();
   m.done = r.boolean();
+}
+void get(Reader& r, Reattach& m) {
+  m.job_id = r.str();
+  m.node_rank = r.i32();
+  m.secret = r.str();
+  m.head_boot_id = r.str();
+  m.head_pid = r.i32();
+  m.head_start_ticks = r.u64();
+}
+void get(Reader& r, Resumed& m) {
+  m.pid = r.i32();
+  m.start_ticks = r.u64();
+  m.boot_id = r.str();
+  m.headless_ms = r.u64();
+  m.held_bytes = r.u64();
+  get(r, m.ready);
 }
 void get(Reader& r, NetListening& m) {
   m.port = r.u16();
@@ -596,6 +632,13 @@ void Decoder::release_if_empty() {
   pos_ = 0;
 }
 
+std::string Decoder::take_pending() {
+  std::string out = buf_.substr(pos_);
+  std::string().swap(buf_);
+  pos_ = 0;
+  return out;
+}
+
 std::optional<Message> Decoder::next() {
   if (pending() < kHeaderBytes) return std::nullopt;
   codec::Reader h(std::string_view(buf_).substr(pos_, kHeaderBytes));  // enough bytes: no failure
@@ -621,7 +664,7 @@ const char* message_name(const Message& msg) {
       "FenceUp",     "FenceDown",       "WorkerAbort", "Probe",        "ProbeResult", "PauseOutput",
       "SignalRanks", "CollectStacks",   "Stacks",      "StdinData",    "StdinEof",    "StdinAck",
       "Progress",    "ProgressDamaged", "NetListen",   "NetListening", "NetSend",     "NetSent",
-      "ImagePull"};
+      "ImagePull",   "Reattach",        "Resumed"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[msg.index()];
 }

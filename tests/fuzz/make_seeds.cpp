@@ -100,6 +100,9 @@ void protocol_seeds(const fs::path& dir) {
                                   .timeout_ms = 10000}},
       {"net_sent", proto::NetSent{.round = 1, .bytes = 1250000000, .micros = 1000400}},
       {"image_pull", proto::ImagePull{.image = "registry.example:5000/team/train:24.10"}},
+      {"reattach", proto::Reattach{.job_id = "6e8d4de4e238de8e", .node_rank = 1, .secret = "x"}},
+      {"resumed",
+       proto::Resumed{.pid = 4242, .headless_ms = 5100, .ready = {.master_port = 29500}}},
   };
   std::string session;
   for (const auto& [name, m] : messages) {

@@ -90,6 +90,11 @@ TEST(NodeState, HelloOnlyWhileStartingAndReadyOnlyAfterHello) {
   EXPECT_FALSE(node_accepts(S::kStarting, proto::ImagePull::kId));
   EXPECT_TRUE(node_accepts(S::kHello, proto::ImagePull::kId));
   EXPECT_FALSE(node_accepts(S::kReady, proto::ImagePull::kId));
+  // A new head's Reattach is answered by the job's agent with Resumed, in
+  // Ready's place.
+  EXPECT_FALSE(node_accepts(S::kStarting, proto::Resumed::kId));
+  EXPECT_TRUE(node_accepts(S::kHello, proto::Resumed::kId));
+  EXPECT_FALSE(node_accepts(S::kReady, proto::Resumed::kId));
 }
 
 TEST(NodeState, TheWorkersMessagesOnlyOnceReady) {
@@ -126,7 +131,8 @@ TEST(NodeState, NothingAfterDoneAndNothingTheHeadSends) {
         std::holds_alternative<proto::SignalRanks>(m) ||
         std::holds_alternative<proto::CollectStacks>(m) ||
         std::holds_alternative<proto::StdinData>(m) || std::holds_alternative<proto::StdinEof>(m) ||
-        std::holds_alternative<proto::NetListen>(m) || std::holds_alternative<proto::NetSend>(m);
+        std::holds_alternative<proto::NetListen>(m) || std::holds_alternative<proto::NetSend>(m) ||
+        std::holds_alternative<proto::Reattach>(m);
     if (head_sends) {
       for (S s : kAllStates) {
         EXPECT_FALSE(node_accepts(s, proto::message_id(m)))

@@ -148,6 +148,18 @@ TEST(Protocol, EveryMessageRoundTrips) {
               .timeout_ms = 10000},
       NetSent{.round = 2, .bytes = 1ull << 34, .micros = 1000123, .error = "reset"},
       ImagePull{.image = "nvcr.io/nvidia/pytorch:24.10-py3", .done = true},
+      Reattach{.job_id = "6e8d4de4",
+               .node_rank = 2,
+               .secret = "s3cr3t",
+               .head_boot_id = "b",
+               .head_pid = 77,
+               .head_start_ticks = 1ull << 35},
+      Resumed{.pid = 12,
+              .start_ticks = 99,
+              .boot_id = "b",
+              .headless_ms = 4200,
+              .held_bytes = 1ull << 33,
+              .ready = Ready{.master_port = 29500, .store_port = 40001, .store_path = "/t/s"}},
   };
   for (const auto& m : all) {
     auto back = round_trip(m);
@@ -192,7 +204,9 @@ TEST(Protocol, EveryMessageKeepsItsWireId) {
                                                       {NetListening{}, 28},
                                                       {NetSend{}, 29},
                                                       {NetSent{}, 30},
-                                                      {ImagePull{}, 31}};
+                                                      {ImagePull{}, 31},
+                                                      {Reattach{}, 32},
+                                                      {Resumed{}, 33}};
   ASSERT_EQ(std::size(pinned), std::variant_size_v<Message>);
   for (const auto& [msg, id] : pinned) {
     const std::string frame = encode(msg);
@@ -370,6 +384,23 @@ TEST(Protocol, ReadyCarriesTheNodesInterfaces) {
   EXPECT_EQ(back.interfaces[2].name, "docker0");
   EXPECT_FALSE(back.interfaces[2].up);
   EXPECT_EQ(encode(back), encode(r));
+}
+
+TEST(Protocol, TheHeadGraceAndAResumedNodesReadyTravel) {
+  // Version 17: a job that survives its head.
+  static_assert(kProtocolVersion >= 17);
+  proto::Setup s;
+  s.head_grace_ms = 300000;
+  EXPECT_EQ(std::get<proto::Setup>(round_trip(s)).head_grace_ms, 300000u);
+  EXPECT_EQ(std::get<proto::Setup>(round_trip(proto::Setup{})).head_grace_ms, 0u);
+  Resumed r{.pid = 9, .headless_ms = 1234};
+  r.ready.store_port = 40001;
+  r.ready.interfaces = {{.name = "eth0", .address = "10.0.0.2", .prefix_len = 24, .up = true}};
+  const auto back = std::get<Resumed>(round_trip(r));
+  EXPECT_EQ(back.headless_ms, 1234u);
+  EXPECT_EQ(back.ready.store_port, 40001);
+  ASSERT_EQ(back.ready.interfaces.size(), 1u);
+  EXPECT_EQ(back.ready.interfaces[0].address, "10.0.0.2");
 }
 
 TEST(Protocol, ACheckSetupAndItsReadyCarryWhatCheckShows) {

@@ -104,6 +104,9 @@ inline constexpr milliseconds kMaxHeartbeatInterval{5000};
 // An agent without its head ends whatever still counts as running after the
 // kill grace plus this.
 inline constexpr milliseconds kOrphanMargin{5000};
+// An agent without its head (--head-grace) holds this much of its ranks'
+// output for a new head; past it the ranks block on their pipes.
+inline constexpr std::size_t kHeldOutput = std::size_t{64} << 20;
 // A held partial line of a worker's output leaves after this much quiet.
 inline constexpr milliseconds kFlushPartialLine{100};
 // ... but a runnable worker's (preempted mid-line) waits this many more periods.

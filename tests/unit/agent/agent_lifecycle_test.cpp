@@ -13,6 +13,7 @@ namespace {
 
 using P = AgentPhase;
 
+// The phases of a job's agent; a relay's (kRelaying) has a test of its own.
 constexpr P kAllPhases[] = {P::kHello, P::kSetup, P::kReady, P::kRunning, P::kStopping, P::kDone};
 
 TEST(AgentLifecycle, TheMovesAreForwardOnly) {
@@ -69,7 +70,9 @@ TEST(AgentLifecycle, TheHeadsStopsAndRequestsInEveryPhaseItsOwnMessagesInNone) {
         std::holds_alternative<proto::ProbeResult>(m) || std::holds_alternative<proto::Stacks>(m) ||
         std::holds_alternative<proto::StdinAck>(m) || std::holds_alternative<proto::Progress>(m) ||
         std::holds_alternative<proto::ProgressDamaged>(m) ||
-        std::holds_alternative<proto::NetListening>(m) || std::holds_alternative<proto::NetSent>(m);
+        std::holds_alternative<proto::NetListening>(m) ||
+        std::holds_alternative<proto::NetSent>(m) || std::holds_alternative<proto::ImagePull>(m) ||
+        std::holds_alternative<proto::Resumed>(m);
     for (P p : kAllPhases) {
       if (any_time) {
         EXPECT_EQ(agent_verdict(p, proto::message_id(m)), Verdict::kHandle)
@@ -80,6 +83,30 @@ TEST(AgentLifecycle, TheHeadsStopsAndRequestsInEveryPhaseItsOwnMessagesInNone) {
             << proto::message_name(m) << " in " << agent_phase_name(p);
       }
     }
+  }
+}
+
+// A new head's agent: Reattach instead of Setup, once; then it relays (its
+// channel is the job's agent's) and takes nothing.
+TEST(AgentLifecycle, ReattachOnlyInsteadOfSetupAndARelayTakesNothing) {
+  for (P p : kAllPhases) {
+    EXPECT_EQ(agent_verdict(p, proto::Reattach::kId),
+              p == P::kSetup ? Verdict::kHandle : Verdict::kFatal)
+        << agent_phase_name(p);
+  }
+  EXPECT_TRUE(agent_move_allowed(P::kSetup, P::kRelaying));
+  EXPECT_TRUE(agent_move_allowed(P::kRelaying, P::kDone));
+  for (P p : kAllPhases) {
+    if (p != P::kSetup) {
+      EXPECT_FALSE(agent_move_allowed(p, P::kRelaying)) << agent_phase_name(p);
+    }
+    if (p != P::kDone) {
+      EXPECT_FALSE(agent_move_allowed(P::kRelaying, p)) << agent_phase_name(p);
+    }
+  }
+  for (const proto::Message& m : test::every_message()) {
+    EXPECT_EQ(agent_verdict(P::kRelaying, proto::message_id(m)), Verdict::kIgnore)
+        << proto::message_name(m);
   }
 }
 

@@ -114,8 +114,13 @@ class FakeOs final : public dlaunch::agent::AgentOs {
   std::vector<std::pair<pid_t, int>> reap() override { return std::exchange(zombies, {}); }
   char process_state(pid_t) override { return 'S'; }
   std::string make_private_dir(const std::string& prefix) override {
-    return "/nonexistent/" + prefix + "XXXXXX";
+    if (private_base.empty()) return "/nonexistent/" + prefix + "XXXXXX";
+    std::string path = private_base + "/" + prefix + "XXXXXX";
+    if (::mkdtemp(path.data()) == nullptr) return {};
+    return path;
   }
+  // Where make_private_dir makes real folders (mkdtemp, 0700); none: names only.
+  std::string private_base;
   void remove_dir(const std::string& dir) override { removed.push_back(dir); }
   // No cgroup unless a test gives one: then `in_cgroup` are its members.
   dlaunch::Result<std::string> make_cgroup(const std::string& name) override {

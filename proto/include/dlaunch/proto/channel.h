@@ -42,6 +42,9 @@ class PipeChannel {
   PipeChannel(const PipeChannel&) = delete;
   PipeChannel& operator=(const PipeChannel&) = delete;
 
+  // Bytes to take as the stream's first, before anything read from
+  // read_fd (what release() gave the channel's previous owner). Before start().
+  void prefeed(std::string_view bytes) { decoder_.feed(bytes); }
   void start();
   void send(const Message& msg);
   // Writes what is queued, then closes the write side (the peer sees EOF).
@@ -53,11 +56,27 @@ class PipeChannel {
   // peer's messages that arrived meanwhile.
   void read_pending();
   bool is_open() const { return open_; }
+  // Stops the channel without closing its descriptors, and gives them up
+  // with the bytes read but not taken as messages yet (a frame begun, frames
+  // after the one being handled): for handing the stream to another process
+  // (agent/reattach.h). From within on_message too: no message after the
+  // one being handled is given, and on_close never comes. Nothing may be
+  // queued or being written (the stream would break mid-frame): then the
+  // descriptors are -1 and the channel goes on.
+  struct Released {
+    int read_fd = -1;
+    int write_fd = -1;
+    std::string unread;
+  };
+  Released release();
   std::size_t queued_bytes() const { return queued_; }
 
  private:
   void read_more();
   void on_readable();
+  // Hands every whole message held to on_message; false once the channel
+  // closed (or was released) meanwhile.
+  bool dispatch();
   void write_more();
   void fail(const std::string& reason);
 

@@ -12,9 +12,10 @@
 //
 //   agent -> head: Hello, Ready, Started, Output, Exited, Heartbeat, Fatal, Done,
 //                  FenceUp, WorkerAbort, ProbeResult, Stacks, StdinAck, Progress,
-//                  ProgressDamaged, ImagePull
+//                  ProgressDamaged, ImagePull, Resumed
 //   head -> agent: Setup, Start, Abort, Heartbeat, Shutdown, FenceDown, Probe,
-//                  PauseOutput, SignalRanks, CollectStacks, StdinData, StdinEof
+//                  PauseOutput, SignalRanks, CollectStacks, StdinData, StdinEof,
+//                  Reattach
 //
 // MPI mode (Setup.mpi): every agent is a PMIx server; a fence spanning nodes
 // sends each node's blob up (FenceUp, numbered per node in call order), and
@@ -76,7 +77,8 @@ inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
 // 15: ImagePull.
 // 16: Setup.check, check_scripts, count_gpus; Ready.problems, facts, topology, gpus;
 //     Hello.exe.
-inline constexpr std::uint16_t kProtocolVersion = 16;
+// 17: Setup.head_grace_ms, Reattach, Resumed (a job that survives its head).
+inline constexpr std::uint16_t kProtocolVersion = 17;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
@@ -203,6 +205,14 @@ struct Setup {
   bool check = false;
   std::vector<std::string> check_scripts;
   bool count_gpus = false;
+  // --head-grace (version 17): once the workers run, an agent whose head
+  // goes away (its channel closes, or falls silent past the heartbeat
+  // timeout) keeps them running this long for a new head to take the job
+  // over (Reattach); then it stops them as it does at once when this is 0.
+  std::uint32_t head_grace_ms = 0;
+  // With head_grace_ms, the job's secret on every node: what a new head's
+  // agent must prove at the node's door (agent/reattach.h). Never sent on.
+  std::string reattach_secret;
 };
 
 enum class AddressFamily : std::uint8_t { kIpv4 = 4, kIpv6 = 6 };
@@ -496,14 +506,46 @@ struct ImagePull {
   bool done = false;
 };
 
+// A job that survives its head (version 17; docs/events.md, "A job that
+// survives its head"). A new head starts an agent on the node as any head
+// does, and after its Hello sends Reattach instead of Setup. That agent
+// finds the job's agent on its machine (the one that kept the node's ranks
+// running since its head went: a Unix socket in the job's private folder of
+// the node, agent/reattach.h), both prove the job's secret, and it hands its
+// own channel (its stdin and stdout) over: from then on the head speaks to
+// the job's agent, which says Resumed, then Started for each rank it
+// started, Exited for each that had ended before the head went, then what it
+// held back since (the ranks' output, their exits, fence parts), and goes on
+// as before. An agent that finds no such job says Fatal.
+struct Reattach {
+  static constexpr std::uint16_t kId = 32;  // on the wire: never reused
+  std::string job_id;
+  std::int32_t node_rank = 0;
+  std::string secret;  // the job's (Setup.store_secret): proved, never sent on
+  // The new head as a process, as in Setup (StarvationWatch).
+  std::string head_boot_id;
+  std::int32_t head_pid = 0;
+  std::uint64_t head_start_ticks = 0;
+};
+struct Resumed {
+  static constexpr std::uint16_t kId = 33;  // on the wire: never reused
+  // The job's agent, as Hello says it (the one the head started hands over).
+  std::int32_t pid = 0;
+  std::uint64_t start_ticks = 0;
+  std::string boot_id;
+  std::uint64_t headless_ms = 0;  // how long it had no head
+  std::uint64_t held_bytes = 0;   // of the ranks' output, held for the new head
+  Ready ready;                    // what it said at the job's start
+};
+
 // Every message's type on the wire is its kId, pinned (a test checks each
 // one): a message added later takes the next free number, whatever its
 // place in this list; a removed one's number is never given again.
-using Message =
-    std::variant<Hello, Setup, Ready, Start, Started, Output, Exited, Abort, Heartbeat, Shutdown,
-                 Fatal, Done, FenceUp, FenceDown, WorkerAbort, Probe, ProbeResult, PauseOutput,
-                 SignalRanks, CollectStacks, Stacks, StdinData, StdinEof, StdinAck, Progress,
-                 ProgressDamaged, NetListen, NetListening, NetSend, NetSent, ImagePull>;
+using Message = std::variant<Hello, Setup, Ready, Start, Started, Output, Exited, Abort, Heartbeat,
+                             Shutdown, Fatal, Done, FenceUp, FenceDown, WorkerAbort, Probe,
+                             ProbeResult, PauseOutput, SignalRanks, CollectStacks, Stacks,
+                             StdinData, StdinEof, StdinAck, Progress, ProgressDamaged, NetListen,
+                             NetListening, NetSend, NetSent, ImagePull, Reattach, Resumed>;
 
 // Appends one complete frame for msg to out.
 void encode(const Message& msg, std::string& out);
@@ -524,6 +566,9 @@ class Decoder {
   // the capacity of their largest read. Not after every read: a stream
   // that keeps coming reuses it.
   void release_if_empty();
+  // The bytes held that are not taken yet (a frame begun, frames not asked
+  // for), given up: the decoder is empty afterwards.
+  std::string take_pending();
 
  private:
   std::string buf_;
