@@ -202,6 +202,8 @@ class Controller final : private JobAccess {
   int exit_status() const { return dlaunch::exit_status(cause_); }
   const RootCause& cause() const override { return cause_; }
   int ranks_stopped() const { return ranks_stopped_; }
+  // Nodes that said Ready (Resumed, for a new head taking a job over).
+  int nodes_ready() const { return readies_; }
 
   // The job's network: MASTER_ADDR and the comm store's address. Chosen at
   // start from node 0's addresses (net/master_address.h) when not given and

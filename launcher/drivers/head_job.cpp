@@ -822,6 +822,7 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
   bool lost_node = false;
   dl::AttemptHooks hooks;
   const int first_attempt = o.takeover ? o.takeover->restarts : 0;
+  int taken_over = -1;  // a new head: the nodes it took over
   hooks.run = [&](int attempt) {
     // A new head takes the attempt that runs over; a restart after it is a
     // new attempt as any.
@@ -859,6 +860,7 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
         {.io = io, .links = links, .clock = clock, .observers = {&journal.events()}});
     const int status = controller.run();
     const dl::RootCause& cause = controller.cause();
+    if (taking_over) taken_over = controller.nodes_ready();
     last_status = status;
     last_cause = cause;
     // A node that cannot start on a restart is one more lost node (the first
@@ -916,6 +918,13 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
     return std::nullopt;
   };
   hooks.finish = [&](const std::string& last, const dl::AttemptLog& attempts) {
+    if (taken_over == 0 && attempts.count() == 0) {
+      // No node's agent let this head in (none left, or none it could
+      // prove the secret to): the job is as it was, and another head may
+      // try while its agents wait.
+      dl::write_all(2, "dlaunch: no node was taken over: the job's record stays as it was\n");
+      return;
+    }
     journal.ended(last_status, last_cause, static_cast<int>(attempts.count()) + 1, plan.job_id);
     dl::write_all(2, attempts.summary(last, pool.excluded()));
     // One attempt has no summary; nodes --preflight left out are still said

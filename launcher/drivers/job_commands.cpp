@@ -453,6 +453,18 @@ std::vector<int> numbered(const std::string& dir, std::string_view prefix,
   return out;
 }
 
+// The ranks with a file in an attempt's folder: rank-N.log, or only its older
+// half rank-N.log.1 (a rank that wrote nothing since a new head took the job
+// over, which set the old head's files aside).
+std::vector<int> ranks_with_files(const std::string& dir) {
+  std::vector<int> out = numbered(dir, "rank-", ".log");
+  for (const int r : numbered(dir, "rank-", ".log.1")) {
+    if (!std::binary_search(out.begin(), out.end(), r)) out.push_back(r);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -581,7 +593,7 @@ class RecordFollower {
         }
         start(*rank_, true);
       } else {
-        for (const int r : numbered(dir_->second, "rank-", ".log")) start(r, true);
+        for (const int r : ranks_with_files(dir_->second)) start(r, true);
       }
     }
     if (!head_.path.empty()) open_head_log(true);
@@ -615,7 +627,7 @@ class RecordFollower {
       if (rank_) {
         if (followed_.count(*rank_) == 0) start(*rank_, false);
       } else {
-        for (const int r : numbered(dir_->second, "rank-", ".log"))
+        for (const int r : ranks_with_files(dir_->second))
           if (followed_.count(r) == 0) start(r, false);
       }
       for (auto& [r, f] : followed_) {

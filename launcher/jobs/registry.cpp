@@ -130,7 +130,9 @@ std::optional<JobEntry> read_entry(const fs::path& dir) {
   if (!here) {
     e.state = "elsewhere";  // a head on another machine (a shared home)
   } else if (e.start.head_pid > 0 &&
-             process_start_ticks(e.start.head_pid) == e.start.head_start_ticks) {
+             process_start_ticks(e.start.head_pid) == e.start.head_start_ticks &&
+             process_cpu(e.start.head_pid).value_or(ProcessCpu{.state = 'Z'}).state != 'Z') {
+    // (A head killed whose parent has not reaped it yet is a zombie: gone.)
     e.state = "running";
   } else {
     e.state = "lost";

@@ -16,7 +16,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -597,6 +599,159 @@ TEST_F(Jobs, AttachDetachesOnItsKeysAndPassesCtrlCToTheJob) {
     EXPECT_EQ(t.exit_status(), 130) << t.screen();
   }
   EXPECT_EQ(YAML::Load(dl({"status", job, "--json"}).out)["exit_status"].as<int>(), 130);
+  EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
+}
+
+// A job that survives its head (docs/events.md): the pid of a job's head
+// (its record's), and that head killed as a machine's failure would.
+long head_pid_of(const std::string& status_json) {
+  return YAML::Load(status_json)["head_pid"].as<long>();
+}
+void kill_head(long pid) {
+  ASSERT_EQ(::kill(static_cast<pid_t>(pid), SIGKILL), 0);
+  // Not this process's child (a daemon): gone once /proc says so.
+  for (int k = 0; k < 200 && fs::exists("/proc/" + std::to_string(pid) + "/cmdline"); ++k) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z') break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+// "up RANK PID" and "done RANK PID" lines of the ranks, by rank.
+std::map<int, std::string> rank_pids(const std::string& out, const std::string& word) {
+  std::map<int, std::string> pids;
+  for (const auto& l : lines_of(out)) {
+    const auto at = l.find("] " + word + " ");
+    if (at == std::string::npos) continue;
+    std::istringstream in(l.substr(at + word.size() + 3));
+    int rank = -1;
+    std::string pid;
+    if (in >> rank >> pid) pids[rank] = pid;
+  }
+  return pids;
+}
+
+// SIGKILL of a detached job's head: its ranks run on, and `dlaunch attach
+// --recover` takes the job over; it ends as it would have, every rank having
+// run once (the same process before and after), its exit status kept.
+TEST_F(Jobs, AKilledHeadsJobIsTakenOverByANewHeadAndEndsAsItWouldHave) {
+  const auto job = unique_job_id("jobs-recover");
+  const std::string go = state_ + "/go";
+  auto d = dl({"-d", "-H", kLocalhost, "--job-id", job, "sh", "-c",
+               "echo \"up $RANK $$\"; touch " + state_ + "/up.$RANK; while [ ! -e " + go +
+                   " ]; do sleep 0.1; done; echo \"done $RANK $$\"; touch " + state_ +
+                   "/done.$RANK; [ $RANK = 2 ] || exit 0; while [ $(ls " + state_ +
+                   "/done.* | wc -l) -lt 4 ]; do sleep 0.05; done; exit 4"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  for (int k = 0; k < 600; ++k) {
+    bool all = true;
+    for (int rank = 0; rank < 4; ++rank)
+      all = all && fs::exists(state_ + "/up." + std::to_string(rank));
+    if (all) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const long old_head = head_pid_of(dl({"status", job, "--json"}).out);
+  kill_head(old_head);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(YAML::Load(dl({"status", job, "--json"}).out)["state"].as<std::string>(), "lost");
+  EXPECT_GE(job_processes(job).size(), 4u) << "the ranks stopped with their head";
+
+  Process a(dlaunch_cmd({"attach", "--recover", job}), env());
+  ASSERT_TRUE(a.wait_for_stderr(
+      [](const std::string& err) { return err.find("leaves it running") != std::string::npos; },
+      60))
+      << a.finish(5).err;
+  const long new_head = head_pid_of(dl({"status", job, "--json"}).out);
+  EXPECT_NE(new_head, old_head);
+  std::ofstream(go).put('\n');
+  const auto r = a.finish(60);
+  EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+  EXPECT_NE(r.err.find("taking job " + job + " over"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("taken over: its ranks ran"), std::string::npos) << r.err;
+  // Every rank ran once: its line before the head's loss and its last one
+  // came from the same process.
+  const auto logs = dl({"logs", job});
+  const auto up = rank_pids(logs.out, "up");
+  const auto done = rank_pids(logs.out, "done");
+  ASSERT_EQ(up.size(), 4u) << logs.out;
+  EXPECT_EQ(up, done) << logs.out;
+  const auto st = YAML::Load(dl({"status", job, "--json"}).out);
+  EXPECT_EQ(st["state"].as<std::string>(), "ended");
+  EXPECT_EQ(st["exit_status"].as<int>(), 4);
+  const auto types = types_of(parse_events(dl({"events", job}).out));
+  EXPECT_EQ(std::count(types.begin(), types.end(), "head_recovered"), 1);
+  EXPECT_EQ(std::count(types.begin(), types.end(), "node_resumed"), 2);
+  EXPECT_EQ(types.back(), "end");
+  EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
+}
+
+// With no new head, every node stops its ranks at the end of --head-grace;
+// a take-over after it finds nothing to take and leaves the record lost.
+TEST_F(Jobs, WithoutANewHeadTheRanksStopAtTheEndOfTheGrace) {
+  const auto job = unique_job_id("jobs-grace");
+  auto d = dl({"-d", "--head-grace", "2", "--kill-grace", "1", "-H", kLocalhost, "--job-id", job,
+               kWorker, "ready-sleep", "60"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  for (int k = 0; k < 600 && job_processes(job).size() < 4; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill_head(head_pid_of(dl({"status", job, "--json"}).out));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  EXPECT_GE(job_processes(job).size(), 4u);
+  // The grace, the kill grace and a margin.
+  EXPECT_EQ(wait_job_gone(job, 2 + 1 + 5), std::vector<pid_t>{});
+  auto r = dl({"attach", "--recover", job});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("no agent of job " + job + " runs node 0 here"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("the job's record stays as it was"), std::string::npos) << r.err;
+  EXPECT_EQ(YAML::Load(dl({"status", job, "--json"}).out)["state"].as<std::string>(), "lost");
+  // Neither agent's door nor its folder is left.
+  const char* tmp = std::getenv("TMPDIR");
+  for (const auto& e : fs::directory_iterator(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp")) {
+    EXPECT_FALSE(e.path().filename().string().starts_with("dlaunch-" + job + "-"))
+        << e.path();
+  }
+}
+
+// A new head that cannot prove the job's secret is turned away at every
+// door: the job waits on, and one that can then takes it over.
+TEST_F(Jobs, ANewHeadThatCannotProveTheJobsSecretTakesNothingOver) {
+  const auto job = unique_job_id("jobs-secret");
+  auto d = dl({"-d", "--head-grace", "60", "-H", kLocalhost, "--job-id", job, kWorker,
+               "ready-sleep", "60"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  for (int k = 0; k < 600 && job_processes(job).size() < 4; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const auto st = YAML::Load(dl({"status", job, "--json"}).out);
+  kill_head(st["head_pid"].as<long>());
+  const std::string takeover = st["record"].as<std::string>() + "/takeover.json";
+  std::string text;
+  {
+    std::ifstream in(takeover);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto at = text.find("\"secret\":\"");
+  ASSERT_NE(at, std::string::npos) << text;
+  std::string forged = text;
+  forged.replace(at + 10, 8, "00000000");
+  std::ofstream(takeover, std::ios::trunc) << forged;
+  auto r = dl({"attach", "--recover", job});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("could not prove the job's secret"), std::string::npos) << r.err;
+  EXPECT_GE(job_processes(job).size(), 4u) << "a head without the secret stopped the job";
+  std::ofstream(takeover, std::ios::trunc) << text;
+  Process a(dlaunch_cmd({"attach", "--recover", job}), env());
+  ASSERT_TRUE(a.wait_for_stderr(
+      [](const std::string& err) { return err.find("leaves it running") != std::string::npos; },
+      60))
+      << a.finish(5).err;
+  EXPECT_EQ(dl({"stop", job}).exit_code, 0);
+  const auto end = a.finish(60);
+  EXPECT_EQ(end.exit_code, 143) << end.err;
   EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
 }
 

@@ -12,9 +12,12 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <map>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 #include "support.h"
 
@@ -618,6 +621,99 @@ TEST_F(Ssh, TorchTrainPyOverSshNodes) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("on 4 ranks (gloo, cpu)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[0] parameters identical on all 4 ranks"), std::string::npos) << r.out;
+}
+
+// A job that survives its head (issue 32's test): SIGKILL of the head of a
+// detached 3-node SSH job running examples/train.py; `dlaunch attach
+// --recover` within the grace takes it over over new SSH sessions; the job
+// finishes with the checksum an undisturbed run gives, and no rank started
+// twice. Then the same with the grace expired: every node clean.
+TEST_F(Ssh, AJobWhoseHeadIsKilledIsTakenOverOverSshAndFinishesAsIfNothingHappened) {
+  if (run({"/usr/bin/python3", "-c", "import torch"}, 60).exit_code != 0) {
+    GTEST_SKIP() << "/usr/bin/python3 -c 'import torch' failed: install python3-torch";
+  }
+  const std::string state = temp_dir("ssh-takeover-state");
+  std::vector<std::string> e = env();
+  e.push_back("XDG_STATE_HOME=" + state);
+  const std::string hosts = hostfile(3, 2);
+  const std::vector<std::string> train = {"/usr/bin/python3",
+                                          std::string(SOURCE_DIR) + "/examples/train.py",
+                                          "--steps", "300", "--print-every", "50"};
+  const auto checksum = [](const std::string& out) {
+    const auto at = out.find("(checksum ");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find(')', at) - at);
+  };
+  // The undisturbed run.
+  std::vector<std::string> args = {"-H", hosts};
+  args.insert(args.end(), train.begin(), train.end());
+  const auto plain = run(bed_cmd(args), 200, e);
+  ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+  ASSERT_FALSE(checksum(plain.out).empty()) << plain.out;
+
+  const auto job = unique_job_id("sshtakeover");
+  args = {"-d", "-H", hosts, "--job-id", job, "--head-grace", "60"};
+  args.insert(args.end(), train.begin(), train.end());
+  const auto d = run(bed_cmd(args), 100, e);
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  const auto status = [&] {
+    return YAML::Load(run(dlaunch_cmd({"status", job, "--json"}), 30, e).out);
+  };
+  // Rank 0 is past its first steps: then its head goes, as a crash takes it.
+  for (int k = 0; k < 1200; ++k) {
+    if (run(dlaunch_cmd({"logs", job, "--rank", "0"}), 30, e).out.find("step  100") !=
+        std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const auto head = static_cast<pid_t>(status()["head_pid"].as<long>());
+  ASSERT_EQ(::kill(head, SIGKILL), 0);
+  for (int k = 0; k < 200 && status()["state"].as<std::string>() != "lost"; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(status()["state"].as<std::string>(), "lost");
+  EXPECT_EQ(job_processes(job).size(), 6u) << "the ranks stopped with their head";
+
+  const auto r = run(dlaunch_cmd({"attach", "--recover", job}), 200, e);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(checksum(r.out), checksum(plain.out)) << r.out;
+  EXPECT_NE(r.out.find("parameters identical on all 6 ranks"), std::string::npos) << r.out;
+  // No rank started twice: each rank's pid, before and after, is the one
+  // Started said at the job's start.
+  std::map<long, long> first_pid;
+  int replayed = 0;
+  for (const auto& l : lines_of(run(dlaunch_cmd({"events", job}), 30, e).out)) {
+    const auto ev = YAML::Load(l);
+    if (ev["type"].as<std::string>() != "rank_started") continue;
+    const long rank = ev["rank"].as<long>();
+    const long pid = ev["pid"].as<long>();
+    if (first_pid.emplace(rank, pid).second) continue;
+    EXPECT_EQ(first_pid[rank], pid) << "rank " << rank << " started again";
+    ++replayed;
+  }
+  EXPECT_EQ(first_pid.size(), 6u);
+  EXPECT_EQ(replayed, 6);
+  EXPECT_EQ(wait_job_gone(job, 10), std::vector<pid_t>{});
+
+  // The grace passes with no new head: every node's agent stops its ranks.
+  const auto job2 = unique_job_id("sshgrace");
+  ASSERT_EQ(run(bed_cmd({"-d", "-H", hosts, "--job-id", job2, "--head-grace", "2",
+                         "--kill-grace", "1", kWorker, "ready-sleep", "60"}),
+                100, e)
+                .exit_code,
+            0);
+  for (int k = 0; k < 600 && job_processes(job2).size() < 6; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(::kill(static_cast<pid_t>(YAML::Load(run(dlaunch_cmd({"status", job2, "--json"}), 30,
+                                                      e)
+                                                      .out)["head_pid"]
+                                          .as<long>()),
+                   SIGKILL),
+            0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  EXPECT_EQ(job_processes(job2).size(), 6u);
+  EXPECT_EQ(wait_job_gone(job2, 2 + 1 + 5), std::vector<pid_t>{});
+  fs::remove_all(state);
 }
 
 // Issue 15 item 14: a program missing on every host is reported for every
