@@ -176,6 +176,13 @@ void Agent::start() {
 }
 
 void Agent::terminate(int sig) {
+  if (phase_ == Phase::kRelaying) {
+    // Nothing of the job is a relay's: it only stops waiting.
+    enter(Phase::kDone);
+    if (guard_) guard_->disarm();
+    env_.io.stop();
+    return;
+  }
   if (channel_->is_open()) channel_->send(proto::Fatal{"agent received " + signal_name(sig)});
   shutdown_requested_ = true;
   begin_abort("agent received " + signal_name(sig), false);

@@ -1144,12 +1144,19 @@ int stacks(int argc, char** argv) {
   }
 }
 
+// dlaunch recover JOB: attach --recover's take-over alone, returning once
+// every node is taken over (0), as -d returns once every node is ready.
+int recover(int argc, char** argv) {
+  const Args a = parse("recover", argc, argv, false, false, 1);
+  return take_over(find_job(jobs_dir(false), a.words[0]));
+}
+
 }  // namespace
 
 bool is_job_command(std::string_view word) {
   return word == "ps" || word == "status" || word == "events" || word == "stop" ||
          word == "signal" || word == "logs" || word == "stacks" || word == "wait" ||
-         word == "attach";
+         word == "attach" || word == "recover";
 }
 
 int run_job_command(int argc, char** argv) {
@@ -1162,6 +1169,7 @@ int run_job_command(int argc, char** argv) {
   if (verb == "stacks") return stacks(argc, argv);
   if (verb == "wait") return wait_job(argc, argv);
   if (verb == "attach") return attach(argc, argv);
+  if (verb == "recover") return recover(argc, argv);
   return events(argc, argv);
 }
 

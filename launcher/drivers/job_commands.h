@@ -15,6 +15,10 @@
 //                                   SIGINT to it; ctrl-p,ctrl-q: detach)
 //   dlaunch wait JOB                until the job has ended; exits with its
 //                                   exit status
+//   dlaunch attach --recover JOB    a new head for a job whose head is gone
+//                                   (--head-grace), then attach
+//   dlaunch recover JOB             the same take-over, returning once every
+//                                   node is taken over
 // JOB: a record's name, a job id, or `last`. A program of one of these names
 // runs as any other after `--` (`dlaunch -- ps`) or with a path.
 #pragma once

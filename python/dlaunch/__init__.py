@@ -151,6 +151,12 @@ class Job:
         """Every rank's stack, identical ones together (`dlaunch stacks`)."""
         return self._verb("stacks", self.name).stdout
 
+    def recover(self) -> None:
+        """A new head for a job whose head is gone (`dlaunch recover`): returns
+        once every node is taken over; DlaunchError when the job cannot be (its
+        --head-grace passed, it ran without one, its head is alive)."""
+        self._verb("recover", self.name)
+
 
 def start(command: Sequence[str], hosts: Optional[str] = None, options: Sequence[str] = (),
           job_id: Optional[str] = None, binary: Optional[str] = None,

@@ -60,3 +60,20 @@ def test_a_job_that_cannot_start_raises_with_dlaunchs_status_and_report():
     with pytest.raises(dlaunch.DlaunchError) as missing:
         dlaunch.job("no-such-job").status()
     assert missing.value.status != 0
+
+
+def test_a_job_whose_head_is_killed_is_recovered_and_waited_for():
+    go = os.path.join(os.environ["XDG_STATE_HOME"], "go")
+    job = dlaunch.start(["sh", "-c", f'while [ ! -e {go} ]; do sleep 0.1; done; exit 0'],
+                        hosts=HOSTS, options=["--head-grace", "60"], job_id="py-recover")
+    os.kill(job.status()["head_pid"], signal.SIGKILL)
+    for _ in range(100):
+        if job.status()["state"] == "lost":
+            break
+        time.sleep(0.05)
+    assert job.status()["state"] == "lost"
+    job.recover()
+    assert job.status()["state"] == "running"
+    open(go, "w").close()
+    assert job.wait() == 0
+    assert [e["type"] for e in job.events()].count("node_resumed") == 2
