@@ -41,7 +41,7 @@ Agent::Agent(AgentEnv env, int control_in, int control_out)
                 .pulling = [this] { start_heartbeats(); },
                 .made =
                     [this] {
-                      if (check_programs()) become_ready();
+                      if (check_programs() && check_image_pmix()) become_ready();
                     }}),
       output_(env.io, env.clock,
               {.send = [this](proto::Output out) { to_head(out); },
@@ -385,6 +385,31 @@ bool Agent::check_programs() {
       if (!refuse("program", std::move(why), true)) return false;
     }
   }
+  return true;
+}
+
+// --mpi in a container: the ranks are clients of this node's PMIx server
+// through the image's own PMIx (pmix/pmix_version.h). One too old to be
+// served fails the node before any rank starts; another version is said,
+// with the store the two can share.
+bool Agent::check_image_pmix() {
+  if (!setup_.mpi || !runtime_.contained()) return true;
+  const auto server = pmix_.server_version();
+  if (!server) return true;  // a library that does not say which it is
+  std::optional<PmixVersion> found;
+  std::string where;
+  for (const auto& path : image_pmix_candidates()) {
+    const int fd = runtime_.runtime()->open_in_image(path);
+    if (fd < 0) continue;
+    found = pmix_version_in_file(fd);
+    where = path;
+    if (found) break;
+  }
+  const PmixJudgement j = judge_image_pmix(*server, found, where, setup_.container.image);
+  if (!j.refusal.empty())
+    return refuse("program", "node " + std::to_string(setup_.node_rank) + ": " + j.refusal, false);
+  if (!j.note.empty()) log("node " + std::to_string(setup_.node_rank) + ": " + j.note);
+  if (j.gds_hash) pmix_.use_gds_hash();
   return true;
 }
 

@@ -131,6 +131,7 @@ class Agent final : private NodeAccess {
   void handle(const proto::SignalRanks& m);
   void handle_shutdown();
   bool check_programs();
+  bool check_image_pmix();
   bool refuse(std::string column, std::string why, bool can_go_on);
   void check_files();
   void become_ready();

@@ -8,12 +8,14 @@
 
 #include "dlaunch/private_dir.h"
 #include "pmix/pmix_job_info.h"
+#include "pmix/pmix_library.h"
 
 namespace dlaunch::agent {
 
 namespace {
 
 constexpr const char* kYieldVar = "OMPI_MCA_mpi_yield_when_idle";
+constexpr const char* kGdsVar = "PMIX_MCA_gds";
 
 }  // namespace
 
@@ -81,8 +83,13 @@ std::optional<std::string> PmixService::prepare(const proto::Setup& setup,
   if (!setup.workers.empty()) first_worker_env_ = setup.workers.front().env;
   for (const auto& w : setup.workers) {
     bool set = false;
-    for (const auto& [k, v] : w.env) set = set || k == kYieldVar;
+    bool gds = std::getenv(kGdsVar) != nullptr;
+    for (const auto& [k, v] : w.env) {
+      set = set || k == kYieldVar;
+      gds = gds || k == kGdsVar;
+    }
     user_set_yield_[w.rank] = set;
+    user_set_gds_[w.rank] = gds;
   }
   // PMIx's sockets and Open MPI's shared-memory segments go in here: it must
   // be fresh and private, never a directory someone else made (see
@@ -146,6 +153,15 @@ void PmixService::before_spawn(int rank, WorkerGift& gift) {
     return;
   }
   if (must_yield(rank)) gift.env.emplace_back(kYieldVar, "1");
+  if (gds_hash_ && !user_set_gds_[rank]) gift.env.emplace_back(kGdsVar, "hash");
+}
+
+std::optional<PmixVersion> PmixService::server_version() const {
+  if (!host_) return std::nullopt;
+  const auto& lib = pmix_library();
+  if (lib.get_version == nullptr) return std::nullopt;
+  const char* text = lib.get_version();
+  return text != nullptr ? parse_pmix_version(text) : std::nullopt;
 }
 
 // More ranks on this machine than CPUs this agent may use: MPI ranks must

@@ -25,6 +25,7 @@
 #include "node_placement.h"
 #include "os.h"
 #include "pmix/pmix_host.h"
+#include "pmix/pmix_version.h"
 #include "service.h"
 
 namespace dlaunch::agent {
@@ -65,6 +66,13 @@ class PmixService final : public NodeService {
   void on_worker_exit(int rank) override;
   void stop() override;
 
+  // The PMIx this node's server is (its library's own words; nullopt before
+  // prepare, without --mpi, or where the library does not say).
+  std::optional<PmixVersion> server_version() const;
+  // The ranks are clients of another PMIx (an image's, pmix_version.h): they
+  // get PMIX_MCA_gds=hash unless the user set PMIX_MCA_gds.
+  void use_gds_hash() { gds_hash_ = true; }
+
  private:
   bool must_yield(int rank) const;
 
@@ -76,6 +84,8 @@ class PmixService final : public NodeService {
   std::string dir_;                     // its sockets and Open MPI's shared memory
   proto::Env first_worker_env_;         // where the per-node mode names the store
   std::map<int, bool> user_set_yield_;  // by rank: OMPI_MCA_mpi_yield_when_idle is the user's
+  std::map<int, bool> user_set_gds_;    // by rank: PMIX_MCA_gds is the user's
+  bool gds_hash_ = false;
   int ranks_on_host_ = 0;
 };
 

@@ -236,6 +236,7 @@ struct ReattachDoor::State : std::enable_shared_from_this<ReattachDoor::State> {
             }
           }
           std::vector<UniqueFd> owned;
+          owned.reserve(fds.size());
           for (int fd : fds) owned.emplace_back(fd);
           if (owned.size() != 3 || (msg.msg_flags & MSG_CTRUNC) != 0) {
             return self->end(v, "it handed over " + std::to_string(owned.size()) +

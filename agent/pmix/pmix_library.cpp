@@ -71,6 +71,8 @@ Loaded load() {
       resolve(handle, "PMIx_Parse_cpuset_string", l.parse_cpuset_string, e) &&
       resolve(handle, "PMIx_server_generate_locality_string", l.generate_locality_string, e) &&
       resolve(handle, "PMIx_Cpuset_destruct", l.cpuset_destruct, e)) {
+    // Only said (pmix_version.h): not needed to serve.
+    l.get_version = reinterpret_cast<decltype(l.get_version)>(::dlsym(handle, "PMIx_Get_version"));
     return out;
   }
   e = out.lib.path + ": " + e + " (a PMIx older than 4?)";

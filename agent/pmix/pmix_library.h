@@ -31,6 +31,7 @@ struct PmixLibrary {
   decltype(&::PMIx_Parse_cpuset_string) parse_cpuset_string = nullptr;
   decltype(&::PMIx_server_generate_locality_string) generate_locality_string = nullptr;
   decltype(&::PMIx_Cpuset_destruct) cpuset_destruct = nullptr;
+  decltype(&::PMIx_Get_version) get_version = nullptr;  // where the library has it
 };
 
 // The library, loaded on first call. Throws dlaunch::Error (kEnvironment)

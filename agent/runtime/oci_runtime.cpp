@@ -1,8 +1,10 @@
 #include "oci_runtime.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sched.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -303,6 +305,18 @@ std::string OciRuntime::check_program(const std::string& prog, const std::vector
     default:
       return "cannot enter the container " + name_ + " to look for '" + program + "'";
   }
+}
+
+int OciRuntime::open_in_image(const std::string& path) const {
+  if (!root_) return -1;
+  const std::string relative = path.substr(path.find_first_not_of('/'));
+  // Within the container's root: its absolute links are the image's, never
+  // the host's (Linux 5.6's RESOLVE_IN_ROOT).
+  open_how how{};
+  how.flags = O_RDONLY | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  const long fd = ::syscall(SYS_openat2, root_.get(), relative.c_str(), &how, sizeof how);
+  return fd >= 0 ? static_cast<int>(fd) : -1;
 }
 
 std::vector<std::string> OciRuntime::base_environment(std::vector<std::string> agent_env) const {

@@ -30,6 +30,7 @@ class OciRuntime final : public Runtime {
   Result<std::string> prepare(const RuntimeNode& node) override;
   std::string check_program(const std::string& prog, const std::vector<std::string>& env,
                             const std::string& workdir) override;
+  int open_in_image(const std::string& path) const override;
   std::vector<std::string> base_environment(std::vector<std::string> agent_env) const override;
   void adapt(SpawnOptions& opts) const override;
   std::vector<pid_t> own_processes() const override;

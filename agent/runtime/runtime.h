@@ -92,6 +92,14 @@ class Runtime {
   // empty when both are there, else why not (checked before any rank starts).
   virtual std::string check_program(const std::string& prog, const std::vector<std::string>& env,
                                     const std::string& workdir) = 0;
+  // A file of the image, open for reading (absolute paths and links taken
+  // within the image's root), or -1 when it is not there or the runtime
+  // cannot look inside (apptainer and enroot run image files). After
+  // prepare().
+  virtual int open_in_image(const std::string& path) const {
+    (void)path;
+    return -1;
+  }
   // The environment a worker starts from, before dlaunch's own variables go
   // on top: the agent's, with the image's where the image's win.
   virtual std::vector<std::string> base_environment(std::vector<std::string> agent_env) const {

@@ -804,6 +804,8 @@ TEST_F(Containers, DockerRunsTheRanksInTheImageWhereADaemonAnswers) {
 // python3 and torch play no part.
 const std::string kTorchImage = "localhost/dlaunch-torch:test";
 const std::string kMpiImage = "localhost/dlaunch-mpi:test";
+// Debian 11's Open MPI 4.1.0 with its PMIx 4.0.0, and mpi4py built on them.
+const std::string kOtherPmixImage = "localhost/dlaunch-bullseye-mpi:test";
 
 class ContainersOverSsh : public ::testing::Test {
  protected:
@@ -839,17 +841,17 @@ class ContainersOverSsh : public ::testing::Test {
   // test reports), where none can be made here. `large`: made only where a
   // root with the last package is cached, or with DLAUNCH_BED_TORCH=1.
   static bool image(const std::string& name, const std::vector<std::string>& packages, bool large,
-                    std::string& why) {
+                    std::string& why, const std::string& release = "bookworm") {
     if (auto it = images_.find(name); it != images_.end()) {
       why = it->second;
       return why == "ok";
     }
-    why = make_image(name, packages, large);
+    why = make_image(name, packages, large, release);
     images_[name] = why;
     return why == "ok";
   }
   static std::string make_image(const std::string& name, const std::vector<std::string>& packages,
-                                bool large) {
+                                bool large, const std::string& release) {
     if (large) {
       const char* cache_env = std::getenv("DLAUNCH_TESTBED_CACHE");
       const std::string cache = cache_env != nullptr ? cache_env : "/var/cache/dlaunch-testbed";
@@ -866,7 +868,7 @@ class ContainersOverSsh : public ::testing::Test {
       }
     }
     std::vector<std::string> argv = {std::string(SOURCE_DIR) + "/tests/testbed/bare-root.sh",
-                                     "bookworm"};
+                                     release};
     argv.insert(argv.end(), packages.begin(), packages.end());
     auto root = run(argv, 1800);
     if (root.exit_code == 3 || root.exit_code == 4) return "no root for the image: " + root.err;
@@ -988,6 +990,40 @@ TEST_F(ContainersOverSsh, AnOpenMpiProgramInTheImageIsDirectLaunchedByTheAgentsP
                   120, {"SSH_AUTH_SOCK="});
   EXPECT_EQ(seen.exit_code, 0) << seen.out << seen.err;
   EXPECT_EQ(count_of(seen.out, "pmix-folder-here"), 4) << seen.out << seen.err;
+}
+
+// The image's PMIx is another release's (Debian 11's Open MPI 4.1.0 with
+// PMIx 4.0.0; the host's server is Debian 12's 4.2.2): before any rank
+// starts each agent names both, and its ranks get PMIx's own store
+// (PMIX_MCA_gds=hash): with the store the two versions would share
+// (PMIX_MCA_gds=ds21, tried by hand: docs/containers.md) their MPI_Init fails
+// with "OPAL ERROR: Not supported".
+TEST_F(ContainersOverSsh, AnImagesOtherPmixIsNamedAndItsRanksGetAStoreBothVersionsServe) {
+  std::string why;
+  if (!image(kOtherPmixImage, {"python3-mpi4py"}, false, why, "bullseye")) {
+    ASSERT_FALSE(why.empty());
+    GTEST_SKIP() << why;
+  }
+  const std::string program =
+      "from mpi4py import MPI; c = MPI.COMM_WORLD; c.Barrier(); "
+      "print('rank', c.Get_rank(), 'of', c.Get_size(), MPI.Get_library_version().split(',')[0])";
+  const auto job = unique_job_id("ctr-ssh-pmix");
+  auto r = run(cmd(job, {"--mpi", "--container-image", kOtherPmixImage, "python3", "-c", program}),
+               300, {"SSH_AUTH_SOCK="});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_NE(r.out.find("rank " + std::to_string(rank) + " of 4 Open MPI v4.1.0"),
+              std::string::npos)
+        << r.out;
+  }
+  for (const char* node : {"node 0: ", "node 1: "}) {
+    EXPECT_NE(r.err.find(std::string(node) + "the image " + kOtherPmixImage + " has PMIx 4.0."),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_NE(r.err.find("this node's PMIx server is 4.2."), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("PMIX_MCA_gds=hash"), std::string::npos) << r.err;
+  EXPECT_EQ(wait_containers_gone(job, 30), "");
 }
 
 // No runtime: said before anything starts (no root or podman needed).

@@ -704,15 +704,13 @@ TEST_F(Jobs, WithoutANewHeadTheRanksStopAtTheEndOfTheGrace) {
   EXPECT_EQ(wait_job_gone(job, 2 + 1 + 5), std::vector<pid_t>{});
   auto r = dl({"attach", "--recover", job});
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("no agent of job " + job + " runs node 0 here"), std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("no agent of job " + job + " runs node 0 here"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("the job's record stays as it was"), std::string::npos) << r.err;
   EXPECT_EQ(YAML::Load(dl({"status", job, "--json"}).out)["state"].as<std::string>(), "lost");
   // Neither agent's door nor its folder is left.
   const char* tmp = std::getenv("TMPDIR");
   for (const auto& e : fs::directory_iterator(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp")) {
-    EXPECT_FALSE(e.path().filename().string().starts_with("dlaunch-" + job + "-"))
-        << e.path();
+    EXPECT_FALSE(e.path().filename().string().starts_with("dlaunch-" + job + "-")) << e.path();
   }
 }
 

@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <map>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -636,9 +636,10 @@ TEST_F(Ssh, AJobWhoseHeadIsKilledIsTakenOverOverSshAndFinishesAsIfNothingHappene
   std::vector<std::string> e = env();
   e.push_back("XDG_STATE_HOME=" + state);
   const std::string hosts = hostfile(3, 2);
-  const std::vector<std::string> train = {"/usr/bin/python3",
-                                          std::string(SOURCE_DIR) + "/examples/train.py",
-                                          "--steps", "300", "--print-every", "50"};
+  const std::vector<std::string> train = {
+      "/usr/bin/python3", std::string(SOURCE_DIR) + "/examples/train.py",
+      "--steps",          "300",
+      "--print-every",    "50"};
   const auto checksum = [](const std::string& out) {
     const auto at = out.find("(checksum ");
     return at == std::string::npos ? std::string() : out.substr(at, out.find(')', at) - at);
@@ -696,20 +697,20 @@ TEST_F(Ssh, AJobWhoseHeadIsKilledIsTakenOverOverSshAndFinishesAsIfNothingHappene
 
   // The grace passes with no new head: every node's agent stops its ranks.
   const auto job2 = unique_job_id("sshgrace");
-  ASSERT_EQ(run(bed_cmd({"-d", "-H", hosts, "--job-id", job2, "--head-grace", "2",
-                         "--kill-grace", "1", kWorker, "ready-sleep", "60"}),
+  ASSERT_EQ(run(bed_cmd({"-d", "-H", hosts, "--job-id", job2, "--head-grace", "2", "--kill-grace",
+                         "1", kWorker, "ready-sleep", "60"}),
                 100, e)
                 .exit_code,
             0);
   for (int k = 0; k < 600 && job_processes(job2).size() < 6; ++k) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  ASSERT_EQ(::kill(static_cast<pid_t>(YAML::Load(run(dlaunch_cmd({"status", job2, "--json"}), 30,
-                                                      e)
-                                                      .out)["head_pid"]
-                                          .as<long>()),
-                   SIGKILL),
-            0);
+  ASSERT_EQ(
+      ::kill(static_cast<pid_t>(
+                 YAML::Load(run(dlaunch_cmd({"status", job2, "--json"}), 30, e).out)["head_pid"]
+                     .as<long>()),
+             SIGKILL),
+      0);
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   EXPECT_EQ(job_processes(job2).size(), 6u);
   EXPECT_EQ(wait_job_gone(job2, 2 + 1 + 5), std::vector<pid_t>{});
