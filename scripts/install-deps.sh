@@ -34,6 +34,7 @@ test_packages=(
   # tests/testbed/podman.sh: the container tests (podman with runc, which
   # this host's cgroups v1 need; an image imported from a static busybox)
   podman runc busybox-static
+  uidmap  # tests/testbed/rootless.sh: rootless podman for a user who is not root
   # tests/testbed/registry.sh: a registry on a loopback port, for the pull of
   # a node's image (never a registry elsewhere)
   docker-registry

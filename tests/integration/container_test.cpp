@@ -1026,6 +1026,137 @@ TEST_F(ContainersOverSsh, AnImagesOtherPmixIsNamedAndItsRanksGetAStoreBothVersio
   EXPECT_EQ(wait_containers_gone(job, 30), "");
 }
 
+// Rootless podman (tests/testbed/rootless.sh): dlaunch run by a user who is
+// not root, whose podman gives the container a user namespace of its own.
+// Each rank enters it as well as the container's mounts, and runs with the
+// user's own uid: the files it writes into a mounted folder are the user's.
+// dlaunch SIGKILLed mid-job leaves no container and no process.
+class RootlessContainers : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (::geteuid() != 0) {
+      skip_ = "needs root to make the test bed's unprivileged user (tests/testbed/rootless.sh)";
+      return;
+    }
+    const std::string bed = std::string(SOURCE_DIR) + "/tests/testbed/rootless.sh";
+    remove_stale_beds("dlaunch-rootless-", bed);
+    dir_ = temp_dir("rootless-" + std::to_string(::getpid()));
+    auto r = run({bed, "start", dir_}, 180);
+    if (r.exit_code == 3) {
+      skip_ = "no rootless podman here: " + r.err;
+      return;
+    }
+    if (r.exit_code != 0) {
+      failed_ =
+          "tests/testbed/rootless.sh start: exit " + std::to_string(r.exit_code) + ": " + r.err;
+      return;
+    }
+    for (const auto& l : lines_of(r.out)) {
+      if (l.starts_with("USER=")) {
+        user_ = l.substr(5);
+      } else if (l.starts_with("UID=")) {
+        uid_ = l.substr(4);
+      } else if (l.find('=') != std::string::npos) {
+        env_.push_back(l);
+      }
+    }
+    env_.push_back("TMPDIR=" + dir_ + "/tmp");
+    // The user runs this build: its folders must let others in.
+    if (as_user({"test", "-x", DLAUNCH_BIN}).exit_code != 0 ||
+        as_user({"test", "-x", DLAUNCH_AGENT_BIN}).exit_code != 0) {
+      skip_ = "user " + user_ + " cannot run " + DLAUNCH_BIN +
+              " (a folder above it lets no other user in)";
+    }
+  }
+  static void TearDownTestSuite() {
+    if (!dir_.empty())
+      (void)run({std::string(SOURCE_DIR) + "/tests/testbed/rootless.sh", "stop", dir_}, 120);
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    ASSERT_TRUE(failed_.empty()) << failed_;
+  }
+  static std::vector<std::string> as_user_argv(const std::vector<std::string>& argv) {
+    std::vector<std::string> all = {"runuser",           "-u", user_, "--", "env", "-i",
+                                    "PATH=/usr/bin:/bin"};
+    all.insert(all.end(), env_.begin(), env_.end());
+    all.insert(all.end(), argv.begin(), argv.end());
+    return all;
+  }
+  static RunResult as_user(const std::vector<std::string>& argv, double timeout_s = 60) {
+    return run(as_user_argv(argv), timeout_s);
+  }
+  // dlaunch as the user, from a working folder of the user's, on two local
+  // nodes x 2 ranks.
+  static std::vector<std::string> dlaunch_as_user(const std::string& job,
+                                                  const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"sh",        "-c", "cd \"$0\" && exec \"$@\"", dir_ + "/home",
+                                     DLAUNCH_BIN, "-H", dir_ + "/hosts.yaml",       "--job-id",
+                                     job};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return as_user_argv(argv);
+  }
+  static std::string containers_of(const std::string& job) {
+    auto r = as_user({"podman", "ps", "-a", "-q", "--filter", "label=dlaunch.job=" + job}, 30);
+    return r.out + (r.exit_code == 0 ? "" : "(podman ps failed: " + r.err + ")");
+  }
+
+  static inline std::string skip_;
+  static inline std::string failed_;
+  static inline std::string dir_;
+  static inline std::string user_;
+  static inline std::string uid_;
+  static inline std::vector<std::string> env_;
+};
+
+TEST_F(RootlessContainers, TheRanksRunInTheImageAsTheUserAndTheirFilesAreTheUsers) {
+  std::ofstream(dir_ + "/hosts.yaml") << "hosts:\n  - {host: localhost, name: node0, slots: 2}\n"
+                                         "  - {host: localhost, name: node1, slots: 2}\n";
+  const std::string out = dir_ + "/home/out";
+  ASSERT_EQ(as_user({"mkdir", "-p", out}).exit_code, 0);
+  const auto job = unique_job_id("ctr-rootless");
+  auto r = run(dlaunch_as_user(job, {"--container-image", "localhost/dlaunch-rootless:test",
+                                     "--container-mounts", out + ":" + out, "sh", "-c",
+                                     "echo uid=$(id -u) img=$(cat /etc/dlaunch-image); touch " +
+                                         out + "/rank.$RANK"}),
+               180);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(count_of(r.out, "uid=" + uid_ + " img=dlaunch-rootless-image"), 4) << r.out;
+  for (int rank = 0; rank < 4; ++rank) {
+    struct stat st {};
+    ASSERT_EQ(::stat((out + "/rank." + std::to_string(rank)).c_str(), &st), 0) << rank;
+    EXPECT_EQ(std::to_string(st.st_uid), uid_) << "rank " << rank << "'s file";
+  }
+  EXPECT_EQ(containers_of(job), "");
+
+  // dlaunch killed mid-job: the agents stop the ranks and remove the containers.
+  const auto job2 = unique_job_id("ctr-rootless-kill");
+  Process p(dlaunch_as_user(
+                job2, {"--kill-grace", "1", "--container-image", "localhost/dlaunch-rootless:test",
+                       "sh", "-c", "echo up; exec sleep 600"}),
+            {});
+  ASSERT_TRUE(p.wait_for_lines(4, 120)) << p.finish(5).err;
+  ASSERT_NE(containers_of(job2), "");
+  // dlaunch itself (runuser waits for it as its parent).
+  pid_t head = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string cmdline = slurp(e.path().string() + "/cmdline");
+    if (cmdline.starts_with(std::string(DLAUNCH_BIN) + '\0') &&
+        cmdline.find(job2) != std::string::npos) {
+      head = static_cast<pid_t>(std::stol(e.path().filename().string()));
+    }
+  }
+  ASSERT_GT(head, 0);
+  ASSERT_EQ(::kill(head, SIGKILL), 0);
+  p.finish(10);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!containers_of(job2).empty() && std::chrono::steady_clock::now() < until) {
+    ::usleep(200 * 1000);
+  }
+  EXPECT_EQ(containers_of(job2), "");
+  EXPECT_EQ(wait_job_gone(job2, 10), std::vector<pid_t>{});
+}
+
 // No runtime: said before anything starts (no root or podman needed).
 // Containers on the network-namespace bed (tests/testbed/netns.sh): two
 // hosts, each a network namespace with its own address and sshd, whose
