@@ -313,7 +313,9 @@ RoundEnd run_round(const Options& o, Rendezvous& rdzv, const RdzvSettings& rs, c
     write_all(2, fmt::format("dlaunch: node {} of {} ({} ranks each, ranks {}-{}), MASTER_ADDR={} "
                              "MASTER_PORT={}{}{}\n",
                              m.node_rank, m.nnodes, m.nproc, m.node_rank * m.nproc,
-                             (m.node_rank + 1) * m.nproc - 1, m.master_addr, m.master_port,
+                             (m.node_rank + 1) * m.nproc - 1, m.master_addr,
+                             m.master_port != 0 ? std::to_string(m.master_port)
+                                                : std::string("<a free port its agent reserves>"),
                              m.hosting ? ", hosting the rendezvous" : "",
                              round > 0 ? fmt::format(", restart {}", round) : ""));
   }

@@ -858,6 +858,17 @@ void Rendezvous::read_closed() {
 // MASTER_ADDR and MASTER_PORT: node 0 chooses the port (free on it) and says
 // where it is.
 void Rendezvous::read_master() {
+  // A job of this node alone with no port asked for (--standalone): its
+  // agent reserves a free one itself (0), as the head-node mode's does. A
+  // port found free here and reserved later could be found free by another
+  // job meanwhile (1024 concurrent jobs: two reserved one port).
+  if (m_.nnodes == 1 && s_.pinned_master_port == 0 && meeting_port_ == 0) {
+    m_.master_addr = s_.local_addr.empty() ? s_.host : s_.local_addr;
+    m_.master_port = 0;
+    m_.round = round_;
+    end_op(nullptr);
+    return;
+  }
   if (m_.node_rank == 0) {
     std::string addr = s_.local_addr;
     if (addr.empty()) addr = s_.host;

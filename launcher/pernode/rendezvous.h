@@ -71,6 +71,8 @@ struct Membership {
   int node_rank = 0;
   int nproc = 1;
   std::string master_addr;
+  // 0: node 0's agent reserves a free one (a job of one node, no port asked
+  // for): the ranks' MASTER_PORT is its.
   std::uint16_t master_port = 0;
   std::vector<std::string> names;  // each node rank's launcher ("host pid N")
   // c10d: each node rank's launcher's address (where it could host the

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <memory>
 #include <regex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -146,6 +147,36 @@ TEST(PerNode, StaticTwoLaunchersMakeOneWorld) {
     EXPECT_NE(r.err.find("MASTER_PORT=" + std::to_string(port)), std::string::npos) << r.err;
   }
   EXPECT_TRUE(wait_job_gone(job, 5).empty());
+}
+
+// Many jobs on one machine (issue 34): concurrent --standalone launchers,
+// whose rank 0 each binds and listens on its MASTER_PORT for a moment as
+// PyTorch's does. Each node's agent reserves its port itself, so no two jobs
+// are ever given one: every job succeeds and every port is its own.
+TEST(PerNode, ConcurrentStandaloneJobsNeverShareAMasterPort) {
+  const int jobs = 24;
+  std::vector<std::vector<std::string>> cmds;
+  std::vector<std::string> ids;
+  for (int k = 0; k < jobs; ++k) {
+    ids.push_back(unique_job_id("pn-many-" + std::to_string(k)));
+    cmds.push_back(
+        dlaunch_cmd({"--standalone", "--nproc-per-node", "1", "--no-python", "python3", "-c",
+                     "import os, socket, time; s = socket.socket(); "
+                     "s.bind(('127.0.0.1', int(os.environ['MASTER_PORT']))); s.listen(); "
+                     "print('port', os.environ['MASTER_PORT'], flush=True); time.sleep(1)"}));
+  }
+  const auto rs = run_all(cmds, 120);
+  std::set<std::string> ports;
+  for (const auto& r : rs) {
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    const auto at = r.out.find("port ");
+    if (at == std::string::npos) continue;
+    const std::string port = r.out.substr(at + 5, r.out.find('\n', at) - at - 5);
+    EXPECT_TRUE(ports.insert(port).second) << "two jobs were given port " << port;
+  }
+  EXPECT_EQ(ports.size(), static_cast<std::size_t>(jobs));
+  // No launcher had to kill its agent.
+  for (const auto& r : rs) EXPECT_EQ(r.err.find("killing the agents"), std::string::npos) << r.err;
 }
 
 // torchrun's --redirects 0:1 keeps local rank 0's stdout off the console and

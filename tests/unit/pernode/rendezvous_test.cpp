@@ -213,6 +213,26 @@ TEST(Rendezvous, StaticNodesMeetWithTheirRanksAndNodeZerosMasterPort) {
   EXPECT_TRUE(job.net.listens(ms[0].store_port));
 }
 
+// A job of one node with no port asked for (--standalone): its agent
+// reserves a free MASTER_PORT itself (0 here), so no port found free by
+// this launcher can be found free by another job before it is reserved
+// (issue 34: two of 1024 concurrent jobs reserved one port). A port asked
+// for stays the job's.
+TEST(Rendezvous, AJobOfOneNodeLeavesMasterPortToItsAgentUnlessOneIsAskedFor) {
+  Job alone;
+  RdzvSettings s = static_node(0, 1);
+  s.port = 0;  // --standalone: any free port to meet at
+  alone.add(s);
+  const auto m = alone.join_all(alone.all());
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].nnodes, 1);
+  EXPECT_EQ(m[0].master_port, 0);
+  EXPECT_EQ(m[0].master_addr, "127.0.0.1");
+  Job asked;
+  asked.add(static_node(0, 1));  // --master-port 29500
+  EXPECT_EQ(asked.join_all(asked.all()).at(0).master_port, kPort);
+}
+
 TEST(Rendezvous, TwoLaunchersClaimingOneNodeRankAreRefused) {
   Job job;
   for (int k = 0; k < 2; ++k) {
