@@ -925,6 +925,7 @@ int take_over(const JobEntry& e) {
   }
   std::vector<std::string> words = e.start.argv;
   std::vector<char*> args;
+  args.reserve(words.size() + 1);
   for (auto& w : words) args.push_back(w.data());
   args.push_back(nullptr);
   Options o;
