@@ -42,6 +42,9 @@ stop() {
     as_user podman rm -af -t 0 >/dev/null 2>&1 || true
     as_user podman rmi -af >/dev/null 2>&1 || true
   fi
+  # Rootless podman keeps a process of its own per user (its user namespace
+  # holder) after its last container: nothing of the bed's user may stay.
+  if id "$user" >/dev/null 2>&1; then pkill -KILL -u "$user" 2>/dev/null || true; fi
   rm -rf "$dir"
 }
 
