@@ -83,6 +83,14 @@ def is_codegen_level(flag):
     return flag in ("-g", "-g1", "-g2", "-g3", "-O1", "-O2", "-O3")
 
 
+def canonical_flag(flag):
+    for prefix in ("-isystem", "-I", ""):
+        path = flag[len(prefix):]
+        if flag.startswith(prefix) and path.startswith("/") and os.path.exists(path):
+            return prefix + os.path.realpath(path)
+    return flag
+
+
 def key_of(unit, entry, common):
     compiler, flags = flags_of(entry)
     cwd = entry["directory"]
@@ -109,7 +117,11 @@ def key_of(unit, entry, common):
     # The build directory is named as build/release whichever it is: the
     # record was made there, and clang-tidy now reads the same preset's
     # configuration from build/tidy (scripts/dev.sh configure_tidy).
-    flag_text = " ".join(f for f in flags if not is_codegen_level(f))
+    # Include folders by what they are, not by the link they were found
+    # through: CUDA's is /usr/local/cuda or /usr/local/cuda-13.0 as PATH
+    # has it, the same headers (a clean clone run with another PATH checked
+    # 87 units again).
+    flag_text = " ".join(canonical_flag(f) for f in flags if not is_codegen_level(f))
     flag_text = flag_text.replace(os.path.realpath(cwd), os.path.join(ROOT, "build", "release"))
     h.update(flag_text.replace(ROOT, "<root>").encode() + b"\0")
     for r in sorted(files):
