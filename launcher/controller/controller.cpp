@@ -546,18 +546,7 @@ void Controller::on_ready(std::size_t i, const proto::Ready& ready) {
     store_port_ = ready.store_port;
     store_path_ = ready.store_path;
   }
-  if (phase_ != Phase::kStarting) return;
-  if (cause_.kind != CauseKind::kNone) {
-    // A node failed while starting: once the others have said how they are,
-    // stop them all.
-    if (start_settled()) abort_all("job failed", false);
-    return;
-  }
-  for (const auto& n : nodes_) {
-    if (!n.life.said_ready()) return;
-  }
-  milestones_.ready = env_.clock.now();
-  deadline_->cancel();
+  if (!every_node_ready()) return;
   // --check: a node that found problems is said with them; the network is
   // tested only when every node passed.
   if (cfg_.probe_only && std::any_of(nodes_.begin(), nodes_.end(), [](const Node& n) {
@@ -606,19 +595,27 @@ void Controller::on_resumed(std::size_t i, const proto::Resumed& r) {
     store_port_ = r.ready.store_port;
     store_path_ = r.ready.store_path;
   }
-  if (phase_ != Phase::kStarting) return;
-  if (cause_.kind != CauseKind::kNone) {
-    if (start_settled()) abort_all("job failed", false);
-    return;
-  }
-  for (const auto& n : nodes_) {
-    if (!n.life.said_ready()) return;
-  }
-  milestones_.ready = env_.clock.now();
-  deadline_->cancel();
+  if (!every_node_ready()) return;
   enter(Phase::kRunning);
   start_sent_ = true;
   maybe_shutdown();
+}
+
+// A node said Ready (a new head: Resumed): true once every node has and the
+// start may go on (its deadline is over). A node that failed meanwhile
+// stops them all once the others have said how they are.
+bool Controller::every_node_ready() {
+  if (phase_ != Phase::kStarting) return false;
+  if (cause_.kind != CauseKind::kNone) {
+    if (start_settled()) abort_all("job failed", false);
+    return false;
+  }
+  for (const auto& n : nodes_) {
+    if (!n.life.said_ready()) return false;
+  }
+  milestones_.ready = env_.clock.now();
+  deadline_->cancel();
+  return true;
 }
 
 void Controller::send_start() {

@@ -282,6 +282,7 @@ class Controller final : private JobAccess {
   void on_hello(std::size_t node, const proto::Hello& hello);
   void on_ready(std::size_t node, const proto::Ready& ready);
   void on_resumed(std::size_t node, const proto::Resumed& resumed);
+  bool every_node_ready();
   void on_image_pull(std::size_t node, const proto::ImagePull& pull);
   // The start's deadline passed: re-armed while a node that is not ready is
   // still within it once its pulls are not counted; true then.

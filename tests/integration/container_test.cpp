@@ -775,6 +775,9 @@ TEST_F(Containers, PerNodeModeRunsTheRanksInTheImage) {
 // docker, where a docker daemon answers (none is started here: docker.io's
 // dockerd is not part of the test bed); the bed's image imported into it.
 TEST_F(Containers, DockerRunsTheRanksInTheImageWhereADaemonAnswers) {
+  if (dlaunch::find_program("docker", dlaunch::current_environment(), "").empty()) {
+    GTEST_SKIP() << "no docker on PATH";
+  }
   if (run({"docker", "info"}, 20).exit_code != 0) {
     GTEST_SKIP() << "no docker daemon answers `docker info` on this machine";
   }
