@@ -44,7 +44,13 @@ stop() {
   fi
   # Rootless podman keeps a process of its own per user (its user namespace
   # holder) after its last container: nothing of the bed's user may stay.
-  if id "$user" >/dev/null 2>&1; then pkill -KILL -u "$user" 2>/dev/null || true; fi
+  # (By its uid: the bed's user is the bed's alone.)
+  local uid p
+  if uid=$(id -u "$user" 2>/dev/null); then
+    for p in /proc/[0-9]*; do
+      if [[ "$(stat -c %u "$p" 2>/dev/null)" == "$uid" ]]; then kill -KILL "${p#/proc/}" 2>/dev/null || true; fi
+    done
+  fi
   rm -rf "$dir"
 }
 
