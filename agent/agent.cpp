@@ -328,7 +328,7 @@ void Agent::check_files() {
 
 void Agent::become_ready() {
   if (setup_.check) {
-    auto node = env_.os.node_facts(setup_.workdir, setup_.count_gpus);
+    auto node = env_.os.node_facts(setup_.workdir, setup_.count_gpus, setup_.gpu_test_mb);
     ready_.facts = std::move(node.facts);
     // The node's clock (time_ns) read again here, with nothing slow between
     // it and the Ready, and how long after the Setup came: the head brackets

@@ -17,6 +17,7 @@
 #include "dlaunch/placement/topology.h"
 #include "dlaunch/process.h"
 #include "dlaunch/version.h"
+#include "health/gpu_test.h"
 #include "health/node_health.h"
 #include "os.h"
 #include "pmix/pmix_host.h"
@@ -49,9 +50,24 @@ int main(int argc, char** argv) {
                  stdout);
       return 0;
     }
+    if (std::strcmp(argv[i], "--gpu-test") == 0 && i + 1 < argc) {
+      // For dlaunch --check: the GPU compute and memory test on every CUDA
+      // device, MB MiB of each (health/gpu_test.h); the agent runs it as a
+      // child, with a deadline.
+      char* end = nullptr;
+      const unsigned long mb = std::strtoul(argv[i + 1], &end, 10);
+      if (end == argv[i + 1] || *end != '\0' || mb == 0 || mb > (1UL << 20U)) {
+        std::fprintf(stderr, "dlaunch-agent: --gpu-test wants a size in MiB, not '%s'\n",
+                     argv[i + 1]);
+        return 2;
+      }
+      std::fputs(dlaunch::agent::health::to_lines(dlaunch::agent::health::run_gpu_test(mb)).c_str(),
+                 stdout);
+      return 0;
+    }
     std::fprintf(
         stderr,
-        "usage: dlaunch-agent [--version | --topology | --health [WORKDIR]]\n"
+        "usage: dlaunch-agent [--version | --topology | --health [WORKDIR] | --gpu-test MB]\n"
         "dlaunch starts this program itself; it speaks the control protocol on stdin/stdout.\n");
     return 2;
   }

@@ -105,13 +105,15 @@ class AgentOs {
   // facts (health/node_health.h; DLAUNCH_HEALTH_ROOT stands for / as in
   // `dlaunch-agent --health`), its topology in one line (or why it could not
   // be read), and with count_gpus the GPUs `nvidia-smi -L` lists (-1: not
-  // counted).
+  // counted). With gpu_test_mb, on a node whose NVML sees GPUs, the facts
+  // of the GPU test too (health/gpu_test.h), run in a child with a deadline.
   struct NodeFacts {
     std::vector<std::pair<std::string, std::string>> facts;
     std::string topology;
     int gpus = -1;
   };
-  virtual NodeFacts node_facts(const std::string& workdir, bool count_gpus) = 0;
+  virtual NodeFacts node_facts(const std::string& workdir, bool count_gpus,
+                               std::uint32_t gpu_test_mb) = 0;
 };
 
 // The real one.
@@ -139,7 +141,8 @@ class PosixOs final : public AgentOs {
   std::string boot_id() override;
   ProcessRef parent() override;
   std::optional<std::int64_t> run_delay_ns(const ProcessRef& p) override;
-  NodeFacts node_facts(const std::string& workdir, bool count_gpus) override;
+  NodeFacts node_facts(const std::string& workdir, bool count_gpus,
+                       std::uint32_t gpu_test_mb) override;
 };
 
 // Where this process's cgroup (v2) is in the file system: the cgroup2 mount

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -201,9 +202,64 @@ int nvidia_smi_gpus() {
   return gpus;
 }
 
+// A GPU test longer than this is a finding: a kernel or the driver hangs.
+// (A healthy node's takes well under a second per GPU, plus cuInit's few
+// seconds; the limit stays under the head's 30 s --start-timeout, so that the
+// node says why rather than the head that it never got ready.)
+// DLAUNCH_GPU_TEST_LIMIT_S changes it (docs/health.md).
+constexpr std::chrono::seconds kGpuTestLimit{20};
+
+std::chrono::seconds gpu_test_limit() {
+  const char* v = std::getenv("DLAUNCH_GPU_TEST_LIMIT_S");
+  char* end = nullptr;
+  const long s = v != nullptr ? std::strtol(v, &end, 10) : 0;
+  return v != nullptr && end != v && *end == '\0' && s > 0 ? std::chrono::seconds(s)
+                                                           : kGpuTestLimit;
+}
+
+// The GPU test (health/gpu_test.h) in a child, `dlaunch-agent --gpu-test
+// MB`, with CUDA's devices in PCI bus order as NVML numbers them; its facts,
+// or "cuda" saying why there are none.
+void add_gpu_test(std::vector<std::pair<std::string, std::string>>& facts, std::uint32_t mb) {
+  std::vector<std::string> env;
+  for (auto& kv : current_environment()) {
+    if (!kv.starts_with("CUDA_DEVICE_ORDER=")) env.push_back(std::move(kv));
+  }
+  env.emplace_back("CUDA_DEVICE_ORDER=PCI_BUS_ID");
+  const std::vector<std::string> argv = {self_exe(), "--gpu-test", std::to_string(mb)};
+  const auto limit = gpu_test_limit();
+  const CommandResult r = run_command(argv, env, limit);
+  if (!r.ok()) {
+    facts.emplace_back(
+        "cuda", r.timed_out ? "error: the GPU test did not finish within " +
+                                  std::to_string(limit.count()) + " s (a GPU or its driver hangs)"
+                            : "error: the GPU test failed: " + describe_failure(argv, r));
+    return;
+  }
+  std::istringstream in(r.output);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto eq = line.find('=');
+    if (!line.starts_with("health.") || eq == std::string::npos) continue;
+    facts.emplace_back(line.substr(7, eq - 7), line.substr(eq + 1));
+  }
+}
+
+bool nvml_sees_gpus(const std::vector<std::pair<std::string, std::string>>& facts) {
+  bool loaded = false;
+  bool some = false;
+  for (const auto& [k, v] : facts) {
+    if (k == "nvml") loaded = v == "loaded";
+    if (k == "gpu_count")
+      some = !v.empty() && v != "0" && v.find_first_not_of("0123456789") == std::string::npos;
+  }
+  return loaded && some;
+}
+
 }  // namespace
 
-AgentOs::NodeFacts PosixOs::node_facts(const std::string& workdir, bool count_gpus) {
+AgentOs::NodeFacts PosixOs::node_facts(const std::string& workdir, bool count_gpus,
+                                       std::uint32_t gpu_test_mb) {
   NodeFacts out;
   if (auto topo = placement::load_topology()) {
     out.topology = placement::summary(*topo);
@@ -213,6 +269,7 @@ AgentOs::NodeFacts PosixOs::node_facts(const std::string& workdir, bool count_gp
   if (count_gpus) out.gpus = nvidia_smi_gpus();
   const char* root = std::getenv("DLAUNCH_HEALTH_ROOT");
   out.facts = health::collect({.workdir = workdir, .root = root != nullptr ? root : ""});
+  if (gpu_test_mb > 0 && nvml_sees_gpus(out.facts)) add_gpu_test(out.facts, gpu_test_mb);
   return out;
 }
 

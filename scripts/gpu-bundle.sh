@@ -13,7 +13,8 @@
 #       Each step's log goes to .gpu/out/; the summary and all logs, one after
 #       another, also go to $OUT (the device tool brings back only a few files).
 #
-# Steps of `run`: probe, tests (nccl_tests), train (examples/train --backend
+# Steps of `run`: probe, health (the agent's facts through NVML, its GPU
+# test on the real driver, and --check), tests (nccl_tests), train (examples/train --backend
 # nccl on one GPU and on two ranks), torch (examples/train.py with NCCL, if
 # PyTorch with CUDA is there), bench (allreduce_bench --compare --check from
 # 1 KiB to 1 GiB), watchdog (a collective one rank never calls, then
@@ -151,7 +152,7 @@ gpus_left() {
 
 run_steps() {
   local steps=("$@")
-  [[ ${#steps[@]} -gt 0 ]] || steps=(probe tests train watchdog bench torch)
+  [[ ${#steps[@]} -gt 0 ]] || steps=(probe health tests train watchdog bench torch)
   setup
   local two gpus
   two=$(two_node_hostfile)
@@ -169,6 +170,16 @@ run_steps() {
           python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), "nccl", torch.cuda.nccl.version())'
         } >"$out/probe.log" 2>&1 || true
         [[ $report == "$out" ]] || cat "$out/probe.log" >>"$report/all.log"
+        ;;
+      health)
+        # The node's facts through the real NVML, the GPU test's kernels on
+        # the real driver (docs/health.md), and --check judging them.
+        step health-facts 60 "$BIN/dlaunch-agent" --health "$PWD"
+        step gpu-test 60 env CUDA_DEVICE_ORDER=PCI_BUS_ID "$BIN/dlaunch-agent" --gpu-test 512
+        step check 120 "$BIN/dlaunch" --check -H hostfiles/localhost.yaml true
+        grep -h "^health\.\(nvml\|gpu_count\|gpu_driver\|cuda\)" "$out"/health-facts.log "$out"/gpu-test.log |
+          tee -a "$report/summary.txt" || true
+        tail -n 4 "$out/check.log" | tee -a "$report/summary.txt" || true
         ;;
       tests)
         step tests 280 "$BIN/nccl_tests" --gtest_color=no

@@ -30,7 +30,16 @@ constexpr Named kNames[] = {
     {"xid_window_h", &Thresholds::xid_window_h},
     {"net_ratio", &Thresholds::net_ratio},
     {"net_gbps", &Thresholds::net_gbps},
+    {"gpu_test_mb", &Thresholds::gpu_test_mb},
+    {"gpu_mem_ratio", &Thresholds::gpu_mem_ratio},
 };
+
+// Thresholds that judge the nodes together (or say what every node runs):
+// set for the job, never for one host.
+bool jobs_threshold(const std::string& name) {
+  return name == "net_ratio" || name == "net_gbps" || name == "gpu_test_mb" ||
+         name == "gpu_mem_ratio";
+}
 
 // XIDs that mean the GPU or its memory needs a reset or the node a reboot
 // (NVIDIA's XID catalogue: double-bit ECC, page retirement and row
@@ -76,6 +85,44 @@ std::vector<std::string> gpu_indices(const Facts& f) {
   out.reserve(seen.size());
   for (const int i : seen) out.push_back(std::to_string(i));
   return out;
+}
+
+// Each CUDA device index the GPU test's facts mention (cuda.I.*), in order.
+std::vector<std::string> cuda_indices(const Facts& f) {
+  std::set<int> seen;
+  for (const auto& [k, v] : f) {
+    if (k.rfind("cuda.", 0) == 0) seen.insert(std::atoi(k.c_str() + 5));
+  }
+  std::vector<std::string> out;
+  out.reserve(seen.size());
+  for (const int i : seen) out.push_back(std::to_string(i));
+  return out;
+}
+
+// "CUDA device 1 (PCI 0000:3b:00.0)".
+std::string cuda_device(const Facts& f, const std::string& i) {
+  const auto it = f.find("cuda." + i + ".pci");
+  return "CUDA device " + i + (it == f.end() ? "" : " (PCI " + it->second + ")");
+}
+
+// The GPU test's facts, where it ran (health/gpu_test.h): a device whose
+// memory read back wrong, whose kernels computed wrong, or that failed a
+// call; a node whose NVML sees GPUs and where the test could not run.
+void judge_gpu_test(const Facts& f, std::vector<std::string>& out) {
+  const std::string* cuda = find(f, "cuda");
+  if (cuda == nullptr) return;  // not run: --check=quick, or no GPU
+  if (*cuda != "loaded") {
+    out.push_back("the GPU test could not run: " + *cuda);
+    return;
+  }
+  for (const auto& i : cuda_indices(f)) {
+    for (const char* test : {"memtest", "compute"}) {
+      const std::string* v = find(f, "cuda." + i + "." + test);
+      if (v == nullptr || *v == "ok") continue;
+      out.push_back(fmt::format("{}: {} test: {}", cuda_device(f, i),
+                                std::string(test) == "memtest" ? "memory" : "compute", *v));
+    }
+  }
 }
 
 // Each InfiniBand port ("mlx5_0/1") the facts mention.
@@ -189,11 +236,12 @@ Thresholds node_thresholds(const std::vector<HealthSetting>& settings,
                            const std::vector<std::string>& words) {
   Thresholds t;
   for (const auto& s : settings) {
-    if (!s.from_defaults && (s.name == "net_ratio" || s.name == "net_gbps")) {
+    if (!s.from_defaults && jobs_threshold(s.name)) {
       throw InputError(s.pos, "health",
-                       "'" + s.name +
-                           "' is the job's, not one host's: the network test judges "
-                           "the streams of every node together",
+                       "'" + s.name + "' is the job's, not one host's: " +
+                           (s.name.rfind("net_", 0) == 0
+                                ? "the network test judges the streams of every node together"
+                                : "every node runs the same GPU test, judged together"),
                        "set it under `defaults: health:` or with --check-threshold");
     }
     switch (set_named(t, s.name, s.value)) {
@@ -311,6 +359,7 @@ std::vector<std::string> judge_node(const Facts& f, const Thresholds& t, const C
     }
     for (const auto& i : gpu_indices(f)) judge_gpu(f, i, t, out);
   }
+  judge_gpu_test(f, out);
   return out;
 }
 
@@ -354,6 +403,44 @@ std::vector<std::vector<std::string>> judge_across(const std::vector<const Facts
         what = "InfiniBand " + key.substr(3, key.rfind('.') - 3) + " rate (Gb/s)";
       out[n].push_back(fmt::format("{} {} differs from the {} of {} other node(s)", what, *v,
                                    most->first, most->second));
+    }
+  }
+  return out;
+}
+
+std::vector<std::vector<std::string>> judge_gpu_bandwidth(const std::vector<const Facts*>& nodes,
+                                                          double ratio) {
+  std::vector<std::vector<std::string>> out(nodes.size());
+  struct Gpu {
+    std::size_t node;
+    std::string index;
+    double gbps;
+  };
+  std::map<std::string, std::vector<Gpu>> by_name;
+  for (std::size_t n = 0; n < nodes.size(); ++n) {
+    if (nodes[n] == nullptr) continue;
+    for (const auto& i : cuda_indices(*nodes[n])) {
+      double g = 0;
+      const std::string* name = find(*nodes[n], "cuda." + i + ".name");
+      if (name != nullptr && number(*nodes[n], "cuda." + i + ".mem_gbps", g) && g > 0)
+        by_name[*name].push_back({n, i, g});
+    }
+  }
+  for (const auto& [name, gpus] : by_name) {
+    if (gpus.size() < 2) continue;
+    std::vector<double> g;
+    g.reserve(gpus.size());
+    for (const auto& x : gpus) g.push_back(x.gbps);
+    std::sort(g.begin(), g.end());
+    const double median =
+        g.size() % 2 == 1 ? g[g.size() / 2] : (g[g.size() / 2 - 1] + g[g.size() / 2]) / 2;
+    for (const auto& x : gpus) {
+      if (x.gbps >= ratio * median) continue;
+      out[x.node].push_back(
+          fmt::format("{} reads its memory at {} GB/s (the median of the job's {} {} GPUs {} GB/s; "
+                      "threshold gpu_mem_ratio={})",
+                      cuda_device(*nodes[x.node], x.index), show(x.gbps), gpus.size(), name,
+                      show(median), show(ratio)));
     }
   }
   return out;

@@ -38,6 +38,12 @@ struct Thresholds {
   // net_ratio x the median stream (or below net_gbps Gb/s) is named.
   double net_ratio = 0.2;
   double net_gbps = 0;
+  // The GPU test (--check and --preflight, not =quick): MiB of each GPU's
+  // memory written and read back (at most half of what is free); 0: no
+  // test. A GPU that reads its memory below gpu_mem_ratio x the median of
+  // the job's GPUs of its name is named. Both the job's, as net_ratio.
+  double gpu_test_mb = 512;
+  double gpu_mem_ratio = 0.5;
 };
 
 // One threshold named as in docs/health.md. Throws InputError naming
@@ -76,6 +82,12 @@ std::vector<std::string> judge_node(const Facts& facts, const Thresholds& t,
 // The problems of each node (same order as `nodes`) in what must agree
 // across nodes; a node without facts (nullptr) is left out.
 std::vector<std::vector<std::string>> judge_across(const std::vector<const Facts*>& nodes);
+
+// The GPU test's memory bandwidth (cuda.I.mem_gbps) of every GPU against the
+// median of the job's GPUs of the same name: the problems of each node (same
+// order as `nodes`) whose GPU read below `ratio` x that median.
+std::vector<std::vector<std::string>> judge_gpu_bandwidth(const std::vector<const Facts*>& nodes,
+                                                          double ratio);
 
 using Stream = net::Stream;  // one stream of the network test (net/stream.h)
 struct StreamVerdict {

@@ -53,6 +53,12 @@ void judge_health(const JobPlan& plan, const PreflightOptions& o, std::vector<Ro
   facts.reserve(rows.size());
   for (const auto& r : rows) facts.push_back(r.facts.empty() ? nullptr : &r.facts);
   const auto across = health::judge_across(facts);
+  // gpu_mem_ratio is the job's (`defaults:` or the command line): node 0's.
+  const auto gpu_bandwidth = health::judge_gpu_bandwidth(
+      facts, plan.nodes.empty()
+                 ? 0.5
+                 : health::node_thresholds(plan.nodes.front().host.health, o.threshold_words)
+                       .gpu_mem_ratio);
   for (std::size_t i = 0; i < rows.size(); ++i) {
     Row& r = rows[i];
     if (r.facts.empty()) continue;
@@ -62,6 +68,7 @@ void judge_health(const JobPlan& plan, const PreflightOptions& o, std::vector<Ro
     const auto thresholds = health::node_thresholds(plan.nodes[i].host.health, o.threshold_words);
     auto problems = health::judge_node(r.facts, thresholds, r.clock, need);
     problems.insert(problems.end(), across[i].begin(), across[i].end());
+    problems.insert(problems.end(), gpu_bandwidth[i].begin(), gpu_bandwidth[i].end());
     r.health = problems.empty() ? "ok" : "FAILED";
     r.problems.insert(r.problems.end(), problems.begin(), problems.end());
   }
@@ -205,7 +212,14 @@ std::pair<std::string, bool> check_with_agents(const JobPlan& plan, const Prefli
        .master_addr_explicit = master_addr_explicit,
        .container = o.container,
        .probe_only = true,
-       .bandwidth_round = network ? o.bandwidth_round : std::chrono::milliseconds(0)},
+       .bandwidth_round = network ? o.bandwidth_round : std::chrono::milliseconds(0),
+       // gpu_test_mb is the job's: node 0's thresholds say it.
+       .gpu_test_mb =
+           !o.gpu_test || plan.nodes.empty()
+               ? 0U
+               : static_cast<std::uint32_t>(std::max(
+                     0.0, health::node_thresholds(plan.nodes.front().host.health, o.threshold_words)
+                              .gpu_test_mb))},
       sink, {.io = io, .links = links, .clock = clock, .observers = {&notices}});
   const int status = controller.run();
   const auto checks = controller.checks();

@@ -46,6 +46,9 @@ struct PreflightOptions {
   // The network test between nodes, when the job spans machines: each of its
   // rounds this long (controller/bandwidth_test.h); 0: none.
   std::chrono::milliseconds bandwidth_round{1000};
+  // The GPU test on every node whose NVML sees GPUs (health/gpu_test.h), of
+  // the gpu_test_mb threshold's size; false: none (=quick).
+  bool gpu_test = true;
   // --container-*: a node whose ranks run in a container (this image, or
   // its hostfile's `container:`) is checked as the job starts it: its agent
   // starts the container, pulling the image as `pull` says, and looks for

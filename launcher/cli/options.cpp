@@ -625,14 +625,14 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
   // A bare --check is --check=full (CLI11 gives a flag given bare "true").
   ssh->add_flag("--check", check_depth,
                 "preflight every host (connect, auth, host key, agent, working directory, program, "
-                "GPUs, health, the network between nodes) and print a table; exit 0 only if all "
-                "pass; --check=quick leaves out the checks that take seconds (the network test "
-                "between nodes)");
+                "GPUs, health, a GPU compute and memory test, the network between nodes) and print "
+                "a table; exit 0 only if all pass; --check=quick leaves out the checks that take "
+                "seconds (the GPU test and the network test between nodes)");
   ssh->add_option("--check-threshold", threshold_words,
                   "with --check: change one health threshold, NAME=VALUE (repeatable; "
                   "free_gb, mem_available_gb, load_per_cpu, nofile, memlock_mb, gpu_temp_c, "
                   "ecc_volatile, ecc_aggregate, clock_offset_s, ib_link_downed, xid_window_h, "
-                  "net_ratio, net_gbps; defaults and "
+                  "net_ratio, net_gbps, gpu_test_mb, gpu_mem_ratio; defaults and "
                   "meaning in docs/health.md)")
       ->type_name("NAME=VALUE");
   ssh->add_flag("--preflight", preflight_depth,

@@ -143,6 +143,9 @@ struct ControllerConfig {
   // to the next at once), then, from three nodes, the ring the other way;
   // network().streams has the figures. 0: no test.
   std::chrono::milliseconds bandwidth_round{0};
+  // With probe_only: each node's GPU test (Setup.gpu_test_mb), MiB per GPU;
+  // 0: none.
+  std::uint32_t gpu_test_mb = 0;
   // --stdin: the rank that reads dlaunch's stdin, kStdinAll or kStdinNone;
   // stdin_fd is where it is read from (dlaunch's 0).
   int stdin_rank = kStdinNone;

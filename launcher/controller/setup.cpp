@@ -102,6 +102,7 @@ proto::Setup make_node_setup(const JobPlan& plan, const ControllerConfig& cfg, s
     // are looked for there, its scripts are not.)
     if (s.container.image.empty()) s.check_scripts = node_scripts(plan, i);
     s.count_gpus = !np.host.gpus.empty();
+    s.gpu_test_mb = cfg.gpu_test_mb;
   }
   for (const auto& r : np.ranks) {
     proto::WorkerSpec w;

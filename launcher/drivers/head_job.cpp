@@ -646,6 +646,8 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
                                            .bandwidth_round = o.check_quick
                                                                   ? std::chrono::milliseconds(0)
                                                                   : std::chrono::milliseconds(1000),
+                                           // =quick: no GPU test either
+                                           .gpu_test = !o.check_quick,
                                            .container = o.container,
                                            .start_timeout = dl::option_ms(o.start_timeout_s)};
   if (o.check) {
@@ -898,6 +900,7 @@ int dlaunch::run_head_job(Options& o, const std::vector<std::string>& argv) {
       const dl::Hostfile kept = pool.active();
       dl::PreflightOptions quick = check_options;
       quick.bandwidth_round = std::chrono::milliseconds(0);
+      quick.gpu_test = false;
       const bool go = preflight(kept, po, pool, plan, quick, o.np, dropped, failing);
       if (!o.exclude_file.empty()) dl::append_exclude_file(o.exclude_file, failing);
       for (const auto& l : dropped) {

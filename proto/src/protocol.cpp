@@ -144,6 +144,7 @@ void put(Writer& w, const Setup& m) {
   w.boolean(m.count_gpus);
   w.u32(m.head_grace_ms);
   w.bytes(m.reattach_secret);
+  w.u32(m.gpu_test_mb);
 }
 void put(Writer& w, const Ready& m) {
   w.u16(m.master_port);
@@ -381,6 +382,7 @@ void get(Reader& r, Setup& m) {
   m.count_gpus = r.boolean();
   m.head_grace_ms = r.u32();
   m.reattach_secret = r.str();
+  m.gpu_test_mb = r.u32();
 }
 void get(Reader& r, Ready& m) {
   m.master_port = r.u16();

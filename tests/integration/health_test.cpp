@@ -4,9 +4,11 @@
 // wrapper that gives that node what a test needs (a stand-in NVML library,
 // libnvidia-ml.so.1 of tests/helpers/fake_nvml.c, or a made-up /sys and
 // kernel log under DLAUNCH_HEALTH_ROOT) and runs the real agent.
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -55,7 +57,14 @@ class Health : public ::testing::Test {
     return path;
   }
 
-  std::string nvml() const { return std::string("LD_LIBRARY_PATH=") + FAKE_NVML_DIR; }
+  // The stand-in NVML and CUDA driver (a node with the NVIDIA driver has
+  // both; the GPU test finds the stand-in's GPUs healthy unless FAKE_CUDA
+  // says otherwise).
+  std::string nvml() const {
+    return std::string("LD_LIBRARY_PATH=") + FAKE_NVML_DIR + ":" + FAKE_CUDA_DIR;
+  }
+  // NVML without the CUDA driver's library.
+  std::string nvml_only() const { return std::string("LD_LIBRARY_PATH=") + FAKE_NVML_DIR; }
 
   std::string dir_;
 };
@@ -110,6 +119,76 @@ TEST_F(Health, CheckNamesEachBadNodeAndWhy) {
   // The figures: the stand-in's two GPUs and driver, the port, the XID.
   EXPECT_NE(line_of(o, "1     remap").find("535.104.05/12.2"), std::string::npos) << o;
   EXPECT_NE(o.find("0/1 up"), std::string::npos) << o;
+}
+
+// The GPU test (a full --check): each node's agent runs it in a child on the
+// GPUs its NVML sees, through the CUDA driver (here tests/helpers/fake_cuda.c,
+// which does the three kernels in C and spoils what FAKE_CUDA says). Memory
+// read back wrong, a wrong computation, a GPU slower than the others of its
+// name, a hung GPU and a node without libcuda are each named; --check=quick
+// runs no GPU test, and every node passes it.
+TEST_F(Health, TheGpuTestNamesBadMemoryAWrongResultASlowGpuAndAHungOne) {
+  const std::string pidfile = dir_ + "/hung.pid";
+  const auto gpu = [&](const std::string& name, const std::string& cuda) {
+    return agent(name, {nvml(), "FAKE_NVML=gpus=1", "FAKE_CUDA=gpus=1," + cuda,
+                        "FAKE_CUDA_PIDFILE=" + pidfile, "DLAUNCH_GPU_TEST_LIMIT_S=3"});
+  };
+  const auto hosts = hostfile({{"good", gpu("good", "gbps=1000")},
+                               {"mem", gpu("mem", "bad_words=2")},
+                               {"compute", gpu("compute", "compute_wrong=5")},
+                               {"slow", gpu("slow", "gbps=100")},
+                               {"hung", gpu("hung", "hang=1")},
+                               {"nocuda", agent("nocuda", {nvml_only(), "FAKE_NVML=gpus=1"})},
+                               {"cpu", ""}});
+  const auto r =
+      run(dlaunch_cmd({"--check", "--check-threshold", "gpu_test_mb=16", "-H", hosts, "true"}), 90);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const std::string& o = r.out;
+  EXPECT_NE(o.find("node 1 (mem): CUDA device 0 (PCI 0000:10:00.0): memory test: 4 of 8388608 "
+                   "words read back wrong (the first at byte 16396 of 16 MiB)"),
+            std::string::npos)
+      << o;
+  EXPECT_NE(o.find("node 2 (compute): CUDA device 0 (PCI 0000:10:00.0): compute test: 5 of "
+                   "32768 threads computed wrong results"),
+            std::string::npos)
+      << o;
+  EXPECT_NE(o.find("node 3 (slow): CUDA device 0 (PCI 0000:10:00.0) reads its memory at 100 "
+                   "GB/s (the median of the job's 4 Fake GPU 0 GPUs 1000 GB/s; threshold "
+                   "gpu_mem_ratio=0.5)"),
+            std::string::npos)
+      << o;
+  EXPECT_NE(o.find("node 4 (hung): the GPU test could not run: error: the GPU test did not "
+                   "finish within 3 s (a GPU or its driver hangs)"),
+            std::string::npos)
+      << o;
+  EXPECT_NE(o.find("node 5 (nocuda): the GPU test could not run: not loaded: libcuda.so.1"),
+            std::string::npos)
+      << o;
+  for (const char* passed : {"node 0 (good): ", "node 6 (cpu): "}) {
+    EXPECT_EQ(o.find(std::string(passed) + "CUDA"), std::string::npos) << o;
+    EXPECT_EQ(o.find(std::string(passed) + "the GPU test"), std::string::npos) << o;
+  }
+  const auto table = dltest::lines_of(o);
+  EXPECT_TRUE(table.size() > 1 && table[1].starts_with("0     good") && table[1].ends_with(" ok"))
+      << o;
+  EXPECT_NE(o.find("2 of 7 node(s) passed"), std::string::npos) << o;
+  // The hung test's process is gone (killed at its deadline).
+  int hung = 0;
+  std::ifstream(pidfile) >> hung;
+  ASSERT_GT(hung, 0);
+  EXPECT_TRUE(::kill(hung, 0) != 0 && errno == ESRCH) << "pid " << hung << " is still there";
+
+  const auto quick = run(dlaunch_cmd({"--check=quick", "-H", hosts, "true"}), 60);
+  EXPECT_EQ(quick.exit_code, 0) << quick.out << quick.err;
+  EXPECT_NE(quick.out.find("7 of 7 node(s) passed"), std::string::npos) << quick.out;
+
+  // The test's size is the job's: not one host's.
+  const std::string per_host = dir_ + "/per-host.yaml";
+  write(per_host, "hosts:\n  - host: localhost\n    health: {gpu_test_mb: 64}\n");
+  const auto bad = run(dlaunch_cmd({"--check", "-H", per_host, "true"}), 30);
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("'gpu_test_mb' is the job's, not one host's"), std::string::npos)
+      << bad.err;
 }
 
 // xid_window_h: the agent says how long ago each XID was logged (the

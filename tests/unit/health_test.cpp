@@ -207,7 +207,7 @@ TEST(Health, ThresholdsByNameOrAnInputError) {
       EXPECT_EQ(e.pos().source, "--check-threshold") << bad;
     }
   }
-  EXPECT_EQ(h::threshold_names().size(), 13u);
+  EXPECT_EQ(h::threshold_names().size(), 15u);
 }
 
 }  // namespace
@@ -371,11 +371,96 @@ TEST(Health, AHostfileThresholdThatIsWrongNamesItsLine) {
             "hosts.yaml:4:5: health: 'gpu_tmp' is not a threshold (hint: the thresholds are "
             "free_gb, mem_available_gb, load_per_cpu, nofile, memlock_mb, gpu_temp_c, "
             "ecc_volatile, ecc_aggregate, clock_offset_s, ib_link_downed, xid_window_h, "
-            "net_ratio, net_gbps (docs/health.md))");
+            "net_ratio, net_gbps, gpu_test_mb, gpu_mem_ratio (docs/health.md))");
   EXPECT_EQ(error(setting("free_gb", "lots", 3, true)),
             "hosts.yaml:3:5: health: threshold 'free_gb': 'lots' is not a number (hint: write "
             "NAME: NUMBER, e.g. `free_gb: 20`)");
   EXPECT_NE(error(setting("net_gbps", "10", 9, false))
                 .find("hosts.yaml:9:5: health: 'net_gbps' is the job's, not one host's"),
             std::string::npos);
+}
+
+// The GPU test's facts (agent/health/gpu_test.h), where it ran: a device
+// whose memory or arithmetic went wrong, or that failed a call, is named with
+// its PCI address; a node whose test could not run says why; a node without
+// the test's facts (--check=quick, no GPU) is not judged on them.
+TEST(Health, TheGpuTestsFindings) {
+  auto f = healthy();
+  EXPECT_TRUE(h::judge_node(f, {}, {}, 0).empty());
+  f["cuda"] = "loaded";
+  f["cuda_count"] = "3";
+  f["cuda.0.pci"] = "0000:3b:00.0";
+  f["cuda.0.memtest"] = "ok";
+  f["cuda.0.compute"] = "ok";
+  f["cuda.1.pci"] = "0000:5e:00.0";
+  f["cuda.1.memtest"] = "4 of 100 words read back wrong (the first at byte 12 of 1 MiB)";
+  f["cuda.1.compute"] = "ok";
+  f["cuda.2.memtest"] = "error: cuMemAlloc: out of memory (2)";
+  f["cuda.2.compute"] = "2 of 32768 threads computed wrong results (the first: thread 7)";
+  const auto p = h::judge_node(f, {}, {}, 0);
+  ASSERT_EQ(p.size(), 3u) << ::testing::PrintToString(p);
+  EXPECT_EQ(p[0],
+            "CUDA device 1 (PCI 0000:5e:00.0): memory test: 4 of 100 words read back wrong (the "
+            "first at byte 12 of 1 MiB)");
+  EXPECT_EQ(p[1], "CUDA device 2: memory test: error: cuMemAlloc: out of memory (2)");
+  EXPECT_EQ(p[2],
+            "CUDA device 2: compute test: 2 of 32768 threads computed wrong results (the first: "
+            "thread 7)");
+  auto none = healthy();
+  none["cuda"] = "error: cuInit: no CUDA-capable device is detected (100)";
+  EXPECT_EQ(h::judge_node(none, {}, {}, 0),
+            std::vector<std::string>{
+                "the GPU test could not run: error: cuInit: no CUDA-capable device is detected "
+                "(100)"});
+}
+
+// Each GPU's memory bandwidth against the median of the job's GPUs of its
+// name: only the slow one of its kind is named; another kind, and a kind of
+// one GPU, are not compared.
+TEST(Health, AGpuSlowerThanTheOthersOfItsNameIsNamed) {
+  const auto node = [](const std::vector<std::pair<std::string, std::string>>& gpus) {
+    h::Facts f;
+    f["cuda"] = "loaded";
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+      const std::string k = "cuda." + std::to_string(i) + ".";
+      f[k + "name"] = gpus[i].first;
+      f[k + "mem_gbps"] = gpus[i].second;
+      f[k + "pci"] = "0000:0" + std::to_string(i) + ":00.0";
+    }
+    return f;
+  };
+  const auto a = node({{"H100", "3000.5"}, {"H100", "2900"}});
+  const auto b = node({{"H100", "3100"}, {"H100", "900"}});
+  const auto c = node({{"A100", "1500"}});
+  const auto d = node({{"H100", "n/a"}});
+  const auto out = h::judge_gpu_bandwidth({&a, &b, nullptr, &c, &d}, 0.5);
+  ASSERT_EQ(out.size(), 5u);
+  EXPECT_TRUE(out[0].empty());
+  EXPECT_EQ(out[1], std::vector<std::string>{
+                        "CUDA device 1 (PCI 0000:01:00.0) reads its memory at 900 GB/s (the "
+                        "median of the job's 4 H100 GPUs 2950.25 GB/s; threshold "
+                        "gpu_mem_ratio=0.5)"});
+  EXPECT_TRUE(out[3].empty());
+  EXPECT_TRUE(out[4].empty());
+  EXPECT_TRUE(h::judge_gpu_bandwidth({&a, &b}, 0.2)[1].empty());
+}
+
+// The GPU test's thresholds are the job's: set under defaults: or on the
+// command line.
+TEST(Health, TheGpuTestsSizeIsTheJobs) {
+  h::Thresholds t;
+  EXPECT_EQ(t.gpu_test_mb, 512);
+  h::set_threshold(t, "gpu_test_mb=0");
+  EXPECT_EQ(t.gpu_test_mb, 0);
+  std::string what = "no error";
+  try {
+    (void)h::node_thresholds({setting("gpu_test_mb", "64", 4, false)}, {});
+  } catch (const InputError& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("hosts.yaml:4:5: health: 'gpu_test_mb' is the job's, not one host's: every "
+                      "node runs the same GPU test"),
+            std::string::npos)
+      << what;
+  EXPECT_EQ(h::node_thresholds({setting("gpu_mem_ratio", "0.3", 2, true)}, {}).gpu_mem_ratio, 0.3);
 }

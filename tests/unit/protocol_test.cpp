@@ -386,6 +386,16 @@ TEST(Protocol, ReadyCarriesTheNodesInterfaces) {
   EXPECT_EQ(encode(back), encode(r));
 }
 
+TEST(Protocol, TheGpuTestsSizeTravels) {
+  // Version 18: --check's GPU test.
+  static_assert(kProtocolVersion >= 18);
+  proto::Setup s;
+  s.check = true;
+  s.gpu_test_mb = 512;
+  EXPECT_EQ(std::get<proto::Setup>(round_trip(s)).gpu_test_mb, 512u);
+  EXPECT_EQ(std::get<proto::Setup>(round_trip(proto::Setup{})).gpu_test_mb, 0u);
+}
+
 TEST(Protocol, TheHeadGraceAndAResumedNodesReadyTravel) {
   // Version 17: a job that survives its head.
   static_assert(kProtocolVersion >= 17);

@@ -53,6 +53,7 @@ TEST_F(AgentCheck, EveryProblemIsSaidInReadyWithTheNodesFacts) {
   s.workers[3].workdir = "/";  // another app's folder: its program is looked for there
   s.check_scripts = {"train.py", "missing.py", "/abs/missing.py"};
   s.count_gpus = true;
+  s.gpu_test_mb = 64;
   advance(std::chrono::milliseconds(250));  // no time passes while it checks
   send(s);
   EXPECT_TRUE(got<proto::Fatal>().empty());
@@ -66,6 +67,7 @@ TEST_F(AgentCheck, EveryProblemIsSaidInReadyWithTheNodesFacts) {
   EXPECT_EQ(columns(ready), want);
   ASSERT_EQ(os_.facts_asked.size(), 1u);
   EXPECT_EQ(os_.facts_asked[0], std::make_pair(dir_.string(), true));
+  EXPECT_EQ(os_.gpu_test_asked, std::vector<std::uint32_t>{64});  // Setup.gpu_test_mb
   EXPECT_EQ(ready.topology, "1 package, 2 cores");
   EXPECT_EQ(ready.gpus, 3);
   ASSERT_EQ(ready.facts.size(), 3u);
@@ -101,6 +103,7 @@ TEST_F(AgentCheck, AHealthyNodeIsReadyWithoutProblemsAndWithoutGpusCountedUnless
   EXPECT_EQ(got<proto::Ready>()[0].gpus, -1);
   ASSERT_EQ(os_.facts_asked.size(), 1u);
   EXPECT_FALSE(os_.facts_asked[0].second);
+  EXPECT_EQ(os_.gpu_test_asked, std::vector<std::uint32_t>{0});  // no GPU test unless asked
 }
 
 TEST_F(AgentCheck, AJobsSetupStillRefusesAtTheFirstProblemAndReadsNoFacts) {

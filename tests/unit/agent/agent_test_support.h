@@ -159,14 +159,17 @@ class FakeOs final : public dlaunch::agent::AgentOs {
     return it->second;
   }
   std::string boot = "boot-of-the-test";
-  NodeFacts node_facts(const std::string& workdir, bool count_gpus) override {
+  NodeFacts node_facts(const std::string& workdir, bool count_gpus,
+                       std::uint32_t gpu_test_mb) override {
     facts_asked.emplace_back(workdir, count_gpus);
+    gpu_test_asked.push_back(gpu_test_mb);
     return node;
   }
   NodeFacts node;  // what --check reads of the node
   std::vector<std::pair<std::string, bool>> facts_asked;
-  dlaunch::ProcessRef parent_ref;       // none unless a test sets one
-  std::map<long, std::int64_t> delays;  // pid -> ns waited for a CPU
+  std::vector<std::uint32_t> gpu_test_asked;  // Setup.gpu_test_mb of each
+  dlaunch::ProcessRef parent_ref;             // none unless a test sets one
+  std::map<long, std::int64_t> delays;        // pid -> ns waited for a CPU
 
   bool cgroups_work = false;
   std::vector<pid_t> in_cgroup;

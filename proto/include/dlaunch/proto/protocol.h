@@ -78,7 +78,8 @@ inline constexpr std::uint32_t kMagic = 0x4e4c4444;  // "DDLN"
 // 16: Setup.check, check_scripts, count_gpus; Ready.problems, facts, topology, gpus;
 //     Hello.exe.
 // 17: Setup.head_grace_ms, Reattach, Resumed (a job that survives its head).
-inline constexpr std::uint16_t kProtocolVersion = 17;
+// 18: Setup.gpu_test_mb.
+inline constexpr std::uint16_t kProtocolVersion = 18;
 inline constexpr std::uint32_t kMaxFrameBytes = 16u << 20;
 inline constexpr std::size_t kHeaderBytes = 8;
 // The most of a worker's TORCHELASTIC_ERROR_FILE an agent sends in Exited.
@@ -213,6 +214,10 @@ struct Setup {
   // With head_grace_ms, the job's secret on every node: what a new head's
   // agent must prove at the node's door (agent/reattach.h). Never sent on.
   std::string reattach_secret;
+  // --check (version 18): with check, the GPU compute and memory test
+  // (agent/health/gpu_test.h) on every GPU of the node, testing this many MiB
+  // of each; 0: no GPU test (--check=quick).
+  std::uint32_t gpu_test_mb = 0;
 };
 
 enum class AddressFamily : std::uint8_t { kIpv4 = 4, kIpv6 = 6 };
