@@ -75,23 +75,12 @@ bool number(const Facts& f, const std::string& key, double& out) {
 
 std::string show(double v) { return fmt::format("{:g}", v); }
 
-// Each GPU index the facts mention, in order.
-std::vector<std::string> gpu_indices(const Facts& f) {
+// Each device index the facts mention under `prefix` ("gpu.": NVML's,
+// "cuda.": the GPU test's), in order.
+std::vector<std::string> indices(const Facts& f, const std::string& prefix) {
   std::set<int> seen;
   for (const auto& [k, v] : f) {
-    if (k.rfind("gpu.", 0) == 0) seen.insert(std::atoi(k.c_str() + 4));
-  }
-  std::vector<std::string> out;
-  out.reserve(seen.size());
-  for (const int i : seen) out.push_back(std::to_string(i));
-  return out;
-}
-
-// Each CUDA device index the GPU test's facts mention (cuda.I.*), in order.
-std::vector<std::string> cuda_indices(const Facts& f) {
-  std::set<int> seen;
-  for (const auto& [k, v] : f) {
-    if (k.rfind("cuda.", 0) == 0) seen.insert(std::atoi(k.c_str() + 5));
+    if (k.rfind(prefix, 0) == 0) seen.insert(std::atoi(k.c_str() + prefix.size()));
   }
   std::vector<std::string> out;
   out.reserve(seen.size());
@@ -115,7 +104,7 @@ void judge_gpu_test(const Facts& f, std::vector<std::string>& out) {
     out.push_back("the GPU test could not run: " + *cuda);
     return;
   }
-  for (const auto& i : cuda_indices(f)) {
+  for (const auto& i : indices(f, "cuda.")) {
     for (const char* test : {"memtest", "compute"}) {
       const std::string* v = find(f, "cuda." + i + "." + test);
       if (v == nullptr || *v == "ok") continue;
@@ -357,7 +346,7 @@ std::vector<std::string> judge_node(const Facts& f, const Thresholds& t, const C
     if (number(f, "gpu_count", v) && need_gpus > 0 && v < need_gpus) {
       out.push_back(fmt::format("the hostfile lists {} GPU(s), NVML sees {}", need_gpus, show(v)));
     }
-    for (const auto& i : gpu_indices(f)) judge_gpu(f, i, t, out);
+    for (const auto& i : indices(f, "gpu.")) judge_gpu(f, i, t, out);
   }
   judge_gpu_test(f, out);
   return out;
@@ -419,7 +408,7 @@ std::vector<std::vector<std::string>> judge_gpu_bandwidth(const std::vector<cons
   std::map<std::string, std::vector<Gpu>> by_name;
   for (std::size_t n = 0; n < nodes.size(); ++n) {
     if (nodes[n] == nullptr) continue;
-    for (const auto& i : cuda_indices(*nodes[n])) {
+    for (const auto& i : indices(*nodes[n], "cuda.")) {
       double g = 0;
       const std::string* name = find(*nodes[n], "cuda." + i + ".name");
       if (name != nullptr && number(*nodes[n], "cuda." + i + ".mem_gbps", g) && g > 0)

@@ -19,35 +19,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fake_settings.h"
+
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
 
 enum { kSuccess = 0, kInvalidValue = 1, kOutOfMemory = 2, kMaxDevices = 16 };
 
 static long long setting(int dev, const char* key, long long fallback) {
-  const char* env = getenv("FAKE_CUDA");
-  if (env == NULL) return fallback;
-  char buf[1024];
-  snprintf(buf, sizeof buf, "%s", env);
-  long long value = fallback;
-  char* save = NULL;
-  for (char* item = strtok_r(buf, ",", &save); item != NULL; item = strtok_r(NULL, ",", &save)) {
-    char* eq = strchr(item, '=');
-    if (eq == NULL) continue;
-    *eq = '\0';
-    const char* name = item;
-    int only = -1;
-    char* dot = strchr(item, '.');
-    if (dot != NULL) {
-      *dot = '\0';
-      only = atoi(item);
-      name = dot + 1;
-    }
-    if (strcmp(name, key) != 0) continue;
-    if (only < 0 || only == dev) value = atoll(eq + 1);
-    if (only == dev) break; /* a device's own setting wins */
-  }
-  return value;
+  return fake_setting("FAKE_CUDA", dev, key, fallback);
 }
 
 static int current = -1;      /* the device of the current context */

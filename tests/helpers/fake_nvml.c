@@ -13,36 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fake_settings.h"
+
 typedef int nvmlReturn_t;
 typedef void* nvmlDevice_t;
 
 enum { kSuccess = 0, kInvalidArgument = 2, kNotSupported = 3, kMaxGpus = 16 };
 
-/* The setting KEY for GPU `gpu` (-1: the system), else `fallback`. */
 static long long setting(int gpu, const char* key, long long fallback) {
-  const char* env = getenv("FAKE_NVML");
-  if (env == NULL) return fallback;
-  char buf[1024];
-  snprintf(buf, sizeof buf, "%s", env);
-  long long value = fallback;
-  char* save = NULL;
-  for (char* item = strtok_r(buf, ",", &save); item != NULL; item = strtok_r(NULL, ",", &save)) {
-    char* eq = strchr(item, '=');
-    if (eq == NULL) continue;
-    *eq = '\0';
-    const char* name = item;
-    int only = -1;
-    char* dot = strchr(item, '.');
-    if (dot != NULL) {
-      *dot = '\0';
-      only = atoi(item);
-      name = dot + 1;
-    }
-    if (strcmp(name, key) != 0) continue;
-    if (only < 0 || only == gpu) value = atoll(eq + 1);
-    if (only == gpu) break; /* a GPU's own setting wins */
-  }
-  return value;
+  return fake_setting("FAKE_NVML", gpu, key, fallback);
 }
 
 static int unsupported(const char* key) {

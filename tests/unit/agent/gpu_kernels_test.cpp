@@ -6,12 +6,14 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -21,10 +23,30 @@ namespace {
 
 namespace h = dlaunch::agent::health;
 
+// The CUDA toolkit's ptxas: $DLAUNCH_PTXAS, on PATH, or in /usr/local/cuda
+// (found when the test runs, not when it is built: the build's flags stay
+// the same on machines with and without the toolkit). Empty: none.
+std::string find_ptxas() {
+  std::vector<std::string> places;
+  if (const char* given = std::getenv("DLAUNCH_PTXAS")) places.emplace_back(given);
+  if (const char* path = std::getenv("PATH")) {
+    std::string dirs = path;
+    for (std::size_t start = 0; start <= dirs.size();) {
+      const auto colon = std::min(dirs.find(':', start), dirs.size());
+      if (colon > start) places.push_back(dirs.substr(start, colon - start) + "/ptxas");
+      start = colon + 1;
+    }
+  }
+  places.emplace_back("/usr/local/cuda/bin/ptxas");
+  for (const auto& p : places) {
+    if (::access(p.c_str(), X_OK) == 0) return p;
+  }
+  return "";
+}
+
 TEST(GpuKernels, ThePtxCompilesForEveryGenerationFromTuringToBlackwell) {
-  const std::string ptxas = DLAUNCH_PTXAS;
-  if (ptxas.empty() || ::access(ptxas.c_str(), X_OK) != 0)
-    GTEST_SKIP() << "no ptxas (the CUDA toolkit) on this machine";
+  const std::string ptxas = find_ptxas();
+  if (ptxas.empty()) GTEST_SKIP() << "no ptxas (the CUDA toolkit) on this machine";
   const auto dir =
       std::filesystem::temp_directory_path() / ("dlaunch-ptx-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
