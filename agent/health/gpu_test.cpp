@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "health/dl_bind.h"
+
 namespace dlaunch::agent::health {
 namespace {
 
@@ -54,32 +56,36 @@ struct CudaApi {
   CuResult (*event_destroy)(Event);
 };
 
-template <typename F>
-bool bind_cu(void* lib, const char* symbol, F& out) {
-  out = reinterpret_cast<F>(::dlsym(lib, symbol));  // NOLINT(*-reinterpret-cast): dlsym's way
-  return out != nullptr;
+// "error: CALL: the driver's words (CODE)".
+std::string call_failed(const CudaApi& api, const char* what, CuResult r) {
+  const char* why = nullptr;
+  if (api.error_string(r, &why) != kCuSuccess || why == nullptr) why = "unknown error";
+  return std::string("error: ") + what + ": " + why + " (" + std::to_string(r) + ")";
 }
 
 bool bind_cuda(void* lib, CudaApi& a) {
-  return bind_cu(lib, "cuInit", a.init) && bind_cu(lib, "cuGetErrorString", a.error_string) &&
-         bind_cu(lib, "cuDeviceGetCount", a.count) && bind_cu(lib, "cuDeviceGet", a.device) &&
-         bind_cu(lib, "cuDeviceGetName", a.name) &&
-         bind_cu(lib, "cuDeviceGetPCIBusId", a.pci_bus_id) &&
-         bind_cu(lib, "cuDevicePrimaryCtxRetain", a.retain) &&
-         bind_cu(lib, "cuDevicePrimaryCtxRelease_v2", a.release) &&
-         bind_cu(lib, "cuCtxSetCurrent", a.set_current) &&
-         bind_cu(lib, "cuMemGetInfo_v2", a.mem_info) && bind_cu(lib, "cuMemAlloc_v2", a.alloc) &&
-         bind_cu(lib, "cuMemFree_v2", a.free) && bind_cu(lib, "cuMemcpyHtoD_v2", a.to_device) &&
-         bind_cu(lib, "cuMemcpyDtoH_v2", a.to_host) && bind_cu(lib, "cuModuleLoadData", a.load) &&
-         bind_cu(lib, "cuModuleUnload", a.unload) &&
-         bind_cu(lib, "cuModuleGetFunction", a.function) &&
-         bind_cu(lib, "cuLaunchKernel", a.launch) &&
-         bind_cu(lib, "cuCtxSynchronize", a.synchronize) &&
-         bind_cu(lib, "cuEventCreate", a.event_create) &&
-         bind_cu(lib, "cuEventRecord", a.event_record) &&
-         bind_cu(lib, "cuEventSynchronize", a.event_synchronize) &&
-         bind_cu(lib, "cuEventElapsedTime", a.event_elapsed) &&
-         bind_cu(lib, "cuEventDestroy_v2", a.event_destroy);
+  return bind_symbol(lib, "cuInit", a.init) &&
+         bind_symbol(lib, "cuGetErrorString", a.error_string) &&
+         bind_symbol(lib, "cuDeviceGetCount", a.count) &&
+         bind_symbol(lib, "cuDeviceGet", a.device) && bind_symbol(lib, "cuDeviceGetName", a.name) &&
+         bind_symbol(lib, "cuDeviceGetPCIBusId", a.pci_bus_id) &&
+         bind_symbol(lib, "cuDevicePrimaryCtxRetain", a.retain) &&
+         bind_symbol(lib, "cuDevicePrimaryCtxRelease_v2", a.release) &&
+         bind_symbol(lib, "cuCtxSetCurrent", a.set_current) &&
+         bind_symbol(lib, "cuMemGetInfo_v2", a.mem_info) &&
+         bind_symbol(lib, "cuMemAlloc_v2", a.alloc) && bind_symbol(lib, "cuMemFree_v2", a.free) &&
+         bind_symbol(lib, "cuMemcpyHtoD_v2", a.to_device) &&
+         bind_symbol(lib, "cuMemcpyDtoH_v2", a.to_host) &&
+         bind_symbol(lib, "cuModuleLoadData", a.load) &&
+         bind_symbol(lib, "cuModuleUnload", a.unload) &&
+         bind_symbol(lib, "cuModuleGetFunction", a.function) &&
+         bind_symbol(lib, "cuLaunchKernel", a.launch) &&
+         bind_symbol(lib, "cuCtxSynchronize", a.synchronize) &&
+         bind_symbol(lib, "cuEventCreate", a.event_create) &&
+         bind_symbol(lib, "cuEventRecord", a.event_record) &&
+         bind_symbol(lib, "cuEventSynchronize", a.event_synchronize) &&
+         bind_symbol(lib, "cuEventElapsedTime", a.event_elapsed) &&
+         bind_symbol(lib, "cuEventDestroy_v2", a.event_destroy);
 }
 
 // The kernels. Grid-stride loops over 64-bit indices; parameters in the
@@ -239,9 +245,7 @@ class DeviceTest final {
  private:
   bool call(CuResult r, const char* what, std::string& failed) const {
     if (r == kCuSuccess) return true;
-    const char* why = nullptr;
-    if (api_.error_string(r, &why) != kCuSuccess || why == nullptr) why = "unknown error";
-    failed = std::string("error: ") + what + ": " + why + " (" + std::to_string(r) + ")";
+    failed = call_failed(api_, what, r);
     return false;
   }
 
@@ -405,18 +409,13 @@ Facts run_gpu_test(std::size_t mb) {
                        "than 450?)");
     return facts;
   }
-  const auto failed = [&api](const char* what, CuResult r) {
-    const char* why = nullptr;
-    if (api.error_string(r, &why) != kCuSuccess || why == nullptr) why = "unknown error";
-    return std::string("error: ") + what + ": " + why + " (" + std::to_string(r) + ")";
-  };
   if (const CuResult r = api.init(0); r != kCuSuccess) {
-    facts.emplace_back("cuda", failed("cuInit", r));
+    facts.emplace_back("cuda", call_failed(api, "cuInit", r));
     return facts;
   }
   int count = 0;
   if (const CuResult r = api.count(&count); r != kCuSuccess) {
-    facts.emplace_back("cuda", failed("cuDeviceGetCount", r));
+    facts.emplace_back("cuda", call_failed(api, "cuDeviceGetCount", r));
     return facts;
   }
   facts.emplace_back("cuda", "loaded");

@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 
+#include "health/dl_bind.h"
+
 namespace dlaunch::agent::health {
 namespace {
 
@@ -37,12 +39,6 @@ struct Api {
   Ret (*driver_version)(char*, unsigned);
   Ret (*cuda_version)(int*);
 };
-
-template <typename F>
-bool bind(void* lib, const char* symbol, F& out) {
-  out = reinterpret_cast<F>(::dlsym(lib, symbol));  // NOLINT(*-reinterpret-cast): dlsym's way
-  return out != nullptr;
-}
 
 // The clock event reasons that mean the GPU runs slower than it should
 // (nvmlClocksEventReasons: idle, application clocks, the software power cap,
@@ -82,20 +78,20 @@ void add_nvml_facts(Facts& facts) {
     return;
   }
   Api api{};
-  const bool bound = bind(lib, "nvmlInit_v2", api.init) &&
-                     bind(lib, "nvmlShutdown", api.shutdown) &&
-                     bind(lib, "nvmlErrorString", api.error_string) &&
-                     bind(lib, "nvmlDeviceGetCount_v2", api.count) &&
-                     bind(lib, "nvmlDeviceGetHandleByIndex_v2", api.handle) &&
-                     bind(lib, "nvmlDeviceGetName", api.name) &&
-                     bind(lib, "nvmlDeviceGetTemperature", api.temperature) &&
-                     bind(lib, "nvmlDeviceGetTotalEccErrors", api.ecc) &&
-                     bind(lib, "nvmlDeviceGetRetiredPagesPendingStatus", api.retired_pending) &&
-                     bind(lib, "nvmlDeviceGetRemappedRows", api.remapped_rows) &&
-                     bind(lib, "nvmlDeviceGetCurrentClocksThrottleReasons", api.throttle) &&
-                     bind(lib, "nvmlDeviceGetPersistenceMode", api.persistence) &&
-                     bind(lib, "nvmlSystemGetDriverVersion", api.driver_version) &&
-                     bind(lib, "nvmlSystemGetCudaDriverVersion", api.cuda_version);
+  const bool bound =
+      bind_symbol(lib, "nvmlInit_v2", api.init) && bind_symbol(lib, "nvmlShutdown", api.shutdown) &&
+      bind_symbol(lib, "nvmlErrorString", api.error_string) &&
+      bind_symbol(lib, "nvmlDeviceGetCount_v2", api.count) &&
+      bind_symbol(lib, "nvmlDeviceGetHandleByIndex_v2", api.handle) &&
+      bind_symbol(lib, "nvmlDeviceGetName", api.name) &&
+      bind_symbol(lib, "nvmlDeviceGetTemperature", api.temperature) &&
+      bind_symbol(lib, "nvmlDeviceGetTotalEccErrors", api.ecc) &&
+      bind_symbol(lib, "nvmlDeviceGetRetiredPagesPendingStatus", api.retired_pending) &&
+      bind_symbol(lib, "nvmlDeviceGetRemappedRows", api.remapped_rows) &&
+      bind_symbol(lib, "nvmlDeviceGetCurrentClocksThrottleReasons", api.throttle) &&
+      bind_symbol(lib, "nvmlDeviceGetPersistenceMode", api.persistence) &&
+      bind_symbol(lib, "nvmlSystemGetDriverVersion", api.driver_version) &&
+      bind_symbol(lib, "nvmlSystemGetCudaDriverVersion", api.cuda_version);
   if (!bound) {
     facts.emplace_back("nvml",
                        "not loaded: libnvidia-ml.so.1 lacks a function the checks use "

@@ -46,6 +46,15 @@ struct Row {
   long long received_ns = 0;
 };
 
+// The thresholds that are the job's, not one host's (net_ratio, net_gbps,
+// gpu_test_mb, gpu_mem_ratio: set under `defaults:` or on the command line,
+// so every node has the same): node 0's.
+health::Thresholds job_thresholds(const JobPlan& plan, const PreflightOptions& o) {
+  return plan.nodes.empty()
+             ? health::Thresholds{}
+             : health::node_thresholds(plan.nodes.front().host.health, o.threshold_words);
+}
+
 // Each node's health facts against the thresholds and the other nodes: the
 // HEALTH column and the problems it names.
 void judge_health(const JobPlan& plan, const PreflightOptions& o, std::vector<Row>& rows) {
@@ -53,12 +62,8 @@ void judge_health(const JobPlan& plan, const PreflightOptions& o, std::vector<Ro
   facts.reserve(rows.size());
   for (const auto& r : rows) facts.push_back(r.facts.empty() ? nullptr : &r.facts);
   const auto across = health::judge_across(facts);
-  // gpu_mem_ratio is the job's (`defaults:` or the command line): node 0's.
-  const auto gpu_bandwidth = health::judge_gpu_bandwidth(
-      facts, plan.nodes.empty()
-                 ? 0.5
-                 : health::node_thresholds(plan.nodes.front().host.health, o.threshold_words)
-                       .gpu_mem_ratio);
+  const auto gpu_bandwidth =
+      health::judge_gpu_bandwidth(facts, job_thresholds(plan, o).gpu_mem_ratio);
   for (std::size_t i = 0; i < rows.size(); ++i) {
     Row& r = rows[i];
     if (r.facts.empty()) continue;
@@ -213,13 +218,9 @@ std::pair<std::string, bool> check_with_agents(const JobPlan& plan, const Prefli
        .container = o.container,
        .probe_only = true,
        .bandwidth_round = network ? o.bandwidth_round : std::chrono::milliseconds(0),
-       // gpu_test_mb is the job's: node 0's thresholds say it.
-       .gpu_test_mb =
-           !o.gpu_test || plan.nodes.empty()
-               ? 0U
-               : static_cast<std::uint32_t>(std::max(
-                     0.0, health::node_thresholds(plan.nodes.front().host.health, o.threshold_words)
-                              .gpu_test_mb))},
+       .gpu_test_mb = o.gpu_test ? static_cast<std::uint32_t>(
+                                       std::max(0.0, job_thresholds(plan, o).gpu_test_mb))
+                                 : 0U},
       sink, {.io = io, .links = links, .clock = clock, .observers = {&notices}});
   const int status = controller.run();
   const auto checks = controller.checks();
@@ -282,11 +283,7 @@ std::pair<std::string, bool> check_with_agents(const JobPlan& plan, const Prefli
     std::vector<std::string> names;
     names.reserve(rows.size());
     for (const auto& r : rows) names.push_back(fmt::format("node {} ({})", r.node, r.name));
-    // net_ratio and net_gbps are the job's (`defaults:` or the command line):
-    // every node has the same, node 0's say them.
-    const auto verdict = health::judge_streams(
-        net.streams, names,
-        health::node_thresholds(plan.nodes.front().host.health, o.threshold_words));
+    const auto verdict = health::judge_streams(net.streams, names, job_thresholds(plan, o));
     for (std::size_t k = 0; k < rows.size() && k < verdict.problems.size(); ++k) {
       auto& row = rows[k];
       row.problems.insert(row.problems.end(), verdict.problems[k].begin(),
